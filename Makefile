@@ -1,0 +1,36 @@
+# gilty: `make demo` and `make test` are the two entry points; both run `setup` first.
+PYTHON ?= $(shell command -v pyenv >/dev/null 2>&1 && echo "$$(pyenv root)/versions/3.11.7/bin/python3" || echo python3)
+VENV := .venv
+VPY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: help setup demo test test-rust test-python lint bench clean
+
+help:  ## list targets
+	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+$(VPY):
+	@test -x "$(PYTHON)" || { echo "no Python at $(PYTHON); set PYTHON=/path/to/python3.10+"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install -q --upgrade pip
+
+$(STAMP): $(VPY) requirements-dev.txt
+	$(VPY) -m pip install -q -r requirements-dev.txt
+	touch $(STAMP)
+
+setup: $(STAMP)  ## build the Rust extension and install gilty into .venv (CLI: .venv/bin/gilty)
+	VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(VENV))/bin:$$PATH $(VENV)/bin/maturin develop --release -q
+
+demo: setup  ## start the bundled demo service, record it for 10 s, print the diagnosis
+	$(VPY) -m gilty.demo
+
+test: setup  ## every test: Rust unit tests, layout generator check, Python unit + integration tests
+	cargo test --release -q --workspace --exclude gilty-python
+	$(VPY) tools/gen_layouts.py --check
+	$(VPY) -m pytest -q -ra tests
+
+bench: setup  ## overhead benchmarks (results go in docs/benchmarks.md by hand, with the command)
+	$(VPY) bench/overhead.py
+
+clean:  ## remove build products and the venv
+	rm -rf target $(VENV)

@@ -1,0 +1,131 @@
+//! Deciding one thread's state in one sample from what was read: the GIL struct, the GC flag, and the
+//! syscall the thread is blocked in. Pure functions, so every rule is unit-tested.
+
+use crate::process::procfs::SyscallState;
+use crate::syscalls::FUTEX;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum ThreadState {
+    HoldingGil = 0,
+    Gc = 1,
+    WaitingGil = 2,
+    Native = 3,
+    Idle = 4,
+    Unknown = 5,
+}
+
+impl ThreadState {
+    pub fn name(self) -> &'static str {
+        match self {
+            ThreadState::HoldingGil => "holding_gil",
+            ThreadState::Gc => "gc",
+            ThreadState::WaitingGil => "waiting_gil",
+            ThreadState::Native => "native",
+            ThreadState::Idle => "idle",
+            ThreadState::Unknown => "unknown",
+        }
+    }
+}
+
+/// The GIL as read once per sample (struct _gil_runtime_state).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GilView {
+    pub locked: bool,
+    pub last_holder: u64,
+    pub switch_number: u64,
+}
+
+/// What the previous sample concluded about a thread.
+#[derive(Debug, Clone, Copy)]
+pub struct History {
+    pub state: ThreadState,
+    pub switch_number: u64,
+}
+
+pub struct Observation {
+    /// The thread's PyThreadState address; 0 for threads without one.
+    pub tstate: u64,
+    pub syscall: SyscallState,
+}
+
+/// Classifies one thread. `futex_range` is [start, end) of the GIL struct's condition variables and mutexes.
+pub fn classify(obs: &Observation, gil: &GilView, gc_collecting: bool, futex_range: (u64, u64), prev: Option<History>) -> ThreadState {
+    if obs.tstate != 0 && gil.locked && gil.last_holder == obs.tstate {
+        return if gc_collecting { ThreadState::Gc } else { ThreadState::HoldingGil };
+    }
+    match obs.syscall {
+        SyscallState::Blocked { nr, arg0 } if nr == FUTEX && arg0 >= futex_range.0 && arg0 < futex_range.1 => ThreadState::WaitingGil,
+        SyscallState::Blocked { .. } => ThreadState::Idle,
+        SyscallState::Unavailable => ThreadState::Unknown,
+        SyscallState::Running => {
+            // A waiter woken by drop_gil is "running" before it is scheduled and re-checks the GIL. It
+            // cannot have taken the GIL since the last sample unless the GIL changed hands to it:
+            // take_gil bumps switch_number whenever the holder changes. No change, or one change that
+            // went to another thread, means it is still inside take_gil.
+            if let Some(h) = prev {
+                if h.state == ThreadState::WaitingGil && obs.tstate != 0 {
+                    let changes = gil.switch_number.wrapping_sub(h.switch_number);
+                    if changes == 0 || (changes == 1 && gil.last_holder != obs.tstate) {
+                        return ThreadState::WaitingGil;
+                    }
+                }
+            }
+            ThreadState::Native
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ME: u64 = 0x1000;
+    const OTHER: u64 = 0x2000;
+    const RANGE: (u64, u64) = (0x5020, 0x50d0);
+
+    fn obs(syscall: SyscallState) -> Observation {
+        Observation { tstate: ME, syscall }
+    }
+    fn gil(locked: bool, holder: u64, sw: u64) -> GilView {
+        GilView { locked, last_holder: holder, switch_number: sw }
+    }
+
+    #[test]
+    fn holder_is_holding_or_gc() {
+        let o = obs(SyscallState::Running);
+        assert_eq!(classify(&o, &gil(true, ME, 1), false, RANGE, None), ThreadState::HoldingGil);
+        assert_eq!(classify(&o, &gil(true, ME, 1), true, RANGE, None), ThreadState::Gc);
+        // last_holder stays set after drop_gil: unlocked means nobody holds it.
+        assert_eq!(classify(&o, &gil(false, ME, 1), false, RANGE, None), ThreadState::Native);
+    }
+
+    #[test]
+    fn futex_on_gil_is_waiting_other_futex_is_idle() {
+        let g = gil(true, OTHER, 1);
+        let w = obs(SyscallState::Blocked { nr: FUTEX, arg0: 0x5048 });
+        assert_eq!(classify(&w, &g, false, RANGE, None), ThreadState::WaitingGil);
+        let lock = obs(SyscallState::Blocked { nr: FUTEX, arg0: 0x9000 });
+        assert_eq!(classify(&lock, &g, false, RANGE, None), ThreadState::Idle);
+        let sleep = obs(SyscallState::Blocked { nr: 230, arg0: 1 });
+        assert_eq!(classify(&sleep, &g, false, RANGE, None), ThreadState::Idle);
+        assert_eq!(classify(&obs(SyscallState::Unavailable), &g, false, RANGE, None), ThreadState::Unknown);
+    }
+
+    #[test]
+    fn woken_waiter_stays_waiting_until_it_could_have_taken_the_gil() {
+        let run = obs(SyscallState::Running);
+        let prev = Some(History { state: ThreadState::WaitingGil, switch_number: 7 });
+        // No handoff since: still in take_gil.
+        assert_eq!(classify(&run, &gil(true, OTHER, 7), false, RANGE, prev), ThreadState::WaitingGil);
+        // One handoff, to another thread: still waiting.
+        assert_eq!(classify(&run, &gil(true, OTHER, 8), false, RANGE, prev), ThreadState::WaitingGil);
+        // One handoff to this thread, now released: it ran Python and went native.
+        assert_eq!(classify(&run, &gil(false, ME, 8), false, RANGE, prev), ThreadState::Native);
+        // Two or more handoffs: it may have had the GIL; native.
+        assert_eq!(classify(&run, &gil(true, OTHER, 9), false, RANGE, prev), ThreadState::Native);
+        // Not waiting before: running without the GIL is native.
+        let prev_idle = Some(History { state: ThreadState::Idle, switch_number: 7 });
+        assert_eq!(classify(&run, &gil(true, OTHER, 7), false, RANGE, prev_idle), ThreadState::Native);
+    }
+}

@@ -1,0 +1,68 @@
+//! Errors a user can act on. Each maps to one line of text and one exit code in the CLI.
+
+use std::fmt;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    NoSuchProcess,
+    NotPython,
+    UnsupportedVersion,
+    UnrecognisedInterpreter,
+    PermissionDenied,
+    TargetExited,
+    Internal,
+}
+
+impl ErrorKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::NoSuchProcess => "no_such_process",
+            ErrorKind::NotPython => "not_python",
+            ErrorKind::UnsupportedVersion => "unsupported_version",
+            ErrorKind::UnrecognisedInterpreter => "unrecognised_interpreter",
+            ErrorKind::PermissionDenied => "permission_denied",
+            ErrorKind::TargetExited => "target_exited",
+            ErrorKind::Internal => "internal",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Error {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+impl Error {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Error { kind, message: message.into() }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Turns an OS error from touching /proc/PID or the target's memory into a user-facing error.
+pub fn from_os(pid: i32, err: &std::io::Error, what: &str) -> Error {
+    match err.raw_os_error() {
+        Some(libc::ESRCH) | Some(libc::ENOENT) => {
+            if crate::process::procfs::exists(pid) {
+                Error::new(ErrorKind::TargetExited, format!("pid {pid} exited while reading {what}"))
+            } else {
+                Error::new(ErrorKind::NoSuchProcess, format!("no process with pid {pid}"))
+            }
+        }
+        Some(libc::EPERM) | Some(libc::EACCES) => Error::new(
+            ErrorKind::PermissionDenied,
+            format!("not permitted to read {what} of pid {pid} (run as the same user or as root; check kernel.yama.ptrace_scope)"),
+        ),
+        _ => Error::new(ErrorKind::Internal, format!("reading {what} of pid {pid}: {err}")),
+    }
+}

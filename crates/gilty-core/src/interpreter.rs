@@ -1,0 +1,313 @@
+//! Finding the CPython interpreter inside a target process, identifying its version, choosing and
+//! validating the struct layout, and locating the runtime structures gilty reads.
+
+use crate::elf::ElfInfo;
+use crate::error::{from_os, Error, ErrorKind, Result};
+use crate::process::maps::{read_maps, MapEntry};
+use crate::process::memory::{Memory, ProcessMemory};
+use crate::process::procfs;
+use gilty_layouts::{debug_offsets, layout_for, Layout, SUPPORTED};
+
+pub struct Interpreter {
+    pub pid: i32,
+    pub mem: ProcessMemory,
+    pub layout: Layout,
+    pub version: (u8, u8, u8),
+    /// The file that holds `_PyRuntime` (libpython or the executable).
+    pub binary: String,
+    pub executable: String,
+    pub runtime: u64,
+    pub code_type: Option<u64>,
+    /// Where the GIL struct lives, and how to find it.
+    pub gil: GilLocation,
+    /// Fields where the generated table and the target's `_Py_DebugOffsets` disagree (3.13+).
+    pub debug_offset_mismatches: Vec<String>,
+    pub used_debug_offsets: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub enum GilLocation {
+    /// Embedded in `_PyRuntime` (3.10, 3.11).
+    Fixed(u64),
+    /// Pointed to by the main interpreter (3.12+); resolved at attach.
+    Pointer { resolved: u64 },
+}
+
+impl GilLocation {
+    pub fn address(&self) -> u64 {
+        match *self {
+            GilLocation::Fixed(a) => a,
+            GilLocation::Pointer { resolved } => resolved,
+        }
+    }
+}
+
+/// Marks a version whose micro number could not be read (3.10 builds without a PY_VERSION literal).
+pub const MICRO_UNKNOWN: u8 = u8::MAX;
+
+fn version_string(v: (u8, u8, u8)) -> String {
+    if v.2 == MICRO_UNKNOWN {
+        format!("{}.{}", v.0, v.1)
+    } else {
+        format!("{}.{}.{}", v.0, v.1, v.2)
+    }
+}
+
+/// Candidate files for the interpreter: libpython mappings first, then the main executable.
+fn candidate_binaries(pid: i32, maps: &[MapEntry], exe: &Option<String>) -> Vec<(String, u64)> {
+    let mut out: Vec<(String, u64)> = Vec::new();
+    let mut push = |path: &str| {
+        if out.iter().any(|(p, _)| p == path) {
+            return;
+        }
+        // The mapping with file offset 0 gives the load address of the file's first page.
+        if let Some(m) = maps.iter().find(|m| m.path.as_deref() == Some(path) && m.offset == 0) {
+            out.push((path.to_owned(), m.start));
+        }
+    };
+    for m in maps {
+        if let Some(name) = m.file_name() {
+            if name.starts_with("libpython3") && name.contains(".so") {
+                push(m.path.as_deref().unwrap());
+            }
+        }
+    }
+    if let Some(exe) = exe {
+        push(exe);
+    }
+    let _ = pid;
+    out
+}
+
+/// Path through which this process can read a file the target mapped (works across mount namespaces).
+fn readable_path(pid: i32, path: &str) -> String {
+    let via_root = format!("/proc/{pid}/root{path}");
+    if std::path::Path::new(&via_root).exists() {
+        via_root
+    } else {
+        path.to_owned()
+    }
+}
+
+struct Found {
+    elf: ElfInfo,
+    bias: u64,
+    runtime: u64,
+    runtime_size: Option<u64>,
+    path: String,
+}
+
+fn find_runtime(pid: i32, maps: &[MapEntry], exe: &Option<String>) -> Option<Found> {
+    for (path, map_start) in candidate_binaries(pid, maps, exe) {
+        let Ok(elf) = ElfInfo::read(&readable_path(pid, &path)) else { continue };
+        let bias = if elf.is_pie_or_shared { map_start.wrapping_sub(elf.first_load_vaddr) } else { 0 };
+        let (addr, size) = match elf.symbol("_PyRuntime") {
+            Some((a, s)) => (a, if s > 0 { Some(s) } else { None }),
+            None => match elf.pyruntime_section {
+                Some((a, s)) => (a, Some(s)),
+                None => continue,
+            },
+        };
+        return Some(Found { runtime: bias.wrapping_add(addr), runtime_size: size, elf, bias, path });
+    }
+    None
+}
+
+fn detect_version(f: &Found, mem: &ProcessMemory) -> Option<(u8, u8, u8)> {
+    if let Some((addr, _)) = f.elf.symbol("Py_Version") {
+        if let Ok(hex) = mem.read_u64(f.bias.wrapping_add(addr)) {
+            let hex = hex & 0xffff_ffff;
+            let v = ((hex >> 24) as u8, (hex >> 16) as u8, (hex >> 8) as u8);
+            if v.0 == 3 {
+                return Some(v);
+            }
+        }
+    }
+    // 3.13+: the debug offsets block carries PY_VERSION_HEX too.
+    if let Ok(bytes) = mem.read_vec(f.runtime, 24) {
+        if let Some(d) = debug_offsets::parse(&bytes) {
+            return Some((d.major(), d.minor(), d.micro()));
+        }
+    }
+    let from_rodata = f.elf.scan_version();
+    let name = f.path.rsplit('/').next().unwrap_or("");
+    let minor_from_name = name
+        .strip_prefix("libpython3.")
+        .or_else(|| name.strip_prefix("python3."))
+        .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|m| m.parse::<u8>().ok());
+    match (from_rodata, minor_from_name) {
+        (Some(v), Some(m)) if v.1 == m => Some(v),
+        (Some(v), None) => Some(v),
+        // Micro version unknown: the layout depends on the minor version only (checked at attach).
+        (_, Some(m)) => Some((3, m, MICRO_UNKNOWN)),
+        (None, None) => None,
+    }
+}
+
+pub fn attach(pid: i32) -> Result<Interpreter> {
+    if pid <= 0 || !procfs::exists(pid) {
+        return Err(Error::new(ErrorKind::NoSuchProcess, format!("no process with pid {pid}")));
+    }
+    let maps = read_maps(pid)?;
+    let exe = procfs::exe(pid);
+    if maps.is_empty() {
+        return Err(if procfs::is_gone(pid) {
+            Error::new(ErrorKind::NoSuchProcess, format!("pid {pid} has exited"))
+        } else {
+            Error::new(ErrorKind::NotPython, format!("pid {pid} is not a Python process (it has no memory maps: a kernel thread?)"))
+        });
+    }
+    let Some(found) = find_runtime(pid, &maps, &exe) else {
+        return Err(Error::new(
+            ErrorKind::NotPython,
+            format!(
+                "pid {pid} ({}) is not a Python process (no libpython or _PyRuntime found)",
+                exe.as_deref().unwrap_or("?")
+            ),
+        ));
+    };
+    let mem = ProcessMemory { pid };
+    // A first read tells permission problems apart from layout problems.
+    mem.read_u64(found.runtime).map_err(|e| from_os(pid, &e, "memory"))?;
+
+    let version = detect_version(&found, &mem).ok_or_else(|| {
+        Error::new(ErrorKind::UnrecognisedInterpreter, format!("pid {pid}: could not determine the Python version of {}", found.path))
+    })?;
+    let Some(base) = layout_for(version.0, version.1) else {
+        let supported: Vec<String> = SUPPORTED.iter().map(|(a, b)| format!("{a}.{b}")).collect();
+        return Err(Error::new(
+            ErrorKind::UnsupportedVersion,
+            format!("pid {pid} runs Python {}, which gilty does not support (supported: {})", version_string(version), supported.join(", ")),
+        ));
+    };
+    let mut layout = *base;
+    let mut mismatches = Vec::new();
+    let mut used_debug_offsets = false;
+    if version.1 >= 13 {
+        let bytes = mem.read_vec(found.runtime, debug_offsets::SIZE_3_13).map_err(|e| from_os(pid, &e, "memory"))?;
+        match debug_offsets::parse(&bytes) {
+            Some(d) => {
+                if d.free_threaded {
+                    return Err(Error::new(
+                        ErrorKind::UnsupportedVersion,
+                        format!("pid {pid} runs a free-threaded Python {} build, which has no GIL to diagnose", version_string(version)),
+                    ));
+                }
+                let (l, m) = debug_offsets::apply(&layout, &d);
+                layout = l;
+                mismatches = m;
+                used_debug_offsets = true;
+            }
+            None => {
+                return Err(Error::new(
+                    ErrorKind::UnrecognisedInterpreter,
+                    format!("pid {pid}: Python {} without a valid _Py_DebugOffsets block", version_string(version)),
+                ))
+            }
+        }
+    }
+    if let Some(size) = found.runtime_size {
+        if size != layout.runtime_size {
+            return Err(Error::new(
+                ErrorKind::UnrecognisedInterpreter,
+                format!(
+                    "pid {pid}: _PyRuntime is {size} bytes but Python {} release builds have {} (a debug or custom build?)",
+                    version_string(version),
+                    layout.runtime_size
+                ),
+            ));
+        }
+    }
+
+    let code_type = found.elf.symbol("PyCode_Type").map(|(a, _)| found.bias.wrapping_add(a));
+    let mut interp = Interpreter {
+        pid,
+        mem,
+        layout,
+        version,
+        binary: found.path.clone(),
+        executable: exe.unwrap_or_default(),
+        runtime: found.runtime,
+        code_type,
+        gil: GilLocation::Fixed(0),
+        debug_offset_mismatches: mismatches,
+        used_debug_offsets,
+    };
+    interp.validate_and_locate()?;
+    Ok(interp)
+}
+
+impl Interpreter {
+    pub fn version_string(&self) -> String {
+        version_string(self.version)
+    }
+
+    fn read_ptr(&self, addr: u64, what: &str) -> Result<u64> {
+        self.mem.read_u64(addr).map_err(|e| from_os(self.pid, &e, what))
+    }
+
+    /// The main interpreter state (the last one in the `interpreters.head` list).
+    pub fn main_interp(&self) -> Result<u64> {
+        let main = self.read_ptr(self.runtime + self.layout.runtime_interpreters_main, "the interpreter list")?;
+        if main != 0 {
+            return Ok(main);
+        }
+        self.read_ptr(self.runtime + self.layout.runtime_interpreters_head, "the interpreter list")
+    }
+
+    /// Checks the layout against live data (back-pointers) and finds the GIL.
+    fn validate_and_locate(&mut self) -> Result<()> {
+        let pid = self.pid;
+        let interp = self.main_interp()?;
+        if interp == 0 {
+            return Err(Error::new(ErrorKind::NotPython, format!("pid {pid} has not initialised its Python interpreter yet")));
+        }
+        let head = self.read_ptr(interp + self.layout.interp_threads_head, "the thread list")?;
+        if head == 0 {
+            return Err(Error::new(ErrorKind::NotPython, format!("pid {pid} has no Python thread state yet (starting up or shutting down)")));
+        }
+        let back = self.read_ptr(head + self.layout.tstate_interp, "a thread state")?;
+        if back != interp {
+            return Err(Error::new(
+                ErrorKind::UnrecognisedInterpreter,
+                format!(
+                    "pid {pid}: Python {} thread state does not point back to its interpreter; the struct layout does not match this build",
+                    self.version_string()
+                ),
+            ));
+        }
+        self.gil = match (self.layout.runtime_gil, self.layout.interp_gil_ptr) {
+            (Some(off), _) => GilLocation::Fixed(self.runtime + off),
+            (None, Some(off)) => {
+                let p = self.read_ptr(interp + off, "the GIL pointer")?;
+                if p == 0 {
+                    return Err(Error::new(ErrorKind::UnrecognisedInterpreter, format!("pid {pid}: the interpreter has no GIL pointer")));
+                }
+                GilLocation::Pointer { resolved: p }
+            }
+            (None, None) => return Err(Error::new(ErrorKind::Internal, "layout names no GIL location")),
+        };
+        // The GIL interval is a switch interval in microseconds: a sane value confirms the GIL address.
+        let interval = self.read_ptr(self.gil.address() + self.layout.gil_interval, "the GIL")?;
+        if interval == 0 || interval > 60_000_000 {
+            return Err(Error::new(
+                ErrorKind::UnrecognisedInterpreter,
+                format!("pid {pid}: the GIL switch interval reads as {interval} us; the struct layout does not match this build"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `sys.getswitchinterval()` of the target, in seconds (read each time: the target may change it).
+    pub fn switch_interval_s(&self) -> Result<f64> {
+        let us = self.read_ptr(self.gil.address() + self.layout.gil_interval, "the GIL")?;
+        Ok(us as f64 / 1e6)
+    }
+
+    /// Futex addresses inside the GIL struct: a thread blocked on one of them waits for the GIL.
+    pub fn gil_futex_range(&self) -> (u64, u64) {
+        let g = self.gil.address();
+        (g + self.layout.gil_cond, g + self.layout.gil_size)
+    }
+}

@@ -1,0 +1,17 @@
+//! gilty-core: reads a live CPython process from outside (never writing to it) and samples what each
+//! thread does with respect to the GIL.
+
+pub mod classify;
+pub mod elf;
+pub mod error;
+pub mod frames;
+pub mod interpreter;
+pub mod linetable;
+pub mod process;
+pub mod pyobjects;
+pub mod sampler;
+pub mod syscalls;
+// TEMP pub mod thread_names;
+pub mod threads;
+
+pub use error::{Error, ErrorKind, Result};

@@ -1,0 +1,5 @@
+//! Access to another process: its memory maps, its memory, and its /proc files. Read-only.
+
+pub mod maps;
+pub mod memory;
+pub mod procfs;

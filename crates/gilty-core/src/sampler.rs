@@ -1,0 +1,296 @@
+//! The sampling loop: at a fixed rate, read the GIL, the GC flag, every thread's syscall and Python
+//! stack, classify each thread, and intern stacks. Never stops the target.
+
+use crate::classify::{classify, GilView, History, Observation, ThreadState};
+use crate::frames::{CodeCache, Frame, FrameWalker, WalkError};
+use crate::interpreter::Interpreter;
+use crate::process::memory::Memory;
+use crate::process::procfs::{self, SyscallReader, SyscallState};
+use crate::threads::{python_threads, PyThread, TidResolver};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// How often the OS thread list and Python thread names are re-read.
+const REFRESH_EVERY: Duration = Duration::from_millis(250);
+
+#[derive(Debug, Clone, Default)]
+pub struct Errors {
+    /// Stacks that read inconsistently once and were read again successfully.
+    pub torn_retried: u64,
+    /// Stacks that read inconsistently twice; the thread's state is kept, its stack dropped.
+    pub torn_dropped: u64,
+    /// Samples in which the GIL or thread list could not be read at all.
+    pub read_failed: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub sample: u32,
+    pub tid: i32,
+    pub state: ThreadState,
+    pub stack: i64,
+    pub syscall: i64,
+}
+
+/// Everything collected since the previous batch.
+#[derive(Debug, Default)]
+pub struct Batch {
+    pub times: Vec<f64>,
+    pub rows: Vec<Row>,
+    pub new_stacks: Vec<(u32, Vec<u32>)>,
+    pub new_frames: Vec<(u32, Frame)>,
+    pub threads: Vec<(i32, String)>,
+    pub errors: Errors,
+    pub exited: bool,
+    pub late: u64,
+}
+
+/// One thread as seen in one snapshot (for `dump`).
+#[derive(Debug, Clone)]
+pub struct ThreadSnapshot {
+    pub tid: i32,
+    pub name: String,
+    pub state: ThreadState,
+    pub syscall: i64,
+    pub stack: Vec<Frame>,
+}
+
+struct Track {
+    reader: Option<SyscallReader>,
+    history: Option<History>,
+}
+
+pub struct Sampler {
+    pub interp: Interpreter,
+    period: Duration,
+    start: Instant,
+    next_due: Option<Instant>,
+    code_cache: CodeCache,
+    tid_resolver: TidResolver,
+    tracks: HashMap<i32, Track>,
+    os_tids: Vec<i32>,
+    names: HashMap<i32, String>,
+    py_names: HashMap<u64, String>,
+    last_refresh: Option<Instant>,
+    frame_ids: HashMap<Frame, u32>,
+    stack_ids: HashMap<Vec<u32>, u32>,
+    batch: Batch,
+}
+
+impl Sampler {
+    pub fn new(interp: Interpreter, rate_hz: f64) -> Sampler {
+        let rate = rate_hz.clamp(0.1, 20_000.0);
+        Sampler {
+            interp,
+            period: Duration::from_secs_f64(1.0 / rate),
+            start: Instant::now(),
+            next_due: None,
+            code_cache: CodeCache::default(),
+            tid_resolver: TidResolver::default(),
+            tracks: HashMap::new(),
+            os_tids: Vec::new(),
+            names: HashMap::new(),
+            py_names: HashMap::new(),
+            last_refresh: None,
+            frame_ids: HashMap::new(),
+            stack_ids: HashMap::new(),
+            batch: Batch::default(),
+        }
+    }
+
+    pub fn elapsed(&self) -> f64 {
+        self.start.elapsed().as_secs_f64()
+    }
+
+    /// Samples for `seconds` (or until the target exits) and returns what was collected.
+    pub fn collect(&mut self, seconds: f64) -> Batch {
+        let deadline = Instant::now() + Duration::from_secs_f64(seconds.max(0.0));
+        loop {
+            let now = Instant::now();
+            let due = *self.next_due.get_or_insert(now);
+            if due >= deadline {
+                break;
+            }
+            if due > now {
+                std::thread::sleep(due - now);
+            }
+            if !self.sample_once() {
+                self.batch.exited = true;
+                break;
+            }
+            let mut next = due + self.period;
+            let now = Instant::now();
+            if next < now {
+                // A pass overran its period: skip the missed slots instead of sampling in a burst.
+                let behind = (now - next).as_secs_f64() / self.period.as_secs_f64();
+                self.batch.late += behind.ceil() as u64;
+                next = now;
+            }
+            self.next_due = Some(next);
+        }
+        self.batch.threads = self.names.iter().map(|(t, n)| (*t, n.clone())).collect();
+        std::mem::take(&mut self.batch)
+    }
+
+    fn refresh(&mut self, pythreads: &[PyThread]) {
+        let now = Instant::now();
+        let due = self.last_refresh.map(|t| now - t >= REFRESH_EVERY).unwrap_or(true);
+        let unknown_tid = pythreads.iter().any(|t| t.tid.map(|x| !self.names.contains_key(&x)).unwrap_or(false));
+        if !due && !unknown_tid {
+            return;
+        }
+        self.last_refresh = Some(now);
+        if let Ok(t) = procfs::thread_ids(self.interp.pid) {
+            self.os_tids = t;
+        }
+        if let Ok(n) = Ok::<HashMap<u64, String>, ()>(HashMap::new()) /* TEMP */ {
+            self.py_names = n;
+        }
+        let pid = self.interp.pid;
+        self.tracks.retain(|tid, _| self.os_tids.contains(tid));
+        self.names.retain(|tid, _| self.os_tids.contains(tid));
+        for &tid in &self.os_tids {
+            let py = pythreads.iter().find(|p| p.tid == Some(tid)).and_then(|p| self.py_names.get(&p.ident));
+            let name = match py {
+                Some(n) => n.clone(),
+                None => procfs::comm(pid, tid).unwrap_or_else(|| format!("thread-{tid}")),
+            };
+            self.names.insert(tid, name);
+        }
+    }
+
+    /// Reads the GIL struct's first fields (interval, last_holder, locked, switch_number).
+    fn read_gil(&self) -> std::io::Result<GilView> {
+        let l = &self.interp.layout;
+        let g = self.interp.gil.address();
+        let mut buf = [0u8; 32];
+        self.interp.mem.read(g, &mut buf)?;
+        let u64_at = |o: u64| u64::from_le_bytes(buf[o as usize..o as usize + 8].try_into().unwrap());
+        let locked = i32::from_le_bytes(buf[l.gil_locked as usize..l.gil_locked as usize + 4].try_into().unwrap());
+        Ok(GilView { locked: locked != 0, last_holder: u64_at(l.gil_last_holder), switch_number: u64_at(l.gil_switch_number) })
+    }
+
+    fn gc_collecting(&self, main_interp: u64) -> std::io::Result<bool> {
+        let l = &self.interp.layout;
+        Ok(self.interp.mem.read_i32(main_interp + l.interp_gc + l.gc_collecting)? != 0)
+    }
+
+    /// One observation of every thread; false when the target is gone.
+    fn sample_once(&mut self) -> bool {
+        let t = self.elapsed();
+        let pid = self.interp.pid;
+        let snapshot = match self.observe() {
+            Ok(s) => s,
+            Err(_) => {
+                if procfs::is_gone(pid) {
+                    return false;
+                }
+                self.batch.errors.read_failed += 1;
+                return true;
+            }
+        };
+        let sample = self.batch.times.len() as u32;
+        self.batch.times.push(t);
+        for (tid, state, syscall, stack) in snapshot {
+            let stack_id = match stack {
+                Some(frames) => self.intern_stack(frames) as i64,
+                None => -1,
+            };
+            self.batch.rows.push(Row { sample, tid, state, stack: stack_id, syscall });
+        }
+        true
+    }
+
+    /// Classifies every thread once. Stacks are `None` for threads without Python frames or torn reads.
+    fn observe(&mut self) -> std::io::Result<Vec<(i32, ThreadState, i64, Option<Vec<Frame>>)>> {
+        let main = self.interp.main_interp().map_err(|e| std::io::Error::other(e.message))?;
+        let gil = self.read_gil()?;
+        let gc = self.gc_collecting(main)?;
+        if self.os_tids.is_empty() {
+            self.os_tids = procfs::thread_ids(self.interp.pid)?;
+        }
+        let pythreads = python_threads(&self.interp, &mut self.tid_resolver, &self.os_tids)?;
+        self.refresh(&pythreads);
+        let range = self.interp.gil_futex_range();
+        let pid = self.interp.pid;
+        let mut out = Vec::with_capacity(self.os_tids.len());
+        let os_tids = self.os_tids.clone();
+        for tid in os_tids {
+            let py = pythreads.iter().find(|p| p.tid == Some(tid)).copied();
+            let tstate = py.map(|p| p.tstate).unwrap_or(0);
+            let track = self.tracks.entry(tid).or_insert_with(|| Track { reader: SyscallReader::open(pid, tid).ok(), history: None });
+            let holds = tstate != 0 && gil.locked && gil.last_holder == tstate;
+            // A GIL holder is classified without its syscall: one read fewer on the busiest thread.
+            let syscall = if holds {
+                SyscallState::Running
+            } else {
+                track.reader.as_mut().map(|r| r.read()).unwrap_or(SyscallState::Unavailable)
+            };
+            let state = classify(&Observation { tstate, syscall }, &gil, gc, range, track.history);
+            track.history = Some(History { state, switch_number: gil.switch_number });
+            let nr = match syscall {
+                SyscallState::Blocked { nr, .. } => nr,
+                _ => -1,
+            };
+            let stack = if tstate != 0 { self.read_stack(tstate) } else { None };
+            out.push((tid, state, nr, stack));
+        }
+        Ok(out)
+    }
+
+    fn read_stack(&mut self, tstate: u64) -> Option<Vec<Frame>> {
+        let walker = FrameWalker::new(&self.interp.mem, &self.interp.layout, self.interp.code_type);
+        for attempt in 0..2 {
+            match walker.walk(tstate, &mut self.code_cache) {
+                Ok(frames) => {
+                    if attempt > 0 {
+                        self.batch.errors.torn_retried += 1;
+                    }
+                    return Some(frames);
+                }
+                Err(WalkError::Torn) => continue,
+                Err(WalkError::Io(_)) => break,
+            }
+        }
+        self.batch.errors.torn_dropped += 1;
+        None
+    }
+
+    fn intern_stack(&mut self, frames: Vec<Frame>) -> u32 {
+        let mut ids = Vec::with_capacity(frames.len());
+        for f in frames {
+            let next = self.frame_ids.len() as u32;
+            let id = match self.frame_ids.get(&f) {
+                Some(&id) => id,
+                None => {
+                    self.frame_ids.insert(f.clone(), next);
+                    self.batch.new_frames.push((next, f));
+                    next
+                }
+            };
+            ids.push(id);
+        }
+        if let Some(&id) = self.stack_ids.get(&ids) {
+            return id;
+        }
+        let id = self.stack_ids.len() as u32;
+        self.stack_ids.insert(ids.clone(), id);
+        self.batch.new_stacks.push((id, ids));
+        id
+    }
+
+    /// One snapshot of every thread with its stack (for `dump`).
+    pub fn snapshot(&mut self) -> std::io::Result<Vec<ThreadSnapshot>> {
+        let obs = self.observe()?;
+        Ok(obs
+            .into_iter()
+            .map(|(tid, state, syscall, stack)| ThreadSnapshot {
+                tid,
+                name: self.names.get(&tid).cloned().unwrap_or_default(),
+                state,
+                syscall,
+                stack: stack.unwrap_or_default(),
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,92 @@
+//! Enumerating the target's Python thread states and mapping them to OS thread ids.
+
+use crate::interpreter::Interpreter;
+use crate::process::memory::Memory;
+use std::io;
+
+/// Longer lists are taken as a cycle read from memory that changed under us.
+const MAX_THREADS: usize = 4096;
+
+#[derive(Debug, Clone, Copy)]
+pub struct PyThread {
+    pub tstate: u64,
+    /// pthread_t, which is also `threading.get_ident()`.
+    pub ident: u64,
+    /// OS thread id, when known.
+    pub tid: Option<i32>,
+}
+
+/// Offset of the kernel tid inside glibc's `struct pthread`, found once by looking for known tids
+/// (3.10 thread states carry only the pthread_t).
+#[derive(Default)]
+pub struct TidResolver {
+    offset: Option<u64>,
+}
+
+/// glibc 2.36 on x86-64 keeps `tid` here; tried first, then the rest of the struct is searched.
+const GLIBC_TID_OFFSET: u64 = 0x2d0;
+
+impl TidResolver {
+    fn resolve_offset(&mut self, mem: &dyn Memory, idents: &[u64], tids: &[i32]) -> Option<u64> {
+        if let Some(o) = self.offset {
+            return Some(o);
+        }
+        let fits = |off: u64| idents.iter().all(|&p| mem.read_i32(p + off).map(|t| tids.contains(&t)).unwrap_or(false));
+        let candidates = std::iter::once(GLIBC_TID_OFFSET).chain((0..0x800u64).step_by(4));
+        for off in candidates {
+            if fits(off) {
+                self.offset = Some(off);
+                return Some(off);
+            }
+        }
+        None
+    }
+}
+
+/// Reads every thread state of every interpreter. `tids` is the current /proc task list (for 3.10).
+pub fn python_threads(interp: &Interpreter, resolver: &mut TidResolver, tids: &[i32]) -> io::Result<Vec<PyThread>> {
+    let l = &interp.layout;
+    let mem = &interp.mem;
+    let mut out = Vec::new();
+    let mut is = mem.read_u64(interp.runtime + l.runtime_interpreters_head)?;
+    let mut interps = 0;
+    let read_len = [Some(l.tstate_next), Some(l.tstate_thread_id), l.tstate_native_thread_id]
+        .iter()
+        .flatten()
+        .max()
+        .copied()
+        .unwrap() as usize
+        + 8;
+    let mut buf = vec![0u8; read_len];
+    while is != 0 && interps < 64 {
+        let mut ts = mem.read_u64(is + l.interp_threads_head)?;
+        while ts != 0 {
+            if out.len() >= MAX_THREADS {
+                return Err(io::Error::new(io::ErrorKind::InvalidData, "thread list too long"));
+            }
+            mem.read(ts, &mut buf)?;
+            let at = |off: u64| u64::from_le_bytes(buf[off as usize..off as usize + 8].try_into().unwrap());
+            let ident = at(l.tstate_thread_id);
+            let tid = l.tstate_native_thread_id.map(|o| at(o) as i32).filter(|&t| t > 0);
+            out.push(PyThread { tstate: ts, ident, tid });
+            let next = at(l.tstate_next);
+            if next == ts {
+                return Err(io::Error::new(io::ErrorKind::InvalidData, "thread list cycle"));
+            }
+            ts = next;
+        }
+        is = mem.read_u64(is + l.interp_next)?;
+        interps += 1;
+    }
+    if l.tstate_native_thread_id.is_none() {
+        let idents: Vec<u64> = out.iter().map(|t| t.ident).filter(|&p| p != 0).collect();
+        if let Some(off) = resolver.resolve_offset(mem, &idents, tids) {
+            for t in out.iter_mut() {
+                if t.ident != 0 {
+                    t.tid = mem.read_i32(t.ident + off).ok().filter(|x| tids.contains(x));
+                }
+            }
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,119 @@
+//! The set of CPython internal offsets gilty reads, one value per field.
+//!
+//! Offsets are byte offsets from the start of the named struct. `None` means the field does not
+//! exist in that version. Values come from `tools/gen_layouts.py` (offsetof() compiled against the
+//! interpreter's own headers); 3.13+ values are cross-checked against `_Py_DebugOffsets` at attach.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    /// (major, minor) this layout describes.
+    pub version: (u8, u8),
+
+    // --- _PyRuntimeState (Include/internal/pycore_runtime.h)
+    pub runtime_size: u64,
+    pub runtime_interpreters_head: u64,
+    pub runtime_interpreters_main: u64,
+    /// Offset of the embedded `struct _gil_runtime_state` (3.10, 3.11: `_PyRuntime.ceval.gil`).
+    pub runtime_gil: Option<u64>,
+
+    // --- PyInterpreterState (Include/internal/pycore_interp.h)
+    pub interp_next: u64,
+    pub interp_id: u64,
+    pub interp_threads_head: u64,
+    /// Offset of the `struct _gil_runtime_state *` pointer (3.12+: `interp->ceval.gil`).
+    pub interp_gil_ptr: Option<u64>,
+    /// Offset of the embedded `struct _gc_runtime_state`.
+    pub interp_gc: u64,
+    /// Offset of the `sys.modules` dict pointer (`modules`, 3.12+: `imports.modules`).
+    pub interp_modules: u64,
+
+    // --- struct _gc_runtime_state (Include/internal/pycore_gc.h), relative to interp_gc
+    pub gc_enabled: u64,
+    pub gc_collecting: u64,
+    pub gc_generations: u64,
+    pub gc_generation_size: u64,
+    pub gc_generation_threshold: u64,
+    pub gc_generation_count: u64,
+    pub gc_permanent_generation: u64,
+
+    // --- struct _gil_runtime_state (Python/condvar.h + pycore_gil.h)
+    pub gil_size: u64,
+    pub gil_interval: u64,
+    pub gil_last_holder: u64,
+    pub gil_locked: u64,
+    pub gil_switch_number: u64,
+    pub gil_cond: u64,
+    pub gil_mutex: u64,
+    pub gil_switch_cond: u64,
+    pub gil_switch_mutex: u64,
+
+    // --- PyThreadState (Include/cpython/pystate.h)
+    pub tstate_size: u64,
+    pub tstate_prev: u64,
+    pub tstate_next: u64,
+    pub tstate_interp: u64,
+    /// 3.10: `PyFrameObject *frame`.
+    pub tstate_frame: Option<u64>,
+    /// 3.11, 3.12: `_PyCFrame *cframe`.
+    pub tstate_cframe: Option<u64>,
+    /// 3.11, 3.12: `_PyCFrame.current_frame`.
+    pub cframe_current_frame: Option<u64>,
+    /// 3.13+: `_PyInterpreterFrame *current_frame`.
+    pub tstate_current_frame: Option<u64>,
+    pub tstate_thread_id: u64,
+    /// 3.11+: `unsigned long native_thread_id` (the OS tid).
+    pub tstate_native_thread_id: Option<u64>,
+    /// 3.13+: `int state` (0 detached, 1 attached, 2 suspended).
+    pub tstate_state: Option<u64>,
+
+    // --- frames: PyFrameObject (3.10) or _PyInterpreterFrame (3.11+, pycore_frame.h)
+    pub frame_code: u64,
+    pub frame_previous: u64,
+    /// 3.10: `int f_lasti` (index in code units); 3.11/3.12: `prev_instr`; 3.13: `instr_ptr`.
+    pub frame_instr: u64,
+    /// 3.11+: `char owner`.
+    pub frame_owner: Option<u64>,
+
+    // --- PyCodeObject (Include/cpython/code.h)
+    pub code_filename: u64,
+    pub code_name: u64,
+    pub code_qualname: Option<u64>,
+    pub code_firstlineno: u64,
+    pub code_linetable: u64,
+    /// 3.10: `PyObject *co_code` (a bytes object).
+    pub code_code: Option<u64>,
+    /// 3.11+: offset of the inline `co_code_adaptive` array.
+    pub code_code_adaptive: Option<u64>,
+
+    // --- objects (Include/object.h, cpython/unicodeobject.h, ...)
+    pub object_type: u64,
+    pub varobject_size: u64,
+    pub type_name: u64,
+    pub type_flags: u64,
+    pub type_basicsize: u64,
+    pub type_dictoffset: u64,
+    pub heaptype_cached_keys: u64,
+    pub unicode_length: u64,
+    pub unicode_state: u64,
+    /// sizeof(PyASCIIObject): where compact ASCII data starts.
+    pub unicode_ascii_size: u64,
+    /// sizeof(PyCompactUnicodeObject): where compact non-ASCII data starts.
+    pub unicode_compact_size: u64,
+    pub bytes_sval: u64,
+    pub tuple_item: u64,
+    /// 3.12+: `lv_tag` (sign and digit count); earlier: ob_size.
+    pub long_size: u64,
+    pub long_digit: u64,
+    pub dict_used: u64,
+    pub dict_keys: u64,
+    pub dict_values: u64,
+    /// 3.10: `Py_ssize_t dk_size`; 3.11+: `uint8_t dk_log2_size`.
+    pub dictkeys_size: u64,
+    /// 3.11+: `uint8_t dk_kind`.
+    pub dictkeys_kind: Option<u64>,
+    /// 3.11+: `uint8_t dk_log2_index_bytes`.
+    pub dictkeys_log2_index_bytes: Option<u64>,
+    pub dictkeys_nentries: u64,
+    pub dictkeys_indices: u64,
+    pub module_dict: u64,
+}

@@ -1,0 +1,28 @@
+//! CPython internal struct layouts, one table per supported minor version.
+//!
+//! The tables in `generated/` are produced by `tools/gen_layouts.py` from each interpreter's own
+//! headers (offsetof()/sizeof() compiled with `-DPy_BUILD_CORE`); do not edit them by hand.
+//! For 3.13+, [`debug_offsets`] parses the `_Py_DebugOffsets` block the interpreter carries at
+//! `_PyRuntime`+0 and can cross-check or override a table with it.
+
+pub mod debug_offsets;
+mod generated;
+pub mod layout;
+
+pub use layout::Layout;
+
+/// (major, minor) versions that have a generated table.
+pub const SUPPORTED: &[(u8, u8)] = &[(3, 10), (3, 11), (3, 12), (3, 13)];
+
+/// The layout table for CPython `major.minor` (default release build, 64-bit), if supported.
+///
+/// This is the one place that maps a version to its table.
+pub fn layout_for(major: u8, minor: u8) -> Option<&'static Layout> {
+    match (major, minor) {
+        (3, 10) => Some(&generated::v3_10::LAYOUT),
+        (3, 11) => Some(&generated::v3_11::LAYOUT),
+        (3, 12) => Some(&generated::v3_12::LAYOUT),
+        (3, 13) => Some(&generated::v3_13::LAYOUT),
+        _ => None,
+    }
+}
