@@ -11,7 +11,7 @@ pub mod process;
 pub mod pyobjects;
 pub mod sampler;
 pub mod syscalls;
-// TEMP pub mod thread_names;
+pub mod thread_names;
 pub mod threads;
 
 pub use error::{Error, ErrorKind, Result};

@@ -55,6 +55,9 @@ pub struct ThreadSnapshot {
     pub stack: Vec<Frame>,
 }
 
+/// One thread in one pass: (tid, state, syscall number or -1, stack unless absent or torn).
+type Observed = (i32, ThreadState, i64, Option<Vec<Frame>>);
+
 struct Track {
     reader: Option<SyscallReader>,
     history: Option<History>,
@@ -96,6 +99,13 @@ impl Sampler {
             stack_ids: HashMap::new(),
             batch: Batch::default(),
         }
+    }
+
+    /// Starts a new recording at `rate_hz`: the clock restarts at 0; caches carry over.
+    pub fn set_rate(&mut self, rate_hz: f64) {
+        self.period = Duration::from_secs_f64(1.0 / rate_hz.clamp(0.1, 20_000.0));
+        self.next_due = None;
+        self.start = Instant::now();
     }
 
     pub fn elapsed(&self) -> f64 {
@@ -143,7 +153,7 @@ impl Sampler {
         if let Ok(t) = procfs::thread_ids(self.interp.pid) {
             self.os_tids = t;
         }
-        if let Ok(n) = Ok::<HashMap<u64, String>, ()>(HashMap::new()) /* TEMP */ {
+        if let Ok(n) = crate::thread_names::python_thread_names(&self.interp) {
             self.py_names = n;
         }
         let pid = self.interp.pid;
@@ -202,7 +212,7 @@ impl Sampler {
     }
 
     /// Classifies every thread once. Stacks are `None` for threads without Python frames or torn reads.
-    fn observe(&mut self) -> std::io::Result<Vec<(i32, ThreadState, i64, Option<Vec<Frame>>)>> {
+    fn observe(&mut self) -> std::io::Result<Vec<Observed>> {
         let main = self.interp.main_interp().map_err(|e| std::io::Error::other(e.message))?;
         let gil = self.read_gil()?;
         let gc = self.gc_collecting(main)?;

@@ -7,7 +7,7 @@ use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 create_exception!(_native, GiltyError, PyException, "A user-facing gilty error; `kind` says which.");
 
@@ -26,7 +26,7 @@ fn exited_err(pid: i32) -> PyErr {
 /// An attached target. Holds the sampler so `dump()` and `Sampler` share caches.
 #[pyclass(module = "gilty._native")]
 struct Target {
-    inner: Mutex<Option<CoreSampler>>,
+    inner: Arc<Mutex<CoreSampler>>,
     #[pyo3(get)]
     pid: i32,
     #[pyo3(get)]
@@ -41,13 +41,6 @@ struct Target {
     debug_offset_mismatches: Vec<String>,
 }
 
-fn with_sampler<R>(t: &Target, f: impl FnOnce(&mut CoreSampler) -> R) -> PyResult<R> {
-    let mut guard = t.inner.lock().unwrap();
-    match guard.as_mut() {
-        Some(s) => Ok(f(s)),
-        None => Err(to_py_err(CoreError::new(ErrorKind::Internal, "the target's sampler is in use by a Sampler"))),
-    }
-}
 
 #[pymethods]
 impl Target {
@@ -61,7 +54,7 @@ impl Target {
             binary: interp.binary.clone(),
             used_debug_offsets: interp.used_debug_offsets,
             debug_offset_mismatches: interp.debug_offset_mismatches.clone(),
-            inner: Mutex::new(Some(CoreSampler::new(interp, 100.0))),
+            inner: Arc::new(Mutex::new(CoreSampler::new(interp, 100.0))),
         })
     }
 
@@ -69,7 +62,8 @@ impl Target {
     #[getter]
     fn switch_interval_s(&self) -> PyResult<f64> {
         let pid = self.pid;
-        with_sampler(self, |s| s.interp.switch_interval_s())?.map_err(|_| exited_err(pid))
+        let s = self.inner.lock().unwrap();
+        s.interp.switch_interval_s().map_err(|_| exited_err(pid))
     }
 
     /// Every thread once: {"t": float, "threads": [{"tid","name","state","syscall","stack"}]}.
@@ -77,11 +71,8 @@ impl Target {
         let pid = self.pid;
         let (t, snap) = {
             let mut guard = self.inner.lock().unwrap();
-            let s = guard.as_mut().ok_or_else(|| exited_err(pid))?;
-            let snap = {
-                let s: &mut CoreSampler = s;
-                py.allow_threads(|| s.snapshot())
-            };
+            let s: &mut CoreSampler = &mut guard;
+            let snap = py.allow_threads(|| s.snapshot());
             (s.elapsed(), snap)
         };
         let snap = snap.map_err(|_| exited_err(pid))?;
@@ -109,19 +100,18 @@ impl Target {
 /// Samples a Target at a fixed rate; `collect(seconds)` returns one batch (see docs/json-format.md).
 #[pyclass(module = "gilty._native")]
 struct Sampler {
-    inner: Mutex<CoreSampler>,
+    inner: Arc<Mutex<CoreSampler>>,
 }
 
 #[pymethods]
 impl Sampler {
     #[new]
     fn new(target: &Target, rate_hz: f64) -> PyResult<Self> {
-        let taken = target.inner.lock().unwrap().take();
-        let Some(core) = taken else {
-            return Err(to_py_err(CoreError::new(ErrorKind::Internal, "a Sampler already exists for this target")));
-        };
-        let interp = core.interp;
-        Ok(Sampler { inner: Mutex::new(CoreSampler::new(interp, rate_hz)) })
+        if !(rate_hz > 0.0 && rate_hz <= 20_000.0) {
+            return Err(pyo3::exceptions::PyValueError::new_err("rate_hz must be in (0, 20000]"));
+        }
+        target.inner.lock().unwrap().set_rate(rate_hz);
+        Ok(Sampler { inner: Arc::clone(&target.inner) })
     }
 
     fn collect<'py>(&self, py: Python<'py>, seconds: f64) -> PyResult<Bound<'py, PyDict>> {

@@ -1,0 +1,40 @@
+"""gilty: who holds the GIL, who waits for it, and why — sampled from outside a CPython process.
+
+The native sampler lives in ``gilty._native`` (a PyO3 extension). Its public names are
+re-exported lazily so that ``import gilty`` works, and the pure-Python parts (session,
+analysis, renderers) can be used and tested, when the extension is not built.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gilty._errors import CommandError
+
+try:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        __version__ = version("gilty")
+    except PackageNotFoundError:  # running from a source tree (PYTHONPATH=python)
+        __version__ = "0+unknown"
+except ImportError:  # pragma: no cover - importlib.metadata is stdlib since 3.8
+    __version__ = "0+unknown"
+
+# Names forwarded to gilty._native on first use.
+_NATIVE_NAMES = ("GiltyError", "Target", "Sampler", "syscall_name")
+
+__all__ = ["__version__", "CommandError", *_NATIVE_NAMES]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _NATIVE_NAMES:
+        # Importing here, not at module import, keeps `import gilty` working without the extension.
+        from gilty import _native
+
+        return getattr(_native, name)
+    raise AttributeError(f"module 'gilty' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_NATIVE_NAMES))

@@ -1,0 +1,82 @@
+"""Share of each thread's samples in each state, and process-wide GIL figures."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from gilty.session import GC, HOLDING_GIL, IDLE, STATE_NAMES, UNKNOWN, WAITING_GIL, Session
+
+
+@dataclass
+class ThreadStates:
+    """Sample counts of one thread per state code (index = state code)."""
+
+    tid: int
+    samples: int
+    counts: list
+
+    def fraction(self, state: int) -> float:
+        return self.counts[state] / self.samples if self.samples else 0.0
+
+    def fractions(self) -> dict:
+        """{state name: fraction of this thread's samples}; sums to 1 when samples > 0."""
+        return {name: self.fraction(code) for code, name in enumerate(STATE_NAMES)}
+
+    @property
+    def holding(self) -> int:
+        """Samples holding the GIL, collecting garbage included (the collector holds it)."""
+        return self.counts[HOLDING_GIL] + self.counts[GC]
+
+
+def _state_code(state: int) -> int:
+    # A code this version does not know is shown as unknown rather than dropped.
+    return state if 0 <= state < len(STATE_NAMES) else UNKNOWN
+
+
+def thread_states(session: Session) -> dict:
+    """{tid: ThreadStates} for every thread with at least one sample."""
+    per_thread: dict = {}
+    for (tid, state), n in Counter(zip(session.row_tid, session.row_state)).items():
+        counts = per_thread.setdefault(tid, [0] * len(STATE_NAMES))
+        counts[_state_code(state)] += n
+    return {tid: ThreadStates(tid, sum(counts), counts) for tid, counts in per_thread.items()}
+
+
+def idle_syscalls(session: Session, states: dict) -> dict:
+    """{tid: {syscall name: fraction of the thread's samples idle in it}}.
+
+    Fractions are of all the thread's samples, so they add up to its idle share.
+    """
+    counts = Counter(
+        (tid, nr) for tid, state, nr in zip(session.row_tid, session.row_state, session.row_syscall) if state == IDLE
+    )
+    result: dict = {}
+    for (tid, nr), n in counts.most_common():
+        names = result.setdefault(tid, {})
+        label = session.syscall_label(nr)
+        names[label] = names.get(label, 0.0) + n / states[tid].samples
+    return result
+
+
+def gil_utilisation(session: Session) -> float:
+    """Fraction of sampling passes in which some thread held the GIL (running or in GC)."""
+    if not session.samples:
+        return 0.0
+    busy = {s for s, state in zip(session.row_sample, session.row_state) if state == HOLDING_GIL or state == GC}
+    return len(busy) / session.samples
+
+
+def gc_share(session: Session) -> float:
+    """Fraction of sampling passes in which the GIL holder was collecting garbage."""
+    if not session.samples:
+        return 0.0
+    in_gc = {s for s, state in zip(session.row_sample, session.row_state) if state == GC}
+    return len(in_gc) / session.samples
+
+
+def mean_waiting_threads(session: Session) -> float:
+    """Mean number of threads waiting for the GIL per sampling pass."""
+    if not session.samples:
+        return 0.0
+    return session.row_state.count(WAITING_GIL) / session.samples

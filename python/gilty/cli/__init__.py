@@ -1,0 +1,112 @@
+"""The ``gilty`` command line: a registry of subcommands and the one place errors become exit codes.
+
+Each command module has ``prepare_parser(parser)`` and ``run(args) -> int`` (memray's layout);
+``main`` prints any failure as one line, ``gilty: error: <message>``, never a traceback
+(set GILTY_DEBUG=1 to get the traceback of an internal error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from typing import NoReturn, Optional, Sequence
+
+from gilty import __version__
+from gilty._errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, CommandError, UsageError, exit_code_for_kind
+from gilty.cli import dump, record, top
+
+COMMANDS = {
+    "record": record,
+    "top": top,
+    "dump": dump,
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors become a UsageError, so main prints them as one line."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="gilty",
+        description="Who holds the GIL, who waits for it, and why: samples a live CPython process from outside.",
+    )
+    parser.add_argument("--version", action="version", version=f"gilty {__version__}")
+    sub = parser.add_subparsers(dest="command_name", metavar="COMMAND", required=True)
+    for name, module in COMMANDS.items():
+        doc = (module.__doc__ or "").strip()
+        command_parser = sub.add_parser(
+            name,
+            help=doc.splitlines()[0] if doc else None,
+            description=doc or None,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        module.prepare_parser(command_parser)
+    return parser
+
+
+def split_child_command(argv: list) -> tuple:
+    """Split ``record --duration 5 -- python app.py`` at the first ``--``: (gilty args, CMD or None).
+
+    Done before argparse, whose REMAINDER handling of ``--`` varies between Python versions.
+    """
+    if "--" not in argv:
+        return argv, None
+    at = argv.index("--")
+    return argv[:at], argv[at + 1 :]
+
+
+def _is_native_error(error: BaseException) -> bool:
+    # Looked up in sys.modules, not imported: a missing extension must not break error handling.
+    native = sys.modules.get("gilty._native")
+    error_type = getattr(native, "GiltyError", None) if native is not None else None
+    return isinstance(error_type, type) and isinstance(error, error_type)
+
+
+def _fail(message: str) -> None:
+    print(f"gilty: error: {message}", file=sys.stderr)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split()) or "(no message)"
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    try:
+        own_args, child_argv = split_child_command(args_list)
+        args = build_parser().parse_args(own_args)
+        module = COMMANDS[args.command_name]
+        if child_argv is not None and not getattr(module, "ACCEPTS_CHILD_COMMAND", False):
+            raise UsageError(f"`gilty {args.command_name}` does not take a command after `--`")
+        if child_argv is not None and not child_argv:
+            raise UsageError("no command after `--`")
+        args.child_argv = child_argv
+        return module.run(args)
+    except CommandError as e:
+        _fail(_one_line(e.message))
+        return e.exit_code
+    except KeyboardInterrupt:
+        # A record handles Ctrl-C itself and still prints its summary; this is any other moment.
+        print("gilty: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # `gilty dump | head`: the reader left. Point stdout at /dev/null so the exit flush is quiet.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
+    except SystemExit as e:  # argparse --help / --version
+        return e.code if isinstance(e.code, int) else EXIT_OK
+    except Exception as e:  # noqa: BLE001 - the one place every failure becomes one line
+        if _is_native_error(e):
+            _fail(_one_line(str(e)))
+            return exit_code_for_kind(getattr(e, "kind", "internal"))
+        if os.environ.get("GILTY_DEBUG"):
+            traceback.print_exc()
+        _fail(f"internal error: {type(e).__name__}: {_one_line(str(e))} (set GILTY_DEBUG=1 for a traceback)")
+        return EXIT_INTERNAL

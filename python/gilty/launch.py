@@ -1,0 +1,195 @@
+"""Getting a target: loading the native module, attaching to a pid, or starting `-- CMD` and
+finding the Python process inside it; and stopping what we started."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import signal
+import subprocess
+import time
+from types import ModuleType
+from typing import Any, Optional
+
+from gilty._errors import EXIT_INTERRUPTED, EXIT_NOT_PYTHON, EXIT_TARGET_EXITED, EXIT_USAGE, CommandError
+
+# A freshly started interpreter is "not Python" to the sampler until libpython is mapped and
+# _PyRuntime initialised; a launcher (shell wrapper, pyenv shim, uv run) may exec or fork it.
+FIND_PYTHON_TIMEOUT_S = 5.0
+FIND_PYTHON_POLL_S = 0.05
+# SIGINT first so the target can run its own shutdown, then harder.
+TERMINATE_STEPS = ((signal.SIGINT, 2.0), (signal.SIGTERM, 2.0), (signal.SIGKILL, None))
+
+
+def native_module() -> ModuleType:
+    """``gilty._native``, or a one-line error when the extension is not built."""
+    try:
+        return importlib.import_module("gilty._native")
+    except ImportError as e:
+        raise CommandError(
+            f"gilty's native extension is not available ({e}); build it with `make setup` (maturin develop)"
+        ) from None
+
+
+def attach(native: ModuleType, pid: int) -> Any:
+    """``_native.Target(pid)``; GiltyError propagates to ``cli.main``, which maps its kind."""
+    return native.Target(pid)
+
+
+def start_command(argv: list) -> subprocess.Popen:
+    """Start CMD with its stdout and stderr on gilty's stderr, so a JSON report on stdout stays clean.
+
+    It gets its own session (and process group) so that stopping it reaches a whole wrapper
+    chain (``sh -c 'python app.py'``) and a Ctrl-C meant for gilty is forwarded, not raced.
+    """
+    try:
+        return subprocess.Popen(argv, stdout=2, stderr=2, start_new_session=True)
+    except OSError as e:
+        raise CommandError(f"cannot start {argv[0]!r}: {e.strerror or e}", EXIT_USAGE) from None
+
+
+def child_pids(pid: int) -> list:
+    """Descendants of ``pid``, nearest first (breadth-first), read from /proc."""
+    children: dict = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue  # exited while we looked
+        # The command name in parentheses may itself contain spaces or ')': split after the last ')'.
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) >= 2:
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    found = []
+    queue = sorted(children.get(pid, []))
+    while queue:
+        child = queue.pop(0)
+        found.append(child)
+        queue.extend(sorted(children.get(child, [])))
+    return found
+
+
+def attach_to_command(
+    native: ModuleType, child: subprocess.Popen, argv: list, timeout_s: Optional[float] = None, stop: Any = None
+) -> Any:
+    """Attach to the Python process CMD became: CMD's own pid, else its nearest Python descendant.
+
+    Retries while candidates are "not_python" (interpreter not loaded or initialised yet);
+    any other error is final. ``stop`` (a ``StopSignals``) ends the wait on Ctrl-C/SIGTERM.
+    """
+    if timeout_s is None:
+        timeout_s = FIND_PYTHON_TIMEOUT_S
+    deadline = time.monotonic() + timeout_s
+    while True:
+        for pid in [child.pid, *child_pids(child.pid)]:
+            try:
+                return native.Target(pid)
+            except native.GiltyError as e:
+                # A candidate that vanished between listing and attaching is not an error.
+                if getattr(e, "kind", None) in ("not_python", "no_such_process"):
+                    continue
+                raise
+        if stop is not None and stop.requested:
+            raise CommandError(f"interrupted while waiting for a Python interpreter in {argv[0]!r}", EXIT_INTERRUPTED)
+        code = child.poll()
+        if code is not None:
+            raise CommandError(
+                f"{argv[0]!r} exited (status {code}) before a Python interpreter could be attached",
+                EXIT_TARGET_EXITED,
+            )
+        if time.monotonic() >= deadline:
+            raise CommandError(
+                f"no Python interpreter found in {argv[0]!r} (pid {child.pid}) or its children after {timeout_s:g} s",
+                EXIT_NOT_PYTHON,
+            )
+        time.sleep(FIND_PYTHON_POLL_S)
+
+
+def group_members(pgid: int) -> list:
+    """Live (non-zombie) processes in process group ``pgid``, read from /proc."""
+    members: list = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return members
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        # Fields after the command name: state, ppid, pgrp, ...
+        if len(fields) >= 3 and fields[0] != b"Z" and int(fields[2]) == pgid:
+            members.append(int(entry))
+    return members
+
+
+def terminate(child: subprocess.Popen, steps: Optional[tuple] = None) -> Optional[int]:
+    """Stop what we started: SIGINT, SIGTERM after 2 s, SIGKILL after 2 more.
+
+    Signals go to the child's whole process group (it leads one, see ``start_command``), and
+    escalation goes on while any of the group lives: a shell wrapper may exit on SIGINT and
+    leave behind a background job that ignores it. Always reaps the child; returns its status.
+    """
+
+    def done() -> bool:
+        return child.poll() is not None and not group_members(child.pid)
+
+    for sig, wait_s in steps or TERMINATE_STEPS:
+        if done():
+            break
+        try:
+            os.killpg(child.pid, sig)
+        except ProcessLookupError:
+            pass
+        except PermissionError:  # a member changed credentials (setuid): signal the child alone
+            if child.poll() is None:
+                child.send_signal(sig)
+        if wait_s is None:
+            break
+        deadline = time.monotonic() + wait_s
+        while not done() and time.monotonic() < deadline:
+            time.sleep(0.02)
+    return child.wait()
+
+
+class StopSignals:
+    """Turns SIGINT and SIGTERM into a flag that the sampling loops check between chunks.
+
+    Raising KeyboardInterrupt instead could lose the batch being collected; with a flag the
+    loop finishes the chunk (at most ~0.25 s), stops, and the summary is still printed.
+    Handlers can only be installed from the main thread; elsewhere this does nothing.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.signum: Optional[int] = None
+        self._previous: dict = {}
+
+    def _handle(self, signum: int, _frame: Any) -> None:
+        self.requested = True
+        self.signum = signum
+
+    def __enter__(self) -> "StopSignals":
+        try:
+            for sig in self.SIGNALS:
+                self._previous[sig] = signal.signal(sig, self._handle)
+        except ValueError:  # not the main thread
+            pass
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()

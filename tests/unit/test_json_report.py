@@ -1,0 +1,116 @@
+"""The JSON report and snapshot: every documented key present, every present key documented."""
+
+import json
+import math
+import pathlib
+import re
+
+from synthetic import CLOCK_NANOSLEEP, FUTEX, HOLD, IDLE, BatchBuilder, contention_session, make_session, syscall_name
+
+from gilty.renderers import json_report
+
+DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "json-format.md"
+# Objects whose keys are data (syscall names, idle kinds), not part of the format.
+MAPS = {"threads[].idle_syscalls", "threads[].idle_kinds"}
+
+
+def documented_keys(section_title: str) -> set:
+    text = DOC.read_text(encoding="utf-8")
+    section = text.split(f"## {section_title}", 1)[1].split("\n## ", 1)[0]
+    return set(re.findall(r"^\| `([^`]+)` \|", section, flags=re.MULTILINE))
+
+
+def key_paths(value, prefix="") -> set:
+    paths = set()
+    if isinstance(value, dict) and prefix not in MAPS:
+        for key, child in value.items():
+            path = f"{prefix}.{key}" if prefix else key
+            paths.add(path)
+            paths |= key_paths(child, path)
+    elif isinstance(value, list) and value and isinstance(value[0], dict):
+        for item in value:
+            paths |= key_paths(item, prefix + "[]")
+    return paths
+
+
+def test_report_keys_match_the_documentation():
+    session, _ = contention_session()
+    report = json.loads(json_report.render(session))
+    documented = documented_keys("Report")
+    present = key_paths(report)
+    assert documented, "no keys parsed from docs/json-format.md"
+    assert documented - present == set(), "documented but missing from the report"
+    assert present - documented == set(), "in the report but not documented"
+
+
+def test_report_values():
+    session, _ = contention_session()
+    report = json_report.report(session)
+    assert report["format_version"] == 1
+    assert report["target"] == {"pid": 4242, "python_version": "3.12.1", "executable": "/usr/bin/python3.12"}
+    assert report["samples"] == 400
+    assert report["switch_interval_s"] == 0.005
+    assert report["partial"] is False and report["partial_reason"] is None
+    assert set(report["errors"]) == {"torn_retried", "torn_dropped", "read_failed", "late"}
+    # Sorted by GIL-holding samples: metrics first.
+    assert [t["name"] for t in report["threads"]] == ["metrics", "io-1", "MainThread", "io-2"]
+    for t in report["threads"]:
+        assert math.isclose(sum(t["states"].values()), 1.0, abs_tol=1e-5)
+    main = next(t for t in report["threads"] if t["name"] == "MainThread")
+    assert main["idle_syscalls"] == {"futex": 1.0}
+    assert main["idle_kinds"] == {"lock wait": 1.0}
+    io1 = next(t for t in report["threads"] if t["name"] == "io-1")
+    assert io1["blame"][0]["holder_name"] == "metrics" and io1["blame"][0]["holder_function"] == "spin"
+    assert io1["convoy"]["is_convoy"] is True
+    assert "contention" in report["verdict_kinds"]
+
+
+def test_partial_report():
+    b = BatchBuilder()
+    session = make_session([b.batch([{1: HOLD}] * 5, exited=True)])
+    session.mark_partial("pid 4242 exited after 0.1 s of the requested 5 s")
+    report = json_report.report(session)
+    assert report["partial"] is True
+    assert report["partial_reason"].startswith("pid 4242 exited")
+
+
+def test_empty_report_is_valid_json():
+    report = json.loads(json_report.render(make_session([])))
+    assert report["samples"] == 0 and report["threads"] == [] and report["verdict_kinds"] == ["empty"]
+
+
+def _snapshot():
+    return {
+        "t": 0.0,
+        "threads": [
+            {
+                "tid": 1,
+                "name": "MainThread",
+                "state": IDLE,
+                "syscall": FUTEX,
+                "stack": [("wait", "threading.py", 320), ("main", "app.py", 9)],
+            },
+            {"tid": 2, "name": "metrics", "state": HOLD, "syscall": -1, "stack": [("spin", "app.py", 12)]},
+            {"tid": 3, "name": "sleeper", "state": IDLE, "syscall": CLOCK_NANOSLEEP, "stack": []},
+        ],
+    }
+
+
+TARGET_INFO = {"pid": 4242, "python_version": "3.12.1", "executable": "/usr/bin/python3", "switch_interval_s": 0.005}
+
+
+def test_dump_keys_match_the_documentation():
+    dump = json.loads(json_report.render_dump(TARGET_INFO, _snapshot(), syscall_name))
+    documented = documented_keys("Snapshot")
+    present = key_paths(dump)
+    assert documented - present == set()
+    assert present - documented == set()
+
+
+def test_dump_values():
+    dump = json_report.dump_report(TARGET_INFO, _snapshot(), syscall_name)
+    main, metrics, sleeper = dump["threads"]
+    assert main["state"] == "idle" and main["syscall"] == "futex" and main["idle_kind"] == "lock wait"
+    assert main["stack"][0] == {"function": "wait", "file": "threading.py", "line": 320}
+    assert metrics["state"] == "holding_gil" and metrics["syscall"] is None and metrics["idle_kind"] is None
+    assert sleeper["idle_kind"] == "sleep" and sleeper["stack"] == []

@@ -1,0 +1,91 @@
+"""Session: merging batches into flat columns, and saving/loading them."""
+
+from synthetic import CLOCK_NANOSLEEP, FUTEX, HOLD, IDLE, WAIT, BatchBuilder, make_session
+
+from gilty.session import Session
+
+
+def test_batches_merge_with_sample_indices_offset():
+    b = BatchBuilder(names={1: "main", 2: "worker"})
+    s1 = b.stack(("f", "a.py", 1))
+    first = b.batch([{1: HOLD, 2: WAIT}, {1: (HOLD, s1)}])
+    second = b.batch([{2: (HOLD, s1)}, {1: WAIT, 2: HOLD}, {1: HOLD}], errors={"torn_dropped": 2}, late=3)
+    session = make_session([first, second])
+
+    assert session.samples == 5
+    assert session.row_sample == [0, 0, 1, 2, 3, 3, 4]
+    assert session.row_tid == [1, 2, 1, 2, 1, 2, 1]
+    assert session.errors == {"torn_retried": 0, "torn_dropped": 2, "read_failed": 0, "late": 3}
+    # The stack was sent once, in the first batch, and stays resolvable for later rows.
+    assert second["stacks"] == {}
+    assert session.innermost_frame(s1) == ("f", "a.py", 1)
+    assert session.thread_name(2) == "worker"
+    assert session.thread_name(99) == "tid 99"
+
+
+def test_rows_out_of_order_within_a_batch_are_sorted():
+    b = BatchBuilder()
+    batch = b.batch([{1: HOLD}, {1: WAIT}])
+    batch["rows"].reverse()
+    session = make_session([batch])
+    assert session.row_sample == [0, 1]
+    assert session.row_state == [HOLD, WAIT]
+
+
+def test_syscall_names_are_resolved_once_and_kept():
+    b = BatchBuilder()
+    calls = []
+
+    def name(nr):
+        calls.append(nr)
+        return {FUTEX: "futex", CLOCK_NANOSLEEP: "clock_nanosleep"}[nr]
+
+    session = make_session([])
+    session.add_batch(b.batch([{1: (IDLE, -1, FUTEX)}, {1: (IDLE, -1, CLOCK_NANOSLEEP)}]), name)
+    session.add_batch(b.batch([{1: (IDLE, -1, FUTEX)}]), name)
+    assert sorted(calls) == [FUTEX, CLOCK_NANOSLEEP]
+    assert session.syscall_label(FUTEX) == "futex"
+    assert session.syscall_label(-1) == "unknown"
+    assert session.syscall_label(999) == "syscall_999"
+
+
+def test_exited_sticks_once_seen():
+    b = BatchBuilder()
+    session = make_session([b.batch([{1: HOLD}], exited=True)])
+    session.add_batch(b.batch([]))
+    assert session.exited
+
+
+def test_duration_defaults_to_span_of_samples():
+    b = BatchBuilder(rate_hz=100)
+    session = make_session([b.batch([{1: HOLD}] * 10)])
+    assert abs(session.duration_s - 0.1) < 1e-9
+    session.duration_s = 2.5
+    assert session.duration_s == 2.5
+
+
+def test_window_shares_tables_but_not_rows():
+    b = BatchBuilder()
+    s1 = b.stack(("f", "a.py", 1))
+    session = make_session([b.batch([{1: (HOLD, s1)}])])
+    window = session.window()
+    window.add_batch(b.batch([{1: (HOLD, s1)}]))  # stack not resent: only the shared table has it
+    assert window.samples == 1 and session.samples == 1
+    assert window.innermost_frame(s1) == ("f", "a.py", 1)
+
+
+def test_save_and_load_round_trip(tmp_path):
+    b = BatchBuilder(names={1: "main"})
+    s1 = b.stack(("f", "a.py", 1), ("g", "b.py", 2))
+    session = make_session([b.batch([{1: (HOLD, s1)}, {1: (IDLE, s1, FUTEX)}])])
+    session.mark_partial("pid 4242 exited after 0.1 s of the requested 5 s")
+    session.command = ["python", "app.py"]
+    path = tmp_path / "session.json"
+    session.save(str(path))
+    loaded = Session.load(str(path))
+    assert list(loaded.rows()) == list(session.rows())
+    assert loaded.innermost_frame(s1) == ("f", "a.py", 1)
+    assert loaded.thread_names == {1: "main"}
+    assert loaded.syscall_label(FUTEX) == "futex"
+    assert loaded.partial and loaded.partial_reason == session.partial_reason
+    assert loaded.target == session.target
