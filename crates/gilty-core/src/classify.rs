@@ -47,6 +47,9 @@ pub struct Observation {
     /// The thread's PyThreadState address; 0 for threads without one.
     pub tstate: u64,
     pub syscall: SyscallState,
+    /// The innermost frame stands on an instruction whose only way to be without the GIL is the
+    /// eval breaker's handoff (a backward jump or RESUME): see `gilty_layouts::handoff_opcodes`.
+    pub at_handoff_opcode: bool,
 }
 
 /// Classifies one thread. `futex_range` is [start, end) of the GIL struct's condition variables and mutexes.
@@ -71,6 +74,11 @@ pub fn classify(obs: &Observation, gil: &GilView, gc_collecting: bool, futex_ran
                     }
                 }
             }
+            // Running without the GIL on a backward jump or RESUME: drop_gil/take_gil from the eval
+            // breaker (a forced switch), since those instructions call no C code.
+            if obs.tstate != 0 && obs.at_handoff_opcode {
+                return ThreadState::WaitingGil;
+            }
             ThreadState::Native
         }
     }
@@ -85,7 +93,7 @@ mod tests {
     const RANGE: (u64, u64) = (0x5020, 0x50d0);
 
     fn obs(syscall: SyscallState) -> Observation {
-        Observation { tstate: ME, syscall }
+        Observation { tstate: ME, syscall, at_handoff_opcode: false }
     }
     fn gil(locked: bool, holder: u64, sw: u64) -> GilView {
         GilView { locked, last_holder: holder, switch_number: sw }
@@ -127,5 +135,15 @@ mod tests {
         // Not waiting before: running without the GIL is native.
         let prev_idle = Some(History { state: ThreadState::Idle, switch_number: 7 });
         assert_eq!(classify(&run, &gil(true, OTHER, 7), false, RANGE, prev_idle), ThreadState::Native);
+    }
+
+    #[test]
+    fn running_without_gil_on_a_backward_jump_is_the_handoff() {
+        let prev = Some(History { state: ThreadState::HoldingGil, switch_number: 7 });
+        let at_jump = Observation { tstate: ME, syscall: SyscallState::Running, at_handoff_opcode: true };
+        assert_eq!(classify(&at_jump, &gil(true, OTHER, 8), false, RANGE, prev), ThreadState::WaitingGil);
+        // A thread without a Python frame cannot be in the eval loop's handoff.
+        let no_ts = Observation { tstate: 0, syscall: SyscallState::Running, at_handoff_opcode: true };
+        assert_eq!(classify(&no_ts, &gil(true, OTHER, 8), false, RANGE, prev), ThreadState::Native);
     }
 }

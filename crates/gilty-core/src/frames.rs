@@ -119,10 +119,11 @@ impl<'a> FrameWalker<'a> {
         Ok(self.mem.read_u64(cframe + l.cframe_current_frame.unwrap())?)
     }
 
-    /// The thread's stack, innermost first.
-    pub fn walk(&self, tstate: u64, cache: &mut CodeCache) -> Result<Vec<Frame>, WalkError> {
+    /// The thread's stack, innermost first, and where the innermost frame stands (code, instruction).
+    pub fn walk(&self, tstate: u64, cache: &mut CodeCache) -> Result<(Vec<Frame>, Option<(u64, i64)>), WalkError> {
         let l = self.layout;
         let mut out = Vec::new();
+        let mut top = None;
         let mut frame = self.top_frame(tstate)?;
         let mut buf = vec![0u8; self.frame_read_len];
         while frame != 0 {
@@ -139,7 +140,12 @@ impl<'a> FrameWalker<'a> {
             if !skip && code != 0 {
                 let instr: i64 = if l.version.1 == 10 { i32_at(&buf, l.frame_instr) as i64 } else { u64_at(&buf, l.frame_instr) as i64 };
                 match self.frame_at(code, instr, cache) {
-                    Ok(Some(f)) => out.push(f),
+                    Ok(Some(f)) => {
+                        if top.is_none() {
+                            top = Some((code, instr));
+                        }
+                        out.push(f)
+                    }
                     Ok(None) => {}
                     Err(e) => return Err(e),
                 }
@@ -149,7 +155,26 @@ impl<'a> FrameWalker<'a> {
             }
             frame = previous;
         }
-        Ok(out)
+        Ok((out, top))
+    }
+
+    /// The opcode a frame stands on (3.10: `f_lasti` indexes `co_code`; 3.11+: a pointer into
+    /// `co_code_adaptive`, whose low byte is the possibly specialised opcode).
+    pub fn opcode_at(&self, code: u64, instr: i64) -> Option<u8> {
+        let l = self.layout;
+        if l.version.1 == 10 {
+            let bytes = self.mem.read_u64(code + l.code_code?).ok()?;
+            let size = self.mem.read_i64(bytes + l.varobject_size).ok()?;
+            let off = instr.checked_mul(2)?;
+            if off < 0 || off >= size {
+                return None;
+            }
+            return self.mem.read_u8(bytes + l.bytes_sval + off as u64).ok();
+        }
+        if instr <= 0 {
+            return None;
+        }
+        self.mem.read_u8(instr as u64).ok()
     }
 
     /// Decodes one frame; `Ok(None)` for a 3.13 frame whose executable is not a code object.

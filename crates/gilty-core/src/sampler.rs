@@ -78,11 +78,13 @@ pub struct Sampler {
     frame_ids: HashMap<Frame, u32>,
     stack_ids: HashMap<Vec<u32>, u32>,
     batch: Batch,
+    handoff_opcodes: &'static [u8],
 }
 
 impl Sampler {
     pub fn new(interp: Interpreter, rate_hz: f64) -> Sampler {
         let rate = rate_hz.clamp(0.1, 20_000.0);
+        let interp_version = interp.version;
         Sampler {
             interp,
             period: Duration::from_secs_f64(1.0 / rate),
@@ -98,6 +100,7 @@ impl Sampler {
             frame_ids: HashMap::new(),
             stack_ids: HashMap::new(),
             batch: Batch::default(),
+            handoff_opcodes: gilty_layouts::handoff_opcodes(interp_version.0, interp_version.1),
         }
     }
 
@@ -236,34 +239,45 @@ impl Sampler {
             } else {
                 track.reader.as_mut().map(|r| r.read()).unwrap_or(SyscallState::Unavailable)
             };
-            let state = classify(&Observation { tstate, syscall }, &gil, gc, range, track.history);
-            track.history = Some(History { state, switch_number: gil.switch_number });
+            let history = track.history;
+            let (stack, top) = if tstate != 0 { self.read_stack(tstate) } else { (None, None) };
+            let at_handoff_opcode = !holds
+                && syscall == SyscallState::Running
+                && top.and_then(|(code, instr)| self.opcode_at(code, instr)).map(|op| self.handoff_opcodes.contains(&op)).unwrap_or(false);
+            let state = classify(&Observation { tstate, syscall, at_handoff_opcode }, &gil, gc, range, history);
+            if let Some(track) = self.tracks.get_mut(&tid) {
+                track.history = Some(History { state, switch_number: gil.switch_number });
+            }
             let nr = match syscall {
                 SyscallState::Blocked { nr, .. } => nr,
                 _ => -1,
             };
-            let stack = if tstate != 0 { self.read_stack(tstate) } else { None };
             out.push((tid, state, nr, stack));
         }
         Ok(out)
     }
 
-    fn read_stack(&mut self, tstate: u64) -> Option<Vec<Frame>> {
+    fn opcode_at(&self, code: u64, instr: i64) -> Option<u8> {
+        FrameWalker::new(&self.interp.mem, &self.interp.layout, self.interp.code_type).opcode_at(code, instr)
+    }
+
+    /// The stack (None when torn twice) and where its innermost frame stands.
+    fn read_stack(&mut self, tstate: u64) -> (Option<Vec<Frame>>, Option<(u64, i64)>) {
         let walker = FrameWalker::new(&self.interp.mem, &self.interp.layout, self.interp.code_type);
         for attempt in 0..2 {
             match walker.walk(tstate, &mut self.code_cache) {
-                Ok(frames) => {
+                Ok((frames, top)) => {
                     if attempt > 0 {
                         self.batch.errors.torn_retried += 1;
                     }
-                    return Some(frames);
+                    return (Some(frames), top);
                 }
                 Err(WalkError::Torn) => continue,
                 Err(WalkError::Io(_)) => break,
             }
         }
         self.batch.errors.torn_dropped += 1;
-        None
+        (None, None)
     }
 
     fn intern_stack(&mut self, frames: Vec<Frame>) -> u32 {

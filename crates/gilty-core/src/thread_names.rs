@@ -38,12 +38,12 @@ pub fn python_thread_names(interp: &Interpreter) -> io::Result<HashMap<u64, Stri
     let r = Reader { mem: &interp.mem, l: &interp.layout };
     let main = interp.main_interp().map_err(|e| io::Error::new(io::ErrorKind::Other, e.message))?;
     let mut out = HashMap::new();
-    let modules = r.ptr(main + r.l.interp_modules)?;
+    let modules = r.ptr(main.wrapping_add(r.l.interp_modules))?;
     if modules == 0 {
         return Ok(out);
     }
     let Some(threading) = r.dict_get_str(modules, "threading")? else { return Ok(out) };
-    let md_dict = r.ptr(threading + r.l.module_dict)?;
+    let md_dict = r.ptr(threading.wrapping_add(r.l.module_dict))?;
     if md_dict == 0 {
         return Ok(out);
     }
@@ -89,11 +89,11 @@ impl Reader<'_> {
         if obj == 0 {
             return Err(invalid("NULL object"));
         }
-        let tp = self.ptr(obj + self.l.object_type)?;
+        let tp = self.ptr(obj.wrapping_add(self.l.object_type))?;
         if tp == 0 {
             return Err(invalid("object without a type"));
         }
-        Ok((tp, self.ptr(tp + self.l.type_flags)?))
+        Ok((tp, self.ptr(tp.wrapping_add(self.l.type_flags))?))
     }
 
     fn has_flag(&self, obj: u64, flag: u64) -> io::Result<bool> {
@@ -113,7 +113,7 @@ impl Reader<'_> {
     fn split_values(&self, values: u64) -> io::Result<SplitValues> {
         if self.minor() >= 13 {
             let capacity = self.mem.read_u8(values)? as u64;
-            Ok(SplitValues { array: values + PTR, capacity: Some(capacity) })
+            Ok(SplitValues { array: values.wrapping_add(PTR), capacity: Some(capacity) })
         } else {
             Ok(SplitValues { array: values, capacity: None })
         }
@@ -125,8 +125,8 @@ impl Reader<'_> {
         if !self.has_flag(dict, TPFLAGS_DICT_SUBCLASS)? {
             return Err(invalid("expected a dict"));
         }
-        let keys = self.ptr(dict + self.l.dict_keys)?;
-        let values = self.ptr(dict + self.l.dict_values)?;
+        let keys = self.ptr(dict.wrapping_add(self.l.dict_keys))?;
+        let values = self.ptr(dict.wrapping_add(self.l.dict_values))?;
         let split = if values == 0 { None } else { Some(self.split_values(values)?) };
         self.keys_items(keys, split)
     }
@@ -146,9 +146,9 @@ impl Reader<'_> {
         let l = self.l;
         let (log2_size, index_bytes, unicode) = match (l.dictkeys_kind, l.dictkeys_log2_index_bytes) {
             (Some(kind_off), Some(lib_off)) => {
-                let log2 = self.mem.read_u8(keys + l.dictkeys_size)? as u64;
-                let log2_index_bytes = self.mem.read_u8(keys + lib_off)? as u64;
-                let kind = self.mem.read_u8(keys + kind_off)?;
+                let log2 = self.mem.read_u8(keys.wrapping_add(l.dictkeys_size))? as u64;
+                let log2_index_bytes = self.mem.read_u8(keys.wrapping_add(lib_off))? as u64;
+                let kind = self.mem.read_u8(keys.wrapping_add(kind_off))?;
                 let ixsize_log2 = index_width_log2(log2);
                 if !(3..=MAX_LOG2_SIZE).contains(&log2) || log2_index_bytes != log2 + ixsize_log2 || kind > 2 {
                     return Err(invalid("implausible dict keys header"));
@@ -156,7 +156,7 @@ impl Reader<'_> {
                 (log2, 1u64 << log2_index_bytes, kind != 0)
             }
             _ => {
-                let size = self.ptr(keys + l.dictkeys_size)?;
+                let size = self.ptr(keys.wrapping_add(l.dictkeys_size))?;
                 if !size.is_power_of_two() || !(8..=(1 << MAX_LOG2_SIZE)).contains(&size) {
                     return Err(invalid("implausible dict size"));
                 }
@@ -164,14 +164,14 @@ impl Reader<'_> {
                 (log2, size << index_width_log2(log2), false)
             }
         };
-        let nentries = self.mem.read_i64(keys + l.dictkeys_nentries)?;
+        let nentries = self.mem.read_i64(keys.wrapping_add(l.dictkeys_nentries))?;
         // USABLE_FRACTION(n) = (n << 1) / 3 (Objects/dictobject.c).
         let usable = ((1u64 << log2_size) << 1) / 3;
         if nentries < 0 || nentries as u64 > usable || nentries as u64 > MAX_DICT_ENTRIES {
             return Err(invalid("implausible dict entry count"));
         }
         let mut n = nentries as u64;
-        let entries = keys + l.dictkeys_indices + index_bytes;
+        let entries = keys.wrapping_add(l.dictkeys_indices + index_bytes);
         let (esize, key_at, value_at) = if unicode { (16, 0, 8) } else { (24, 8, 16) };
         let raw = self.mem.read_vec(entries, (n * esize) as usize)?;
         let word = |buf: &[u8], off: u64| u64::from_le_bytes(buf[off as usize..][..8].try_into().unwrap());
@@ -213,30 +213,30 @@ impl Reader<'_> {
     /// An instance attribute stored in the object's own attribute storage (not the type's).
     fn get_attr(&self, obj: u64, name: &str) -> io::Result<Option<u64>> {
         let (tp, flags) = self.type_flags(obj)?;
-        let cached_keys = || self.ptr(tp + self.l.heaptype_cached_keys);
+        let cached_keys = || self.ptr(tp.wrapping_add(self.l.heaptype_cached_keys));
         let minor = self.minor();
         let dict = if minor >= 13 && flags & TPFLAGS_INLINE_VALUES != 0 {
             // 3.13 Include/internal/pycore_object.h `_PyObject_InlineValues`: the values sit right
             // after the object (obj + tp_basicsize, which equals sizeof(PyObject) for such types);
             // used while `valid`, else the managed dict (Objects/object.c PyObject_GenericGetAttr).
-            let basicsize = self.mem.read_i64(tp + self.l.type_basicsize)?;
+            let basicsize = self.mem.read_i64(tp.wrapping_add(self.l.type_basicsize))?;
             if !(16..=4096).contains(&basicsize) {
                 return Err(invalid("implausible tp_basicsize"));
             }
-            let values = obj + basicsize as u64;
-            if self.mem.read_u8(values + 3)? != 0 {
+            let values = obj.wrapping_add(basicsize as u64);
+            if self.mem.read_u8(values.wrapping_add(3))? != 0 {
                 let items = self.keys_items(cached_keys()?, Some(self.split_values(values)?))?;
                 return self.find_str(items, name);
             }
-            self.ptr(obj - 3 * PTR)?
+            self.ptr(obj.wrapping_sub(3 * PTR))?
         } else if minor >= 11 && flags & TPFLAGS_MANAGED_DICT != 0 {
             // Pre-header words before the object (Include/internal/pycore_object.h).
-            let dict_or_values = self.ptr(obj - 3 * PTR)?;
+            let dict_or_values = self.ptr(obj.wrapping_sub(3 * PTR))?;
             let values = match minor {
                 // 3.11 `_PyObject_ValuesPointer` = obj - 4 words, `_PyObject_ManagedDictPointer` = obj - 3.
-                11 => self.ptr(obj - 4 * PTR)?,
+                11 => self.ptr(obj.wrapping_sub(4 * PTR))?,
                 // 3.12 `PyDictOrValues` at obj - 3 words: low bit set = values, stored as values - 1.
-                12 if dict_or_values & 1 == 1 => dict_or_values + 1,
+                12 if dict_or_values & 1 == 1 => dict_or_values.wrapping_add(1),
                 // 3.13 `_PyObject_ManagedDictPointer` = obj - 3 words (MANAGED_DICT_OFFSET).
                 _ => 0,
             };
@@ -248,14 +248,14 @@ impl Reader<'_> {
         } else {
             // tp_dictoffset (Include/cpython/object.h); negative offsets count from the end of a
             // variable-size object, which Thread instances are not.
-            let off = self.mem.read_i64(tp + self.l.type_dictoffset)?;
+            let off = self.mem.read_i64(tp.wrapping_add(self.l.type_dictoffset))?;
             if off == 0 {
                 return Ok(None);
             }
             if !(16..=4096).contains(&off) {
                 return Err(invalid("unsupported tp_dictoffset"));
             }
-            self.ptr(obj + off as u64)?
+            self.ptr(obj.wrapping_add(off as u64))?
         };
         if dict == 0 {
             return Ok(None);
@@ -272,5 +272,49 @@ fn index_width_log2(log2_size: u64) -> u64 {
         8..=15 => 1,
         16..=31 => 2,
         _ => 3,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::process::memory::BufferMemory;
+
+    /// Garbage memory (random words, many of them pointers back into the buffer) must give errors or
+    /// empty results, never a panic, a hang or a huge allocation.
+    #[test]
+    fn garbage_memory_is_bounded() {
+        const BASE: u64 = 0x10000;
+        const LEN: u64 = 1 << 16;
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for (major, minor) in gilty_layouts::SUPPORTED.iter().copied() {
+            let l = gilty_layouts::layout_for(major, minor).unwrap();
+            for _ in 0..20 {
+                let mut bytes = Vec::with_capacity(LEN as usize);
+                for _ in 0..LEN / 8 {
+                    let r = next();
+                    let word = match r % 4 {
+                        0 | 1 => BASE + (r >> 8) % LEN / 8 * 8, // pointer into the buffer
+                        2 => (r >> 8) & 0xff,                  // small number
+                        _ => r,
+                    };
+                    bytes.extend_from_slice(&word.to_le_bytes());
+                }
+                let mem = BufferMemory { base: BASE, bytes };
+                let r = Reader { mem: &mem, l };
+                for _ in 0..200 {
+                    let addr = BASE + next() % LEN / 8 * 8;
+                    let _ = r.dict_items(addr);
+                    let _ = r.dict_get_str(addr, "threading");
+                    let _ = r.get_attr(addr, "_name");
+                }
+            }
+        }
     }
 }

@@ -26,3 +26,15 @@ pub fn layout_for(major: u8, minor: u8) -> Option<&'static Layout> {
         _ => None,
     }
 }
+
+/// Opcodes at which a thread without the GIL can only be inside the eval breaker's GIL handoff
+/// (backward jumps and RESUME check the eval breaker and call no C code), for `major.minor`.
+pub fn handoff_opcodes(major: u8, minor: u8) -> &'static [u8] {
+    match (major, minor) {
+        (3, 10) => generated::v3_10::HANDOFF_OPCODES,
+        (3, 11) => generated::v3_11::HANDOFF_OPCODES,
+        (3, 12) => generated::v3_12::HANDOFF_OPCODES,
+        (3, 13) => generated::v3_13::HANDOFF_OPCODES,
+        _ => &[],
+    }
+}

@@ -77,3 +77,6 @@ pub const LAYOUT: Layout = Layout {
     dictkeys_indices: 40,
     module_dict: 16,
 };
+
+/// Opcodes where a thread without the GIL is in the eval-breaker GIL handoff (see the generator).
+pub const HANDOFF_OPCODES: &[u8] = &[113, 114, 115];

@@ -77,3 +77,6 @@ pub const LAYOUT: Layout = Layout {
     dictkeys_indices: 32,
     module_dict: 16,
 };
+
+/// Opcodes where a thread without the GIL is in the eval-breaker GIL handoff (see the generator).
+pub const HANDOFF_OPCODES: &[u8] = &[77, 149, 207, 236, 249];
