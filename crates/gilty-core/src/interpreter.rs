@@ -1,7 +1,7 @@
 //! Finding the CPython interpreter inside a target process, identifying its version, choosing and
 //! validating the struct layout, and locating the runtime structures gilty reads.
 
-use crate::elf::ElfInfo;
+use crate::elf::{parse_release, ElfInfo};
 use crate::error::{from_os, Error, ErrorKind, Result};
 use crate::process::maps::{read_maps, MapEntry};
 use crate::process::memory::{Memory, ProcessMemory};
@@ -235,6 +235,9 @@ pub fn attach(pid: i32) -> Result<Interpreter> {
         used_debug_offsets,
     };
     interp.validate_and_locate()?;
+    if interp.version.2 == MICRO_UNKNOWN {
+        interp.version.2 = interp.micro_from_sys_version().unwrap_or(MICRO_UNKNOWN);
+    }
     Ok(interp)
 }
 
@@ -297,6 +300,15 @@ impl Interpreter {
             ));
         }
         Ok(())
+    }
+
+    /// The micro version from the target's `sys.version` (for builds whose binary does not carry it).
+    fn micro_from_sys_version(&self) -> Option<u8> {
+        let obj = crate::object_graph::module_global(self, "sys", "version").ok()??;
+        let text = crate::pyobjects::read_unicode(&self.mem, &self.layout, obj).ok()?;
+        let release = text.split_whitespace().next()?;
+        let v = parse_release(release)?;
+        (v.0 == self.version.0 && v.1 == self.version.1).then_some(v.2)
     }
 
     /// `sys.getswitchinterval()` of the target, in seconds (read each time: the target may change it).

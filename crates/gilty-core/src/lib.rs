@@ -7,6 +7,7 @@ pub mod error;
 pub mod frames;
 pub mod interpreter;
 pub mod linetable;
+pub mod object_graph;
 pub mod process;
 pub mod pyobjects;
 pub mod sampler;
