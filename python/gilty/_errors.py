@@ -15,6 +15,7 @@ EXIT_UNSUPPORTED = 5
 EXIT_PERMISSION_DENIED = 6
 EXIT_TARGET_EXITED = 7
 EXIT_PARTIAL = 8
+EXIT_EXACT_UNAVAILABLE = 9  # --exact asked for, but the target cannot be traced (symbols, permission, kernel)
 EXIT_INTERRUPTED = 130  # Ctrl-C outside a recording: 128 + SIGINT, as shells report it
 
 # GiltyError.kind (set by the native module) -> exit status. Unknown kinds are internal errors.
@@ -25,6 +26,7 @@ EXIT_CODE_BY_KIND = {
     "unrecognised_interpreter": EXIT_UNSUPPORTED,
     "permission_denied": EXIT_PERMISSION_DENIED,
     "target_exited": EXIT_TARGET_EXITED,
+    "exact_unavailable": EXIT_EXACT_UNAVAILABLE,
     "internal": EXIT_INTERNAL,
 }
 

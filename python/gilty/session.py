@@ -91,6 +91,8 @@ class Session:
         self.stopped_by: Optional[str] = None  # "duration" | "interrupt" | "target_exit"
         self.partial = False
         self.partial_reason: Optional[str] = None
+        # Raw summary of exact (uprobe) tracing from ``Sampler.exact_summary()``; None without --exact.
+        self.exact: Optional[dict] = None
 
     # -- building ---------------------------------------------------------------------------
 
@@ -227,6 +229,7 @@ class Session:
             "stopped_by": self.stopped_by,
             "partial": self.partial,
             "partial_reason": self.partial_reason,
+            "exact": self.exact,
         }
 
     @classmethod
@@ -254,6 +257,7 @@ class Session:
         session.stopped_by = data.get("stopped_by")
         session.partial = bool(data.get("partial"))
         session.partial_reason = data.get("partial_reason")
+        session.exact = data.get("exact")
         return session
 
     def save(self, path: str) -> None:

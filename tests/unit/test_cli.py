@@ -20,6 +20,7 @@ KIND_EXIT_CODES = [
     ("unrecognised_interpreter", 5),
     ("permission_denied", 6),
     ("target_exited", 7),
+    ("exact_unavailable", 9),
     ("internal", 1),
     ("a_kind_from_the_future", 1),
 ]

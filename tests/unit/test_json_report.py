@@ -11,7 +11,13 @@ from gilty.renderers import json_report
 
 DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "json-format.md"
 # Objects whose keys are data (syscall names, idle kinds), not part of the format.
-MAPS = {"threads[].idle_syscalls", "threads[].idle_kinds"}
+MAPS = {
+    "threads[].idle_syscalls",
+    "threads[].idle_kinds",
+    "threads[].exact.wait.log2_hist_ns",
+    "threads[].exact.hold.log2_hist_ns",
+    "gc_exact.by_generation.*.log2_hist_ns",
+}
 
 
 def documented_keys(section_title: str) -> set:
@@ -22,6 +28,12 @@ def documented_keys(section_title: str) -> set:
 
 def key_paths(value, prefix="") -> set:
     paths = set()
+    if prefix == "gc_exact.by_generation" and isinstance(value, dict):
+        # Keys are generations (data): document one pattern for all of them.
+        for child in value.values():
+            paths |= key_paths(child, prefix + ".*")
+        paths.add(prefix)
+        return paths
     if isinstance(value, dict) and prefix not in MAPS:
         for key, child in value.items():
             path = f"{prefix}.{key}" if prefix else key
@@ -114,3 +126,82 @@ def test_dump_values():
     assert main["stack"][0] == {"function": "wait", "file": "threading.py", "line": 320}
     assert metrics["state"] == "holding_gil" and metrics["syscall"] is None and metrics["idle_kind"] is None
     assert sleeper["idle_kind"] == "sleep" and sleeper["stack"] == []
+
+
+def _distribution(values_ns):
+    values_ns = sorted(values_ns)
+    hist = {}
+    for v in values_ns:
+        lo = 1 << (v.bit_length() - 1) if v else 0
+        hist[lo] = hist.get(lo, 0) + 1
+    pick = lambda q: values_ns[max(1, -(-q * len(values_ns) // 100)) - 1] / 1e9  # noqa: E731
+    return {
+        "count": len(values_ns),
+        "total_s": sum(values_ns) / 1e9,
+        "p50_s": pick(50),
+        "p90_s": pick(90),
+        "p99_s": pick(99),
+        "max_s": values_ns[-1] / 1e9,
+        "log2_hist_ns": hist,
+    }
+
+
+def exact_session():
+    """The contention session with an exact summary shaped like ``Sampler.exact_summary()``."""
+    session, _builder = contention_session()
+    metrics, io1 = 2, 3  # the tids contention_session gives 'metrics' and 'io-1'
+    spin_frame = next(fid for fid, frame in session.frames.items() if frame[0] == "spin")
+    session.exact = {
+        "wall_s": 2.0,
+        "start_s": 0.0,
+        "events": 900,
+        "lost": 0,
+        "threads_attached": 4,
+        "symbols": ["take_gil", "drop_gil", "gc_collect_main"],
+        "threads": {
+            metrics: {
+                "hold": _distribution([5_000_000] * 300),
+                "wait": _distribution([3_000] * 300),
+                "acquisitions": 300,
+                "forced_switches": 0,
+                "blame": [],
+            },
+            io1: {
+                "hold": _distribution([50_000] * 100),
+                "wait": _distribution([5_100_000] * 100),
+                "acquisitions": 100,
+                "forced_switches": 100,
+                "blame": [{"holder_tid": metrics, "wait_s": 0.5, "functions": [(spin_frame, 40)]}],
+            },
+        },
+        "collections": [
+            {"tid": metrics, "generation": 2, "start_s": 0.5, "duration_s": 0.01, "collected": 100, "open": False}
+        ],
+        "gc_by_generation": {"2": _distribution([10_000_000])},
+    }
+    return session
+
+
+def test_exact_keys_match_the_documentation():
+    session = exact_session()
+    report = json.loads(json_report.render(session))
+    documented = documented_keys("Report") | documented_keys("Exact mode")
+    present = key_paths(report)
+    assert documented - present == set(), "documented but missing from the report"
+    assert present - documented == set(), "in the report but not documented"
+
+
+def test_exact_values_are_fractions_of_traced_wall_time():
+    session = exact_session()
+    report = json_report.report(session)
+    io1 = next(t for t in report["threads"] if t["name"] == "io-1")
+    assert math.isclose(io1["exact"]["wait_s"], 0.51)
+    assert math.isclose(io1["exact"]["wait_fraction"], 0.255)
+    assert io1["exact"]["wait"]["p50_s"] == 0.0051
+    assert io1["exact"]["blame"][0]["holder_name"] == "metrics"
+    assert io1["exact"]["blame"][0]["holder_function"] == "spin"
+    assert report["gc_exact"]["collections"][0]["generation"] == 2
+    assert math.isclose(report["gc_exact"]["gc_fraction"], 0.005)
+    assert report["exact_overhead"]["events_per_s"] == 450
+    main = next(t for t in report["threads"] if t["name"] == "MainThread")
+    assert main["exact"] is None  # no events for it

@@ -10,6 +10,8 @@ pub enum ErrorKind {
     UnrecognisedInterpreter,
     PermissionDenied,
     TargetExited,
+    /// Exact mode cannot trace this target (no symbols, no perf permission, no uprobes).
+    ExactUnavailable,
     Internal,
 }
 
@@ -22,6 +24,7 @@ impl ErrorKind {
             ErrorKind::UnrecognisedInterpreter => "unrecognised_interpreter",
             ErrorKind::PermissionDenied => "permission_denied",
             ErrorKind::TargetExited => "target_exited",
+            ErrorKind::ExactUnavailable => "exact_unavailable",
             ErrorKind::Internal => "internal",
         }
     }

@@ -4,6 +4,7 @@
 pub mod classify;
 pub mod elf;
 pub mod error;
+pub mod exact;
 pub mod frames;
 pub mod interpreter;
 pub mod linetable;

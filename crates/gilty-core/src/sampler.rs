@@ -2,6 +2,8 @@
 //! stack, classify each thread, and intern stacks. Never stops the target.
 
 use crate::classify::{classify, GilView, History, Observation, ThreadState};
+use crate::exact::tracing::ExactTracing;
+use crate::exact::ExactSummary;
 use crate::frames::{CodeCache, Frame, FrameWalker, WalkError};
 use crate::interpreter::Interpreter;
 use crate::process::memory::Memory;
@@ -79,6 +81,26 @@ pub struct Sampler {
     stack_ids: HashMap<Vec<u32>, u32>,
     batch: Batch,
     handoff_opcodes: &'static [u8],
+    start_mono_ns: u64,
+    exact: Option<ExactTracing>,
+    /// Probe file descriptors being closed in the background (joined on drop).
+    closing: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        for h in self.closing.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+/// CLOCK_MONOTONIC now, in ns (what `Instant` and perf's `use_clockid` timestamps both use).
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 impl Sampler {
@@ -101,6 +123,9 @@ impl Sampler {
             stack_ids: HashMap::new(),
             batch: Batch::default(),
             handoff_opcodes: gilty_layouts::handoff_opcodes(interp_version.0, interp_version.1),
+            start_mono_ns: monotonic_ns(),
+            exact: None,
+            closing: Vec::new(),
         }
     }
 
@@ -109,6 +134,7 @@ impl Sampler {
         self.period = Duration::from_secs_f64(1.0 / rate_hz.clamp(0.1, 20_000.0));
         self.next_due = None;
         self.start = Instant::now();
+        self.start_mono_ns = monotonic_ns();
     }
 
     pub fn elapsed(&self) -> f64 {
@@ -204,14 +230,50 @@ impl Sampler {
         };
         let sample = self.batch.times.len() as u32;
         self.batch.times.push(t);
+        let t_ns = self.start_mono_ns + (t * 1e9) as u64;
         for (tid, state, syscall, stack) in snapshot {
+            let top = stack.as_ref().and_then(|f| f.first().cloned());
             let stack_id = match stack {
                 Some(frames) => self.intern_stack(frames) as i64,
                 None => -1,
             };
+            if let (Some(exact), ThreadState::HoldingGil | ThreadState::Gc) = (self.exact.as_mut(), state) {
+                let frame = top.and_then(|f| self.frame_ids.get(&f).copied()).unwrap_or(u32::MAX);
+                exact.recorder.note_holder_sample(t_ns, tid, frame);
+            }
             self.batch.rows.push(Row { sample, tid, state, stack: stack_id, syscall });
         }
+        if let Some(exact) = self.exact.as_mut() {
+            exact.drain();
+        }
         true
+    }
+
+    /// Starts exact tracing (uprobes on the GIL and the collector) alongside sampling.
+    pub fn enable_exact(&mut self) -> crate::Result<Vec<String>> {
+        let tracing = ExactTracing::attach(&self.interp, monotonic_ns())?;
+        let symbols = tracing.symbols.clone();
+        self.exact = Some(tracing);
+        Ok(symbols)
+    }
+
+    /// Ends exact tracing: (summary, events lost by the kernel, threads attached). None if not enabled.
+    pub fn finish_exact(&mut self) -> Option<(ExactSummary, u64, usize)> {
+        let mut exact = self.exact.take()?;
+        exact.drain();
+        let interval_ns = self.interp.switch_interval_s().map(|s| (s * 1e9) as u64).unwrap_or(5_000_000);
+        let lost = exact.lost();
+        let threads = exact.threads_attached();
+        let end = monotonic_ns();
+        let ExactTracing { tracer, recorder, .. } = exact;
+        // Removing a probe costs the kernel ~0.1 s each: let that happen while the report is written.
+        self.closing.push(tracer.close_in_background());
+        Some((recorder.finish(end, interval_ns), lost, threads))
+    }
+
+    /// CLOCK_MONOTONIC time of `times` = 0 (the clock perf events are stamped with).
+    pub fn start_mono_ns(&self) -> u64 {
+        self.start_mono_ns
     }
 
     /// Classifies every thread once. Stacks are `None` for threads without Python frames or torn reads.

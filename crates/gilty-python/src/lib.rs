@@ -1,5 +1,7 @@
 //! `gilty._native`: exposes gilty-core's attach, snapshot and sampler to Python. No logic lives here.
 
+use gilty_core::exact::histogram::Distribution;
+use gilty_core::exact::ExactSummary;
 use gilty_core::interpreter::{attach, Interpreter};
 use gilty_core::sampler::Sampler as CoreSampler;
 use gilty_core::{Error as CoreError, ErrorKind};
@@ -101,17 +103,30 @@ impl Target {
 #[pyclass(module = "gilty._native")]
 struct Sampler {
     inner: Arc<Mutex<CoreSampler>>,
+    /// Functions the exact-mode probes were placed on (empty without exact mode).
+    #[pyo3(get)]
+    exact_symbols: Vec<String>,
 }
 
 #[pymethods]
 impl Sampler {
     #[new]
-    fn new(target: &Target, rate_hz: f64) -> PyResult<Self> {
+    #[pyo3(signature = (target, rate_hz, exact = false))]
+    fn new(py: Python<'_>, target: &Target, rate_hz: f64, exact: bool) -> PyResult<Self> {
         if !(rate_hz > 0.0 && rate_hz <= 20_000.0) {
             return Err(pyo3::exceptions::PyValueError::new_err("rate_hz must be in (0, 20000]"));
         }
-        target.inner.lock().unwrap().set_rate(rate_hz);
-        Ok(Sampler { inner: Arc::clone(&target.inner) })
+        let symbols = {
+            let mut guard = target.inner.lock().unwrap();
+            let s: &mut CoreSampler = &mut guard;
+            s.set_rate(rate_hz);
+            if exact {
+                py.allow_threads(|| s.enable_exact()).map_err(to_py_err)?
+            } else {
+                Vec::new()
+            }
+        };
+        Ok(Sampler { inner: Arc::clone(&target.inner), exact_symbols: symbols })
     }
 
     fn collect<'py>(&self, py: Python<'py>, seconds: f64) -> PyResult<Bound<'py, PyDict>> {
@@ -151,6 +166,84 @@ impl Sampler {
         out.set_item("late", batch.late)?;
         Ok(out)
     }
+
+    /// Ends exact tracing and returns its summary (None when exact mode is off). Call once, at the end.
+    fn exact_summary<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let (done, origin) = {
+            let mut guard = self.inner.lock().unwrap();
+            let s: &mut CoreSampler = &mut guard;
+            let origin = s.start_mono_ns();
+            (py.allow_threads(|| s.finish_exact()), origin)
+        };
+        match done {
+            Some((summary, lost, threads)) => Ok(Some(exact_dict(py, &summary, lost, threads, origin)?)),
+            None => Ok(None),
+        }
+    }
+}
+
+fn distribution_dict<'py>(py: Python<'py>, d: &Distribution) -> PyResult<Bound<'py, PyDict>> {
+    let out = PyDict::new(py);
+    let s = |ns: u64| ns as f64 / 1e9;
+    out.set_item("count", d.count)?;
+    out.set_item("total_s", s(d.total_ns))?;
+    out.set_item("p50_s", s(d.p50_ns))?;
+    out.set_item("p90_s", s(d.p90_ns))?;
+    out.set_item("p99_s", s(d.p99_ns))?;
+    out.set_item("max_s", s(d.max_ns))?;
+    let hist = PyDict::new(py);
+    for (lo, n) in &d.log2_hist_ns {
+        hist.set_item(lo, n)?;
+    }
+    out.set_item("log2_hist_ns", hist)?;
+    Ok(out)
+}
+
+fn exact_dict<'py>(py: Python<'py>, summary: &ExactSummary, lost: u64, threads_attached: usize, origin_ns: u64) -> PyResult<Bound<'py, PyDict>> {
+    let out = PyDict::new(py);
+    out.set_item("wall_s", summary.wall_ns as f64 / 1e9)?;
+    out.set_item("start_s", (summary.start_ns as f64 - origin_ns as f64) / 1e9)?;
+    out.set_item("events", summary.events)?;
+    out.set_item("lost", lost)?;
+    out.set_item("threads_attached", threads_attached)?;
+    let threads = PyDict::new(py);
+    for t in &summary.threads {
+        let d = PyDict::new(py);
+        d.set_item("hold", distribution_dict(py, &t.hold)?)?;
+        d.set_item("wait", distribution_dict(py, &t.wait)?)?;
+        d.set_item("acquisitions", t.acquisitions)?;
+        d.set_item("forced_switches", t.forced_switches)?;
+        let blame = PyList::empty(py);
+        for b in &t.blame {
+            let e = PyDict::new(py);
+            e.set_item("holder_tid", b.holder_tid)?;
+            e.set_item("wait_s", b.wait_ns as f64 / 1e9)?;
+            let fns: Vec<(i64, u64)> = b.functions.iter().map(|(f, n)| (if *f == u32::MAX { -1 } else { *f as i64 }, *n)).collect();
+            e.set_item("functions", fns)?;
+            blame.append(e)?;
+        }
+        d.set_item("blame", blame)?;
+        threads.set_item(t.tid, d)?;
+    }
+    out.set_item("threads", threads)?;
+    let collections = PyList::empty(py);
+    for c in &summary.collections {
+        let d = PyDict::new(py);
+        d.set_item("tid", c.tid)?;
+        d.set_item("generation", c.generation)?;
+        d.set_item("start_s", (c.start_ns as f64 - origin_ns as f64) / 1e9)?;
+        d.set_item("duration_s", (c.end_ns - c.start_ns) as f64 / 1e9)?;
+        d.set_item("collected", c.collected)?;
+        d.set_item("open", c.open)?;
+        collections.append(d)?;
+    }
+    out.set_item("collections", collections)?;
+    let by_gen = PyDict::new(py);
+    for (g, dist) in &summary.gc_by_generation {
+        by_gen.set_item(g.map(|g| g.to_string()).unwrap_or_else(|| "unknown".to_owned()), distribution_dict(py, dist)?)?;
+    }
+    out.set_item("gc_by_generation", by_gen)?;
+    Ok(out)
 }
 
 #[pyfunction]

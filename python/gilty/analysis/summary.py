@@ -7,6 +7,7 @@ from typing import Optional
 
 from gilty.analysis.blame import BlameShare, blame, blame_counts
 from gilty.analysis.convoy import ConvoyStats, convoys
+from gilty.analysis.exact import ExactSummary, summarise_exact
 from gilty.analysis.functions import FunctionShare, top_functions
 from gilty.analysis.states import (
     ThreadStates,
@@ -53,6 +54,7 @@ class Summary:
     mean_waiting_threads: float
     threads: list  # [ThreadSummary], most GIL-holding first
     verdict: Optional[Verdict] = None
+    exact: Optional[ExactSummary] = None  # exact (uprobe) figures, with --exact
 
     @property
     def samples(self) -> int:
@@ -101,6 +103,7 @@ def summarise(session: Session) -> Summary:
         gc_share=gc_share(session),
         mean_waiting_threads=mean_waiting_threads(session),
         threads=threads,
+        exact=summarise_exact(session),
     )
     summary.verdict = verdict(summary)
     return summary

@@ -17,7 +17,7 @@ import time
 from typing import Any, Callable, Optional
 
 from gilty import launch
-from gilty._errors import EXIT_OK, EXIT_PARTIAL, EXIT_TARGET_EXITED, CommandError, UsageError
+from gilty._errors import EXIT_EXACT_UNAVAILABLE, EXIT_OK, EXIT_PARTIAL, EXIT_TARGET_EXITED, CommandError, UsageError
 from gilty.renderers import console, json_report
 from gilty.session import Session, TargetInfo
 
@@ -88,7 +88,7 @@ def emit(text: str, path: Optional[str]) -> None:
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.usage = (
-        "gilty record (--pid PID | -- CMD [ARG ...]) [--duration S] [--rate HZ] [-o FILE] [--format {text,json}]"
+        "gilty record (--pid PID | -- CMD [ARG ...]) [--duration S] [--rate HZ] [--exact] [-o FILE] [--format {text,json}]"
     )
     parser.add_argument("--pid", type=positive_int, help="attach to this running process")
     parser.add_argument(
@@ -103,6 +103,15 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
     add_format_argument(parser)
+    add_exact_argument(parser)
+
+
+def add_exact_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--exact",
+        action="store_true",
+        help="also trace every GIL acquisition and garbage collection with uprobes (root; needs interpreter symbols)",
+    )
 
 
 def sample_until_stopped(
@@ -166,6 +175,25 @@ def finish(session: Session, launched: bool) -> int:
     return EXIT_OK
 
 
+def open_sampler(native: Any, target: Any, rate_hz: float, exact: bool) -> Any:
+    """A Sampler, with uprobe tracing attached when ``exact``; a refusal is one line, exit 9."""
+    if not exact:
+        return native.Sampler(target, rate_hz)
+    try:
+        return native.Sampler(target, rate_hz, exact=True)
+    except native.GiltyError as e:
+        if getattr(e, "kind", None) == "exact_unavailable":
+            raise CommandError(f"{e} (record without --exact to sample only)", EXIT_EXACT_UNAVAILABLE) from None
+        raise
+
+
+def exact_summary(sampler: Any) -> Optional[dict]:
+    raw = sampler.exact_summary()
+    if raw is not None:
+        raw["symbols"] = list(sampler.exact_symbols)
+    return raw
+
+
 def run(args: argparse.Namespace) -> int:
     child_argv = getattr(args, "child_argv", None)
     if (args.pid is None) == (child_argv is None):
@@ -186,14 +214,18 @@ def run(args: argparse.Namespace) -> int:
             session = Session(TargetInfo.from_native(target), args.rate)
             session.command = child_argv
             session.requested_duration_s = args.duration
-            sampler = native.Sampler(target, args.rate)
+            sampler = open_sampler(native, target, args.rate, args.exact)
             until = f"for {args.duration:g} s" if args.duration else "until Ctrl-C"
             print(
                 f"gilty: recording pid {session.target.pid} (Python {session.target.python_version}) "
                 f"at {args.rate:g} Hz {until}",
                 file=sys.stderr,
             )
-            sample_until_stopped(session, sampler, args.duration, stop, native.GiltyError, native.syscall_name)
+            try:
+                sample_until_stopped(session, sampler, args.duration, stop, native.GiltyError, native.syscall_name)
+            finally:
+                if args.exact:
+                    session.exact = exact_summary(sampler)
         finally:
             if child is not None:
                 launch.terminate(child)

@@ -10,6 +10,7 @@ from gilty.analysis.functions import top_function_overall
 from gilty.analysis.states import gil_utilisation, mean_waiting_threads, thread_states
 from gilty.analysis.syscalls import idle_label
 from gilty.analysis.wording import milliseconds, percent
+from gilty.renderers.console_exact import exact_sections
 from gilty.session import IDLE, STATE_NAMES, WAITING_GIL, Session
 
 PARTIAL_MARKER = "PARTIAL"
@@ -147,7 +148,8 @@ def render(session: Session, summary: Optional[Summary] = None, title: str = "gi
             for t in summary.threads
         ]
     )
-    for section in (_functions_section(summary), _blame_section(summary), _convoy_section(summary)):
+    sections = (_functions_section(summary), _blame_section(summary), _convoy_section(summary), exact_sections(summary))
+    for section in sections:
         if section:
             out.append("")
             out += section

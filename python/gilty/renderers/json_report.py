@@ -18,7 +18,80 @@ def _round(x: Optional[float]) -> Optional[float]:
     return None if x is None else round(x, 6)
 
 
-def _thread(t) -> dict:
+def _distribution(d: dict) -> dict:
+    return {
+        "count": d["count"],
+        "p50_s": _round(d["p50_s"]),
+        "p90_s": _round(d["p90_s"]),
+        "p99_s": _round(d["p99_s"]),
+        "max_s": _round(d["max_s"]),
+        "log2_hist_ns": {str(lo): n for lo, n in sorted(d["log2_hist_ns"].items())},
+    }
+
+
+def _exact_thread(e) -> Optional[dict]:
+    if e is None:
+        return None
+    return {
+        "hold_s": _round(e.hold_s),
+        "wait_s": _round(e.wait_s),
+        "hold_fraction": _round(e.hold_fraction),
+        "wait_fraction": _round(e.wait_fraction),
+        "acquisitions": e.acquisitions,
+        "forced_switches": e.forced_switches,
+        "wait": _distribution(e.wait),
+        "hold": _distribution(e.hold),
+        "blame": [
+            {
+                "holder_tid": b.holder_tid,
+                "holder_name": b.holder_name,
+                "holder_function": b.holder_function,
+                "holder_file": b.holder_file,
+                "holder_line": b.holder_line,
+                "wait_s": _round(b.wait_s),
+            }
+            for b in e.blame
+        ],
+    }
+
+
+def _gc_exact(exact) -> Optional[dict]:
+    if exact is None:
+        return None
+    return {
+        "collections": [
+            {
+                "tid": c["tid"],
+                "generation": c["generation"],
+                "start_s": _round(c["start_s"]),
+                "duration_s": _round(c["duration_s"]),
+                "collected": c["collected"],
+                "open": c["open"],
+            }
+            for c in exact.collections
+        ],
+        "by_generation": {
+            g: dict(_distribution(d), total_s=_round(d["total_s"])) for g, d in exact.gc_by_generation.items()
+        },
+        "gc_s": _round(exact.gc_s),
+        "gc_fraction": _round(exact.gc_fraction),
+    }
+
+
+def _exact_overhead(exact) -> Optional[dict]:
+    if exact is None:
+        return None
+    return {
+        "events": exact.events,
+        "events_per_s": _round(exact.events_per_s),
+        "lost": exact.lost,
+        "wall_s": _round(exact.wall_s),
+        "threads_attached": exact.threads_attached,
+        "symbols": exact.symbols,
+    }
+
+
+def _thread(t, exact=None) -> dict:
     return {
         "tid": t.tid,
         "name": t.name,
@@ -55,6 +128,7 @@ def _thread(t) -> dict:
             "total_wait_s": _round(t.convoy.total_wait_s),
             "resolution_limited": t.convoy.resolution_limited,
         },
+        "exact": _exact_thread(exact.threads.get(t.tid)) if exact is not None else None,
     }
 
 
@@ -86,7 +160,9 @@ def report(session: Session, summary: Optional[Summary] = None) -> dict:
         "switch_interval_s": target.switch_interval_s,
         "verdict": summary.verdict.text if summary.verdict else "",
         "verdict_kinds": list(summary.verdict.kinds) if summary.verdict else [],
-        "threads": [_thread(t) for t in summary.threads],
+        "threads": [_thread(t, summary.exact) for t in summary.threads],
+        "gc_exact": _gc_exact(summary.exact),
+        "exact_overhead": _exact_overhead(summary.exact),
     }
 
 
