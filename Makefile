@@ -4,7 +4,10 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup demo test test-rust test-python lint bench clean
+# Debian packages the tests use: bpftrace is the independent reference for exact mode.
+APT_PACKAGES := bpftrace
+
+.PHONY: help setup system-deps demo test lint bench clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -18,13 +21,20 @@ $(STAMP): $(VPY) requirements-dev.txt
 	$(VPY) -m pip install -q -r requirements-dev.txt
 	touch $(STAMP)
 
+system-deps:  ## install the Debian packages the tests use (when root and missing)
+	@missing=""; for p in $(APT_PACKAGES); do command -v $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  else echo "not root: skipping apt-get install of$$missing (tests that need them will skip)"; fi; \
+	fi
+
 setup: $(STAMP)  ## build the Rust extension and install gilty into .venv (CLI: .venv/bin/gilty)
 	VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(VENV))/bin:$$PATH $(VENV)/bin/maturin develop --release -q
 
 demo: setup  ## start the bundled demo service, record it for 10 s, print the diagnosis
 	$(VPY) -m gilty.demo
 
-test: setup  ## every test: Rust unit tests, layout generator check, Python unit + integration tests
+test: setup system-deps  ## every test: Rust unit tests, layout generator check, Python unit + integration tests
 	cargo test --release -q --workspace --exclude gilty-python
 	$(VPY) tools/gen_layouts.py --check
 	$(VPY) -m pytest -q -ra tests

@@ -6,6 +6,13 @@ use crate::pyobjects::{read_bytes, read_unicode};
 use gilty_layouts::Layout;
 use std::collections::HashMap;
 use std::io;
+use std::time::{Duration, Instant};
+
+/// How long a decoded code object is trusted without re-reading its header. A frame keeps its code
+/// object alive, so an address can only change meaning if the object is freed and another allocated
+/// there; re-checking every entry this often bounds how long such a reuse could be misreported, and
+/// saves one read per frame per pass.
+const RECHECK_CODE_AFTER: Duration = Duration::from_millis(200);
 
 /// Deeper chains are taken as a cycle read from memory that changed under us.
 pub const MAX_DEPTH: usize = 2048;
@@ -19,6 +26,9 @@ pub struct Frame {
     pub file: String,
     pub line: i32,
 }
+
+/// A stack (innermost first) and where its innermost frame stands: (code object, instruction).
+pub type Walked = (Vec<Frame>, Option<(u64, i64)>);
 
 #[derive(Debug)]
 pub enum WalkError {
@@ -40,6 +50,8 @@ impl From<io::Error> for WalkError {
 struct CodeInfo {
     /// Pointers that identify the code object's contents; a reused address with other contents misses.
     key: (u64, u64, u64),
+    /// When the key was last compared with the object in memory.
+    checked: Instant,
     function: String,
     file: String,
     firstlineno: i32,
@@ -120,7 +132,7 @@ impl<'a> FrameWalker<'a> {
     }
 
     /// The thread's stack, innermost first, and where the innermost frame stands (code, instruction).
-    pub fn walk(&self, tstate: u64, cache: &mut CodeCache) -> Result<(Vec<Frame>, Option<(u64, i64)>), WalkError> {
+    pub fn walk(&self, tstate: u64, cache: &mut CodeCache) -> Result<Walked, WalkError> {
         let l = self.layout;
         let mut out = Vec::new();
         let mut top = None;
@@ -180,6 +192,11 @@ impl<'a> FrameWalker<'a> {
     /// Decodes one frame; `Ok(None)` for a 3.13 frame whose executable is not a code object.
     fn frame_at(&self, code: u64, instr: i64, cache: &mut CodeCache) -> Result<Option<Frame>, WalkError> {
         let l = self.layout;
+        if let Some(info) = cache.map.get(&code) {
+            if info.checked.elapsed() < RECHECK_CODE_AFTER {
+                return Ok(Some(self.located(info, code, instr)));
+            }
+        }
         let mut head = vec![0u8; self.code_read_len];
         self.mem.read(code, &mut head)?;
         if let Some(ct) = self.code_type {
@@ -191,18 +208,22 @@ impl<'a> FrameWalker<'a> {
             }
         }
         let key = (u64_at(&head, l.code_filename), u64_at(&head, l.code_name), u64_at(&head, l.code_linetable));
-        let fresh = match cache.map.get(&code) {
-            Some(c) => c.key != key,
-            None => true,
-        };
-        if fresh {
-            let function = read_unicode(self.mem, l, key.1)?;
-            let file = read_unicode(self.mem, l, key.0)?;
-            let linetable = read_bytes(self.mem, l, key.2, MAX_LINETABLE)?;
-            let firstlineno = i32_at(&head, l.code_firstlineno);
-            cache.map.insert(code, CodeInfo { key, function, file, firstlineno, linetable });
+        match cache.map.get_mut(&code) {
+            Some(c) if c.key == key => c.checked = Instant::now(),
+            _ => {
+                let function = read_unicode(self.mem, l, key.1)?;
+                let file = read_unicode(self.mem, l, key.0)?;
+                let linetable = read_bytes(self.mem, l, key.2, MAX_LINETABLE)?;
+                let firstlineno = i32_at(&head, l.code_firstlineno);
+                cache.map.insert(code, CodeInfo { key, checked: Instant::now(), function, file, firstlineno, linetable });
+            }
         }
-        let info = cache.map.get(&code).unwrap();
+        Ok(Some(self.located(cache.map.get(&code).unwrap(), code, instr)))
+    }
+
+    /// The frame for a decoded code object at an instruction position.
+    fn located(&self, info: &CodeInfo, code: u64, instr: i64) -> Frame {
+        let l = self.layout;
         let line = if l.version.1 == 10 {
             line_310(&info.linetable, info.firstlineno, instr.max(0) * 2)
         } else {
@@ -214,6 +235,6 @@ impl<'a> FrameWalker<'a> {
                 line_311(&info.linetable, info.firstlineno, index)
             }
         };
-        Ok(Some(Frame { function: info.function.clone(), file: info.file.clone(), line: line.unwrap_or(0) }))
+        Frame { function: info.function.clone(), file: info.file.clone(), line: line.unwrap_or(0) }
     }
 }

@@ -167,7 +167,8 @@ def verdict(summary: "Summary") -> "Verdict":
             f"waits for it more than {percent(most)} of its time."
         )
 
-    convoy_threads = [t for t in threads if t.convoy.is_convoy]
+    # Most episodes first: the threads that keep waking into a GIL wait are the convoy's victims.
+    convoy_threads = sorted((t for t in threads if t.convoy.is_convoy), key=lambda t: (-t.convoy.episodes, t.tid))
     if convoy_threads:
         kinds.append("convoy")
         sentences.append(_convoy(convoy_threads, labels, session.target.switch_interval_s, session.rate_hz))

@@ -216,7 +216,9 @@ impl ExactRecorder {
 /// For every wait interval, the time each other thread held the GIL within it, and that holder's
 /// sampled innermost frames during the overlap. `holds` sorted by start (they do not overlap).
 fn blame(waits: &[Interval], holds: &[Interval], samples: &[(u64, i32, u32)]) -> HashMap<i32, Vec<BlameEntry>> {
-    let mut acc: HashMap<i32, HashMap<i32, (u64, HashMap<u32, u64>)>> = HashMap::new();
+    // waiter -> holder -> (overlap ns, holder frame -> samples)
+    type PerHolder = HashMap<i32, (u64, HashMap<u32, u64>)>;
+    let mut acc: HashMap<i32, PerHolder> = HashMap::new();
     for w in waits {
         // First hold that ends after the wait starts (ends are ordered as holds do not overlap).
         let mut i = holds.partition_point(|h| h.end <= w.start);
