@@ -84,3 +84,11 @@ def test_contention_scenario_convoys():
     assert math.isclose(result[3].mean_wait_s, 0.02) and result[3].is_convoy
     assert math.isclose(result[4].mean_wait_s, 0.03) and result[4].is_convoy
     assert result[2].episodes == 0 and result[1].episodes == 0
+
+
+def test_one_native_pass_between_wake_up_and_wait_still_starts_an_episode():
+    # A woken thread is often seen once running without the GIL before it reaches take_gil.
+    states = [IDLE, NATIVE, WAIT, WAIT, HOLD, IDLE, NATIVE, NATIVE, WAIT, HOLD]
+    c = convoys(_session(states))[1]
+    # The first wake-up counts (one native pass); the second does not (native work, then a wait).
+    assert c.episodes == 1

@@ -67,9 +67,11 @@ pub fn classify(obs: &Observation, gil: &GilView, gc_collecting: bool, futex_ran
             // take_gil bumps switch_number whenever the holder changes. No change, or one change that
             // went to another thread, means it is still inside take_gil.
             if let Some(h) = prev {
-                if h.state == ThreadState::WaitingGil && obs.tstate != 0 {
+                // The counter does not move when the last holder takes the GIL back, so a thread that
+                // is itself the last holder may have re-taken it unseen: not a waiter then.
+                if h.state == ThreadState::WaitingGil && obs.tstate != 0 && gil.last_holder != obs.tstate {
                     let changes = gil.switch_number.wrapping_sub(h.switch_number);
-                    if changes == 0 || (changes == 1 && gil.last_holder != obs.tstate) {
+                    if changes <= 1 {
                         return ThreadState::WaitingGil;
                     }
                 }
@@ -132,6 +134,8 @@ mod tests {
         assert_eq!(classify(&run, &gil(false, ME, 8), false, RANGE, prev), ThreadState::Native);
         // Two or more handoffs: it may have had the GIL; native.
         assert_eq!(classify(&run, &gil(true, OTHER, 9), false, RANGE, prev), ThreadState::Native);
+        // It is the last holder and the counter did not move: it may have re-taken the GIL unseen.
+        assert_eq!(classify(&run, &gil(false, ME, 7), false, RANGE, prev), ThreadState::Native);
         // Not waiting before: running without the GIL is native.
         let prev_idle = Some(History { state: ThreadState::Idle, switch_number: 7 });
         assert_eq!(classify(&run, &gil(true, OTHER, 7), false, RANGE, prev_idle), ThreadState::Native);

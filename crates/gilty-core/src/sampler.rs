@@ -190,11 +190,16 @@ impl Sampler {
         self.names.retain(|tid, _| self.os_tids.contains(tid));
         for &tid in &self.os_tids {
             let py = pythreads.iter().find(|p| p.tid == Some(tid)).and_then(|p| self.py_names.get(&p.ident));
-            let name = match py {
-                Some(n) => n.clone(),
-                None => procfs::comm(pid, tid).unwrap_or_else(|| format!("thread-{tid}")),
-            };
-            self.names.insert(tid, name);
+            match py {
+                Some(n) => {
+                    self.names.insert(tid, n.clone());
+                }
+                // A thread keeps the name it had: `threading` disappears during interpreter shutdown.
+                None if self.names.contains_key(&tid) => {}
+                None => {
+                    self.names.insert(tid, procfs::comm(pid, tid).unwrap_or_else(|| format!("thread-{tid}")));
+                }
+            }
         }
     }
 

@@ -4,7 +4,9 @@ A thread returning from I/O must take the GIL back; if a CPU-bound thread holds 
 waker waits until the holder is asked to drop it, which takes up to one switch interval
 (``sys.getswitchinterval()``, 5 ms by default). Each wake-up then costs about one interval:
 the convoy effect. Here an *episode* is: the thread was idle in one pass and waiting_gil in
-the next pass, through one or more consecutive waiting_gil passes.
+the next pass (or in the one after, if it was seen once running without the GIL in between,
+as a woken thread often is before it reaches take_gil), through one or more consecutive
+waiting_gil passes.
 """
 
 from __future__ import annotations
@@ -12,7 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from gilty.session import IDLE, WAITING_GIL, Session
+from gilty.session import IDLE, NATIVE, WAITING_GIL, Session
+
+# Marks, in the scan below, a native pass that directly follows an idle one.
+WAKING = -1
 
 CONVOY_MIN_EPISODES = 3
 CONVOY_MIN_SWITCH_INTERVALS = 0.5
@@ -72,8 +77,12 @@ def convoys(session: Session, switch_interval_s: Optional[float] = None) -> dict
             waits[tid].append(_episode_wait(times, start, prev_s, period))
             sample_counts[tid] = sample_counts.get(tid, 0) + prev_s - start + 1
             start = -1
-        if state == WAITING_GIL and prev_state == IDLE and consecutive:
+        if state == WAITING_GIL and prev_state in (IDLE, WAKING) and consecutive:
             start = s
+        # A thread just woken from its blocking call may be seen once running without the GIL (not
+        # yet on a CPU, or on its way into take_gil) before it waits: that pass keeps it "waking".
+        elif state == NATIVE and prev_state == IDLE and consecutive:
+            state = WAKING
         last[tid] = (s, state, start)
     for tid, (prev_s, _state, start) in last.items():
         if start >= 0:
