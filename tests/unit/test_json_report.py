@@ -164,6 +164,7 @@ def exact_session():
                 "wait": _distribution([3_000] * 300),
                 "acquisitions": 300,
                 "forced_switches": 0,
+                "handoff_s": 0.04,
                 "blame": [],
             },
             io1: {
@@ -171,6 +172,7 @@ def exact_session():
                 "wait": _distribution([5_100_000] * 100),
                 "acquisitions": 100,
                 "forced_switches": 100,
+                "handoff_s": 0.0,
                 "blame": [{"holder_tid": metrics, "wait_s": 0.5, "functions": [(spin_frame, 40)]}],
             },
         },
@@ -198,6 +200,8 @@ def test_exact_values_are_fractions_of_traced_wall_time():
     assert math.isclose(io1["exact"]["wait_s"], 0.51)
     assert math.isclose(io1["exact"]["wait_fraction"], 0.255)
     assert io1["exact"]["wait"]["p50_s"] == 0.0051
+    metrics = next(t for t in report["threads"] if t["name"] == "metrics")
+    assert math.isclose(metrics["exact"]["handoff_fraction"], 0.02)
     assert io1["exact"]["blame"][0]["holder_name"] == "metrics"
     assert io1["exact"]["blame"][0]["holder_function"] == "spin"
     assert report["gc_exact"]["collections"][0]["generation"] == 2

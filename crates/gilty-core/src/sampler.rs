@@ -256,10 +256,24 @@ impl Sampler {
 
     /// Starts exact tracing (uprobes on the GIL and the collector) alongside sampling.
     pub fn enable_exact(&mut self) -> crate::Result<Vec<String>> {
-        let tracing = ExactTracing::attach(&self.interp, monotonic_ns())?;
+        let mut tracing = ExactTracing::attach(&self.interp)?;
+        // Who holds the GIL now: the one thread whose first drop_gil ends a hold begun before the trace.
+        let start = monotonic_ns();
+        let holder = self.current_holder_tid();
+        tracing.recorder.start_at(start, holder);
         let symbols = tracing.symbols.clone();
         self.exact = Some(tracing);
         Ok(symbols)
+    }
+
+    fn current_holder_tid(&mut self) -> Option<i32> {
+        let gil = self.read_gil().ok()?;
+        if !gil.locked {
+            return None;
+        }
+        let tids = procfs::thread_ids(self.interp.pid).ok()?;
+        let threads = python_threads(&self.interp, &mut self.tid_resolver, &tids).ok()?;
+        threads.iter().find(|t| t.tstate == gil.last_holder).and_then(|t| t.tid)
     }
 
     /// Ends exact tracing: (summary, events lost by the kernel, threads attached). None if not enabled.

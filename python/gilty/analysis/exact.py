@@ -33,6 +33,8 @@ class ExactThread:
     wait_fraction: float
     acquisitions: int
     forced_switches: int
+    handoff_s: float  # inside drop_gil: a holder asked to drop waits there for the requester
+    handoff_fraction: float
     wait: dict  # {"p50_s", "p90_s", "p99_s", "max_s", "count", "log2_hist_ns": {lower_ns: count}}
     hold: dict
     blame: list = field(default_factory=list)  # [ExactBlame], most waiting first
@@ -98,6 +100,8 @@ def summarise_exact(session: Session) -> Optional[ExactSummary]:
             wait_fraction=wait_s / wall if wall > 0 else 0.0,
             acquisitions=t["acquisitions"],
             forced_switches=t["forced_switches"],
+            handoff_s=t.get("handoff_s", 0.0),
+            handoff_fraction=t.get("handoff_s", 0.0) / wall if wall > 0 else 0.0,
             wait=_distribution(t["wait"]),
             hold=_distribution(t["hold"]),
             blame=blame,

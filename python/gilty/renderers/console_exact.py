@@ -26,7 +26,9 @@ def exact_sections(summary: Summary) -> list:
     out = [
         f"Exact GIL accounting (uprobes: {', '.join(exact.symbols) or 'take_gil, drop_gil'}; "
         f"{exact.events} events over {exact.wall_s:.1f} s = {exact.events_per_s:.0f}/s, {exact.lost} lost)",
-        f"{'THREAD':<{NAME_WIDTH}} {'TID':>8} {'HOLD':>7} {'(sampled)':>9} {'WAIT':>7} {'(sampled)':>9} "
+        "HOLD: take_gil return to drop_gil; WAIT: inside take_gil; HANDOFF: inside drop_gil (dropping on request);",
+        "sampled shares in brackets (waiting_gil compares with WAIT + HANDOFF).",
+        f"{'THREAD':<{NAME_WIDTH}} {'TID':>8} {'HOLD':>7} {'(sampled)':>9} {'WAIT':>7} {'HANDOFF':>7} {'(sampled)':>9} "
         f"{'ACQUIRED':>8} {'FORCED':>6}  WAIT p50 / p90 / p99 / max",
     ]
     for t in summary.threads:
@@ -39,7 +41,8 @@ def exact_sections(summary: Summary) -> list:
         dist = " / ".join(_ms(w[k]) for k in ("p50_s", "p90_s", "p99_s", "max_s")) if w["count"] else "-"
         out.append(
             f"{_cut(t.name, NAME_WIDTH):<{NAME_WIDTH}} {t.tid:>8} {percent(e.hold_fraction):>7} "
-            f"{'(' + percent(sampled_hold) + ')':>9} {percent(e.wait_fraction):>7} {'(' + percent(sampled_wait) + ')':>9} "
+            f"{'(' + percent(sampled_hold) + ')':>9} {percent(e.wait_fraction):>7} {percent(e.handoff_fraction):>7} "
+            f"{'(' + percent(sampled_wait) + ')':>9} "
             f"{e.acquisitions:>8} {e.forced_switches:>6}  {dist}"
         )
     waiting = [exact.threads[t.tid] for t in summary.threads if t.tid in exact.threads and exact.threads[t.tid].wait_s > 0]

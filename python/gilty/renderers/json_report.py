@@ -37,6 +37,8 @@ def _exact_thread(e) -> Optional[dict]:
         "wait_s": _round(e.wait_s),
         "hold_fraction": _round(e.hold_fraction),
         "wait_fraction": _round(e.wait_fraction),
+        "handoff_s": _round(e.handoff_s),
+        "handoff_fraction": _round(e.handoff_fraction),
         "acquisitions": e.acquisitions,
         "forced_switches": e.forced_switches,
         "wait": _distribution(e.wait),

@@ -16,6 +16,9 @@ pub enum TraceKind {
     TakeReturn,
     /// drop_gil entered: the thread's hold ends.
     DropEnter,
+    /// drop_gil returned. A holder asked to drop waits inside until the requester has the GIL
+    /// (FORCE_SWITCHING in Python/ceval_gil.c): entry to return is that handoff.
+    DropReturn,
     GcEnter { generation: Option<i64> },
     GcReturn { collected: Option<i64> },
 }
@@ -58,6 +61,8 @@ pub struct ThreadExact {
     pub tid: i32,
     pub hold: Distribution,
     pub wait: Distribution,
+    /// Time inside drop_gil (handing the GIL over), total ns.
+    pub handoff_ns: u64,
     pub acquisitions: u64,
     pub forced_switches: u64,
     pub blame: Vec<BlameEntry>,
@@ -80,6 +85,8 @@ struct OpenState {
     covered_from: Option<u64>,
     wait_start: Option<u64>,
     hold_start: Option<u64>,
+    drop_start: Option<u64>,
+    handoff_ns: u64,
     gc: Option<(u64, Option<i64>)>,
     acquisitions: u64,
 }
@@ -94,6 +101,8 @@ pub struct ExactRecorder {
     collections: Vec<GcCollection>,
     holder_samples: Vec<(u64, i32, u32)>,
     events: u64,
+    /// The thread that held the GIL when the probes went in (read from the GIL struct).
+    holder_at_start: Option<i32>,
 }
 
 impl ExactRecorder {
@@ -107,7 +116,14 @@ impl ExactRecorder {
             collections: Vec::new(),
             holder_samples: Vec::new(),
             events: 0,
+            holder_at_start: None,
         }
+    }
+
+    /// Tracing starts now (the probes are in); `holder` held the GIL at that moment, if anyone did.
+    pub fn start_at(&mut self, start_ns: u64, holder: Option<i32>) {
+        self.start_ns = start_ns;
+        self.holder_at_start = holder;
     }
 
     pub fn events(&self) -> u64 {
@@ -121,9 +137,15 @@ impl ExactRecorder {
 
     pub fn feed(&mut self, ev: &TraceEvent) {
         self.events += 1;
+        // The probes are enabled just before the start is read: their first events may be a little older.
+        self.start_ns = self.start_ns.min(ev.t_ns);
+        let held_at_start = self.holder_at_start == Some(ev.tid);
         let st = self.threads.entry(ev.tid).or_default();
         let start = st.covered_from.unwrap_or(self.start_ns).max(self.start_ns);
-        // A thread's first event may end an interval that began before the trace: it began at the start.
+        // A thread's first event may end an interval that began before the probes went in. A return
+        // probe only fires for calls entered after it was armed, so a thread that was inside take_gil
+        // at attach shows up first with drop_gil: its hold began at an unknown time. Only the thread
+        // seen holding the GIL at attach is known to have held it since the start.
         let first = !st.seen;
         st.seen = true;
         match ev.kind {
@@ -135,8 +157,7 @@ impl ExactRecorder {
                 st.wait_start = Some(ev.t_ns);
             }
             TraceKind::TakeReturn => {
-                let ws = st.wait_start.take().or(if first { Some(start) } else { None });
-                if let Some(ws) = ws {
+                if let Some(ws) = st.wait_start.take() {
                     self.waits.push(Interval { tid: ev.tid, start: ws, end: ev.t_ns });
                 }
                 st.hold_start = Some(ev.t_ns);
@@ -144,15 +165,23 @@ impl ExactRecorder {
                 self.acquisitions.push(ev.t_ns);
             }
             TraceKind::DropEnter => {
-                let hs = st.hold_start.take().or(if first { Some(start) } else { None });
+                let hs = st.hold_start.take().or(if first && held_at_start { Some(start) } else { None });
                 if let Some(hs) = hs {
                     self.holds.push(Interval { tid: ev.tid, start: hs, end: ev.t_ns });
+                }
+                st.drop_start = Some(ev.t_ns);
+            }
+            TraceKind::DropReturn => {
+                if let Some(ds) = st.drop_start.take() {
+                    st.handoff_ns += ev.t_ns.saturating_sub(ds);
                 }
             }
             TraceKind::GcEnter { generation } => st.gc = Some((ev.t_ns, generation)),
             TraceKind::GcReturn { collected } => {
-                let (s, generation) = st.gc.take().unwrap_or((if first { start } else { ev.t_ns }, None));
-                self.collections.push(GcCollection { tid: ev.tid, generation, start_ns: s, end_ns: ev.t_ns, collected, open: false });
+                let started = st.gc.take().or(if first && held_at_start { Some((start, None)) } else { None });
+                if let Some((s, generation)) = started {
+                    self.collections.push(GcCollection { tid: ev.tid, generation, start_ns: s, end_ns: ev.t_ns, collected, open: false });
+                }
             }
         }
     }
@@ -174,7 +203,10 @@ impl ExactRecorder {
             if let Some((s, generation)) = st.gc.take() {
                 self.collections.push(GcCollection { tid, generation, start_ns: s, end_ns: end_ns.max(s), collected: None, open: true });
             }
-            per_thread.insert(tid, ThreadExact { tid, acquisitions: st.acquisitions, ..Default::default() });
+            if let Some(d) = st.drop_start.take() {
+                st.handoff_ns += end_ns.saturating_sub(d);
+            }
+            per_thread.insert(tid, ThreadExact { tid, acquisitions: st.acquisitions, handoff_ns: st.handoff_ns, ..Default::default() });
         }
         self.holds.sort_by_key(|i| (i.start, i.end));
         self.waits.sort_by_key(|i| (i.start, i.end));
@@ -298,6 +330,7 @@ mod tests {
     fn intervals_blame_and_forced_switches() {
         use TraceKind::*;
         let mut r = ExactRecorder::new(0);
+        r.start_at(0, Some(1));
         // Thread 1 holds from before the trace until 10 ms; thread 2 waits 2..10 ms, holds 10..11 ms.
         for e in [
             ev(2, 2_000_000, TakeEnter),
@@ -330,6 +363,23 @@ mod tests {
         assert_eq!(t2.blame[0].functions, vec![(7, 2)]);
         assert_eq!(t1.blame[0].holder_tid, 2);
         assert_eq!(t1.blame[0].wait_ns, 500_000);
+    }
+
+    #[test]
+    fn no_hold_is_invented_for_a_thread_that_was_waiting_at_attach() {
+        use TraceKind::*;
+        let mut r = ExactRecorder::new(0);
+        r.start_at(0, Some(1));
+        // Thread 2 was inside take_gil at attach: its first event is drop_gil after a 1 ms hold.
+        r.feed(&ev(1, 5_000_000, DropEnter));
+        r.feed(&ev(2, 6_000_000, DropEnter));
+        r.feed(&ev(2, 6_000_100, DropReturn));
+        let s = r.finish(10_000_000, 5_000_000);
+        let t1 = s.threads.iter().find(|t| t.tid == 1).unwrap();
+        let t2 = s.threads.iter().find(|t| t.tid == 2).unwrap();
+        assert_eq!(t1.hold.total_ns, 5_000_000);
+        assert_eq!(t2.hold.total_ns, 0);
+        assert_eq!(t2.handoff_ns, 100);
     }
 
     #[test]

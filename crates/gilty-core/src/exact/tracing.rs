@@ -13,6 +13,7 @@ const PROBES: &[(&str, bool, TraceKindTemplate)] = &[
     ("take_gil", false, TraceKindTemplate::TakeEnter),
     ("take_gil", true, TraceKindTemplate::TakeReturn),
     ("drop_gil", false, TraceKindTemplate::DropEnter),
+    ("drop_gil", true, TraceKindTemplate::DropReturn),
     ("gc_collect_main", false, TraceKindTemplate::GcEnter),
     ("gc_collect_main", true, TraceKindTemplate::GcReturn),
 ];
@@ -22,6 +23,7 @@ enum TraceKindTemplate {
     TakeEnter,
     TakeReturn,
     DropEnter,
+    DropReturn,
     GcEnter,
     GcReturn,
 }
@@ -35,7 +37,8 @@ pub struct ExactTracing {
 }
 
 impl ExactTracing {
-    pub fn attach(interp: &Interpreter, start_ns: u64) -> Result<ExactTracing, Error> {
+    /// Attaches the probes; the trace starts when they are all in, at `recorder`'s start.
+    pub fn attach(interp: &Interpreter) -> Result<ExactTracing, Error> {
         let mut specs = Vec::new();
         let mut kinds = Vec::new();
         let mut symbols = Vec::new();
@@ -57,7 +60,8 @@ impl ExactTracing {
             kinds.push(kind);
         }
         let tracer = Tracer::attach(interp.pid, &specs, RING_PAGES).map_err(|e| Error::new(ErrorKind::ExactUnavailable, e.to_string()))?;
-        Ok(ExactTracing { tracer, kinds, recorder: ExactRecorder::new(start_ns), late_seen: 0, symbols })
+        let recorder = ExactRecorder::new(crate::sampler::monotonic_ns());
+        Ok(ExactTracing { tracer, kinds, recorder, late_seen: 0, symbols })
     }
 
     /// Moves every event the kernel has written so far into the recorder.
@@ -75,6 +79,7 @@ impl ExactTracing {
                 TraceKindTemplate::TakeEnter => TraceKind::TakeEnter,
                 TraceKindTemplate::TakeReturn => TraceKind::TakeReturn,
                 TraceKindTemplate::DropEnter => TraceKind::DropEnter,
+                TraceKindTemplate::DropReturn => TraceKind::DropReturn,
                 // 3.13 passes -1 for an automatic collection whose generation is chosen inside.
                 TraceKindTemplate::GcEnter => {
                     let generation = e.regs[0] as u32 as i32 as i64;
