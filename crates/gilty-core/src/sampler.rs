@@ -290,6 +290,14 @@ impl Sampler {
         Some((recorder.finish(end, interval_ns), lost, threads))
     }
 
+    /// Exact figures since the previous window (or the start), tracing going on. None if not enabled.
+    pub fn exact_window(&mut self) -> Option<(ExactSummary, u64)> {
+        let interval_ns = self.interp.switch_interval_s().map(|s| (s * 1e9) as u64).unwrap_or(5_000_000);
+        let exact = self.exact.as_mut()?;
+        exact.drain();
+        Some((exact.recorder.take_window(monotonic_ns(), interval_ns), exact.lost()))
+    }
+
     /// CLOCK_MONOTONIC time of `times` = 0 (the clock perf events are stamped with).
     pub fn start_mono_ns(&self) -> u64 {
         self.start_mono_ns

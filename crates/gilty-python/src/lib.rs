@@ -167,6 +167,20 @@ impl Sampler {
         Ok(out)
     }
 
+    /// Exact summary since the previous call (or the start), tracing going on; None without exact mode.
+    fn exact_window<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let (done, origin) = {
+            let mut guard = self.inner.lock().unwrap();
+            let s: &mut CoreSampler = &mut guard;
+            let origin = s.start_mono_ns();
+            (py.allow_threads(|| s.exact_window()), origin)
+        };
+        match done {
+            Some((summary, lost)) => Ok(Some(exact_dict(py, &summary, lost, 0, origin)?)),
+            None => Ok(None),
+        }
+    }
+
     /// Ends exact tracing and returns its summary (None when exact mode is off). Call once, at the end.
     fn exact_summary<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
         let (done, origin) = {

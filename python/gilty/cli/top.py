@@ -15,7 +15,7 @@ from typing import Any, Callable, Optional, TextIO
 
 from gilty import launch
 from gilty._errors import EXIT_OK, EXIT_TARGET_EXITED, CommandError
-from gilty.cli.record import CHUNK_S, DEFAULT_RATE_HZ, positive_float, positive_int
+from gilty.cli.record import CHUNK_S, DEFAULT_RATE_HZ, add_exact_argument, open_sampler, positive_float, positive_int
 from gilty.renderers.console import render_top
 from gilty.session import Session, TargetInfo
 
@@ -35,9 +35,14 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--duration", type=positive_float, metavar="S", help="stop after S seconds (default: until Ctrl-C or exit)"
     )
+    add_exact_argument(parser)
 
 
-def show(window: Session, elapsed_s: float, out: TextIO, tty: bool) -> None:
+def show(window: Session, elapsed_s: float, out: TextIO, tty: bool, sampler: Any = None) -> None:
+    # With exact mode, the window also gets the exact figures of the same stretch.
+    exact_window = getattr(sampler, "exact_window", None) if sampler is not None else None
+    if exact_window is not None and getattr(sampler, "exact_symbols", None):
+        window.exact = exact_window()
     frame = render_top(window, elapsed_s)
     out.write(CLEAR_AND_HOME + frame if tty else frame + "\n")
     out.flush()
@@ -83,13 +88,13 @@ def watch(
             now = clock()
             if now - window_started >= REFRESH_S - 1e-3:
                 window.duration_s = now - window_started
-                show(window, now - started, out, tty)
+                show(window, now - started, out, tty, sampler)
                 window, window_started = base.window(), now
     except KeyboardInterrupt:
         pass
     if window.samples:  # the last, shorter stretch
         window.duration_s = clock() - window_started
-        show(window, clock() - started, out, tty)
+        show(window, clock() - started, out, tty, sampler)
     return total, exited
 
 
@@ -97,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     native = launch.native_module()
     target = launch.attach(native, args.pid)
     base = Session(TargetInfo.from_native(target), args.rate)  # before Sampler takes the reader
-    sampler = native.Sampler(target, args.rate)
+    sampler = open_sampler(native, target, args.rate, args.exact)
     with launch.StopSignals() as stop:
         total, exited = watch(
             base, sampler, args.duration, stop, native.GiltyError, sys.stdout, sys.stdout.isatty(), native.syscall_name

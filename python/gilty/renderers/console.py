@@ -6,6 +6,7 @@ import datetime
 from typing import Callable, Optional
 
 from gilty.analysis import Summary, summarise
+from gilty.analysis.exact import summarise_exact
 from gilty.analysis.functions import top_function_overall
 from gilty.analysis.states import gil_utilisation, mean_waiting_threads, thread_states
 from gilty.analysis.syscalls import idle_label
@@ -175,11 +176,17 @@ def render_top(window: Session, elapsed_s: float) -> str:
         f"{mean_waiting_threads(window):.2f} threads waiting for the GIL, {window.samples} samples in the last "
         f"{window.duration_s:.1f} s",
     ]
+    exact = summarise_exact(window)
+    if exact is not None:
+        lines.append(f"exact (uprobes): {exact.events} events in the last {exact.wall_s:.1f} s, {exact.lost} lost")
     ordered = sorted(states.values(), key=lambda st: (-st.holding, st.tid))
     rows = []
     for st in ordered:
         share = top.get(st.tid)
         extra = f"{share.label()} [{share.state}]" if share else ""
+        e = exact.threads.get(st.tid) if exact is not None else None
+        if e is not None:
+            extra = f"exact hold {percent(e.hold_fraction)} wait {percent(e.wait_fraction + e.handoff_fraction)}  " + extra
         rows.append(
             (window.thread_name(st.tid), st.tid, st.samples, [st.fraction(c) for c in range(len(STATE_NAMES))], extra)
         )

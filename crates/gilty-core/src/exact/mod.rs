@@ -191,6 +191,26 @@ impl ExactRecorder {
         self.holder_samples.push((t_ns, tid, frame));
     }
 
+    /// Summary of everything up to `end_ns`; recording goes on from there with the open waits, holds
+    /// and collections carried over (for a live view that shows one window at a time).
+    pub fn take_window(&mut self, end_ns: u64, switch_interval_ns: u64) -> ExactSummary {
+        let mut next = ExactRecorder::new(end_ns);
+        for (&tid, st) in &self.threads {
+            let carried = OpenState {
+                seen: true,
+                covered_from: None,
+                wait_start: st.wait_start.map(|_| end_ns),
+                hold_start: st.hold_start.map(|_| end_ns),
+                drop_start: st.drop_start.map(|_| end_ns),
+                handoff_ns: 0,
+                gc: st.gc.map(|(_, g)| (end_ns, g)),
+                acquisitions: 0,
+            };
+            next.threads.insert(tid, carried);
+        }
+        std::mem::replace(self, next).finish(end_ns, switch_interval_ns)
+    }
+
     pub fn finish(mut self, end_ns: u64, switch_interval_ns: u64) -> ExactSummary {
         let mut per_thread: BTreeMap<i32, ThreadExact> = BTreeMap::new();
         for (&tid, st) in self.threads.iter_mut() {
@@ -380,6 +400,21 @@ mod tests {
         assert_eq!(t1.hold.total_ns, 5_000_000);
         assert_eq!(t2.hold.total_ns, 0);
         assert_eq!(t2.handoff_ns, 100);
+    }
+
+    #[test]
+    fn windows_carry_open_intervals_over() {
+        use TraceKind::*;
+        let mut r = ExactRecorder::new(0);
+        r.feed(&ev(1, 0, TakeEnter));
+        r.feed(&ev(1, 1_000, TakeReturn));
+        let w1 = r.take_window(10_000, 5_000_000);
+        r.feed(&ev(1, 15_000, DropEnter));
+        let w2 = r.take_window(20_000, 5_000_000);
+        assert_eq!(w1.threads[0].hold.total_ns, 9_000);
+        assert_eq!(w1.threads[0].wait.total_ns, 1_000);
+        assert_eq!(w2.threads[0].hold.total_ns, 5_000);
+        assert_eq!(w2.wall_ns, 10_000);
     }
 
     #[test]
