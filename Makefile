@@ -41,6 +41,8 @@ test: setup system-deps  ## every test: Rust unit tests, layout generator check,
 
 bench: setup  ## overhead benchmarks (results go in docs/benchmarks.md by hand, with the command)
 	$(VPY) bench/overhead.py
+	$(VPY) bench/exact_overhead.py
+	$(VPY) bench/memory_cost.py
 
 clean:  ## remove build products and the venv
 	rm -rf target $(VENV)

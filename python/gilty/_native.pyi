@@ -60,3 +60,145 @@ class Sampler:
     def collect(self, seconds: float) -> Batch: ...
 
 def syscall_name(nr: int) -> str: ...
+
+# -- gilty memory (crates/gilty-python/src/memory.rs; docs/memory.md) -----------------------------
+
+class _GcState(TypedDict):
+    enabled: bool
+    collecting: bool
+    thresholds: list[int]  # 3
+    counts: list[int]  # 3
+    collections: list[int] | None  # collections per generation since start-up
+    frozen_empty: bool
+    long_lived_total: int | None  # objects that survived the last full collection
+    long_lived_pending: int | None
+
+class _MemBaseline(TypedDict):
+    t: float
+    present_bytes: int
+    shared_bytes: int  # present and not exclusively mapped: the pages watched for copies
+    mappings: int
+    scan_s: float
+    method: Literal["pagemap_exclusive_bit", "pagemap_exclusive_bit_and_pfn"]
+
+class _MemProcess(TypedDict):
+    pid: int
+    ppid: int
+    role: Literal["master", "worker"]
+    cmdline: str
+    first_seen: float
+    exited: float | None
+    python: str | None
+    gc_note: str | None
+    baseline: _MemBaseline | None
+
+class _MemCost(TypedDict):
+    stat_s: float
+    smaps_s: float
+    gc_s: float
+    pagemap_s: float
+    pages_read: int
+
+class _MemSample(TypedDict):
+    pid: int
+    # pass number (0: measured when found); t in seconds since the monitor started
+    t: float
+    rss: int
+    pss: int
+    uss: int
+    shared_clean: int
+    shared_dirty: int
+    private_clean: int
+    private_dirty: int
+    anonymous: int
+    swap: int
+    minflt: int
+    majflt: int
+    gc: _GcState | None
+    cost: _MemCost
+
+class _CowStep(TypedDict):
+    pid: int
+    t: float
+    reason: Literal["pass", "gc_start", "gc_end", "final"]
+    gc_bytes: int
+    outside_bytes: int
+    ambiguous_bytes: int
+    released_bytes: int
+    sole_bytes: int
+    minflt: int
+    scan_s: float
+    pages_read: int
+
+class _GcWindow(TypedDict):
+    pid: int
+    start: float
+    end: float
+    generation: int | None
+    polls: int
+
+class _GcSnapshot(_GcState):
+    pid: int
+    t: float
+    reason: Literal["initial", "changed"]
+    frozen_objects: int
+    frozen_exact: bool
+    frozen_walk_s: float
+
+class MemoryBatch(TypedDict):
+    processes: list[_MemProcess]  # new processes, and updates (exited)
+    samples: list[_MemSample]  # each also has "pass": int
+    cow_steps: list[_CowStep]
+    gc_windows: list[_GcWindow]
+    gc_snapshots: list[_GcSnapshot]
+    notes: list[str]
+    master_exited: float | None
+    finished: bool
+
+class _PollStats(TypedDict):
+    period_s: float
+    passes: int
+    reads: int
+    read_errors: int
+    late_passes: int
+    max_gap_s: float
+    elapsed_s: float
+    cpu_s: float
+    windows: int
+
+class MemoryStats(TypedDict):
+    elapsed_s: float
+    passes: int
+    trigger_scans: int
+    trigger_scans_skipped: int
+    tree_scans: int
+    tree_scan_s: float
+    measuring_cpu_s: float
+    gc_poll: _PollStats
+
+class MemoryMonitor:
+    pid: int
+    finished: bool
+    def __init__(self, pid: int, interval_s: float = 1.0, gc_poll_s: float = 0.001, pagemap: bool = True) -> None: ...
+    def collect(self, seconds: float) -> MemoryBatch: ...
+    def stop(self) -> MemoryStats: ...
+
+class GcConfig(_GcState):
+    frozen_objects: int
+    frozen_exact: bool
+    frozen_walk_s: float
+
+def gc_config(pid: int, max_frozen: int = 5_000_000, budget_s: float = 0.1) -> GcConfig: ...
+
+class PassCost(TypedDict):
+    rss: int
+    stat_s: float
+    smaps_s: float
+    maps_s: float
+    gc_s: float
+    pagemap_baseline_s: float
+    pagemap_scan_s: float
+    pages_read: int
+    shared_pages: int
+
+def measure_once(pid: int) -> PassCost: ...

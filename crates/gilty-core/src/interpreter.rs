@@ -167,7 +167,7 @@ pub fn attach(pid: i32) -> Result<Interpreter> {
             ),
         ));
     };
-    let mem = ProcessMemory { pid };
+    let mem = ProcessMemory::open(pid).map_err(|e| from_os(pid, &e, "memory"))?;
     // A first read tells permission problems apart from layout problems.
     mem.read_u64(found.runtime).map_err(|e| from_os(pid, &e, "memory"))?;
 

@@ -1,0 +1,12 @@
+//! Memory of a prefork process tree, measured from outside: shared and private memory per process
+//! (`smaps`), copy-on-write page by page (`pagemap`, `cow`), the tree itself (`process_tree`),
+//! garbage-collection windows from the `collecting` flag (`gc_watch`), and the loop that runs them
+//! (`monitor`). Target memory is read through `/proc/PID/mem` (`process::memory`), which, unlike
+//! `process_vm_readv`, does not make a forked process copy the pages it shares. See docs/memory.md for the method and its error.
+
+pub mod cow;
+pub mod gc_watch;
+pub mod monitor;
+pub mod pagemap;
+pub mod process_tree;
+pub mod smaps;
