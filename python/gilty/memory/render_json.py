@@ -5,24 +5,11 @@ from __future__ import annotations
 import json
 
 from gilty.memory import analysis
-from gilty.memory.session import MemorySession, ProcessRecord
+from gilty.memory.session import SAMPLE_FIELDS, MemorySession, ProcessRecord
 
 FORMAT_VERSION = 1
-# Keys of each entry of processes[].samples, in order.
-SAMPLE_KEYS = (
-    "t",
-    "rss",
-    "pss",
-    "uss",
-    "shared_clean",
-    "shared_dirty",
-    "private_clean",
-    "private_dirty",
-    "anonymous",
-    "swap",
-    "minflt",
-    "majflt",
-)
+# Keys of each entry of processes[].samples, in order: the time, then the measured fields.
+SAMPLE_KEYS = ("t",) + SAMPLE_FIELDS
 
 
 def _round(x, digits: int = 6):
