@@ -40,6 +40,9 @@ class TargetInfo:
     python_version: str
     executable: str
     switch_interval_s: float
+    # Process tree context (``--subprocesses``); empty/None when not known.
+    cmdline: str = ""
+    ppid: Optional[int] = None
 
     @classmethod
     def from_native(cls, target: Any) -> "TargetInfo":
@@ -199,6 +202,54 @@ class Session:
         """Rows as (sample, tid, state, stack_id, syscall) tuples, for tests and small tools."""
         return zip(self.row_sample, self.row_tid, self.row_state, self.row_stack, self.row_syscall)
 
+    # -- the reading API every renderer uses (independent of how samples are stored) --------
+
+    def tids(self) -> list:
+        """Threads with at least one sample, in the order first seen."""
+        return list(dict.fromkeys(self.row_tid))
+
+    def stack(self, stack_id: int) -> list:
+        """[(function, file, line), ...] of a stack, innermost first; [] without a Python stack."""
+        return [self.frames[f] for f in self.stacks.get(stack_id, ())]
+
+    def stack_counts(self) -> dict:
+        """{(tid, state, stack_id): samples} over the whole recording (stack_id NO_STACK included)."""
+        counts: dict = {}
+        for key in zip(self.row_tid, self.row_state, self.row_stack):
+            counts[key] = counts.get(key, 0) + 1
+        return counts
+
+    def runs(self) -> list:
+        """Per thread, maximal stretches of consecutive passes in one state and syscall.
+
+        [(tid, first_pass, passes, state, stack_id, syscall)], sorted by (tid, first_pass);
+        ``stack_id`` is the stack seen in the stretch's first pass. Pass ``i`` covers
+        ``pass_start(i)`` to ``pass_end(i)``.
+        """
+        open_runs: dict = {}  # tid -> [first, passes, state, stack, syscall]
+        done = []
+        for s, tid, state, stack_id, nr in self.rows():
+            run = open_runs.get(tid)
+            if run is not None and run[0] + run[1] == s and run[2] == state and run[4] == nr:
+                run[1] += 1
+                continue
+            if run is not None:
+                done.append((tid, *run))
+            open_runs[tid] = [s, 1, state, stack_id, nr]
+        done.extend((tid, *run) for tid, run in open_runs.items())
+        done.sort(key=lambda r: (r[0], r[1]))
+        return done
+
+    def pass_start(self, index: int) -> float:
+        """Seconds since the start at which pass ``index`` was taken."""
+        return self.times[index]
+
+    def pass_end(self, index: int) -> float:
+        """End of the time pass ``index`` stands for: the next pass, or one period after the last."""
+        if index + 1 < len(self.times):
+            return self.times[index + 1]
+        return self.times[index] + self.period_s
+
     # -- save / load ------------------------------------------------------------------------
 
     def to_dict(self) -> dict:
@@ -266,5 +317,91 @@ class Session:
 
     @classmethod
     def load(cls, path: str) -> "Session":
+        with open(path, encoding="utf-8") as f:
+            return cls.from_dict(json.load(f))
+
+
+RECORDING_FORMAT_VERSION = 1
+
+
+class Recording:
+    """One recording: every process sampled on one schedule, one ``Session`` each.
+
+    Renderers take a Recording; a single-process recording is a Recording of one Session
+    (``Recording.of(session)``). Process-level facts (a process exiting, its partial flag)
+    live on its Session; what ended the whole recording lives here.
+    """
+
+    def __init__(self, sessions: Optional[list] = None, rate_hz: float = 100.0, start_time: Optional[float] = None):
+        self.sessions: list = [] if sessions is None else list(sessions)
+        self.rate_hz = float(rate_hz)
+        self.start_time = time.time() if start_time is None else start_time
+        self.command: Optional[list] = None
+        self.requested_duration_s: Optional[float] = None
+        self.duration_s: Optional[float] = None
+        self.stopped_by: Optional[str] = None
+        self.subprocesses = False  # descendants were followed (``--subprocesses``)
+        self.partial = False
+        self.partial_reason: Optional[str] = None
+
+    @classmethod
+    def of(cls, session: Session) -> "Recording":
+        """The Recording of one process, taking its metadata from the session."""
+        rec = cls([session], session.rate_hz, session.start_time)
+        rec.command = session.command
+        rec.requested_duration_s = session.requested_duration_s
+        rec.duration_s = session.duration_s
+        rec.stopped_by = session.stopped_by
+        rec.partial = session.partial
+        rec.partial_reason = session.partial_reason
+        return rec
+
+    def session(self, pid: int) -> Optional[Session]:
+        return next((s for s in self.sessions if s.target.pid == pid), None)
+
+    @property
+    def pids(self) -> list:
+        return [s.target.pid for s in self.sessions]
+
+    def mark_partial(self, reason: str) -> None:
+        self.partial = True
+        self.partial_reason = reason
+
+    def to_dict(self) -> dict:
+        return {
+            "recording_format_version": RECORDING_FORMAT_VERSION,
+            "rate_hz": self.rate_hz,
+            "start_time": self.start_time,
+            "command": self.command,
+            "requested_duration_s": self.requested_duration_s,
+            "duration_s": self.duration_s,
+            "stopped_by": self.stopped_by,
+            "subprocesses": self.subprocesses,
+            "partial": self.partial,
+            "partial_reason": self.partial_reason,
+            "processes": [s.to_dict() for s in self.sessions],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Recording":
+        version = data.get("recording_format_version")
+        if version != RECORDING_FORMAT_VERSION:
+            raise ValueError(f"unsupported recording format version {version!r}")
+        rec = cls([Session.from_dict(p) for p in data["processes"]], data["rate_hz"], data["start_time"])
+        rec.command = data.get("command")
+        rec.requested_duration_s = data.get("requested_duration_s")
+        rec.duration_s = data.get("duration_s")
+        rec.stopped_by = data.get("stopped_by")
+        rec.subprocesses = bool(data.get("subprocesses"))
+        rec.partial = bool(data.get("partial"))
+        rec.partial_reason = data.get("partial_reason")
+        return rec
+
+    def save(self, path: str) -> None:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(self.to_dict(), f)
+
+    @classmethod
+    def load(cls, path: str) -> "Recording":
         with open(path, encoding="utf-8") as f:
             return cls.from_dict(json.load(f))

@@ -2,6 +2,8 @@
 
 from synthetic import CLOCK_NANOSLEEP, FUTEX, HOLD, IDLE, WAIT, BatchBuilder, make_session
 
+from gilty.session import NO_STACK, NO_SYSCALL
+
 from gilty.session import Session
 
 
@@ -89,3 +91,49 @@ def test_save_and_load_round_trip(tmp_path):
     assert loaded.syscall_label(FUTEX) == "futex"
     assert loaded.partial and loaded.partial_reason == session.partial_reason
     assert loaded.target == session.target
+
+
+def test_reading_api_runs_and_stack_counts():
+    b = BatchBuilder()
+    inner = b.stack(("g", "a.py", 2), ("f", "a.py", 1))
+    outer = b.stack(("f", "a.py", 1))
+    first = b.batch([{1: (HOLD, outer), 2: (IDLE, NO_STACK, FUTEX)}, {1: (HOLD, inner), 2: (IDLE, NO_STACK, FUTEX)}])
+    # Thread 2 is missing in pass 3: its idle stretch is cut there even though the state is the same.
+    second = b.batch([{1: (WAIT, inner, FUTEX)}, {1: (WAIT, inner, FUTEX)}, {1: HOLD, 2: (IDLE, NO_STACK, FUTEX)}])
+    session = make_session([first, second])
+
+    assert session.tids() == [1, 2]
+    assert session.runs() == [
+        (1, 0, 2, HOLD, outer, NO_SYSCALL),
+        (1, 2, 2, WAIT, inner, FUTEX),
+        (1, 4, 1, HOLD, NO_STACK, NO_SYSCALL),
+        (2, 0, 2, IDLE, NO_STACK, FUTEX),
+        (2, 4, 1, IDLE, NO_STACK, FUTEX),
+    ]
+    assert session.stack_counts() == {
+        (1, HOLD, outer): 1,
+        (1, HOLD, inner): 1,
+        (1, WAIT, inner): 2,
+        (1, HOLD, NO_STACK): 1,
+        (2, IDLE, NO_STACK): 3,
+    }
+    assert session.stack(inner) == [("g", "a.py", 2), ("f", "a.py", 1)]
+    assert session.stack(NO_STACK) == []
+    assert session.pass_end(4) == session.pass_start(4) + session.period_s
+    assert session.pass_end(0) == session.pass_start(1)
+
+
+def test_recording_round_trips_every_process():
+    from gilty.session import Recording
+
+    b = BatchBuilder()
+    a = make_session([b.batch([{1: HOLD}, {1: WAIT}])])
+    c = make_session([BatchBuilder().batch([{7: IDLE}])])
+    c.target.pid = 99
+    rec = Recording([a, c], rate_hz=100.0)
+    rec.subprocesses = True
+    back = Recording.from_dict(rec.to_dict())
+    assert back.pids == [a.target.pid, 99]
+    assert back.subprocesses
+    assert back.session(99).runs() == c.runs()
+    assert back.session(a.target.pid).runs() == a.runs()
