@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # Debian packages the tests use: bpftrace is the independent reference for exact mode.
 APT_PACKAGES := bpftrace
 
-.PHONY: help setup system-deps demo test lint bench clean
+.PHONY: help setup system-deps demo test lint bench wheel clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -29,6 +29,8 @@ system-deps:  ## install the Debian packages the tests use (when root and missin
 	fi
 
 setup: $(STAMP)  ## build the Rust extension and install gilty into .venv (CLI: .venv/bin/gilty)
+	@# A version-specific build left from before the abi3 switch would be imported ahead of the abi3 one.
+	@rm -f python/gilty/_native.cpython-*.so
 	VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(VENV))/bin:$$PATH $(VENV)/bin/maturin develop --release -q
 
 demo: setup  ## start the bundled demo service, record it for 10 s, print the diagnosis
@@ -39,10 +41,13 @@ test: setup system-deps  ## every test: Rust unit tests, layout generator check,
 	$(VPY) tools/gen_layouts.py --check
 	$(VPY) -m pytest -q -ra tests
 
+wheel: $(STAMP)  ## the wheel users install (abi3, manylinux, no debug info) into dist/
+	$(VENV)/bin/maturin build --profile dist -i $(VPY) -o dist --quiet
+
 bench: setup  ## overhead benchmarks (results go in docs/benchmarks.md by hand, with the command)
 	$(VPY) bench/overhead.py
 	$(VPY) bench/exact_overhead.py
 	$(VPY) bench/memory_cost.py
 
 clean:  ## remove build products and the venv
-	rm -rf target $(VENV)
+	rm -rf target dist $(VENV)

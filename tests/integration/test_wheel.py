@@ -1,0 +1,133 @@
+"""The wheel users install: built once with the `dist` profile, installed into a fresh venv of every
+interpreter present, then used against a target of another version.
+
+Guards: the extension must be small (no debug info), abi3 (one wheel for every host Python 3.10+),
+tagged manylinux (accepted by auditwheel), and the host's Python version must not tie gilty to
+targets of the same version. `gilty.prefork` runs inside applications and must work where the
+native extension is missing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from conftest import INTERPRETERS, REPO, running_target
+
+pytestmark = pytest.mark.interpreter
+
+MAX_EXTENSION_BYTES = 5 * 1024 * 1024
+
+
+def _maturin() -> str:
+    found = shutil.which("maturin", path=os.path.dirname(sys.executable)) or shutil.which("maturin")
+    if found is None:
+        pytest.skip("maturin is not installed (make setup installs it)")
+    return found
+
+
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    done = subprocess.run(
+        [_maturin(), "build", "--profile", "dist", "-i", sys.executable, "-o", str(out), "--quiet"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, f"maturin build failed:\n{done.stderr[-3000:]}"
+    wheels = list(out.glob("gilty-*.whl"))
+    assert len(wheels) == 1, wheels
+    return wheels[0]
+
+
+def test_wheel_is_small_abi3_and_manylinux(wheel):
+    assert "-abi3-" in wheel.name, wheel.name
+    assert "manylinux" in wheel.name, wheel.name
+    with zipfile.ZipFile(wheel) as z:
+        natives = [i for i in z.infolist() if i.filename.startswith("gilty/_native") and i.filename.endswith(".so")]
+        names = set(z.namelist())
+    assert len(natives) == 1 and natives[0].filename == "gilty/_native.abi3.so", [i.filename for i in natives]
+    assert natives[0].file_size <= MAX_EXTENSION_BYTES, f"extension is {natives[0].file_size} bytes"
+    assert "gilty/prefork/__init__.py" in names and "gilty/py.typed" in names
+
+
+def test_auditwheel_accepts_the_tag(wheel):
+    auditwheel = shutil.which("auditwheel", path=os.path.dirname(sys.executable))
+    if auditwheel is None:
+        pytest.skip("auditwheel is not installed (requirements-dev.txt lists it)")
+    done = subprocess.run([auditwheel, "show", str(wheel)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    tag = wheel.name.split("-")[-1].removesuffix(".whl")
+    assert f'"{tag}"' in " ".join(done.stdout.split()), done.stdout
+
+
+@pytest.fixture(scope="module")
+def installed(interp, wheel, tmp_path_factory) -> Path:
+    venv = tmp_path_factory.mktemp(f"venv-{interp.id}")
+    subprocess.run([interp.path, "-m", "venv", str(venv)], check=True, timeout=120)
+    done = subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "-q", "--no-index", "--disable-pip-version-check", str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    return venv
+
+
+def _other_interpreter(interp):
+    """A target interpreter of another minor version than the host, when one is present."""
+    others = [i for i in INTERPRETERS if i.path and i.version[:2] != interp.version[:2]]
+    return others[0] if others else None
+
+
+def test_installed_wheel_attaches_to_another_version(interp, installed):
+    target_interp = _other_interpreter(interp)
+    if target_interp is None:
+        pytest.skip("no interpreter of another version present")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    with running_target(target_interp, "known_stack.py") as proc:
+        done = subprocess.run(
+            [str(installed / "bin" / "gilty"), "dump", "--pid", str(proc.pid), "--format", "json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+        )
+    assert done.returncode == 0, done.stderr
+    assert f'"python_version": "{target_interp.version_str}' in done.stdout.replace("'", '"') or (
+        target_interp.version_str in done.stdout
+    ), done.stdout[:500]
+    assert "Traceback" not in done.stderr
+
+
+def test_prefork_works_without_the_extension(interp, installed):
+    python = installed / "bin" / "python"
+    site = subprocess.run(
+        [str(python), "-c", "import gilty, os; print(os.path.dirname(gilty.__file__))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    for so in Path(site).glob("_native*.so"):
+        so.unlink()
+    code = (
+        "import gilty.prefork as p, gilty.prefork.gunicorn as g, gc\n"
+        "p.master_start(); p.before_fork(); p.after_fork_in_child()\n"
+        "assert gc.get_freeze_count() > 0\n"
+        "try:\n"
+        "    import gilty._native\n"
+        "except ImportError:\n"
+        "    print('no extension; prefork ok')\n"
+    )
+    done = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "no extension; prefork ok" in done.stdout
