@@ -24,7 +24,14 @@ except ImportError:  # pragma: no cover - importlib.metadata is stdlib since 3.8
 # Names forwarded to gilty._native on first use.
 _NATIVE_NAMES = ("GiltyError", "Target", "Sampler", "syscall_name")
 
-__all__ = ["__version__", "CommandError", *_NATIVE_NAMES]
+__all__ = ["__version__", "CommandError", "gil_stats", *_NATIVE_NAMES]
+
+
+def gil_stats(windows: tuple = (1, 10, 60)) -> dict:
+    """This process's per-thread GIL shares since ``gilty.monitor.start()`` (see gilty.monitor)."""
+    from gilty.monitor import gil_stats as stats
+
+    return stats(windows)
 
 
 def __getattr__(name: str) -> Any:

@@ -7,6 +7,7 @@ pub mod error;
 pub mod exact;
 pub mod frames;
 pub mod gc_config;
+pub mod gil_stats;
 pub mod interpreter;
 pub mod linetable;
 pub mod memory;

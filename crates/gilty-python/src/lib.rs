@@ -12,6 +12,7 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 use std::sync::{Arc, Mutex};
 
 mod memory;
+mod monitor;
 create_exception!(_native, GiltyError, PyException, "A user-facing gilty error; `kind` says which.");
 
 fn to_py_err(e: CoreError) -> PyErr {
@@ -274,5 +275,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Sampler>()?;
     m.add_function(wrap_pyfunction!(syscall_name, m)?)?;
     memory::register(m)?;
+    monitor::register(m)?;
     Ok(())
 }
