@@ -18,34 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import INTERPRETERS, REPO, running_target
+from conftest import INTERPRETERS, running_target
+from wheel_env import venv_with_wheel, wheel  # noqa: F401 - wheel is a fixture
 
 pytestmark = pytest.mark.interpreter
 
 MAX_EXTENSION_BYTES = 5 * 1024 * 1024
-
-
-def _maturin() -> str:
-    found = shutil.which("maturin", path=os.path.dirname(sys.executable)) or shutil.which("maturin")
-    if found is None:
-        pytest.skip("maturin is not installed (make setup installs it)")
-    return found
-
-
-@pytest.fixture(scope="session")
-def wheel(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("dist")
-    done = subprocess.run(
-        [_maturin(), "build", "--profile", "dist", "-i", sys.executable, "-o", str(out), "--quiet"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert done.returncode == 0, f"maturin build failed:\n{done.stderr[-3000:]}"
-    wheels = list(out.glob("gilty-*.whl"))
-    assert len(wheels) == 1, wheels
-    return wheels[0]
 
 
 def test_wheel_is_small_abi3_and_manylinux(wheel):
@@ -70,17 +48,8 @@ def test_auditwheel_accepts_the_tag(wheel):
 
 
 @pytest.fixture(scope="module")
-def installed(interp, wheel, tmp_path_factory) -> Path:
-    venv = tmp_path_factory.mktemp(f"venv-{interp.id}")
-    subprocess.run([interp.path, "-m", "venv", str(venv)], check=True, timeout=120)
-    done = subprocess.run(
-        [str(venv / "bin" / "pip"), "install", "-q", "--no-index", "--disable-pip-version-check", str(wheel)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-    return venv
+def installed(interp) -> Path:
+    return venv_with_wheel(interp)
 
 
 def _other_interpreter(interp):
@@ -110,24 +79,18 @@ def test_installed_wheel_attaches_to_another_version(interp, installed):
 
 
 def test_prefork_works_without_the_extension(interp, installed):
-    python = installed / "bin" / "python"
-    site = subprocess.run(
-        [str(python), "-c", "import gilty, os; print(os.path.dirname(gilty.__file__))"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    for so in Path(site).glob("_native*.so"):
-        so.unlink()
+    # sys.modules[name] = None makes every import of the extension fail, as if it were not installed.
     code = (
-        "import gilty.prefork as p, gilty.prefork.gunicorn as g, gc\n"
+        "import sys\n"
+        "sys.modules['gilty._native'] = None\n"
+        "import gc, gilty.prefork as p, gilty.prefork.gunicorn\n"
         "p.master_start(); p.before_fork(); p.after_fork_in_child()\n"
-        "assert gc.get_freeze_count() > 0\n"
+        "assert gc.get_freeze_count() > 0 and gc.isenabled()\n"
         "try:\n"
         "    import gilty._native\n"
         "except ImportError:\n"
         "    print('no extension; prefork ok')\n"
     )
-    done = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=60)
+    done = subprocess.run([str(installed / "bin" / "python"), "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "no extension; prefork ok" in done.stdout

@@ -1,0 +1,73 @@
+"""The in-process monitor (gilty.monitor / gilty.gil_stats) inside real interpreters of each version,
+installed from the wheel: two spinners must each hold the GIL about half the time and wait the other
+half, the sleeping main thread must be idle, and the monitor's own thread must not appear."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from conftest import TARGETS, note
+from wheel_env import venv_with_wheel
+
+pytestmark = pytest.mark.interpreter
+
+
+@pytest.fixture(scope="module")
+def stats(interp) -> dict:
+    python = venv_with_wheel(interp) / "bin" / "python"
+    done = subprocess.run(
+        [str(python), str(TARGETS / "monitor_spinners.py"), "0.001", "2.0", "5"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "ready"
+    return json.loads(lines[1])
+
+
+def _thread(stats: dict, name: str) -> dict:
+    found = [t for t in stats["threads"] if t["name"] == name]
+    assert found, f"no thread {name!r} in {[t['name'] for t in stats['threads']]}"
+    return found[0]
+
+
+def test_spinners_share_the_gil(interp, stats):
+    for name in ("spinner-0", "spinner-1"):
+        total = _thread(stats, name)["windows"]["total"]
+        hold = total["holding_gil"] + total["gc"]
+        note(interp, f"monitor {name} hold", round(hold, 3))
+        note(interp, f"monitor {name} wait", round(total["waiting_gil"], 3))
+        assert 0.3 <= hold <= 0.7, total
+        assert 0.3 <= total["waiting_gil"] <= 0.7, total
+        # seconds are the time the passes stood for: about the 2 s the thread ran
+        assert 1.0 <= sum(_thread(stats, name)["seconds"].values()) <= 3.5
+
+
+def test_main_thread_idle_and_monitor_thread_absent(stats):
+    main = _thread(stats, "MainThread")["windows"]["total"]
+    assert main["idle"] >= 0.8, main
+    assert not any(t["name"] == "gilty-monitor" for t in stats["threads"])
+    assert stats["running"] and stats["failure"] is None
+    # 1 kHz for about 2 s: passes are counted, and the monitor says what it cost
+    assert stats["passes"] >= 500
+    assert 0 < stats["monitor_cpu_s"] < stats["elapsed_s"]
+
+
+def test_gc_pauses_are_exact(stats):
+    gc_stats = stats["gc"]
+    assert gc_stats["by_generation"]["2"]["count"] >= 5
+    assert gc_stats["pause_s"] > 0
+    buckets = gc_stats["by_generation"]["2"]["buckets"]
+    assert sum(buckets.values()) == gc_stats["by_generation"]["2"]["count"]
+
+
+def test_windows_cover_their_seconds(stats):
+    spinner = _thread(stats, "spinner-0")["windows"]
+    # The stats are read ~after the spinners ended: the 1 s window holds at most ~1 s of passes.
+    assert spinner["1s"]["samples"] <= spinner["10s"]["samples"] <= spinner["total"]["samples"]
+    assert spinner["60s"]["samples"] == spinner["total"]["samples"]
