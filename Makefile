@@ -4,8 +4,8 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-# Debian packages the tests use: bpftrace is the independent reference for exact mode.
-APT_PACKAGES := bpftrace
+# Debian packages the tests use: bpftrace is the independent reference for exact mode; prometheus scrapes the exporters.
+APT_PACKAGES := bpftrace prometheus
 
 .PHONY: help setup system-deps demo test lint bench wheel clean
 

@@ -170,6 +170,31 @@ impl<'a> FrameWalker<'a> {
         Ok((out, top))
     }
 
+    /// Where the innermost Python frame stands (code, instruction), without decoding anything: the
+    /// one fact classification needs when the stack itself is not wanted (the in-process monitor).
+    pub fn top_position(&self, tstate: u64) -> Result<Option<(u64, i64)>, WalkError> {
+        let l = self.layout;
+        let mut frame = self.top_frame(tstate)?;
+        let mut buf = vec![0u8; self.frame_read_len];
+        for _ in 0..MAX_DEPTH {
+            if frame == 0 {
+                return Ok(None);
+            }
+            self.mem.read(frame, &mut buf)?;
+            let code = u64_at(&buf, l.frame_code);
+            let shim = match l.frame_owner {
+                Some(off) => l.version.1 >= 12 && buf[off as usize] == FRAME_OWNED_BY_CSTACK,
+                None => false,
+            };
+            if !shim && code != 0 {
+                let instr: i64 = if l.version.1 == 10 { i32_at(&buf, l.frame_instr) as i64 } else { u64_at(&buf, l.frame_instr) as i64 };
+                return Ok(Some((code, instr)));
+            }
+            frame = u64_at(&buf, l.frame_previous);
+        }
+        Err(WalkError::Torn)
+    }
+
     /// The opcode a frame stands on (3.10: `f_lasti` indexes `co_code`; 3.11+: a pointer into
     /// `co_code_adaptive`, whose low byte is the possibly specialised opcode).
     pub fn opcode_at(&self, code: u64, instr: i64) -> Option<u8> {

@@ -305,6 +305,17 @@ impl Sampler {
 
     /// Classifies every thread once. Stacks are `None` for threads without Python frames or torn reads.
     fn observe(&mut self) -> std::io::Result<Vec<Observed>> {
+        self.observe_with(true)
+    }
+
+    /// Every thread's (tid, name, state) once, reading no stacks: only where a running thread without
+    /// the GIL stands, which classification needs (the in-process monitor's pass).
+    pub fn states_once(&mut self) -> std::io::Result<Vec<(i32, String, ThreadState)>> {
+        let obs = self.observe_with(false)?;
+        Ok(obs.into_iter().map(|(tid, state, _, _)| (tid, self.names.get(&tid).cloned().unwrap_or_default(), state)).collect())
+    }
+
+    fn observe_with(&mut self, stacks: bool) -> std::io::Result<Vec<Observed>> {
         let main = self.interp.main_interp().map_err(|e| std::io::Error::other(e.message))?;
         let gil = self.read_gil()?;
         let gc = self.gc_collecting(main)?;
@@ -329,7 +340,13 @@ impl Sampler {
                 track.reader.as_mut().map(|r| r.read()).unwrap_or(SyscallState::Unavailable)
             };
             let history = track.history;
-            let (stack, top) = if tstate != 0 { self.read_stack(tstate) } else { (None, None) };
+            let (stack, top) = match (tstate != 0, stacks) {
+                (false, _) => (None, None),
+                (true, true) => self.read_stack(tstate),
+                // Only a running thread without the GIL needs to know where it stands.
+                (true, false) if !holds && syscall == SyscallState::Running => (None, self.top_position(tstate)),
+                (true, false) => (None, None),
+            };
             let at_handoff_opcode = !holds
                 && syscall == SyscallState::Running
                 && top.and_then(|(code, instr)| self.opcode_at(code, instr)).map(|op| self.handoff_opcodes.contains(&op)).unwrap_or(false);
@@ -344,6 +361,10 @@ impl Sampler {
             out.push((tid, state, nr, stack));
         }
         Ok(out)
+    }
+
+    fn top_position(&self, tstate: u64) -> Option<(u64, i64)> {
+        FrameWalker::new(&self.interp.mem, &self.interp.layout, self.interp.code_type).top_position(tstate).ok().flatten()
     }
 
     fn opcode_at(&self, code: u64, instr: i64) -> Option<u8> {

@@ -55,13 +55,12 @@ fn run(shared: Arc<Shared>, mut sampler: Sampler, period: Duration) {
             std::thread::sleep(next - now);
         }
         let taken = Instant::now();
-        match sampler.snapshot() {
+        match sampler.states_once() {
             Ok(snap) => {
                 // A pass stands for the time since the previous one, capped so a stall is not one huge pass.
                 let weight = last.map(|l| (taken - l).min(period * 10)).unwrap_or(period).as_secs_f64();
                 last = Some(taken);
-                let states: Vec<(i32, String, ThreadState)> =
-                    snap.into_iter().filter(|t| t.tid != own_tid).map(|t| (t.tid, t.name, t.state)).collect();
+                let states: Vec<(i32, String, ThreadState)> = snap.into_iter().filter(|t| t.0 != own_tid).collect();
                 let t = (taken - shared.started).as_secs_f64();
                 let mut stats = shared.stats.lock().unwrap();
                 stats.add_pass(t, weight, &states);

@@ -1,0 +1,139 @@
+"""Prometheus and OpenTelemetry export of the in-process monitor, against real receivers:
+Debian's Prometheus server scraping the collector over loopback, and an OTLP/HTTP endpoint run by the
+test decoding what the SDK's real OTLP exporter sends. The target has two spinners: each must show
+about as much GIL hold as wait."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import TARGETS, start_target
+
+PROMETHEUS = shutil.which("prometheus")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _query(port: int, promql: str) -> list:
+    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
+    with urllib.request.urlopen(url, timeout=5) as r:
+        body = json.load(r)
+    assert body["status"] == "success", body
+    return body["data"]["result"]
+
+
+@pytest.mark.skipif(PROMETHEUS is None, reason="Prometheus server not installed (Debian package prometheus; make system-deps)")
+def test_prometheus_scrapes_hold_and_wait(tmp_path):
+    app_port, prom_port = _free_port(), _free_port()
+    target = start_target(sys.executable, "metrics_spinners.py", "prometheus", str(app_port))
+    config = tmp_path / "prometheus.yml"
+    config.write_text(
+        "global: {scrape_interval: 1s}\n"
+        f"scrape_configs: [{{job_name: gilty, static_configs: [{{targets: ['127.0.0.1:{app_port}']}}]}}]\n"
+    )
+    prom = subprocess.Popen(
+        [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'data'}",
+         f"--web.listen-address=127.0.0.1:{prom_port}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        holds: list = []
+        while time.monotonic() < deadline:
+            time.sleep(1)
+            try:
+                # Over the last 5 s of whole scrapes, once 8 s of data exist.
+                holds = _query(prom_port, 'rate(gilty_gil_hold_seconds_total{thread=~"spinner-.*"}[5s]) and on() (time() - min(timestamp(up)) > 0) and on() count_over_time(up[10s]) >= 8')
+            except OSError:
+                continue
+            if len(holds) == 2:
+                break
+        assert len(holds) == 2, f"Prometheus did not get both spinners: {holds}"
+        waits = _query(prom_port, 'rate(gilty_gil_wait_seconds_total{thread=~"spinner-.*"}[5s])')
+        states = _query(prom_port, 'rate(gilty_thread_state_seconds_total{thread=~"spinner-.*"}[5s])')
+        by_thread: dict = {}
+        for kind, rows in (("hold", holds), ("wait", waits)):
+            for row in rows:
+                assert row["metric"]["pid"] == str(target.pid)
+                by_thread.setdefault(row["metric"]["thread"], {})[kind] = float(row["value"][1])
+        seen = {(r["metric"]["thread"], r["metric"]["state"]): round(float(r["value"][1]), 3) for r in states}
+        for thread, rates in by_thread.items():
+            # Each spinner holds about half of the time both spend on the GIL, and waits the other half.
+            share = rates["hold"] / (rates["hold"] + rates["wait"])
+            assert 0.3 <= share <= 0.7, (thread, rates, seen)
+            # hold + wait cover most of every second (the rest: handoffs read as native on a busy machine)
+            assert rates["hold"] + rates["wait"] >= 0.6, (thread, rates, seen)
+        gc_series = _query(prom_port, "gilty_process_private_bytes")
+        assert gc_series and float(gc_series[0]["value"][1]) > 0
+    finally:
+        prom.terminate()
+        prom.wait(timeout=10)
+        target.stop()
+
+
+class _OtlpReceiver(http.server.BaseHTTPRequestHandler):
+    received: list = []
+
+    def do_POST(self):  # noqa: N802 - http.server's name
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        _OtlpReceiver.received.append((self.path, body))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def test_otlp_exporter_sends_gilty_metrics():
+    pytest.importorskip("opentelemetry.proto", reason="opentelemetry-proto not installed (requirements-dev.txt)")
+    from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _OtlpReceiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/v1/metrics"
+    _OtlpReceiver.received = []
+    try:
+        target = start_target(sys.executable, "metrics_spinners.py", "otlp", url, "2.5")
+        target.popen.wait(timeout=60)
+        assert target.popen.returncode == 0, target.stderr_text()
+    finally:
+        server.shutdown()
+    assert _OtlpReceiver.received, "the OTLP exporter sent nothing"
+    last: dict = {}
+    names = set()
+    for path, body in _OtlpReceiver.received:
+        assert path == "/v1/metrics"
+        request = ExportMetricsServiceRequest()
+        request.ParseFromString(body)
+        for rm in request.resource_metrics:
+            for sm in rm.scope_metrics:
+                for metric in sm.metrics:
+                    names.add(metric.name)
+                    if metric.name in ("gilty.gil.hold", "gilty.gil.wait"):
+                        for dp in metric.sum.data_points:
+                            attrs = {a.key: a.value.string_value or a.value.int_value for a in dp.attributes}
+                            last[(metric.name, attrs["thread.name"])] = dp.as_double
+    assert {"gilty.gil.hold", "gilty.gil.wait", "gilty.thread.state", "gilty.gc.pause", "gilty.process.private"} <= names
+    for spinner in ("spinner-0", "spinner-1"):
+        hold, wait = last[("gilty.gil.hold", spinner)], last[("gilty.gil.wait", spinner)]
+        # cumulative seconds over ~2.5 s of spinning: about half each
+        assert 0.6 <= hold / (hold + wait) * 2 <= 1.4, (hold, wait)
+        assert hold + wait >= 1.0
