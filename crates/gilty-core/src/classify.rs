@@ -50,6 +50,9 @@ pub struct Observation {
     /// The innermost frame stands on an instruction whose only way to be without the GIL is the
     /// eval breaker's handoff (a backward jump or RESUME): see `gilty_layouts::handoff_opcodes`.
     pub at_handoff_opcode: bool,
+    /// For a thread running now that was idle in the previous pass: whether it has had a CPU since it
+    /// went idle (its CPU time grew). None when not asked or unknown.
+    pub ran_since_idle: Option<bool>,
 }
 
 /// Classifies one thread. `futex_range` is [start, end) of the GIL struct's condition variables and mutexes.
@@ -76,6 +79,16 @@ pub fn classify(obs: &Observation, gil: &GilView, gc_collecting: bool, futex_ran
                     }
                 }
             }
+            // Woken from a blocking call (idle in the previous pass), without the GIL, and it has had a
+            // CPU since: the C code that blocked goes straight back to take_gil, so it is waiting
+            // there. Not yet had a CPU: it is still on its way out of the syscall (not a GIL wait).
+            if let (Some(h), Some(true)) = (prev, obs.ran_since_idle) {
+                if h.state == ThreadState::Idle && obs.tstate != 0 && gil.last_holder != obs.tstate {
+                    if gil.switch_number.wrapping_sub(h.switch_number) <= 1 {
+                        return ThreadState::WaitingGil;
+                    }
+                }
+            }
             // Running without the GIL on a backward jump or RESUME: drop_gil/take_gil from the eval
             // breaker (a forced switch), since those instructions call no C code.
             if obs.tstate != 0 && obs.at_handoff_opcode {
@@ -95,7 +108,7 @@ mod tests {
     const RANGE: (u64, u64) = (0x5020, 0x50d0);
 
     fn obs(syscall: SyscallState) -> Observation {
-        Observation { tstate: ME, syscall, at_handoff_opcode: false }
+        Observation { tstate: ME, syscall, at_handoff_opcode: false, ran_since_idle: None }
     }
     fn gil(locked: bool, holder: u64, sw: u64) -> GilView {
         GilView { locked, last_holder: holder, switch_number: sw }
@@ -142,12 +155,26 @@ mod tests {
     }
 
     #[test]
+    fn woken_from_idle_and_ran_is_waiting_until_it_had_the_gil() {
+        let prev = Some(History { state: ThreadState::Idle, switch_number: 7 });
+        let ran = Observation { tstate: ME, syscall: SyscallState::Running, at_handoff_opcode: false, ran_since_idle: Some(true) };
+        let not_yet = Observation { ran_since_idle: Some(false), ..ran };
+        assert_eq!(classify(&ran, &gil(true, OTHER, 8), false, RANGE, prev), ThreadState::WaitingGil);
+        // Still on its way out of the syscall: not a GIL wait.
+        assert_eq!(classify(&not_yet, &gil(true, OTHER, 8), false, RANGE, prev), ThreadState::Native);
+        // It had the GIL since (it is the last holder): native code after releasing it.
+        assert_eq!(classify(&ran, &gil(false, ME, 8), false, RANGE, prev), ThreadState::Native);
+        // Two or more handoffs since: it may have had the GIL.
+        assert_eq!(classify(&ran, &gil(true, OTHER, 9), false, RANGE, prev), ThreadState::Native);
+    }
+
+    #[test]
     fn running_without_gil_on_a_backward_jump_is_the_handoff() {
         let prev = Some(History { state: ThreadState::HoldingGil, switch_number: 7 });
-        let at_jump = Observation { tstate: ME, syscall: SyscallState::Running, at_handoff_opcode: true };
+        let at_jump = Observation { tstate: ME, syscall: SyscallState::Running, at_handoff_opcode: true, ran_since_idle: None };
         assert_eq!(classify(&at_jump, &gil(true, OTHER, 8), false, RANGE, prev), ThreadState::WaitingGil);
         // A thread without a Python frame cannot be in the eval loop's handoff.
-        let no_ts = Observation { tstate: 0, syscall: SyscallState::Running, at_handoff_opcode: true };
+        let no_ts = Observation { tstate: 0, syscall: SyscallState::Running, at_handoff_opcode: true, ran_since_idle: None };
         assert_eq!(classify(&no_ts, &gil(true, OTHER, 8), false, RANGE, prev), ThreadState::Native);
     }
 }

@@ -14,6 +14,7 @@ pub mod memory;
 pub mod object_graph;
 pub mod process;
 pub mod pyobjects;
+pub mod realtime;
 pub mod sampler;
 pub mod syscalls;
 pub mod thread_names;

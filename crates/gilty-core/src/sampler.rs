@@ -7,7 +7,7 @@ use crate::exact::ExactSummary;
 use crate::frames::{CodeCache, Frame, FrameWalker, WalkError};
 use crate::interpreter::Interpreter;
 use crate::process::memory::Memory;
-use crate::process::procfs::{self, SyscallReader, SyscallState};
+use crate::process::procfs::{self, SchedstatReader, SyscallReader, SyscallState};
 use crate::threads::{python_threads, PyThread, TidResolver};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -63,7 +63,13 @@ type Observed = (i32, ThreadState, i64, Option<Vec<Frame>>);
 struct Track {
     reader: Option<SyscallReader>,
     history: Option<History>,
+    schedstat: Option<SchedstatReader>,
+    /// CPU time when the thread was last seen going idle (constant while it stays blocked).
+    idle_run_ns: Option<u64>,
 }
+
+/// CPU time a woken thread must have had to count as past its syscall's return (a few µs of kernel exit).
+const RAN_AFTER_WAKE_NS: u64 = 2_000;
 
 pub struct Sampler {
     pub interp: Interpreter,
@@ -144,6 +150,7 @@ impl Sampler {
     /// Samples for `seconds` (or until the target exits) and returns what was collected.
     pub fn collect(&mut self, seconds: f64) -> Batch {
         let deadline = Instant::now() + Duration::from_secs_f64(seconds.max(0.0));
+        let _realtime = crate::realtime::RealtimeGuard::enter();
         loop {
             let now = Instant::now();
             let due = *self.next_due.get_or_insert(now);
@@ -153,6 +160,7 @@ impl Sampler {
             if due > now {
                 std::thread::sleep(due - now);
             }
+            let pass_started = Instant::now();
             if !self.sample_once() {
                 self.batch.exited = true;
                 break;
@@ -160,10 +168,11 @@ impl Sampler {
             let mut next = due + self.period;
             let now = Instant::now();
             if next < now {
-                // A pass overran its period: skip the missed slots instead of sampling in a burst.
+                // A pass overran its period: skip the missed slots instead of sampling in a burst, and
+                // rest a quarter of the pass's time so a real-time sampler never holds a CPU for good.
                 let behind = (now - next).as_secs_f64() / self.period.as_secs_f64();
                 self.batch.late += behind.ceil() as u64;
-                next = now;
+                next = now + (now - pass_started) / 4;
             }
             self.next_due = Some(next);
         }
@@ -331,7 +340,12 @@ impl Sampler {
         for tid in os_tids {
             let py = pythreads.iter().find(|p| p.tid == Some(tid)).copied();
             let tstate = py.map(|p| p.tstate).unwrap_or(0);
-            let track = self.tracks.entry(tid).or_insert_with(|| Track { reader: SyscallReader::open(pid, tid).ok(), history: None });
+            let track = self.tracks.entry(tid).or_insert_with(|| Track {
+                reader: SyscallReader::open(pid, tid).ok(),
+                history: None,
+                schedstat: None,
+                idle_run_ns: None,
+            });
             let holds = tstate != 0 && gil.locked && gil.last_holder == tstate;
             // A GIL holder is classified without its syscall: one read fewer on the busiest thread.
             let syscall = if holds {
@@ -340,6 +354,19 @@ impl Sampler {
                 track.reader.as_mut().map(|r| r.read()).unwrap_or(SyscallState::Unavailable)
             };
             let history = track.history;
+            let was_idle = history.map(|h| h.state == ThreadState::Idle).unwrap_or(false);
+            let blocked_not_gil = matches!(syscall, SyscallState::Blocked { nr, arg0 } if !(nr == crate::syscalls::FUTEX && arg0 >= range.0 && arg0 < range.1));
+            // CPU time is read only at the edges: when a thread goes idle, and when one idle before runs.
+            let mut ran_since_idle = None;
+            if blocked_not_gil && !was_idle {
+                track.idle_run_ns = track.schedstat.get_or_insert_with_result(|| SchedstatReader::open(pid, tid)).and_then(|r| r.run_ns());
+            } else if was_idle && !holds && syscall == SyscallState::Running && tstate != 0 {
+                let now_ns = track.schedstat.get_or_insert_with_result(|| SchedstatReader::open(pid, tid)).and_then(|r| r.run_ns());
+                ran_since_idle = match (track.idle_run_ns, now_ns) {
+                    (Some(then), Some(now)) => Some(now.saturating_sub(then) >= RAN_AFTER_WAKE_NS),
+                    _ => None,
+                };
+            }
             let (stack, top) = match (tstate != 0, stacks) {
                 (false, _) => (None, None),
                 (true, true) => self.read_stack(tstate),
@@ -350,7 +377,7 @@ impl Sampler {
             let at_handoff_opcode = !holds
                 && syscall == SyscallState::Running
                 && top.and_then(|(code, instr)| self.opcode_at(code, instr)).map(|op| self.handoff_opcodes.contains(&op)).unwrap_or(false);
-            let state = classify(&Observation { tstate, syscall, at_handoff_opcode }, &gil, gc, range, history);
+            let state = classify(&Observation { tstate, syscall, at_handoff_opcode, ran_since_idle }, &gil, gc, range, history);
             if let Some(track) = self.tracks.get_mut(&tid) {
                 track.history = Some(History { state, switch_number: gil.switch_number });
             }
@@ -426,5 +453,19 @@ impl Sampler {
                 stack: stack.unwrap_or_default(),
             })
             .collect())
+    }
+}
+
+/// `Option::get_or_insert_with` for a constructor that can fail: tries again next time on failure.
+trait GetOrInsertResult<T> {
+    fn get_or_insert_with_result(&mut self, make: impl FnOnce() -> std::io::Result<T>) -> Option<&mut T>;
+}
+
+impl<T> GetOrInsertResult<T> for Option<T> {
+    fn get_or_insert_with_result(&mut self, make: impl FnOnce() -> std::io::Result<T>) -> Option<&mut T> {
+        if self.is_none() {
+            *self = make().ok();
+        }
+        self.as_mut()
     }
 }

@@ -80,6 +80,30 @@ impl SyscallReader {
     }
 }
 
+/// A thread's `/proc/PID/task/TID/schedstat`, kept open: nanoseconds it has spent on a CPU.
+pub struct SchedstatReader {
+    file: File,
+    buf: [u8; 96],
+}
+
+impl SchedstatReader {
+    pub fn open(pid: i32, tid: i32) -> io::Result<Self> {
+        let file = File::open(format!("/proc/{pid}/task/{tid}/schedstat"))?;
+        Ok(SchedstatReader { file, buf: [0; 96] })
+    }
+
+    /// CPU time in ns (the first field), or None when unreadable.
+    pub fn run_ns(&mut self) -> Option<u64> {
+        let n = self.file.read_at(&mut self.buf, 0).ok()?;
+        parse_schedstat_run_ns(&self.buf[..n])
+    }
+}
+
+fn parse_schedstat_run_ns(text: &[u8]) -> Option<u64> {
+    let first = text.split(|b| b.is_ascii_whitespace()).next()?;
+    std::str::from_utf8(first).ok()?.parse().ok()
+}
+
 pub fn read_small(path: &str) -> io::Result<String> {
     let mut s = String::new();
     File::open(path)?.read_to_string(&mut s)?;
@@ -89,6 +113,15 @@ pub fn read_small(path: &str) -> io::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parses_schedstat() {
+        assert_eq!(parse_schedstat_run_ns(b"123456 789 10\n"), Some(123456));
+        assert_eq!(parse_schedstat_run_ns(b""), None);
+        let me = std::process::id() as i32;
+        let mut r = SchedstatReader::open(me, me).unwrap();
+        assert!(r.run_ns().unwrap() > 0);
+    }
 
     #[test]
     fn parses_running_and_blocked() {
