@@ -12,6 +12,7 @@ pub mod linetable;
 pub mod memory;
 pub mod object_graph;
 pub mod process;
+pub mod process_set;
 pub mod pyobjects;
 pub mod sampler;
 pub mod syscalls;
