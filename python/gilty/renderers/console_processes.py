@@ -58,11 +58,14 @@ def thread_pools(session: Session) -> list:
     )
 
 
-def _top_label(session: Session, pool: Pool, top: dict) -> str:
+def _top_label(session: Session, pool: Pool, top: dict, short: bool = False) -> str:
     shares = [top[tid] for tid in pool.tids if tid in top]
     if not shares:
         return ""
     best = max(shares, key=lambda f: f.samples)
+    if short and best.function is not None:
+        # A terminal line has room for the function and where it is, not for the whole path.
+        return f"{best.function} ({best.file.rsplit('/', 1)[-1]}:{best.line})"
     return f"{best.label()} [{best.state}]"
 
 
@@ -199,7 +202,7 @@ def render_top(
                 f"{_cut(p.name, 24):<24} {_cut(tid, 7):>7} {_pct(f[HOLDING_GIL] + f[GC]):>5} {_pct(f[WAITING_GIL]):>5} "
                 f"{_pct(f[NATIVE]):>6} {_pct(f[IDLE]):>5} {_pct(f[GC]):>4}  "
             )
-            rows.append(row + _cut(_top_label(s, p, top), width - len(row)))
+            rows.append(row + _cut(_top_label(s, p, top, short=True), width - len(row)))
         blocks.append((sort_value(shares, sort), s.target.pid, title, rows))
     blocks.sort(key=lambda b: (-b[0], b[1]))
     lines = head + [TOP_HEADING[:width]]
