@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from typing import Callable, Optional, TextIO
 
 from gilty.session import Recording, Session, TargetInfo
@@ -108,9 +109,9 @@ def _twins(recording: Recording, session: Session) -> bool:
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 # "Mostly idle while its Python children are busy": the process used under this share of one CPU
-# while its Python descendants together used at least HINT_CHILDREN_MIN of one.
+# while its Python descendants together used at least HINT_CHILDREN_MIN of one, and over 3 times as much.
 HINT_PARENT_MAX = 0.2
-HINT_CHILDREN_MIN = 0.3
+HINT_CHILDREN_MIN = 0.2
 
 
 def _stat(pid: int) -> Optional[tuple]:
@@ -152,33 +153,49 @@ def _python_descendants(root: int) -> dict:
 
 
 class ChildrenCpu:
-    """CPU time of a process and of its Python descendants between ``start`` and ``hint``.
+    """CPU time of a process and of its Python descendants while a recording runs.
 
     Reads only /proc/PID/stat (no attaching), so it is cheap enough to run beside any recording.
+    ``poll()`` between chunks keeps the last CPU time of children that exit before the end (a
+    worker replaced after --max-requests); ``hint()`` at the end compares the totals.
     """
 
-    def __init__(self, pid: int) -> None:
+    POLL_EVERY_S = 0.5
+
+    def __init__(self, pid: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.pid = pid
+        self.clock = clock
         own = _stat(pid)
         self.own_start = own[2] if own else 0.0
-        self.children_start = _python_descendants(pid)
+        # (pid, starttime) -> [cpu when first seen, cpu when last seen]
+        self.children: dict = {}
+        self._last_poll = -1e9
+        self.poll(force=True, baseline=True)
+
+    def poll(self, force: bool = False, baseline: bool = False) -> None:
+        now = self.clock()
+        if not force and now - self._last_poll < self.POLL_EVERY_S:
+            return
+        self._last_poll = now
+        for pid, (start, cpu) in _python_descendants(self.pid).items():
+            seen = self.children.get((pid, start))
+            if seen is None:
+                # Born during the recording: all its CPU time is within it.
+                self.children[(pid, start)] = [cpu if baseline else 0.0, cpu]
+            else:
+                seen[1] = cpu
 
     def hint(self, wall_s: float) -> Optional[str]:
         """The one-line hint, or None when the children were not busier than the process."""
+        self.poll(force=True)
         if wall_s <= 0:
             return None
         own = _stat(self.pid)
         own_share = ((own[2] if own else self.own_start) - self.own_start) / wall_s
-        busy = 0.0
-        count = 0
-        for pid, (start, cpu) in _python_descendants(self.pid).items():
-            before = self.children_start.get(pid)
-            used = cpu - before[1] if before is not None and before[0] == start else cpu
-            if used > 0:
-                busy += used
-                count += 1
-        children_share = busy / wall_s
-        if own_share < HINT_PARENT_MAX and children_share >= HINT_CHILDREN_MIN and children_share > own_share:
+        used = [last - first for first, last in self.children.values() if last > first]
+        children_share = sum(used) / wall_s
+        count = len(used)
+        if own_share < HINT_PARENT_MAX and children_share >= HINT_CHILDREN_MIN and children_share > 3 * own_share:
             return (
                 f"pid {self.pid} was mostly idle ({own_share:.0%} of a CPU) while {count} Python child "
                 f"process{'es' if count != 1 else ''} used {children_share:.0%}: "

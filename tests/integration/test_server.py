@@ -114,7 +114,7 @@ def server_python(interp):
     return _server_python(interp)
 
 
-def _record_under_load(server: Server, *extra: str) -> tuple:
+def _record_under_load(server: Server, *extra: str, requests: int = REQUESTS) -> tuple:
     proc = subprocess.Popen(
         gilty_command() + ["record", "--pid", str(server.master), "--duration", "5", "--rate", "200",
                            "--format", "json", *extra],
@@ -123,7 +123,7 @@ def _record_under_load(server: Server, *extra: str) -> tuple:
     started = time.monotonic()
     time.sleep(0.5)
     before = set(_children(server.master))
-    ok = server.load(REQUESTS)
+    ok = server.load(requests)
     # Workers alive now, while gilty has time left to find them (it rescans every 0.3 s).
     during = set(_children(server.master)) if time.monotonic() - started < 4.0 else set()
     out, err = proc.communicate(timeout=60)
@@ -157,7 +157,8 @@ def test_server_workers_are_recorded_with_their_handler(server_python, worker_cl
 def test_without_subprocesses_the_hint_appears(server_python):
     server = Server(server_python, "serverapp:wsgi", "sync")
     try:
-        rc, out, err, _before, _ok = _record_under_load(server)
+        # Busy enough that the workers use a good share of a CPU (~20 ms each) while the master idles.
+        rc, out, err, _seen, _ok = _record_under_load(server, requests=2 * REQUESTS)
     finally:
         server.stop()
     assert rc == 0, err

@@ -149,6 +149,7 @@ def sample_until_stopped(
     native_error: type[BaseException],
     syscall_name: Optional[Callable[[int], str]] = None,
     clock: Callable[[], float] = time.monotonic,
+    on_chunk: Optional[Callable[[], None]] = None,
 ) -> None:
     """Collect batches into ``session`` until the duration, the target's exit, or ``stop.requested``.
 
@@ -175,6 +176,8 @@ def sample_until_stopped(
                 stopped_by = "target_exit"
                 break
             session.add_batch(batch, syscall_name)
+            if on_chunk is not None:
+                on_chunk()
             if batch.get("exited"):
                 stopped_by = "target_exit"
                 break
@@ -257,7 +260,10 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             try:
-                sample_until_stopped(session, sampler, args.duration, stop, native.GiltyError, native.syscall_name)
+                sample_until_stopped(
+                    session, sampler, args.duration, stop, native.GiltyError, native.syscall_name,
+                    on_chunk=children_cpu.poll,
+                )
             finally:
                 if args.exact:
                     session.exact = exact_summary(sampler)
