@@ -29,6 +29,11 @@ def test_eight_identical_names_are_one_line_with_averaged_shares():
 
 def test_weighting_by_samples():
     # A thread seen 3 times as long weighs 3 times as much.
-    pools = _group([("w-1", 1, [30, 0, 0, 0, 0, 0]), ("w-2", 2, [0, 0, 0, 0, 10, 0])])
+    pools = _group([("w-1", 1, [30, 0, 0, 0, 0, 0]), ("w-2", 2, [0, 0, 0, 0, 10, 0]), ("w-3", 3, [0, 0, 0, 0, 10, 0])])
     assert len(pools) == 1 and pools[0].label == "w-#"
-    assert pools[0].fractions[0] == 0.75
+    assert pools[0].fractions[0] == 0.6
+
+
+def test_two_numbered_threads_stay_apart():
+    pools = _group([("io1", 1, [1, 0, 0, 0, 0, 0]), ("io2", 2, [1, 0, 0, 0, 0, 0])])
+    assert [p.name for p in pools] == ["io1", "io2"]

@@ -8,6 +8,9 @@ import re
 from dataclasses import dataclass, field
 
 _NUMBER = re.compile(r"\d+")
+# Differently numbered threads make a pool from this many on ("io1", "io2" stay two lines);
+# identically named ones from two on.
+MIN_NUMBERED_POOL = 3
 
 
 def pool_key(name: str) -> str:
@@ -57,6 +60,12 @@ def group_pools(threads: list, name_of, tid_of, counts_of) -> list:
     by_key: dict = {}
     for t in threads:
         by_key.setdefault(pool_key(name_of(t)), []).append(t)
+    for key in list(by_key):
+        members = by_key[key]
+        if len({name_of(t) for t in members}) > 1 and len(members) < MIN_NUMBERED_POOL:
+            del by_key[key]
+            for t in members:  # unique names: a key of their own each
+                by_key.setdefault("\0" + name_of(t) + "\0" + str(tid_of(t)), []).append(t)
     pools = []
     for key, members in by_key.items():
         counts = [sum(c) for c in zip(*(counts_of(t) for t in members))]
