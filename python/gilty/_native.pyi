@@ -61,6 +61,41 @@ class Sampler:
 
 def syscall_name(nr: int) -> str: ...
 
+# -- several processes on one schedule (crates/gilty-python/src/process_set.rs) --------------------
+
+class _Attached(TypedDict):
+    kind: Literal["attached"]
+    pid: int
+    ppid: int
+    t: float  # seconds since the ProcessSet was created
+    cmdline: str
+    python_version: str
+    executable: str
+    switch_interval_s: float
+
+class _Exited(TypedDict):
+    kind: Literal["exited"]
+    pid: int
+    t: float
+
+class _Skipped(TypedDict):
+    kind: Literal["skipped"]  # zombie, not Python, unsupported Python, no permission; once per pid
+    pid: int
+    ppid: int
+    t: float
+    reason: str
+
+class ProcessBatch(TypedDict):
+    batches: dict[int, Batch]  # per pid; an exited process's last batch has exited=True
+    events: list[_Attached | _Exited | _Skipped]
+    finished: bool  # nothing left to sample
+
+class ProcessSet:
+    pids: list[int]  # sampled now
+    def __init__(self, pids: list[int], rate_hz: float, follow: bool = False) -> None: ...
+    def elapsed(self) -> float: ...
+    def collect(self, seconds: float) -> ProcessBatch: ...  # returns within ~0.1 s of `seconds`
+
 # -- gilty memory (crates/gilty-python/src/memory.rs; docs/memory.md) -----------------------------
 
 class _GcState(TypedDict):

@@ -91,6 +91,8 @@ class Session:
 
         self.errors = dict.fromkeys(ERROR_KEYS, 0)
         self.exited = False
+        # Seconds since the recording's start at which the process was seen gone (``--subprocesses``).
+        self.exited_at: Optional[float] = None
         self.stopped_by: Optional[str] = None  # "duration" | "interrupt" | "target_exit"
         self.partial = False
         self.partial_reason: Optional[str] = None
@@ -277,6 +279,7 @@ class Session:
             "syscall_names": {str(k): v for k, v in self.syscall_names.items()},
             "errors": dict(self.errors),
             "exited": self.exited,
+            "exited_at": self.exited_at,
             "stopped_by": self.stopped_by,
             "partial": self.partial,
             "partial_reason": self.partial_reason,
@@ -305,6 +308,7 @@ class Session:
         session.syscall_names = {int(k): v for k, v in data["syscall_names"].items()}
         session.errors.update(data.get("errors", {}))
         session.exited = bool(data.get("exited"))
+        session.exited_at = data.get("exited_at")
         session.stopped_by = data.get("stopped_by")
         session.partial = bool(data.get("partial"))
         session.partial_reason = data.get("partial_reason")
@@ -343,6 +347,10 @@ class Recording:
         self.subprocesses = False  # descendants were followed (``--subprocesses``)
         self.partial = False
         self.partial_reason: Optional[str] = None
+        # Descendants not sampled: [{"pid", "ppid", "t", "reason"}] (zombies, not Python, ...).
+        self.skipped: list = []
+        # One-line hints about the recording itself (e.g. "busy children: use --subprocesses").
+        self.notes: list = []
 
     @classmethod
     def of(cls, session: Session) -> "Recording":
@@ -379,6 +387,8 @@ class Recording:
             "subprocesses": self.subprocesses,
             "partial": self.partial,
             "partial_reason": self.partial_reason,
+            "skipped": self.skipped,
+            "notes": self.notes,
             "processes": [s.to_dict() for s in self.sessions],
         }
 
@@ -395,6 +405,8 @@ class Recording:
         rec.subprocesses = bool(data.get("subprocesses"))
         rec.partial = bool(data.get("partial"))
         rec.partial_reason = data.get("partial_reason")
+        rec.skipped = list(data.get("skipped", []))
+        rec.notes = list(data.get("notes", []))
         return rec
 
     def save(self, path: str) -> None:

@@ -41,7 +41,12 @@ def install_native(monkeypatch, target_error):
         def __init__(self, pid):
             raise target_error
 
+    class ProcessSet:  # `top` and several pids attach through a ProcessSet: it fails the same way
+        def __init__(self, pids, rate_hz, follow=False):
+            raise target_error
+
     module.Target = Target
+    module.ProcessSet = ProcessSet
     module.Sampler = None
     module.syscall_name = lambda nr: f"syscall_{nr}"
     monkeypatch.setitem(sys.modules, "gilty._native", module)

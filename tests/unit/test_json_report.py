@@ -55,6 +55,31 @@ def test_report_keys_match_the_documentation():
     assert present - documented == set(), "in the report but not documented"
 
 
+def _recording_keys(report: dict) -> set:
+    """Key paths of a recording report; each ``processes[]`` entry is a Report, checked apart."""
+    paths = key_paths({k: v for k, v in report.items() if k != "processes"})
+    paths.add("processes")
+    for entry in report["processes"]:
+        paths |= key_paths({"process": entry["process"]}, "processes[]")
+    return paths
+
+
+def test_recording_report_keys_match_the_documentation():
+    from test_console_processes import _recording
+
+    from gilty.session import Recording
+
+    for recording in (_recording(exited_worker=104), Recording.of(contention_session()[0])):
+        report = json.loads(json_report.render_recording(recording))
+        documented = documented_keys("Report") | documented_keys("Several processes")
+        present = _recording_keys(report)
+        assert documented - present <= {"skipped[].pid", "skipped[].ppid", "skipped[].t", "skipped[].reason"} or \
+            recording.skipped, "documented but missing from the report"
+        assert present - documented == set(), "in the report but not documented"
+        for entry in report["processes"]:
+            assert key_paths({k: v for k, v in entry.items() if k != "process"}) <= documented_keys("Report")
+
+
 def test_report_values():
     session, _ = contention_session()
     report = json_report.report(session)

@@ -13,6 +13,7 @@ pub mod linetable;
 pub mod memory;
 pub mod object_graph;
 pub mod process;
+pub mod process_set;
 pub mod pyobjects;
 pub mod realtime;
 pub mod sampler;

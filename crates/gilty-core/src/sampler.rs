@@ -176,8 +176,19 @@ impl Sampler {
             }
             self.next_due = Some(next);
         }
+        self.take_batch()
+    }
+
+    /// What was sampled since the previous batch (for a caller that drives `sample_at` itself).
+    pub fn take_batch(&mut self) -> Batch {
         self.batch.threads = self.names.iter().map(|(t, n)| (*t, n.clone())).collect();
         std::mem::take(&mut self.batch)
+    }
+
+    /// One pass stamped `t` seconds on the caller's clock (a `ProcessSet` samples several processes
+    /// at one tick); false when the target is gone. The schedule is the caller's.
+    pub fn sample_at(&mut self, t: f64) -> bool {
+        self.sample_pass(t)
     }
 
     fn refresh(&mut self, pythreads: &[PyThread]) {
@@ -230,7 +241,10 @@ impl Sampler {
 
     /// One observation of every thread; false when the target is gone.
     fn sample_once(&mut self) -> bool {
-        let t = self.elapsed();
+        self.sample_pass(self.elapsed())
+    }
+
+    fn sample_pass(&mut self, t: f64) -> bool {
         let pid = self.interp.pid;
         let snapshot = match self.observe() {
             Ok(s) => s,

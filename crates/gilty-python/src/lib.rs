@@ -3,7 +3,7 @@
 use gilty_core::exact::histogram::Distribution;
 use gilty_core::exact::ExactSummary;
 use gilty_core::interpreter::{attach, Interpreter};
-use gilty_core::sampler::Sampler as CoreSampler;
+use gilty_core::sampler::{Batch, Sampler as CoreSampler};
 use gilty_core::{Error as CoreError, ErrorKind};
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
@@ -13,9 +13,10 @@ use std::sync::{Arc, Mutex};
 
 mod memory;
 mod monitor;
+mod process_set;
 create_exception!(_native, GiltyError, PyException, "A user-facing gilty error; `kind` says which.");
 
-fn to_py_err(e: CoreError) -> PyErr {
+pub(crate) fn to_py_err(e: CoreError) -> PyErr {
     let err = GiltyError::new_err(e.message.clone());
     Python::with_gil(|py| {
         let _ = err.value(py).setattr("kind", e.kind.as_str());
@@ -137,36 +138,7 @@ impl Sampler {
             let s: &mut CoreSampler = &mut guard;
             py.allow_threads(|| s.collect(seconds))
         };
-        let out = PyDict::new(py);
-        out.set_item("times", PyList::new(py, &batch.times)?)?;
-        let rows = PyList::empty(py);
-        for r in &batch.rows {
-            rows.append((r.sample, r.tid, r.state as u8, r.stack, r.syscall))?;
-        }
-        out.set_item("rows", rows)?;
-        let stacks = PyDict::new(py);
-        for (id, frames) in &batch.new_stacks {
-            stacks.set_item(id, PyList::new(py, frames)?)?;
-        }
-        out.set_item("stacks", stacks)?;
-        let frames = PyDict::new(py);
-        for (id, f) in &batch.new_frames {
-            frames.set_item(id, (f.function.as_str(), f.file.as_str(), f.line))?;
-        }
-        out.set_item("frames", frames)?;
-        let threads = PyDict::new(py);
-        for (tid, name) in &batch.threads {
-            threads.set_item(tid, name)?;
-        }
-        out.set_item("threads", threads)?;
-        let errors = PyDict::new(py);
-        errors.set_item("torn_retried", batch.errors.torn_retried)?;
-        errors.set_item("torn_dropped", batch.errors.torn_dropped)?;
-        errors.set_item("read_failed", batch.errors.read_failed)?;
-        out.set_item("errors", errors)?;
-        out.set_item("exited", batch.exited)?;
-        out.set_item("late", batch.late)?;
-        Ok(out)
+        batch_dict(py, &batch)
     }
 
     /// Exact summary since the previous call (or the start), tracing going on; None without exact mode.
@@ -196,6 +168,40 @@ impl Sampler {
             None => Ok(None),
         }
     }
+}
+
+/// One `Batch` as the dict `Sampler.collect()` returns (docs/json-format.md, last section).
+pub(crate) fn batch_dict<'py>(py: Python<'py>, batch: &Batch) -> PyResult<Bound<'py, PyDict>> {
+    let out = PyDict::new(py);
+    out.set_item("times", PyList::new(py, &batch.times)?)?;
+    let rows = PyList::empty(py);
+    for r in &batch.rows {
+        rows.append((r.sample, r.tid, r.state as u8, r.stack, r.syscall))?;
+    }
+    out.set_item("rows", rows)?;
+    let stacks = PyDict::new(py);
+    for (id, frames) in &batch.new_stacks {
+        stacks.set_item(id, PyList::new(py, frames)?)?;
+    }
+    out.set_item("stacks", stacks)?;
+    let frames = PyDict::new(py);
+    for (id, f) in &batch.new_frames {
+        frames.set_item(id, (f.function.as_str(), f.file.as_str(), f.line))?;
+    }
+    out.set_item("frames", frames)?;
+    let threads = PyDict::new(py);
+    for (tid, name) in &batch.threads {
+        threads.set_item(tid, name)?;
+    }
+    out.set_item("threads", threads)?;
+    let errors = PyDict::new(py);
+    errors.set_item("torn_retried", batch.errors.torn_retried)?;
+    errors.set_item("torn_dropped", batch.errors.torn_dropped)?;
+    errors.set_item("read_failed", batch.errors.read_failed)?;
+    out.set_item("errors", errors)?;
+    out.set_item("exited", batch.exited)?;
+    out.set_item("late", batch.late)?;
+    Ok(out)
 }
 
 fn distribution_dict<'py>(py: Python<'py>, d: &Distribution) -> PyResult<Bound<'py, PyDict>> {
@@ -276,5 +282,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(syscall_name, m)?)?;
     memory::register(m)?;
     monitor::register(m)?;
+    process_set::register(m)?;
     Ok(())
 }

@@ -1,33 +1,68 @@
 """Show every thread of a Python process once: name, tid, state and Python stack.
 
 gilty dump --pid 4242
+gilty dump --pid MASTER --subprocesses     # the master and every Python descendant
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 
 from gilty import launch
 from gilty._errors import EXIT_OK
-from gilty.cli.record import add_format_argument, emit, positive_int
+from gilty.cli.record import add_format_argument, add_pid_arguments, emit
 from gilty.renderers import console, json_report
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--pid", type=positive_int, required=True, help="the process to inspect")
+    add_pid_arguments(parser, required=True)
     add_format_argument(parser)
 
 
-def run(args: argparse.Namespace) -> int:
-    native = launch.native_module()
-    target = launch.attach(native, args.pid)
+def _snapshot(native, pid: int) -> tuple:
+    target = launch.attach(native, pid)
     target_info = {
         "pid": target.pid,
         "python_version": target.python_version,
         "executable": target.executable,
         "switch_interval_s": target.switch_interval_s,
     }
-    snapshot = target.dump()
-    renderer = json_report.render_dump if args.format == "json" else console.render_dump
-    emit(renderer(target_info, snapshot, native.syscall_name), None)
+    return target_info, target.dump()
+
+
+def run(args: argparse.Namespace) -> int:
+    native = launch.native_module()
+    roots = list(dict.fromkeys(args.pid))
+    if len(roots) == 1 and not args.subprocesses:
+        target_info, snapshot = _snapshot(native, roots[0])
+        renderer = json_report.render_dump if args.format == "json" else console.render_dump
+        emit(renderer(target_info, snapshot, native.syscall_name), None)
+        return EXIT_OK
+    # The given pids must be Python (as for one pid); descendants that are not are skipped.
+    pids = list(roots)
+    if args.subprocesses:
+        for root in roots:
+            pids += [p for p in launch.child_pids(root) if p not in pids]
+    dumps, skipped = [], []
+    for pid in pids:
+        try:
+            dumps.append(_snapshot(native, pid))
+        except native.GiltyError as e:
+            if pid in roots and getattr(e, "kind", None) == "no_such_process":
+                raise
+            if pid in roots and not args.subprocesses:
+                raise
+            skipped.append({"pid": pid, "reason": str(e)})
+            print(f"gilty: skipping pid {pid}: {e}", file=sys.stderr)
+    if args.format == "json":
+        report = {
+            "format_version": json_report.FORMAT_VERSION,
+            "processes": [json_report.dump_report(info, snap, native.syscall_name) for info, snap in dumps],
+            "skipped": skipped,
+        }
+        emit(json.dumps(report, indent=2) + "\n", None)
+    else:
+        emit("\n".join(console.render_dump(info, snap, native.syscall_name) for info, snap in dumps), None)
     return EXIT_OK

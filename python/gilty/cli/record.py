@@ -3,6 +3,7 @@
 Attach to a running process with --pid, or start one after `--`:
 
   gilty record --pid 4242 --duration 10
+  gilty record --pid MASTER --subprocesses --duration 10   # a server: master and every worker
   gilty record --format json -o report.json -- python app.py
 
 Sampling runs until --duration ends, the target exits, or Ctrl-C (the summary is still
@@ -16,10 +17,18 @@ import sys
 import time
 from typing import Any, Callable, Optional
 
-from gilty import launch
-from gilty._errors import EXIT_EXACT_UNAVAILABLE, EXIT_OK, EXIT_PARTIAL, EXIT_TARGET_EXITED, CommandError, UsageError
+from gilty import launch, processes
+from gilty._errors import (
+    EXIT_EXACT_UNAVAILABLE,
+    EXIT_NOT_PYTHON,
+    EXIT_OK,
+    EXIT_PARTIAL,
+    EXIT_TARGET_EXITED,
+    CommandError,
+    UsageError,
+)
 from gilty.renderers import console, json_report
-from gilty.session import Session, TargetInfo
+from gilty.session import Recording, Session, TargetInfo
 
 ACCEPTS_CHILD_COMMAND = True
 DEFAULT_RATE_HZ = 100.0
@@ -88,9 +97,10 @@ def emit(text: str, path: Optional[str]) -> None:
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.usage = (
-        "gilty record (--pid PID | -- CMD [ARG ...]) [--duration S] [--rate HZ] [--exact] [-o FILE] [--format {text,json}]"
+        "gilty record (--pid PID [--pid PID ...] | -- CMD [ARG ...]) [-s] [--duration S] [--rate HZ] [--exact] "
+        "[-o FILE] [--format {text,json}]"
     )
-    parser.add_argument("--pid", type=positive_int, help="attach to this running process")
+    add_pid_arguments(parser)
     parser.add_argument(
         "--duration", type=positive_float, metavar="S", help="stop after S seconds (default: until Ctrl-C or exit)"
     )
@@ -104,6 +114,23 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
     add_format_argument(parser)
     add_exact_argument(parser)
+
+
+def add_pid_arguments(parser: argparse.ArgumentParser, required: bool = False) -> None:
+    """``--pid`` (repeatable) and ``--subprocesses``, shared by record, top and dump."""
+    parser.add_argument(
+        "--pid",
+        type=positive_int,
+        action="append",
+        required=required,
+        help="attach to this running process; give it several times for several processes",
+    )
+    parser.add_argument(
+        "-s",
+        "--subprocesses",
+        action="store_true",
+        help="also every Python descendant of the process(es), including ones started later",
+    )
 
 
 def add_exact_argument(parser: argparse.ArgumentParser) -> None:
@@ -122,6 +149,7 @@ def sample_until_stopped(
     native_error: type[BaseException],
     syscall_name: Optional[Callable[[int], str]] = None,
     clock: Callable[[], float] = time.monotonic,
+    on_chunk: Optional[Callable[[], None]] = None,
 ) -> None:
     """Collect batches into ``session`` until the duration, the target's exit, or ``stop.requested``.
 
@@ -148,6 +176,8 @@ def sample_until_stopped(
                 stopped_by = "target_exit"
                 break
             session.add_batch(batch, syscall_name)
+            if on_chunk is not None:
+                on_chunk()
             if batch.get("exited"):
                 stopped_by = "target_exit"
                 break
@@ -196,9 +226,15 @@ def exact_summary(sampler: Any) -> Optional[dict]:
 
 def run(args: argparse.Namespace) -> int:
     child_argv = getattr(args, "child_argv", None)
-    if (args.pid is None) == (child_argv is None):
+    pids = args.pid or []
+    if bool(pids) == (child_argv is not None):
         raise UsageError("give either --pid PID or -- CMD [ARG ...] (see `gilty record --help`)")
     fmt = output_format(args.format, args.output)
+    if args.subprocesses or len(pids) > 1:
+        if args.exact:
+            raise UsageError("--exact traces one process: leave out --subprocesses and give one --pid")
+        return run_processes(args, pids, child_argv, fmt)
+    args.pid = pids[0] if pids else None
     native = launch.native_module()
 
     # Signals are caught from the start, so that a SIGTERM while CMD starts still stops CMD.
@@ -215,6 +251,8 @@ def run(args: argparse.Namespace) -> int:
             session.command = child_argv
             session.requested_duration_s = args.duration
             sampler = open_sampler(native, target, args.rate, args.exact)
+            # Cheap (/proc/PID/stat only): were Python children doing the work we are not recording?
+            children_cpu = processes.ChildrenCpu(session.target.pid)
             until = f"for {args.duration:g} s" if args.duration else "until Ctrl-C"
             print(
                 f"gilty: recording pid {session.target.pid} (Python {session.target.python_version}) "
@@ -222,7 +260,10 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             try:
-                sample_until_stopped(session, sampler, args.duration, stop, native.GiltyError, native.syscall_name)
+                sample_until_stopped(
+                    session, sampler, args.duration, stop, native.GiltyError, native.syscall_name,
+                    on_chunk=children_cpu.poll,
+                )
             finally:
                 if args.exact:
                     session.exact = exact_summary(sampler)
@@ -233,6 +274,60 @@ def run(args: argparse.Namespace) -> int:
     status = finish(session, launched=child is not None)
     if session.partial:
         print(f"gilty: {session.partial_reason}; the result is PARTIAL", file=sys.stderr)
-    renderer = json_report.render if fmt == "json" else console.render
-    emit(renderer(session), args.output)
+    recording = Recording.of(session)
+    hint = children_cpu.hint(session.duration_s)
+    if hint:
+        recording.notes.append(hint)
+        print(f"gilty: hint: {hint}", file=sys.stderr)
+    emit(render_recording(recording, fmt), args.output)
+    return status
+
+
+def render_recording(recording: Recording, fmt: str) -> str:
+    """The report of a Recording in ``fmt`` (one process or several)."""
+    renderer = json_report.render_recording if fmt == "json" else console.render_recording
+    return renderer(recording)
+
+
+def run_processes(args: argparse.Namespace, pids: list, child_argv: Optional[list], fmt: str) -> int:
+    """Several processes on one schedule: the given pids (or CMD) and, with -s, their Python descendants."""
+    native = launch.native_module()
+    recording = Recording(rate_hz=args.rate)
+    recording.command = child_argv
+    recording.requested_duration_s = args.duration
+    recording.subprocesses = bool(args.subprocesses)
+    tracker = processes.ProcessTracker(recording, native.syscall_name, sys.stderr)
+    with launch.StopSignals() as stop:
+        child = None
+        try:
+            if child_argv is not None:
+                child = launch.start_command(child_argv)
+                pids = [child.pid]
+            process_set = native.ProcessSet(pids, args.rate, follow=bool(args.subprocesses))
+            recording.start_time = time.time()
+            until = f"for {args.duration:g} s" if args.duration else "until Ctrl-C"
+            what = "and its Python descendants" if args.subprocesses else ""
+            print(f"gilty: recording pid {', '.join(map(str, pids))} {what} at {args.rate:g} Hz {until}".replace("  ", " "), file=sys.stderr)
+            processes.sample_processes(tracker, process_set, args.duration, stop, time.monotonic)
+        finally:
+            if child is not None:
+                launch.terminate(child)
+    if not recording.sessions:
+        raise CommandError(f"no Python process found in pid {', '.join(map(str, pids))} or its descendants", EXIT_NOT_PYTHON)
+    if tracker.passes == 0:
+        raise CommandError("every process exited before anything was recorded", EXIT_TARGET_EXITED)
+    status = EXIT_OK
+    requested = args.duration
+    if recording.stopped_by == "target_exit" and child is None and requested is not None and recording.duration_s < requested:
+        recording.mark_partial(f"every process exited after {recording.duration_s:.1f} s of the requested {requested:g} s")
+        print(f"gilty: {recording.partial_reason}; the result is PARTIAL", file=sys.stderr)
+        status = EXIT_PARTIAL
+    exited = [s for s in recording.sessions if s.exited_at is not None]
+    print(
+        f"gilty: recorded {len(recording.sessions)} process{'es' if len(recording.sessions) != 1 else ''}"
+        + (f", {len(exited)} exited during the recording" if exited else "")
+        + (f", {len(recording.skipped)} skipped" if recording.skipped else ""),
+        file=sys.stderr,
+    )
+    emit(render_recording(recording, fmt), args.output)
     return status

@@ -1,30 +1,52 @@
 """Live view: each thread's state shares over the last second, and where it is.
 
   gilty top --pid 4242
+  gilty top --pid MASTER -s --sort wait     # a server: master and workers, pools on one line
 
-Refreshes every second (in place on a terminal; one block per second otherwise) until
-Ctrl-C, the target's exit, or --duration.
+Refreshes every second (in place on a terminal, fitted to it; one block per second otherwise)
+until q, Ctrl-C, SIGTERM, every process's exit, or --duration. On a terminal, h / w / c sort by
+GIL held, GIL waited for, or CPU.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import select
+import shutil
 import sys
+import termios
 import time
+import tty
 from typing import Any, Callable, Optional, TextIO
 
 from gilty import launch
-from gilty._errors import EXIT_OK, EXIT_TARGET_EXITED, CommandError
-from gilty.cli.record import CHUNK_S, DEFAULT_RATE_HZ, add_exact_argument, open_sampler, positive_float, positive_int
+from gilty._errors import EXIT_OK, EXIT_TARGET_EXITED, EXIT_USAGE, CommandError
+from gilty import processes
+from gilty.cli.record import (
+    CHUNK_S,
+    DEFAULT_RATE_HZ,
+    add_exact_argument,
+    add_pid_arguments,
+    open_sampler,
+    positive_float,
+)
+from gilty.renderers import console_processes
 from gilty.renderers.console import render_top
-from gilty.session import Session, TargetInfo
+from gilty.session import Recording, Session, TargetInfo
 
 REFRESH_S = 1.0
 CLEAR_AND_HOME = "\x1b[2J\x1b[H"
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--pid", type=positive_int, required=True, help="the process to watch")
+    add_pid_arguments(parser, required=True)
+    parser.add_argument(
+        "--sort",
+        choices=console_processes.SORT_KEYS,
+        default="hold",
+        help="order processes and threads by GIL held, GIL waited for, or CPU (default: %(default)s)",
+    )
     parser.add_argument(
         "--rate",
         type=positive_float,
@@ -74,7 +96,8 @@ def watch(
                     break
                 chunk = min(chunk, remaining)
             try:
-                batch = sampler.collect(max(chunk, 0.5 * base.period_s))
+                # Never longer than a chunk, whatever the period: a stop request is seen between calls.
+                batch = sampler.collect(max(chunk, 1e-3))
             except native_error as e:
                 if getattr(e, "kind", None) != "target_exited":
                     raise
@@ -98,8 +121,155 @@ def watch(
     return total, exited
 
 
+class Keys:
+    """Single key presses from a terminal stdin (cbreak mode, restored on exit); inert otherwise."""
+
+    def __init__(self, stream=None) -> None:
+        self.stream = sys.stdin if stream is None else stream
+        self.fd: Optional[int] = None
+        self._saved: Optional[list] = None
+
+    def __enter__(self) -> "Keys":
+        try:
+            if self.stream.isatty():
+                self.fd = self.stream.fileno()
+                self._saved = termios.tcgetattr(self.fd)
+                tty.setcbreak(self.fd)
+        except (OSError, ValueError, termios.error):
+            self.fd = None
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.fd is not None and self._saved is not None:
+            termios.tcsetattr(self.fd, termios.TCSADRAIN, self._saved)
+
+    @property
+    def active(self) -> bool:
+        return self.fd is not None
+
+    def pressed(self) -> str:
+        """Keys typed since the last call ("" when none)."""
+        if self.fd is None:
+            return ""
+        got = ""
+        while select.select([self.fd], [], [], 0)[0]:
+            data = os.read(self.fd, 64)
+            if not data:
+                break
+            got += data.decode(errors="replace")
+        return got
+
+
+def _clear_rows(recording: Recording) -> None:
+    """Starts the next window: rows and times go, the stack/frame/name tables stay (see Session.window)."""
+    for s in recording.sessions:
+        s.times, s.row_sample, s.row_tid, s.row_state, s.row_stack, s.row_syscall = [], [], [], [], [], []
+    recording.sessions = [s for s in recording.sessions if s.exited_at is None]
+
+
+def watch_processes(
+    process_set: Any,
+    recording: Recording,
+    tracker: processes.ProcessTracker,
+    duration_s: Optional[float],
+    stop: Any,
+    out: TextIO,
+    tty_out: bool,
+    sort: str,
+    keys: Optional[Keys] = None,
+    clock: Callable[[], float] = time.monotonic,
+    size: Callable[[], tuple] = lambda: (80, 24),
+) -> tuple:
+    """One frame per REFRESH_S of every process in the set. Returns (passes seen, all exited)."""
+    started = window_started = clock()
+    state = {"sort": sort}
+    quit_requested = {"q": False}
+
+    def on_slice() -> None:
+        if keys is None:
+            return
+        for ch in keys.pressed():
+            if ch.lower() == "q":
+                quit_requested["q"] = True
+            new = console_processes.sort_key_for(ch)
+            if new:
+                state["sort"] = new
+
+    class _Stop:
+        @property
+        def requested(self) -> bool:
+            return stop.requested or quit_requested["q"]
+
+    def draw(now: float) -> None:
+        width, height = size()
+        frame = console_processes.render_top(
+            recording, now - started, state["sort"], width, height - 1 if tty_out else height,
+            keys=keys is not None and keys.active,
+        )
+        out.write(CLEAR_AND_HOME + frame if tty_out else frame + "\n")
+        out.flush()
+
+    finished = False
+    stopper = _Stop()
+    while not stopper.requested:
+        now = clock()
+        slice_s = min(processes.SLICE_S, max(window_started + REFRESH_S - now, 1e-3))
+        if duration_s is not None:
+            remaining = duration_s - (now - started)
+            if remaining <= 1e-3:
+                break
+            slice_s = min(slice_s, remaining)
+        try:
+            got = process_set.collect(slice_s)
+        except KeyboardInterrupt:
+            break
+        tracker.add(got)
+        on_slice()
+        if got["finished"]:
+            finished = True
+            break
+        now = clock()
+        if now - window_started >= REFRESH_S - 1e-3:
+            draw(now)
+            _clear_rows(recording)
+            window_started = now
+    if any(s.samples for s in recording.sessions):
+        draw(clock())
+    return tracker.passes, finished
+
+
+def _terminal_size() -> tuple:
+    size = shutil.get_terminal_size((80, 24))
+    return size.columns, size.lines
+
+
 def run(args: argparse.Namespace) -> int:
     native = launch.native_module()
+    pids = args.pid
+    if args.exact:
+        if len(pids) > 1 or args.subprocesses:
+            raise CommandError("--exact traces one process: leave out --subprocesses and give one --pid", EXIT_USAGE)
+        return run_exact(args, native, pids[0])
+    process_set = native.ProcessSet(pids, args.rate, follow=bool(args.subprocesses))
+    recording = Recording(rate_hz=args.rate)
+    recording.subprocesses = bool(args.subprocesses)
+    tracker = processes.ProcessTracker(recording, native.syscall_name, sys.stderr)
+    tty_out = sys.stdout.isatty()
+    with launch.StopSignals() as stop, Keys() as keys:
+        total, finished = watch_processes(
+            process_set, recording, tracker, args.duration, stop, sys.stdout, tty_out, args.sort,
+            keys if tty_out else None, size=_terminal_size if tty_out else (lambda: (80, 24)),
+        )
+    if finished:
+        if total == 0:
+            raise CommandError(f"pid {', '.join(map(str, pids))} exited before anything was recorded", EXIT_TARGET_EXITED)
+        print("gilty: every watched process exited", file=sys.stderr)
+    return EXIT_OK
+
+
+def run_exact(args: argparse.Namespace, native: Any, pid: int) -> int:
+    """One process with exact (uprobe) figures beside the sampled ones."""
+    args.pid = pid
     target = launch.attach(native, args.pid)
     base = Session(TargetInfo.from_native(target), args.rate)  # before Sampler takes the reader
     sampler = open_sampler(native, target, args.rate, args.exact)

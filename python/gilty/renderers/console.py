@@ -12,7 +12,7 @@ from gilty.analysis.states import gil_utilisation, mean_waiting_threads, thread_
 from gilty.analysis.syscalls import idle_label
 from gilty.analysis.wording import milliseconds, percent
 from gilty.renderers.console_exact import exact_sections
-from gilty.session import IDLE, STATE_NAMES, WAITING_GIL, Session
+from gilty.session import IDLE, STATE_NAMES, WAITING_GIL, Recording, Session
 
 PARTIAL_MARKER = "PARTIAL"
 # Column headings for the six states, in state-code order.
@@ -162,6 +162,16 @@ def render(session: Session, summary: Optional[Summary] = None, title: str = "gi
         out.append("")
         out.append(f"{PARTIAL_MARKER}: {session.partial_reason or 'the recording ended early'}")
     return "\n".join(out) + "\n"
+
+
+def render_recording(recording: Recording) -> str:
+    """The text report of a Recording: one process as always; several as a process table first."""
+    if len(recording.sessions) == 1 and not recording.subprocesses:
+        text = render(recording.sessions[0])
+        return text + "".join(f"\nhint: {note}\n" for note in recording.notes)
+    from gilty.renderers import console_processes  # several processes: a module of its own
+
+    return console_processes.render(recording)
 
 
 def render_top(window: Session, elapsed_s: float) -> str:

@@ -8,7 +8,8 @@ from typing import Callable, Optional
 
 from gilty.analysis import Summary, summarise
 from gilty.analysis.syscalls import idle_kind
-from gilty.session import IDLE, STATE_NAMES, Session
+from gilty.processes import roles
+from gilty.session import IDLE, STATE_NAMES, Recording, Session
 
 FORMAT_VERSION = 1
 
@@ -93,8 +94,9 @@ def _exact_overhead(exact) -> Optional[dict]:
     }
 
 
-def _thread(t, exact=None) -> dict:
+def _thread(t, exact=None, pid=None) -> dict:
     return {
+        "pid": pid,
         "tid": t.tid,
         "name": t.name,
         "samples": t.samples,
@@ -162,7 +164,7 @@ def report(session: Session, summary: Optional[Summary] = None) -> dict:
         "switch_interval_s": target.switch_interval_s,
         "verdict": summary.verdict.text if summary.verdict else "",
         "verdict_kinds": list(summary.verdict.kinds) if summary.verdict else [],
-        "threads": [_thread(t, summary.exact) for t in summary.threads],
+        "threads": [_thread(t, summary.exact, target.pid) for t in summary.threads],
         "gc_exact": _gc_exact(summary.exact),
         "exact_overhead": _exact_overhead(summary.exact),
     }
@@ -170,6 +172,85 @@ def report(session: Session, summary: Optional[Summary] = None) -> dict:
 
 def render(session: Session, summary: Optional[Summary] = None) -> str:
     return json.dumps(report(session, summary), indent=2) + "\n"
+
+
+def _process_info(session: Session, role: str) -> dict:
+    first = session.times[0] if session.times else None
+    return {
+        "pid": session.target.pid,
+        "ppid": session.target.ppid,
+        "cmdline": session.target.cmdline,
+        "role": role,
+        "first_sample_s": _round(first),
+        "exited": session.exited,
+        "exited_at_s": _round(session.exited_at),
+    }
+
+
+def _weighted(reports: list, key: str) -> float:
+    total = sum(r["samples"] for r in reports)
+    return sum(r[key] * r["samples"] for r in reports) / total if total else 0.0
+
+
+def recording_report(recording: Recording) -> dict:
+    """The report of a Recording: for one process the report above, for several the merged figures
+    on top and one such report per process in ``processes`` (docs/json-format.md)."""
+    role_of = roles(recording)
+    per_process = []
+    for s in recording.sessions:
+        r = report(s)
+        r["process"] = _process_info(s, role_of.get(s.target.pid, ""))
+        per_process.append(r)
+    extra = {
+        "subprocesses": recording.subprocesses,
+        "hints": list(recording.notes),
+        "skipped": [
+            {"pid": k["pid"], "ppid": k["ppid"], "t": _round(k["t"]), "reason": k["reason"]} for k in recording.skipped
+        ],
+    }
+    if len(recording.sessions) == 1 and not recording.subprocesses:
+        out = report(recording.sessions[0])
+        out.update(extra)
+        out["processes"] = per_process
+        return out
+    first = per_process[0]
+    verdicts: dict = {}
+    for r in per_process:
+        if r["verdict"]:
+            verdicts.setdefault(r["verdict"], []).append(r["target"]["pid"])
+    kinds = sorted({k for r in per_process for k in r["verdict_kinds"]})
+    times = {t for s in recording.sessions for t in s.times}
+    errors = {key: sum(r["errors"][key] for r in per_process) for key in first["errors"]}
+    out = {
+        "format_version": FORMAT_VERSION,
+        "target": first["target"],
+        "command": recording.command,
+        "start_time": datetime.datetime.fromtimestamp(recording.start_time, datetime.timezone.utc).isoformat(),
+        "duration_s": _round(recording.duration_s),
+        "requested_duration_s": recording.requested_duration_s,
+        "rate_hz": recording.rate_hz,
+        "samples": len(times),
+        "errors": errors,
+        "partial": recording.partial,
+        "partial_reason": recording.partial_reason,
+        "stopped_by": recording.stopped_by,
+        "gil_utilisation": _round(_weighted(per_process, "gil_utilisation")),
+        "gc_share": _round(_weighted(per_process, "gc_share")),
+        "mean_waiting_threads": _round(_weighted(per_process, "mean_waiting_threads")),
+        "switch_interval_s": first["switch_interval_s"],
+        "verdict": " ".join(f"[pid {', '.join(map(str, pids))}] {text}" for text, pids in verdicts.items()),
+        "verdict_kinds": kinds,
+        "threads": [t for r in per_process for t in r["threads"]],
+        "gc_exact": None,
+        "exact_overhead": None,
+    }
+    out.update(extra)
+    out["processes"] = per_process
+    return out
+
+
+def render_recording(recording: Recording) -> str:
+    return json.dumps(recording_report(recording), indent=2) + "\n"
 
 
 def dump_report(target_info: dict, snapshot: dict, syscall_name: Callable[[int], str]) -> dict:

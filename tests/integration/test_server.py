@@ -1,0 +1,167 @@
+"""Whole servers (issue 7): a real gunicorn with sync workers and with uvicorn workers serving
+FastAPI, installed from PyPI into a venv under /tmp by this test, loaded with a bounded number of
+requests to 127.0.0.1, `--max-requests` small so a worker is respawned during the recording.
+
+`gilty record --pid MASTER --subprocesses` must report every worker (the respawned one included)
+with the handler in its stacks, and the master mostly idle; without `--subprocesses` the hint
+appears.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, gilty_command, gilty_env, parse_json
+
+pytestmark = pytest.mark.interpreter
+
+APP_DIR = REPO / "tests" / "targets" / "server_app"
+PACKAGES = ("gunicorn==23.0.0", "uvicorn==0.30.6", "fastapi==0.115.0")
+MINORS = ("3.11", "3.12", "3.13")
+WORKERS = 2
+MAX_REQUESTS = 15
+REQUESTS = 120  # bounded load, 4 at a time, each with a timeout
+_ENV_LOCK = threading.Lock()
+
+
+def _server_python(interp) -> str:
+    if interp.path is None:
+        pytest.skip(interp.skip_reason)
+    if interp.id.startswith("debian") or interp.minor_str not in MINORS:
+        pytest.skip(f"server tests run on pyenv {', '.join(MINORS)}, not {interp.id}")
+    venv = Path(f"/tmp/gilty-server-{interp.version_str}")
+    python = venv / "bin" / "python"
+    probe = [str(python), "-c", "import gunicorn, uvicorn, fastapi"]
+    with _ENV_LOCK:
+        if python.exists() and subprocess.run(probe, capture_output=True, timeout=60).returncode == 0:
+            return str(python)
+        for step in (
+            [interp.path, "-m", "venv", "--clear", str(venv)],
+            [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *PACKAGES],
+        ):
+            done = subprocess.run(step, capture_output=True, text=True, timeout=600)
+            if done.returncode != 0:
+                pytest.skip(f"cannot install {' '.join(PACKAGES)} for {interp.id}: {done.stderr.strip()[-300:]}")
+    return str(python)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _children(pid: int) -> list:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return sorted(int(k) for k in f.read().split())
+    except OSError:
+        return []
+
+
+class Server:
+    def __init__(self, python: str, app: str, worker_class: str) -> None:
+        self.port = _free_port()
+        self.log = Path(f"/tmp/gilty-server-{self.port}.log")
+        args = [python, "-m", "gunicorn", "-w", str(WORKERS), "-k", worker_class, "-b", f"127.0.0.1:{self.port}",
+                "--max-requests", str(MAX_REQUESTS), "--timeout", "60", "--graceful-timeout", "2", app]
+        with open(self.log, "wb") as log:
+            self.popen = subprocess.Popen(args, cwd=str(APP_DIR), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                          start_new_session=True)
+        self.master = self.popen.pid
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.popen.poll() is not None:
+                pytest.fail(f"gunicorn exited: {self.log.read_text(errors='replace')[-2000:]}")
+            if len(_children(self.master)) == WORKERS and self._get():
+                return
+            time.sleep(0.2)
+        self.stop()
+        pytest.fail(f"gunicorn did not start: {self.log.read_text(errors='replace')[-2000:]}")
+
+    def _get(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/", timeout=10) as r:
+                return r.status == 200
+        except OSError:
+            return False
+
+    def load(self, n: int) -> int:
+        with ThreadPoolExecutor(4) as pool:
+            return sum(pool.map(lambda _: self._get(), range(n)))
+
+    def stop(self) -> None:
+        try:
+            os.killpg(self.master, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.popen.wait()
+        self.log.unlink(missing_ok=True)
+
+
+@pytest.fixture(scope="module")
+def server_python(interp):
+    return _server_python(interp)
+
+
+def _record_under_load(server: Server, *extra: str, requests: int = REQUESTS) -> tuple:
+    proc = subprocess.Popen(
+        gilty_command() + ["record", "--pid", str(server.master), "--duration", "5", "--rate", "200",
+                           "--format", "json", *extra],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=gilty_env(),
+    )
+    started = time.monotonic()
+    time.sleep(0.5)
+    before = set(_children(server.master))
+    ok = server.load(requests)
+    # Workers alive now, while gilty has time left to find them (it rescans every 0.3 s).
+    during = set(_children(server.master)) if time.monotonic() - started < 4.0 else set()
+    out, err = proc.communicate(timeout=60)
+    return proc.returncode, out.decode(), err.decode(), before | during, ok
+
+
+@pytest.mark.parametrize("worker_class,app", [("sync", "serverapp:wsgi"), ("uvicorn.workers.UvicornWorker", "serverapp:api")])
+def test_server_workers_are_recorded_with_their_handler(server_python, worker_class, app):
+    server = Server(server_python, app, worker_class)
+    try:
+        rc, out, err, seen, ok = _record_under_load(server, "--subprocesses")
+    finally:
+        server.stop()
+    assert rc == 0, err
+    assert ok > REQUESTS // 2, f"only {ok} of {REQUESTS} requests succeeded"
+    report = parse_json(out)
+    recorded = {p["process"]["pid"] for p in report["processes"]}
+    assert server.master in recorded
+    workers = [p for p in report["processes"] if p["process"]["pid"] != server.master]
+    # More workers than WORKERS: --max-requests replaced at least one during the recording.
+    assert len(workers) > WORKERS, f"workers recorded: {[p['process'] for p in workers]}"
+    assert any(p["process"]["exited"] for p in workers), "no worker exit was marked"
+    assert seen <= recorded, f"workers alive during the recording but not recorded: {seen - recorded}"
+    handler = [p for p in workers if any(f["function"] == "busy_handler" for t in p["threads"] for f in t["top_functions"])]
+    assert len(handler) >= WORKERS, [p["process"] for p in workers]
+    master = next(p for p in report["processes"] if p["process"]["pid"] == server.master)
+    assert master["process"]["role"] == "master"
+    assert master["gil_utilisation"] < 0.2, master["gil_utilisation"]
+
+
+def test_without_subprocesses_the_hint_appears(server_python):
+    server = Server(server_python, "serverapp:wsgi", "sync")
+    try:
+        # Busy enough that the workers use a good share of a CPU (~20 ms each) while the master idles.
+        rc, out, err, _seen, _ok = _record_under_load(server, requests=2 * REQUESTS)
+    finally:
+        server.stop()
+    assert rc == 0, err
+    report = parse_json(out)
+    assert any("--subprocesses" in h for h in report["hints"]), (report["hints"], err)
+    assert "hint:" in err

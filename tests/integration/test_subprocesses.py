@@ -1,0 +1,149 @@
+"""`--subprocesses` and several `--pid` on real process trees (issue 7): every Python descendant
+recorded with its own threads and functions, late ones included, exits marked, zombies and
+non-Python children skipped without failing; and Ctrl-C / SIGTERM ending `top` and `record`
+promptly at any rate.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import TARGETS, gilty_command, gilty_env, line_of, parse_json, record_json, run_gilty, running_target
+
+pytestmark = pytest.mark.interpreter
+
+
+def _process(report: dict, pid: int) -> dict:
+    found = [p for p in report["processes"] if p["process"]["pid"] == pid]
+    assert found, f"pid {pid} not recorded; recorded: {[p['process'] for p in report['processes']]}"
+    return found[0]
+
+
+def _functions(process: dict) -> set:
+    return {(f["function"], f["line"]) for t in process["threads"] for f in t["top_functions"]}
+
+
+# Guards issue 7: `record --pid MASTER` saw only the idle master while the children were busy.
+def test_forked_and_spawned_children_are_recorded_with_their_own_functions(interp):
+    script = "busy_children.py"
+    with running_target(interp, script) as parent:
+        report = record_json(parent.pid, duration=2.0, rate=200, extra=("--subprocesses",))
+    assert report["subprocesses"] is True
+    children = [p for p in report["processes"] if p["process"]["ppid"] == parent.pid]
+    assert len(children) == 2, [p["process"] for p in report["processes"]]
+    seen = set().union(*(_functions(c) for c in children))
+    assert ("forked_spin", line_of(script, "forked_spin")) in seen
+    assert ("spawned_spin", line_of(script, "spawned_spin")) in seen
+    for child in children:
+        assert child["gil_utilisation"] > 0.5, child["process"]
+        assert {t["pid"] for t in child["threads"]} == {child["process"]["pid"]}
+    master = _process(report, parent.pid)
+    assert master["process"]["role"] == "master"
+    assert master["gil_utilisation"] < 0.2
+    assert ("parent_wait", line_of(script, "parent_wait")) in _functions(master)
+
+
+def test_a_python_child_started_late_by_a_shell_is_attached(interp):
+    # The wrapper is bash (not Python: skipped); its child execs Python after 1 s.
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    wrapper = subprocess.Popen(
+        [str(TARGETS / "late_python_child.sh"), interp.path], stdout=subprocess.PIPE, env=env, start_new_session=True
+    )
+    try:
+        assert wrapper.stdout.readline().strip() == b"ready"
+        rc, out, err = run_gilty("record", "--pid", wrapper.pid, "-s", "--duration", 3, "--rate", 200, "--format", "json")
+    finally:
+        os.killpg(wrapper.pid, signal.SIGKILL)
+        wrapper.wait()
+    assert rc == 0, err
+    report = parse_json(out)
+    assert f"skipping pid {wrapper.pid}" in err  # the bash wrapper, said once
+    assert err.count(f"skipping pid {wrapper.pid}:") == 1
+    # The loop's time is spread over its lines: the function is what identifies the child.
+    late = [p for p in report["processes"] if "late_spin" in {f for f, _line in _functions(p)}]
+    assert len(late) == 1, [p["process"] for p in report["processes"]]
+    assert late[0]["process"]["ppid"] == wrapper.pid
+    assert late[0]["process"]["first_sample_s"] >= 0.8  # started after the recording began
+
+
+def test_zombie_and_non_python_children_are_skipped_without_failing(interp):
+    with running_target(interp, "zombie_and_shell_children.py") as parent:
+        rc, out, err = run_gilty("record", "--pid", parent.pid, "-s", "--duration", 2, "--format", "json")
+    assert rc == 0, err
+    assert "Traceback" not in err
+    report = parse_json(out)
+    assert [p["process"]["pid"] for p in report["processes"]] == [parent.pid]
+    reasons = {s["pid"]: s["reason"] for s in report["skipped"]}
+    assert len(reasons) == 2, report["skipped"]
+    assert any("zombie" in r for r in reasons.values()), reasons
+    for pid in reasons:  # each said once on stderr
+        assert err.count(f"skipping pid {pid}:") == 1, err
+
+
+def test_a_child_that_exits_is_marked_not_an_error(interp):
+    with running_target(interp, "child_exits_midway.py") as parent:
+        report = record_json(parent.pid, duration=2.5, rate=200, extra=("-s",))
+    child = [p for p in report["processes"] if p["process"]["ppid"] == parent.pid]
+    assert len(child) == 1, [p["process"] for p in report["processes"]]
+    info = child[0]["process"]
+    assert info["exited"] is True and 0.2 < info["exited_at_s"] < 2.0, info
+    # The loop spends its time on two lines (the test and the add): the function is what counts.
+    assert "short_spin" in {f for f, _line in _functions(child[0])}
+    assert report["partial"] is False  # the parent lived on
+
+
+def test_several_pids_are_all_recorded(interp):
+    with running_target(interp, "spinners.py") as a, running_target(interp, "sleeper.py") as b:
+        report = record_json(a.pid, duration=1.5, rate=200, extra=("--pid", b.pid))
+    assert sorted(p["process"]["pid"] for p in report["processes"]) == sorted([a.pid, b.pid])
+    assert report["subprocesses"] is False
+    assert all(p["samples"] > 50 for p in report["processes"])
+
+
+def test_hint_without_subprocesses_when_children_do_the_work(interp):
+    with running_target(interp, "busy_children.py") as parent:
+        report = record_json(parent.pid, duration=2.0, rate=100)
+        rc, out, err = run_gilty("record", "--pid", parent.pid, "--duration", 1.5)
+    assert any("--subprocesses" in h for h in report["hints"]), report["hints"]
+    assert len(report["processes"]) == 1
+    assert rc == 0 and "hint:" in err and "--subprocesses" in out
+
+
+def test_top_with_subprocesses_fits_80_columns_and_24_lines(interp):
+    with running_target(interp, "busy_children.py") as parent:
+        rc, out, err = run_gilty("top", "--pid", parent.pid, "-s", "--duration", 2.2, timeout=30)
+    assert rc == 0, err
+    frames = [f for f in out.split("\n\n") if f.startswith("gilty top:")]
+    assert frames, out
+    for frame in frames:
+        lines = frame.splitlines()
+        assert len(lines) <= 24 and max(map(len, lines)) <= 80, frame
+    assert "forked_spin" in frames[-1] and "spawned_spin" in frames[-1], frames[-1]
+
+
+# Guards issue 7: `top --rate 0.01` ended 38 s after SIGINT. A hang check, not a timing benchmark.
+@pytest.mark.parametrize("command", [["top"], ["top", "-s"], ["record"], ["record", "-s"]])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_stop_signal_ends_promptly_at_a_very_low_rate(interp, command, sig):
+    with running_target(interp, "sleeper.py") as target:
+        proc = subprocess.Popen(
+            gilty_command() + [command[0], "--pid", str(target.pid), "--rate", "0.01", *command[1:]],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=gilty_env(),
+        )
+        time.sleep(1.5)  # attached and sampling
+        sent = time.monotonic()
+        proc.send_signal(sig)
+        try:
+            proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            pytest.fail(f"gilty {' '.join(command)} --rate 0.01 did not stop within 10 s of {sig.name}")
+        took = time.monotonic() - sent
+    assert took < 3.0, f"took {took:.1f} s"
+    assert proc.returncode in (0, 7), proc.returncode
