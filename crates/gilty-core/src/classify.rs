@@ -41,6 +41,8 @@ pub struct GilView {
 pub struct History {
     pub state: ThreadState,
     pub switch_number: u64,
+    /// The GIL's last holder was this thread: a retake by it would not move `switch_number`.
+    pub was_last_holder: bool,
 }
 
 pub struct Observation {
@@ -83,7 +85,7 @@ pub fn classify(obs: &Observation, gil: &GilView, gc_collecting: bool, futex_ran
             // CPU since: the C code that blocked goes straight back to take_gil, so it is waiting
             // there. Not yet had a CPU: it is still on its way out of the syscall (not a GIL wait).
             if let (Some(h), Some(true)) = (prev, obs.ran_since_idle) {
-                if h.state == ThreadState::Idle && obs.tstate != 0 && gil.last_holder != obs.tstate {
+                if h.state == ThreadState::Idle && !h.was_last_holder && obs.tstate != 0 && gil.last_holder != obs.tstate {
                     if gil.switch_number.wrapping_sub(h.switch_number) <= 1 {
                         return ThreadState::WaitingGil;
                     }
@@ -138,7 +140,7 @@ mod tests {
     #[test]
     fn woken_waiter_stays_waiting_until_it_could_have_taken_the_gil() {
         let run = obs(SyscallState::Running);
-        let prev = Some(History { state: ThreadState::WaitingGil, switch_number: 7 });
+        let prev = Some(History { state: ThreadState::WaitingGil, switch_number: 7, was_last_holder: false });
         // No handoff since: still in take_gil.
         assert_eq!(classify(&run, &gil(true, OTHER, 7), false, RANGE, prev), ThreadState::WaitingGil);
         // One handoff, to another thread: still waiting.
@@ -150,13 +152,13 @@ mod tests {
         // It is the last holder and the counter did not move: it may have re-taken the GIL unseen.
         assert_eq!(classify(&run, &gil(false, ME, 7), false, RANGE, prev), ThreadState::Native);
         // Not waiting before: running without the GIL is native.
-        let prev_idle = Some(History { state: ThreadState::Idle, switch_number: 7 });
+        let prev_idle = Some(History { state: ThreadState::Idle, switch_number: 7, was_last_holder: false });
         assert_eq!(classify(&run, &gil(true, OTHER, 7), false, RANGE, prev_idle), ThreadState::Native);
     }
 
     #[test]
     fn woken_from_idle_and_ran_is_waiting_until_it_had_the_gil() {
-        let prev = Some(History { state: ThreadState::Idle, switch_number: 7 });
+        let prev = Some(History { state: ThreadState::Idle, switch_number: 7, was_last_holder: false });
         let ran = Observation { tstate: ME, syscall: SyscallState::Running, at_handoff_opcode: false, ran_since_idle: Some(true) };
         let not_yet = Observation { ran_since_idle: Some(false), ..ran };
         assert_eq!(classify(&ran, &gil(true, OTHER, 8), false, RANGE, prev), ThreadState::WaitingGil);
@@ -166,11 +168,15 @@ mod tests {
         assert_eq!(classify(&ran, &gil(false, ME, 8), false, RANGE, prev), ThreadState::Native);
         // Two or more handoffs since: it may have had the GIL.
         assert_eq!(classify(&ran, &gil(true, OTHER, 9), false, RANGE, prev), ThreadState::Native);
+        // It was the last holder when it went idle: it may have retaken the GIL without moving the
+        // counter, then another thread took it (one change): it may have had the GIL.
+        let prev_mine = Some(History { state: ThreadState::Idle, switch_number: 7, was_last_holder: true });
+        assert_eq!(classify(&ran, &gil(true, OTHER, 8), false, RANGE, prev_mine), ThreadState::Native);
     }
 
     #[test]
     fn running_without_gil_on_a_backward_jump_is_the_handoff() {
-        let prev = Some(History { state: ThreadState::HoldingGil, switch_number: 7 });
+        let prev = Some(History { state: ThreadState::HoldingGil, switch_number: 7, was_last_holder: true });
         let at_jump = Observation { tstate: ME, syscall: SyscallState::Running, at_handoff_opcode: true, ran_since_idle: None };
         assert_eq!(classify(&at_jump, &gil(true, OTHER, 8), false, RANGE, prev), ThreadState::WaitingGil);
         // A thread without a Python frame cannot be in the eval loop's handoff.

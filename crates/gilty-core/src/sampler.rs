@@ -393,7 +393,7 @@ impl Sampler {
                 && top.and_then(|(code, instr)| self.opcode_at(code, instr)).map(|op| self.handoff_opcodes.contains(&op)).unwrap_or(false);
             let state = classify(&Observation { tstate, syscall, at_handoff_opcode, ran_since_idle }, &gil, gc, range, history);
             if let Some(track) = self.tracks.get_mut(&tid) {
-                track.history = Some(History { state, switch_number: gil.switch_number });
+                track.history = Some(History { state, switch_number: gil.switch_number, was_last_holder: tstate != 0 && gil.last_holder == tstate });
             }
             let nr = match syscall {
                 SyscallState::Blocked { nr, .. } => nr,
