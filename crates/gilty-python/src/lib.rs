@@ -11,6 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use std::sync::{Arc, Mutex};
 
+mod load;
 mod memory;
 mod monitor;
 mod process_set;
@@ -281,6 +282,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Sampler>()?;
     m.add_function(wrap_pyfunction!(syscall_name, m)?)?;
     memory::register(m)?;
+    load::register(m)?;
     monitor::register(m)?;
     process_set::register(m)?;
     Ok(())

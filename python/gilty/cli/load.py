@@ -1,0 +1,121 @@
+"""Load a web service with open-loop arrivals and measure latency as its users would see it.
+
+  gilty load http://127.0.0.1:8000/ --rate 100 --duration 10
+  gilty load http://127.0.0.1:8000/ --ramp 50:1000:50 --slo p99=50ms
+
+Requests start on a fixed schedule (constant or Poisson arrivals) whether or not earlier ones have
+returned; latency counts from each request's intended start, so a server stall is charged to every
+request it delayed. With --ramp, the rate steps up until a step misses the SLO (p99 at most the
+limit and at most 1 % errors), and the knee is the highest rate that met it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+
+from gilty import launch
+from gilty._errors import EXIT_OK, EXIT_PARTIAL, UsageError
+from gilty.cli.record import add_format_argument, emit, output_format, positive_float, positive_int
+from gilty.load import analysis, render
+from gilty.load.plan import LoadOptions, native_plan, parse_header, parse_ramp, parse_slo, parse_url
+
+DEFAULT_DURATION_S = 10.0
+DEFAULT_STEP_S = 5.0
+POLL_S = 0.05
+
+
+def prepare_parser(parser: argparse.ArgumentParser) -> None:
+    parser.usage = "gilty load URL[@WEIGHT] [URL ...] (--rate RPS | --ramp FROM:TO:STEP) [--duration S] [--slo p99=50ms] [options]"
+    parser.add_argument("urls", nargs="+", metavar="URL", help="http:// URL to load; URL@WEIGHT to weight several")
+    parser.add_argument("--rate", type=positive_float, metavar="RPS", help="requests started per second")
+    parser.add_argument("--ramp", metavar="FROM:TO:STEP", help="step the rate up, stopping after the first step that misses the SLO")
+    parser.add_argument("--duration", type=positive_float, metavar="S", help=f"seconds per run or per ramp step (default {DEFAULT_DURATION_S:g} / {DEFAULT_STEP_S:g})")
+    parser.add_argument("--slo", metavar="pXX=LIMIT", help="latency objective for --ramp, e.g. p99=50ms (errors must stay <= 1%%)")
+    parser.add_argument("--arrivals", choices=("constant", "poisson"), default="constant", help="arrival process (default: constant)")
+    parser.add_argument("--seed", type=int, default=1, help="seed of the Poisson arrivals (default 1)")
+    parser.add_argument("--max-in-flight", type=positive_int, default=1000, metavar="N", help="arrivals beyond N requests in flight are dropped and counted (default 1000)")
+    parser.add_argument("--timeout", type=positive_float, default=10.0, metavar="S", help="a request without a full answer after S seconds is a timeout (default 10)")
+    parser.add_argument("--connections", type=positive_int, default=64, metavar="N", help="idle keep-alive connections kept per host (default 64)")
+    parser.add_argument("--threads", type=positive_int, default=1, metavar="N", help="generator threads (default 1)")
+    parser.add_argument("-X", "--method", default="GET", help="HTTP method (default GET)")
+    parser.add_argument("-H", "--header", action="append", default=[], metavar="'NAME: VALUE'", help="a request header (repeatable)")
+    parser.add_argument("--body", help="request body (text)")
+    parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
+    add_format_argument(parser)
+
+
+def _run_step(native, plan: dict, stop) -> dict:
+    """One native run in a thread, so that Ctrl-C (seen by the main thread) can end it early."""
+    native_stop = native.LoadStop()
+    out: dict = {}
+
+    def target():
+        try:
+            out["result"] = native.load_run(plan, native_stop)
+        except BaseException as e:  # noqa: BLE001 - handed back to the main thread
+            out["error"] = e
+
+    worker = threading.Thread(target=target, name="gilty-load", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(POLL_S)
+        if stop.requested and not native_stop.is_set:
+            native_stop.set()
+    if "error" in out:
+        err = out["error"]
+        if isinstance(err, ValueError):
+            raise UsageError(str(err))
+        raise err
+    return out["result"]
+
+
+def run(args: argparse.Namespace) -> int:
+    if (args.rate is None) == (args.ramp is None):
+        raise UsageError("give either --rate RPS or --ramp FROM:TO:STEP (see `gilty load --help`)")
+    fmt = output_format(args.format, args.output)
+    slo = parse_slo(args.slo)
+    rates = [args.rate] if args.rate is not None else parse_ramp(args.ramp)
+    duration = args.duration or (DEFAULT_DURATION_S if args.rate is not None else DEFAULT_STEP_S)
+    options = LoadOptions(
+        urls=[parse_url(u) for u in args.urls],
+        method=args.method.upper(),
+        headers=[parse_header(h) for h in args.header],
+        body=(args.body or "").encode(),
+        arrivals=args.arrivals,
+        seed=args.seed,
+        max_in_flight=args.max_in_flight,
+        timeout_s=args.timeout,
+        connections=args.connections,
+        threads=args.threads,
+    )
+    native = launch.native_module()
+    steps, verdicts = [], []
+    stopped = False
+    with launch.StopSignals() as stop:
+        for rate in rates:
+            print(f"gilty: loading at {rate:g} rps for {duration:g} s", file=sys.stderr)
+            step = _run_step(native, native_plan(options, rate, duration), stop)
+            verdict = analysis.judge(step, slo)
+            steps.append(step)
+            verdicts.append(verdict)
+            if step["stopped"] or stop.requested:
+                stopped = True
+                break
+            if args.ramp is not None and not verdict.meets_slo:
+                break  # past the knee
+    result = {
+        "urls": options.urls,
+        "arrivals": options.arrivals,
+        "slo": slo,
+        "steps": steps,
+        "verdicts": verdicts,
+        "stopped": stopped,
+        "knee": analysis.find_knee(steps, verdicts, slo) if args.ramp is not None and steps else None,
+    }
+    for v in verdicts:
+        if v.generator_behind:
+            print(f"gilty: warning: at {v.rate:g} rps the generator fell behind its schedule; latencies include its delay", file=sys.stderr)
+    emit(render.render_json(result) if fmt == "json" else render.render_text(result), args.output)
+    return EXIT_PARTIAL if stopped else EXIT_OK

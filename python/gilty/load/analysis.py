@@ -1,0 +1,92 @@
+"""What a load run means: per step throughput and percentiles against the SLO, the knee (the highest
+rate that met it), Little's law, whether the generator kept up, and the limit at the knee."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+MAX_ERROR_SHARE = 0.01
+# The generator is behind when its p99 lateness exceeds this share of the gap between arrivals (or
+# 1 ms), or when it used most of its CPU.
+LAG_SHARE_OF_PERIOD = 0.5
+GENERATOR_CPU_SHARE = 0.9
+
+
+@dataclass
+class StepVerdict:
+    rate: float
+    throughput: float  # successful answers per second of the step's window
+    error_share: float
+    percentile_s: Optional[float]  # the SLO's percentile (p99 without an SLO)
+    meets_slo: bool
+    generator_behind: bool
+    littles_l: float  # time-average requests in flight (sum of send-to-answer times / window)
+    littles_lw: float  # answers per second x mean send-to-answer time
+
+
+def error_share(step: dict) -> float:
+    total = step["ok"] + sum(step["errors"].values()) + step["dropped"]
+    return (total - step["ok"]) / total if total else 0.0
+
+
+def generator_behind(step: dict) -> bool:
+    period = 1.0 / step["requested_rate"]
+    gen = step["generator"]
+    lagging = gen["lag_p99_s"] > max(LAG_SHARE_OF_PERIOD * period, 0.001)
+    saturated = step["wall_s"] > 0 and gen["cpu_s"] / step["wall_s"] >= GENERATOR_CPU_SHARE * gen["threads"]
+    return lagging or saturated
+
+
+def judge(step: dict, slo: Optional[tuple]) -> StepVerdict:
+    key, limit = slo if slo else ("p99", None)
+    value = step["latency_s"].get(key)
+    window = step["window_s"] or 1.0
+    throughput = step["ok"] / window
+    share = error_share(step)
+    meets = share <= MAX_ERROR_SHARE and (limit is None or (value is not None and value <= limit))
+    mean = step["service_s"].get("mean") or 0.0
+    return StepVerdict(
+        rate=step["requested_rate"],
+        throughput=throughput,
+        error_share=share,
+        percentile_s=value,
+        meets_slo=meets,
+        generator_behind=generator_behind(step),
+        littles_l=step["in_flight_mean"],
+        littles_lw=(step["completed"] / window) * mean,
+    )
+
+
+@dataclass
+class Knee:
+    rate: Optional[float]  # the highest rate that met the SLO; None when even the first did not
+    max_throughput: float
+    effective_concurrency: Optional[float]  # max throughput x the lowest-load mean service time
+    limit: str  # "concurrency" | "generator" | "none reached" | a profile-based cause
+    explanation: str
+
+
+def find_knee(steps: list, verdicts: list, slo: Optional[tuple]) -> Knee:
+    passing = [v for v in verdicts if v.meets_slo]
+    rate = max((v.rate for v in passing), default=None)
+    max_tp = max((v.throughput for v in verdicts), default=0.0)
+    base = steps[0]["service_s"].get("mean") if steps else None
+    concurrency = max_tp * base if base else None
+    failing = [v for v in verdicts if not v.meets_slo]
+    slo_text = f"{slo[0].replace('_', '.')} <= {slo[1] * 1e3:g} ms" if slo else "errors <= 1%"
+    if not failing:
+        return Knee(rate, max_tp, concurrency, "none reached", f"every step met {slo_text}; the knee is above {verdicts[-1].rate:g} rps")
+    first_bad = failing[0]
+    if first_bad.generator_behind:
+        return Knee(rate, max_tp, concurrency, "generator",
+                    f"at {first_bad.rate:g} rps the generator itself fell behind its schedule; the server's limit is not measured")
+    c = f"{concurrency:.1f}" if concurrency is not None else "?"
+    return Knee(
+        rate,
+        max_tp,
+        concurrency,
+        "concurrency",
+        f"above {rate if rate is not None else 0:g} rps {slo_text} no longer holds; the server completes at most "
+        f"{max_tp:.0f} rps, i.e. about {c} requests at a time at its low-load service time",
+    )

@@ -1,0 +1,63 @@
+"""Text and JSON of a load run: the step curve, Little's law, the knee and its limit."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+FORMAT_VERSION = 1
+
+
+def _ms(seconds) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.1f}"
+
+
+def render_text(run: dict) -> str:
+    lines = [f"gilty load: {', '.join(u for u, _w in run['urls'])} ({run['arrivals']} arrivals, open loop)"]
+    lines.append("")
+    lines.append(f"{'RATE':>8} {'ACHIEVED':>9} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8} {'max ms':>9} {'ERR%':>6} {'DROP':>6} {'L':>7} {'λW':>7}  ")
+    for step, v in zip(run["steps"], run["verdicts"]):
+        lat = step["latency_s"]
+        mark = "" if v.meets_slo else "  ✗ SLO"
+        if v.generator_behind:
+            mark += "  generator behind"
+        lines.append(
+            f"{v.rate:>8g} {v.throughput:>9.1f} {_ms(lat['p50']):>8} {_ms(lat['p90']):>8} {_ms(lat['p99']):>8} "
+            f"{_ms(lat['max']):>9} {v.error_share * 100:>6.1f} {step['dropped']:>6} {v.littles_l:>7.2f} {v.littles_lw:>7.2f}{mark}"
+        )
+    lines.append("")
+    lines.append("Latency is measured from each request's intended start (coordinated omission corrected).")
+    lines.append("L: time-average requests in flight; λW: answers per second × mean send-to-answer time (Little's law: L = λW).")
+    errors: dict = {}
+    for step in run["steps"]:
+        for kind, n in step["errors"].items():
+            errors[kind] = errors.get(kind, 0) + n
+    if errors:
+        lines.append("Errors: " + ", ".join(f"{k} {n}" for k, n in sorted(errors.items())))
+    knee = run.get("knee")
+    if knee is not None:
+        lines.append("")
+        if knee.rate is None:
+            lines.append(f"Knee: below {run['steps'][0]['requested_rate']:g} rps. {knee.explanation}.")
+        else:
+            lines.append(f"Knee: {knee.rate:g} rps (limit: {knee.limit}). {knee.explanation}.")
+    if run.get("stopped"):
+        lines.append("Stopped early (Ctrl-C): the last step is PARTIAL.")
+    return "\n".join(lines) + "\n"
+
+
+def report(run: dict) -> dict:
+    return {
+        "format_version": FORMAT_VERSION,
+        "kind": "load",
+        "urls": [{"url": u, "weight": w} for u, w in run["urls"]],
+        "arrivals": run["arrivals"],
+        "slo": None if run["slo"] is None else {"percentile": run["slo"][0], "limit_s": run["slo"][1]},
+        "stopped": run.get("stopped", False),
+        "steps": [dict(step, verdict=asdict(v)) for step, v in zip(run["steps"], run["verdicts"])],
+        "knee": None if run.get("knee") is None else asdict(run["knee"]),
+    }
+
+
+def render_json(run: dict) -> str:
+    return json.dumps(report(run), indent=2) + "\n"

@@ -1,0 +1,125 @@
+"""`gilty load` against real HTTP servers on 127.0.0.1 with known service times: latency equals the
+service time when the server keeps up; a server stopped for 1 s shows in p99 and in the stalled
+second (coordinated omission corrected); a server that serves one request at a time in 10 ms has
+its knee at 100 rps; bad input is one line. Every run is bounded in time and goes to loopback only."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from conftest import gilty_command, gilty_env, start_target
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def delay_server():
+    port = _port()
+    proc = start_target(sys.executable, "http_delay_server.py", str(port), "0.02", "threads")
+    yield proc, f"http://127.0.0.1:{port}/"
+    proc.stop()
+
+
+def load_json(*args, timeout=120) -> dict:
+    done = subprocess.run([*gilty_command(), "load", *map(str, args), "--format", "json"], capture_output=True, text=True, timeout=timeout, env=gilty_env())
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("rate", [50, 500])
+def test_latency_is_the_service_time(delay_server, rate):
+    _proc, url = delay_server
+    step = load_json(url, "--rate", rate, "--duration", 3)["steps"][0]
+    assert step["sent"] == rate * 3 and step["ok"] == step["sent"], step["errors"]
+    # Python's sleep and the server's request parsing add well under a millisecond.
+    assert 0.020 <= step["latency_s"]["p50"] <= 0.021, step["latency_s"]
+    assert abs(step["verdict"]["throughput"] - rate) <= rate * 0.02
+
+
+def test_a_stalled_server_shows_in_p99_and_in_its_second(delay_server):
+    proc, url = delay_server
+
+    def stall():
+        time.sleep(4.0)
+        os.kill(proc.pid, signal.SIGSTOP)
+        time.sleep(1.0)
+        os.kill(proc.pid, signal.SIGCONT)
+
+    staller = threading.Thread(target=stall)
+    staller.start()
+    try:
+        step = load_json(url, "--rate", 100, "--duration", 10)["steps"][0]
+    finally:
+        staller.join()
+        os.kill(proc.pid, signal.SIGCONT)
+    # 100 of 1000 requests were meant to start during the stall: each waited for its end.
+    assert step["latency_s"]["p99"] >= 0.5, step["latency_s"]
+    assert step["latency_s"]["p50"] <= 0.03
+    stalled = [s for s in step["seconds"] if s["latency_s"]["max"] and s["latency_s"]["max"] >= 0.5]
+    assert stalled and all(3 <= s["t"] <= 5 for s in stalled), [(s["t"], s["latency_s"]["max"]) for s in step["seconds"]]
+
+
+def test_knee_of_a_one_at_a_time_server():
+    port = _port()
+    proc = start_target(sys.executable, "http_delay_server.py", str(port), "0.01", "serial")
+    try:
+        run = load_json(f"http://127.0.0.1:{port}/", "--ramp", "60:150:10", "--duration", 3, "--slo", "p99=50ms", timeout=200)
+    finally:
+        proc.stop()
+    knee = run["knee"]
+    assert knee is not None and 90 <= knee["rate"] <= 110, knee
+    assert knee["limit"] == "concurrency"
+    assert 0.9 <= knee["effective_concurrency"] <= 1.3, knee
+    # the ramp stops after the first step past the knee
+    assert run["steps"][-1]["verdict"]["meets_slo"] is False
+    assert all(s["verdict"]["meets_slo"] for s in run["steps"][:-1])
+
+
+def test_connection_refused_is_counted_by_kind():
+    step = load_json(f"http://127.0.0.1:{_port()}/", "--rate", 20, "--duration", 1)["steps"][0]
+    assert step["ok"] == 0 and step["errors"] == {"connect": step["sent"]}
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (("ftp://127.0.0.1/", "--rate", "10"), "only http:// URLs are supported"),
+        (("http://127.0.0.1:1/", "--rate", "10", "--ramp", "1:2:1"), "give either --rate"),
+        (("http://127.0.0.1:1/", "--ramp", "5:1:1"), "need 0 < FROM <= TO"),
+        (("http://127.0.0.1:1/", "--ramp", "1:5:1", "--slo", "p98=1ms"), "expected e.g. p99=50ms"),
+        (("http://127.0.0.1:1/", "--rate", "10", "-H", "nocolon"), "is not a header"),
+    ],
+)
+def test_bad_input_is_one_line(args, message):
+    done = subprocess.run([*gilty_command(), "load", *args], capture_output=True, text=True, timeout=30, env=gilty_env())
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0], done.stderr
+
+
+def test_ctrl_c_ends_the_run_with_a_partial_report(delay_server):
+    _proc, url = delay_server
+    proc = subprocess.Popen([*gilty_command(), "load", url, "--rate", "50", "--duration", "60", "--format", "json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=gilty_env())
+    time.sleep(2.0)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert time.monotonic() - sent < 5.0  # a hang check, not a timing
+    assert proc.returncode == 8, err
+    report = json.loads(out)
+    assert report["stopped"] and 0 < report["steps"][0]["sent"] < 3000

@@ -1,0 +1,30 @@
+"""HTTP server with a fixed service time, for `gilty load` tests. Usage: PORT DELAY_S threads|serial.
+threads: one thread per connection, keep-alive. serial: one request at a time (HTTP/1.0, one
+connection each), so the server's concurrency is exactly 1. Each answer is one write: split writes
+would meet Nagle's algorithm and the client's delayed ACK (40 ms)."""
+
+import http.server
+import sys
+import time
+
+port, delay, mode = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1" if mode == "threads" else "HTTP/1.0"
+
+    def do_GET(self):
+        time.sleep(delay)
+        close = "" if mode == "threads" else "Connection: close\r\n"
+        self.wfile.write(f"{self.protocol_version} 200 OK\r\nContent-Length: 2\r\n{close}\r\nok".encode())
+
+    def log_message(self, *args):
+        pass
+
+
+server_class = http.server.ThreadingHTTPServer if mode == "threads" else http.server.HTTPServer
+server_class.request_queue_size = 1024
+server = server_class(("127.0.0.1", port), Handler)
+server.daemon_threads = True
+print("ready", flush=True)
+server.serve_forever()
