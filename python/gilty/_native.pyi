@@ -202,3 +202,6 @@ class PassCost(TypedDict):
     shared_pages: int
 
 def measure_once(pid: int) -> PassCost: ...
+
+def flamegraph_svg(lines: list[str], title: str, subtitle: str | None = None, count_name: str = "samples") -> str:
+    """An SVG flame graph drawn by inferno from collapsed lines (``frame;frame;... count``, outermost first)."""

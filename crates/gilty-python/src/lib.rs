@@ -11,6 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use std::sync::{Arc, Mutex};
 
+mod flamegraph;
 mod memory;
 create_exception!(_native, GiltyError, PyException, "A user-facing gilty error; `kind` says which.");
 
@@ -274,5 +275,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Sampler>()?;
     m.add_function(wrap_pyfunction!(syscall_name, m)?)?;
     memory::register(m)?;
+    flamegraph::register(m)?;
     Ok(())
 }

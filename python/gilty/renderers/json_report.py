@@ -8,7 +8,7 @@ from typing import Callable, Optional
 
 from gilty.analysis import Summary, summarise
 from gilty.analysis.syscalls import idle_kind
-from gilty.session import IDLE, STATE_NAMES, Session
+from gilty.session import IDLE, STATE_NAMES, Recording, Session
 
 FORMAT_VERSION = 1
 
@@ -134,8 +134,12 @@ def _thread(t, exact=None) -> dict:
     }
 
 
-def report(session: Session, summary: Optional[Summary] = None) -> dict:
-    """The report as a JSON-able dict."""
+def report(session: Session, summary: Optional[Summary] = None, recording: Optional[Recording] = None) -> dict:
+    """The report as a JSON-able dict.
+
+    ``recording`` (default: this session alone) is embedded whole under "recording", so that
+    `gilty report` can write every other format from the saved file without recording again.
+    """
     summary = summary or summarise(session)
     target = session.target
     errors = session.errors
@@ -165,11 +169,17 @@ def report(session: Session, summary: Optional[Summary] = None) -> dict:
         "threads": [_thread(t, summary.exact) for t in summary.threads],
         "gc_exact": _gc_exact(summary.exact),
         "exact_overhead": _exact_overhead(summary.exact),
+        "recording": (recording or Recording.of(session)).to_dict(),
     }
 
 
-def render(session: Session, summary: Optional[Summary] = None) -> str:
-    return json.dumps(report(session, summary), indent=2) + "\n"
+def render(session: Session, summary: Optional[Summary] = None, recording: Optional[Recording] = None) -> str:
+    data = report(session, summary, recording)
+    # The analysed part is indented for people; the raw recording (one number per sample) is
+    # written compactly on one line, else it would be most of the file's lines.
+    raw = data.pop("recording")
+    text = json.dumps(data, indent=2)
+    return text[:-2] + ',\n  "recording": ' + json.dumps(raw) + "\n}\n"
 
 
 def dump_report(target_info: dict, snapshot: dict, syscall_name: Callable[[int], str]) -> dict:
