@@ -4,8 +4,9 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-# Debian packages the tests use: bpftrace is the independent reference for exact mode.
-APT_PACKAGES := bpftrace
+# Debian packages the tests use: bpftrace is the independent reference for exact mode;
+# chromium loads the HTML report headless.
+APT_PACKAGES := bpftrace chromium
 
 .PHONY: help setup system-deps demo test lint bench clean
 

@@ -15,13 +15,14 @@ from typing import NoReturn, Optional, Sequence
 
 from gilty import __version__
 from gilty._errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, CommandError, UsageError, exit_code_for_kind
-from gilty.cli import dump, memory, record, top
+from gilty.cli import dump, memory, record, report, top
 
 COMMANDS = {
     "record": record,
     "top": top,
     "dump": dump,
     "memory": memory,
+    "report": report,
 }
 
 

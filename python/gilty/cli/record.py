@@ -16,10 +16,9 @@ import sys
 import time
 from typing import Any, Callable, Optional
 
-from gilty import launch
+from gilty import launch, renderers
 from gilty._errors import EXIT_EXACT_UNAVAILABLE, EXIT_OK, EXIT_PARTIAL, EXIT_TARGET_EXITED, CommandError, UsageError
-from gilty.renderers import console, json_report
-from gilty.session import Session, TargetInfo
+from gilty.session import Recording, Session, TargetInfo
 
 ACCEPTS_CHILD_COMMAND = True
 DEFAULT_RATE_HZ = 100.0
@@ -51,12 +50,12 @@ def positive_float(text: str) -> float:
     return value
 
 
-def add_format_argument(parser: argparse.ArgumentParser) -> None:
+def add_format_argument(parser: argparse.ArgumentParser, choices: tuple = FORMATS) -> None:
     parser.add_argument(
         "--format",
-        choices=FORMATS,
+        choices=choices,
         default=None,
-        help="output format (default: json when -o ends in .json, else text)",
+        help="output format (default: from -o's extension, else text)",
     )
 
 
@@ -88,7 +87,7 @@ def emit(text: str, path: Optional[str]) -> None:
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.usage = (
-        "gilty record (--pid PID | -- CMD [ARG ...]) [--duration S] [--rate HZ] [--exact] [-o FILE] [--format {text,json}]"
+        "gilty record (--pid PID | -- CMD [ARG ...]) [--duration S] [--rate HZ] [--exact] [-o FILE] [--format FORMAT]"
     )
     parser.add_argument("--pid", type=positive_int, help="attach to this running process")
     parser.add_argument(
@@ -102,7 +101,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
         help="samples per second (default: %(default)g)",
     )
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
-    add_format_argument(parser)
+    add_format_argument(parser, renderers.FORMAT_NAMES)
     add_exact_argument(parser)
 
 
@@ -198,7 +197,7 @@ def run(args: argparse.Namespace) -> int:
     child_argv = getattr(args, "child_argv", None)
     if (args.pid is None) == (child_argv is None):
         raise UsageError("give either --pid PID or -- CMD [ARG ...] (see `gilty record --help`)")
-    fmt = output_format(args.format, args.output)
+    fmt = renderers.output_format(args.format, args.output)  # a bad -o fails before recording
     native = launch.native_module()
 
     # Signals are caught from the start, so that a SIGTERM while CMD starts still stops CMD.
@@ -233,6 +232,5 @@ def run(args: argparse.Namespace) -> int:
     status = finish(session, launched=child is not None)
     if session.partial:
         print(f"gilty: {session.partial_reason}; the result is PARTIAL", file=sys.stderr)
-    renderer = json_report.render if fmt == "json" else console.render
-    emit(renderer(session), args.output)
+    renderers.write(Recording.of(session), fmt, args.output)
     return status
