@@ -17,7 +17,12 @@
   const pct = (x) => (x === null || x === undefined) ? "–" : (100 * x).toFixed(1) + " %";
   const secs = (x) => (x === null || x === undefined) ? "–" : (x >= 1 ? x.toFixed(2) + " s" : (1000 * x).toFixed(1) + " ms");
   const stateColor = (s) => getComputedStyle(document.documentElement).getPropertyValue("--" + STATES[s]).trim() || "#999";
-  const frameLabel = (i) => { const f = DATA.frames[i]; return f[0] + " (" + f[1] + ":" + f[2] + ")"; };
+  // Frames show the file's base name; the tooltip and details line give the whole path.
+  const frameLabel = (i, whole) => {
+    const f = DATA.frames[i];
+    const file = whole ? f[1] : String(f[1]).split("/").pop();
+    return f[0] + " (" + file + ":" + f[2] + ")";
+  };
 
   // -- header ---------------------------------------------------------------------------------
   function header() {
@@ -57,7 +62,7 @@
   const flame = { zoom: [], tree: null };
   const filters = { process: "all", thread: "all", states: new Set(STATES.map((_, i) => i)) };
 
-  function node(name, kind, state) { return { name, kind, state, value: 0, children: new Map() }; }
+  function node(name, kind, state, full) { return { name, full: full || name, kind, state, value: 0, children: new Map() }; }
 
   function buildTree() {
     const root = node("all", "root", null);
@@ -68,10 +73,10 @@
         if (!filters.states.has(state)) continue;
         root.value += n;
         let cur = root;
-        const keys = [["s" + state, STATES[state], "state"]].concat(path.map((f) => ["f" + f, frameLabel(f), "frame"]));
-        for (const [key, name, kind] of keys) {
+        const keys = [["s" + state, STATES[state], "state", null]].concat(path.map((f) => ["f" + f, frameLabel(f), "frame", frameLabel(f, true)]));
+        for (const [key, name, kind, full] of keys) {
           let child = cur.children.get(key);
-          if (!child) { child = node(name, kind, state); cur.children.set(key, child); }
+          if (!child) { child = node(name, kind, state, full); cur.children.set(key, child); }
           child.value += n;
           cur = child;
         }
@@ -131,10 +136,10 @@
       div.style.top = (depth * ROW) + "px";
       div.style.background = frameColor(n);
       div.textContent = n.name;
-      div.title = n.name + "\n" + n.value + " samples (" + pct(flame.tree.value ? n.value / flame.tree.value : 0) + " of all shown)";
+      div.title = n.full + "\n" + n.value + " samples (" + pct(flame.tree.value ? n.value / flame.tree.value : 0) + " of all shown)";
       div.addEventListener("click", () => { flame.zoom = keys; drawFlame(); });
       div.addEventListener("mouseenter", () => {
-        document.getElementById("flame-details").textContent = n.name + " — " + n.value + " samples, " + pct(w) + " of this view";
+        document.getElementById("flame-details").textContent = n.full + " — " + n.value + " samples, " + pct(w) + " of this view";
       });
       let cx = x;
       const children = Array.from(n.children.entries()).sort((a, b) => b[1].value - a[1].value);
