@@ -4,8 +4,9 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-# Debian packages the tests use: bpftrace is the independent reference for exact mode; prometheus scrapes the exporters.
-APT_PACKAGES := bpftrace prometheus
+# Debian packages the tests use: bpftrace is the independent reference for exact mode;
+# prometheus scrapes the exporters; chromium loads the HTML report headless.
+APT_PACKAGES := bpftrace prometheus chromium
 
 .PHONY: help setup system-deps demo test lint bench wheel clean
 

@@ -248,3 +248,5 @@ class LoadStop:
 def load_run(plan: dict, stop: LoadStop | None = None) -> dict:
     """One open-loop load run (gilty-load); see docs/load.md for the plan and the result."""
     ...
+def flamegraph_svg(lines: list[str], title: str, subtitle: str | None = None, count_name: str = "samples") -> str:
+    """An SVG flame graph drawn by inferno from collapsed lines (``frame;frame;... count``, outermost first)."""

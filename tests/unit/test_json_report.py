@@ -17,6 +17,7 @@ MAPS = {
     "threads[].exact.wait.log2_hist_ns",
     "threads[].exact.hold.log2_hist_ns",
     "gc_exact.by_generation.*.log2_hist_ns",
+    "recording",  # the session format, versioned by its own recording_format_version
 }
 
 

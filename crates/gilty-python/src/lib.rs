@@ -12,6 +12,7 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 use std::sync::{Arc, Mutex};
 
 mod load;
+mod flamegraph;
 mod memory;
 mod monitor;
 mod process_set;
@@ -285,5 +286,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     load::register(m)?;
     monitor::register(m)?;
     process_set::register(m)?;
+    flamegraph::register(m)?;
     Ok(())
 }

@@ -17,7 +17,7 @@ import sys
 import time
 from typing import Any, Callable, Optional
 
-from gilty import launch, processes
+from gilty import launch, processes, renderers
 from gilty._errors import (
     EXIT_EXACT_UNAVAILABLE,
     EXIT_NOT_PYTHON,
@@ -60,12 +60,12 @@ def positive_float(text: str) -> float:
     return value
 
 
-def add_format_argument(parser: argparse.ArgumentParser) -> None:
+def add_format_argument(parser: argparse.ArgumentParser, choices: tuple = FORMATS) -> None:
     parser.add_argument(
         "--format",
-        choices=FORMATS,
+        choices=choices,
         default=None,
-        help="output format (default: json when -o ends in .json, else text)",
+        help="output format (default: from -o's extension, else text)",
     )
 
 
@@ -98,7 +98,7 @@ def emit(text: str, path: Optional[str]) -> None:
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.usage = (
         "gilty record (--pid PID [--pid PID ...] | -- CMD [ARG ...]) [-s] [--duration S] [--rate HZ] [--exact] "
-        "[-o FILE] [--format {text,json}]"
+        "[-o FILE] [--format FORMAT]"
     )
     add_pid_arguments(parser)
     parser.add_argument(
@@ -112,7 +112,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
         help="samples per second (default: %(default)g)",
     )
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
-    add_format_argument(parser)
+    add_format_argument(parser, renderers.FORMAT_NAMES)
     add_exact_argument(parser)
 
 
@@ -229,7 +229,7 @@ def run(args: argparse.Namespace) -> int:
     pids = args.pid or []
     if bool(pids) == (child_argv is not None):
         raise UsageError("give either --pid PID or -- CMD [ARG ...] (see `gilty record --help`)")
-    fmt = output_format(args.format, args.output)
+    fmt = renderers.output_format(args.format, args.output)  # a bad -o fails before recording
     if args.subprocesses or len(pids) > 1:
         if args.exact:
             raise UsageError("--exact traces one process: leave out --subprocesses and give one --pid")
@@ -279,7 +279,7 @@ def run(args: argparse.Namespace) -> int:
     if hint:
         recording.notes.append(hint)
         print(f"gilty: hint: {hint}", file=sys.stderr)
-    emit(render_recording(recording, fmt), args.output)
+    renderers.write(recording, fmt, args.output)
     return status
 
 
@@ -329,5 +329,5 @@ def run_processes(args: argparse.Namespace, pids: list, child_argv: Optional[lis
         + (f", {len(recording.skipped)} skipped" if recording.skipped else ""),
         file=sys.stderr,
     )
-    emit(render_recording(recording, fmt), args.output)
+    renderers.write(recording, fmt, args.output)
     return status

@@ -136,8 +136,12 @@ def _thread(t, exact=None, pid=None) -> dict:
     }
 
 
-def report(session: Session, summary: Optional[Summary] = None) -> dict:
-    """The report as a JSON-able dict."""
+def report(session: Session, summary: Optional[Summary] = None, recording: Optional[Recording] = None) -> dict:
+    """The report as a JSON-able dict.
+
+    ``recording`` (default: this session alone) is embedded whole under "recording", so that
+    `gilty report` can write every other format from the saved file without recording again.
+    """
     summary = summary or summarise(session)
     target = session.target
     errors = session.errors
@@ -167,11 +171,17 @@ def report(session: Session, summary: Optional[Summary] = None) -> dict:
         "threads": [_thread(t, summary.exact, target.pid) for t in summary.threads],
         "gc_exact": _gc_exact(summary.exact),
         "exact_overhead": _exact_overhead(summary.exact),
+        "recording": (recording or Recording.of(session)).to_dict(),
     }
 
 
-def render(session: Session, summary: Optional[Summary] = None) -> str:
-    return json.dumps(report(session, summary), indent=2) + "\n"
+def render(session: Session, summary: Optional[Summary] = None, recording: Optional[Recording] = None) -> str:
+    data = report(session, summary, recording)
+    # The analysed part is indented for people; the raw recording (one number per sample) is
+    # written compactly on one line, else it would be most of the file's lines.
+    raw = data.pop("recording")
+    text = json.dumps(data, indent=2)
+    return text[:-2] + ',\n  "recording": ' + json.dumps(raw) + "\n}\n"
 
 
 def _process_info(session: Session, role: str) -> dict:
@@ -199,6 +209,7 @@ def recording_report(recording: Recording) -> dict:
     per_process = []
     for s in recording.sessions:
         r = report(s)
+        del r["recording"]  # the whole recording is embedded once, at the top
         r["process"] = _process_info(s, role_of.get(s.target.pid, ""))
         per_process.append(r)
     extra = {
@@ -209,7 +220,7 @@ def recording_report(recording: Recording) -> dict:
         ],
     }
     if len(recording.sessions) == 1 and not recording.subprocesses:
-        out = report(recording.sessions[0])
+        out = report(recording.sessions[0], recording=recording)
         out.update(extra)
         out["processes"] = per_process
         return out
@@ -246,11 +257,20 @@ def recording_report(recording: Recording) -> dict:
     }
     out.update(extra)
     out["processes"] = per_process
+    out["recording"] = recording.to_dict()
     return out
 
 
+def _dumps(data: dict) -> str:
+    # The analysed part is indented for people; the raw recording (one number per sample) is
+    # written compactly, last, on one line.
+    raw = data.pop("recording")
+    text = json.dumps(data, indent=2)
+    return text[:-2] + ',\n  "recording": ' + json.dumps(raw) + "\n}\n"
+
+
 def render_recording(recording: Recording) -> str:
-    return json.dumps(recording_report(recording), indent=2) + "\n"
+    return _dumps(recording_report(recording))
 
 
 def dump_report(target_info: dict, snapshot: dict, syscall_name: Callable[[int], str]) -> dict:

@@ -1,0 +1,63 @@
+"""Write a saved recording in another format, without recording again.
+
+  gilty record --pid 4242 --duration 10 -o rec.json
+  gilty report rec.json -o rec.html
+  gilty report rec.json --format collapsed | flamegraph.pl > rec.svg
+
+FILE is a JSON report of `gilty record` (its "recording" key) or a saved Recording. The
+output format comes from --format, else from -o's extension (.html .svg .speedscope.json
+.trace.json .collapsed .folded .json .txt), else text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from gilty import renderers
+from gilty._errors import EXIT_OK, EXIT_USAGE, CommandError
+from gilty.session import Recording
+
+
+def prepare_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", metavar="FILE", help="a JSON report written by `gilty record -o FILE.json`")
+    parser.add_argument("-o", "--output", metavar="OUT", help="write to OUT instead of stdout")
+    parser.add_argument(
+        "--format",
+        choices=renderers.FORMAT_NAMES,
+        default=None,
+        help="output format (default: from OUT's extension, else text)",
+    )
+
+
+def load_recording(path: str) -> Recording:
+    """The Recording saved in ``path``; a file that holds none is one line, exit 2."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except OSError as e:
+        raise CommandError(f"cannot read {path}: {e.strerror or e}", EXIT_USAGE) from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise CommandError(f"{path} is not JSON ({e}); give a report written by `gilty record -o FILE.json`", EXIT_USAGE) from None
+    raw = data.get("recording", data) if isinstance(data, dict) else None
+    if not isinstance(raw, dict) or "recording_format_version" not in raw:
+        raise CommandError(
+            f"{path} holds no gilty recording (no \"recording\" key); give a report written by "
+            "`gilty record -o FILE.json`",
+            EXIT_USAGE,
+        )
+    try:
+        return Recording.from_dict(raw)
+    except ValueError as e:
+        raise CommandError(f"{path}: {e}", EXIT_USAGE) from None
+    except (KeyError, TypeError, AttributeError) as e:
+        raise CommandError(f"{path}: the recording in it is damaged ({type(e).__name__}: {e})", EXIT_USAGE) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    fmt = renderers.output_format(args.format, args.output)  # before reading: a bad -o costs nothing
+    recording = load_recording(args.file)
+    if not recording.sessions:
+        raise CommandError(f"{args.file} holds a recording of no process", EXIT_USAGE)
+    renderers.write(recording, fmt, args.output)
+    return EXIT_OK

@@ -1,0 +1,52 @@
+"""What the format tests share: one interpreter to record with, and speedscope's schema."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+from typing import Optional
+
+import pytest
+
+from conftest import AVAILABLE
+
+# The formats do not depend on the interpreter; one is enough (the sampler is tested on all).
+PREFERRED_MINOR = "3.12"
+# speedscope's published file-format schema ships in its npm package at this path.
+SPEEDSCOPE_PACKAGE = "speedscope@1.25.0"
+SPEEDSCOPE_SCHEMA_PATH = "package/dist/release/file-format-schema.json"
+
+
+def recording_interpreter():
+    found = next((i for i in AVAILABLE if i.minor_str == PREFERRED_MINOR and i.id != "debian-3.11"), None)
+    if found is None:
+        pytest.skip(f"pyenv Python {PREFERRED_MINOR} not installed (the format tests record with it)")
+    return found
+
+
+def speedscope_schema(cache_dir: Path) -> Optional[dict]:
+    """speedscope's file-format schema, unpacked from its npm package into ``cache_dir`` once.
+
+    Nothing is committed: the package is fetched with npm the first time. Skips when npm is
+    missing or the registry does not answer.
+    """
+    schema = cache_dir / "speedscope-file-format-schema.json"
+    if not schema.exists():
+        npm = shutil.which("npm")
+        if npm is None:
+            pytest.skip("npm not installed: cannot get speedscope's schema (structural checks still run in tests/unit)")
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            out = subprocess.run(
+                [npm, "pack", SPEEDSCOPE_PACKAGE, "--silent"],
+                cwd=cache_dir, capture_output=True, text=True, timeout=120, check=True,
+            ).stdout.strip().splitlines()[-1]
+            with tarfile.open(cache_dir / out) as tar:
+                member = tar.extractfile(SPEEDSCOPE_SCHEMA_PATH)
+                schema.write_bytes(member.read())
+        except (OSError, subprocess.SubprocessError, KeyError, IndexError) as e:
+            pytest.skip(f"cannot get {SPEEDSCOPE_PACKAGE} from the npm registry ({e})")
+    return json.loads(schema.read_text())
