@@ -27,4 +27,7 @@ server_class.request_queue_size = 1024
 server = server_class(("127.0.0.1", port), Handler)
 server.daemon_threads = True
 print("ready", flush=True)
-server.serve_forever()
+try:
+    server.serve_forever()
+except KeyboardInterrupt:  # gilty stops a server it started with SIGINT
+    pass

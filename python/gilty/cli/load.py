@@ -2,28 +2,40 @@
 
   gilty load http://127.0.0.1:8000/ --rate 100 --duration 10
   gilty load http://127.0.0.1:8000/ --ramp 50:1000:50 --slo p99=50ms
+  gilty load http://127.0.0.1:8000/ --ramp 50:500:50 --slo p99=50ms --profile MASTER_PID
+  gilty load http://127.0.0.1:8000/ --ramp 50:500:50 -- gunicorn -w 4 app:app
 
 Requests start on a fixed schedule (constant or Poisson arrivals) whether or not earlier ones have
 returned; latency counts from each request's intended start, so a server stall is charged to every
 request it delayed. With --ramp, the rate steps up until a step misses the SLO (p99 at most the
 limit and at most 1 % errors), and the knee is the highest rate that met it.
+
+With --profile PID (the server's master; its Python descendants are followed) or a server command
+after `--` (started, waited for until the URL answers, stopped at the end), every step also samples
+the server on the same clock: what its workers did, where, and at the knee the limit in plain words.
 """
 
 from __future__ import annotations
 
 import argparse
+import socket
 import sys
 import threading
+import time
+import urllib.parse
+from dataclasses import asdict
 
 from gilty import launch
-from gilty._errors import EXIT_OK, EXIT_PARTIAL, UsageError
+from gilty._errors import EXIT_OK, EXIT_PARTIAL, CommandError, UsageError
 from gilty.cli.record import add_format_argument, emit, output_format, positive_float, positive_int
-from gilty.load import analysis, render
+from gilty.load import analysis, profile, render
 from gilty.load.plan import LoadOptions, native_plan, parse_header, parse_ramp, parse_slo, parse_url
 
 DEFAULT_DURATION_S = 10.0
 DEFAULT_STEP_S = 5.0
 POLL_S = 0.05
+SERVER_START_TIMEOUT_S = 30.0
+ACCEPTS_CHILD_COMMAND = True
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
@@ -42,8 +54,37 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-X", "--method", default="GET", help="HTTP method (default GET)")
     parser.add_argument("-H", "--header", action="append", default=[], metavar="'NAME: VALUE'", help="a request header (repeatable)")
     parser.add_argument("--body", help="request body (text)")
+    parser.add_argument("--profile", type=positive_int, metavar="PID", help="sample this server process and its Python descendants during every step")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
     add_format_argument(parser)
+
+
+def _run_profiled_step(native, plan: dict, stop, pids: list) -> tuple:
+    native_stop = native.LoadStop()
+
+    def load():
+        try:
+            return native.load_run(plan, native_stop)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+
+    return profile.profile_during(native, pids, load, stop, native_stop.set)
+
+
+def _wait_until_listening(url: str, child, timeout_s: float = SERVER_START_TIMEOUT_S) -> None:
+    """Until the URL's host and port accept a connection; a server that exits first is one line."""
+    parts = urllib.parse.urlsplit(url)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if child.poll() is not None:
+            raise CommandError(f"the server command exited with status {child.returncode} before {host}:{port} answered")
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise CommandError(f"the server did not listen on {host}:{port} within {timeout_s:g} s")
 
 
 def _run_step(native, plan: dict, stop) -> dict:
@@ -91,20 +132,44 @@ def run(args: argparse.Namespace) -> int:
         threads=args.threads,
     )
     native = launch.native_module()
-    steps, verdicts = [], []
+    child_argv = getattr(args, "child_argv", None)
+    if child_argv is not None and args.profile is not None:
+        raise UsageError("give either --profile PID or a server command after --, not both")
+    steps, verdicts, profiles = [], [], []
     stopped = False
     with launch.StopSignals() as stop:
-        for rate in rates:
-            print(f"gilty: loading at {rate:g} rps for {duration:g} s", file=sys.stderr)
-            step = _run_step(native, native_plan(options, rate, duration), stop)
-            verdict = analysis.judge(step, slo)
-            steps.append(step)
-            verdicts.append(verdict)
-            if step["stopped"] or stop.requested:
-                stopped = True
-                break
-            if args.ramp is not None and not verdict.meets_slo:
-                break  # past the knee
+        child = None
+        try:
+            pids = [args.profile] if args.profile is not None else None
+            if child_argv is not None:
+                child = launch.start_command(child_argv)
+                _wait_until_listening(options.urls[0][0], child)
+                pids = [child.pid]
+            for rate in rates:
+                print(f"gilty: loading at {rate:g} rps for {duration:g} s", file=sys.stderr)
+                plan = native_plan(options, rate, duration)
+                if pids is None:
+                    step, prof = _run_step(native, plan, stop), None
+                else:
+                    step, recording = _run_profiled_step(native, plan, stop, pids)
+                    prof = profile.summarise_step(recording)
+                    step["profile"] = None if prof is None else asdict(prof)
+                verdict = analysis.judge(step, slo)
+                steps.append(step)
+                verdicts.append(verdict)
+                profiles.append(prof)
+                if step["stopped"] or stop.requested:
+                    stopped = True
+                    break
+                if args.ramp is not None and not verdict.meets_slo:
+                    break  # past the knee
+        finally:
+            if child is not None:
+                launch.terminate(child)
+    knee = analysis.find_knee(steps, verdicts, slo) if args.ramp is not None and steps else None
+    if knee is not None and knee.limit == "concurrency" and profiles and profiles[-1] is not None:
+        knee.limit, why = profile.limit_from_profile(profiles[-1])
+        knee.explanation = f"{knee.explanation.split(';')[0]}; {why}"
     result = {
         "urls": options.urls,
         "arrivals": options.arrivals,
@@ -112,7 +177,8 @@ def run(args: argparse.Namespace) -> int:
         "steps": steps,
         "verdicts": verdicts,
         "stopped": stopped,
-        "knee": analysis.find_knee(steps, verdicts, slo) if args.ramp is not None and steps else None,
+        "knee": knee,
+        "profiles": profiles,
     }
     for v in verdicts:
         if v.generator_behind:

@@ -7,9 +7,11 @@ from dataclasses import dataclass
 from typing import Optional
 
 MAX_ERROR_SHARE = 0.01
-# The generator is behind when its p99 lateness exceeds this share of the gap between arrivals (or
-# 1 ms), or when it used most of its CPU.
+# The generator is behind when its p99 lateness is large enough to change a verdict: a tenth of the
+# SLO's limit (5 ms without one) and half the gap between arrivals; or when it used most of its CPU.
 LAG_SHARE_OF_PERIOD = 0.5
+LAG_SHARE_OF_SLO = 0.1
+LAG_WITHOUT_SLO_S = 0.005
 GENERATOR_CPU_SHARE = 0.9
 
 
@@ -19,6 +21,7 @@ class StepVerdict:
     throughput: float  # successful answers per second of the step's window
     error_share: float
     percentile_s: Optional[float]  # the SLO's percentile (p99 without an SLO)
+    service_percentile_s: Optional[float]  # the same percentile from the actual send (without the generator's delay)
     meets_slo: bool
     generator_behind: bool
     littles_l: float  # time-average requests in flight (sum of send-to-answer times / window)
@@ -30,10 +33,11 @@ def error_share(step: dict) -> float:
     return (total - step["ok"]) / total if total else 0.0
 
 
-def generator_behind(step: dict) -> bool:
+def generator_behind(step: dict, slo: Optional[tuple] = None) -> bool:
     period = 1.0 / step["requested_rate"]
     gen = step["generator"]
-    lagging = gen["lag_p99_s"] > max(LAG_SHARE_OF_PERIOD * period, 0.001)
+    allowed = LAG_SHARE_OF_SLO * slo[1] if slo else LAG_WITHOUT_SLO_S
+    lagging = gen["lag_p99_s"] > max(LAG_SHARE_OF_PERIOD * period, allowed)
     saturated = step["wall_s"] > 0 and gen["cpu_s"] / step["wall_s"] >= GENERATOR_CPU_SHARE * gen["threads"]
     return lagging or saturated
 
@@ -51,8 +55,9 @@ def judge(step: dict, slo: Optional[tuple]) -> StepVerdict:
         throughput=throughput,
         error_share=share,
         percentile_s=value,
+        service_percentile_s=step["service_s"].get(key),
         meets_slo=meets,
-        generator_behind=generator_behind(step),
+        generator_behind=generator_behind(step, slo),
         littles_l=step["in_flight_mean"],
         littles_lw=(step["completed"] / window) * mean,
     )
@@ -78,7 +83,9 @@ def find_knee(steps: list, verdicts: list, slo: Optional[tuple]) -> Knee:
     if not failing:
         return Knee(rate, max_tp, concurrency, "none reached", f"every step met {slo_text}; the knee is above {verdicts[-1].rate:g} rps")
     first_bad = failing[0]
-    if first_bad.generator_behind:
+    # The generator is to blame only if, without its own delay, the step would have passed.
+    server_slow = slo is not None and first_bad.service_percentile_s is not None and first_bad.service_percentile_s > slo[1]
+    if first_bad.generator_behind and not server_slow:
         return Knee(rate, max_tp, concurrency, "generator",
                     f"at {first_bad.rate:g} rps the generator itself fell behind its schedule; the server's limit is not measured")
     c = f"{concurrency:.1f}" if concurrency is not None else "?"

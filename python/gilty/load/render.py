@@ -25,6 +25,20 @@ def render_text(run: dict) -> str:
             f"{v.rate:>8g} {v.throughput:>9.1f} {_ms(lat['p50']):>8} {_ms(lat['p90']):>8} {_ms(lat['p99']):>8} "
             f"{_ms(lat['max']):>9} {v.error_share * 100:>6.1f} {step['dropped']:>6} {v.littles_l:>7.2f} {v.littles_lw:>7.2f}{mark}"
         )
+    profiles = run.get("profiles") or []
+    if any(p is not None for p in profiles):
+        lines.append("")
+        lines.append("Server during each step (busiest processes; shares of their sampling passes):")
+        for step, p in zip(run["steps"], profiles):
+            if p is None:
+                continue
+            top = p.sites[0] if p.sites else None
+            place = "" if top is None else (top.file if top.line == 0 else f"{top.file}:{top.line}")
+            where = f"; top {top.function} ({place}) {top.share:.0%}" + (f" <- {top.caller}" if top.caller else "") if top else ""
+            lines.append(
+                f"{step['requested_rate']:>8g} rps: {p.busy_processes}/{p.processes} busy, GIL {p.gil_utilisation:.0%}, "
+                f"waiting {p.states.get('waiting_gil', 0):.0%}, gc {p.gc_share:.0%}, idle {p.states.get('idle', 0):.0%}{where}"
+            )
     lines.append("")
     lines.append("Latency is measured from each request's intended start (coordinated omission corrected).")
     lines.append("L: time-average requests in flight; λW: answers per second × mean send-to-answer time (Little's law: L = λW).")

@@ -1,0 +1,201 @@
+"""The server's side of a load step: its processes sampled on the same clock while the step runs,
+summarised as what the workers did (GIL held, waited for, native, idle, GC), where (function and
+caller), and what limits the server at the knee."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from gilty import processes
+from gilty.analysis.states import gc_share, gil_utilisation, mean_waiting_threads, thread_states
+from gilty.analysis.syscalls import IO_WAIT, SELECT_WAIT, SLEEP, idle_kind
+from gilty.session import GC, HOLDING_GIL, IDLE, NATIVE, STATE_NAMES, WAITING_GIL, Recording
+
+PROFILE_RATE_HZ = 200.0
+TOP_SITES = 5
+
+
+@dataclass
+class Site:
+    function: str
+    file: str
+    line: int
+    caller: Optional[str]  # "function (file:line)" of the calling frame
+    share: float  # of the busy processes' sampling passes in which a thread held the GIL here
+
+
+@dataclass
+class StepProfile:
+    processes: int
+    busy_processes: int  # the processes that held the GIL in at least 5 % of passes (the workers doing the work)
+    gil_utilisation: float  # mean over the busy processes
+    gc_share: float
+    mean_waiting_threads: float
+    states: dict  # state name -> share of the busy processes' request-handling threads' samples
+    idle_kinds: dict  # idle kind -> share of the same samples
+    sites: list = field(default_factory=list)  # [Site], the busiest first
+
+
+def _busy(recording: Recording) -> list:
+    sessions = [s for s in recording.sessions if s.samples]
+    busy = [s for s in sessions if gil_utilisation(s) >= 0.05]
+    return busy or sessions
+
+
+def _label(frame: tuple) -> str:
+    function, file, line = frame
+    return f"{function} ({file}:{line})"
+
+
+def library_prefixes(session) -> tuple:
+    """Path prefixes of the target's standard library (from its executable's install prefix)."""
+    exe = session.target.executable or ""
+    prefix = exe.rsplit("/bin/", 1)[0] if "/bin/" in exe else ""
+    return (f"{prefix}/lib/python",) if prefix else ()
+
+
+def is_library(file: str, prefixes: tuple) -> bool:
+    return "site-packages/" in file or "dist-packages/" in file or file.startswith(prefixes) or file.startswith("<frozen")
+
+
+def _site_key(stack: list, prefixes: tuple) -> tuple:
+    """(function, file, line, caller label) of where the time goes, as the application sees it: inside
+    a library, the library function the application called (`quote`) and the application frame that
+    called it (`build_url`); in the application's own code, the innermost frame and its caller."""
+    k = next((i for i, f in enumerate(stack) if not is_library(f[1], prefixes)), None)
+    if k is None:
+        function, file, line = stack[0]
+        return function, file, line, None
+    site = stack[k - 1] if k > 0 else stack[0]
+    caller_index = k if k > 0 else 1
+    caller = _label(stack[caller_index]) if caller_index < len(stack) else None
+    return site[0], site[1], site[2], caller
+
+
+def summarise_step(recording: Recording) -> Optional[StepProfile]:
+    sessions = _busy(recording)
+    if not sessions:
+        return None
+    util = sum(gil_utilisation(s) for s in sessions) / len(sessions)
+    gcs = sum(gc_share(s) for s in sessions) / len(sessions)
+    waiting = sum(mean_waiting_threads(s) for s in sessions) / len(sessions)
+    # States of the threads that did something: pool threads parked all along would bury the signal.
+    counts = [0] * len(STATE_NAMES)
+    kinds: dict = {}
+    for s in sessions:
+        per_thread = thread_states(s)
+        for tid, st in per_thread.items():
+            if st.counts[IDLE] >= 0.98 * st.samples:
+                continue
+            for code, n in enumerate(st.counts):
+                counts[code] += n
+        for (tid, _first, passes, state, _stack, nr) in s.runs():
+            st = per_thread.get(tid)
+            if state == IDLE and st is not None and st.counts[IDLE] < 0.98 * st.samples:
+                kind = idle_kind(s.syscall_label(nr))
+                kinds[kind] = kinds.get(kind, 0) + passes
+    total = sum(counts) or 1
+    sites: dict = {}
+    passes_total = sum(s.samples for s in sessions) or 1
+    for s in sessions:
+        prefixes = library_prefixes(s)
+        for (tid, state, stack_id), n in s.stack_counts().items():
+            if state not in (HOLDING_GIL, GC):
+                continue
+            stack = s.stack(stack_id)
+            if not stack:
+                continue
+            # Pool a library function's lines: `quote` is one site whichever of its lines was sampled.
+            function, file, line, caller = _site_key(stack, prefixes)
+            key = (function, file, line if not is_library(file, prefixes) else 0, caller)
+            sites[key] = sites.get(key, 0) + n
+    ranked = sorted(sites.items(), key=lambda kv: -kv[1])[:TOP_SITES]
+    return StepProfile(
+        processes=len(recording.sessions),
+        busy_processes=len(sessions),
+        gil_utilisation=util,
+        gc_share=gcs,
+        mean_waiting_threads=waiting,
+        states={name: counts[code] / total for code, name in enumerate(STATE_NAMES)},
+        idle_kinds={k: n / total for k, n in sorted(kinds.items(), key=lambda kv: -kv[1])},
+        sites=[Site(f, file, line, caller, n / passes_total) for (f, file, line, caller), n in ranked],
+    )
+
+
+def limit_from_profile(p: StepProfile) -> tuple:
+    """(limit name, plain words) for a step past the knee, from what the server's workers did."""
+    n = p.busy_processes
+    workers = f"the {n} busiest process{'es' if n != 1 else ''}"
+    top = p.sites[0] if p.sites else None
+    where = ""
+    if top is not None:
+        place = top.file if top.line == 0 else f"{top.file}:{top.line}"
+        where = f", {top.share:.0%} under `{top.function}` ({place})"
+        if top.caller:
+            where += f" called from `{top.caller}`"
+    if p.gc_share >= 0.10:
+        return "GC", f"{workers} spend {p.gc_share:.0%} of their time collecting garbage"
+    waiting = p.states.get("waiting_gil", 0)
+    if p.gil_utilisation >= 0.85:
+        queued = f"; their other threads wait for it {waiting:.0%} of the time" if waiting >= 0.1 else ""
+        return "CPU in Python", f"{workers} hold the GIL {p.gil_utilisation:.0%} of the time{where}{queued}"
+    if p.mean_waiting_threads >= 0.5 and waiting >= 0.25:
+        return "GIL contention", f"threads of {workers} wait for the GIL {waiting:.0%} of the time{where}"
+    io = p.idle_kinds.get(IO_WAIT, 0) + p.idle_kinds.get(SELECT_WAIT, 0)
+    if io >= 0.5:
+        return "I/O wait on a dependency", f"{workers} are blocked in I/O {io:.0%} of the time while requests queue"
+    if p.states.get("native", 0) >= 0.5:
+        return "native code", f"{workers} run native code without the GIL {p.states['native']:.0%} of the time"
+    return "concurrency", f"{workers} are mostly idle ({p.states.get('idle', 0):.0%}, e.g. sleeping) while requests queue: too few requests are served at once"
+
+
+class _StepStop:
+    """``requested`` once the load step has finished or the user asked to stop."""
+
+    def __init__(self, user_stop: Any, done: threading.Event) -> None:
+        self.user_stop, self.done = user_stop, done
+
+    @property
+    def requested(self) -> bool:
+        return self.done.is_set() or getattr(self.user_stop, "requested", False)
+
+
+def profile_during(
+    native: Any,
+    pids: list,
+    run_step: Callable[[], dict],
+    user_stop: Any,
+    on_user_stop: Callable[[], None],
+    rate_hz: float = PROFILE_RATE_HZ,
+) -> tuple:
+    """Runs ``run_step`` (the load, in a thread) while sampling ``pids`` and their Python descendants;
+    returns (step result, Recording). ``on_user_stop`` is called when the user stops the run."""
+    recording = Recording(rate_hz=rate_hz)
+    recording.subprocesses = True
+    tracker = processes.ProcessTracker(recording, native.syscall_name, None)
+    process_set = native.ProcessSet(pids, rate_hz, follow=True)
+    recording.start_time = time.time()
+    done = threading.Event()
+    out: dict = {}
+
+    def target():
+        try:
+            out["result"] = run_step()
+        except BaseException as e:  # noqa: BLE001 - handed back to the caller's thread
+            out["error"] = e
+        finally:
+            done.set()
+
+    worker = threading.Thread(target=target, name="gilty-load-step", daemon=True)
+    worker.start()
+    processes.sample_processes(tracker, process_set, None, _StepStop(user_stop, done), time.monotonic)
+    if not done.is_set():
+        on_user_stop()
+    worker.join()
+    if "error" in out:
+        raise out["error"]
+    return out["result"], recording
+

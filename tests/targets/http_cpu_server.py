@@ -1,0 +1,37 @@
+"""HTTP server whose handler is CPU-bound Python: every request builds URLs with urllib.parse.quote
+(about 4 ms of Python on this machine), so under load its threads hold the GIL nearly all the time.
+Usage: PORT [CALLS] (CALLS of build_url's loop per request, default 25)."""
+
+import http.server
+import sys
+import urllib.parse
+
+CALLS = int(sys.argv[2]) if len(sys.argv) > 2 else 25
+PARTS = [f"segment {i}/with spaces & symbols?" for i in range(40)]
+
+
+def build_url(n):
+    out = []
+    for _ in range(n):
+        out.append("/".join(urllib.parse.quote(p) for p in PARTS))  # LINE:build_url
+    return out
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self):
+        build_url(CALLS)
+        self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+
+    def log_message(self, *args):
+        pass
+
+
+server = http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler)
+server.daemon_threads = True
+print("ready", flush=True)
+try:
+    server.serve_forever()
+except KeyboardInterrupt:  # gilty stops a server it started with SIGINT
+    pass
