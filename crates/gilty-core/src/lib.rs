@@ -10,6 +10,7 @@ pub mod gc_config;
 pub mod interpreter;
 pub mod linetable;
 pub mod memory;
+pub mod method_class;
 pub mod object_graph;
 pub mod process;
 pub mod pyobjects;
