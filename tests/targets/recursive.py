@@ -13,5 +13,5 @@ def recurse(x):
 
 
 print("ready", flush=True)
-while True:
+while True:  # LINE:loop
     recurse(20)  # LINE:module
