@@ -110,10 +110,18 @@ FIELDS: list[tuple[str, dict[str, str]]] = [
         "3.13+": "offsetof(_PyInterpreterFrame, instr_ptr)",
     }),
     ("frame_owner", {"3.11+": "offsetof(_PyInterpreterFrame, owner)"}),
+    ("frame_state", {"3.10": "offsetof(PyFrameObject, f_state)"}),
+    ("frame_is_entry", {"3.11": "offsetof(_PyInterpreterFrame, is_entry)"}),
+    ("frame_localsplus", {
+        "3.10": "offsetof(PyFrameObject, f_localsplus)",
+        "3.11+": "offsetof(_PyInterpreterFrame, localsplus)",
+    }),
     # PyCodeObject
     ("code_filename", {"*": "offsetof(PyCodeObject, co_filename)"}),
     ("code_name", {"*": "offsetof(PyCodeObject, co_name)"}),
     ("code_qualname", {"3.11+": "offsetof(PyCodeObject, co_qualname)"}),
+    ("code_varnames", {"3.10": "offsetof(PyCodeObject, co_varnames)"}),
+    ("code_argcount", {"*": "offsetof(PyCodeObject, co_argcount)"}),
     ("code_firstlineno", {"*": "offsetof(PyCodeObject, co_firstlineno)"}),
     ("code_linetable", {"*": "offsetof(PyCodeObject, co_linetable)"}),
     ("code_code", {"3.10": "offsetof(PyCodeObject, co_code)"}),

@@ -1,6 +1,13 @@
 //! Walking a thread's Python frames and turning code objects into (function, file, line).
+//!
+//! `Frame.function` is the qualified name: `co_qualname` on 3.11+, and on 3.10 the class read from a
+//! method's `self`/`cls` argument (`method_class.rs`).
+//!
+//! The target runs while we walk, so a walk can mix frames from different moments or wander into
+//! freed frames. A walk is accepted only if it is consistent (see `walk`); otherwise it is torn.
 
 use crate::linetable::{line_310, line_311};
+use crate::method_class::{FirstArg, TypeNames};
 use crate::process::memory::Memory;
 use crate::pyobjects::{read_bytes, read_unicode};
 use gilty_layouts::Layout;
@@ -19,6 +26,11 @@ pub const MAX_DEPTH: usize = 2048;
 const MAX_LINETABLE: usize = 1 << 20;
 /// `_PyInterpreterFrame.owner` value of the shim frame a C caller pushes (3.12+, pycore_frame.h).
 const FRAME_OWNED_BY_CSTACK: u8 = 3;
+/// 3.10 `PyFrameObject.f_state` values (Include/cpython/frameobject.h).
+const FRAME_CREATED: i8 = -2;
+const FRAME_SUSPENDED: i8 = -1;
+const FRAME_EXECUTING: i8 = 0;
+const FRAME_UNWINDING: i8 = 2;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Frame {
@@ -52,16 +64,21 @@ struct CodeInfo {
     key: (u64, u64, u64),
     /// When the key was last compared with the object in memory.
     checked: Instant,
+    /// `co_qualname` (3.11+) or `co_name` (3.10).
     function: String,
+    /// 3.10: whether the class comes from the first argument.
+    first_arg: FirstArg,
     file: String,
     firstlineno: i32,
     linetable: Vec<u8>,
 }
 
-/// Decoded code objects by address, checked against their name/file/table pointers on every use.
+/// Decoded code objects by address, checked against their name/file/table pointers on every use;
+/// and (3.10) class names of methods' first arguments.
 #[derive(Default)]
 pub struct CodeCache {
     map: HashMap<u64, CodeInfo>,
+    types: TypeNames,
 }
 
 impl CodeCache {
@@ -91,8 +108,18 @@ pub struct FrameWalker<'a> {
 impl<'a> FrameWalker<'a> {
     pub fn new(mem: &'a dyn Memory, layout: &'a Layout, code_type: Option<u64>) -> Self {
         let l = layout;
-        let frame_read_len = [Some(l.frame_code), Some(l.frame_previous), Some(l.frame_instr), l.frame_owner]
-            .iter()
+        // 3.10 reads the first local with the frame, for the method's class (no co_qualname).
+        let first_local = if l.code_qualname.is_none() { l.frame_localsplus } else { None };
+        let frame_read_len = [
+            Some(l.frame_code),
+            Some(l.frame_previous),
+            Some(l.frame_instr),
+            l.frame_owner,
+            l.frame_state,
+            l.frame_is_entry,
+            first_local,
+        ]
+        .iter()
             .flatten()
             .max()
             .copied()
@@ -101,6 +128,9 @@ impl<'a> FrameWalker<'a> {
         let code_read_len = [
             Some(l.code_filename),
             Some(l.code_name),
+            l.code_qualname,
+            l.code_varnames,
+            Some(l.code_argcount),
             Some(l.code_firstlineno),
             Some(l.code_linetable),
             l.code_code,
@@ -132,11 +162,23 @@ impl<'a> FrameWalker<'a> {
     }
 
     /// The thread's stack, innermost first, and where the innermost frame stands (code, instruction).
+    ///
+    /// Consistency rules, any failure being `Torn`:
+    /// - the thread's current frame reads the same after the walk as before it (the stack did not
+    ///   move under us; a stack that moved and came back to the same address is not caught by this);
+    /// - 3.10: every frame is live (`f_state` executing or unwinding; the innermost may also be just
+    ///   created or resuming). Freed frames keep their `f_code` and link through `f_back` into the
+    ///   free list, which ends in NULL: without this a walk reaching a freed frame ends early or
+    ///   runs on through unrelated frames;
+    /// - 3.11: the outermost frame is an entry frame (`is_entry`: entered from C, as a thread's
+    ///   first frame always is); 3.12+: it is the shim frame the first C caller pushed (owner
+    ///   `FRAME_OWNED_BY_CSTACK`). A chain ending anywhere else ran into stale memory.
     pub fn walk(&self, tstate: u64, cache: &mut CodeCache) -> Result<Walked, WalkError> {
         let l = self.layout;
         let mut out = Vec::new();
         let mut top = None;
-        let mut frame = self.top_frame(tstate)?;
+        let first = self.top_frame(tstate)?;
+        let mut frame = first;
         let mut buf = vec![0u8; self.frame_read_len];
         while frame != 0 {
             if out.len() >= MAX_DEPTH {
@@ -145,21 +187,30 @@ impl<'a> FrameWalker<'a> {
             self.mem.read(frame, &mut buf)?;
             let code = u64_at(&buf, l.frame_code);
             let previous = u64_at(&buf, l.frame_previous);
-            let skip = match l.frame_owner {
-                Some(off) => l.version.1 >= 12 && buf[off as usize] == FRAME_OWNED_BY_CSTACK,
-                None => false,
-            };
+            if let Some(off) = l.frame_state {
+                let state = buf[off as usize] as i8;
+                let live = matches!(state, FRAME_EXECUTING | FRAME_UNWINDING)
+                    || (frame == first && matches!(state, FRAME_CREATED | FRAME_SUSPENDED));
+                if !live {
+                    return Err(WalkError::Torn);
+                }
+            }
+            let owner = l.frame_owner.map(|off| buf[off as usize]);
+            if previous == 0 && !self.is_thread_bottom(&buf, owner) {
+                return Err(WalkError::Torn);
+            }
+            let skip = l.version.1 >= 12 && owner == Some(FRAME_OWNED_BY_CSTACK);
             if !skip && code != 0 {
                 let instr: i64 = if l.version.1 == 10 { i32_at(&buf, l.frame_instr) as i64 } else { u64_at(&buf, l.frame_instr) as i64 };
-                match self.frame_at(code, instr, cache) {
-                    Ok(Some(f)) => {
-                        if top.is_none() {
-                            top = Some((code, instr));
-                        }
-                        out.push(f)
+                let first_local = match (l.code_qualname, l.frame_localsplus) {
+                    (None, Some(off)) => u64_at(&buf, off),
+                    _ => 0,
+                };
+                if let Some(f) = self.frame_at(code, instr, first_local, cache)? {
+                    if top.is_none() {
+                        top = Some((code, instr));
                     }
-                    Ok(None) => {}
-                    Err(e) => return Err(e),
+                    out.push(f);
                 }
             }
             if previous == frame {
@@ -167,7 +218,22 @@ impl<'a> FrameWalker<'a> {
             }
             frame = previous;
         }
+        if first != 0 && self.top_frame(tstate)? != first {
+            return Err(WalkError::Torn);
+        }
         Ok((out, top))
+    }
+
+    /// Whether a frame with no previous frame is where a thread's stack starts.
+    fn is_thread_bottom(&self, buf: &[u8], owner: Option<u8>) -> bool {
+        let l = self.layout;
+        if let Some(off) = l.frame_is_entry {
+            return buf[off as usize] == 1;
+        }
+        if l.version.1 >= 12 {
+            return owner == Some(FRAME_OWNED_BY_CSTACK);
+        }
+        true // 3.10: liveness of every frame is checked instead
     }
 
     /// Where the innermost Python frame stands (code, instruction), without decoding anything: the
@@ -215,24 +281,37 @@ impl<'a> FrameWalker<'a> {
     }
 
     /// Decodes one frame; `Ok(None)` for a 3.13 frame whose executable is not a code object.
-    fn frame_at(&self, code: u64, instr: i64, cache: &mut CodeCache) -> Result<Option<Frame>, WalkError> {
+    /// `first_local` is the frame's first local variable (3.10 only, else 0).
+    fn frame_at(&self, code: u64, instr: i64, first_local: u64, cache: &mut CodeCache) -> Result<Option<Frame>, WalkError> {
         let l = self.layout;
-        if let Some(info) = cache.map.get(&code) {
-            if info.checked.elapsed() < RECHECK_CODE_AFTER {
-                return Ok(Some(self.located(info, code, instr)));
-            }
+        let fresh = cache.map.get(&code).map(|info| info.checked.elapsed() < RECHECK_CODE_AFTER).unwrap_or(false);
+        if !fresh && !self.refresh_code(code, cache)? {
+            return Ok(None);
         }
+        let info = cache.map.get(&code).unwrap();
+        let mut frame = self.located(info, code, instr).ok_or(WalkError::Torn)?;
+        if let Some(class) = cache.types.class_of(self.mem, l, info.first_arg, first_local) {
+            frame.function = format!("{class}.{}", frame.function);
+        }
+        Ok(Some(frame))
+    }
+
+    /// Makes sure `cache` holds the code object at `code`, as it is now; false for a 3.13
+    /// executable that is not a code object.
+    fn refresh_code(&self, code: u64, cache: &mut CodeCache) -> Result<bool, WalkError> {
+        let l = self.layout;
         let mut head = vec![0u8; self.code_read_len];
         self.mem.read(code, &mut head)?;
         if let Some(ct) = self.code_type {
             if u64_at(&head, l.object_type) != ct {
                 if l.version.1 >= 13 {
-                    return Ok(None); // f_executable may legitimately be another object (e.g. None)
+                    return Ok(false); // f_executable may legitimately be another object (e.g. None)
                 }
                 return Err(WalkError::Torn);
             }
         }
-        let key = (u64_at(&head, l.code_filename), u64_at(&head, l.code_name), u64_at(&head, l.code_linetable));
+        let name_ptr = u64_at(&head, l.code_qualname.unwrap_or(l.code_name));
+        let key = (u64_at(&head, l.code_filename), name_ptr, u64_at(&head, l.code_linetable));
         match cache.map.get_mut(&code) {
             Some(c) if c.key == key => c.checked = Instant::now(),
             _ => {
@@ -240,14 +319,30 @@ impl<'a> FrameWalker<'a> {
                 let file = read_unicode(self.mem, l, key.0)?;
                 let linetable = read_bytes(self.mem, l, key.2, MAX_LINETABLE)?;
                 let firstlineno = i32_at(&head, l.code_firstlineno);
-                cache.map.insert(code, CodeInfo { key, checked: Instant::now(), function, file, firstlineno, linetable });
+                let first_arg = match l.code_varnames {
+                    Some(off) => self.first_arg(u64_at(&head, off), i32_at(&head, l.code_argcount)),
+                    None => FirstArg::Plain,
+                };
+                cache.map.insert(code, CodeInfo { key, checked: Instant::now(), function, first_arg, file, firstlineno, linetable });
             }
         }
-        Ok(Some(self.located(cache.map.get(&code).unwrap(), code, instr)))
+        Ok(true)
     }
 
-    /// The frame for a decoded code object at an instruction position.
-    fn located(&self, info: &CodeInfo, code: u64, instr: i64) -> Frame {
+    /// 3.10: what the first parameter (`co_varnames[0]`) says about the code's class; read once per
+    /// code object. A failed read only loses the class.
+    fn first_arg(&self, varnames: u64, argcount: i32) -> FirstArg {
+        if argcount <= 0 || varnames == 0 {
+            return FirstArg::Plain;
+        }
+        let l = self.layout;
+        let name = self.mem.read_u64(varnames + l.tuple_item).ok().and_then(|p| read_unicode(self.mem, l, p).ok());
+        name.map(|n| FirstArg::of(argcount, &n)).unwrap_or(FirstArg::Plain)
+    }
+
+    /// The frame for a decoded code object at an instruction position; None when the position is
+    /// outside the code (the frame or code changed while we read them).
+    fn located(&self, info: &CodeInfo, code: u64, instr: i64) -> Option<Frame> {
         let l = self.layout;
         let line = if l.version.1 == 10 {
             line_310(&info.linetable, info.firstlineno, instr.max(0) * 2)
@@ -255,11 +350,11 @@ impl<'a> FrameWalker<'a> {
             let first = code as i64 + l.code_code_adaptive.unwrap() as i64;
             let index = (instr - first) / 2;
             if index < 0 {
-                Some(info.firstlineno) // frame created, no instruction run yet
+                info.firstlineno // frame created, no instruction run yet
             } else {
-                line_311(&info.linetable, info.firstlineno, index)
+                line_311(&info.linetable, info.firstlineno, index)?
             }
         };
-        Frame { function: info.function.clone(), file: info.file.clone(), line: line.unwrap_or(0) }
+        Some(Frame { function: info.function.clone(), file: info.file.clone(), line })
     }
 }

@@ -11,6 +11,7 @@ pub mod gil_stats;
 pub mod interpreter;
 pub mod linetable;
 pub mod memory;
+pub mod method_class;
 pub mod object_graph;
 pub mod process;
 pub mod process_set;

@@ -75,3 +75,25 @@ pub fn read_small_int(mem: &dyn Memory, l: &Layout, addr: u64) -> io::Result<i64
     }
     Ok(if negative { -value } else { value })
 }
+
+/// Reads a NUL-terminated UTF-8 C string (such as `tp_name`) of at most `max` bytes. Reads stop at
+/// page ends so that a short string near the end of a mapping does not fail the read.
+pub fn read_c_string(mem: &dyn Memory, addr: u64, max: usize) -> io::Result<String> {
+    const PAGE: u64 = 4096;
+    if addr == 0 {
+        return Err(invalid("NULL char *"));
+    }
+    let mut out = Vec::new();
+    let mut at = addr;
+    while out.len() < max {
+        let chunk = ((PAGE - at % PAGE) as usize).min(max - out.len()).min(256);
+        let bytes = mem.read_vec(at, chunk)?;
+        if let Some(nul) = bytes.iter().position(|&b| b == 0) {
+            out.extend_from_slice(&bytes[..nul]);
+            return String::from_utf8(out).map_err(|_| invalid("C string is not UTF-8"));
+        }
+        out.extend_from_slice(&bytes);
+        at += chunk as u64;
+    }
+    Err(invalid("C string too long"))
+}

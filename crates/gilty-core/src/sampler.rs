@@ -14,12 +14,16 @@ use std::time::{Duration, Instant};
 
 /// How often the OS thread list and Python thread names are re-read.
 const REFRESH_EVERY: Duration = Duration::from_millis(250);
+/// Walks of one thread's stack per pass before it is dropped as torn. A thread that calls and
+/// returns all the time while holding the GIL moves its stack during most walks (a walk takes one
+/// read per frame); each further attempt is another chance to read it between two moves.
+const READ_ATTEMPTS: usize = 4;
 
 #[derive(Debug, Clone, Default)]
 pub struct Errors {
-    /// Stacks that read inconsistently once and were read again successfully.
+    /// Stacks that read inconsistently at first and were read again successfully.
     pub torn_retried: u64,
-    /// Stacks that read inconsistently twice; the thread's state is kept, its stack dropped.
+    /// Stacks that read inconsistently on every attempt; the thread's state is kept, its stack dropped.
     pub torn_dropped: u64,
     /// Samples in which the GIL or thread list could not be read at all.
     pub read_failed: u64,
@@ -412,10 +416,10 @@ impl Sampler {
         FrameWalker::new(&self.interp.mem, &self.interp.layout, self.interp.code_type).opcode_at(code, instr)
     }
 
-    /// The stack (None when torn twice) and where its innermost frame stands.
+    /// The stack (None when torn on every attempt) and where its innermost frame stands.
     fn read_stack(&mut self, tstate: u64) -> (Option<Vec<Frame>>, Option<(u64, i64)>) {
         let walker = FrameWalker::new(&self.interp.mem, &self.interp.layout, self.interp.code_type);
-        for attempt in 0..2 {
+        for attempt in 0..READ_ATTEMPTS {
             match walker.walk(tstate, &mut self.code_cache) {
                 Ok((frames, top)) => {
                     if attempt > 0 {

@@ -220,7 +220,7 @@ impl Merge<'_> {
 /// Fields the block does not carry keep the table's value: `runtime_interpreters_main`,
 /// `runtime_gil`, all `gc_*` except `gc_collecting`, `gil_size`/`interval`/`switch_number`/
 /// `cond`/`mutex`/`switch_cond`/`switch_mutex`, `tstate_frame`/`tstate_cframe`/
-/// `cframe_current_frame`, `tstate_state`, `code_code`, `type_basicsize`, `type_dictoffset`,
+/// `cframe_current_frame`, `tstate_state`, `frame_state`, `frame_is_entry`, `code_code`, `code_varnames`, `type_basicsize`, `type_dictoffset`,
 /// `heaptype_cached_keys`, `unicode_compact_size`, `dict_used`, all `dictkeys_*`, `module_dict`.
 pub fn apply(base: &Layout, d: &DebugOffsets) -> (Layout, Vec<String>) {
     let mut out = *base;
@@ -335,6 +335,11 @@ pub fn apply(base: &Layout, d: &DebugOffsets) -> (Layout, Vec<String>) {
         &mut out.frame_owner,
         d.interpreter_frame_owner,
     );
+    m.opt(
+        "frame_localsplus",
+        &mut out.frame_localsplus,
+        d.interpreter_frame_localsplus,
+    );
 
     m.u64(
         "code_filename",
@@ -347,6 +352,7 @@ pub fn apply(base: &Layout, d: &DebugOffsets) -> (Layout, Vec<String>) {
         &mut out.code_qualname,
         d.code_object_qualname,
     );
+    m.u64("code_argcount", &mut out.code_argcount, d.code_object_argcount);
     m.u64(
         "code_firstlineno",
         &mut out.code_firstlineno,

@@ -73,11 +73,21 @@ pub struct Layout {
     pub frame_instr: u64,
     /// 3.11+: `char owner`.
     pub frame_owner: Option<u64>,
+    /// 3.10: `PyFrameState f_state` (char; frameobject.h), to tell live frames from freed ones.
+    pub frame_state: Option<u64>,
+    /// 3.11: `bool is_entry`, set on the frame a C caller entered the eval loop with.
+    pub frame_is_entry: Option<u64>,
+    /// 3.10: `f_localsplus`; 3.11+: `localsplus` (first local = first argument).
+    pub frame_localsplus: Option<u64>,
 
     // --- PyCodeObject (Include/cpython/code.h)
     pub code_filename: u64,
     pub code_name: u64,
+    /// 3.11+: `co_qualname`.
     pub code_qualname: Option<u64>,
+    /// 3.10: `co_varnames` (a tuple of str; 3.11+ folds it into `co_localsplusnames`).
+    pub code_varnames: Option<u64>,
+    pub code_argcount: u64,
     pub code_firstlineno: u64,
     pub code_linetable: u64,
     /// 3.10: `PyObject *co_code` (a bytes object).
