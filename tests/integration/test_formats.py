@@ -9,6 +9,9 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
+import tempfile
+from pathlib import Path
+
 import pytest
 
 from conftest import run_gilty, running_target
@@ -53,7 +56,10 @@ def test_speedscope_names_threads_and_functions(outputs):
 
 def test_speedscope_is_valid_against_the_published_schema(outputs, pytestconfig):
     jsonschema = pytest.importorskip("jsonschema", reason="jsonschema not installed (requirements-dev.txt)")
-    schema = speedscope_schema(pytestconfig.cache.mkdir("gilty-speedscope"))
+    # pytest's cache keeps the unpacked schema between runs; without it (-p no:cacheprovider), a temp dir.
+    cache = getattr(pytestconfig, "cache", None)
+    folder = cache.mkdir("gilty-speedscope") if cache is not None else Path(tempfile.mkdtemp(prefix="gilty-speedscope-"))
+    schema = speedscope_schema(folder)
     doc = json.loads(outputs["x.speedscope.json"])
     jsonschema.validate(doc, schema)
     # The schema does bite: a sampled profile without weights is refused.

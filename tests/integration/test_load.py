@@ -80,7 +80,7 @@ def test_knee_of_a_one_at_a_time_server():
     port = _port()
     proc = start_target(sys.executable, "http_delay_server.py", str(port), "0.01", "serial")
     try:
-        run = load_json(f"http://127.0.0.1:{port}/", "--ramp", "60:150:10", "--duration", 3, "--slo", "p99=50ms", timeout=200)
+        run = load_json(f"http://127.0.0.1:{port}/", "--ramp", "70:130:10", "--duration", 3, "--slo", "p99=50ms", timeout=200)
     finally:
         proc.stop()
     knee = run["knee"]

@@ -13,8 +13,13 @@ port, delay, mode = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1" if mode == "threads" else "HTTP/1.0"
 
+    def parse_request(self):
+        self.received = time.perf_counter()
+        return super().parse_request()
+
     def do_GET(self):
-        time.sleep(delay)
+        # The service time counts from the request line read, so Python's parsing is inside it.
+        time.sleep(max(0.0, delay - (time.perf_counter() - self.received)))
         close = "" if mode == "threads" else "Connection: close\r\n"
         self.wfile.write(f"{self.protocol_version} 200 OK\r\nContent-Length: 2\r\n{close}\r\nok".encode())
 
