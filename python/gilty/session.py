@@ -351,6 +351,10 @@ class Recording:
         self.skipped: list = []
         # One-line hints about the recording itself (e.g. "busy children: use --subprocesses").
         self.notes: list = []
+        # Results of --fail-if gates (gilty.analysis.gates.as_json) and the exit status of a `-- CMD`
+        # that ended by itself; None when not asked / not launched.
+        self.gates: Optional[list] = None
+        self.command_status: Optional[int] = None
 
     @classmethod
     def of(cls, session: Session) -> "Recording":
@@ -389,6 +393,8 @@ class Recording:
             "partial_reason": self.partial_reason,
             "skipped": self.skipped,
             "notes": self.notes,
+            "gates": self.gates,
+            "command_status": self.command_status,
             "processes": [s.to_dict() for s in self.sessions],
         }
 
@@ -407,6 +413,8 @@ class Recording:
         rec.partial_reason = data.get("partial_reason")
         rec.skipped = list(data.get("skipped", []))
         rec.notes = list(data.get("notes", []))
+        rec.gates = data.get("gates")
+        rec.command_status = data.get("command_status")
         return rec
 
     def save(self, path: str) -> None:

@@ -20,6 +20,7 @@ from typing import Any, Callable, Optional
 from gilty import launch, processes, renderers
 from gilty._errors import (
     EXIT_EXACT_UNAVAILABLE,
+    EXIT_GATE_FAILED,
     EXIT_NOT_PYTHON,
     EXIT_OK,
     EXIT_PARTIAL,
@@ -27,6 +28,8 @@ from gilty._errors import (
     CommandError,
     UsageError,
 )
+from gilty.analysis.gates import as_json as gates_json
+from gilty.analysis.gates import describe_failure, evaluate, parse_gate
 from gilty.renderers import console, json_report
 from gilty.session import Recording, Session, TargetInfo
 
@@ -114,6 +117,13 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
     add_format_argument(parser, renderers.FORMAT_NAMES)
     add_exact_argument(parser)
+    parser.add_argument(
+        "--fail-if",
+        action="append",
+        default=[],
+        metavar="EXPR",
+        help="exit 10 when EXPR holds, e.g. 'waiting_gil>0.2', 'thread=worker-*:wait>=30%%', 'gil_utilisation>0.9' (repeatable)",
+    )
 
 
 def add_pid_arguments(parser: argparse.ArgumentParser, required: bool = False) -> None:
@@ -230,6 +240,7 @@ def run(args: argparse.Namespace) -> int:
     if bool(pids) == (child_argv is not None):
         raise UsageError("give either --pid PID or -- CMD [ARG ...] (see `gilty record --help`)")
     fmt = renderers.output_format(args.format, args.output)  # a bad -o fails before recording
+    args.gates = [parse_gate(text) for text in args.fail_if]  # a bad gate too
     if args.subprocesses or len(pids) > 1:
         if args.exact:
             raise UsageError("--exact traces one process: leave out --subprocesses and give one --pid")
@@ -268,8 +279,7 @@ def run(args: argparse.Namespace) -> int:
                 if args.exact:
                     session.exact = exact_summary(sampler)
         finally:
-            if child is not None:
-                launch.terminate(child)
+            child_status = launch.terminate(child) if child is not None else None
 
     status = finish(session, launched=child is not None)
     if session.partial:
@@ -279,7 +289,29 @@ def run(args: argparse.Namespace) -> int:
     if hint:
         recording.notes.append(hint)
         print(f"gilty: hint: {hint}", file=sys.stderr)
+    status = judge(recording, args.gates, status, child_status if session.stopped_by == "target_exit" else None)
     renderers.write(recording, fmt, args.output)
+    return status
+
+
+def judge(recording: Recording, gates: list, status: int, command_status: Optional[int]) -> int:
+    """The exit status after the --fail-if gates: 10 when one held (each said on stderr), else the
+    status of a `-- CMD` that ended by itself (its own, kept in the report), else ``status``."""
+    if command_status is not None:
+        # A signal's death as shells report it (128 + signal number).
+        recording.command_status = command_status if command_status >= 0 else 128 - command_status
+    if gates:
+        from gilty.analysis import summarise
+
+        results = evaluate(gates, [(s.target.pid, summarise(s)) for s in recording.sessions if s.samples])
+        recording.gates = gates_json(results)
+        failed = [r for r in results if not r.passed]
+        for r in failed:
+            print(f"gilty: {describe_failure(r)}", file=sys.stderr)
+        if failed:
+            return EXIT_GATE_FAILED
+    if recording.command_status is not None and status == EXIT_OK:
+        return recording.command_status
     return status
 
 
@@ -310,8 +342,7 @@ def run_processes(args: argparse.Namespace, pids: list, child_argv: Optional[lis
             print(f"gilty: recording pid {', '.join(map(str, pids))} {what} at {args.rate:g} Hz {until}".replace("  ", " "), file=sys.stderr)
             processes.sample_processes(tracker, process_set, args.duration, stop, time.monotonic)
         finally:
-            if child is not None:
-                launch.terminate(child)
+            child_status = launch.terminate(child) if child is not None else None
     if not recording.sessions:
         raise CommandError(f"no Python process found in pid {', '.join(map(str, pids))} or its descendants", EXIT_NOT_PYTHON)
     if tracker.passes == 0:
@@ -329,5 +360,6 @@ def run_processes(args: argparse.Namespace, pids: list, child_argv: Optional[lis
         + (f", {len(recording.skipped)} skipped" if recording.skipped else ""),
         file=sys.stderr,
     )
+    status = judge(recording, args.gates, status, child_status if recording.stopped_by == "target_exit" else None)
     renderers.write(recording, fmt, args.output)
     return status

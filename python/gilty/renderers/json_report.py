@@ -213,6 +213,8 @@ def recording_report(recording: Recording) -> dict:
         r["process"] = _process_info(s, role_of.get(s.target.pid, ""))
         per_process.append(r)
     extra = {
+        "gates": recording.gates,
+        "command_status": recording.command_status,
         "subprocesses": recording.subprocesses,
         "hints": list(recording.notes),
         "skipped": [
