@@ -6,6 +6,7 @@ about as much GIL hold as wait."""
 from __future__ import annotations
 
 import http.server
+import os
 import json
 import shutil
 import socket
@@ -137,3 +138,74 @@ def test_otlp_exporter_sends_gilty_metrics():
         # cumulative seconds over ~2.5 s of spinning: about half each
         assert 0.6 <= hold / (hold + wait) * 2 <= 1.4, (hold, wait)
         assert hold + wait >= 1.0
+
+
+def _gilty_serve(pid: int, port: int) -> subprocess.Popen:
+    from conftest import gilty_command, gilty_env
+
+    return subprocess.Popen([*gilty_command(), "serve", "--pid", str(pid), "--port", str(port), "--rate", "50"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=gilty_env())
+
+
+@pytest.mark.skipif(PROMETHEUS is None, reason="Prometheus server not installed (Debian package prometheus; make system-deps)")
+def test_prometheus_scrapes_the_sidecar_and_it_survives_a_restart(tmp_path):
+    serve_port, prom_port = _free_port(), _free_port()
+    target = start_target(sys.executable, "spinners.py")
+    sidecar = _gilty_serve(target.pid, serve_port)
+    config = tmp_path / "prometheus.yml"
+    config.write_text(
+        "global: {scrape_interval: 1s}\n"
+        f"scrape_configs: [{{job_name: gilty-serve, static_configs: [{{targets: ['127.0.0.1:{serve_port}']}}]}}]\n"
+    )
+    prom = subprocess.Popen(
+        [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'data'}",
+         f"--web.listen-address=127.0.0.1:{prom_port}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    restarted = None
+    try:
+        deadline, holds = time.monotonic() + 60, []
+        while time.monotonic() < deadline and len(holds) != 2:
+            time.sleep(1)
+            try:
+                holds = _query(prom_port, 'rate(gilty_gil_hold_seconds_total{thread=~"spinner-.*"}[5s]) and on() count_over_time(up[10s]) >= 8')
+            except OSError:
+                continue
+        assert len(holds) == 2, holds
+        waits = {r["metric"]["thread"]: float(r["value"][1]) for r in _query(prom_port, 'rate(gilty_gil_wait_seconds_total{thread=~"spinner-.*"}[5s])')}
+        for row in holds:
+            hold, wait = float(row["value"][1]), waits[row["metric"]["thread"]]
+            assert row["metric"]["pid"] == str(target.pid)
+            assert 0.3 <= hold / (hold + wait) <= 0.7 and hold + wait >= 0.6, (row, waits)
+        # The target restarts with the same command line: the sidecar waits, re-attaches, says so once.
+        target.stop()
+        restarted = start_target(sys.executable, "spinners.py")
+        deadline, up = time.monotonic() + 30, []
+        while time.monotonic() < deadline:
+            time.sleep(1)
+            up = _query(prom_port, f'gilty_process_up{{pid="{restarted.pid}"}}')
+            if up:
+                break
+        assert up, "the sidecar did not re-attach to the restarted target"
+    finally:
+        prom.terminate()
+        prom.wait(timeout=10)
+        sidecar.send_signal(2)
+        _out, err = sidecar.communicate(timeout=15)
+        target.stop()
+        if restarted is not None:
+            restarted.stop()
+    assert sidecar.returncode == 0, err
+    assert f"re-attached to pid {restarted.pid}" in err and err.count("re-attached") == 1, err
+    assert "Traceback" not in err
+
+
+def test_sidecar_port_in_use_is_one_line():
+    from conftest import assert_one_error_line, run_gilty
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        rc, _out, err = run_gilty("serve", "--pid", os.getpid(), "--port", busy.getsockname()[1], timeout=30)
+    assert rc == 2
+    assert "cannot listen on 127.0.0.1:" in assert_one_error_line(err)

@@ -1,0 +1,122 @@
+"""Serve Prometheus metrics of a running process tree, sampled from outside: no code change.
+
+  gilty serve --pid MASTER --subprocesses                  # http://127.0.0.1:9464/metrics
+  gilty serve --pid 4242 --rate 20 --bind 0.0.0.0 --port 9500
+
+Samples the process (and with -s its Python descendants: workers replaced after --max-requests are
+picked up) at a low rate for as long as it runs, and serves per-thread GIL hold / wait seconds and
+every state's seconds. When the process itself exits, gilty waits for a process with the same command
+line (a restart), re-attaches, and says so in one line. Stops on Ctrl-C or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.server
+import sys
+import threading
+import time
+
+from gilty import launch
+from gilty._errors import EXIT_OK, CommandError, UsageError
+from gilty.cli.record import add_pid_arguments, positive_float, positive_int
+from gilty.sidecar import Totals, find_by_cmdline
+
+DEFAULT_RATE_HZ = 10.0
+DEFAULT_PORT = 9464
+SLICE_S = 0.1
+RESTART_POLL_S = 0.5
+
+
+def prepare_parser(parser: argparse.ArgumentParser) -> None:
+    parser.usage = "gilty serve --pid PID [--pid PID ...] [-s] [--rate HZ] [--bind ADDR] [--port PORT]"
+    add_pid_arguments(parser, required=True)
+    parser.add_argument("--rate", type=positive_float, default=DEFAULT_RATE_HZ, metavar="HZ", help="samples per second (default: %(default)g)")
+    parser.add_argument("--bind", default="127.0.0.1", metavar="ADDR", help="address to listen on (default: loopback only)")
+    parser.add_argument("--port", type=positive_int, default=DEFAULT_PORT, help="port of /metrics (default: %(default)d)")
+
+
+def _handler(totals: Totals):
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            if self.path.split("?", 1)[0] != "/metrics":
+                self.send_error(404, "gilty serves /metrics")
+                return
+            body = totals.exposition().encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    return Handler
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def _sample(native, pids: list, follow: bool, rate: float, totals: Totals, stop) -> bool:
+    """Sample until every process is gone (True) or stop is requested (False)."""
+    process_set = native.ProcessSet(pids, rate, follow=follow)
+    while not stop.requested:
+        got = process_set.collect(SLICE_S)
+        for event in got["events"]:
+            if event["kind"] == "attached":
+                totals.attached(event["pid"], event["cmdline"])
+        for pid, batch in got["batches"].items():
+            totals.add(pid, batch)
+        for event in got["events"]:
+            if event["kind"] == "exited":
+                totals.exited(event["pid"])
+        if got["finished"]:
+            return True
+    return False
+
+
+def run(args: argparse.Namespace) -> int:
+    pids = list(args.pid)
+    native = launch.native_module()
+    roots = {pid: _cmdline(pid) for pid in pids}
+    missing = [pid for pid, cmd in roots.items() if not cmd]
+    if missing:
+        raise CommandError(f"no process with pid {missing[0]}", 3)
+    totals = Totals(1.0 / args.rate)
+    try:
+        server = http.server.ThreadingHTTPServer((args.bind, args.port), _handler(totals))
+    except OSError as e:
+        raise UsageError(f"cannot listen on {args.bind}:{args.port}: {e.strerror or e}") from None
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name="gilty-serve-http", daemon=True).start()
+    print(f"gilty: serving metrics of pid {', '.join(map(str, pids))} on http://{args.bind}:{server.server_address[1]}/metrics", file=sys.stderr)
+    with launch.StopSignals() as stop:
+        try:
+            while not stop.requested:
+                if not _sample(native, pids, bool(args.subprocesses), args.rate, totals, stop):
+                    break
+                # Every process is gone: wait for the same command lines to come back.
+                print(f"gilty: pid {', '.join(map(str, pids))} exited; waiting for it to start again", file=sys.stderr)
+                restarted: dict = {}
+                while not stop.requested and len(restarted) < len(roots):
+                    for old, cmd in roots.items():
+                        if old not in restarted:
+                            new = find_by_cmdline(cmd, exclude=old)
+                            if new is not None:
+                                restarted[old] = new
+                    time.sleep(RESTART_POLL_S)
+                if stop.requested:
+                    break
+                time.sleep(RESTART_POLL_S)  # let the new interpreter finish starting
+                pids = [restarted[p] for p in pids]
+                roots = {restarted[p]: cmd for p, cmd in roots.items()}
+                print(f"gilty: re-attached to pid {', '.join(map(str, pids))}", file=sys.stderr)
+        finally:
+            server.shutdown()
+    return EXIT_OK
