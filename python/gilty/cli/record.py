@@ -18,6 +18,7 @@ from typing import Any, Callable, Optional
 
 from gilty import launch
 from gilty._errors import EXIT_EXACT_UNAVAILABLE, EXIT_OK, EXIT_PARTIAL, EXIT_TARGET_EXITED, CommandError, UsageError
+from gilty.cli.progress import Progress
 from gilty.renderers import console, json_report
 from gilty.session import Session, TargetInfo
 
@@ -122,10 +123,12 @@ def sample_until_stopped(
     native_error: type[BaseException],
     syscall_name: Optional[Callable[[int], str]] = None,
     clock: Callable[[], float] = time.monotonic,
+    progress: Optional[Progress] = None,
 ) -> None:
     """Collect batches into ``session`` until the duration, the target's exit, or ``stop.requested``.
 
-    Sets ``session.duration_s`` (wall time spent) and ``session.stopped_by``.
+    Sets ``session.duration_s`` (wall time spent) and ``session.stopped_by``. ``progress`` is
+    updated after every batch and cleared at the end.
     """
     started = clock()
     stopped_by = "interrupt"
@@ -148,11 +151,16 @@ def sample_until_stopped(
                 stopped_by = "target_exit"
                 break
             session.add_batch(batch, syscall_name)
+            if progress is not None:
+                progress.update(session.samples, len(session.thread_names))
             if batch.get("exited"):
                 stopped_by = "target_exit"
                 break
     except KeyboardInterrupt:  # a Ctrl-C that arrived before our handler was installed
         stopped_by = "interrupt"
+    finally:
+        if progress is not None:
+            progress.clear()
     session.duration_s = clock() - started
     session.stopped_by = stopped_by
 
@@ -222,7 +230,10 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             try:
-                sample_until_stopped(session, sampler, args.duration, stop, native.GiltyError, native.syscall_name)
+                sample_until_stopped(
+                    session, sampler, args.duration, stop, native.GiltyError, native.syscall_name,
+                    progress=Progress(sys.stderr),
+                )
             finally:
                 if args.exact:
                     session.exact = exact_summary(sampler)
