@@ -55,13 +55,17 @@ def aggregate_rows(n_passes: int, rows: Iterable[tuple]) -> dict:
                 closed.append((tid, *run))
             open_runs[tid] = [p, 1, state, stack, nr]
     closed.extend((tid, *run) for tid, run in open_runs.items())
-    # Runs starting at pass 0 (which may continue the previous batch's) first, as natively.
-    closed.sort(key=lambda r: (r[1] != 0, r[0], r[1]))
+    closed.sort(key=lambda r: (r[0], r[1]))
     columns = {name: array(code, [r[i] for r in closed]).tobytes() for i, (name, code) in enumerate(RUN_COLUMNS)}
+    slices: list = []  # (tid, start, end) of each thread's runs
+    for i, run in enumerate(closed):
+        if slices and slices[-1][0] == run[0]:
+            slices[-1][2] = i + 1
+        else:
+            slices.append([run[0], i, i + 1])
     return {
         "runs": columns,
-        "head_runs": sum(1 for r in closed if r[1] == 0),
-        "tail_runs": [i for i, r in enumerate(closed) if r[1] + r[2] == n_passes],
+        "thread_slices": [tuple(s) for s in slices],
         "counts": [(*key, n) for key, n in counts.items()],
         "blame": [(*key, n) for key, n in blame.items()],
         "pass_flags": bytes(flags),

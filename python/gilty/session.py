@@ -2,8 +2,9 @@
 
 Samples are never kept one per (pass, thread): the native sampler folds them into runs (a thread's
 stretch of consecutive passes in one state and syscall), sample counts per (thread, state, stack),
-GIL blame counts and one flag byte per pass (``crates/gilty-core/src/aggregate.rs``). Runs are kept
-column-wise in ``array`` buffers (21 bytes a run), so memory grows with state changes, not samples.
+GIL blame counts and one flag byte per pass (``crates/gilty-core/src/aggregate.rs``). Each thread's
+runs are kept column-wise in ``array`` buffers (17 bytes a run), already in pass order, so memory
+grows with state changes, not samples, and reading them in order needs no sort.
 """
 
 from __future__ import annotations
@@ -36,6 +37,30 @@ SESSION_FORMAT_VERSION = 2
 # bytes.translate tables that turn pass flags into 1 where a flag is set, else 0, for counting.
 _HELD = bytes(1 if f & PASS_GIL_HELD else 0 for f in range(256))
 _IN_GC = bytes(1 if f & PASS_IN_GC else 0 for f in range(256))
+
+
+class ThreadRuns:
+    """One thread's runs, column-wise, in pass order: (first_pass, passes, state, stack_id, syscall)."""
+
+    __slots__ = ("first_pass", "passes", "state", "stack", "syscall")
+    COLUMNS = RUN_COLUMNS[1:]  # the run fields but the tid
+
+    def __init__(self) -> None:
+        self.first_pass = array("I")
+        self.passes = array("I")
+        self.state = array("B")
+        self.stack = array("i")
+        self.syscall = array("i")
+
+    def columns(self) -> tuple:
+        return (self.first_pass, self.passes, self.state, self.stack, self.syscall)
+
+    def __len__(self) -> int:
+        return len(self.first_pass)
+
+    @classmethod
+    def bytes_per_run(cls) -> int:
+        return sum(column.itemsize for column in cls().columns())
 
 Frame = tuple  # (function: str, file: str, line: int)
 
@@ -85,19 +110,11 @@ class Session:
 
         # One entry per sampling pass: seconds since the sampler was created.
         self.times = array("d")
-        # Runs, column-wise, in batch order (runs() sorts them); first_pass indexes self.times.
-        self.run_tid = array("i")
-        self.run_first = array("I")
-        self.run_passes = array("I")
-        self.run_state = array("B")
-        self.run_stack = array("i")
-        self.run_syscall = array("i")
+        self.thread_runs: dict = {}  # tid -> ThreadRuns; first_pass indexes self.times
         self.counts: dict = {}  # (tid, state, stack_id) -> samples, keys in first-seen order
         # (waiter tid, holder tid or None, holder stack_id) -> waiting_gil samples of the same pass
         self.blame: dict = {}
         self.pass_flags = bytearray()  # one byte per pass: PASS_GIL_HELD | PASS_IN_GC
-        # tid -> index of its run reaching the last pass so far: the next batch may continue it.
-        self._tail: dict = {}
 
         self.stacks: dict = {} if stacks is None else stacks  # stack_id -> [frame_id, ...] innermost first
         self.frames: dict = {} if frames is None else frames  # frame_id -> (function, file, line)
@@ -123,7 +140,7 @@ class Session:
         offset = len(self.times)
         self.times.extend(batch["times"])
         self.pass_flags += batch.get("pass_flags", b"")
-        if batch.get("runs"):
+        if batch.get("thread_slices"):
             self._merge_runs(batch, offset)
             if syscall_name is not None:
                 for nr in set(array("i", batch["runs"]["syscall"])) - self.syscall_names.keys():
@@ -147,37 +164,32 @@ class Session:
         if batch.get("exited"):
             self.exited = True
 
-    def run_columns(self) -> tuple:
-        """The run arrays, in RUN_COLUMNS order."""
-        return (self.run_tid, self.run_first, self.run_passes, self.run_state, self.run_stack, self.run_syscall)
-
     def _merge_runs(self, batch: Mapping[str, Any], offset: int) -> None:
-        """Append a batch's runs; a run starting at its pass 0 that continues the thread's run
-        reaching the previous batch's last pass (same state and syscall) extends that run instead.
+        """Append a batch's runs to each thread's; a run starting at the batch's first pass that
+        continues the thread's run reaching the previous pass (same state and syscall) extends it.
 
-        Per run, not per sample; only the batch's head runs (at most one per thread) are looked at
-        one by one, the rest are appended as whole columns.
+        Per thread, not per sample: each thread's slice of the batch is copied as whole columns.
         """
         cols = [array(code, batch["runs"][name]) for name, code in RUN_COLUMNS]
-        tid, first, passes, state, _stack, syscall = cols
-        heads = batch["head_runs"]
+        _tid, first, passes, state, _stack, syscall = cols
         if offset:
-            first[:] = array("I", [f + offset for f in first])
-        where = []  # session index of each head run
-        for i in range(heads):
-            j = self._tail.get(tid[i]) if offset else None
-            if j is not None and self.run_state[j] == state[i] and self.run_syscall[j] == syscall[i]:
-                self.run_passes[j] += passes[i]
-                where.append(j)
-                continue
-            where.append(len(self.run_tid))
-            for column, values in zip(self.run_columns(), cols):
-                column.append(values[i])
-        base = len(self.run_tid) - heads  # session index of batch run i (i >= heads) is base + i
-        for column, values in zip(self.run_columns(), cols):
-            column.extend(values[heads:])
-        if batch["times"]:
-            self._tail = {tid[i]: where[i] if i < heads else base + i for i in batch["tail_runs"]}
+            first = array("I", [f + offset for f in first])
+        own = cols[1:]
+        own[0] = first
+        for tid, start, end in batch["thread_slices"]:
+            runs = self.thread_runs.get(tid)
+            if runs is None:
+                runs = self.thread_runs[tid] = ThreadRuns()
+            elif (
+                first[start] == offset
+                and runs.first_pass[-1] + runs.passes[-1] == offset
+                and runs.state[-1] == state[start]
+                and runs.syscall[-1] == syscall[start]
+            ):
+                runs.passes[-1] += passes[start]
+                start += 1
+            for column, values in zip(runs.columns(), own):
+                column.extend(values[start:end])
 
     def mark_partial(self, reason: str) -> None:
         self.partial = True
@@ -209,7 +221,7 @@ class Session:
 
     @property
     def run_count(self) -> int:
-        return len(self.run_tid)
+        return sum(len(runs) for runs in self.thread_runs.values())
 
     @property
     def period_s(self) -> float:
@@ -264,7 +276,13 @@ class Session:
         ``stack_id`` is the stack seen in the stretch's first pass. Pass ``i`` covers
         ``pass_start(i)`` to ``pass_end(i)``.
         """
-        return sorted(zip(*self.run_columns()))
+        return list(self.iter_runs())
+
+    def iter_runs(self):
+        """``runs()`` one at a time, without building the list (what the analyses use)."""
+        for tid in sorted(self.thread_runs):
+            for run in zip(*self.thread_runs[tid].columns()):
+                yield (tid, *run)
 
     def passes_with_gil_held(self) -> int:
         """Passes in which some thread held the GIL (running Python or collecting garbage)."""
@@ -297,7 +315,10 @@ class Session:
             "requested_duration_s": self.requested_duration_s,
             "command": self.command,
             "times": self.times.tolist(),
-            "runs": {name: column.tolist() for (name, _code), column in zip(RUN_COLUMNS, self.run_columns())},
+            "runs": {
+                str(tid): {name: column.tolist() for (name, _code), column in zip(ThreadRuns.COLUMNS, runs.columns())}
+                for tid, runs in self.thread_runs.items()
+            },
             "counts": [[*key, n] for key, n in self.counts.items()],
             "blame": [[*key, n] for key, n in self.blame.items()],
             "pass_flags": list(self.pass_flags),
@@ -324,9 +345,10 @@ class Session:
         session.requested_duration_s = data.get("requested_duration_s")
         session.command = data.get("command")
         session.times = array("d", data["times"])
-        runs = data["runs"]
-        for (name, _code), column in zip(RUN_COLUMNS, session.run_columns()):
-            column.extend(runs[name])
+        for tid, columns in data["runs"].items():
+            runs = session.thread_runs[int(tid)] = ThreadRuns()
+            for (name, _code), column in zip(ThreadRuns.COLUMNS, runs.columns()):
+                column.extend(columns[name])
         session.counts = {(tid, state, stack_id): n for tid, state, stack_id, n in data["counts"]}
         session.blame = {(waiter, holder, stack_id): n for waiter, holder, stack_id, n in data["blame"]}
         session.pass_flags = bytearray(data["pass_flags"])

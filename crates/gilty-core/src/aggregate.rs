@@ -3,7 +3,9 @@
 //! (pass, thread) is kept, so an hour of samples costs what its state changes cost, not its samples.
 //!
 //! An `Aggregate` covers one batch. `close()` ends every open run at the batch end, so a batch is
-//! self-contained; the Python side merges a run that goes on across the boundary (`Session.add_batch`).
+//! self-contained; the Python side merges a run that goes on across the boundary (`Session.add_batch`):
+//! runs are sorted by (tid, first_pass) and `thread_slices` says where each thread's runs are, so the
+//! merge looks at one run per thread, never at every run.
 //! `python/gilty/aggregate.py` is the pure-Python twin of this module and must stay in step with it.
 
 use crate::classify::ThreadState;
@@ -81,11 +83,10 @@ impl Runs {
         self.syscall.push(run.syscall);
     }
 
-    /// Reordered so that runs starting at pass 0 (the ones that may continue the previous batch)
-    /// come first, each group by (tid, first_pass).
-    fn sorted_heads_first(self) -> Runs {
+    /// Reordered by (tid, first_pass).
+    fn sorted(self) -> Runs {
         let mut order: Vec<usize> = (0..self.len()).collect();
-        order.sort_unstable_by_key(|&i| (self.first_pass[i] != 0, self.tid[i], self.first_pass[i]));
+        order.sort_unstable_by_key(|&i| (self.tid[i], self.first_pass[i]));
         let pick_u32 = |v: &[u32]| order.iter().map(|&i| v[i]).collect();
         let pick_i32 = |v: &[i32]| order.iter().map(|&i| v[i]).collect();
         Runs {
@@ -113,12 +114,10 @@ struct OpenRun {
 pub struct Aggregate {
     /// Passes added so far; pass indices count from 0 at the batch start.
     pub passes: u32,
-    /// Closed runs; after `close()`, every run of the batch, heads (first_pass 0) first.
+    /// Closed runs; after `close()`, every run of the batch, by (tid, first_pass).
     pub runs: Runs,
-    /// After `close()`: how many runs at the front of `runs` start at pass 0.
-    pub head_runs: usize,
-    /// After `close()`: indices in `runs` of the runs that reach the last pass (the next batch may continue them).
-    pub tail_runs: Vec<u32>,
+    /// After `close()`: (tid, start, end) of each thread's runs in `runs`, by tid.
+    pub thread_slices: Vec<(i32, usize, usize)>,
     /// (tid, state, stack) -> samples.
     pub counts: OrderedCounts<(i32, u8, i32)>,
     /// (waiter tid, holder tid or NONE, holder stack or NONE) -> waiting_gil samples.
@@ -168,11 +167,16 @@ impl Aggregate {
         for (tid, run) in std::mem::take(&mut self.open) {
             self.runs.push(tid, &run);
         }
-        self.runs = std::mem::take(&mut self.runs).sorted_heads_first();
-        self.head_runs = self.runs.first_pass.iter().take_while(|&&f| f == 0).count();
-        let end = self.passes;
-        let runs = &self.runs;
-        self.tail_runs = (0..runs.len() as u32).filter(|&i| runs.first_pass[i as usize] + runs.passes[i as usize] == end).collect();
+        self.runs = std::mem::take(&mut self.runs).sorted();
+        self.thread_slices.clear();
+        let tids = &self.runs.tid;
+        let mut start = 0;
+        for i in 1..=tids.len() {
+            if i == tids.len() || tids[i] != tids[start] {
+                self.thread_slices.push((tids[start], start, i));
+                start = i;
+            }
+        }
     }
 }
 
@@ -201,18 +205,17 @@ mod tests {
         a.add_pass(&[seen(1, WaitingGil, inner, futex)]);
         a.add_pass(&[seen(1, HoldingGil, NONE, NONE), seen(2, Idle, NONE, futex)]);
         a.close();
-        assert_eq!(a.head_runs, 2);
-        assert_eq!(a.tail_runs, vec![3, 4]);
         assert_eq!(
             runs_of(&a),
             vec![
                 (1, 0, 2, HoldingGil as u8, outer, NONE),
-                (2, 0, 2, Idle as u8, NONE, futex),
                 (1, 2, 2, WaitingGil as u8, inner, futex),
                 (1, 4, 1, HoldingGil as u8, NONE, NONE),
+                (2, 0, 2, Idle as u8, NONE, futex),
                 (2, 4, 1, Idle as u8, NONE, futex),
             ]
         );
+        assert_eq!(a.thread_slices, vec![(1, 0, 3), (2, 3, 5)]);
         assert_eq!(a.counts.entries.iter().filter(|(k, _)| k.0 == 2).map(|e| e.1).sum::<u64>(), 3);
         assert_eq!(a.counts.entries[0], ((1, HoldingGil as u8, outer), 1));
         assert_eq!(a.pass_flags, vec![PASS_GIL_HELD, PASS_GIL_HELD, 0, 0, PASS_GIL_HELD]);

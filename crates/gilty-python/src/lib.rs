@@ -141,8 +141,7 @@ impl Sampler {
         out.set_item("times", PyList::new(py, &batch.times)?)?;
         let agg = &batch.aggregate;
         out.set_item("runs", runs_dict(py, &agg.runs)?)?;
-        out.set_item("head_runs", agg.head_runs)?;
-        out.set_item("tail_runs", &agg.tail_runs)?;
+        out.set_item("thread_slices", &agg.thread_slices)?;
         let counts: Vec<(i32, u8, i32, u64)> = agg.counts.entries.iter().map(|&((t, s, k), n)| (t, s, k, n)).collect();
         out.set_item("counts", counts)?;
         let blame: Vec<(i32, i32, i32, u64)> = agg.blame.entries.iter().map(|&((w, h, k), n)| (w, h, k, n)).collect();
@@ -207,7 +206,7 @@ fn ne_bytes<T: Copy, const N: usize>(values: &[T], to_bytes: fn(T) -> [u8; N]) -
     values.iter().flat_map(|&v| to_bytes(v)).collect()
 }
 
-/// Closed runs column-wise, one `bytes` per field (array typecodes i, I, I, B, i, i).
+/// Closed runs by (tid, first_pass), column-wise: one `bytes` per field (array typecodes i, I, I, B, i, i).
 fn runs_dict<'py>(py: Python<'py>, runs: &Runs) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("tid", PyBytes::new(py, &ne_bytes(&runs.tid, i32::to_ne_bytes)))?;

@@ -52,7 +52,7 @@ def _episode_wait(times: list, first: int, last: int, period: float) -> float:
     return times[last] - times[first] + period
 
 
-def _episodes(runs: list) -> dict:
+def _episodes(runs) -> dict:
     """{tid: [(first pass, last pass) of each episode]} from runs sorted by (tid, first_pass)."""
     episodes: dict = {}
     # The previous runs of the same thread: (tid, end pass + 1, state) of the last two.
@@ -94,7 +94,7 @@ def convoys(session: Session, switch_interval_s: Optional[float] = None) -> dict
     period = session.period_s
     waits: dict = {tid: [] for tid in session.tids()}  # tid -> [wait_s, ...]
     sample_counts: dict = {}  # tid -> waiting samples inside episodes
-    for tid, episodes in _episodes(session.runs()).items():
+    for tid, episodes in _episodes(session.iter_runs()).items():
         for first, last in episodes:
             waits.setdefault(tid, []).append(_episode_wait(times, first, last, period))
             sample_counts[tid] = sample_counts.get(tid, 0) + last - first + 1

@@ -50,7 +50,7 @@ def idle_syscalls(session: Session, states: dict) -> dict:
     """
     counts: Counter = Counter()
     # Runs in (tid, first pass) order: equal counts keep the order in which syscalls were first seen.
-    for tid, _first, passes, state, _stack_id, nr in session.runs():
+    for tid, _first, passes, state, _stack_id, nr in session.iter_runs():
         if state == IDLE:
             counts[(tid, nr)] += passes
     result: dict = {}
