@@ -14,12 +14,14 @@ GC = 1
 HOLDING_GIL = 0
 WAITING_GIL = 2
 NONE = -1  # no stack, no syscall, no holder
+ABSENT = 255  # run state of passes in which a thread was not seen, between two runs of it
 
 PASS_GIL_HELD = 1  # some thread held the GIL (running Python or collecting garbage)
 PASS_IN_GC = 2  # some thread was collecting garbage
 
-# Array typecodes of the run columns, in the order the native batch sends them.
-RUN_COLUMNS = (("tid", "i"), ("first_pass", "I"), ("passes", "I"), ("state", "B"), ("stack", "i"), ("syscall", "i"))
+# Array typecodes of the run columns, in the order the native batch sends them. A thread's runs
+# tile its passes, so no first-pass column is needed: the batch's thread_slices give the first.
+RUN_COLUMNS = (("passes", "I"), ("state", "B"), ("stack", "i"), ("syscall", "h"))
 
 
 def aggregate_rows(n_passes: int, rows: Iterable[tuple]) -> dict:
@@ -53,16 +55,18 @@ def aggregate_rows(n_passes: int, rows: Iterable[tuple]) -> dict:
                 continue
             if run is not None:
                 closed.append((tid, *run))
+                if run[0] + run[1] < p:
+                    closed.append((tid, run[0] + run[1], p - run[0] - run[1], ABSENT, NONE, NONE))
             open_runs[tid] = [p, 1, state, stack, nr]
     closed.extend((tid, *run) for tid, run in open_runs.items())
     closed.sort(key=lambda r: (r[0], r[1]))
-    columns = {name: array(code, [r[i] for r in closed]).tobytes() for i, (name, code) in enumerate(RUN_COLUMNS)}
-    slices: list = []  # (tid, start, end) of each thread's runs
+    columns = {name: array(code, [r[i] for r in closed]).tobytes() for i, (name, code) in enumerate(RUN_COLUMNS, 2)}
+    slices: list = []  # (tid, start, end, first pass) of each thread's runs
     for i, run in enumerate(closed):
         if slices and slices[-1][0] == run[0]:
             slices[-1][2] = i + 1
         else:
-            slices.append([run[0], i, i + 1])
+            slices.append([run[0], i, i + 1, run[1]])
     return {
         "runs": columns,
         "thread_slices": [tuple(s) for s in slices],

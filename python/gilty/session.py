@@ -3,7 +3,7 @@
 Samples are never kept one per (pass, thread): the native sampler folds them into runs (a thread's
 stretch of consecutive passes in one state and syscall), sample counts per (thread, state, stack),
 GIL blame counts and one flag byte per pass (``crates/gilty-core/src/aggregate.rs``). Each thread's
-runs are kept column-wise in ``array`` buffers (17 bytes a run), already in pass order, so memory
+runs are kept column-wise in ``array`` buffers (11 bytes a run), already in pass order, so memory
 grows with state changes, not samples, and reading them in order needs no sort.
 """
 
@@ -15,7 +15,7 @@ from array import array
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Mapping, Optional
 
-from gilty.aggregate import PASS_GIL_HELD, PASS_IN_GC, RUN_COLUMNS
+from gilty.aggregate import ABSENT, PASS_GIL_HELD, PASS_IN_GC, RUN_COLUMNS
 
 # Thread states as the native sampler encodes them (see docs/states.md).
 HOLDING_GIL = 0
@@ -40,27 +40,44 @@ _IN_GC = bytes(1 if f & PASS_IN_GC else 0 for f in range(256))
 
 
 class ThreadRuns:
-    """One thread's runs, column-wise, in pass order: (first_pass, passes, state, stack_id, syscall)."""
+    """One thread's runs, column-wise, in pass order: (passes, state, stack_id, syscall).
 
-    __slots__ = ("first_pass", "passes", "state", "stack", "syscall")
-    COLUMNS = RUN_COLUMNS[1:]  # the run fields but the tid
+    The runs tile the thread's passes from ``start`` to ``end``; passes in which the thread was
+    not seen are ABSENT runs. So no first-pass column is kept: 11 bytes a run.
+    """
 
-    def __init__(self) -> None:
-        self.first_pass = array("I")
+    __slots__ = ("start", "end", "passes", "state", "stack", "syscall")
+
+    def __init__(self, start: int) -> None:
+        self.start = self.end = start
         self.passes = array("I")
         self.state = array("B")
         self.stack = array("i")
-        self.syscall = array("i")
+        self.syscall = array("h")
 
     def columns(self) -> tuple:
-        return (self.first_pass, self.passes, self.state, self.stack, self.syscall)
+        return (self.passes, self.state, self.stack, self.syscall)
 
     def __len__(self) -> int:
-        return len(self.first_pass)
+        return len(self.passes)
 
     @classmethod
     def bytes_per_run(cls) -> int:
-        return sum(column.itemsize for column in cls().columns())
+        return sum(column.itemsize for column in cls(0).columns())
+
+    def append_absent(self, passes: int) -> None:
+        for column, value in zip(self.columns(), (passes, ABSENT, NO_STACK, NO_SYSCALL)):
+            column.append(value)
+        self.end += passes
+
+    def runs(self):
+        """(first_pass, passes, state, stack_id, syscall) of each run, ABSENT ones left out."""
+        first = self.start
+        for passes, state, stack_id, nr in zip(*self.columns()):
+            if state != ABSENT:
+                yield first, passes, state, stack_id, nr
+            first += passes
+
 
 Frame = tuple  # (function: str, file: str, line: int)
 
@@ -143,7 +160,7 @@ class Session:
         if batch.get("thread_slices"):
             self._merge_runs(batch, offset)
             if syscall_name is not None:
-                for nr in set(array("i", batch["runs"]["syscall"])) - self.syscall_names.keys():
+                for nr in set(array("h", batch["runs"]["syscall"])) - self.syscall_names.keys():
                     if nr >= 0:
                         self.syscall_names[nr] = syscall_name(nr)
         counts = self.counts
@@ -171,25 +188,21 @@ class Session:
         Per thread, not per sample: each thread's slice of the batch is copied as whole columns.
         """
         cols = [array(code, batch["runs"][name]) for name, code in RUN_COLUMNS]
-        _tid, first, passes, state, _stack, syscall = cols
-        if offset:
-            first = array("I", [f + offset for f in first])
-        own = cols[1:]
-        own[0] = first
-        for tid, start, end in batch["thread_slices"]:
+        passes, state, _stack, syscall = cols
+        for tid, start, end, first in batch["thread_slices"]:
+            first += offset
             runs = self.thread_runs.get(tid)
             if runs is None:
-                runs = self.thread_runs[tid] = ThreadRuns()
-            elif (
-                first[start] == offset
-                and runs.first_pass[-1] + runs.passes[-1] == offset
-                and runs.state[-1] == state[start]
-                and runs.syscall[-1] == syscall[start]
-            ):
+                runs = self.thread_runs[tid] = ThreadRuns(first)
+            elif first > runs.end:
+                runs.append_absent(first - runs.end)
+            elif runs.state[-1] == state[start] and runs.syscall[-1] == syscall[start]:
                 runs.passes[-1] += passes[start]
+                runs.end += passes[start]
                 start += 1
-            for column, values in zip(runs.columns(), own):
+            for column, values in zip(runs.columns(), cols):
                 column.extend(values[start:end])
+            runs.end += sum(passes[start:end])
 
     def mark_partial(self, reason: str) -> None:
         self.partial = True
@@ -281,7 +294,7 @@ class Session:
     def iter_runs(self):
         """``runs()`` one at a time, without building the list (what the analyses use)."""
         for tid in sorted(self.thread_runs):
-            for run in zip(*self.thread_runs[tid].columns()):
+            for run in self.thread_runs[tid].runs():
                 yield (tid, *run)
 
     def passes_with_gil_held(self) -> int:
@@ -316,7 +329,10 @@ class Session:
             "command": self.command,
             "times": self.times.tolist(),
             "runs": {
-                str(tid): {name: column.tolist() for (name, _code), column in zip(ThreadRuns.COLUMNS, runs.columns())}
+                str(tid): {
+                    "start": runs.start,
+                    **{name: column.tolist() for (name, _code), column in zip(RUN_COLUMNS, runs.columns())},
+                }
                 for tid, runs in self.thread_runs.items()
             },
             "counts": [[*key, n] for key, n in self.counts.items()],
@@ -346,9 +362,10 @@ class Session:
         session.command = data.get("command")
         session.times = array("d", data["times"])
         for tid, columns in data["runs"].items():
-            runs = session.thread_runs[int(tid)] = ThreadRuns()
-            for (name, _code), column in zip(ThreadRuns.COLUMNS, runs.columns()):
+            runs = session.thread_runs[int(tid)] = ThreadRuns(columns["start"])
+            for (name, _code), column in zip(RUN_COLUMNS, runs.columns()):
                 column.extend(columns[name])
+            runs.end += sum(runs.passes)
         session.counts = {(tid, state, stack_id): n for tid, state, stack_id, n in data["counts"]}
         session.blame = {(waiter, holder, stack_id): n for waiter, holder, stack_id, n in data["blame"]}
         session.pass_flags = bytearray(data["pass_flags"])

@@ -15,6 +15,10 @@ use std::hash::Hash;
 /// `stack` of a thread without a Python stack (or a torn one), and `holder_tid` of a pass without a holder.
 pub const NONE: i32 = -1;
 
+/// Run state of a stretch of passes in which a thread was not seen (between two runs of it), so
+/// that a thread's runs tile its passes and need no first-pass column.
+pub const ABSENT: u8 = 255;
+
 /// Pass flag: some thread held the GIL (running Python or collecting garbage).
 pub const PASS_GIL_HELD: u8 = 1;
 /// Pass flag: some thread was collecting garbage.
@@ -62,7 +66,8 @@ pub struct Runs {
     pub passes: Vec<u32>,
     pub state: Vec<u8>,
     pub stack: Vec<i32>,
-    pub syscall: Vec<i32>,
+    /// Syscall numbers fit in 16 bits on every Linux ABI but x32; a larger one is kept as i16::MAX.
+    pub syscall: Vec<i16>,
 }
 
 impl Runs {
@@ -75,12 +80,16 @@ impl Runs {
     }
 
     fn push(&mut self, tid: i32, run: &OpenRun) {
+        self.push_fields(tid, run.first_pass, run.passes, run.state as u8, run.stack, run.syscall);
+    }
+
+    fn push_fields(&mut self, tid: i32, first_pass: u32, passes: u32, state: u8, stack: i32, syscall: i32) {
         self.tid.push(tid);
-        self.first_pass.push(run.first_pass);
-        self.passes.push(run.passes);
-        self.state.push(run.state as u8);
-        self.stack.push(run.stack);
-        self.syscall.push(run.syscall);
+        self.first_pass.push(first_pass);
+        self.passes.push(passes);
+        self.state.push(state);
+        self.stack.push(stack);
+        self.syscall.push(syscall.clamp(i16::MIN as i32, i16::MAX as i32) as i16);
     }
 
     /// Reordered by (tid, first_pass).
@@ -95,7 +104,7 @@ impl Runs {
             passes: pick_u32(&self.passes),
             state: order.iter().map(|&i| self.state[i]).collect(),
             stack: pick_i32(&self.stack),
-            syscall: pick_i32(&self.syscall),
+            syscall: order.iter().map(|&i| self.syscall[i]).collect(),
         }
     }
 }
@@ -116,8 +125,9 @@ pub struct Aggregate {
     pub passes: u32,
     /// Closed runs; after `close()`, every run of the batch, by (tid, first_pass).
     pub runs: Runs,
-    /// After `close()`: (tid, start, end) of each thread's runs in `runs`, by tid.
-    pub thread_slices: Vec<(i32, usize, usize)>,
+    /// After `close()`: (tid, start, end, first pass) of each thread's runs in `runs`, by tid.
+    /// Within a slice the runs tile the passes (gaps are ABSENT runs).
+    pub thread_slices: Vec<(i32, usize, usize, u32)>,
     /// (tid, state, stack) -> samples.
     pub counts: OrderedCounts<(i32, u8, i32)>,
     /// (waiter tid, holder tid or NONE, holder stack or NONE) -> waiting_gil samples.
@@ -152,11 +162,15 @@ impl Aggregate {
     /// A thread's run goes on while it is seen in consecutive passes in one (state, syscall).
     fn extend_run(&mut self, pass: u32, t: &Seen) {
         if let Some(run) = self.open.get_mut(&t.tid) {
-            if run.first_pass + run.passes == pass && run.state == t.state && run.syscall == t.syscall {
+            let end = run.first_pass + run.passes;
+            if end == pass && run.state == t.state && run.syscall == t.syscall {
                 run.passes += 1;
                 return;
             }
             self.runs.push(t.tid, run);
+            if end < pass {
+                self.runs.push_fields(t.tid, end, pass - end, ABSENT, NONE, NONE);
+            }
         }
         let run = OpenRun { first_pass: pass, passes: 1, state: t.state, stack: t.stack, syscall: t.syscall };
         self.open.insert(t.tid, run);
@@ -173,7 +187,7 @@ impl Aggregate {
         let mut start = 0;
         for i in 1..=tids.len() {
             if i == tids.len() || tids[i] != tids[start] {
-                self.thread_slices.push((tids[start], start, i));
+                self.thread_slices.push((tids[start], start, i, self.runs.first_pass[start]));
                 start = i;
             }
         }
@@ -189,7 +203,7 @@ mod tests {
         Seen { tid, state, stack, syscall }
     }
 
-    fn runs_of(a: &Aggregate) -> Vec<(i32, u32, u32, u8, i32, i32)> {
+    fn runs_of(a: &Aggregate) -> Vec<(i32, u32, u32, u8, i32, i16)> {
         let r = &a.runs;
         (0..r.len()).map(|i| (r.tid[i], r.first_pass[i], r.passes[i], r.state[i], r.stack[i], r.syscall[i])).collect()
     }
@@ -198,6 +212,7 @@ mod tests {
     fn runs_break_on_state_syscall_and_absence() {
         // The scenario of tests/unit/test_session.py::test_reading_api_runs_and_stack_counts, in one batch.
         let (outer, inner, futex) = (101, 100, 202);
+        let (n, f) = (NONE as i16, futex as i16);
         let mut a = Aggregate::default();
         a.add_pass(&[seen(1, HoldingGil, outer, NONE), seen(2, Idle, NONE, futex)]);
         a.add_pass(&[seen(1, HoldingGil, inner, NONE), seen(2, Idle, NONE, futex)]);
@@ -208,14 +223,15 @@ mod tests {
         assert_eq!(
             runs_of(&a),
             vec![
-                (1, 0, 2, HoldingGil as u8, outer, NONE),
-                (1, 2, 2, WaitingGil as u8, inner, futex),
-                (1, 4, 1, HoldingGil as u8, NONE, NONE),
-                (2, 0, 2, Idle as u8, NONE, futex),
-                (2, 4, 1, Idle as u8, NONE, futex),
+                (1, 0, 2, HoldingGil as u8, outer, n),
+                (1, 2, 2, WaitingGil as u8, inner, f),
+                (1, 4, 1, HoldingGil as u8, NONE, n),
+                (2, 0, 2, Idle as u8, NONE, f),
+                (2, 2, 2, ABSENT, NONE, n),
+                (2, 4, 1, Idle as u8, NONE, f),
             ]
         );
-        assert_eq!(a.thread_slices, vec![(1, 0, 3), (2, 3, 5)]);
+        assert_eq!(a.thread_slices, vec![(1, 0, 3, 0), (2, 3, 6, 0)]);
         assert_eq!(a.counts.entries.iter().filter(|(k, _)| k.0 == 2).map(|e| e.1).sum::<u64>(), 3);
         assert_eq!(a.counts.entries[0], ((1, HoldingGil as u8, outer), 1));
         assert_eq!(a.pass_flags, vec![PASS_GIL_HELD, PASS_GIL_HELD, 0, 0, PASS_GIL_HELD]);

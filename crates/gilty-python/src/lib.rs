@@ -206,15 +206,14 @@ fn ne_bytes<T: Copy, const N: usize>(values: &[T], to_bytes: fn(T) -> [u8; N]) -
     values.iter().flat_map(|&v| to_bytes(v)).collect()
 }
 
-/// Closed runs by (tid, first_pass), column-wise: one `bytes` per field (array typecodes i, I, I, B, i, i).
+/// Closed runs by (tid, first_pass), column-wise: one `bytes` per field (array typecodes I, B, i, h).
+/// Tid and first pass are per thread, in `thread_slices`.
 fn runs_dict<'py>(py: Python<'py>, runs: &Runs) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
-    d.set_item("tid", PyBytes::new(py, &ne_bytes(&runs.tid, i32::to_ne_bytes)))?;
-    d.set_item("first_pass", PyBytes::new(py, &ne_bytes(&runs.first_pass, u32::to_ne_bytes)))?;
     d.set_item("passes", PyBytes::new(py, &ne_bytes(&runs.passes, u32::to_ne_bytes)))?;
     d.set_item("state", PyBytes::new(py, &runs.state))?;
     d.set_item("stack", PyBytes::new(py, &ne_bytes(&runs.stack, i32::to_ne_bytes)))?;
-    d.set_item("syscall", PyBytes::new(py, &ne_bytes(&runs.syscall, i32::to_ne_bytes)))?;
+    d.set_item("syscall", PyBytes::new(py, &ne_bytes(&runs.syscall, i16::to_ne_bytes)))?;
     Ok(d)
 }
 
