@@ -17,7 +17,7 @@ waiting splits a run, not a wait).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Iterator, Optional
 
 from gilty.session import IDLE, NATIVE, WAITING_GIL, Session
 
@@ -52,9 +52,8 @@ def _episode_wait(times: list, first: int, last: int, period: float) -> float:
     return times[last] - times[first] + period
 
 
-def _episodes(runs) -> dict:
-    """{tid: [(first pass, last pass) of each episode]} from runs sorted by (tid, first_pass)."""
-    episodes: dict = {}
+def _episodes(runs) -> Iterator[tuple]:
+    """(tid, first pass, last pass) of each episode, from runs sorted by (tid, first_pass)."""
     # The previous runs of the same thread: (tid, end pass + 1, state) of the last two.
     before = after = None
     open_episode = None  # [tid, first, last] while waiting_gil runs keep following each other
@@ -65,13 +64,13 @@ def _episodes(runs) -> dict:
                 open_episode[2] = last
                 before, after = after, (tid, last + 1, state)
                 continue
-            episodes.setdefault(open_episode[0], []).append((open_episode[1], open_episode[2]))
+            yield tuple(open_episode)
             open_episode = None
         if state == WAITING_GIL and after is not None and after[0] == tid and after[1] == first:
             woke_straight = after[2] == IDLE
             # A thread just woken from its blocking call may be seen once running without the GIL
-            # (not yet on a CPU, or on its way into take_gil) before it waits.
-            # The native run is one pass exactly when the idle run ends right before it.
+            # (not yet on a CPU, or on its way into take_gil) before it waits. The native run is
+            # one pass exactly when the idle run ends right before it.
             woke_via_native = (
                 after[2] == NATIVE
                 and before is not None
@@ -83,8 +82,7 @@ def _episodes(runs) -> dict:
                 open_episode = [tid, first, last]
         before, after = after, (tid, last + 1, state)
     if open_episode is not None:
-        episodes.setdefault(open_episode[0], []).append((open_episode[1], open_episode[2]))
-    return episodes
+        yield tuple(open_episode)
 
 
 def convoys(session: Session, switch_interval_s: Optional[float] = None) -> dict:
@@ -92,20 +90,19 @@ def convoys(session: Session, switch_interval_s: Optional[float] = None) -> dict
     switch = session.target.switch_interval_s if switch_interval_s is None else switch_interval_s
     times = session.times
     period = session.period_s
-    waits: dict = {tid: [] for tid in session.tids()}  # tid -> [wait_s, ...]
-    sample_counts: dict = {}  # tid -> waiting samples inside episodes
-    for tid, episodes in _episodes(session.iter_runs()).items():
-        for first, last in episodes:
-            waits.setdefault(tid, []).append(_episode_wait(times, first, last, period))
-            sample_counts[tid] = sample_counts.get(tid, 0) + last - first + 1
+    # Per thread [episodes, total wait s, waiting samples inside episodes]: sums, not lists, so
+    # that an hour of wake-ups costs nothing to fold.
+    totals: dict = {tid: [0, 0, 0] for tid in session.tids()}
+    for tid, first, last in _episodes(session.iter_runs()):
+        entry = totals.setdefault(tid, [0, 0, 0])
+        entry[0] += 1
+        entry[1] += _episode_wait(times, first, last, period)
+        entry[2] += last - first + 1
 
     result = {}
-    for tid, episode_waits in waits.items():
-        episodes = len(episode_waits)
-        total = sum(episode_waits)
+    for tid, (episodes, total, n_samples) in totals.items():
         mean = total / episodes if episodes else None
         ratio = mean / switch if mean is not None and switch and switch > 0 else None
-        n_samples = sample_counts.get(tid, 0)
         result[tid] = ConvoyStats(
             episodes=episodes,
             waiting_samples=n_samples,
