@@ -6,7 +6,8 @@ Attach to a running process with --pid, or start one after `--`:
   gilty record --format json -o report.json -- python app.py
 
 Sampling runs until --duration ends, the target exits, or Ctrl-C (the summary is still
-printed). The command's own output goes to gilty's stderr.
+printed). The command's own output goes to gilty's stderr. On a terminal, one line on stderr shows
+the recording's progress (cli/progress.py).
 """
 
 from __future__ import annotations
