@@ -66,11 +66,13 @@ class NeverStop:
 
 def stored_shape(session) -> dict:
     """What the session keeps, whichever storage the imported gilty has."""
-    if hasattr(session, "row_tid"):
+    if hasattr(session, "row_tid"):  # the per-sample rows gilty kept before native aggregation
         return {"rows": len(session.row_tid)}
+    from gilty.session import ThreadRuns
+
     return {
         "runs": session.run_count,
-        "bytes_per_run": session.thread_runs and type(next(iter(session.thread_runs.values()))).bytes_per_run(),
+        "bytes_per_run": ThreadRuns.bytes_per_run(),
         "count_keys": len(session.counts),
         "blame_keys": len(session.blame),
     }
