@@ -4,7 +4,7 @@
         [--variant before=/tmp/gilty-before] [--variant after=python] [--python PATH] [--json FILE]
 
 Starts bench/targets/mixed32.py (32 threads: 4 spinning, 27 napping 1-5 ms, the main thread
-waiting), then runs one recording process per ``--variant NAME=DIR`` *at the same time*, against
+waiting; or --target demo, the bundled demo service), then runs one recording process per ``--variant NAME=DIR`` *at the same time*, against
 the same target, so the variants see the same load and their ratios come from one run. Each
 recording process imports ``gilty`` from DIR (a ``python/`` tree with its built ``_native``), runs
 the loop `gilty record` runs (``sample_until_stopped``: ``collect(0.25)`` merged into a
@@ -36,6 +36,8 @@ REPO = os.path.dirname(HERE)
 MIXED32 = os.path.join(HERE, "targets", "mixed32.py")
 DEFAULT_PYTHON = "/root/.pyenv/versions/3.12.1/bin/python3"
 MIB = 1024 * 1024
+# Target commands after the interpreter; each prints a line starting with "ready" once running.
+TARGETS = {"mixed32": [MIXED32], "demo": ["-m", "gilty.demo.service"]}
 
 
 def proc_status_kib(field: str) -> int:
@@ -125,6 +127,12 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=60.0)
     parser.add_argument("--python", default=DEFAULT_PYTHON, help=f"target interpreter (default {DEFAULT_PYTHON})")
     parser.add_argument(
+        "--target",
+        choices=sorted(TARGETS),
+        default="mixed32",
+        help="mixed32 (default), or the bundled demo service (6 threads, python -m gilty.demo.service)",
+    )
+    parser.add_argument(
         "--variant",
         action="append",
         metavar="NAME=DIR",
@@ -137,7 +145,8 @@ def main() -> int:
         return child(args.child, args.rate, args.duration)
 
     variants = [v.split("=", 1) for v in (args.variant or [f"this={os.path.join(REPO, 'python')}"])]
-    target = subprocess.Popen([args.python, MIXED32], stdout=subprocess.PIPE, text=True)
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))  # the demo service is in gilty's tree
+    target = subprocess.Popen([args.python, *TARGETS[args.target]], stdout=subprocess.PIPE, text=True, env=env)
     try:
         ready = target.stdout.readline()
         if not ready.startswith("ready"):
@@ -157,7 +166,7 @@ def main() -> int:
         target.terminate()
         target.wait(timeout=30)
 
-    print(f"rate {args.rate:g} Hz, {args.duration:g} s, mixed32 on {args.python}, variants run side by side")
+    print(f"rate {args.rate:g} Hz, {args.duration:g} s, {args.target} on {args.python}, variants run side by side")
     print(
         "| variant | samples | passes/s | peak RSS attaching (MiB) | RSS at start (MiB) | peak RSS recording (MiB) "
         "| peak RSS with report (MiB) | stored |"
