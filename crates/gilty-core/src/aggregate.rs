@@ -1,6 +1,7 @@
-//! Folding sampling passes into bounded data as they are taken: per-thread runs of one state, sample
+//! Folding sampling passes into compact data as they are taken: per-thread runs of one state, sample
 //! counts per (thread, state, stack), GIL blame counts, and one flag byte per pass. Nothing per
-//! (pass, thread) is kept, so an hour of samples costs what its state changes cost, not its samples.
+//! (pass, thread) is kept, so an hour of samples costs what its state changes cost, not its samples
+//! (at most one run per thread per pass).
 //!
 //! An `Aggregate` covers one batch. `close()` ends every open run at the batch end, so a batch is
 //! self-contained; the Python side merges a run that goes on across the boundary (`Session.add_batch`):
