@@ -8,7 +8,7 @@ target exits. Prints "attached" when sampling starts, then one JSON object:
 
   samples, achieved_hz   sampling passes and passes per second of wall time
   late                   slots skipped because a pass overran its period (Batch["late"])
-  rows                   thread rows collected
+  runs                   runs (a thread's stretch of passes in one state) the session holds
   cpu_s, cpu_share       this process's user+sys CPU time while sampling, and per wall second
   attach_cpu_s           CPU time to attach (Target + Sampler), before sampling
   runq_wait_s, off_cpu_s the sampling thread's time waiting for a CPU, and sleeping/blocked
@@ -98,8 +98,8 @@ def main() -> int:
                 "wall_s": wall,
                 "achieved_hz": (len(times) - 1) / span if len(times) > 1 else 0.0,
                 "late": session.errors["late"],
-                "rows": session.row_count,
-                "threads_seen": len(set(session.row_tid)),
+                "runs": session.run_count,
+                "threads_seen": len(session.tids()),
                 "cpu_s": c2 - c1,
                 "cpu_share": (c2 - c1) / wall if wall > 0 else None,
                 "attach_cpu_s": c1 - c0,

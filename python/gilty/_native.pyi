@@ -21,9 +21,20 @@ class _Errors(TypedDict):
     torn_dropped: int
     read_failed: int
 
+class _Runs(TypedDict):
+    # Column-wise, by (tid, first pass); read with array.array(typecode).frombytes.
+    passes: bytes  # "I"
+    state: bytes  # "B"; 255 = the thread was not seen in those passes
+    stack: bytes  # "i"; stack_id of the run's first pass, -1 = no Python stack
+    syscall: bytes  # "h"; -1 = running or not applicable
+
 class Batch(TypedDict):
     times: list[float]  # seconds since the Sampler was created, one per sampling pass
-    rows: list[tuple[int, int, int, int, int]]  # (sample_idx, tid, state, stack_id, syscall)
+    runs: _Runs  # each thread's runs of one (state, syscall); all closed at the batch end
+    thread_slices: list[tuple[int, int, int, int]]  # (tid, start, end, first pass) of a thread's runs
+    counts: list[tuple[int, int, int, int]]  # (tid, state, stack_id, samples), first seen first
+    blame: list[tuple[int, int, int, int]]  # (waiter tid, holder tid or -1, holder stack_id, samples)
+    pass_flags: bytes  # one per pass: 1 = some thread held the GIL, 2 = some thread was in GC
     stacks: dict[int, list[int]]  # stack_id -> frame ids, innermost first; only new stacks
     frames: dict[int, Frame]  # frame_id -> frame; only new frames
     threads: dict[int, str]  # tid -> current name

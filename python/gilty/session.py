@@ -1,17 +1,21 @@
-"""The recorded data model: target metadata plus every sample, merged from the sampler's batches.
+"""The recorded data model: target metadata plus the aggregated samples, merged from the sampler's batches.
 
-Rows are stored column-wise in plain lists (one list per field) rather than one object per
-row: a minute at 1000 Hz with 10 threads is 600k rows, and the analysis folds these columns
-with ``zip``/``Counter`` at C speed.
+Samples are never kept one per (pass, thread): the native sampler folds them into runs (a thread's
+stretch of consecutive passes in one state and syscall), sample counts per (thread, state, stack),
+GIL blame counts and one flag byte per pass (``crates/gilty-core/src/aggregate.rs``). Each thread's
+runs are kept column-wise in ``array`` buffers (11 bytes a run), already in pass order, so memory
+grows with state changes, not samples, and reading them in order needs no sort.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from array import array
 from dataclasses import asdict, dataclass
-from operator import itemgetter
-from typing import Any, Callable, Iterable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
+
+from gilty.aggregate import ABSENT, PASS_GIL_HELD, PASS_IN_GC, RUN_COLUMNS
 
 # Thread states as the native sampler encodes them (see docs/states.md).
 HOLDING_GIL = 0
@@ -22,12 +26,58 @@ IDLE = 4
 UNKNOWN = 5
 STATE_NAMES = ("holding_gil", "gc", "waiting_gil", "native", "idle", "unknown")
 
-NO_STACK = -1  # stack_id of a row without a Python stack
-NO_SYSCALL = -1  # syscall of a row that is running or where it does not apply
+NO_STACK = -1  # stack_id of a sample without a Python stack
+NO_SYSCALL = -1  # syscall of a sample that is running or where it does not apply
+NO_HOLDER = -1  # holder tid of a waiting_gil sample taken while no thread held the GIL (native form)
 
 ERROR_KEYS = ("torn_retried", "torn_dropped", "read_failed", "late")
 
-SESSION_FORMAT_VERSION = 1
+SESSION_FORMAT_VERSION = 2
+
+# bytes.translate tables that turn pass flags into 1 where a flag is set, else 0, for counting.
+_HELD = bytes(1 if f & PASS_GIL_HELD else 0 for f in range(256))
+_IN_GC = bytes(1 if f & PASS_IN_GC else 0 for f in range(256))
+
+
+class ThreadRuns:
+    """One thread's runs, column-wise, in pass order: (passes, state, stack_id, syscall).
+
+    The runs tile the thread's passes from ``start`` to ``end``; passes in which the thread was
+    not seen are ABSENT runs. So no first-pass column is kept: 11 bytes a run.
+    """
+
+    __slots__ = ("start", "end", "passes", "state", "stack", "syscall")
+
+    def __init__(self, start: int) -> None:
+        self.start = self.end = start
+        self.passes = array("I")
+        self.state = array("B")
+        self.stack = array("i")
+        self.syscall = array("h")
+
+    def columns(self) -> tuple:
+        return (self.passes, self.state, self.stack, self.syscall)
+
+    def __len__(self) -> int:
+        return len(self.passes)
+
+    @classmethod
+    def bytes_per_run(cls) -> int:
+        return sum(column.itemsize for column in cls(0).columns())
+
+    def append_absent(self, passes: int) -> None:
+        for column, value in zip(self.columns(), (passes, ABSENT, NO_STACK, NO_SYSCALL)):
+            column.append(value)
+        self.end += passes
+
+    def runs(self):
+        """(first_pass, passes, state, stack_id, syscall) of each run, ABSENT ones left out."""
+        first = self.start
+        for passes, state, stack_id, nr in zip(*self.columns()):
+            if state != ABSENT:
+                yield first, passes, state, stack_id, nr
+            first += passes
+
 
 Frame = tuple  # (function: str, file: str, line: int)
 
@@ -76,13 +126,12 @@ class Session:
         self._duration_s: Optional[float] = None
 
         # One entry per sampling pass: seconds since the sampler was created.
-        self.times: list = []
-        # One entry per (pass, thread) row, column-wise; row_sample indexes self.times.
-        self.row_sample: list = []
-        self.row_tid: list = []
-        self.row_state: list = []
-        self.row_stack: list = []
-        self.row_syscall: list = []
+        self.times = array("d")
+        self.thread_runs: dict = {}  # tid -> ThreadRuns; first_pass indexes self.times
+        self.counts: dict = {}  # (tid, state, stack_id) -> samples, keys in first-seen order
+        # (waiter tid, holder tid or None, holder stack_id) -> waiting_gil samples of the same pass
+        self.blame: dict = {}
+        self.pass_flags = bytearray()  # one byte per pass: PASS_GIL_HELD | PASS_IN_GC
 
         self.stacks: dict = {} if stacks is None else stacks  # stack_id -> [frame_id, ...] innermost first
         self.frames: dict = {} if frames is None else frames  # frame_id -> (function, file, line)
@@ -102,30 +151,28 @@ class Session:
     # -- building ---------------------------------------------------------------------------
 
     def add_batch(self, batch: Mapping[str, Any], syscall_name: Optional[Callable[[int], str]] = None) -> None:
-        """Append one ``Sampler.collect()`` result.
+        """Merge one ``Sampler.collect()`` result (or the same fields from ``gilty.aggregate``).
 
         ``syscall_name`` (normally ``_native.syscall_name``) names syscall numbers not seen
         before; names are kept in the session so the analysis never needs the native module.
         """
         offset = len(self.times)
         self.times.extend(batch["times"])
-        rows = batch["rows"]
-        if rows:
-            # Timsort is linear on already-ordered input; the convoy scan relies on sample order.
-            rows = sorted(rows, key=itemgetter(0))
-            samples, tids, states, stack_ids, syscalls = zip(*rows)
-            if offset:
-                self.row_sample.extend([s + offset for s in samples])
-            else:
-                self.row_sample.extend(samples)
-            self.row_tid.extend(tids)
-            self.row_state.extend(states)
-            self.row_stack.extend(stack_ids)
-            self.row_syscall.extend(syscalls)
+        self.pass_flags += batch.get("pass_flags", b"")
+        if batch.get("thread_slices"):
+            self._merge_runs(batch, offset)
             if syscall_name is not None:
-                for nr in set(syscalls) - self.syscall_names.keys():
+                for nr in set(array("h", batch["runs"]["syscall"])) - self.syscall_names.keys():
                     if nr >= 0:
                         self.syscall_names[nr] = syscall_name(nr)
+        counts = self.counts
+        for tid, state, stack_id, n in batch.get("counts", ()):
+            key = (tid, state, stack_id)
+            counts[key] = counts.get(key, 0) + n
+        blame = self.blame
+        for waiter, holder, stack_id, n in batch.get("blame", ()):
+            key = (waiter, None if holder == NO_HOLDER else holder, stack_id)
+            blame[key] = blame.get(key, 0) + n
         self.stacks.update(batch.get("stacks", {}))
         self.frames.update(batch.get("frames", {}))
         self.thread_names.update(batch.get("threads", {}))
@@ -135,6 +182,29 @@ class Session:
         self.errors["late"] += int(batch.get("late", 0))
         if batch.get("exited"):
             self.exited = True
+
+    def _merge_runs(self, batch: Mapping[str, Any], offset: int) -> None:
+        """Append a batch's runs to each thread's; a run starting at the batch's first pass that
+        continues the thread's run reaching the previous pass (same state and syscall) extends it.
+
+        Per thread, not per sample: each thread's slice of the batch is copied as whole columns.
+        """
+        cols = [array(code, batch["runs"][name]) for name, code in RUN_COLUMNS]
+        passes, state, _stack, syscall = cols
+        for tid, start, end, first in batch["thread_slices"]:
+            first += offset
+            runs = self.thread_runs.get(tid)
+            if runs is None:
+                runs = self.thread_runs[tid] = ThreadRuns(first)
+            elif first > runs.end:
+                runs.append_absent(first - runs.end)
+            elif runs.state[-1] == state[start] and runs.syscall[-1] == syscall[start]:
+                runs.passes[-1] += passes[start]
+                runs.end += passes[start]
+                start += 1
+            for column, values in zip(runs.columns(), cols):
+                column.extend(values[start:end])
+            runs.end += sum(passes[start:end])
 
     def mark_partial(self, reason: str) -> None:
         self.partial = True
@@ -165,8 +235,8 @@ class Session:
         return len(self.times)
 
     @property
-    def row_count(self) -> int:
-        return len(self.row_tid)
+    def run_count(self) -> int:
+        return sum(len(runs) for runs in self.thread_runs.values())
 
     @property
     def period_s(self) -> float:
@@ -200,15 +270,11 @@ class Session:
             return None
         return self.frames.get(stack[0])
 
-    def rows(self) -> Iterable[tuple]:
-        """Rows as (sample, tid, state, stack_id, syscall) tuples, for tests and small tools."""
-        return zip(self.row_sample, self.row_tid, self.row_state, self.row_stack, self.row_syscall)
-
     # -- the reading API every renderer uses (independent of how samples are stored) --------
 
     def tids(self) -> list:
         """Threads with at least one sample, in the order first seen."""
-        return list(dict.fromkeys(self.row_tid))
+        return list(dict.fromkeys(tid for tid, _state, _stack in self.counts))
 
     def stack(self, stack_id: int) -> list:
         """[(function, file, line), ...] of a stack, innermost first; [] without a Python stack."""
@@ -216,10 +282,7 @@ class Session:
 
     def stack_counts(self) -> dict:
         """{(tid, state, stack_id): samples} over the whole recording (stack_id NO_STACK included)."""
-        counts: dict = {}
-        for key in zip(self.row_tid, self.row_state, self.row_stack):
-            counts[key] = counts.get(key, 0) + 1
-        return counts
+        return dict(self.counts)
 
     def runs(self) -> list:
         """Per thread, maximal stretches of consecutive passes in one state and syscall.
@@ -228,19 +291,21 @@ class Session:
         ``stack_id`` is the stack seen in the stretch's first pass. Pass ``i`` covers
         ``pass_start(i)`` to ``pass_end(i)``.
         """
-        open_runs: dict = {}  # tid -> [first, passes, state, stack, syscall]
-        done = []
-        for s, tid, state, stack_id, nr in self.rows():
-            run = open_runs.get(tid)
-            if run is not None and run[0] + run[1] == s and run[2] == state and run[4] == nr:
-                run[1] += 1
-                continue
-            if run is not None:
-                done.append((tid, *run))
-            open_runs[tid] = [s, 1, state, stack_id, nr]
-        done.extend((tid, *run) for tid, run in open_runs.items())
-        done.sort(key=lambda r: (r[0], r[1]))
-        return done
+        return list(self.iter_runs())
+
+    def iter_runs(self):
+        """``runs()`` one at a time, without building the list (what the analyses use)."""
+        for tid in sorted(self.thread_runs):
+            for run in self.thread_runs[tid].runs():
+                yield (tid, *run)
+
+    def passes_with_gil_held(self) -> int:
+        """Passes in which some thread held the GIL (running Python or collecting garbage)."""
+        return self.pass_flags.translate(_HELD).count(1)
+
+    def passes_in_gc(self) -> int:
+        """Passes in which some thread was collecting garbage."""
+        return self.pass_flags.translate(_IN_GC).count(1)
 
     def pass_start(self, index: int) -> float:
         """Seconds since the start at which pass ``index`` was taken."""
@@ -264,14 +329,17 @@ class Session:
             "duration_s": self._duration_s,
             "requested_duration_s": self.requested_duration_s,
             "command": self.command,
-            "times": self.times,
-            "rows": {
-                "sample": self.row_sample,
-                "tid": self.row_tid,
-                "state": self.row_state,
-                "stack": self.row_stack,
-                "syscall": self.row_syscall,
+            "times": self.times.tolist(),
+            "runs": {
+                str(tid): {
+                    "start": runs.start,
+                    **{name: column.tolist() for (name, _code), column in zip(RUN_COLUMNS, runs.columns())},
+                }
+                for tid, runs in self.thread_runs.items()
             },
+            "counts": [[*key, n] for key, n in self.counts.items()],
+            "blame": [[*key, n] for key, n in self.blame.items()],
+            "pass_flags": list(self.pass_flags),
             # JSON object keys are strings; from_dict turns them back into ints.
             "stacks": {str(k): list(v) for k, v in self.stacks.items()},
             "frames": {str(k): list(v) for k, v in self.frames.items()},
@@ -295,13 +363,15 @@ class Session:
         session.duration_s = data.get("duration_s")
         session.requested_duration_s = data.get("requested_duration_s")
         session.command = data.get("command")
-        session.times = list(data["times"])
-        rows = data["rows"]
-        session.row_sample = list(rows["sample"])
-        session.row_tid = list(rows["tid"])
-        session.row_state = list(rows["state"])
-        session.row_stack = list(rows["stack"])
-        session.row_syscall = list(rows["syscall"])
+        session.times = array("d", data["times"])
+        for tid, columns in data["runs"].items():
+            runs = session.thread_runs[int(tid)] = ThreadRuns(columns["start"])
+            for (name, _code), column in zip(RUN_COLUMNS, runs.columns()):
+                column.extend(columns[name])
+            runs.end += sum(runs.passes)
+        session.counts = {(tid, state, stack_id): n for tid, state, stack_id, n in data["counts"]}
+        session.blame = {(waiter, holder, stack_id): n for waiter, holder, stack_id, n in data["blame"]}
+        session.pass_flags = bytearray(data["pass_flags"])
         session.stacks = {int(k): list(v) for k, v in data["stacks"].items()}
         session.frames = {int(k): tuple(v) for k, v in data["frames"].items()}
         session.thread_names = {int(k): v for k, v in data["thread_names"].items()}

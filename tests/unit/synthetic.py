@@ -1,11 +1,13 @@
 """Builds batches shaped like ``_native.Sampler.collect()`` results, for the pure-Python tests.
 
-A pass is a dict {tid: state} or {tid: (state, stack_id)} or {tid: (state, stack_id, syscall)}.
+Passes are written out thread by thread and folded by ``gilty.aggregate`` (the pure-Python twin of
+the native aggregation) into the batch's runs, counts, blame and pass flags. A pass is a dict {tid: state} or {tid: (state, stack_id)} or {tid: (state, stack_id, syscall)}.
 Stacks and frames are sent only in the first batch that uses them, as the native sampler does.
 """
 
 from __future__ import annotations
 
+from gilty.aggregate import aggregate_rows
 from gilty.session import NO_STACK, NO_SYSCALL, Session, TargetInfo
 
 HOLD, GC, WAIT, NATIVE, IDLE, UNKNOWN = range(6)
@@ -83,7 +85,7 @@ class BatchBuilder:
         seen = {tid for threads in passes for tid in threads}
         return {
             "times": list(times),
-            "rows": rows,
+            **aggregate_rows(len(passes), rows),
             "stacks": stacks,
             "frames": frames,
             "threads": {tid: self.names.get(tid, f"thread-{tid}") for tid in seen},

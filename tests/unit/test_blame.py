@@ -4,7 +4,7 @@ import math
 
 from synthetic import GC, HOLD, IDLE, WAIT, BatchBuilder, contention_session, make_session
 
-from gilty.analysis.blame import NO_HOLDER_NAME, blame, holders_by_sample
+from gilty.analysis.blame import NO_HOLDER_NAME, blame
 
 
 def test_waits_are_attributed_to_the_holder_of_the_same_pass():
@@ -29,10 +29,11 @@ def test_waits_are_attributed_to_the_holder_of_the_same_pass():
     assert math.isclose(sum(s.fraction for s in shares[2]), 1.0)
 
 
-def test_holders_by_sample_keeps_first_holder_of_a_torn_pass():
+def test_a_torn_pass_with_two_holders_blames_the_first_one_seen():
     b = BatchBuilder()
-    session = make_session([b.batch([{1: HOLD, 2: HOLD}, {2: GC}])])
-    assert holders_by_sample(session) == {0: (1, -1), 1: (2, -1)}
+    session = make_session([b.batch([{3: WAIT, 1: HOLD, 2: HOLD}, {3: WAIT, 2: GC}])])
+    assert session.blame == {(3, 1, -1): 1, (3, 2, -1): 1}
+    assert [s.holder_tid for s in blame(session)[3]] == [1, 2]
 
 
 def test_blame_in_contention_scenario():

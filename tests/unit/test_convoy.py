@@ -92,3 +92,50 @@ def test_one_native_pass_between_wake_up_and_wait_still_starts_an_episode():
     c = convoys(_session(states))[1]
     # The first wake-up counts (one native pass); the second does not (native work, then a wait).
     assert c.episodes == 1
+
+
+def _episodes_pass_by_pass(passes: list) -> dict:
+    """Reference: {tid: [(first, last) pass of each episode]}, scanning every pass of every thread."""
+    last: dict = {}  # tid -> (pass, state as seen, start of the open episode or None)
+    episodes: dict = {}
+    for p, threads in enumerate(passes):
+        for tid, (state, _stack, _nr) in threads.items():
+            prev_p, prev_state, start = last.get(tid, (None, None, None))
+            consecutive = prev_p == p - 1
+            if start is not None and not (state == WAIT and consecutive):
+                episodes.setdefault(tid, []).append((start, prev_p))
+                start = None
+            if start is None and state == WAIT and consecutive and prev_state in (IDLE, "waking"):
+                start = p
+            elif state == NATIVE and consecutive and prev_state == IDLE:
+                state = "waking"  # seen once running without the GIL on the way from idle to a wait
+            last[tid] = (p, state, start)
+    for tid, (prev_p, _state, start) in last.items():
+        if start is not None:
+            episodes.setdefault(tid, []).append((start, prev_p))
+    return episodes
+
+
+def test_episodes_from_runs_match_a_pass_by_pass_scan_whatever_the_batch_boundaries():
+    import random
+
+    rng = random.Random(7)
+    for _trial in range(300):
+        n = rng.randint(1, 40)
+        passes = [
+            {
+                tid: (rng.choice([IDLE, IDLE, NATIVE, WAIT, WAIT, HOLD]), -1, rng.choice([-1, 202]))
+                for tid in (1, 2, 3)
+                if rng.random() > 0.1  # a thread missing from a pass cuts its runs
+            }
+            for _ in range(n)
+        ]
+        cuts = sorted(rng.sample(range(n + 1), min(3, n + 1)))
+        b = BatchBuilder()
+        session = make_session([b.batch(passes[a:c]) for a, c in zip([0, *cuts], [*cuts, n])])
+        expected = _episodes_pass_by_pass(passes)
+        got = convoys(session)
+        for tid, c in got.items():
+            waits = expected.get(tid, [])
+            assert c.episodes == len(waits), passes
+            assert c.waiting_samples == sum(last - first + 1 for first, last in waits), passes

@@ -7,7 +7,7 @@ from gilty.session import NO_STACK, NO_SYSCALL
 from gilty.session import Session
 
 
-def test_batches_merge_with_sample_indices_offset():
+def test_batches_merge_with_pass_indices_offset():
     b = BatchBuilder(names={1: "main", 2: "worker"})
     s1 = b.stack(("f", "a.py", 1))
     first = b.batch([{1: HOLD, 2: WAIT}, {1: (HOLD, s1)}])
@@ -15,23 +15,42 @@ def test_batches_merge_with_sample_indices_offset():
     session = make_session([first, second])
 
     assert session.samples == 5
-    assert session.row_sample == [0, 0, 1, 2, 3, 3, 4]
-    assert session.row_tid == [1, 2, 1, 2, 1, 2, 1]
+    assert session.runs() == [
+        (1, 0, 2, HOLD, NO_STACK, NO_SYSCALL),
+        (1, 3, 1, WAIT, NO_STACK, NO_SYSCALL),
+        (1, 4, 1, HOLD, NO_STACK, NO_SYSCALL),
+        (2, 0, 1, WAIT, NO_STACK, NO_SYSCALL),
+        (2, 2, 2, HOLD, s1, NO_SYSCALL),
+    ]
+    assert sum(session.stack_counts().values()) == 7
     assert session.errors == {"torn_retried": 0, "torn_dropped": 2, "read_failed": 0, "late": 3}
-    # The stack was sent once, in the first batch, and stays resolvable for later rows.
+    # The stack was sent once, in the first batch, and stays resolvable for later samples.
     assert second["stacks"] == {}
     assert session.innermost_frame(s1) == ("f", "a.py", 1)
     assert session.thread_name(2) == "worker"
     assert session.thread_name(99) == "tid 99"
 
 
-def test_rows_out_of_order_within_a_batch_are_sorted():
+def test_a_run_going_on_across_batches_is_merged_once():
     b = BatchBuilder()
-    batch = b.batch([{1: HOLD}, {1: WAIT}])
-    batch["rows"].reverse()
-    session = make_session([batch])
-    assert session.row_sample == [0, 1]
-    assert session.row_state == [HOLD, WAIT]
+    batches = [
+        b.batch([{1: IDLE, 2: HOLD}, {1: IDLE, 2: HOLD}]),
+        b.batch([{1: IDLE}, {1: IDLE, 2: HOLD}]),  # 2 is absent from pass 2: its run does not go on
+        b.batch([]),  # a batch without passes (every read failed) does not cut a run
+        b.batch([{1: IDLE, 2: HOLD}]),
+        b.batch([{1: (IDLE, NO_STACK, FUTEX), 2: HOLD}]),  # a new syscall starts a new run
+    ]
+    session = make_session(batches)
+    assert session.runs() == [
+        (1, 0, 5, IDLE, NO_STACK, NO_SYSCALL),
+        (1, 5, 1, IDLE, NO_STACK, FUTEX),
+        (2, 0, 2, HOLD, NO_STACK, NO_SYSCALL),
+        (2, 3, 3, HOLD, NO_STACK, NO_SYSCALL),
+    ]
+    # Whatever the batch boundaries, the runs are those of one batch holding every pass.
+    passes = [{1: IDLE, 2: HOLD}, {1: IDLE, 2: HOLD}, {1: IDLE}, {1: IDLE, 2: HOLD}, {1: IDLE, 2: HOLD}]
+    passes.append({1: (IDLE, NO_STACK, FUTEX), 2: HOLD})
+    assert make_session([BatchBuilder().batch(passes)]).runs() == session.runs()
 
 
 def test_syscall_names_are_resolved_once_and_kept():
@@ -73,6 +92,7 @@ def test_window_shares_tables_but_not_rows():
     window = session.window()
     window.add_batch(b.batch([{1: (HOLD, s1)}]))  # stack not resent: only the shared table has it
     assert window.samples == 1 and session.samples == 1
+    assert window.runs() == [(1, 0, 1, HOLD, s1, NO_SYSCALL)]
     assert window.innermost_frame(s1) == ("f", "a.py", 1)
 
 
@@ -85,7 +105,10 @@ def test_save_and_load_round_trip(tmp_path):
     path = tmp_path / "session.json"
     session.save(str(path))
     loaded = Session.load(str(path))
-    assert list(loaded.rows()) == list(session.rows())
+    assert loaded.runs() == session.runs()
+    assert loaded.stack_counts() == session.stack_counts()
+    assert loaded.blame == session.blame and loaded.pass_flags == session.pass_flags
+    assert list(loaded.times) == list(session.times)
     assert loaded.innermost_frame(s1) == ("f", "a.py", 1)
     assert loaded.thread_names == {1: "main"}
     assert loaded.syscall_label(FUTEX) == "futex"

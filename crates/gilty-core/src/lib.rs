@@ -1,6 +1,7 @@
 //! gilty-core: reads a live CPython process from outside (never writing to it) and samples what each
 //! thread does with respect to the GIL.
 
+pub mod aggregate;
 pub mod classify;
 pub mod elf;
 pub mod error;

@@ -1,6 +1,8 @@
 //! The sampling loop: at a fixed rate, read the GIL, the GC flag, every thread's syscall and Python
-//! stack, classify each thread, and intern stacks. Never stops the target.
+//! stack, classify each thread, intern stacks, and fold the pass into the batch's `Aggregate`.
+//! Never stops the target.
 
+use crate::aggregate::{Aggregate, Seen, NONE};
 use crate::classify::{classify, GilView, History, Observation, ThreadState};
 use crate::exact::tracing::ExactTracing;
 use crate::exact::ExactSummary;
@@ -29,20 +31,12 @@ pub struct Errors {
     pub read_failed: u64,
 }
 
-#[derive(Debug, Clone)]
-pub struct Row {
-    pub sample: u32,
-    pub tid: i32,
-    pub state: ThreadState,
-    pub stack: i64,
-    pub syscall: i64,
-}
-
 /// Everything collected since the previous batch.
 #[derive(Debug, Default)]
 pub struct Batch {
     pub times: Vec<f64>,
-    pub rows: Vec<Row>,
+    /// The passes folded into runs, counts, blame and pass flags (closed by `Sampler::take_batch`).
+    pub aggregate: Aggregate,
     pub new_stacks: Vec<(u32, Vec<u32>)>,
     pub new_frames: Vec<(u32, Frame)>,
     pub threads: Vec<(i32, String)>,
@@ -183,9 +177,10 @@ impl Sampler {
         self.take_batch()
     }
 
-    /// What was sampled since the previous batch (for a caller that drives `sample_at` itself).
+    /// Ends the current batch (closing its open runs) and starts the next one.
     pub fn take_batch(&mut self) -> Batch {
         self.batch.threads = self.names.iter().map(|(t, n)| (*t, n.clone())).collect();
+        self.batch.aggregate.close();
         std::mem::take(&mut self.batch)
     }
 
@@ -260,21 +255,22 @@ impl Sampler {
                 return true;
             }
         };
-        let sample = self.batch.times.len() as u32;
         self.batch.times.push(t);
         let t_ns = self.start_mono_ns + (t * 1e9) as u64;
+        let mut seen = Vec::with_capacity(snapshot.len());
         for (tid, state, syscall, stack) in snapshot {
             let top = stack.as_ref().and_then(|f| f.first().cloned());
             let stack_id = match stack {
-                Some(frames) => self.intern_stack(frames) as i64,
-                None => -1,
+                Some(frames) => self.intern_stack(frames) as i32,
+                None => NONE,
             };
             if let (Some(exact), ThreadState::HoldingGil | ThreadState::Gc) = (self.exact.as_mut(), state) {
                 let frame = top.and_then(|f| self.frame_ids.get(&f).copied()).unwrap_or(u32::MAX);
                 exact.recorder.note_holder_sample(t_ns, tid, frame);
             }
-            self.batch.rows.push(Row { sample, tid, state, stack: stack_id, syscall });
+            seen.push(Seen { tid, state, stack: stack_id, syscall: syscall as i32 });
         }
+        self.batch.aggregate.add_pass(&seen);
         if let Some(exact) = self.exact.as_mut() {
             exact.drain();
         }

@@ -1,5 +1,6 @@
 //! `gilty._native`: exposes gilty-core's attach, snapshot and sampler to Python. No logic lives here.
 
+use gilty_core::aggregate::Runs;
 use gilty_core::exact::histogram::Distribution;
 use gilty_core::exact::ExactSummary;
 use gilty_core::interpreter::{attach, Interpreter};
@@ -8,7 +9,7 @@ use gilty_core::{Error as CoreError, ErrorKind};
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use std::sync::{Arc, Mutex};
 
 mod load;
@@ -176,11 +177,14 @@ impl Sampler {
 pub(crate) fn batch_dict<'py>(py: Python<'py>, batch: &Batch) -> PyResult<Bound<'py, PyDict>> {
     let out = PyDict::new(py);
     out.set_item("times", PyList::new(py, &batch.times)?)?;
-    let rows = PyList::empty(py);
-    for r in &batch.rows {
-        rows.append((r.sample, r.tid, r.state as u8, r.stack, r.syscall))?;
-    }
-    out.set_item("rows", rows)?;
+    let agg = &batch.aggregate;
+    out.set_item("runs", runs_dict(py, &agg.runs)?)?;
+    out.set_item("thread_slices", &agg.thread_slices)?;
+    let counts: Vec<(i32, u8, i32, u64)> = agg.counts.entries.iter().map(|&((t, s, k), n)| (t, s, k, n)).collect();
+    out.set_item("counts", counts)?;
+    let blame: Vec<(i32, i32, i32, u64)> = agg.blame.entries.iter().map(|&((w, h, k), n)| (w, h, k, n)).collect();
+    out.set_item("blame", blame)?;
+    out.set_item("pass_flags", PyBytes::new(py, &agg.pass_flags))?;
     let stacks = PyDict::new(py);
     for (id, frames) in &batch.new_stacks {
         stacks.set_item(id, PyList::new(py, frames)?)?;
@@ -204,6 +208,22 @@ pub(crate) fn batch_dict<'py>(py: Python<'py>, batch: &Batch) -> PyResult<Bound<
     out.set_item("exited", batch.exited)?;
     out.set_item("late", batch.late)?;
     Ok(out)
+}
+
+/// A vector as its native-endian bytes: Python reads it back with `array.frombytes`.
+fn ne_bytes<T: Copy, const N: usize>(values: &[T], to_bytes: fn(T) -> [u8; N]) -> Vec<u8> {
+    values.iter().flat_map(|&v| to_bytes(v)).collect()
+}
+
+/// Closed runs by (tid, first_pass), column-wise: one `bytes` per field (array typecodes I, B, i, h).
+/// Tid and first pass are per thread, in `thread_slices`.
+fn runs_dict<'py>(py: Python<'py>, runs: &Runs) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("passes", PyBytes::new(py, &ne_bytes(&runs.passes, u32::to_ne_bytes)))?;
+    d.set_item("state", PyBytes::new(py, &runs.state))?;
+    d.set_item("stack", PyBytes::new(py, &ne_bytes(&runs.stack, i32::to_ne_bytes)))?;
+    d.set_item("syscall", PyBytes::new(py, &ne_bytes(&runs.syscall, i16::to_ne_bytes)))?;
+    Ok(d)
 }
 
 fn distribution_dict<'py>(py: Python<'py>, d: &Distribution) -> PyResult<Bound<'py, PyDict>> {

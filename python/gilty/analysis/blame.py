@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 from typing import Optional
 
 from gilty.analysis.functions import most_frequent
-from gilty.session import GC, HOLDING_GIL, WAITING_GIL, Session
+from gilty.session import Session
 
 NO_HOLDER_NAME = "(no holder seen)"
 BLAME_ENTRIES_PER_THREAD = 10
@@ -37,30 +36,14 @@ class BlameShare:
         return f"{self.holder_function} ({self.holder_file}:{self.holder_line})"
 
 
-def holders_by_sample(session: Session) -> dict:
-    """{sample index: (holder tid, holder stack_id)} for passes where a thread held the GIL."""
-    holders = {}
-    for s, tid, state, stack_id in zip(session.row_sample, session.row_tid, session.row_state, session.row_stack):
-        # Two holders in one pass would be a torn read; the first one seen is kept.
-        if (state == HOLDING_GIL or state == GC) and s not in holders:
-            holders[s] = (tid, stack_id)
-    return holders
-
-
 def blame_counts(session: Session) -> dict:
     """{waiter tid: {(holder tid or None, function, file): [samples, {line: samples}]}}, untruncated.
 
-    ``function`` and ``file`` are None when there was no holder or it had no Python stack.
+    ``function`` and ``file`` are None when there was no holder or it had no Python stack. The
+    holder of each waiting_gil sample was found in the same pass by the sampler (``Session.blame``).
     """
-    holders = holders_by_sample(session)
-    no_holder = (None, None)
-    counts = Counter(
-        (tid, holders.get(s, no_holder))
-        for s, tid, state in zip(session.row_sample, session.row_tid, session.row_state)
-        if state == WAITING_GIL
-    )
     pooled: dict = {}
-    for (tid, (holder, stack_id)), n in counts.items():
+    for (tid, holder, stack_id), n in session.blame.items():
         frame = session.innermost_frame(stack_id) if holder is not None else None
         function, file, line = frame if frame is not None else (None, None, None)
         entry = pooled.setdefault(tid, {}).setdefault((holder, function, file), [0, {}])

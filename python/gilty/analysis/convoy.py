@@ -7,17 +7,19 @@ the convoy effect. Here an *episode* is: the thread was idle in one pass and wai
 the next pass (or in the one after, if it was seen once running without the GIL in between,
 as a woken thread often is before it reaches take_gil), through one or more consecutive
 waiting_gil passes.
+
+Episodes are read off the runs (``Session.runs()``): an idle run directly followed by a
+waiting_gil run, or an idle run, a native run of exactly one pass, then a waiting_gil run; the
+episode goes on through the waiting_gil runs that directly follow (a change of syscall while
+waiting splits a run, not a wait).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Iterator, Optional
 
 from gilty.session import IDLE, NATIVE, WAITING_GIL, Session
-
-# Marks, in the scan below, a native pass that directly follows an idle one.
-WAKING = -1
 
 CONVOY_MIN_EPISODES = 3
 CONVOY_MIN_SWITCH_INTERVALS = 0.5
@@ -50,52 +52,57 @@ def _episode_wait(times: list, first: int, last: int, period: float) -> float:
     return times[last] - times[first] + period
 
 
-def convoys(session: Session, switch_interval_s: Optional[float] = None) -> dict:
-    """{tid: ConvoyStats} for every thread with samples.
+def _episodes(runs) -> Iterator[tuple]:
+    """(tid, first pass, last pass) of each episode, from runs sorted by (tid, first_pass)."""
+    # The previous runs of the same thread: (tid, end pass + 1, state) of the last two.
+    before = after = None
+    open_episode = None  # [tid, first, last] while waiting_gil runs keep following each other
+    for tid, first, passes, state, _stack_id, _nr in runs:
+        last = first + passes - 1
+        if open_episode is not None:
+            if open_episode[0] == tid and state == WAITING_GIL and open_episode[2] + 1 == first:
+                open_episode[2] = last
+                before, after = after, (tid, last + 1, state)
+                continue
+            yield tuple(open_episode)
+            open_episode = None
+        if state == WAITING_GIL and after is not None and after[0] == tid and after[1] == first:
+            woke_straight = after[2] == IDLE
+            # A thread just woken from its blocking call may be seen once running without the GIL
+            # (not yet on a CPU, or on its way into take_gil) before it waits. The native run is
+            # one pass exactly when the idle run ends right before it.
+            woke_via_native = (
+                after[2] == NATIVE
+                and before is not None
+                and before[0] == tid
+                and before[2] == IDLE
+                and before[1] == first - 1
+            )
+            if woke_straight or woke_via_native:
+                open_episode = [tid, first, last]
+        before, after = after, (tid, last + 1, state)
+    if open_episode is not None:
+        yield tuple(open_episode)
 
-    Relies on rows being in sample order (``Session.add_batch`` keeps them so).
-    """
+
+def convoys(session: Session, switch_interval_s: Optional[float] = None) -> dict:
+    """{tid: ConvoyStats} for every thread with samples."""
     switch = session.target.switch_interval_s if switch_interval_s is None else switch_interval_s
     times = session.times
     period = session.period_s
-    # Per thread: (previous sample index, previous state, start of the open episode or -1).
-    last: dict = {}
-    waits: dict = {}  # tid -> [wait_s, ...]
-    sample_counts: dict = {}  # tid -> waiting samples inside episodes
-    for s, tid, state in zip(session.row_sample, session.row_tid, session.row_state):
-        previous = last.get(tid)
-        if previous is None:
-            last[tid] = (s, state, -1)
-            waits.setdefault(tid, [])
-            continue
-        prev_s, prev_state, start = previous
-        consecutive = s == prev_s + 1
-        if start >= 0:
-            if state == WAITING_GIL and consecutive:
-                last[tid] = (s, state, start)
-                continue
-            waits[tid].append(_episode_wait(times, start, prev_s, period))
-            sample_counts[tid] = sample_counts.get(tid, 0) + prev_s - start + 1
-            start = -1
-        if state == WAITING_GIL and prev_state in (IDLE, WAKING) and consecutive:
-            start = s
-        # A thread just woken from its blocking call may be seen once running without the GIL (not
-        # yet on a CPU, or on its way into take_gil) before it waits: that pass keeps it "waking".
-        elif state == NATIVE and prev_state == IDLE and consecutive:
-            state = WAKING
-        last[tid] = (s, state, start)
-    for tid, (prev_s, _state, start) in last.items():
-        if start >= 0:
-            waits[tid].append(_episode_wait(times, start, prev_s, period))
-            sample_counts[tid] = sample_counts.get(tid, 0) + prev_s - start + 1
+    # Per thread [episodes, total wait s, waiting samples inside episodes]: sums, not lists, so
+    # that an hour of wake-ups costs nothing to fold.
+    totals: dict = {tid: [0, 0, 0] for tid in session.tids()}
+    for tid, first, last in _episodes(session.iter_runs()):
+        entry = totals.setdefault(tid, [0, 0, 0])
+        entry[0] += 1
+        entry[1] += _episode_wait(times, first, last, period)
+        entry[2] += last - first + 1
 
     result = {}
-    for tid, episode_waits in waits.items():
-        episodes = len(episode_waits)
-        total = sum(episode_waits)
+    for tid, (episodes, total, n_samples) in totals.items():
         mean = total / episodes if episodes else None
         ratio = mean / switch if mean is not None and switch and switch > 0 else None
-        n_samples = sample_counts.get(tid, 0)
         result[tid] = ConvoyStats(
             episodes=episodes,
             waiting_samples=n_samples,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 from typing import Optional
 
@@ -39,7 +38,7 @@ def most_frequent(counts: dict):
     return max(counts, key=counts.__getitem__)
 
 
-def _pool_by_function(session: Session, counts: Counter) -> dict:
+def _pool_by_function(session: Session, counts: dict) -> dict:
     """Fold {(group, stack_id): n} into {group: {(function, file): [n, {line: n}]}}.
 
     Line counts are plain dicts: one Counter per entry costs more than the rest of the fold.
@@ -61,11 +60,7 @@ def top_functions(session: Session, states: dict, limit: int = TOP_FUNCTIONS_PER
     ``states`` is ``thread_states(session)``; fractions are of the thread's samples.
     """
     wanted = set(TOP_FUNCTION_STATES)
-    counts = Counter(
-        ((tid, state), stack_id)
-        for tid, state, stack_id in zip(session.row_tid, session.row_state, session.row_stack)
-        if state in wanted
-    )
+    counts = {((tid, state), stack_id): n for (tid, state, stack_id), n in session.counts.items() if state in wanted}
     result: dict = {}
     for (tid, state), functions in sorted(_pool_by_function(session, counts).items()):
         total = states[tid].samples
@@ -83,9 +78,7 @@ def top_function_overall(session: Session, states: dict) -> dict:
     Samples without a Python stack are skipped unless the thread has nothing else; the
     reported state is the one that function was seen in most.
     """
-    counts = Counter(
-        ((tid, state), stack_id) for tid, state, stack_id in zip(session.row_tid, session.row_state, session.row_stack)
-    )
+    counts = {((tid, state), stack_id): n for (tid, state, stack_id), n in session.counts.items()}
     by_thread: dict = {}
     for (tid, state), functions in _pool_by_function(session, counts).items():
         for key, (n, lines) in functions.items():

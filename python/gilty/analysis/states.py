@@ -37,7 +37,7 @@ def _state_code(state: int) -> int:
 def thread_states(session: Session) -> dict:
     """{tid: ThreadStates} for every thread with at least one sample."""
     per_thread: dict = {}
-    for (tid, state), n in Counter(zip(session.row_tid, session.row_state)).items():
+    for (tid, state, _stack_id), n in session.counts.items():
         counts = per_thread.setdefault(tid, [0] * len(STATE_NAMES))
         counts[_state_code(state)] += n
     return {tid: ThreadStates(tid, sum(counts), counts) for tid, counts in per_thread.items()}
@@ -48,9 +48,11 @@ def idle_syscalls(session: Session, states: dict) -> dict:
 
     Fractions are of all the thread's samples, so they add up to its idle share.
     """
-    counts = Counter(
-        (tid, nr) for tid, state, nr in zip(session.row_tid, session.row_state, session.row_syscall) if state == IDLE
-    )
+    counts: Counter = Counter()
+    # Runs in (tid, first pass) order: equal counts keep the order in which syscalls were first seen.
+    for tid, _first, passes, state, _stack_id, nr in session.iter_runs():
+        if state == IDLE:
+            counts[(tid, nr)] += passes
     result: dict = {}
     for (tid, nr), n in counts.most_common():
         names = result.setdefault(tid, {})
@@ -63,20 +65,19 @@ def gil_utilisation(session: Session) -> float:
     """Fraction of sampling passes in which some thread held the GIL (running or in GC)."""
     if not session.samples:
         return 0.0
-    busy = {s for s, state in zip(session.row_sample, session.row_state) if state == HOLDING_GIL or state == GC}
-    return len(busy) / session.samples
+    return session.passes_with_gil_held() / session.samples
 
 
 def gc_share(session: Session) -> float:
     """Fraction of sampling passes in which the GIL holder was collecting garbage."""
     if not session.samples:
         return 0.0
-    in_gc = {s for s, state in zip(session.row_sample, session.row_state) if state == GC}
-    return len(in_gc) / session.samples
+    return session.passes_in_gc() / session.samples
 
 
 def mean_waiting_threads(session: Session) -> float:
     """Mean number of threads waiting for the GIL per sampling pass."""
     if not session.samples:
         return 0.0
-    return session.row_state.count(WAITING_GIL) / session.samples
+    waiting = sum(n for (_tid, state, _stack_id), n in session.counts.items() if state == WAITING_GIL)
+    return waiting / session.samples

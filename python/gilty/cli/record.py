@@ -7,7 +7,8 @@ Attach to a running process with --pid, or start one after `--`:
   gilty record --format json -o report.json -- python app.py
 
 Sampling runs until --duration ends, the target exits, or Ctrl-C (the summary is still
-printed). The command's own output goes to gilty's stderr.
+printed). The command's own output goes to gilty's stderr. On a terminal, one line on stderr shows
+the recording's progress (cli/progress.py).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from gilty._errors import (
 )
 from gilty.analysis.gates import as_json as gates_json
 from gilty.analysis.gates import describe_failure, evaluate, parse_gate
+from gilty.cli.progress import Progress
 from gilty.renderers import console, json_report
 from gilty.session import Recording, Session, TargetInfo
 
@@ -160,10 +162,12 @@ def sample_until_stopped(
     syscall_name: Optional[Callable[[int], str]] = None,
     clock: Callable[[], float] = time.monotonic,
     on_chunk: Optional[Callable[[], None]] = None,
+    progress: Optional[Progress] = None,
 ) -> None:
     """Collect batches into ``session`` until the duration, the target's exit, or ``stop.requested``.
 
-    Sets ``session.duration_s`` (wall time spent) and ``session.stopped_by``.
+    Sets ``session.duration_s`` (wall time spent) and ``session.stopped_by``. ``progress`` is
+    updated after every batch and cleared at the end.
     """
     started = clock()
     stopped_by = "interrupt"
@@ -188,11 +192,16 @@ def sample_until_stopped(
             session.add_batch(batch, syscall_name)
             if on_chunk is not None:
                 on_chunk()
+            if progress is not None:
+                progress.update(session.samples, len(session.thread_names))
             if batch.get("exited"):
                 stopped_by = "target_exit"
                 break
     except KeyboardInterrupt:  # a Ctrl-C that arrived before our handler was installed
         stopped_by = "interrupt"
+    finally:
+        if progress is not None:
+            progress.clear()
     session.duration_s = clock() - started
     session.stopped_by = stopped_by
 
@@ -274,6 +283,7 @@ def run(args: argparse.Namespace) -> int:
                 sample_until_stopped(
                     session, sampler, args.duration, stop, native.GiltyError, native.syscall_name,
                     on_chunk=children_cpu.poll,
+                    progress=Progress(sys.stderr),
                 )
             finally:
                 if args.exact:

@@ -161,10 +161,9 @@ class Keys:
 
 
 def _clear_rows(recording: Recording) -> None:
-    """Starts the next window: rows and times go, the stack/frame/name tables stay (see Session.window)."""
-    for s in recording.sessions:
-        s.times, s.row_sample, s.row_tid, s.row_state, s.row_stack, s.row_syscall = [], [], [], [], [], []
-    recording.sessions = [s for s in recording.sessions if s.exited_at is None]
+    """Starts the next window: each live process gets an empty Session sharing the stack, frame and
+    name tables (see Session.window); exited processes are dropped."""
+    recording.sessions = [s.window() for s in recording.sessions if s.exited_at is None]
 
 
 def watch_processes(

@@ -33,8 +33,8 @@ def _pct(f: float) -> str:
 def process_shares(session: Session) -> list:
     """Per state code, the share of all of the process's thread samples."""
     counts = [0] * len(STATE_NAMES)
-    for st in session.row_state:
-        counts[st if 0 <= st < len(counts) else len(counts) - 1] += 1
+    for (_tid, st, _stack), n in session.stack_counts().items():
+        counts[st if 0 <= st < len(counts) else len(counts) - 1] += n
     total = sum(counts)
     return [c / total if total else 0.0 for c in counts]
 
