@@ -13,6 +13,7 @@ import os
 import re
 import selectors
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -338,6 +339,13 @@ def running_target(interpreter, script: str, *args: str):
         yield t(interpreter, script, *args)
     finally:
         t.stop_all()
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now (servers started by tests bind it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 # -- running gilty ----------------------------------------------------------------------------

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -16,18 +15,13 @@ import time
 
 import pytest
 
-from conftest import TARGETS, gilty_command, gilty_env, start_target
+from conftest import free_port, TARGETS, gilty_command, gilty_env, start_target
 
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def delay_server():
-    port = _port()
+    port = free_port()
     proc = start_target(sys.executable, "http_delay_server.py", str(port), "0.02", "threads")
     yield proc, f"http://127.0.0.1:{port}/"
     proc.stop()
@@ -77,7 +71,7 @@ def test_a_stalled_server_shows_in_p99_and_in_its_second(delay_server):
 
 
 def test_knee_of_a_one_at_a_time_server():
-    port = _port()
+    port = free_port()
     proc = start_target(sys.executable, "http_delay_server.py", str(port), "0.01", "serial")
     try:
         run = load_json(f"http://127.0.0.1:{port}/", "--ramp", "70:130:10", "--duration", 3, "--slo", "p99=50ms", timeout=200)
@@ -93,7 +87,7 @@ def test_knee_of_a_one_at_a_time_server():
 
 
 def test_connection_refused_is_counted_by_kind():
-    step = load_json(f"http://127.0.0.1:{_port()}/", "--rate", 20, "--duration", 1)["steps"][0]
+    step = load_json(f"http://127.0.0.1:{free_port()}/", "--rate", 20, "--duration", 1)["steps"][0]
     assert step["ok"] == 0 and step["errors"] == {"connect": step["sent"]}
 
 
@@ -132,7 +126,7 @@ def test_ctrl_c_ends_the_run_with_a_partial_report(delay_server):
 # GIL; past the knee the server's busiest process holds it nearly all the time, under `quote`
 # called from the application's own code.
 def test_profiled_knee_names_cpu_in_python_and_the_code():
-    port = _port()
+    port = free_port()
     script = str(TARGETS / "http_cpu_server.py")
     run = load_json(
         f"http://127.0.0.1:{port}/", "--ramp", "30:200:30", "--duration", 2, "--slo", "p99=100ms",

@@ -31,6 +31,7 @@ from typing import Callable, Optional
 import pytest
 
 from conftest import REPO, VENV_GILTY, assert_one_error_line, gilty_command, gilty_env, note, parse_json, run_gilty
+from package_venvs import venv_python
 
 APP_DIR = REPO / "tests" / "targets" / "prefork_app"
 GUNICORN_VERSION = "27.0.1"
@@ -49,8 +50,6 @@ UNSHARE_MAX = 2 * MIB  # what a gilty run may add to an idle worker's private me
 
 # -- gunicorn per interpreter ---------------------------------------------------------------------
 
-_ENV_LOCK = threading.Lock()
-
 
 def _gunicorn_python(interp) -> str:
     """A venv of ``interp`` with gunicorn installed (cached under /tmp); skips when it cannot be made."""
@@ -58,21 +57,8 @@ def _gunicorn_python(interp) -> str:
         pytest.skip(interp.skip_reason)
     if interp.id.startswith("debian") or interp.minor_str not in MINORS:
         pytest.skip(f"gunicorn memory tests run on pyenv {', '.join(MINORS)} (issue 4), not {interp.id}")
-    venv = Path(f"/tmp/gilty-gunicorn-{interp.version_str}")
-    python = venv / "bin" / "python"
-    probe = [str(python), "-c", f"import gunicorn, sys; sys.exit(gunicorn.__version__ != {GUNICORN_VERSION!r})"]
-    with _ENV_LOCK:
-        if python.exists() and subprocess.run(probe, capture_output=True, timeout=60).returncode == 0:
-            return str(python)
-        steps = [
-            [interp.path, "-m", "venv", "--clear", str(venv)],
-            [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", f"gunicorn=={GUNICORN_VERSION}"],
-        ]
-        for step in steps:
-            done = subprocess.run(step, capture_output=True, text=True, timeout=300)
-            if done.returncode != 0:
-                pytest.skip(f"cannot install gunicorn {GUNICORN_VERSION} for {interp.id}: {done.stderr.strip()[-300:]}")
-    return str(python)
+    probe = f"import gunicorn, sys; sys.exit(gunicorn.__version__ != {GUNICORN_VERSION!r})"
+    return venv_python(interp, "gunicorn", (f"gunicorn=={GUNICORN_VERSION}",), probe, timeout=300)
 
 
 def _free_port() -> int:

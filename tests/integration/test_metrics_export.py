@@ -12,24 +12,31 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.parse
 import urllib.request
-from pathlib import Path
 
 import pytest
 
-from conftest import TARGETS, start_target
+from conftest import free_port, start_target
 
 PROMETHEUS = shutil.which("prometheus")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _start_prometheus(folder, scraped_port: int, job: str) -> tuple:
+    """Debian's Prometheus scraping 127.0.0.1:scraped_port every second; (process, its API port)."""
+    port = free_port()
+    config = folder / "prometheus.yml"
+    config.write_text(
+        "global: {scrape_interval: 1s}\n"
+        f"scrape_configs: [{{job_name: {job}, static_configs: [{{targets: ['127.0.0.1:{scraped_port}']}}]}}]\n"
+    )
+    proc = subprocess.Popen(
+        [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={folder / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    return proc, port
 
 
 def _query(port: int, promql: str) -> list:
@@ -42,18 +49,9 @@ def _query(port: int, promql: str) -> list:
 
 @pytest.mark.skipif(PROMETHEUS is None, reason="Prometheus server not installed (Debian package prometheus; make system-deps)")
 def test_prometheus_scrapes_hold_and_wait(tmp_path):
-    app_port, prom_port = _free_port(), _free_port()
+    app_port = free_port()
     target = start_target(sys.executable, "metrics_spinners.py", "prometheus", str(app_port))
-    config = tmp_path / "prometheus.yml"
-    config.write_text(
-        "global: {scrape_interval: 1s}\n"
-        f"scrape_configs: [{{job_name: gilty, static_configs: [{{targets: ['127.0.0.1:{app_port}']}}]}}]\n"
-    )
-    prom = subprocess.Popen(
-        [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'data'}",
-         f"--web.listen-address=127.0.0.1:{prom_port}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
+    prom, prom_port = _start_prometheus(tmp_path, app_port, "gilty")
     try:
         deadline = time.monotonic() + 60
         holds: list = []
@@ -149,19 +147,10 @@ def _gilty_serve(pid: int, port: int) -> subprocess.Popen:
 
 @pytest.mark.skipif(PROMETHEUS is None, reason="Prometheus server not installed (Debian package prometheus; make system-deps)")
 def test_prometheus_scrapes_the_sidecar_and_it_survives_a_restart(tmp_path):
-    serve_port, prom_port = _free_port(), _free_port()
+    serve_port = free_port()
     target = start_target(sys.executable, "spinners.py")
     sidecar = _gilty_serve(target.pid, serve_port)
-    config = tmp_path / "prometheus.yml"
-    config.write_text(
-        "global: {scrape_interval: 1s}\n"
-        f"scrape_configs: [{{job_name: gilty-serve, static_configs: [{{targets: ['127.0.0.1:{serve_port}']}}]}}]\n"
-    )
-    prom = subprocess.Popen(
-        [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'data'}",
-         f"--web.listen-address=127.0.0.1:{prom_port}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
+    prom, prom_port = _start_prometheus(tmp_path, serve_port, "gilty-serve")
     restarted = None
     try:
         deadline, holds = time.monotonic() + 60, []

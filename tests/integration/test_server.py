@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
-import threading
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -21,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, gilty_command, gilty_env, parse_json
+from conftest import free_port, REPO, gilty_command, gilty_env, parse_json
+from package_venvs import venv_python
 
 pytestmark = pytest.mark.interpreter
 
@@ -31,7 +30,6 @@ MINORS = ("3.11", "3.12", "3.13")
 WORKERS = 2
 MAX_REQUESTS = 15
 REQUESTS = 120  # bounded load, 4 at a time, each with a timeout
-_ENV_LOCK = threading.Lock()
 
 
 def _server_python(interp) -> str:
@@ -39,26 +37,8 @@ def _server_python(interp) -> str:
         pytest.skip(interp.skip_reason)
     if interp.id.startswith("debian") or interp.minor_str not in MINORS:
         pytest.skip(f"server tests run on pyenv {', '.join(MINORS)}, not {interp.id}")
-    venv = Path(f"/tmp/gilty-server-{interp.version_str}")
-    python = venv / "bin" / "python"
-    probe = [str(python), "-c", "import gunicorn, uvicorn, fastapi"]
-    with _ENV_LOCK:
-        if python.exists() and subprocess.run(probe, capture_output=True, timeout=60).returncode == 0:
-            return str(python)
-        for step in (
-            [interp.path, "-m", "venv", "--clear", str(venv)],
-            [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *PACKAGES],
-        ):
-            done = subprocess.run(step, capture_output=True, text=True, timeout=600)
-            if done.returncode != 0:
-                pytest.skip(f"cannot install {' '.join(PACKAGES)} for {interp.id}: {done.stderr.strip()[-300:]}")
-    return str(python)
+    return venv_python(interp, "server", PACKAGES, "import gunicorn, uvicorn, fastapi")
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _children(pid: int) -> list:
@@ -71,7 +51,7 @@ def _children(pid: int) -> list:
 
 class Server:
     def __init__(self, python: str, app: str, worker_class: str) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.log = Path(f"/tmp/gilty-server-{self.port}.log")
         args = [python, "-m", "gunicorn", "-w", str(WORKERS), "-k", worker_class, "-b", f"127.0.0.1:{self.port}",
                 "--max-requests", str(MAX_REQUESTS), "--timeout", "60", "--graceful-timeout", "2", app]

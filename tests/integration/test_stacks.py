@@ -43,10 +43,11 @@ def sampled_stacks(pid: int, seconds: float, rate: float = 1000.0) -> tuple:
         frame_table.update(batch["frames"])
         for key, value in batch["errors"].items():
             errors[key] += value
-        for _sample, tid, _state, stack_id, _syscall in batch["rows"]:
+        # The sampler counts each (thread, state, stack) per batch: every sample of a stack is one count.
+        for tid, _state, stack_id, n in batch["counts"]:
             if stack_id >= 0:
                 stack = [frame_table[f] for f in stacks[stack_id]]
-                out.append((batch["threads"].get(tid), [(fn, os.path.basename(file), line) for fn, file, line in stack]))
+                out.extend([(batch["threads"].get(tid), [(fn, os.path.basename(file), line) for fn, file, line in stack])] * n)
     return out, errors
 
 

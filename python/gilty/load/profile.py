@@ -139,7 +139,9 @@ def limit_from_profile(p: StepProfile) -> tuple:
     if p.gc_share >= 0.10:
         return "GC", f"{workers} spend {p.gc_share:.0%} of their time collecting garbage"
     waiting = p.states.get("waiting_gil", 0)
-    if p.gil_utilisation >= 0.85:
+    # Past the knee requests queue: a server whose Python holds the GIL most of the time (or as much as
+    # the CPUs it shares let it) is limited by that Python work.
+    if p.gil_utilisation >= 0.85 or (p.gil_utilisation >= 0.5 and waiting < 0.25):
         queued = f"; their other threads wait for it {waiting:.0%} of the time" if waiting >= 0.1 else ""
         return "CPU in Python", f"{workers} hold the GIL {p.gil_utilisation:.0%} of the time{where}{queued}"
     if p.mean_waiting_threads >= 0.5 and waiting >= 0.25:

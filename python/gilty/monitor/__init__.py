@@ -71,7 +71,7 @@ def add_gc_listener(listener) -> None:
     with _lock:
         if _gc is None:
             raise RuntimeError("start the monitor first (gilty.monitor.start())")
-        _gc.listeners.append(listener)
+        _gc.add_listener(listener)
 
 
 def _shares(counts: list) -> dict:
