@@ -32,7 +32,6 @@ from gilty._errors import (
 from gilty.analysis.gates import as_json as gates_json
 from gilty.analysis.gates import describe_failure, evaluate, parse_gate
 from gilty.cli.progress import Progress
-from gilty.renderers import console, json_report
 from gilty.session import Recording, Session, TargetInfo
 
 ACCEPTS_CHILD_COMMAND = True
@@ -323,12 +322,6 @@ def judge(recording: Recording, gates: list, status: int, command_status: Option
     if recording.command_status is not None and status == EXIT_OK:
         return recording.command_status
     return status
-
-
-def render_recording(recording: Recording, fmt: str) -> str:
-    """The report of a Recording in ``fmt`` (one process or several)."""
-    renderer = json_report.render_recording if fmt == "json" else console.render_recording
-    return renderer(recording)
 
 
 def run_processes(args: argparse.Namespace, pids: list, child_argv: Optional[list], fmt: str) -> int:

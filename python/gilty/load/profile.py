@@ -11,8 +11,8 @@ from typing import Any, Callable, Optional
 
 from gilty import processes
 from gilty.analysis.states import gc_share, gil_utilisation, mean_waiting_threads, thread_states
-from gilty.analysis.syscalls import IO_WAIT, SELECT_WAIT, SLEEP, idle_kind
-from gilty.session import GC, HOLDING_GIL, IDLE, NATIVE, STATE_NAMES, WAITING_GIL, Recording
+from gilty.analysis.syscalls import IO_WAIT, SELECT_WAIT, idle_kind
+from gilty.session import GC, HOLDING_GIL, IDLE, STATE_NAMES, Recording
 
 PROFILE_RATE_HZ = 200.0
 TOP_SITES = 5
