@@ -37,9 +37,10 @@ setup: $(STAMP)  ## build the Rust extension and install gilty into .venv (CLI: 
 demo: setup  ## start the bundled demo service, record it for 10 s, print the diagnosis
 	$(VPY) -m gilty.demo
 
-test: setup system-deps  ## every test: Rust unit tests, layout generator check, Python unit + integration tests
+test: setup system-deps  ## every test: Rust unit tests, layout and opcode generator checks, Python unit + integration tests
 	cargo test --release -q --workspace --exclude gilty-python
 	$(VPY) tools/gen_layouts.py --check
+	$(VPY) tools/gen_opcodes.py --check
 	$(VPY) -m pytest -q -ra tests
 
 wheel: $(STAMP)  ## the wheel users install (abi3, manylinux, no debug info) into dist/

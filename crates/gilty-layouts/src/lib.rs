@@ -38,3 +38,17 @@ pub fn handoff_opcodes(major: u8, minor: u8) -> &'static [u8] {
         _ => &[],
     }
 }
+
+#[rustfmt::skip]
+mod generated_opcodes;
+pub mod opcodes;
+
+/// Opcode metadata for reading adaptive bytecode of CPython `major.minor` (3.11+), if supported.
+pub fn opcodes_for(major: u8, minor: u8) -> Option<&'static opcodes::OpcodeTable> {
+    match (major, minor) {
+        (3, 11) => Some(&generated_opcodes::v3_11::OPCODES),
+        (3, 12) => Some(&generated_opcodes::v3_12::OPCODES),
+        (3, 13) => Some(&generated_opcodes::v3_13::OPCODES),
+        _ => None,
+    }
+}
