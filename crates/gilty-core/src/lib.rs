@@ -19,6 +19,7 @@ pub mod process_set;
 pub mod pyobjects;
 pub mod realtime;
 pub mod sampler;
+pub mod specialization;
 pub mod syscalls;
 pub mod thread_names;
 pub mod threads;

@@ -17,6 +17,7 @@ mod flamegraph;
 mod memory;
 mod monitor;
 mod process_set;
+mod specialization;
 create_exception!(_native, GiltyError, PyException, "A user-facing gilty error; `kind` says which.");
 
 pub(crate) fn to_py_err(e: CoreError) -> PyErr {
@@ -307,5 +308,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     monitor::register(m)?;
     process_set::register(m)?;
     flamegraph::register(m)?;
+    specialization::register(m)?;
     Ok(())
 }

@@ -1,0 +1,231 @@
+//! Watching a live process: sample where each running thread's innermost frame stands (time-weighted
+//! down to the instruction), and re-read the hot code objects' adaptive bytecode every so often to
+//! follow each site's form, counter and specialization over time. Read-only throughout.
+
+use super::code::{read_adaptive, read_identity, still_same, CodeIdentity};
+use super::decode::{decode, Form, Instruction};
+use crate::frames::FrameWalker;
+use crate::interpreter::Interpreter;
+use crate::process::procfs;
+use crate::threads::{python_threads, TidResolver};
+use gilty_layouts::opcodes::OpcodeTable;
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::Read;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone, Copy)]
+pub struct WatchOptions {
+    pub duration: Duration,
+    /// Samples of every thread per second.
+    pub rate_hz: f64,
+    /// How often the hot code objects are re-read.
+    pub read_interval: Duration,
+    /// Most code objects followed (the hottest by samples so far).
+    pub max_codes: usize,
+}
+
+/// How one site behaved over the reads.
+#[derive(Debug, Clone, Default)]
+pub struct SiteHistory {
+    pub reads: u32,
+    /// Reads per form name.
+    pub forms: BTreeMap<&'static str, u32>,
+    /// Reads per opcode name seen.
+    pub names: BTreeMap<&'static str, u32>,
+    /// Reads per specialization in place (opcode + cache contents).
+    pub specializations: HashMap<u64, u32>,
+    /// Misses read from counter decrements between consecutive reads of one specialization (a lower
+    /// bound: a counter that ran down and restarted between two reads is counted as a change only).
+    pub counted_misses: u64,
+    /// Consecutive reads whose specialization changed (re-specialized or de-specialized).
+    pub changes: u32,
+    last: Option<(Option<u64>, u16)>,
+}
+
+impl SiteHistory {
+    fn observe(&mut self, ins: &Instruction, shift: u8) {
+        let (Some(form), Some(counter)) = (ins.form, ins.counter) else { return };
+        self.reads += 1;
+        *self.forms.entry(form.as_str()).or_default() += 1;
+        *self.names.entry(ins.name).or_default() += 1;
+        let fp = ins.fingerprint();
+        if let Some(f) = fp {
+            *self.specializations.entry(f).or_default() += 1;
+        }
+        if let Some((last_fp, last_word)) = self.last {
+            if last_fp != fp {
+                self.changes += 1;
+            } else if fp.is_some() {
+                let (a, b) = (last_word >> shift, counter.word >> shift);
+                if b < a {
+                    self.counted_misses += (a - b) as u64;
+                } else if b > a {
+                    self.changes += 1; // restarted at the same specialization
+                }
+            }
+        }
+        self.last = Some((fp, counter.word));
+    }
+}
+
+/// One followed code object.
+pub struct WatchedCode {
+    pub identity: CodeIdentity,
+    /// Samples whose innermost frame stood in this code object, per instruction unit.
+    pub samples_by_unit: HashMap<usize, u64>,
+    pub samples: u64,
+    /// The latest decoded instructions (None until the first successful read).
+    pub last: Option<Vec<Instruction>>,
+    /// Per site (by byte offset).
+    pub sites: BTreeMap<u32, SiteHistory>,
+    pub reads: u32,
+    /// The address stopped holding this code object during the run.
+    pub gone: bool,
+}
+
+pub struct WatchReport {
+    pub passes: u64,
+    /// Thread samples taken while the thread was on a CPU with a Python frame.
+    pub running_samples: u64,
+    /// Thread samples taken in all (idle threads included).
+    pub thread_samples: u64,
+    pub read_passes: u64,
+    pub elapsed_s: f64,
+    /// Time spent reading the target (sampling and code reads), seconds.
+    pub busy_s: f64,
+    pub codes: Vec<WatchedCode>,
+    /// Code objects seen in samples but not followed (beyond max_codes or unreadable).
+    pub unfollowed_samples: u64,
+}
+
+/// Whether a thread is on a CPU (or runnable) now: /proc/PID/task/TID/stat state `R`.
+fn running(pid: i32, tid: i32) -> bool {
+    let mut s = String::new();
+    if File::open(format!("/proc/{pid}/task/{tid}/stat")).and_then(|mut f| f.read_to_string(&mut s)).is_err() {
+        return false;
+    }
+    s.rfind(')').and_then(|i| s[i + 1..].split_whitespace().next()).map(|st| st == "R").unwrap_or(false)
+}
+
+pub fn watch(interp: &Interpreter, table: &OpcodeTable, opts: WatchOptions) -> WatchReport {
+    let l = &interp.layout;
+    let mem = &interp.mem;
+    let walker = FrameWalker::new(mem, l, interp.code_type);
+    let adaptive_off = l.code_code_adaptive.unwrap_or(0);
+    let mut resolver = TidResolver::default();
+    let mut codes: HashMap<u64, WatchedCode> = HashMap::new();
+    let mut unreadable: HashMap<u64, u64> = HashMap::new();
+    let period = Duration::from_secs_f64(1.0 / opts.rate_hz.max(1.0));
+    let start = Instant::now();
+    let mut busy = Duration::ZERO;
+    let (mut passes, mut running_samples, mut thread_samples, mut read_passes) = (0u64, 0u64, 0u64, 0u64);
+    let mut tids: Vec<i32> = Vec::new();
+    let mut tids_at = start - Duration::from_secs(1);
+    let mut next_read = start;
+    let mut next_pass = start;
+    while start.elapsed() < opts.duration {
+        let now = Instant::now();
+        if now < next_pass {
+            std::thread::sleep(next_pass - now);
+        }
+        next_pass += period;
+        let t0 = Instant::now();
+        if t0.duration_since(tids_at) > Duration::from_millis(100) {
+            tids = procfs::thread_ids(interp.pid).unwrap_or_default();
+            tids_at = t0;
+            if tids.is_empty() {
+                break; // the target exited
+            }
+        }
+        passes += 1;
+        if let Ok(threads) = python_threads(interp, &mut resolver, &tids) {
+            for th in threads {
+                thread_samples += 1;
+                if let Some(tid) = th.tid {
+                    if !running(interp.pid, tid) {
+                        continue;
+                    }
+                }
+                let Ok(Some((code, instr))) = walker.top_position(th.tstate) else { continue };
+                let unit = (instr - (code + adaptive_off) as i64) / 2;
+                if unit < 0 {
+                    continue; // frame entered, no instruction run yet
+                }
+                running_samples += 1;
+                if !codes.contains_key(&code) {
+                    if codes.len() >= opts.max_codes {
+                        *unreadable.entry(code).or_default() += 1;
+                        continue;
+                    }
+                    match read_identity(mem, l, interp.code_type, code) {
+                        Ok(identity) => {
+                            codes.insert(
+                                code,
+                                WatchedCode {
+                                    identity,
+                                    samples_by_unit: HashMap::new(),
+                                    samples: 0,
+                                    last: None,
+                                    sites: BTreeMap::new(),
+                                    reads: 0,
+                                    gone: false,
+                                },
+                            );
+                        }
+                        Err(_) => {
+                            *unreadable.entry(code).or_default() += 1;
+                            continue;
+                        }
+                    }
+                }
+                let w = codes.get_mut(&code).unwrap();
+                if (unit as usize) < w.identity.units && !w.gone {
+                    w.samples += 1;
+                    *w.samples_by_unit.entry(unit as usize).or_default() += 1;
+                }
+            }
+        }
+        if Instant::now() >= next_read {
+            read_passes += 1;
+            for w in codes.values_mut().filter(|w| !w.gone) {
+                read_code(mem, l, table, w);
+            }
+            next_read += opts.read_interval;
+        }
+        busy += t0.elapsed();
+    }
+    // A last read, so every followed code object has a current decode.
+    for w in codes.values_mut().filter(|w| !w.gone) {
+        read_code(mem, l, table, w);
+    }
+    let mut list: Vec<WatchedCode> = codes.into_values().collect();
+    list.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.identity.address.cmp(&b.identity.address)));
+    WatchReport {
+        passes,
+        running_samples,
+        thread_samples,
+        read_passes,
+        elapsed_s: start.elapsed().as_secs_f64(),
+        busy_s: busy.as_secs_f64(),
+        codes: list,
+        unfollowed_samples: unreadable.values().sum(),
+    }
+}
+
+fn read_code(mem: &dyn crate::process::memory::Memory, l: &gilty_layouts::Layout, table: &OpcodeTable, w: &mut WatchedCode) {
+    let Ok(bytes) = read_adaptive(mem, l, &w.identity) else { return };
+    // Checked after the read: a code object freed and replaced while we read it fails here.
+    if !still_same(mem, l, &w.identity) {
+        w.gone = true;
+        return;
+    }
+    let ins = decode(table, &bytes);
+    for i in &ins {
+        if i.form.is_some() && i.form != Some(Form::Instrumented) {
+            w.sites.entry(i.offset).or_default().observe(i, table.counter.specialized_shift);
+        }
+    }
+    w.reads += 1;
+    w.last = Some(ins);
+}
