@@ -1,0 +1,116 @@
+"""Which hot instructions the adaptive interpreter specialized, which miss, and what that costs.
+
+  gilty specialization --pid PID --duration 5
+  gilty specialization --pid MASTER --subprocesses --format json -o spec.json
+
+Samples where each running thread's innermost frame stands (time-weighted, down to the
+instruction) and re-reads the hot code objects' adaptive bytecode (co_code_adaptive) from
+outside every --read-interval, without writing to the target. Reports per site its form
+(specialized, warming, backoff, cold), what its counter means, an estimate of the executions
+that miss or run the generic path, and the costliest sites with their likely cause.
+CPython 3.11, 3.12 and 3.13.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+
+from gilty import launch
+from gilty._errors import EXIT_OK, EXIT_PARTIAL, EXIT_UNSUPPORTED, CommandError, exit_code_for_kind
+from gilty.cli.record import add_format_argument, emit, output_format, positive_float, positive_int
+from gilty.specialization.analysis import analyse
+from gilty.specialization.session import ProcessWatch, SpecializationSession
+
+DEFAULT_DURATION_S = 5.0
+DEFAULT_RATE_HZ = 500.0
+DEFAULT_READ_INTERVAL_MS = 10.0
+MAX_CODES = 200
+
+
+def prepare_parser(parser: argparse.ArgumentParser) -> None:
+    parser.usage = (
+        "gilty specialization --pid PID [--duration S] [--top N] [--format {text,json}] [-o FILE] [--subprocesses]"
+    )
+    parser.add_argument("--pid", type=positive_int, required=True, help="the process to read")
+    parser.add_argument("--duration", type=positive_float, default=DEFAULT_DURATION_S, metavar="S",
+                        help="seconds to sample (default: %(default)g)")
+    parser.add_argument("--top", type=positive_int, default=10, metavar="N", help="sites and functions listed (default: %(default)d)")
+    parser.add_argument("--rate", type=positive_float, default=DEFAULT_RATE_HZ, metavar="HZ",
+                        help="samples of every thread per second (default: %(default)g)")
+    parser.add_argument("--read-interval", type=positive_float, default=DEFAULT_READ_INTERVAL_MS, metavar="MS",
+                        help="milliseconds between reads of the hot code objects (default: %(default)g)")
+    parser.add_argument("--subprocesses", action="store_true", help="also every Python descendant (a server's workers)")
+    parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
+    add_format_argument(parser, choices=("text", "json"))
+
+
+def _is_native_error(native, e: BaseException) -> bool:
+    return isinstance(e, getattr(native, "GiltyError", ()))
+
+
+def _one_line_reason(e: BaseException) -> str:
+    msg = " ".join(str(e).split())
+    if "free-threaded" in msg:
+        pid = msg.split()[1] if msg.startswith("pid ") else "?"
+        return f"pid {pid} runs a free-threaded build: CPython disables specialization there, so there is nothing to report"
+    return msg
+
+
+def _watch_all(native, pids: list, args) -> SpecializationSession:
+    session = SpecializationSession(args.duration, args.rate, args.read_interval / 1e3)
+    results: dict = {}
+
+    def one(pid: int) -> None:
+        try:
+            results[pid] = native.specialization_watch(
+                pid, args.duration, rate_hz=args.rate, read_interval_s=args.read_interval / 1e3, max_codes=MAX_CODES
+            )
+        except Exception as e:  # noqa: BLE001 - reported per process below
+            results[pid] = e
+
+    threads = [threading.Thread(target=one, args=(pid,), daemon=True) for pid in pids]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for pid in pids:
+        r = results[pid]
+        if isinstance(r, BaseException):
+            if pid == args.pid:
+                if _is_native_error(native, r):
+                    code = EXIT_UNSUPPORTED if "free-threaded" in str(r) else exit_code_for_kind(getattr(r, "kind", "internal"))
+                    raise CommandError(_one_line_reason(r), code)
+                raise r
+            session.skipped[pid] = _one_line_reason(r)
+        else:
+            session.processes.append(ProcessWatch(pid, r))
+    return session
+
+
+def run(args: argparse.Namespace) -> int:
+    fmt = output_format(args.format, args.output)
+    if fmt not in ("text", "json"):
+        raise CommandError(f"gilty specialization writes text or json, not {fmt}", 2)
+    native = launch.native_module()
+    pids = [args.pid]
+    if args.subprocesses:
+        from gilty.processes import _python_descendants
+
+        pids += sorted(_python_descendants(args.pid))
+    print(f"gilty: sampling pid {', '.join(map(str, pids))} for {args.duration:g} s and reading its hot code", file=sys.stderr)
+    session = _watch_all(native, pids, args)
+    status = EXIT_OK
+    for w in session.processes:
+        elapsed = w.raw["elapsed_s"]
+        if elapsed < args.duration * 0.9:
+            session.partial_reason = f"pid {w.pid} exited after {elapsed:.1f} s of the requested {args.duration:g} s"
+            status = EXIT_PARTIAL
+    analysis = analyse(session, args.top)
+    if fmt == "json":
+        from gilty.renderers import specialization_json as renderer
+    else:
+        from gilty.renderers import specialization_text as renderer
+    emit(renderer.render(session, args.top, analysis), args.output)
+    return status

@@ -1,0 +1,67 @@
+"""``gilty specialization`` as console text: verdict, costliest sites, per function, per family."""
+
+from __future__ import annotations
+
+import os
+
+from gilty.specialization.analysis import Analysis, Group, Site, analyse
+from gilty.specialization.session import SpecializationSession
+
+
+def _pct(x) -> str:
+    return "-" if x is None else f"{x:.0%}"
+
+
+def _site_row(s: Site) -> str:
+    where = f"{os.path.basename(s.filename)}:{s.line}"
+    return (
+        f"  {where:<28} {s.qualname[:28]:<28} {s.name[:34]:<34} {s.form:<11} {s.share:>6.1%} "
+        f"{_pct(s.slow_path_estimate):>5} {s.counter_meaning}"
+    )
+
+
+def _group_rows(groups: list, limit: int) -> list:
+    lines = [f"  {'':<44} {'sites':>5} {'samples':>8} {'spec.':>6} {'slow':>5} {'missing':>7} {'backoff':>7} {'cold':>5}"]
+    for g in groups[:limit]:
+        g: Group
+        lines.append(
+            f"  {g.key[:44]:<44} {g.sites:>5} {g.samples:>8} {_pct(g.specialized_share):>6} {_pct(g.slow_share):>5} "
+            f"{g.missing:>7} {g.backoff:>7} {g.cold:>5}"
+        )
+    return lines
+
+
+def render(session: SpecializationSession, top: int = 10, analysis: Analysis = None) -> str:
+    a = analysis or analyse(session, top)
+    out = []
+    for w in session.processes:
+        r = w.raw
+        out.append(
+            f"gilty specialization: pid {w.pid}, Python {w.python_version}, {r['elapsed_s']:.1f} s, "
+            f"{r['running_samples']} running samples, {len(r['codes'])} hot code objects read {r['read_passes']} times"
+        )
+    for pid, why in sorted(session.skipped.items()):
+        out.append(f"skipped pid {pid}: {why}")
+    if session.partial_reason:
+        out.append(f"PARTIAL: {session.partial_reason}")
+    out.append("")
+    out.append("Verdict:")
+    if a.verdict:
+        out += [f"  {i}. {v}" for i, v in enumerate(a.verdict, 1)]
+    else:
+        out.append("  the hot sites stay specialized: no site was seen running the generic path or missing")
+    out.append("")
+    out.append(f"Hot sites (top {top} by time; slow = estimated share of executions on the generic path or missing):")
+    out.append(f"  {'where':<28} {'function':<28} {'instruction':<34} {'form':<11} {'time':>6} {'slow':>5} counter")
+    by_time = sorted(a.sites, key=lambda s: (-s.samples, s.qualname, s.offset))
+    out += [_site_row(s) for s in by_time[:top] if s.samples]
+    out.append("")
+    out.append("Per function (spec. = share of its site time on specialized instructions):")
+    out += _group_rows(a.functions, top)
+    out.append("")
+    out.append("Per family:")
+    out += _group_rows(a.families, 50)
+    if a.notes:
+        out.append("")
+        out += [f"note: {n}" for n in a.notes]
+    return "\n".join(out) + "\n"
