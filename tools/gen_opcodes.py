@@ -42,7 +42,8 @@ _spec = importlib.util.spec_from_file_location("gen_layouts", Path(__file__).wit
 gen_layouts = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(gen_layouts)  # type: ignore[union-attr]
 
-# Runs inside the target interpreter: metadata, plus two measured counter facts.
+# Runs inside the target interpreter: metadata (with BINARY_OP's operator symbols by oparg, `opcode._nb_ops`),
+# plus two measured counter facts.
 METADATA_SNIPPET = r"""
 import dis, json, opcode
 ops = dict(dis._all_opmap)
@@ -70,7 +71,8 @@ for _ in range(20):
 name, fresh = word()
 site(b)
 _, after_miss = word()
-print(json.dumps({"ops": ops, "caches": caches, "families": fams, "specialized_name": name,
+nb_ops = [sym for _, sym in opcode._nb_ops]
+print(json.dumps({"nb_ops": nb_ops, "ops": ops, "caches": caches, "families": fams, "specialized_name": name,
                   "fresh_specialized_word": fresh, "miss_step": fresh - after_miss}))
 """
 
@@ -203,6 +205,7 @@ def render(ver: tuple[int, int], prefix: Path, meta: dict, consts: dict[str, int
         f"    caches: {arr(caches)},",
         f"    family: {arr(family, lambda b: 'true' if b else 'false')},",
         f"    adaptive: {arr(adaptive, lambda b: 'true' if b else 'false')},",
+        f"    binary_ops: &[{', '.join(json.dumps(x) for x in meta['nb_ops'])}],",
         "    counter: CounterRules {",
         f"        value_shift: {consts['value_shift']},",
         f"        max_backoff: {consts['max_backoff']},",

@@ -22,6 +22,7 @@ SUBCOMMANDS = {
     "dump": ["dump"],
     "record": ["record", "--duration", "1", "--rate", "100"],
     "top": ["top", "--duration", "1"],
+    "specialization": ["specialization", "--duration", "1"],
 }
 
 

@@ -3,7 +3,9 @@
     python specialization_sites.py snapshot OUT.json   warm every site, write what the interpreter itself
                                                       says about them to OUT.json, print "ready", SIGSTOP
     python specialization_sites.py run OUT.json        print "ready" and run the sites forever; OUT.json
-                                                      gets the code addresses (and, on request, misses)
+                                                      gets the code addresses
+    python specialization_sites.py truth ROUNDS        print the true slow-path rate of the polymorphic
+                                                      sites, counted in-process execution by execution
 
 The snapshot is the ground truth: `dis.get_instructions(code, adaptive=True)` and the raw
 `code._co_code_adaptive` bytes of each hot function, taken after warming and before stopping, so the
@@ -110,8 +112,41 @@ def snapshot():
     return out
 
 
+def site_state(f):
+    """The bytes of f's attribute site and its inline caches: any change after one execution means
+    that execution missed, ran the generic path, or (re)specialized."""
+    import opcode
+
+    ice = opcode._inline_cache_entries
+    for ins in dis.get_instructions(f, adaptive=True):
+        if ins.opname.startswith("LOAD_ATTR"):
+            caches = ice["LOAD_ATTR"] if isinstance(ice, dict) else ice[opcode.opmap["LOAD_ATTR"]]
+            raw = f.__code__._co_code_adaptive
+            return ins.opname, raw[ins.offset : ins.offset + 2 * (1 + caches)]
+    raise AssertionError("no LOAD_ATTR site")
+
+
+def true_slow_rates(rounds):
+    """Per polymorphic site, the share of executions that did not hit a specialization in place."""
+    for i in range(100):
+        one_round(i)
+    slow = {"alternating": 0, "mix_90_10": 0}
+    before = {name: site_state(globals()[name]) for name in slow}
+    for i in range(rounds):
+        one_round(i)
+        for name in slow:
+            now = site_state(globals()[name])
+            generic = now[0] == "LOAD_ATTR" or now[0].endswith("_ADAPTIVE")
+            slow[name] += generic or now != before[name]
+            before[name] = now
+    return {name: n / rounds for name, n in slow.items()}
+
+
 def main():
     mode, path = sys.argv[1], sys.argv[2]
+    if mode == "truth":
+        print(json.dumps(true_slow_rates(int(path))), flush=True)
+        return
     if mode == "snapshot":
         rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 1000
         for i in range(rounds):

@@ -40,6 +40,8 @@ pub struct OpcodeTable {
     pub family: [bool; 256],
     /// 3.11: the family's `*_ADAPTIVE` form (counting down to a specialization attempt).
     pub adaptive: [bool; 256],
+    /// BINARY_OP's operator symbol per oparg (`opcode._nb_ops`).
+    pub binary_ops: &'static [&'static str],
     pub counter: CounterRules,
 }
 

@@ -24,6 +24,7 @@ fn instruction_dict<'py>(py: Python<'py>, id: &CodeIdentity, i: &Instruction) ->
     d.set_item("line", id.line_of(i.unit()))?;
     d.set_item("family", i.family)?;
     d.set_item("form", i.form.map(|f| f.as_str()))?;
+    d.set_item("operator", i.operator)?;
     match i.counter {
         Some(c) => {
             d.set_item("counter", c.word)?;
@@ -134,6 +135,7 @@ fn specialization_watch<'py>(
     out.set_item("running_samples", report.running_samples)?;
     out.set_item("unfollowed_samples", report.unfollowed_samples)?;
     out.set_item("read_passes", report.read_passes)?;
+    out.set_item("idle_read_passes", report.idle_read_passes)?;
     out.set_item("elapsed_s", report.elapsed_s)?;
     out.set_item("busy_s", report.busy_s)?;
     let codes = PyList::empty(py);

@@ -25,7 +25,7 @@ from gilty.specialization.session import ProcessWatch, SpecializationSession
 
 DEFAULT_DURATION_S = 5.0
 DEFAULT_RATE_HZ = 500.0
-DEFAULT_READ_INTERVAL_MS = 10.0
+DEFAULT_READ_INTERVAL_MS = 5.0
 MAX_CODES = 200
 
 
@@ -56,6 +56,23 @@ def _one_line_reason(e: BaseException) -> str:
         pid = msg.split()[1] if msg.startswith("pid ") else "?"
         return f"pid {pid} runs a free-threaded build: CPython disables specialization there, so there is nothing to report"
     return msg
+
+
+def _check_target(native, pid: int) -> None:
+    """Attach once before sampling, so a bad pid is one error line and nothing else."""
+    try:
+        target = launch.attach(native, pid)
+    except Exception as e:  # noqa: BLE001
+        if _is_native_error(native, e) and "free-threaded" in str(e):
+            raise CommandError(_one_line_reason(e), EXIT_UNSUPPORTED) from None
+        raise
+    minor = tuple(int(x) for x in target.python_version.split(".")[:2])
+    if minor < (3, 11):
+        raise CommandError(
+            f"pid {pid} runs Python {target.python_version}, which has no specializing interpreter (3.11+); "
+            "its opcache report is not implemented yet",
+            EXIT_UNSUPPORTED,
+        )
 
 
 def _watch_all(native, pids: list, args) -> SpecializationSession:
@@ -94,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
     if fmt not in ("text", "json"):
         raise CommandError(f"gilty specialization writes text or json, not {fmt}", 2)
     native = launch.native_module()
+    _check_target(native, args.pid)
     pids = [args.pid]
     if args.subprocesses:
         from gilty.processes import _python_descendants

@@ -12,6 +12,11 @@ Pure functions over the session. The miss estimate works from the reads of each 
   executions (two classes alternating: 0.5; a 90/10 mix: 0.18, which is the true rate measured
   in-process, not 0.10).
 
+On 3.11 a missing site instead cycles: 53 misses de-specialize it to ``*_ADAPTIVE``, which runs the
+generic path for 31 executions (``adaptive_counter_start()``) and specializes again. With f the share
+of reads found adaptive, the miss rate while specialized is m = 53 f / (31 (1 - f)), and the slow
+share f + (1 - f) m.
+
 The counter adds what the reads between two re-specializations show: misses counted from its
 decrements (a lower bound) and misses since the last specialization.
 """
@@ -30,6 +35,8 @@ MIN_READS = 10
 # A specialized site whose estimated misses reach this share is "missing while specialized".
 MISSING_THRESHOLD = 0.05
 # Attribute families whose specializations key on the receiver's type.
+# BINARY_OP operators with a specialized form in 3.11-3.13 (BINARY_OP_ADD_INT, ..._INPLACE_ADD_UNICODE).
+SPECIALIZED_OPERATORS = {"+", "-", "*", "+=", "-=", "*="}
 ATTRIBUTE_FAMILIES = {"LOAD_ATTR", "STORE_ATTR", "LOAD_METHOD", "LOAD_SUPER_ATTR"}
 
 
@@ -56,13 +63,15 @@ class Site:
     counted_misses: int
     changes: int
     misses_since_specialized: Optional[int]
+    operator: Optional[str] = None
     names_seen: dict = field(default_factory=dict)
     cause: str = ""
     source: str = ""
 
     @property
     def missing_while_specialized(self) -> bool:
-        return self.form == "specialized" and (self.miss_estimate or 0) >= MISSING_THRESHOLD
+        """Specialized for much of the time (by name), yet missing (3.11: de-specializing and back)."""
+        return (self.specialized_share or 0) >= 0.2 and (self.miss_estimate or 0) >= MISSING_THRESHOLD
 
     @property
     def in_backoff(self) -> bool:
@@ -85,7 +94,7 @@ def counter_meaning(ins: dict, minor: tuple, rules: dict) -> str:
         since = ins["misses_since_specialized"]
         if minor == (3, 11):
             return f"{since} misses since specialized; back to adaptive after {value} more"
-        return f"{since} misses since (re)specialized; re-specializes on the {value + 1}th next miss"
+        return f"{since} misses since (re)specialized; re-specializes after {value + 1} more misses"
     if form == "warming":
         if minor == (3, 11):
             return "quickened; tries to specialize on its next execution" if value == 0 else f"tries to specialize in {value} executions"
@@ -104,7 +113,8 @@ def counter_meaning(ins: dict, minor: tuple, rules: dict) -> str:
 
 def likely_cause(site: Site, minor: tuple) -> str:
     fam = site.family
-    poly = site.specializations > 1 and site.form == "specialized"
+    flapping = site.specialized_share is not None and 0.0 < site.specialized_share < 1.0
+    poly = site.specializations > 1 or flapping
     if fam in ATTRIBUTE_FAMILIES:
         if site.specializations > 4:
             return "the receiver's class keeps changing (modified at run time) or many receiver types reach this site"
@@ -117,6 +127,8 @@ def likely_cause(site: Site, minor: tuple) -> str:
             return f"attribute lookup that cannot be specialized ({kinds})"
     if fam == "LOAD_GLOBAL" and (site.changes or site.counted_misses):
         return "the module globals or builtins keep changing keys (a global added or deleted at run time); rebinding alone does not"
+    if fam == "BINARY_OP" and site.operator and site.operator not in SPECIALIZED_OPERATORS:
+        return f"operator `{site.operator}` has no specialization (CPython 3.11-3.13 specialize only +, - and * on int/float, + on str)"
     if fam in ("BINARY_OP", "COMPARE_OP"):
         return "mixed operand types (int with float, or types without a specialization)"
     if fam in ("BINARY_SUBSCR", "STORE_SUBSCR"):
@@ -141,6 +153,21 @@ def _source_line(filename: str, line: Optional[int], pid: int) -> str:
     return ""
 
 
+def _estimates(spec_share: float, specs: list, minor: tuple, rules: dict) -> tuple:
+    """(miss rate while specialized, share of executions on the slow path) from a site's reads."""
+    spec_reads = sum(specs)
+    if not spec_reads:
+        return None, 1.0
+    adaptive_start = rules.get("adaptive_start")
+    if minor == (3, 11) and spec_share < 1.0 and adaptive_start:
+        f = 1.0 - spec_share
+        generic_run = adaptive_start >> rules.get("value_shift", 4)
+        miss = min(1.0, rules.get("specialized_start", 53) * f / (generic_run * (1.0 - f)))
+    else:
+        miss = 1.0 - sum((n / spec_reads) ** 2 for n in specs)
+    return miss, (1.0 - spec_share) + spec_share * miss
+
+
 def sites_of(watch: ProcessWatch) -> list:
     """Every specializable instruction of every followed code object, with its estimates."""
     raw = watch.raw
@@ -159,8 +186,7 @@ def sites_of(watch: ProcessWatch) -> list:
             spec_share = miss = slow = None
             if reads >= MIN_READS:
                 spec_share = spec_reads / reads
-                miss = 1.0 - sum((n / spec_reads) ** 2 for n in specs) if spec_reads else None
-                slow = (1.0 - spec_share) + spec_share * (miss or 0.0)
+                miss, slow = _estimates(spec_share, specs, minor, rules)
             site = Site(
                 pid=watch.pid,
                 python_version=watch.python_version,
@@ -184,6 +210,7 @@ def sites_of(watch: ProcessWatch) -> list:
                 changes=h.get("changes", 0),
                 misses_since_specialized=ins["misses_since_specialized"],
                 names_seen=h.get("names", {}),
+                operator=ins.get("operator"),
             )
             site.cause = likely_cause(site, minor) if (slow or site.form in ("backoff",)) else ""
             site.source = _source_line(site.filename, site.line, watch.pid)

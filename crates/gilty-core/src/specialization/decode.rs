@@ -76,6 +76,8 @@ pub struct Instruction {
     /// The other inline cache entries (type/keys versions, indexes): they change only when the
     /// site is (re)specialized, so they identify which specialization is in place.
     pub cache: Vec<u16>,
+    /// BINARY_OP: the operator symbol of its oparg.
+    pub operator: Option<&'static str>,
 }
 
 impl Instruction {
@@ -168,6 +170,7 @@ pub fn decode(t: &OpcodeTable, code: &[u8]) -> Vec<Instruction> {
             form,
             counter,
             cache,
+            operator: (family.map(|b| t.name(b)) == Some("BINARY_OP")).then(|| t.binary_ops.get(oparg as usize).copied()).flatten(),
         });
         i += 1 + n_caches;
     }

@@ -6,7 +6,7 @@ use super::code::{read_adaptive, read_identity, still_same, CodeIdentity};
 use super::decode::{decode, Form, Instruction};
 use crate::frames::FrameWalker;
 use crate::interpreter::Interpreter;
-use crate::process::procfs;
+use crate::process::procfs::{self, SchedstatReader};
 use crate::threads::{python_threads, TidResolver};
 use gilty_layouts::opcodes::OpcodeTable;
 use std::collections::{BTreeMap, HashMap};
@@ -91,6 +91,8 @@ pub struct WatchReport {
     /// Thread samples taken in all (idle threads included).
     pub thread_samples: u64,
     pub read_passes: u64,
+    /// Read passes left out because the target had not run since the previous one (see `watch`).
+    pub idle_read_passes: u64,
     pub elapsed_s: f64,
     /// Time spent reading the target (sampling and code reads), seconds.
     pub busy_s: f64,
@@ -123,6 +125,13 @@ pub fn watch(interp: &Interpreter, table: &OpcodeTable, opts: WatchOptions) -> W
     let mut tids: Vec<i32> = Vec::new();
     let mut tids_at = start - Duration::from_secs(1);
     let mut next_read = start;
+    // Reads are spaced in the target's CPU time, not only in wall time: on a loaded machine the target
+    // can sit preempted across several reads, which would then all see one frozen state and weigh it
+    // several times. A read pass needs half a read interval of CPU time since the previous one.
+    let mut sched: HashMap<i32, SchedstatReader> = HashMap::new();
+    let mut cpu_at_last_read: Option<u64> = None;
+    let min_cpu_ns = (opts.read_interval.as_nanos() / 2) as u64;
+    let mut idle_read_passes = 0u64;
     let mut next_pass = start;
     while start.elapsed() < opts.duration {
         let now = Instant::now();
@@ -187,11 +196,27 @@ pub fn watch(interp: &Interpreter, table: &OpcodeTable, opts: WatchOptions) -> W
             }
         }
         if Instant::now() >= next_read {
-            read_passes += 1;
-            for w in codes.values_mut().filter(|w| !w.gone) {
-                read_code(mem, l, table, w);
-            }
             next_read += opts.read_interval;
+            sched.retain(|tid, _| tids.contains(tid));
+            let cpu: u64 = tids
+                .iter()
+                .filter_map(|&tid| {
+                    if !sched.contains_key(&tid) {
+                        sched.insert(tid, SchedstatReader::open(interp.pid, tid).ok()?);
+                    }
+                    sched.get_mut(&tid)?.run_ns()
+                })
+                .sum();
+            let ran = cpu_at_last_read.map(|c| cpu.saturating_sub(c) >= min_cpu_ns).unwrap_or(true);
+            if ran {
+                cpu_at_last_read = Some(cpu);
+                read_passes += 1;
+                for w in codes.values_mut().filter(|w| !w.gone) {
+                    read_code(mem, l, table, w);
+                }
+            } else {
+                idle_read_passes += 1;
+            }
         }
         busy += t0.elapsed();
     }
@@ -206,6 +231,7 @@ pub fn watch(interp: &Interpreter, table: &OpcodeTable, opts: WatchOptions) -> W
         running_samples,
         thread_samples,
         read_passes,
+        idle_read_passes,
         elapsed_s: start.elapsed().as_secs_f64(),
         busy_s: busy.as_secs_f64(),
         codes: list,

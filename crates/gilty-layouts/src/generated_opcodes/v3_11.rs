@@ -95,6 +95,7 @@ pub const OPCODES: OpcodeTable = OpcodeTable {
         false, false, false, false, false, false, false, false, false, false, false, false, false, false, false, false,
         false, false, false, false, false, false, false, false, false, false, false, false, false, false, false, false,
     ],
+    binary_ops: &["+", "&", "//", "<<", "@", "*", "%", "|", "**", ">>", "-", "/", "^", "+=", "&=", "//=", "<<=", "@=", "*=", "%=", "|=", "**=", ">>=", "-=", "/=", "^="],
     counter: CounterRules {
         value_shift: 4,
         max_backoff: 12,
