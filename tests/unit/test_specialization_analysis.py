@@ -1,0 +1,122 @@
+"""The specialization analysis on hand-made watch results: estimates, flags, causes, groups, JSON round trip."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gilty.renderers import specialization_json, specialization_text
+from gilty.specialization.analysis import analyse, counter_meaning
+from gilty.specialization.session import ProcessWatch, SpecializationSession
+
+RULES_312 = {"value_shift": 4, "specialized_start": 52, "specialized_shift": 4, "warmup": 17,
+             "quickening_warmup_delay": None, "adaptive_start": None, "max_backoff": 12}
+RULES_311 = {"value_shift": 4, "specialized_start": 53, "specialized_shift": 0, "warmup": None,
+             "quickening_warmup_delay": 8, "adaptive_start": (31 << 4) | 5, "max_backoff": 12}
+
+
+def ins(offset, name, family, form, samples, history, line=10, value=40, backoff=0, operator=None):
+    return {"offset": offset, "opcode": 1, "name": name, "oparg": 0, "line": line, "family": family, "form": form,
+            "operator": operator, "counter": value << 4, "counter_value": value, "backoff": backoff,
+            "misses_since_specialized": (52 - value) if form == "specialized" else None,
+            "samples": samples, "history": history}
+
+
+def hist(reads, specs, forms=None, names=None):
+    return {"reads": reads, "forms": forms or {}, "names": names or {}, "specializations": specs,
+            "counted_misses": 0, "changes": 0}
+
+
+def watch(version, rules, instructions, pid=100):
+    return ProcessWatch(pid, {
+        "pid": pid, "python_version": version, "counter_rules": rules, "passes": 1000, "thread_samples": 1000,
+        "running_samples": 1000, "unfollowed_samples": 0, "read_passes": 200, "idle_read_passes": 0,
+        "elapsed_s": 2.0, "busy_s": 0.1,
+        "codes": [{"address": 1, "qualname": "handler", "filename": "/nonexistent/app.py", "firstlineno": 1,
+                   "samples": 600, "reads": 200, "gone": False, "instructions": instructions}],
+    })
+
+
+def session(*watches):
+    s = SpecializationSession(2.0, 500.0, 0.005)
+    s.processes = list(watches)
+    return s
+
+
+def test_two_specializations_half_and_half_miss_half_the_time():
+    w = watch("3.12.1", RULES_312, [ins(4, "LOAD_ATTR_INSTANCE_VALUE", "LOAD_ATTR", "specialized", 100, hist(200, [100, 100]))])
+    site = analyse(session(w)).sites[0]
+    assert site.miss_estimate == pytest.approx(0.5)
+    assert site.slow_path_estimate == pytest.approx(0.5)
+    assert site.missing_while_specialized
+    assert "several receiver types" in site.cause
+
+
+def test_ninety_ten_shares_estimate_eighteen_percent():
+    w = watch("3.13.0", RULES_312, [ins(4, "LOAD_ATTR_INSTANCE_VALUE", "LOAD_ATTR", "specialized", 100, hist(100, [90, 10]))])
+    assert analyse(session(w)).sites[0].slow_path_estimate == pytest.approx(0.18)
+
+
+def test_311_cycle_estimate_from_adaptive_share():
+    # Two classes alternating on 3.11: 53 misses in 106 executions, then 31 adaptive: f = 31/137.
+    f = 31 / 137
+    reads = 1370
+    h = hist(reads, [round(reads * (1 - f))])
+    w = watch("3.11.7", RULES_311, [ins(4, "LOAD_ATTR_INSTANCE_VALUE", "LOAD_ATTR", "specialized", 100, h)])
+    site = analyse(session(w)).sites[0]
+    assert site.miss_estimate == pytest.approx(0.5, abs=0.01)
+    assert site.slow_path_estimate == pytest.approx(f + (1 - f) * 0.5, abs=0.01)
+    assert "several receiver types" in site.cause
+
+
+def test_monomorphic_is_clean_and_too_few_reads_give_no_estimate():
+    w = watch("3.12.1", RULES_312, [
+        ins(4, "LOAD_ATTR_INSTANCE_VALUE", "LOAD_ATTR", "specialized", 100, hist(200, [200]), value=52),
+        ins(30, "LOAD_GLOBAL_MODULE", "LOAD_GLOBAL", "specialized", 5, hist(3, [3]), value=52),
+    ])
+    a = analyse(session(w))
+    mono = next(s for s in a.sites if s.offset == 4)
+    assert (mono.slow_path_estimate, mono.cause, mono.missing_while_specialized) == (0.0, "", False)
+    few = next(s for s in a.sites if s.offset == 30)
+    assert few.slow_path_estimate is None
+    assert a.verdict == []
+
+
+def test_backoff_causes_by_family_and_operator():
+    w = watch("3.12.1", RULES_312, [
+        ins(4, "BINARY_OP", "BINARY_OP", "backoff", 50, hist(100, []), value=3000, backoff=12, operator="%"),
+        ins(10, "BINARY_OP", "BINARY_OP", "backoff", 80, hist(100, []), value=3000, backoff=12, operator="+"),
+        ins(20, "LOAD_ATTR", "LOAD_ATTR", "backoff", 20, hist(100, []), value=7, backoff=3),
+    ])
+    a = analyse(session(w))
+    by_offset = {s.offset: s for s in a.sites}
+    assert "operator `%` has no specialization" in by_offset[4].cause
+    assert by_offset[10].cause.startswith("mixed operand types")
+    assert "cannot be specialized" in by_offset[20].cause
+    # Ranked by samples on the slow path: 80, 50, 20.
+    assert [s.offset for s in a.sites] == [10, 4, 20]
+    assert a.verdict[0].startswith("app.py:10 handler: BINARY_OP runs the generic path (backoff)")
+    fam = {g.key: g for g in a.families}
+    assert fam["BINARY_OP"].backoff == 2 and fam["BINARY_OP"].specialized_share == 0.0
+
+
+def test_counter_meaning_per_version():
+    spec = {"form": "specialized", "counter_value": 40, "backoff": 0, "misses_since_specialized": 12}
+    assert counter_meaning(spec, (3, 12), RULES_312) == "12 misses since (re)specialized; re-specializes after 41 more misses"
+    assert "back to adaptive after 40 more" in counter_meaning(spec, (3, 11), RULES_311)
+    cold = {"form": "cold", "counter_value": 1, "backoff": 1, "misses_since_specialized": None}
+    assert "not quickened" in counter_meaning(cold, (3, 11), RULES_311)
+    assert "not executed yet" in counter_meaning(cold, (3, 13), RULES_312)
+
+
+def test_renderers_and_session_round_trip():
+    w = watch("3.12.1", RULES_312, [ins(4, "LOAD_ATTR_INSTANCE_VALUE", "LOAD_ATTR", "specialized", 100, hist(200, [100, 100]))])
+    s = session(w)
+    doc = json.loads(specialization_json.render(s))
+    assert doc["schema"] == "gilty.specialization.report/1"
+    assert doc["sites"][0]["missing_while_specialized"] is True
+    again = SpecializationSession.from_dict(doc["session"])
+    assert again.processes[0].raw == w.raw
+    text = specialization_text.render(s)
+    assert "Verdict:" in text and "app.py:10 handler: LOAD_ATTR_INSTANCE_VALUE misses ~50%" in text
