@@ -261,3 +261,13 @@ def load_run(plan: dict, stop: LoadStop | None = None) -> dict:
     ...
 def flamegraph_svg(lines: list[str], title: str, subtitle: str | None = None, count_name: str = "samples") -> str:
     """An SVG flame graph drawn by inferno from collapsed lines (``frame;frame;... count``, outermost first)."""
+
+def specialization_read_code(pid: int, address: int) -> dict:
+    """The code object at ``address`` in ``pid``, decoded now (3.11+): ``address``, ``qualname``,
+    ``filename``, ``firstlineno``, ``python_version`` and ``instructions`` (see docs/json-format.md)."""
+    ...
+
+def specialization_watch(pid: int, duration_s: float, rate_hz: float = 500.0, read_interval_s: float = 0.01,
+                         max_codes: int = 200) -> dict:
+    """Sample ``pid`` for ``duration_s`` and follow its hot code objects (docs/json-format.md, Specialization)."""
+    ...

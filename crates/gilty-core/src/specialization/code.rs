@@ -68,12 +68,17 @@ pub fn read_identity(mem: &dyn Memory, l: &Layout, code_type: Option<u64>, addr:
     })
 }
 
-/// Whether the address still holds the code object `id` describes (same name/file/table pointers).
-pub fn still_same(mem: &dyn Memory, l: &Layout, id: &CodeIdentity) -> bool {
-    let read = |off: u64| mem.read_u64(id.address + off).ok();
-    read(l.code_filename) == Some(id.key.0)
-        && read(l.code_qualname.unwrap_or(l.code_name)) == Some(id.key.1)
-        && read(l.code_linetable) == Some(id.key.2)
+/// The raw `co_code_adaptive` bytes as they are now, read together with the header in one read, or
+/// None when the header's name/file/table pointers no longer match (the code object was freed and the
+/// address reused): one syscall per code object per read pass.
+pub fn read_adaptive_checked(mem: &dyn Memory, l: &Layout, id: &CodeIdentity) -> io::Result<Option<Vec<u8>>> {
+    let off = l.code_code_adaptive.ok_or_else(|| invalid("no adaptive bytecode before 3.11"))? as usize;
+    let mut buf = mem.read_vec(id.address, off + id.units * 2)?;
+    let key = (u64_at(&buf, l.code_filename), u64_at(&buf, l.code_qualname.unwrap_or(l.code_name)), u64_at(&buf, l.code_linetable));
+    if key != id.key || u64_at(&buf, l.varobject_size) as usize != id.units {
+        return Ok(None);
+    }
+    Ok(Some(buf.split_off(off)))
 }
 
 /// The raw `co_code_adaptive` bytes, as they are now.

@@ -2,7 +2,7 @@
 //! down to the instruction), and re-read the hot code objects' adaptive bytecode every so often to
 //! follow each site's form, counter and specialization over time. Read-only throughout.
 
-use super::code::{read_adaptive, read_identity, still_same, CodeIdentity};
+use super::code::{read_adaptive_checked, read_identity, CodeIdentity};
 use super::decode::{decode, Form, Instruction};
 use crate::frames::FrameWalker;
 use crate::interpreter::Interpreter;
@@ -11,7 +11,6 @@ use crate::threads::{python_threads, TidResolver};
 use gilty_layouts::opcodes::OpcodeTable;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
-use std::io::Read;
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, Copy)]
@@ -101,13 +100,57 @@ pub struct WatchReport {
     pub unfollowed_samples: u64,
 }
 
-/// Whether a thread is on a CPU (or runnable) now: /proc/PID/task/TID/stat state `R`.
-fn running(pid: i32, tid: i32) -> bool {
-    let mut s = String::new();
-    if File::open(format!("/proc/{pid}/task/{tid}/stat")).and_then(|mut f| f.read_to_string(&mut s)).is_err() {
-        return false;
+/// Whether a thread is on a CPU (or runnable) now: its `/proc/PID/task/TID/stat` state is `R`. The
+/// files stay open (one pread per sample).
+#[derive(Default)]
+struct RunStates {
+    files: HashMap<i32, File>,
+    buf: Vec<u8>,
+}
+
+impl RunStates {
+    fn running(&mut self, pid: i32, tid: i32) -> bool {
+        use std::os::unix::fs::FileExt;
+        if !self.files.contains_key(&tid) {
+            match File::open(format!("/proc/{pid}/task/{tid}/stat")) {
+                Ok(f) => {
+                    self.files.insert(tid, f);
+                }
+                Err(_) => return false,
+            }
+        }
+        self.buf.resize(512, 0);
+        let Ok(n) = self.files[&tid].read_at(&mut self.buf, 0) else { return false };
+        let text = &self.buf[..n];
+        match text.iter().rposition(|&b| b == b')') {
+            Some(i) => text.get(i + 2) == Some(&b'R'),
+            None => false,
+        }
     }
-    s.rfind(')').and_then(|i| s[i + 1..].split_whitespace().next()).map(|st| st == "R").unwrap_or(false)
+
+    fn retain(&mut self, tids: &[i32]) {
+        self.files.retain(|t, _| tids.contains(t));
+    }
+}
+
+/// Which followed code objects a read pass reads: the `HOT_READS` hottest by samples so far, and
+/// `ROTATING_READS` of the others in turn, so a process with hundreds of warm functions costs a bounded
+/// number of reads per pass while the sites that matter are read every pass.
+const HOT_READS: usize = 32;
+const ROTATING_READS: usize = 8;
+
+fn codes_to_read(codes: &HashMap<u64, WatchedCode>, rotation: &mut usize) -> Vec<u64> {
+    let mut live: Vec<(u64, u64)> = codes.iter().filter(|(_, w)| !w.gone).map(|(&a, w)| (w.samples, a)).collect();
+    live.sort_unstable_by(|a, b| b.cmp(a));
+    let mut out: Vec<u64> = live.iter().take(HOT_READS).map(|&(_, a)| a).collect();
+    let rest = &live[live.len().min(HOT_READS)..];
+    if !rest.is_empty() {
+        for k in 0..ROTATING_READS.min(rest.len()) {
+            out.push(rest[(*rotation + k) % rest.len()].1);
+        }
+        *rotation = (*rotation + ROTATING_READS) % rest.len();
+    }
+    out
 }
 
 pub fn watch(interp: &Interpreter, table: &OpcodeTable, opts: WatchOptions) -> WatchReport {
@@ -132,6 +175,8 @@ pub fn watch(interp: &Interpreter, table: &OpcodeTable, opts: WatchOptions) -> W
     let mut cpu_at_last_read: Option<u64> = None;
     let min_cpu_ns = (opts.read_interval.as_nanos() / 2) as u64;
     let mut idle_read_passes = 0u64;
+    let mut run_states = RunStates::default();
+    let mut rotation = 0usize;
     let mut next_pass = start;
     while start.elapsed() < opts.duration {
         let now = Instant::now();
@@ -142,6 +187,7 @@ pub fn watch(interp: &Interpreter, table: &OpcodeTable, opts: WatchOptions) -> W
         let t0 = Instant::now();
         if t0.duration_since(tids_at) > Duration::from_millis(100) {
             tids = procfs::thread_ids(interp.pid).unwrap_or_default();
+            run_states.retain(&tids);
             tids_at = t0;
             if tids.is_empty() {
                 break; // the target exited
@@ -152,7 +198,7 @@ pub fn watch(interp: &Interpreter, table: &OpcodeTable, opts: WatchOptions) -> W
             for th in threads {
                 thread_samples += 1;
                 if let Some(tid) = th.tid {
-                    if !running(interp.pid, tid) {
+                    if !run_states.running(interp.pid, tid) {
                         continue;
                     }
                 }
@@ -211,8 +257,8 @@ pub fn watch(interp: &Interpreter, table: &OpcodeTable, opts: WatchOptions) -> W
             if ran {
                 cpu_at_last_read = Some(cpu);
                 read_passes += 1;
-                for w in codes.values_mut().filter(|w| !w.gone) {
-                    read_code(mem, l, table, w);
+                for addr in codes_to_read(&codes, &mut rotation) {
+                    read_code(mem, l, table, codes.get_mut(&addr).unwrap());
                 }
             } else {
                 idle_read_passes += 1;
@@ -240,12 +286,14 @@ pub fn watch(interp: &Interpreter, table: &OpcodeTable, opts: WatchOptions) -> W
 }
 
 fn read_code(mem: &dyn crate::process::memory::Memory, l: &gilty_layouts::Layout, table: &OpcodeTable, w: &mut WatchedCode) {
-    let Ok(bytes) = read_adaptive(mem, l, &w.identity) else { return };
-    // Checked after the read: a code object freed and replaced while we read it fails here.
-    if !still_same(mem, l, &w.identity) {
-        w.gone = true;
-        return;
-    }
+    let bytes = match read_adaptive_checked(mem, l, &w.identity) {
+        Ok(Some(b)) => b,
+        Ok(None) => {
+            w.gone = true; // freed, the address reused
+            return;
+        }
+        Err(_) => return,
+    };
     let ins = decode(table, &bytes);
     for i in &ins {
         if i.form.is_some() && i.form != Some(Form::Instrumented) {
