@@ -52,7 +52,7 @@ def site_at(report: dict, marker: str, family: str = "LOAD_ATTR") -> dict:
 def test_miss_estimate_is_within_ten_points_of_the_true_rate(report, truth, interp):
     for marker in ("alternating", "mix_90_10"):
         s = site_at(report, marker)
-        assert s["reads"] >= 100, s
+        assert s["reads"] >= 50, s
         err = abs(s["slow_path_estimate"] - truth[marker])
         note(interp, f"spec miss estimate error {marker}", round(err, 3))
         assert err <= MAX_ESTIMATE_ERROR, f"{marker}: estimate {s['slow_path_estimate']:.3f}, true {truth[marker]:.3f}"
@@ -101,3 +101,22 @@ def test_python_310_is_one_clear_line(interp):
         rc, out, err = run_gilty("specialization", "--pid", proc.pid, "--duration", "1")
     assert rc == 5, err
     assert "no specializing interpreter" in assert_one_error_line(err)
+
+
+def test_subprocesses_watches_every_python_child(interp):
+    if interp.version[:2] < (3, 11):
+        pytest.skip(f"Python {interp.minor_str} has no specializing interpreter (PEP 659 is 3.11+)")
+    script = "busy_children.py"
+    with running_target(interp.path, script) as parent:
+        rc, out, err = run_gilty("specialization", "--pid", parent.pid, "--subprocesses", "--duration", "2",
+                                 "--format", "json", timeout=60)
+    assert rc == 0, err
+    report = parse_json(out)
+    procs = report["session"]["processes"]
+    assert len(procs) == 3, [p["pid"] for p in procs]
+    hot = {c["qualname"] for p in procs for c in p["codes"] if c["samples"]}
+    assert {"forked_spin", "spawned_spin"} <= hot, hot
+    # The spinning loop's `x += 1` is int + int: specialized, clean.
+    for name in ("forked_spin", "spawned_spin"):
+        body = [s for s in report["sites"] if s["qualname"] == name and s["line"] == line_of(script, name)]
+        assert body and all(s["form"] == "specialized" and not s["cost"] for s in body), body

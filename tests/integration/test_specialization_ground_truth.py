@@ -34,7 +34,7 @@ def snapshot(interp):
     fd, path = tempfile.mkstemp(prefix="gilty-spec-", suffix=".json")
     os.close(fd)
     try:
-        with running_target(interp.path, SCRIPT, "snapshot", path, "1000") as proc:
+        with running_target(interp.path, SCRIPT, "snapshot", path, "20") as proc:
             truth = json.loads(open(path).read())
             assert truth["pid"] == proc.pid
             read = {name: _native.specialization_read_code(proc.pid, f["address"]) for name, f in truth["functions"].items()}

@@ -170,10 +170,10 @@ pub fn watch(interp: &Interpreter, table: &OpcodeTable, opts: WatchOptions) -> W
     let mut next_read = start;
     // Reads are spaced in the target's CPU time, not only in wall time: on a loaded machine the target
     // can sit preempted across several reads, which would then all see one frozen state and weigh it
-    // several times. A read pass needs half a read interval of CPU time since the previous one.
+    // several times. A read pass needs a quarter of a read interval of CPU time since the previous one.
     let mut sched: HashMap<i32, SchedstatReader> = HashMap::new();
     let mut cpu_at_last_read: Option<u64> = None;
-    let min_cpu_ns = (opts.read_interval.as_nanos() / 2) as u64;
+    let min_cpu_ns = (opts.read_interval.as_nanos() / 4) as u64;
     let mut idle_read_passes = 0u64;
     let mut run_states = RunStates::default();
     let mut rotation = 0usize;
