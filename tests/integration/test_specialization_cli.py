@@ -120,3 +120,15 @@ def test_subprocesses_watches_every_python_child(interp):
     for name in ("forked_spin", "spawned_spin"):
         body = [s for s in report["sites"] if s["qualname"] == name and s["line"] == line_of(script, name)]
         assert body and all(s["form"] == "specialized" and not s["cost"] for s in body), body
+
+
+def test_html_report_annotates_the_hot_functions(interp, tmp_path):
+    if interp.version[:2] < (3, 11):
+        pytest.skip(f"Python {interp.minor_str} has no specializing interpreter (PEP 659 is 3.11+)")
+    out_json, page = tmp_path / "run.json", tmp_path / "spec.html"
+    with running_target(interp.path, SCRIPT, "run", str(out_json)) as proc:
+        rc, out, err = run_gilty("specialization", "--pid", proc.pid, "--duration", "2", "-o", str(page))
+    assert rc == 0, err
+    text = page.read_text()
+    assert text.startswith("<!DOCTYPE html>") and "<h2>getattr_fallback" in text
+    assert "t += o.missing  # LINE:getattr_fallback" in text and 'class="ins backoff"' in text

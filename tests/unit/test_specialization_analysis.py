@@ -120,3 +120,18 @@ def test_renderers_and_session_round_trip():
     assert again.processes[0].raw == w.raw
     text = specialization_text.render(s)
     assert "Verdict:" in text and "app.py:10 handler: LOAD_ATTR_INSTANCE_VALUE misses ~50%" in text
+
+
+def test_html_is_self_contained_and_escapes_target_text(tmp_path):
+    src = tmp_path / "app.py"
+    src.write_text("def handler(p):\n    x = '</script><b>'\n" + "\n" * 7 + "    return p.x  # hot\n")
+    w = watch("3.12.1", RULES_312, [ins(4, "LOAD_ATTR_INSTANCE_VALUE", "LOAD_ATTR", "specialized", 100, hist(200, [100, 100]))])
+    w.raw["codes"][0]["filename"] = str(src)
+    w.raw["codes"][0]["qualname"] = "handler<script>"
+    from gilty.renderers import specialization_html
+
+    page = specialization_html.render(session(w))
+    assert "<script" not in page.replace("&lt;script", "")
+    assert "handler&lt;script&gt;" in page and "return p.x  # hot" in page
+    assert 'class="ins missing"' in page
+    assert "http" not in page.split("</style>", 1)[1]  # no external assets

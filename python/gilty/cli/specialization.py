@@ -31,7 +31,7 @@ MAX_CODES = 200
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.usage = (
-        "gilty specialization --pid PID [--duration S] [--top N] [--format {text,json}] [-o FILE] [--subprocesses]"
+        "gilty specialization --pid PID [--duration S] [--top N] [--format {text,json,html}] [-o FILE] [--subprocesses]"
     )
     parser.add_argument("--pid", type=positive_int, required=True, help="the process to read")
     parser.add_argument("--duration", type=positive_float, default=DEFAULT_DURATION_S, metavar="S",
@@ -43,7 +43,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
                         help="milliseconds between reads of the hot code objects (default: %(default)g)")
     parser.add_argument("--subprocesses", action="store_true", help="also every Python descendant (a server's workers)")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
-    add_format_argument(parser, choices=("text", "json"))
+    add_format_argument(parser, choices=("text", "json", "html"))
 
 
 def _is_native_error(native, e: BaseException) -> bool:
@@ -107,9 +107,7 @@ def _watch_all(native, pids: list, args) -> SpecializationSession:
 
 
 def run(args: argparse.Namespace) -> int:
-    fmt = output_format(args.format, args.output)
-    if fmt not in ("text", "json"):
-        raise CommandError(f"gilty specialization writes text or json, not {fmt}", 2)
+    fmt = args.format or ("html" if (args.output or "").lower().endswith((".html", ".htm")) else output_format(None, args.output))
     native = launch.native_module()
     _check_target(native, args.pid)
     pids = [args.pid]
@@ -128,6 +126,8 @@ def run(args: argparse.Namespace) -> int:
     analysis = analyse(session, args.top)
     if fmt == "json":
         from gilty.renderers import specialization_json as renderer
+    elif fmt == "html":
+        from gilty.renderers import specialization_html as renderer
     else:
         from gilty.renderers import specialization_text as renderer
     emit(renderer.render(session, args.top, analysis), args.output)
