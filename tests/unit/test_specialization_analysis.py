@@ -135,3 +135,11 @@ def test_html_is_self_contained_and_escapes_target_text(tmp_path):
     assert "handler&lt;script&gt;" in page and "return p.x  # hot" in page
     assert 'class="ins missing"' in page
     assert "http" not in page.split("</style>", 1)[1]  # no external assets
+
+
+def test_same_site_in_several_workers_is_one_verdict_line():
+    site = lambda: [ins(4, "CALL", "CALL", "backoff", 300, hist(100, []), value=900, backoff=12)]  # noqa: E731
+    a = analyse(session(watch("3.12.1", RULES_312, site(), pid=1), watch("3.12.1", RULES_312, site(), pid=2)))
+    assert len(a.sites) == 2 and len(a.verdict) == 1
+    assert "30.0% of running time 2 processes" in a.verdict[0]
+    assert "includes the callee's own work" in a.verdict[0]

@@ -257,6 +257,32 @@ class Group:
         return d
 
 
+def _same_site_groups(sites: list) -> list:
+    """Costly sites, one group per source site across processes (a server's workers run the same
+    code), costliest group first."""
+    groups: dict = {}
+    for s in sites:
+        if s.cost > 0:
+            groups.setdefault((s.filename, s.qualname, s.offset), []).append(s)
+    return sorted(groups.values(), key=lambda g: (-sum(s.cost for s in g), g[0].qualname, g[0].offset))
+
+
+def _verdict_line(group: list, total_running: int) -> str:
+    s = max(group, key=lambda x: x.samples)
+    samples = sum(x.samples for x in group)
+    cost = sum(x.cost for x in group)
+    slow = cost / samples if samples else s.slow_path_estimate or 0.0
+    what = f"misses ~{slow:.0%} of its executions" if s.form == "specialized" else f"runs the generic path ({s.form})"
+    where = f"{len(group)} processes" if len(group) > 1 else "here"
+    line = (f"{os.path.basename(s.filename)}:{s.line} {s.qualname}: {s.name} {what}, "
+            f"{samples / total_running:.1%} of running time {where}")
+    line += f" — `{s.source}`" if s.source else ""
+    line += f"; likely cause: {s.cause}"
+    if s.family in ("CALL", "PRECALL"):
+        line += " (a CALL's time includes the callee's own work; specializing saves only the call overhead)"
+    return line
+
+
 @dataclass
 class Analysis:
     sites: list  # every site, costliest first
@@ -268,6 +294,7 @@ class Analysis:
 
 def analyse(session: SpecializationSession, top: int = 10) -> Analysis:
     sites = [s for w in session.processes for s in sites_of(w)]
+    total_running = max(sum(w.raw["running_samples"] for w in session.processes), 1)
     sites.sort(key=lambda s: (-s.cost, -s.samples, s.qualname, s.offset))
     functions: dict = {}
     families: dict = {}
@@ -277,14 +304,7 @@ def analyse(session: SpecializationSession, top: int = 10) -> Analysis:
         families.setdefault(s.family, Group(s.family)).add(s)
     fn_list = sorted(functions.values(), key=lambda g: (-g.samples, g.key))
     fam_list = sorted(families.values(), key=lambda g: (-g.samples, g.key))
-    verdict = []
-    for s in [s for s in sites if s.cost > 0][:top]:
-        what = f"misses ~{s.slow_path_estimate:.0%} of its executions" if s.form == "specialized" else f"runs the generic path ({s.form})"
-        verdict.append(
-            f"{os.path.basename(s.filename)}:{s.line} {s.qualname}: {s.name} {what}, {s.share:.1%} of running time here"
-            + (f" — `{s.source}`" if s.source else "")
-            + f"; likely cause: {s.cause}"
-        )
+    verdict = [_verdict_line(group, total_running) for group in _same_site_groups(sites)[:top]]
     notes = []
     for w in session.processes:
         raw = w.raw

@@ -111,16 +111,15 @@ struct RunStates {
 impl RunStates {
     fn running(&mut self, pid: i32, tid: i32) -> bool {
         use std::os::unix::fs::FileExt;
-        if !self.files.contains_key(&tid) {
-            match File::open(format!("/proc/{pid}/task/{tid}/stat")) {
-                Ok(f) => {
-                    self.files.insert(tid, f);
-                }
+        let file = match self.files.entry(tid) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => match File::open(format!("/proc/{pid}/task/{tid}/stat")) {
+                Ok(f) => e.insert(f),
                 Err(_) => return false,
-            }
-        }
+            },
+        };
         self.buf.resize(512, 0);
-        let Ok(n) = self.files[&tid].read_at(&mut self.buf, 0) else { return false };
+        let Ok(n) = file.read_at(&mut self.buf, 0) else { return false };
         let text = &self.buf[..n];
         match text.iter().rposition(|&b| b == b')') {
             Some(i) => text.get(i + 2) == Some(&b'R'),
@@ -247,10 +246,11 @@ pub fn watch(interp: &Interpreter, table: &OpcodeTable, opts: WatchOptions) -> W
             let cpu: u64 = tids
                 .iter()
                 .filter_map(|&tid| {
-                    if !sched.contains_key(&tid) {
-                        sched.insert(tid, SchedstatReader::open(interp.pid, tid).ok()?);
-                    }
-                    sched.get_mut(&tid)?.run_ns()
+                    let reader = match sched.entry(tid) {
+                        std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                        std::collections::hash_map::Entry::Vacant(e) => e.insert(SchedstatReader::open(interp.pid, tid).ok()?),
+                    };
+                    reader.run_ns()
                 })
                 .sum();
             let ran = cpu_at_last_read.map(|c| cpu.saturating_sub(c) >= min_cpu_ns).unwrap_or(true);
