@@ -132,3 +132,14 @@ def test_html_report_annotates_the_hot_functions(interp, tmp_path):
     text = page.read_text()
     assert text.startswith("<!DOCTYPE html>") and "<h2>getattr_fallback" in text
     assert "t += o.missing  # LINE:getattr_fallback" in text and 'class="ins backoff"' in text
+
+
+def test_target_exiting_midway_gives_a_partial_report(interp):
+    if interp.version[:2] < (3, 11):
+        pytest.skip(f"Python {interp.minor_str} has no specializing interpreter (PEP 659 is 3.11+)")
+    with running_target(interp.path, "exits_soon.py", "1.5") as proc:
+        rc, out, err = run_gilty("specialization", "--pid", proc.pid, "--duration", "5", "--format", "json", timeout=60)
+    assert rc == 8, err
+    assert "Traceback" not in err
+    report = parse_json(out)
+    assert "exited after" in report["session"]["partial_reason"]

@@ -123,6 +123,8 @@ def run(args: argparse.Namespace) -> int:
         if elapsed < args.duration * 0.9:
             session.partial_reason = f"pid {w.pid} exited after {elapsed:.1f} s of the requested {args.duration:g} s"
             status = EXIT_PARTIAL
+    if session.partial_reason:
+        print(f"gilty: {session.partial_reason}; the result is PARTIAL", file=sys.stderr)
     analysis = analyse(session, args.top)
     if fmt == "json":
         from gilty.renderers import specialization_json as renderer

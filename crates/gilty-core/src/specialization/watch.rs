@@ -188,8 +188,8 @@ pub fn watch(interp: &Interpreter, table: &OpcodeTable, opts: WatchOptions) -> W
             tids = procfs::thread_ids(interp.pid).unwrap_or_default();
             run_states.retain(&tids);
             tids_at = t0;
-            if tids.is_empty() {
-                break; // the target exited
+            if tids.is_empty() || procfs::is_gone(interp.pid) {
+                break; // the target exited (a zombie still lists its main thread)
             }
         }
         passes += 1;
