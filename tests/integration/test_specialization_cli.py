@@ -99,13 +99,28 @@ def test_text_report(interp):
     assert "Verdict:" in out and "Per family:" in out and "getattr_fallback" in out, out
 
 
-def test_python_310_is_one_clear_line(interp):
+def test_python_310_reports_its_opcache(interp, tmp_path):
+    """3.10: hot code objects have an opcache (created after 1024 calls); a one-class attribute site
+    keeps its entry, two classes alternating deoptimize it (after 20 misses, ceval.c)."""
     if interp.version[:2] != (3, 10):
-        pytest.skip("the 3.10 answer is checked on 3.10 only")
-    with running_target(interp.path, "sleeper.py") as proc:
-        rc, out, err = run_gilty("specialization", "--pid", proc.pid, "--duration", "1")
-    assert rc == 5, err
-    assert "no specializing interpreter" in assert_one_error_line(err)
+        pytest.skip("the opcache report is for Python 3.10 only")
+    with running_target(interp.path, SCRIPT, "run", str(tmp_path / "run.json")) as proc:
+        rc, out, err = run_gilty("specialization", "--pid", proc.pid, "--duration", "2", "--format", "json", timeout=60)
+        rc_text, text, _ = run_gilty("specialization", "--pid", proc.pid, "--duration", "1", timeout=60)
+    assert rc == 0, err
+    doc = parse_json(out)
+    assert doc["schema"] == "gilty.specialization.opcache/1"
+    codes = {c["qualname"]: c for c in doc["codes"]}
+    for name in ("mono_attr", "alternating"):
+        assert name in codes and codes[name]["has_opcache"], sorted(codes)
+
+    def attr_state(name):
+        (site,) = [s for s in codes[name]["sites"] if s["name"] == "LOAD_ATTR" and s["line"] == line_of(SCRIPT, name)]
+        return site["state"]
+
+    assert attr_state("mono_attr") == "active"
+    assert attr_state("alternating") == "deoptimized"
+    assert rc_text == 0 and "opcache with" in text and "deoptimized" in text
 
 
 def test_subprocesses_watches_every_python_child(interp):

@@ -52,3 +52,11 @@ pub fn opcodes_for(major: u8, minor: u8) -> Option<&'static opcodes::OpcodeTable
         _ => None,
     }
 }
+
+/// The 3.10 opcache layout, if `major.minor` has one.
+pub fn opcache_for(major: u8, minor: u8) -> Option<&'static opcodes::OpcacheLayout> {
+    match (major, minor) {
+        (3, 10) => Some(&generated_opcodes::v3_10::OPCACHE),
+        _ => None,
+    }
+}

@@ -55,3 +55,22 @@ impl OpcodeTable {
         self.family[base as usize].then_some(base)
     }
 }
+
+/// 3.10's opcache (the seed of PEP 659): where a code object keeps it, and the opcodes that use it.
+/// `co_opcache_map[i]` (i = index of the instruction after the site, in code units) is 0 for no
+/// entry, else n for `co_opcache[n - 1]`; an entry's `optimized` is > 0 while the cache is in use
+/// (misses it still tolerates), 0 before it was primed, < 0 once deoptimized.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpcacheLayout {
+    pub version: (u8, u8),
+    pub code_opcache_map: u64,
+    pub code_opcache: u64,
+    pub code_opcache_flag: u64,
+    pub code_opcache_size: u64,
+    pub entry_size: u64,
+    pub entry_optimized: u64,
+    pub load_global: u8,
+    pub load_attr: u8,
+    pub load_method: u8,
+    pub extended_arg: u8,
+}

@@ -165,5 +165,80 @@ fn specialization_watch<'py>(
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(specialization_read_code, m)?)?;
     m.add_function(wrap_pyfunction!(specialization_watch, m)?)?;
+    register_opcache(m)?;
+    Ok(())
+}
+
+fn opcache_code_dict<'py>(py: Python<'py>, c: &gilty_core::specialization::opcache::OpcacheCode, samples: u64) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("address", c.address)?;
+    d.set_item("qualname", &c.name)?;
+    d.set_item("filename", &c.filename)?;
+    d.set_item("firstlineno", c.firstlineno)?;
+    d.set_item("samples", samples)?;
+    d.set_item("has_opcache", c.has_opcache)?;
+    d.set_item("opcache_flag", c.flag)?;
+    d.set_item("entries", c.entries)?;
+    let sites = PyList::empty(py);
+    for s in &c.sites {
+        let sd = PyDict::new(py);
+        sd.set_item("offset", s.offset)?;
+        sd.set_item("name", s.name)?;
+        sd.set_item("line", s.line)?;
+        sd.set_item("state", s.state.as_str())?;
+        let left = match s.state {
+            gilty_core::specialization::opcache::EntryState::Active(n) => Some(n),
+            _ => None,
+        };
+        sd.set_item("misses_tolerated", left)?;
+        sites.append(sd)?;
+    }
+    d.set_item("sites", sites)?;
+    Ok(d)
+}
+
+/// Python 3.10's opcache: the code object at `address` now, or (address None) the hot code objects
+/// found by sampling `pid` for `duration_s`, at most `max_codes` of them.
+#[pyfunction]
+#[pyo3(signature = (pid, duration_s = 0.0, rate_hz = 500.0, address = None, max_codes = 50))]
+fn specialization_opcache<'py>(
+    py: Python<'py>,
+    pid: i32,
+    duration_s: f64,
+    rate_hz: f64,
+    address: Option<u64>,
+    max_codes: usize,
+) -> PyResult<Bound<'py, PyDict>> {
+    let interp = attach_311(py, pid)?;
+    let Some(oc) = gilty_core::specialization::opcache_layout(&interp) else {
+        return Err(to_py_err(CoreError::new(ErrorKind::UnsupportedVersion, format!("pid {pid} runs Python {}, which has no 3.10 opcache", interp.version_string()))));
+    };
+    let hot: Vec<(u64, u64)> = match address {
+        Some(a) => vec![(a, 0)],
+        None => py.allow_threads(|| gilty_core::specialization::opcache::hot_code_objects(&interp, Duration::from_secs_f64(duration_s), rate_hz)),
+    };
+    let out = PyDict::new(py);
+    out.set_item("pid", pid)?;
+    out.set_item("python_version", interp.version_string())?;
+    let codes = PyList::empty(py);
+    let mut sampled = 0u64;
+    for &(code, samples) in hot.iter().take(max_codes) {
+        sampled += samples;
+        match py.allow_threads(|| gilty_core::specialization::opcache::read_opcache(&interp, oc, code)) {
+            Ok(c) => codes.append(opcache_code_dict(py, &c, samples)?)?,
+            Err(e) if address.is_some() => {
+                return Err(to_py_err(CoreError::new(ErrorKind::Internal, format!("pid {pid}: no readable code object at {code:#x}: {e}"))))
+            }
+            Err(_) => {}
+        }
+    }
+    out.set_item("samples", hot.iter().map(|h| h.1).sum::<u64>())?;
+    out.set_item("samples_in_listed", sampled)?;
+    out.set_item("codes", codes)?;
+    Ok(out)
+}
+
+pub fn register_opcache(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(specialization_opcache, m)?)?;
     Ok(())
 }

@@ -8,7 +8,8 @@ instruction) and re-reads the hot code objects' adaptive bytecode (co_code_adapt
 outside every --read-interval, without writing to the target. Reports per site its form
 (specialized, warming, backoff, cold), what its counter means, an estimate of the executions
 that miss or run the generic path, and the costliest sites with their likely cause.
-CPython 3.11, 3.12 and 3.13.
+CPython 3.11, 3.12 and 3.13. On 3.10, the opcache that preceded specialization: which hot code
+objects have one and whether each LOAD_GLOBAL / LOAD_ATTR / LOAD_METHOD entry is in use.
 """
 
 from __future__ import annotations
@@ -67,12 +68,28 @@ def _check_target(native, pid: int) -> None:
             raise CommandError(_one_line_reason(e), EXIT_UNSUPPORTED) from None
         raise
     minor = tuple(int(x) for x in target.python_version.split(".")[:2])
-    if minor < (3, 11):
-        raise CommandError(
-            f"pid {pid} runs Python {target.python_version}, which has no specializing interpreter (3.11+); "
-            "its opcache report is not implemented yet",
-            EXIT_UNSUPPORTED,
-        )
+    if minor < (3, 10):
+        raise CommandError(f"pid {pid} runs Python {target.python_version}, which has neither an opcache nor a specializing interpreter", EXIT_UNSUPPORTED)
+    return minor
+
+
+def _run_opcache(native, args, fmt: str) -> int:
+    """3.10: the seed's opcache instead of PEP 659 specialization (one process)."""
+    if fmt == "html":
+        raise CommandError("the Python 3.10 opcache report is text or json", 2)
+    if args.subprocesses:
+        print("gilty: Python 3.10: the opcache report covers --pid only, not its subprocesses", file=sys.stderr)
+    print(f"gilty: sampling pid {args.pid} for {args.duration:g} s and reading its hot code's opcache (Python 3.10)", file=sys.stderr)
+    doc = native.specialization_opcache(args.pid, args.duration, rate_hz=args.rate, max_codes=max(args.top, 20))
+    from gilty.renderers import specialization_text
+
+    if fmt == "json":
+        import json
+
+        emit(json.dumps({"schema": "gilty.specialization.opcache/1", **doc}, indent=1) + "\n", args.output)
+    else:
+        emit(specialization_text.render_opcache(doc, args.top), args.output)
+    return EXIT_OK
 
 
 def _watch_all(native, pids: list, args) -> SpecializationSession:
@@ -109,7 +126,8 @@ def _watch_all(native, pids: list, args) -> SpecializationSession:
 def run(args: argparse.Namespace) -> int:
     fmt = args.format or ("html" if (args.output or "").lower().endswith((".html", ".htm")) else output_format(None, args.output))
     native = launch.native_module()
-    _check_target(native, args.pid)
+    if _check_target(native, args.pid) == (3, 10):
+        return _run_opcache(native, args, fmt)
     pids = [args.pid]
     if args.subprocesses:
         from gilty.processes import _python_descendants

@@ -65,3 +65,25 @@ def render(session: SpecializationSession, top: int = 10, analysis: Analysis = N
         out.append("")
         out += [f"note: {n}" for n in a.notes]
     return "\n".join(out) + "\n"
+
+
+def render_opcache(doc: dict, top: int = 10) -> str:
+    """Python 3.10: per hot code object, whether it has an opcache and each site's entry state."""
+    out = [f"gilty specialization: pid {doc['pid']}, Python {doc['python_version']} (opcache), {doc['samples']} samples", ""]
+    codes = [c for c in doc["codes"] if c["sites"]][:top]
+    if not codes:
+        out.append("no sampled code object has a LOAD_GLOBAL, LOAD_ATTR or LOAD_METHOD site")
+    for c in codes:
+        where = f"{os.path.basename(c['filename'])}:{c['firstlineno']}"
+        if c["has_opcache"]:
+            head = f"opcache with {c['entries']} entries"
+        else:
+            head = f"no opcache yet ({c['opcache_flag']} calls counted; CPython creates it at 1024)"
+        out.append(f"{c['qualname']} ({where}), {c['samples']} samples: {head}")
+        for s in c["sites"]:
+            state = s["state"] + (f" (tolerates {s['misses_tolerated']} more misses)" if s["misses_tolerated"] else "")
+            out.append(f"  line {s['line']:<5} {s['name']:<12} {state}")
+    deopt = sum(1 for c in codes for s in c["sites"] if s["state"] == "deoptimized")
+    out.append("")
+    out.append(f"{deopt} site(s) deoptimized (their lookups take the generic path: several types, or a changing dict)")
+    return "\n".join(out) + "\n"

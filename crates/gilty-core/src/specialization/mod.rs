@@ -7,6 +7,7 @@
 
 pub mod code;
 pub mod decode;
+pub mod opcache;
 pub mod watch;
 
 use crate::error::{Error, ErrorKind, Result};
@@ -26,4 +27,9 @@ pub fn opcode_table(interp: &Interpreter) -> Result<&'static OpcodeTable> {
             ),
         )
     })
+}
+
+/// The 3.10 opcache layout for an attached interpreter, if it has one.
+pub fn opcache_layout(interp: &Interpreter) -> Option<&'static gilty_layouts::opcodes::OpcacheLayout> {
+    gilty_layouts::opcache_for(interp.version.0, interp.version.1)
 }
