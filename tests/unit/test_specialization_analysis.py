@@ -143,3 +143,19 @@ def test_same_site_in_several_workers_is_one_verdict_line():
     assert len(a.sites) == 2 and len(a.verdict) == 1
     assert "30.0% of running time 2 processes" in a.verdict[0]
     assert "includes the callee's own work" in a.verdict[0]
+
+
+def test_opcache_text_for_310():
+    doc = {"pid": 7, "python_version": "3.10.13", "samples": 50, "codes": [
+        {"qualname": "hot", "filename": "/x/app.py", "firstlineno": 3, "samples": 40, "has_opcache": True,
+         "opcache_flag": 1024, "entries": 2, "sites": [
+             {"offset": 2, "name": "LOAD_ATTR", "line": 4, "state": "deoptimized", "misses_tolerated": None},
+             {"offset": 6, "name": "LOAD_GLOBAL", "line": 4, "state": "active", "misses_tolerated": 1}]},
+        {"qualname": "cold", "filename": "/x/app.py", "firstlineno": 9, "samples": 10, "has_opcache": False,
+         "opcache_flag": 12, "entries": 0, "sites": [
+             {"offset": 2, "name": "LOAD_GLOBAL", "line": 10, "state": "no_opcache", "misses_tolerated": None}]},
+    ]}
+    text = specialization_text.render_opcache(doc)
+    assert "hot (app.py:3), 40 samples: opcache with 2 entries" in text
+    assert "no opcache yet (12 calls counted" in text
+    assert "1 site(s) deoptimized" in text
