@@ -40,7 +40,7 @@ demo: setup  ## start the bundled demo service, record it for 10 s, print the di
 test: setup system-deps  ## every test: Rust unit tests, layout generator check, Python unit + integration tests
 	cargo test --release -q --workspace --exclude gilty-python
 	$(VPY) tools/gen_layouts.py --check
-	$(VPY) -m pytest -q -ra tests
+	$(VPY) -m pytest -q -ra --durations=30 tests
 
 wheel: $(STAMP)  ## the wheel users install (abi3, manylinux, no debug info) into dist/
 	$(VENV)/bin/maturin build --profile dist -i $(VPY) -o dist --quiet
