@@ -48,6 +48,7 @@ def _build_wheel() -> tuple:
     )
     assert done.returncode == 0, f"pip wheel failed:\n{done.stderr[-3000:]}"
     left = sorted(str(p.relative_to(source)) for p in set(source.rglob("*")) - before)
+    shutil.rmtree(source, ignore_errors=True)
     wheels = list(out.glob("gilty-*.whl"))
     assert len(wheels) == 1, wheels
     return wheels[0], left
