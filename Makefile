@@ -41,7 +41,7 @@ test: setup system-deps  ## every test: Rust unit tests, layout and opcode gener
 	cargo test --release -q --workspace --exclude gilty-python
 	$(VPY) tools/gen_layouts.py --check
 	$(VPY) tools/gen_opcodes.py --check
-	$(VPY) -m pytest -q -ra tests
+	$(VPY) -m pytest -q -ra --durations=30 tests
 
 wheel: $(STAMP)  ## the wheel users install (abi3, manylinux, no debug info) into dist/
 	$(VENV)/bin/maturin build --profile dist -i $(VPY) -o dist --quiet

@@ -451,6 +451,10 @@ INT3 = 0xCC
 # Guards: probes (int3 at take_gil) left in a target when gilty is killed and cannot clean up, which
 # would slow every GIL handoff of the target for the rest of its life.
 def test_sigkill_mid_record_leaves_no_probes(pyenv_interp, targets):
+    # The kernel removes a killed tracer's probes whatever the interpreter: one version shows it
+    # (the probe addresses of each version are checked by the exact-mode tests above).
+    if pyenv_interp.minor_str != "3.12":
+        pytest.skip("kernel behaviour, checked on pyenv 3.12 only (suite time)")
     proc = targets(pyenv_interp, "exact_counter.py", "pin")
     control = targets(pyenv_interp, "exact_counter.py", "pin")  # never traced: the yardstick
     addr = take_gil_address(proc.pid)

@@ -1,15 +1,16 @@
-"""The wheel users install: built once with the `dist` profile, installed into a fresh venv of every
-interpreter present, then used against a target of another version.
+"""The wheel users install: built once as `pip install .` builds it (the `dist` profile), installed
+into a fresh venv of every interpreter present, then used against a target of another version.
 
 Guards: the extension must be small (no debug info), abi3 (one wheel for every host Python 3.10+),
-tagged manylinux (accepted by auditwheel), and the host's Python version must not tie gilty to
-targets of the same version. `gilty.prefork` runs inside applications and must work where the
-native extension is missing.
+manylinux-compatible (auditwheel), the build leaves nothing in the source tree, and the host's Python
+version must not tie gilty to targets of the same version. `gilty.prefork` runs inside applications
+and must work where the native extension is missing.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -19,16 +20,15 @@ from pathlib import Path
 import pytest
 
 from conftest import INTERPRETERS, running_target
-from wheel_env import venv_with_wheel, wheel  # noqa: F401 - wheel is a fixture
+from wheel_env import build_products_left, venv_with_wheel, wheel  # noqa: F401 - wheel is a fixture
 
 pytestmark = pytest.mark.interpreter
 
 MAX_EXTENSION_BYTES = 5 * 1024 * 1024
 
 
-def test_wheel_is_small_abi3_and_manylinux(wheel):
+def test_wheel_is_small_and_abi3(wheel):
     assert "-abi3-" in wheel.name, wheel.name
-    assert "manylinux" in wheel.name, wheel.name
     with zipfile.ZipFile(wheel) as z:
         natives = [i for i in z.infolist() if i.filename.startswith("gilty/_native") and i.filename.endswith(".so")]
         names = set(z.namelist())
@@ -43,8 +43,13 @@ def test_auditwheel_accepts_the_tag(wheel):
         pytest.skip("auditwheel is not installed (requirements-dev.txt lists it)")
     done = subprocess.run([auditwheel, "show", str(wheel)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    tag = wheel.name.split("-")[-1].removesuffix(".whl")
-    assert f'"{tag}"' in " ".join(done.stdout.split()), done.stdout
+    # A PEP 517 build is tagged plain `linux` (maturin leaves tagging to the publisher); `make wheel`
+    # tags it with the policy auditwheel names here.
+    assert re.search(r'consistent with the following platform tag: "manylinux_2_\d+_x86_64"', " ".join(done.stdout.split())), done.stdout
+
+
+def test_pip_install_from_a_checkout_leaves_no_build_products(wheel):
+    assert build_products_left() == []
 
 
 @pytest.fixture(scope="module")

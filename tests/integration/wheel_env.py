@@ -1,4 +1,5 @@
-"""The wheel users install, built once per test session, and fresh venvs of each interpreter with it.
+"""The wheel users install, built once per test session as `pip install .` builds it, and fresh venvs
+of each interpreter with it.
 
 Tests that run gilty *inside* a target interpreter (the in-process monitor, the wheel itself) need
 the extension installed for that interpreter; the abi3 wheel is the one build that fits them all.
@@ -22,26 +23,44 @@ _VENVS: dict = {}
 
 
 @functools.lru_cache(maxsize=1)
-def _build_wheel() -> Path:
-    maturin = shutil.which("maturin", path=os.path.dirname(sys.executable)) or shutil.which("maturin")
-    if maturin is None:
+def _build_wheel() -> tuple:
+    """Builds the wheel the way `pip install .` does (PEP 517, through pyproject.toml's backend) from a
+    copy of the checkout's files; returns (wheel, files the build left in the copy)."""
+    bin_dir = os.path.dirname(sys.executable)
+    if shutil.which("maturin", path=bin_dir) is None:
         pytest.skip("maturin is not installed (make setup installs it)")
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout.split(b"\0")
+    source = Path(tempfile.mkdtemp(prefix="gilty-source-"))
+    for name in filter(None, (t.decode() for t in tracked)):
+        if (REPO / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, source / name)
+    before = {p for p in source.rglob("*")}
     out = Path(tempfile.mkdtemp(prefix="gilty-wheel-"))
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}"}
+    env.pop("CARGO_TARGET_DIR", None)
     done = subprocess.run(
-        [maturin, "build", "--profile", "dist", "-i", sys.executable, "-o", str(out), "--quiet"],
-        cwd=REPO,
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps", "-w", str(out), str(source)],
         capture_output=True,
         text=True,
         timeout=900,
+        env=env,
     )
-    assert done.returncode == 0, f"maturin build failed:\n{done.stderr[-3000:]}"
+    assert done.returncode == 0, f"pip wheel failed:\n{done.stderr[-3000:]}"
+    left = sorted(str(p.relative_to(source)) for p in set(source.rglob("*")) - before)
+    shutil.rmtree(source, ignore_errors=True)
     wheels = list(out.glob("gilty-*.whl"))
     assert len(wheels) == 1, wheels
-    return wheels[0]
+    return wheels[0], left
+
+
+def build_products_left() -> list:
+    """What building the wheel left in the source tree (nothing, when all is well)."""
+    return _build_wheel()[1]
 
 
 def built_wheel() -> Path:
-    return _build_wheel()
+    return _build_wheel()[0]
 
 
 def venv_with_wheel(interp, *extra_packages: str) -> Path:
