@@ -55,6 +55,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-H", "--header", action="append", default=[], metavar="'NAME: VALUE'", help="a request header (repeatable)")
     parser.add_argument("--body", help="request body (text)")
     parser.add_argument("--profile", type=positive_int, metavar="PID", help="sample this server process and its Python descendants during every step")
+    parser.add_argument("--loop-lag", type=positive_float, default=20.0, metavar="MS", help="with a profile: report asyncio loop spans away from the selector longer than MS (default 20)")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
     add_format_argument(parser)
 
@@ -152,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
                     step, prof = _run_step(native, plan, stop), None
                 else:
                     step, recording = _run_profiled_step(native, plan, stop, pids)
-                    prof = profile.summarise_step(recording)
+                    prof = profile.summarise_step(recording, args.loop_lag / 1e3)
                     step["profile"] = None if prof is None else asdict(prof)
                 verdict = analysis.judge(step, slo)
                 steps.append(step)

@@ -12,6 +12,8 @@ from typing import Any, Callable, Optional
 from gilty import processes
 from gilty.analysis.states import gc_share, gil_utilisation, mean_waiting_threads, thread_states
 from gilty.analysis.syscalls import IO_WAIT, SELECT_WAIT, idle_kind
+from gilty.load import endpoints, eventloop
+from gilty.load.sites import is_library, library_prefixes, site_key
 from gilty.session import GC, HOLDING_GIL, IDLE, STATE_NAMES, Recording
 
 PROFILE_RATE_HZ = 200.0
@@ -37,6 +39,8 @@ class StepProfile:
     states: dict  # state name -> share of the busy processes' request-handling threads' samples
     idle_kinds: dict  # idle kind -> share of the same samples
     sites: list = field(default_factory=list)  # [Site], the busiest first
+    endpoints: list = field(default_factory=list)  # [endpoints.Endpoint], most server time first
+    loops: list = field(default_factory=list)  # [eventloop.LoopLag], the most lagging first
 
 
 def _busy(recording: Recording) -> list:
@@ -45,37 +49,7 @@ def _busy(recording: Recording) -> list:
     return busy or sessions
 
 
-def _label(frame: tuple) -> str:
-    function, file, line = frame
-    return f"{function} ({file}:{line})"
-
-
-def library_prefixes(session) -> tuple:
-    """Path prefixes of the target's standard library (from its executable's install prefix)."""
-    exe = session.target.executable or ""
-    prefix = exe.rsplit("/bin/", 1)[0] if "/bin/" in exe else ""
-    return (f"{prefix}/lib/python",) if prefix else ()
-
-
-def is_library(file: str, prefixes: tuple) -> bool:
-    return "site-packages/" in file or "dist-packages/" in file or file.startswith(prefixes) or file.startswith("<frozen")
-
-
-def _site_key(stack: list, prefixes: tuple) -> tuple:
-    """(function, file, line, caller label) of where the time goes, as the application sees it: inside
-    a library, the library function the application called (`quote`) and the application frame that
-    called it (`build_url`); in the application's own code, the innermost frame and its caller."""
-    k = next((i for i, f in enumerate(stack) if not is_library(f[1], prefixes)), None)
-    if k is None:
-        function, file, line = stack[0]
-        return function, file, line, None
-    site = stack[k - 1] if k > 0 else stack[0]
-    caller_index = k if k > 0 else 1
-    caller = _label(stack[caller_index]) if caller_index < len(stack) else None
-    return site[0], site[1], site[2], caller
-
-
-def summarise_step(recording: Recording) -> Optional[StepProfile]:
+def summarise_step(recording: Recording, loop_threshold_s: float = eventloop.DEFAULT_THRESHOLD_S) -> Optional[StepProfile]:
     sessions = _busy(recording)
     if not sessions:
         return None
@@ -109,7 +83,7 @@ def summarise_step(recording: Recording) -> Optional[StepProfile]:
             if not stack:
                 continue
             # Pool a library function's lines: `quote` is one site whichever of its lines was sampled.
-            function, file, line, caller = _site_key(stack, prefixes)
+            function, file, line, caller = site_key(stack, prefixes)
             key = (function, file, line if not is_library(file, prefixes) else 0, caller)
             sites[key] = sites.get(key, 0) + n
     ranked = sorted(sites.items(), key=lambda kv: -kv[1])[:TOP_SITES]
@@ -122,7 +96,24 @@ def summarise_step(recording: Recording) -> Optional[StepProfile]:
         states={name: counts[code] / total for code, name in enumerate(STATE_NAMES)},
         idle_kinds={k: n / total for k, n in sorted(kinds.items(), key=lambda kv: -kv[1])},
         sites=[Site(f, file, line, caller, n / passes_total) for (f, file, line, caller), n in ranked],
+        # Every process, not only the busy ones: a worker whose loop is blocked in a sleep holds no GIL.
+        endpoints=endpoints.endpoint_table(recording.sessions),
+        loops=eventloop.loop_lags([s for s in recording.sessions if s.samples], loop_threshold_s),
     )
+
+
+# A loop away from its selector (in spans over the threshold) this much of the time is the limit: every
+# request on that worker waits for those spans whatever else the server could do.
+LOOP_LAG_LIMIT_SHARE = 0.3
+
+
+def loop_words(loop: eventloop.LoopLag) -> str:
+    top = loop.culprits[0] if loop.culprits else None
+    where = ""
+    if top is not None:
+        where = f"; most of it under `{top.site}`" + (f" called from `{top.caller}`" if top.caller else "") + f", {top.doing}"
+    return (f"the event loop of pid {loop.pid} ({loop.thread}) did not get back to its selector for {loop.lag_share:.0%} "
+            f"of the time in {loop.spans} spans over {loop.threshold_s * 1e3:g} ms (up to {loop.max_span_s * 1e3:.0f} ms){where}")
 
 
 def limit_from_profile(p: StepProfile) -> tuple:
@@ -136,6 +127,9 @@ def limit_from_profile(p: StepProfile) -> tuple:
         where = f", {top.share:.0%} under `{top.function}` ({place})"
         if top.caller:
             where += f" called from `{top.caller}`"
+    loop = p.loops[0] if p.loops else None
+    if loop is not None and loop.lag_share >= LOOP_LAG_LIMIT_SHARE:
+        return "event loop blocked", loop_words(loop)
     if p.gc_share >= 0.10:
         return "GC", f"{workers} spend {p.gc_share:.0%} of their time collecting garbage"
     waiting = p.states.get("waiting_gil", 0)

@@ -25,6 +25,15 @@ def render_text(run: dict) -> str:
             f"{v.rate:>8g} {v.throughput:>9.1f} {_ms(lat['p50']):>8} {_ms(lat['p90']):>8} {_ms(lat['p99']):>8} "
             f"{_ms(lat['max']):>9} {v.error_share * 100:>6.1f} {step['dropped']:>6} {v.littles_l:>7.2f} {v.littles_lw:>7.2f}{mark}"
         )
+    if len(run["urls"]) > 1:
+        lines.append("")
+        lines.append("Per URL (latency from the intended start):")
+        lines.append(f"{'RATE':>8}  {'URL':<40} {'OK':>7} {'ERR':>5} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>9}")
+        for step in run["steps"]:
+            for r in step["per_request"]:
+                lat = r["latency_s"]
+                lines.append(f"{step['requested_rate']:>8g}  {r['url']:<40} {r['ok']:>7} {r['errors']:>5} "
+                             f"{_ms(lat['p50']):>8} {_ms(lat['p99']):>8} {_ms(lat['max']):>9}")
     profiles = run.get("profiles") or []
     if any(p is not None for p in profiles):
         lines.append("")
@@ -39,6 +48,31 @@ def render_text(run: dict) -> str:
                 f"{step['requested_rate']:>8g} rps: {p.busy_processes}/{p.processes} busy, GIL {p.gil_utilisation:.0%}, "
                 f"waiting {p.states.get('waiting_gil', 0):.0%}, gc {p.gc_share:.0%}, idle {p.states.get('idle', 0):.0%}{where}"
             )
+    last = next((p for p in reversed(profiles) if p is not None), None)
+    if last is not None and last.endpoints:
+        rate = run["steps"][len(profiles) - 1 - profiles[::-1].index(last)]["requested_rate"]
+        lines.append("")
+        lines.append(f"Server time per endpoint at {rate:g} rps (thread-seconds by state; the handler under the framework's dispatch):")
+        states = ("holding_gil", "waiting_gil", "idle", "native", "gc")
+        lines.append(f"  {'ENDPOINT':<34} {'TOTAL s':>8} " + " ".join(f"{n.upper():>11}" for n in states) + "  TOP SITE (GIL held)")
+        for e in last.endpoints:
+            cells = " ".join(f"{e.seconds.get(n, 0.0):>11.2f}" for n in states)
+            site = f"{e.top_site} {e.top_site_share:.0%}" if e.top_site else ""
+            lines.append(f"  {e.label:<34} {e.total_s:>8.2f} {cells}  {site}")
+    loop_lines = []
+    for step, p in zip(run["steps"], profiles):
+        for loop in (p.loops if p is not None else []):
+            top = loop.culprits[0] if loop.culprits else None
+            where = f"; {top.seconds / loop.lag_s:.0%} under {top.site}, {top.doing}" if top and loop.lag_s else ""
+            loop_lines.append(
+                f"{step['requested_rate']:>8g} rps: pid {loop.pid} {loop.thread}: at its selector {loop.at_rest:.0%}, "
+                f"{loop.spans} lag spans > {loop.threshold_s * 1e3:g} ms (max {loop.max_span_s * 1e3:.0f} ms), "
+                f"lagging {loop.lag_share:.0%}{where}"
+            )
+    if loop_lines:
+        lines.append("")
+        lines.append("Event loops (asyncio; a lag span: the loop did not get back to its selector):")
+        lines.extend(loop_lines)
     lines.append("")
     lines.append("Latency is measured from each request's intended start (coordinated omission corrected).")
     lines.append("L: time-average requests in flight; λW: answers per second × mean send-to-answer time (Little's law: L = λW).")
