@@ -142,3 +142,7 @@ def test_profiled_knee_names_cpu_in_python_and_the_code():
     assert last["gil_utilisation"] + last["states"]["waiting_gil"] >= 0.85, last
     first = run["steps"][0]["profile"]
     assert first["gil_utilisation"] < last["gil_utilisation"]
+    # Per endpoint: the standard library's handle_one_request dispatches to the handler's do_GET.
+    top = last["endpoints"][0]
+    assert top["function"].rsplit(".", 1)[-1] == "do_GET" and top["file"].endswith("http_cpu_server.py"), top
+    assert top["top_site"].startswith("quote ("), top
