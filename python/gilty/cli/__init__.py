@@ -15,7 +15,7 @@ from typing import NoReturn, Optional, Sequence
 
 from gilty import __version__
 from gilty._errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, CommandError, UsageError, exit_code_for_kind
-from gilty.cli import dump, load, memory, record, report, serve, top
+from gilty.cli import compare, dump, load, memory, record, report, serve, top
 
 COMMANDS = {
     "record": record,
@@ -25,6 +25,7 @@ COMMANDS = {
     "load": load,
     "serve": serve,
     "report": report,
+    "compare": compare,
 }
 
 

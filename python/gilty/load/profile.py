@@ -41,6 +41,7 @@ class StepProfile:
     sites: list = field(default_factory=list)  # [Site], the busiest first
     endpoints: list = field(default_factory=list)  # [endpoints.Endpoint], most server time first
     loops: list = field(default_factory=list)  # [eventloop.LoopLag], the most lagging first
+    rate_hz: float = PROFILE_RATE_HZ  # of the sampling, so a reader can turn seconds back into samples
 
 
 def _busy(recording: Recording) -> list:
@@ -99,6 +100,7 @@ def summarise_step(recording: Recording, loop_threshold_s: float = eventloop.DEF
         # Every process, not only the busy ones: a worker whose loop is blocked in a sleep holds no GIL.
         endpoints=endpoints.endpoint_table(recording.sessions),
         loops=eventloop.loop_lags([s for s in recording.sessions if s.samples], loop_threshold_s),
+        rate_hz=recording.rate_hz,
     )
 
 
