@@ -89,3 +89,9 @@ def test_event_loop_lag_names_the_blocking_call(run):
     line = line_of("web_app/webapp.py", "block")
     assert top["site"].startswith("block (") and top["site"].endswith(f"webapp.py:{line})"), top
     assert top["doing"].startswith("blocked: sleep"), top
+
+
+def test_memory_of_the_server_at_the_end_of_the_step(run):
+    (mem,) = run["steps"][0]["profile"]["memory"]  # uvicorn without workers: one process
+    # a FastAPI process holds tens of MiB, most of it its own
+    assert 10 * 2**20 <= mem["uss"] <= mem["pss"] <= mem["rss"], mem

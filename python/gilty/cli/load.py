@@ -57,7 +57,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", type=positive_int, metavar="PID", help="sample this server process and its Python descendants during every step")
     parser.add_argument("--loop-lag", type=positive_float, default=20.0, metavar="MS", help="with a profile: report asyncio loop spans away from the selector longer than MS (default 20)")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
-    add_format_argument(parser)
+    add_format_argument(parser, ("text", "json", "html"))
 
 
 def _run_profiled_step(native, plan: dict, stop, pids: list) -> tuple:
@@ -116,7 +116,7 @@ def _run_step(native, plan: dict, stop) -> dict:
 def run(args: argparse.Namespace) -> int:
     if (args.rate is None) == (args.ramp is None):
         raise UsageError("give either --rate RPS or --ramp FROM:TO:STEP (see `gilty load --help`)")
-    fmt = output_format(args.format, args.output)
+    fmt = args.format or ("html" if (args.output or "").lower().endswith((".html", ".htm")) else output_format(None, args.output))
     slo = parse_slo(args.slo)
     rates = [args.rate] if args.rate is not None else parse_ramp(args.ramp)
     duration = args.duration or (DEFAULT_DURATION_S if args.rate is not None else DEFAULT_STEP_S)
@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
     child_argv = getattr(args, "child_argv", None)
     if child_argv is not None and args.profile is not None:
         raise UsageError("give either --profile PID or a server command after --, not both")
-    steps, verdicts, profiles = [], [], []
+    steps, verdicts, profiles, recordings = [], [], [], []
     stopped = False
     with launch.StopSignals() as stop:
         child = None
@@ -154,7 +154,10 @@ def run(args: argparse.Namespace) -> int:
                 else:
                     step, recording = _run_profiled_step(native, plan, stop, pids)
                     prof = profile.summarise_step(recording, args.loop_lag / 1e3)
+                    if prof is not None:
+                        prof.memory = profile.memory_at_end(recording)
                     step["profile"] = None if prof is None else asdict(prof)
+                    recordings.append((rate, recording))
                 verdict = analysis.judge(step, slo)
                 steps.append(step)
                 verdicts.append(verdict)
@@ -184,5 +187,9 @@ def run(args: argparse.Namespace) -> int:
     for v in verdicts:
         if v.generator_behind:
             print(f"gilty: warning: at {v.rate:g} rps the generator fell behind its schedule; latencies include its delay", file=sys.stderr)
-    emit(render.render_json(result) if fmt == "json" else render.render_text(result), args.output)
+    if fmt == "html":
+        text = render.render_html(result, recordings[-1] if recordings else None)
+    else:
+        text = render.render_json(result) if fmt == "json" else render.render_text(result)
+    emit(text, args.output)
     return EXIT_PARTIAL if stopped else EXIT_OK

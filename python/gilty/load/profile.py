@@ -13,6 +13,7 @@ from gilty import processes
 from gilty.analysis.states import gc_share, gil_utilisation, mean_waiting_threads, thread_states
 from gilty.analysis.syscalls import IO_WAIT, SELECT_WAIT, idle_kind
 from gilty.load import endpoints, eventloop
+from gilty.monitor.memory_self import memory_self
 from gilty.load.sites import is_library, library_prefixes, site_key
 from gilty.session import GC, HOLDING_GIL, IDLE, STATE_NAMES, Recording
 
@@ -42,6 +43,7 @@ class StepProfile:
     endpoints: list = field(default_factory=list)  # [endpoints.Endpoint], most server time first
     loops: list = field(default_factory=list)  # [eventloop.LoopLag], the most lagging first
     rate_hz: float = PROFILE_RATE_HZ  # of the sampling, so a reader can turn seconds back into samples
+    memory: list = field(default_factory=list)  # [{"pid", "rss", "pss", "uss"}] bytes, read as the step ended
 
 
 def _busy(recording: Recording) -> list:
@@ -148,6 +150,19 @@ def limit_from_profile(p: StepProfile) -> tuple:
     if p.states.get("native", 0) >= 0.5:
         return "native code", f"{workers} run native code without the GIL {p.states['native']:.0%} of the time"
     return "concurrency", f"{workers} are mostly idle ({p.states.get('idle', 0):.0%}, e.g. sleeping) while requests queue: too few requests are served at once"
+
+
+def memory_at_end(recording: Recording) -> list:
+    """RSS, PSS and USS (private pages) of the recording's processes still alive, from one read of
+    each one's /proc/PID/smaps_rollup: what the workers hold after the step's load."""
+    out = []
+    for s in recording.sessions:
+        if s.exited:
+            continue
+        m = memory_self(f"/proc/{s.target.pid}/smaps_rollup")
+        if m is not None:
+            out.append({"pid": s.target.pid, "rss": m["rss"], "pss": m["pss"], "uss": m["private"]})
+    return out
 
 
 class _StepStop:

@@ -44,9 +44,12 @@ def render_text(run: dict) -> str:
             top = p.sites[0] if p.sites else None
             place = "" if top is None else (top.file if top.line == 0 else f"{top.file}:{top.line}")
             where = f"; top {top.function} ({place}) {top.share:.0%}" + (f" <- {top.caller}" if top.caller else "") if top else ""
+            mem = ""
+            if p.memory:
+                mem = f", PSS {sum(m['pss'] for m in p.memory) / 2**20:.0f} MiB / USS {sum(m['uss'] for m in p.memory) / 2**20:.0f} MiB in {len(p.memory)}"
             lines.append(
                 f"{step['requested_rate']:>8g} rps: {p.busy_processes}/{p.processes} busy, GIL {p.gil_utilisation:.0%}, "
-                f"waiting {p.states.get('waiting_gil', 0):.0%}, gc {p.gc_share:.0%}, idle {p.states.get('idle', 0):.0%}{where}"
+                f"waiting {p.states.get('waiting_gil', 0):.0%}, gc {p.gc_share:.0%}, idle {p.states.get('idle', 0):.0%}{mem}{where}"
             )
     last = next((p for p in reversed(profiles) if p is not None), None)
     if last is not None and last.endpoints:
@@ -109,3 +112,16 @@ def report(run: dict) -> dict:
 
 def render_json(run: dict) -> str:
     return json.dumps(report(run), indent=2) + "\n"
+
+
+def render_html(run: dict, step_recording) -> str:
+    """The shared HTML report: the load part (curve, steps, endpoints, loops) on top of the recording
+    of the last profiled step (the one past the knee in a ramp); an empty recording without a profile."""
+    from gilty.load.profile import PROFILE_RATE_HZ
+    from gilty.renderers import html_report
+    from gilty.session import Recording
+
+    data = report(run)
+    rate, recording = step_recording if step_recording is not None else (None, Recording(rate_hz=PROFILE_RATE_HZ))
+    data["recording_step"] = rate
+    return html_report.render(recording, load=data)
