@@ -34,8 +34,9 @@ setup: $(STAMP)  ## build the Rust extension and install gilty into .venv (CLI: 
 	@rm -f python/gilty/_native.cpython-*.so
 	VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(VENV))/bin:$$PATH $(VENV)/bin/maturin develop --release -q
 
-demo: setup  ## start the bundled demo service, record it for 10 s, print the diagnosis
+demo: setup  ## start the bundled demo service, record it for 10 s, print the diagnosis; then load the web demo
 	$(VPY) -m gilty.demo
+	$(VPY) -m gilty.demo.web
 
 test: setup system-deps  ## every test: Rust unit tests, layout generator check, Python unit + integration tests
 	cargo test --release -q --workspace --exclude gilty-python

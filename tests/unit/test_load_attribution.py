@@ -7,6 +7,7 @@ from synthetic import CLOCK_NANOSLEEP, EPOLL_WAIT, HOLD, IDLE, WAIT, BatchBuilde
 
 from gilty.load.endpoints import FRAMEWORK, endpoint_table, handler_frame
 from gilty.load.eventloop import loop_lags, loop_threads
+from gilty.session import NO_STACK as NO_STACK_ID
 
 SITE = "/venv/lib/python3.12/site-packages"
 STDLIB = "/usr/lib/python3.12"  # synthetic.target()'s executable is /usr/bin/python3.12
@@ -83,3 +84,19 @@ def test_endpoint_table_by_state():
     assert rows["urls"].top_site == f"quote ({STDLIB}/urllib/parse.py)"
     assert abs(rows["block"].seconds["idle"] - 0.10) < 1e-6 and rows["block"].share_holding == 0.0
     assert rows["fast"].top_site == "parse (/srv/app.py:50)"
+
+
+def test_background_threads_outside_requests():
+    from gilty.load.endpoints import background_threads
+
+    b = BatchBuilder(names={1: "MainThread", 2: "audit-logger", 3: "AnyIO worker thread"})
+    fmt = b.stack(("Formatter.format", f"{STDLIB}/logging/__init__.py", 700), ("log_forever", "/srv/app.py", 60))
+    urls = b.stack(("urls", "/srv/app.py", 40), ("WorkerThread.run", f"{SITE}/anyio/_backends/_asyncio.py", 1124))
+    passes = [{1: (IDLE, NO_STACK_ID), 2: (HOLD if i % 2 else WAIT, fmt), 3: (HOLD if i % 2 == 0 else WAIT, urls)} for i in range(50)]
+    session = make_session([b.batch(passes)])
+    found = background_threads([session], set())
+    # the handler thread holds the GIL half the time too, but inside a request: not background
+    assert [t.thread for t in found] == ["audit-logger"]
+    assert found[0].share_holding == 0.5
+    assert found[0].top_site == f"Formatter.format ({STDLIB}/logging/__init__.py)"
+    assert background_threads([session], {(session.target.pid, 2)}) == []

@@ -55,6 +55,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-H", "--header", action="append", default=[], metavar="'NAME: VALUE'", help="a request header (repeatable)")
     parser.add_argument("--body", help="request body (text)")
     parser.add_argument("--profile", type=positive_int, metavar="PID", help="sample this server process and its Python descendants during every step")
+    parser.add_argument("--warmup", type=positive_float, metavar="S", help="first load the server at the first rate for S seconds, unmeasured (lazy imports, caches, connections)")
     parser.add_argument("--loop-lag", type=positive_float, default=20.0, metavar="MS", help="with a profile: report asyncio loop spans away from the selector longer than MS (default 20)")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
     add_format_argument(parser, ("text", "json", "html"))
@@ -146,7 +147,13 @@ def run(args: argparse.Namespace) -> int:
                 child = launch.start_command(child_argv)
                 _wait_until_listening(options.urls[0][0], child)
                 pids = [child.pid]
+            if args.warmup and not stop.requested:
+                print(f"gilty: warming up at {rates[0]:g} rps for {args.warmup:g} s (not measured)", file=sys.stderr)
+                _run_step(native, native_plan(options, rates[0], args.warmup), stop)
             for rate in rates:
+                if stop.requested:
+                    stopped = True
+                    break
                 print(f"gilty: loading at {rate:g} rps for {duration:g} s", file=sys.stderr)
                 plan = native_plan(options, rate, duration)
                 if pids is None:
@@ -174,6 +181,9 @@ def run(args: argparse.Namespace) -> int:
     if knee is not None and knee.limit == "concurrency" and profiles and profiles[-1] is not None:
         knee.limit, why = profile.limit_from_profile(profiles[-1])
         knee.explanation = f"{knee.explanation.split(';')[0]}; {why}"
+        also = profile.other_causes(profiles[-1], knee.limit)
+        if also:
+            knee.explanation += ". Also: " + "; ".join(also)
     result = {
         "urls": options.urls,
         "arrivals": options.arrivals,

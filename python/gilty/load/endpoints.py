@@ -114,3 +114,47 @@ def endpoint_table(sessions: list) -> list:
         ))
     out.sort(key=lambda e: -e.total_s)
     return out[:TOP_ENDPOINTS]
+
+
+# A thread outside any request that holds the GIL this share of its time competes with the handlers.
+BACKGROUND_HOLDING_SHARE = 0.1
+
+
+@dataclass
+class BackgroundThread:
+    pid: int
+    tid: int
+    thread: str
+    share_holding: float  # of the thread's samples: holding the GIL outside any handler
+    top_site: Optional[str]
+
+
+def background_threads(sessions: list, skip_tids: set) -> list:
+    """Threads that hold the GIL outside any request handler (a logging or metrics thread), the busiest
+    first; ``skip_tids`` ({(pid, tid)}) are left out (event-loop threads, whose callbacks run outside
+    handlers by design)."""
+    out = []
+    for s in sessions:
+        prefixes = library_prefixes(s)
+        per_tid: dict = {}  # tid -> [samples, holding outside handlers, {site: n}]
+        for (tid, state, stack_id), n in s.stack_counts().items():
+            if (s.target.pid, tid) in skip_tids:
+                continue
+            acc = per_tid.setdefault(tid, [0, 0, {}])
+            acc[0] += n
+            if state not in (HOLDING_GIL, GC):
+                continue
+            stack = s.stack(stack_id)
+            if stack and handler_frame(stack, prefixes) is not None:
+                continue
+            acc[1] += n
+            if stack:
+                function, file, line, _caller = site_key(stack, prefixes)
+                label = f"{function} ({file if is_library(file, prefixes) else f'{file}:{line}'})"
+                acc[2][label] = acc[2].get(label, 0) + n
+        for tid, (total, holding, sites) in per_tid.items():
+            if total and holding / total >= BACKGROUND_HOLDING_SHARE:
+                top = max(sites.items(), key=lambda kv: kv[1])[0] if sites else None
+                out.append(BackgroundThread(s.target.pid, tid, s.thread_name(tid), holding / total, top))
+    out.sort(key=lambda b: -b.share_holding)
+    return out

@@ -44,6 +44,7 @@ class StepProfile:
     loops: list = field(default_factory=list)  # [eventloop.LoopLag], the most lagging first
     rate_hz: float = PROFILE_RATE_HZ  # of the sampling, so a reader can turn seconds back into samples
     memory: list = field(default_factory=list)  # [{"pid", "rss", "pss", "uss"}] bytes, read as the step ended
+    background: list = field(default_factory=list)  # [endpoints.BackgroundThread]: GIL held outside requests
 
 
 def _busy(recording: Recording) -> list:
@@ -90,6 +91,7 @@ def summarise_step(recording: Recording, loop_threshold_s: float = eventloop.DEF
             key = (function, file, line if not is_library(file, prefixes) else 0, caller)
             sites[key] = sites.get(key, 0) + n
     ranked = sorted(sites.items(), key=lambda kv: -kv[1])[:TOP_SITES]
+    loops = eventloop.loop_lags([s for s in recording.sessions if s.samples], loop_threshold_s)
     return StepProfile(
         processes=len(recording.sessions),
         busy_processes=len(sessions),
@@ -101,8 +103,9 @@ def summarise_step(recording: Recording, loop_threshold_s: float = eventloop.DEF
         sites=[Site(f, file, line, caller, n / passes_total) for (f, file, line, caller), n in ranked],
         # Every process, not only the busy ones: a worker whose loop is blocked in a sleep holds no GIL.
         endpoints=endpoints.endpoint_table(recording.sessions),
-        loops=eventloop.loop_lags([s for s in recording.sessions if s.samples], loop_threshold_s),
+        loops=loops,
         rate_hz=recording.rate_hz,
+        background=endpoints.background_threads(recording.sessions, {(lag.pid, lag.tid) for lag in loops}),
     )
 
 
@@ -123,7 +126,8 @@ def loop_words(loop: eventloop.LoopLag) -> str:
 def limit_from_profile(p: StepProfile) -> tuple:
     """(limit name, plain words) for a step past the knee, from what the server's workers did."""
     n = p.busy_processes
-    workers = f"the {n} busiest process{'es' if n != 1 else ''}"
+    workers = f"the {n} busiest processes" if n != 1 else "the busiest process"
+    verb = (lambda plural: plural) if n != 1 else (lambda plural: {"spend": "spends", "hold": "holds", "are": "is", "run": "runs"}[plural])
     top = p.sites[0] if p.sites else None
     where = ""
     if top is not None:
@@ -135,21 +139,21 @@ def limit_from_profile(p: StepProfile) -> tuple:
     if loop is not None and loop.lag_share >= LOOP_LAG_LIMIT_SHARE:
         return "event loop blocked", loop_words(loop)
     if p.gc_share >= 0.10:
-        return "GC", f"{workers} spend {p.gc_share:.0%} of their time collecting garbage"
+        return "GC", f"{workers} {verb('spend')} {p.gc_share:.0%} of their time collecting garbage"
     waiting = p.states.get("waiting_gil", 0)
     # Past the knee requests queue: a server whose Python holds the GIL most of the time (or as much as
     # the CPUs it shares let it) is limited by that Python work.
     if p.gil_utilisation >= 0.85 or (p.gil_utilisation >= 0.5 and waiting < 0.25):
         queued = f"; their other threads wait for it {waiting:.0%} of the time" if waiting >= 0.1 else ""
-        return "CPU in Python", f"{workers} hold the GIL {p.gil_utilisation:.0%} of the time{where}{queued}"
+        return "CPU in Python", f"{workers} {verb('hold')} the GIL {p.gil_utilisation:.0%} of the time{where}{queued}"
     if p.mean_waiting_threads >= 0.5 and waiting >= 0.25:
         return "GIL contention", f"threads of {workers} wait for the GIL {waiting:.0%} of the time{where}"
     io = p.idle_kinds.get(IO_WAIT, 0) + p.idle_kinds.get(SELECT_WAIT, 0)
     if io >= 0.5:
-        return "I/O wait on a dependency", f"{workers} are blocked in I/O {io:.0%} of the time while requests queue"
+        return "I/O wait on a dependency", f"{workers} {verb('are')} blocked in I/O {io:.0%} of the time while requests queue"
     if p.states.get("native", 0) >= 0.5:
-        return "native code", f"{workers} run native code without the GIL {p.states['native']:.0%} of the time"
-    return "concurrency", f"{workers} are mostly idle ({p.states.get('idle', 0):.0%}, e.g. sleeping) while requests queue: too few requests are served at once"
+        return "native code", f"{workers} {verb('run')} native code without the GIL {p.states['native']:.0%} of the time"
+    return "concurrency", f"{workers} {verb('are')} mostly idle ({p.states.get('idle', 0):.0%}, e.g. sleeping) while requests queue: too few requests are served at once"
 
 
 def memory_at_end(recording: Recording) -> list:
@@ -212,3 +216,21 @@ def profile_during(
         raise out["error"]
     return out["result"], recording
 
+
+
+def other_causes(p: StepProfile, limit: str) -> list:
+    """Plain words for what else slowed the server in a step besides the named limit: a lagging event
+    loop, and threads holding the GIL outside any request."""
+    out = []
+    loop = p.loops[0] if p.loops else None
+    if loop is not None and limit != "event loop blocked" and loop.spans and loop.lag_share >= 0.05:
+        out.append(loop_words(loop))
+    cpu = [e for e in p.endpoints if e.file and e.share_holding >= 0.5]
+    if cpu and limit not in ("CPU in Python",):
+        e = max(cpu, key=lambda e: e.total_s * e.share_holding)
+        where = f", {e.top_site_share:.0%} under `{e.top_site}`" if e.top_site else ""
+        out.append(f"endpoint `{e.label}` holds the GIL {e.share_holding:.0%} of its time{where}")
+    for b in p.background[:2]:
+        where = f", most under `{b.top_site}`" if b.top_site else ""
+        out.append(f"thread {b.thread} (pid {b.pid}) holds the GIL {b.share_holding:.0%} of its time outside any request{where}")
+    return out

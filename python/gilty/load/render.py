@@ -76,6 +76,11 @@ def render_text(run: dict) -> str:
         lines.append("")
         lines.append("Event loops (asyncio; a lag span: the loop did not get back to its selector):")
         lines.extend(loop_lines)
+    if last is not None and last.background:
+        lines.append("")
+        lines.append("Threads holding the GIL outside any request (they compete with the handlers for it):")
+        for b in last.background:
+            lines.append(f"  pid {b.pid} {b.thread}: holds the GIL {b.share_holding:.0%} of its time" + (f", most under {b.top_site}" if b.top_site else ""))
     lines.append("")
     lines.append("Latency is measured from each request's intended start (coordinated omission corrected).")
     lines.append("L: time-average requests in flight; λW: answers per second × mean send-to-answer time (Little's law: L = λW).")
