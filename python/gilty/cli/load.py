@@ -4,6 +4,7 @@
   gilty load http://127.0.0.1:8000/ --ramp 50:1000:50 --slo p99=50ms
   gilty load http://127.0.0.1:8000/ --ramp 50:500:50 --slo p99=50ms --profile MASTER_PID
   gilty load http://127.0.0.1:8000/ --ramp 50:500:50 -- gunicorn -w 4 app:app
+  gilty load http://127.0.0.1:8000 --locustfile locustfile.py --users 50 --workers 2 -- gunicorn app:app
 
 Requests start on a fixed schedule (constant or Poisson arrivals) whether or not earlier ones have
 returned; latency counts from each request's intended start, so a server stall is charged to every
@@ -13,11 +14,15 @@ limit and at most 1 % errors), and the knee is the highest rate that met it.
 With --profile PID (the server's master; its Python descendants are followed) or a server command
 after `--` (started, waited for until the URL answers, stopped at the end), every step also samples
 the server on the same clock: what its workers did, where, and at the knee the limit in plain words.
+
+With --locustfile, Locust runs headless (a master and --workers local workers) instead of gilty's
+generator; its closed-loop figures are labelled as such and joined per second with the profile.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import sys
 import threading
@@ -28,7 +33,7 @@ from dataclasses import asdict
 from gilty import launch
 from gilty._errors import EXIT_OK, EXIT_PARTIAL, CommandError, UsageError
 from gilty.cli.record import add_format_argument, emit, output_format, positive_float, positive_int
-from gilty.load import analysis, profile, render
+from gilty.load import analysis, locust, profile, render
 from gilty.load.plan import LoadOptions, native_plan, parse_header, parse_ramp, parse_slo, parse_url
 
 DEFAULT_DURATION_S = 10.0
@@ -39,8 +44,9 @@ ACCEPTS_CHILD_COMMAND = True
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
-    parser.usage = "gilty load URL[@WEIGHT] [URL ...] (--rate RPS | --ramp FROM:TO:STEP) [--duration S] [--slo p99=50ms] [options]"
-    parser.add_argument("urls", nargs="+", metavar="URL", help="http:// URL to load; URL@WEIGHT to weight several")
+    parser.usage = ("gilty load URL[@WEIGHT] [URL ...] (--rate RPS | --ramp FROM:TO:STEP) [--duration S] [--slo p99=50ms] [options]\n"
+                    "       gilty load [URL] --locustfile F [--users N] [--spawn-rate R] [--workers K] [--duration S] [options]")
+    parser.add_argument("urls", nargs="*", metavar="URL", help="http:// URL to load; URL@WEIGHT to weight several (with --locustfile: the host)")
     parser.add_argument("--rate", type=positive_float, metavar="RPS", help="requests started per second")
     parser.add_argument("--ramp", metavar="FROM:TO:STEP", help="step the rate up, stopping after the first step that misses the SLO")
     parser.add_argument("--duration", type=positive_float, metavar="S", help=f"seconds per run or per ramp step (default {DEFAULT_DURATION_S:g} / {DEFAULT_STEP_S:g})")
@@ -57,6 +63,10 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", type=positive_int, metavar="PID", help="sample this server process and its Python descendants during every step")
     parser.add_argument("--warmup", type=positive_float, metavar="S", help="first load the server at the first rate for S seconds, unmeasured (lazy imports, caches, connections)")
     parser.add_argument("--loop-lag", type=positive_float, default=20.0, metavar="MS", help="with a profile: report asyncio loop spans away from the selector longer than MS (default 20)")
+    parser.add_argument("--locustfile", metavar="F", help="run Locust headless with this locustfile instead (closed loop; see docs/load.md)")
+    parser.add_argument("--users", type=positive_int, default=10, metavar="N", help="with --locustfile: Locust users (default 10)")
+    parser.add_argument("--spawn-rate", type=positive_float, default=10.0, metavar="R", help="with --locustfile: users started per second (default 10)")
+    parser.add_argument("--workers", type=positive_int, default=1, metavar="K", help="with --locustfile: local Locust worker processes (default 1)")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
     add_format_argument(parser, ("text", "json", "html"))
 
@@ -114,10 +124,90 @@ def _run_step(native, plan: dict, stop) -> dict:
     return out["result"]
 
 
+def _run_locust(args: argparse.Namespace, fmt: str) -> int:
+    """Locust's users instead of the open-loop generator; the server profiled meanwhile, as for a step."""
+    if args.rate is not None or args.ramp is not None:
+        raise UsageError("--locustfile runs Locust's own users (a closed loop): give --users, not --rate or --ramp")
+    if not os.path.isfile(args.locustfile):
+        raise UsageError(f"{args.locustfile}: no such locustfile")
+    if len(args.urls) > 1:
+        raise UsageError("with --locustfile give at most one URL: the host Locust's users call")
+    if fmt == "html":
+        raise UsageError("a Locust run is reported as text or JSON")
+    child_argv = getattr(args, "child_argv", None)
+    if child_argv is not None and args.profile is not None:
+        raise UsageError("give either --profile PID or a server command after --, not both")
+    if child_argv is not None and not args.urls:
+        raise UsageError("with a server command, give the URL it serves (Locust's host)")
+    # Locust joins the host and each task's path: "http://h:p/" + "/" would ask for "//".
+    host = parse_url(args.urls[0])[0].rstrip("/") if args.urls else None
+    duration = args.duration or DEFAULT_DURATION_S
+    run = locust.LocustRun(locust.LocustOptions(args.locustfile, args.users, args.spawn_rate, args.workers, duration, host))
+    locust.locust_command()  # a missing Locust is one line before any server starts
+    recording = prof = None
+    with launch.StopSignals() as stop:
+        child = None
+        try:
+            pids = [args.profile] if args.profile is not None else None
+            if child_argv is not None:
+                child = launch.start_command(child_argv)
+                _wait_until_listening(host, child)
+                pids = [child.pid]
+            print(f"gilty: Locust: {args.users} users, {args.workers} workers, {duration:g} s (closed loop)", file=sys.stderr)
+            if pids is None:
+                result = _blocking(run.run, stop, run.stop)
+            else:
+                native = launch.native_module()
+                result, recording = profile.profile_during(native, pids, run.run, stop, run.stop)
+                prof = profile.summarise_step(recording, args.loop_lag / 1e3)
+                if prof is not None:
+                    prof.memory = profile.memory_at_end(recording)
+        finally:
+            run.cleanup()
+            if child is not None:
+                launch.terminate(child)
+        stopped = stop.requested
+    locust.join_profile(result["seconds"], recording)
+    report = {
+        "locustfile": args.locustfile, "host": host, "users": args.users, "spawn_rate": args.spawn_rate,
+        "workers": args.workers, "duration_s": duration, "stopped": stopped, **result,
+        "profile": None if prof is None else asdict(prof),
+    }
+    emit(render.render_locust_json(report) if fmt == "json" else render.render_locust_text(report, prof), args.output)
+    return EXIT_PARTIAL if stopped else EXIT_OK
+
+
+def _blocking(call, stop, on_stop) -> dict:
+    """``call()`` in a thread, so that Ctrl-C (seen by the main thread) can ask it to end."""
+    out: dict = {}
+
+    def target():
+        try:
+            out["result"] = call()
+        except BaseException as e:  # noqa: BLE001 - handed back to the main thread
+            out["error"] = e
+
+    worker = threading.Thread(target=target, name="gilty-locust", daemon=True)
+    worker.start()
+    asked = False
+    while worker.is_alive():
+        worker.join(POLL_S)
+        if stop.requested and not asked:
+            on_stop()
+            asked = True
+    if "error" in out:
+        raise out["error"]
+    return out["result"]
+
+
 def run(args: argparse.Namespace) -> int:
+    fmt = args.format or ("html" if (args.output or "").lower().endswith((".html", ".htm")) else output_format(None, args.output))
+    if args.locustfile is not None:
+        return _run_locust(args, fmt)
+    if not args.urls:
+        raise UsageError("give the URL to load (see `gilty load --help`)")
     if (args.rate is None) == (args.ramp is None):
         raise UsageError("give either --rate RPS or --ramp FROM:TO:STEP (see `gilty load --help`)")
-    fmt = args.format or ("html" if (args.output or "").lower().endswith((".html", ".htm")) else output_format(None, args.output))
     slo = parse_slo(args.slo)
     rates = [args.rate] if args.rate is not None else parse_ramp(args.ramp)
     duration = args.duration or (DEFAULT_DURATION_S if args.rate is not None else DEFAULT_STEP_S)
