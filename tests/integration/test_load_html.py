@@ -25,7 +25,7 @@ def page(tmp_path_factory) -> tuple:
     out = tmp_path_factory.mktemp("load-html") / "run.html"
     port = free_port()
     done = subprocess.run(
-        [*gilty_command(), "load", f"http://127.0.0.1:{port}/", "--ramp", "30:200:30", "--duration", "2", "--slo", "p99=100ms",
+        [*gilty_command(), "load", f"http://127.0.0.1:{port}/", "--ramp", "10:250:40", "--duration", "2", "--slo", "p99=1s", "--warmup", "1",
          "-o", str(out), "--", sys.executable, str(TARGETS / "http_cpu_server.py"), str(port), "60"],
         capture_output=True, text=True, timeout=240, env=gilty_env(),
     )
@@ -38,7 +38,8 @@ def page(tmp_path_factory) -> tuple:
 def test_the_page_carries_the_load_run_and_a_step_recording(page):
     _text, data = page
     load = data["load"]
-    assert load["kind"] == "load" and len(load["steps"]) >= 2
+    # A 1 s objective leaves room for other jobs on the machine: the first steps meet it, a later one not.
+    assert load["kind"] == "load" and len(load["steps"]) >= 2, [s["verdict"] for s in load["steps"]]
     assert load["knee"]["rate"] is not None
     # the recording below the load part is the server during the last step
     assert load["recording_step"] == load["steps"][-1]["requested_rate"]
@@ -60,7 +61,8 @@ def test_chromium_draws_the_curve_steps_and_endpoints(page, tmp_path):
     for series in ("p50", "p99", "throughput"):
         points = re.search(rf'points="([^"]*)"[^>]*data-series="{series}"', dom)
         assert points and len(points.group(1).split()) == len(steps), series
-    assert 'id="load-knee-line"' in dom
+    knee = data["load"]["knee"]
+    assert ('id="load-knee-line"' in dom) == (knee["rate"] is not None and knee["limit"] != "none reached"), knee
     table = re.search(r'<table id="load-steps">(.*?)</table>', dom, re.S).group(1)
     assert table.count("<tr") == len(steps) + 1
     assert table.count('class="state-bar"') == len(steps)
