@@ -5,8 +5,9 @@ VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 # Debian packages the tests use: bpftrace is the independent reference for exact mode;
-# prometheus scrapes the exporters; chromium loads the HTML report headless.
-APT_PACKAGES := bpftrace prometheus chromium
+# prometheus scrapes the exporters; chromium loads the HTML report headless; wrk and nginx are the
+# load generator's yardstick (bench/load_vs_wrk.py).
+APT_PACKAGES := bpftrace prometheus chromium wrk nginx
 
 .PHONY: help setup system-deps demo test lint bench wheel clean
 
