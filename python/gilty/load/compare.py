@@ -148,6 +148,10 @@ def _endpoint_rows(scope: str, a: dict, b: dict) -> list:
         holding_a, holding_b = ea[key]["share_holding"], eb[key]["share_holding"]
         if max(holding_a, holding_b) >= 0.05 and max(va, vb) >= ENDPOINT_ABS_FLOOR:
             rows.append(row(f"{scope} endpoint {label}", "share_holding", holding_a, holding_b, None, None))
+    pss_a, pss_b = sum(m["pss"] for m in pa.get("memory", [])), sum(m["pss"] for m in pb.get("memory", []))
+    if pss_a and pss_b:
+        # One reading per step and run: no noise estimate, never flagged; shown for the side-by-side.
+        rows.append(row(f"{scope} server", "pss_mib", pss_a / 2**20, pss_b / 2**20, None, None))
     for la, lb in zip(pa.get("loops", []), pb.get("loops", [])):
         rows.append(row(f"{scope} loop {la['thread']}", "lag_share", la["lag_share"], lb["lag_share"], None, None))
     return rows
@@ -254,7 +258,7 @@ def _fmt(metric: str, v: Optional[float]) -> str:
         return "-"
     if metric.endswith("_s"):
         return f"{v * 1e3:.1f} ms"
-    if metric in ("throughput", "rate", "max_throughput"):
+    if metric in ("throughput", "rate", "max_throughput", "pss_mib"):
         return f"{v:.1f}"
     if metric == "server_threads":
         return f"{v:.2f}"
