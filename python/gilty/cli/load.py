@@ -22,8 +22,8 @@ generator; its closed-loop figures are labelled as such and joined per second wi
 from __future__ import annotations
 
 import argparse
+import http.client
 import os
-import socket
 import sys
 import threading
 import time
@@ -84,19 +84,25 @@ def _run_profiled_step(native, plan: dict, stop, pids: list) -> tuple:
 
 
 def _wait_until_listening(url: str, child, timeout_s: float = SERVER_START_TIMEOUT_S) -> None:
-    """Until the URL's host and port accept a connection; a server that exits first is one line."""
+    """Until a GET of the URL gets an HTTP answer (any status): a prefork server's master accepts
+    connections before its workers have imported the app. A server that exits first is one line."""
     parts = urllib.parse.urlsplit(url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if child.poll() is not None:
             raise CommandError(f"the server command exited with status {child.returncode} before {host}:{port} answered")
+        conn = http.client.HTTPConnection(host, port, timeout=max(0.5, min(5.0, deadline - time.monotonic())))
         try:
-            with socket.create_connection((host, port), timeout=0.5):
-                return
-        except OSError:
+            conn.request("GET", path)
+            conn.getresponse().read()
+            return
+        except (OSError, http.client.HTTPException):
             time.sleep(0.1)
-    raise CommandError(f"the server did not listen on {host}:{port} within {timeout_s:g} s")
+        finally:
+            conn.close()
+    raise CommandError(f"the server did not answer on {host}:{port} within {timeout_s:g} s")
 
 
 def _run_step(native, plan: dict, stop) -> dict:
