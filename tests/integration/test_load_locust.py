@@ -62,3 +62,26 @@ def test_the_server_profile_names_the_handler(report):
     endpoints = report["profile"]["endpoints"]
     top = endpoints[0]
     assert top["function"].rsplit(".", 1)[-1] == "do_GET" and top["top_site"].startswith("quote ("), top
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium not installed (make system-deps installs it)")
+def test_html_part_of_a_locust_run(report, tmp_path):
+    # The page of this run (without the recording, which the JSON report does not carry), drawn by Chromium.
+    import os
+    import re
+
+    from gilty.load.render import render_locust_html
+
+    page = tmp_path / "locust.html"
+    page.write_text(render_locust_html({k: v for k, v in report.items() if k not in ("format_version", "kind", "loop")}, None),
+                    encoding="utf-8")
+    args = ["chromium", "--headless", "--disable-gpu", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
+            "--dump-dom", page.as_uri()]
+    if os.geteuid() == 0:
+        args.insert(1, "--no-sandbox")  # Chromium refuses to run its sandbox as root
+    dom = subprocess.run(args, capture_output=True, text=True, timeout=60).stdout
+    assert 'id="locust-closed-loop"' in dom
+    assert dom.count('class="locust-bar"') == len(report["seconds"])
+    assert 'data-series="server_gil"' in dom
+    table = re.search(r'<table id="locust-requests">(.*?)</table>', dom, re.S).group(1)
+    assert table.count("<tr") == 3 and "GET /" in table  # header, the request, the aggregate

@@ -138,8 +138,6 @@ def _run_locust(args: argparse.Namespace, fmt: str) -> int:
         raise UsageError(f"{args.locustfile}: no such locustfile")
     if len(args.urls) > 1:
         raise UsageError("with --locustfile give at most one URL: the host Locust's users call")
-    if fmt == "html":
-        raise UsageError("a Locust run is reported as text or JSON")
     child_argv = getattr(args, "child_argv", None)
     if child_argv is not None and args.profile is not None:
         raise UsageError("give either --profile PID or a server command after --, not both")
@@ -179,7 +177,11 @@ def _run_locust(args: argparse.Namespace, fmt: str) -> int:
         "workers": args.workers, "duration_s": duration, "stopped": stopped, **result,
         "profile": None if prof is None else asdict(prof),
     }
-    emit(render.render_locust_json(report) if fmt == "json" else render.render_locust_text(report, prof), args.output)
+    if fmt == "html":
+        text = render.render_locust_html(report, recording)
+    else:
+        text = render.render_locust_json(report) if fmt == "json" else render.render_locust_text(report, prof)
+    emit(text, args.output)
     return EXIT_PARTIAL if stopped else EXIT_OK
 
 

@@ -187,5 +187,18 @@ def _also(prof) -> list:
     return other_causes(prof, "")
 
 
+def locust_report(run: dict) -> dict:
+    return {"format_version": FORMAT_VERSION, "kind": "load_locust", "loop": "closed", **run}
+
+
 def render_locust_json(run: dict) -> str:
-    return json.dumps({"format_version": FORMAT_VERSION, "kind": "load_locust", "loop": "closed", **run}, indent=2) + "\n"
+    return json.dumps(locust_report(run), indent=2) + "\n"
+
+
+def render_locust_html(run: dict, recording) -> str:
+    """The shared HTML report with the Locust part on top of the server's recording during the run."""
+    from gilty.load.profile import PROFILE_RATE_HZ
+    from gilty.renderers import html_report
+    from gilty.session import Recording
+
+    return html_report.render(recording if recording is not None else Recording(rate_hz=PROFILE_RATE_HZ), load=locust_report(run))

@@ -5,7 +5,7 @@
 (function () {
   const DATA = JSON.parse(document.getElementById("gilty-data").textContent);
   const LOAD = DATA.load;
-  if (!LOAD || !LOAD.steps || !LOAD.steps.length) return;
+  if (!LOAD) return;
   const SVG = "http://www.w3.org/2000/svg";
   const STATES = DATA.states;
   const ms = (s) => (s === null || s === undefined) ? "–" : (1000 * s).toFixed(1) + " ms";
@@ -25,6 +25,8 @@
     return n;
   }
   const color = (name) => getComputedStyle(document.documentElement).getPropertyValue("--" + name).trim() || "#999";
+  if (LOAD.kind === "load_locust") return locust();
+  if (!LOAD.steps || !LOAD.steps.length) return;
 
   const section = el("section", { id: "load-section" });
   const main = document.querySelector("main");
@@ -162,4 +164,68 @@
   }
   if (LOAD.recording_step !== null && LOAD.recording_step !== undefined)
     add(section, "p", { class: "hint", id: "load-recording-note" }, "The sections below (flame graph, timeline, blame) are the server's recording during the step at " + LOAD.recording_step + " rps.");
+
+  // -- a Locust run: its closed-loop figures per second beside the server's GIL -----------------------
+  function locust() {
+    const section = el("section", { id: "load-section" });
+    const main = document.querySelector("main");
+    main.insertBefore(section, main.firstChild);
+    add(section, "h2", {}, "Locust: " + LOAD.users + " users, " + LOAD.workers + " workers, " + LOAD.duration_s + " s");
+    add(section, "p", { class: "verdict", id: "locust-closed-loop" }, "Closed loop: each Locust user waits for its answer before its next request, " +
+      "so a slow server is sent less and these latencies omit the requests never sent.");
+    const secs = LOAD.seconds || [];
+    if (secs.length) {
+      const W = 760, H = 220, L = 60, R = 60, T = 16, B = 30;
+      const t0 = secs[0].t, n = secs.length;
+      const rmax = Math.max(1, ...secs.map((s) => s.requests)) * 1.1;
+      const x = (i) => L + (i + 0.5) / n * (W - L - R);
+      const svg = svgAdd(section, "svg", { id: "locust-seconds", viewBox: "0 0 " + W + " " + H, width: W, height: H, role: "img" });
+      svgAdd(svg, "line", { x1: L, y1: H - B, x2: W - R, y2: H - B, class: "axis" });
+      svgAdd(svg, "line", { x1: L, y1: T, x2: L, y2: H - B, class: "axis" });
+      svgAdd(svg, "line", { x1: W - R, y1: T, x2: W - R, y2: H - B, class: "axis" });
+      svgAdd(svg, "text", { x: 4, y: T - 4, class: "tick" }, "requests in the second");
+      svgAdd(svg, "text", { x: W - R - 40, y: T - 4, class: "tick" }, "server GIL");
+      for (let i = 0; i <= 4; i++) {
+        svgAdd(svg, "text", { x: L - 6, y: T + (1 - i / 4) * (H - T - B) + 4, class: "tick", "text-anchor": "end" }, (rmax * i / 4).toFixed(0));
+        svgAdd(svg, "text", { x: W - R + 6, y: T + (1 - i / 4) * (H - T - B) + 4, class: "tick" }, (25 * i) + " %");
+      }
+      const bw = Math.max(1, (W - L - R) / n * 0.7);
+      secs.forEach((s, i) => {
+        const h = s.requests / rmax * (H - T - B);
+        const bar = svgAdd(svg, "rect", { x: x(i) - bw / 2, y: H - B - h, width: bw, height: h, class: "locust-bar" });
+        svgAdd(bar, "title", {}, "second " + (s.t - t0) + ": " + s.requests + " requests, " + s.users + " users");
+        svgAdd(svg, "text", { x: x(i), y: H - B + 14, class: "tick", "text-anchor": "middle" }, s.t - t0);
+      });
+      const pts = secs.map((s, i) => [i, s.server_gil]).filter(([, g]) => g !== null && g !== undefined)
+        .map(([i, g]) => x(i).toFixed(1) + "," + (T + (1 - g) * (H - T - B)).toFixed(1));
+      if (pts.length) svgAdd(svg, "polyline", { points: pts.join(" "), class: "series p99", "data-series": "server_gil" });
+    }
+    const t = add(section, "table", { id: "locust-requests" });
+    const hr = add(t, "tr");
+    for (const h of ["request", "count", "failures", "requests/s", "p50", "p90", "p99", "max"]) add(hr, "th", { class: h === "request" ? "name" : "" }, h);
+    for (const r of [...LOAD.requests, ...(LOAD.aggregated ? [LOAD.aggregated] : [])]) {
+      const tr = add(t, "tr");
+      add(tr, "td", { class: "name" }, (r.method + " " + r.name).trim());
+      add(tr, "td", {}, r.count);
+      add(tr, "td", {}, r.failures);
+      add(tr, "td", {}, r.rps === null ? "–" : r.rps.toFixed(1));
+      for (const k of ["p50_s", "p90_s", "p99_s", "max_s"]) add(tr, "td", {}, ms(r[k]));
+    }
+    if (LOAD.profile && LOAD.profile.endpoints.length) {
+      add(section, "h2", {}, "Server time per endpoint during the run");
+      const e = add(section, "table", { id: "load-endpoints" });
+      const h = add(e, "tr");
+      add(h, "th", { class: "name" }, "endpoint");
+      add(h, "th", {}, "total");
+      for (const name of STATES) add(h, "th", {}, name);
+      add(h, "th", { class: "name" }, "top site (GIL held)");
+      for (const row of LOAD.profile.endpoints) {
+        const tr = add(e, "tr");
+        add(tr, "td", { class: "name" }, row.file ? row.function + " (" + String(row.file).split("/").pop() + ")" : row.function);
+        add(tr, "td", {}, row.total_s.toFixed(2) + " s");
+        for (const name of STATES) add(tr, "td", {}, (row.seconds[name] || 0).toFixed(2));
+        add(tr, "td", { class: "name" }, row.top_site ? row.top_site + " " + pct(row.top_site_share) : "");
+      }
+    }
+  }
 })();
