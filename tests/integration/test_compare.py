@@ -47,6 +47,7 @@ def test_load_runs_side_by_side(tmp_path):
     rows = {(r["scope"], r["metric"]): r for r in changed["rows"]}
     assert (step, "p50_s") in flagged(changed), rows[(step, "p50_s")]
     assert 0.008 <= rows[(step, "p50_s")]["change"] <= 0.012
+    assert rows[(step, "p50_s")]["direction"] == "worse"
     # the open loop keeps the rate: throughput is not a change
     assert (step, "throughput") not in flagged(changed)
     # the handler is busy 50 % longer per request: more server threads in do_GET

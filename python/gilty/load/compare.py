@@ -265,6 +265,21 @@ def _fmt(metric: str, v: Optional[float]) -> str:
     return f"{v * 100:.1f} %"
 
 
+# Metrics where a rise is worse for the service, and where it is better; others have no direction.
+WORSE_UP = ("p50_s", "p90_s", "p99_s", "error_share", "lag_share")
+BETTER_UP = ("throughput", "rate", "max_throughput")
+
+
+def direction(r: Row) -> str:
+    if not r.beyond_noise or r.change is None:
+        return ""
+    if r.metric in WORSE_UP:
+        return "worse" if r.change > 0 else "better"
+    if r.metric in BETTER_UP:
+        return "better" if r.change > 0 else "worse"
+    return ""
+
+
 def render_text(label_a: str, label_b: str, kind: str, rows: list) -> str:
     lines = [f"gilty compare ({kind}): A = {label_a}, B = {label_b}", ""]
     lines.append(f"  {'SCOPE':<44} {'METRIC':<16} {'A':>11} {'B':>11} {'CHANGE':>11} {'NOISE':>10}")
@@ -273,7 +288,7 @@ def render_text(label_a: str, label_b: str, kind: str, rows: list) -> str:
         if r.change is not None and r.change > 0 and not change.startswith("-"):
             change = "+" + change
         noise = "?" if r.noise is None else _fmt(r.metric, r.noise)
-        mark = "  <- beyond noise" if r.beyond_noise else ""
+        mark = f"  <- beyond noise{', ' + direction(r) if direction(r) else ''}" if r.beyond_noise else ""
         lines.append(f"  {r.scope:<44} {r.metric:<16} {_fmt(r.metric, r.a):>11} {_fmt(r.metric, r.b):>11} {change:>11} {noise:>10}{mark}")
     lines.append("")
     lines.append(f"Noise: {NOISE_METHOD}; '?' where it cannot be estimated (never flagged).")
@@ -290,5 +305,5 @@ def render_json(label_a: str, label_b: str, kind: str, rows: list) -> str:
         "a": label_a,
         "b": label_b,
         "noise_method": NOISE_METHOD,
-        "rows": [asdict(r) for r in rows],
+        "rows": [dict(asdict(r), direction=direction(r) or None) for r in rows],
     }, indent=2) + "\n"
