@@ -100,3 +100,20 @@ def test_background_threads_outside_requests():
     assert found[0].share_holding == 0.5
     assert found[0].top_site == f"Formatter.format ({STDLIB}/logging/__init__.py)"
     assert background_threads([session], {(session.target.pid, 2)}) == []
+
+
+def test_a_cpu_bound_callback_is_charged_though_its_stretch_began_in_the_loop():
+    # One stretch holding the GIL: its first sample is in `_run_once` itself, the next nine in the
+    # endpoint's URL building. Runs keep the first stack; the culprit must still be the endpoint's code.
+    b = BatchBuilder(names={1: "MainThread"})
+    base = [("BaseEventLoop._run_once", f"{STDLIB}/asyncio/base_events.py", 1884)]
+    select = b.stack(("EpollSelector.select", f"{STDLIB}/selectors.py", 468), *base)
+    loop_code = b.stack(*base)
+    cpu = b.stack(("quote", f"{STDLIB}/urllib/parse.py", 893), ("build_url", "/srv/app.py", 28),
+                  ("cpu", "/srv/app.py", 60), ("run_endpoint_function", f"{SITE}/fastapi/routing.py", 212), *base)
+    plan = [(IDLE, select, EPOLL_WAIT)] * 10 + [(HOLD, loop_code)] + [(HOLD, cpu)] * 9 + [(IDLE, select, EPOLL_WAIT)] * 10
+    (lag,) = loop_lags([make_session([b.batch([{1: p} for p in plan])])], threshold_s=0.05)
+    assert lag.spans == 1 and abs(lag.lag_s - 0.10) < 1e-6
+    top = lag.culprits[0]
+    assert top.site == f"quote ({STDLIB}/urllib/parse.py)" and top.caller.startswith("build_url ("), top
+    assert top.doing == "running Python" and abs(top.seconds - 0.09) < 1e-6

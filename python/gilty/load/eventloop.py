@@ -5,9 +5,10 @@ stretch of consecutive sampling passes in which it was anywhere else: running ca
 call that should not block, or waiting for the GIL to come back from the selector. Spans longer than
 the threshold are reported with the Python code the loop was in meanwhile.
 
-Resolution is the sampling period: a span of k passes stands for about k periods (± one). The stack
-of a span's stretch is the one seen in its first pass (runs keep one stack), so a culprit is the
-code where the loop was when each stretch began. uvloop's loop is C without Python frames at its
+Resolution is the sampling period: a span of k passes stands for about k periods (± one). Runs keep
+the stack of their first pass only, so a span's time in each state is spread over where the loop
+thread was in that state in all its samples away from the selector (short stretches included).
+uvloop's loop is C without Python frames at its
 selector, so it is not recognised.
 """
 
@@ -92,6 +93,28 @@ def _at_rest(session: Session, state: int, stack_id: int) -> bool:
     return bool(stack) and _is_selector(stack[0])
 
 
+def _site(session: Session, stack_id: int, prefixes: tuple) -> tuple:
+    """(site label, caller label) of a stack as the application sees it."""
+    stack = session.stack(stack_id) if stack_id != NO_STACK else []
+    if not stack:
+        return "(no Python stack)", None
+    function, file, line, caller = site_key(stack, prefixes)
+    place = file if is_library(file, prefixes) else f"{file}:{line}"
+    return f"{function} ({place})", caller
+
+
+def _away_sites(session: Session, tid: int, prefixes: tuple) -> dict:
+    """{state: {(site, caller): samples}} of a loop thread's samples away from its selector."""
+    out: dict = {}
+    for (t, state, stack_id), n in session.stack_counts().items():
+        if t != tid or _at_rest(session, state, stack_id):
+            continue
+        key = _site(session, stack_id, prefixes)
+        by_site = out.setdefault(state, {})
+        by_site[key] = by_site.get(key, 0) + n
+    return out
+
+
 def loop_lag(session: Session, tid: int, threshold_s: float = DEFAULT_THRESHOLD_S) -> Optional[LoopLag]:
     runs = session.thread_runs.get(tid)
     if runs is None or not session.samples:
@@ -123,18 +146,19 @@ def loop_lag(session: Session, tid: int, threshold_s: float = DEFAULT_THRESHOLD_
         length = session.pass_end(min(last, session.samples - 1)) - session.pass_start(first)
         if length >= threshold_s:
             long_spans.append((length, parts))
+    # A stretch keeps only the stack of its first sample (a CPU-bound callback's stretch may begin in
+    # `_run_once`), so its time is spread over where the loop thread was, in the same state, in all its
+    # samples away from the selector (from the step's stack counts); the first stack is the fallback.
+    where = _away_sites(session, tid, prefixes)
     culprits: dict = {}
     for _length, parts in long_spans:
         for passes, state, stack_id, nr in parts:
-            stack = session.stack(stack_id) if stack_id != NO_STACK else []
-            if stack:
-                function, file, line, caller = site_key(stack, prefixes)
-                place = file if is_library(file, prefixes) else f"{file}:{line}"
-                site = f"{function} ({place})"
-            else:
-                site, caller = "(no Python stack)", None
-            key = (site, caller, _doing(session, state, nr))
-            culprits[key] = culprits.get(key, 0.0) + passes * period
+            doing = _doing(session, state, nr)
+            spread = where.get(state) or {_site(session, stack_id, prefixes): 1}
+            total = sum(spread.values())
+            for (site, caller), n in spread.items():
+                key = (site, caller, doing)
+                culprits[key] = culprits.get(key, 0.0) + passes * period * n / total
     lag_s = sum(length for length, _ in long_spans)
     sampled_s = sampled * period or 1.0
     ranked = sorted(culprits.items(), key=lambda kv: -kv[1])[:TOP_CULPRITS]
