@@ -40,7 +40,7 @@ def build_result_urls(n: int) -> list:
 
 @app.get("/search")
 def search():
-    return {"results": len(build_result_urls(12))}
+    return {"results": len(build_result_urls(30))}
 
 
 @app.get("/health")
