@@ -5,8 +5,9 @@ VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 # Debian packages the tests use: bpftrace is the independent reference for exact mode;
-# prometheus scrapes the exporters; chromium loads the HTML report headless.
-APT_PACKAGES := bpftrace prometheus chromium
+# prometheus scrapes the exporters; chromium loads the HTML report headless; wrk and nginx are the
+# load generator's yardstick (bench/load_vs_wrk.py).
+APT_PACKAGES := bpftrace prometheus chromium wrk nginx
 
 .PHONY: help setup system-deps demo test lint bench wheel clean
 
@@ -34,8 +35,9 @@ setup: $(STAMP)  ## build the Rust extension and install gilty into .venv (CLI: 
 	@rm -f python/gilty/_native.cpython-*.so
 	VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(VENV))/bin:$$PATH $(VENV)/bin/maturin develop --release -q
 
-demo: setup  ## start the bundled demo service, record it for 10 s, print the diagnosis
+demo: setup  ## start the bundled demo service, record it for 10 s, print the diagnosis; then load the web demo
 	$(VPY) -m gilty.demo
+	$(VPY) -m gilty.demo.web
 
 test: setup system-deps  ## every test: Rust unit tests, layout and opcode generator checks, Python unit + integration tests
 	cargo test --release -q --workspace --exclude gilty-python

@@ -99,6 +99,10 @@ def test_connection_refused_is_counted_by_kind():
         (("http://127.0.0.1:1/", "--ramp", "5:1:1"), "need 0 < FROM <= TO"),
         (("http://127.0.0.1:1/", "--ramp", "1:5:1", "--slo", "p98=1ms"), "expected e.g. p99=50ms"),
         (("http://127.0.0.1:1/", "--rate", "10", "-H", "nocolon"), "is not a header"),
+        (("--rate", "10"), "give the URL to load"),
+        (("--locustfile", "/nonexistent/locustfile.py"), "no such locustfile"),
+        (("http://127.0.0.1:1/", "--locustfile", str(TARGETS / "locust_tasks.py"), "--rate", "10"), "not --rate or --ramp"),
+        (("http://127.0.0.1:1/", "http://127.0.0.1:2/", "--locustfile", str(TARGETS / "locust_tasks.py")), "at most one URL"),
     ],
 )
 def test_bad_input_is_one_line(args, message):
@@ -142,3 +146,7 @@ def test_profiled_knee_names_cpu_in_python_and_the_code():
     assert last["gil_utilisation"] + last["states"]["waiting_gil"] >= 0.85, last
     first = run["steps"][0]["profile"]
     assert first["gil_utilisation"] < last["gil_utilisation"]
+    # Per endpoint: the standard library's handle_one_request dispatches to the handler's do_GET.
+    top = last["endpoints"][0]
+    assert top["function"].rsplit(".", 1)[-1] == "do_GET" and top["file"].endswith("http_cpu_server.py"), top
+    assert top["top_site"].startswith("quote ("), top

@@ -15,7 +15,7 @@ from typing import NoReturn, Optional, Sequence
 
 from gilty import __version__
 from gilty._errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, CommandError, UsageError, exit_code_for_kind
-from gilty.cli import dump, load, memory, record, report, serve, specialization, top
+from gilty.cli import compare, dump, load, memory, record, report, serve, specialization, top
 
 COMMANDS = {
     "record": record,
@@ -26,6 +26,7 @@ COMMANDS = {
     "serve": serve,
     "report": report,
     "specialization": specialization,
+    "compare": compare,
 }
 
 

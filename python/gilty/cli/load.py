@@ -4,6 +4,7 @@
   gilty load http://127.0.0.1:8000/ --ramp 50:1000:50 --slo p99=50ms
   gilty load http://127.0.0.1:8000/ --ramp 50:500:50 --slo p99=50ms --profile MASTER_PID
   gilty load http://127.0.0.1:8000/ --ramp 50:500:50 -- gunicorn -w 4 app:app
+  gilty load http://127.0.0.1:8000 --locustfile locustfile.py --users 50 --workers 2 -- gunicorn app:app
 
 Requests start on a fixed schedule (constant or Poisson arrivals) whether or not earlier ones have
 returned; latency counts from each request's intended start, so a server stall is charged to every
@@ -13,12 +14,16 @@ limit and at most 1 % errors), and the knee is the highest rate that met it.
 With --profile PID (the server's master; its Python descendants are followed) or a server command
 after `--` (started, waited for until the URL answers, stopped at the end), every step also samples
 the server on the same clock: what its workers did, where, and at the knee the limit in plain words.
+
+With --locustfile, Locust runs headless (a master and --workers local workers) instead of gilty's
+generator; its closed-loop figures are labelled as such and joined per second with the profile.
 """
 
 from __future__ import annotations
 
 import argparse
-import socket
+import http.client
+import os
 import sys
 import threading
 import time
@@ -28,7 +33,7 @@ from dataclasses import asdict
 from gilty import launch
 from gilty._errors import EXIT_OK, EXIT_PARTIAL, CommandError, UsageError
 from gilty.cli.record import add_format_argument, emit, output_format, positive_float, positive_int
-from gilty.load import analysis, profile, render
+from gilty.load import analysis, locust, profile, render
 from gilty.load.plan import LoadOptions, native_plan, parse_header, parse_ramp, parse_slo, parse_url
 
 DEFAULT_DURATION_S = 10.0
@@ -39,8 +44,9 @@ ACCEPTS_CHILD_COMMAND = True
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
-    parser.usage = "gilty load URL[@WEIGHT] [URL ...] (--rate RPS | --ramp FROM:TO:STEP) [--duration S] [--slo p99=50ms] [options]"
-    parser.add_argument("urls", nargs="+", metavar="URL", help="http:// URL to load; URL@WEIGHT to weight several")
+    parser.usage = ("gilty load URL[@WEIGHT] [URL ...] (--rate RPS | --ramp FROM:TO:STEP) [--duration S] [--slo p99=50ms] [options]\n"
+                    "       gilty load [URL] --locustfile F [--users N] [--spawn-rate R] [--workers K] [--duration S] [options]")
+    parser.add_argument("urls", nargs="*", metavar="URL", help="http:// URL to load; URL@WEIGHT to weight several (with --locustfile: the host)")
     parser.add_argument("--rate", type=positive_float, metavar="RPS", help="requests started per second")
     parser.add_argument("--ramp", metavar="FROM:TO:STEP", help="step the rate up, stopping after the first step that misses the SLO")
     parser.add_argument("--duration", type=positive_float, metavar="S", help=f"seconds per run or per ramp step (default {DEFAULT_DURATION_S:g} / {DEFAULT_STEP_S:g})")
@@ -55,8 +61,14 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-H", "--header", action="append", default=[], metavar="'NAME: VALUE'", help="a request header (repeatable)")
     parser.add_argument("--body", help="request body (text)")
     parser.add_argument("--profile", type=positive_int, metavar="PID", help="sample this server process and its Python descendants during every step")
+    parser.add_argument("--warmup", type=positive_float, metavar="S", help="first load the server at the first rate for S seconds, unmeasured (lazy imports, caches, connections)")
+    parser.add_argument("--loop-lag", type=positive_float, default=20.0, metavar="MS", help="with a profile: report asyncio loop spans away from the selector longer than MS (default 20)")
+    parser.add_argument("--locustfile", metavar="F", help="run Locust headless with this locustfile instead (closed loop; see docs/load.md)")
+    parser.add_argument("--users", type=positive_int, default=10, metavar="N", help="with --locustfile: Locust users (default 10)")
+    parser.add_argument("--spawn-rate", type=positive_float, default=10.0, metavar="R", help="with --locustfile: users started per second (default 10)")
+    parser.add_argument("--workers", type=positive_int, default=1, metavar="K", help="with --locustfile: local Locust worker processes (default 1)")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
-    add_format_argument(parser)
+    add_format_argument(parser, ("text", "json", "html"))
 
 
 def _run_profiled_step(native, plan: dict, stop, pids: list) -> tuple:
@@ -72,19 +84,25 @@ def _run_profiled_step(native, plan: dict, stop, pids: list) -> tuple:
 
 
 def _wait_until_listening(url: str, child, timeout_s: float = SERVER_START_TIMEOUT_S) -> None:
-    """Until the URL's host and port accept a connection; a server that exits first is one line."""
+    """Until a GET of the URL gets an HTTP answer (any status): a prefork server's master accepts
+    connections before its workers have imported the app. A server that exits first is one line."""
     parts = urllib.parse.urlsplit(url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if child.poll() is not None:
             raise CommandError(f"the server command exited with status {child.returncode} before {host}:{port} answered")
+        conn = http.client.HTTPConnection(host, port, timeout=max(0.5, min(5.0, deadline - time.monotonic())))
         try:
-            with socket.create_connection((host, port), timeout=0.5):
-                return
-        except OSError:
+            conn.request("GET", path)
+            conn.getresponse().read()
+            return
+        except (OSError, http.client.HTTPException):
             time.sleep(0.1)
-    raise CommandError(f"the server did not listen on {host}:{port} within {timeout_s:g} s")
+        finally:
+            conn.close()
+    raise CommandError(f"the server did not answer on {host}:{port} within {timeout_s:g} s")
 
 
 def _run_step(native, plan: dict, stop) -> dict:
@@ -112,10 +130,92 @@ def _run_step(native, plan: dict, stop) -> dict:
     return out["result"]
 
 
+def _run_locust(args: argparse.Namespace, fmt: str) -> int:
+    """Locust's users instead of the open-loop generator; the server profiled meanwhile, as for a step."""
+    if args.rate is not None or args.ramp is not None:
+        raise UsageError("--locustfile runs Locust's own users (a closed loop): give --users, not --rate or --ramp")
+    if not os.path.isfile(args.locustfile):
+        raise UsageError(f"{args.locustfile}: no such locustfile")
+    if len(args.urls) > 1:
+        raise UsageError("with --locustfile give at most one URL: the host Locust's users call")
+    child_argv = getattr(args, "child_argv", None)
+    if child_argv is not None and args.profile is not None:
+        raise UsageError("give either --profile PID or a server command after --, not both")
+    if child_argv is not None and not args.urls:
+        raise UsageError("with a server command, give the URL it serves (Locust's host)")
+    # Locust joins the host and each task's path: "http://h:p/" + "/" would ask for "//".
+    host = parse_url(args.urls[0])[0].rstrip("/") if args.urls else None
+    duration = args.duration or DEFAULT_DURATION_S
+    run = locust.LocustRun(locust.LocustOptions(args.locustfile, args.users, args.spawn_rate, args.workers, duration, host))
+    locust.locust_command()  # a missing Locust is one line before any server starts
+    recording = prof = None
+    with launch.StopSignals() as stop:
+        child = None
+        try:
+            pids = [args.profile] if args.profile is not None else None
+            if child_argv is not None:
+                child = launch.start_command(child_argv)
+                _wait_until_listening(host, child)
+                pids = [child.pid]
+            print(f"gilty: Locust: {args.users} users, {args.workers} workers, {duration:g} s (closed loop)", file=sys.stderr)
+            if pids is None:
+                result = _blocking(run.run, stop, run.stop)
+            else:
+                native = launch.native_module()
+                result, recording = profile.profile_during(native, pids, run.run, stop, run.stop)
+                prof = profile.summarise_step(recording, args.loop_lag / 1e3)
+                if prof is not None:
+                    prof.memory = profile.memory_at_end(recording)
+        finally:
+            run.cleanup()
+            if child is not None:
+                launch.terminate(child)
+        stopped = stop.requested
+    locust.join_profile(result["seconds"], recording)
+    report = {
+        "locustfile": args.locustfile, "host": host, "users": args.users, "spawn_rate": args.spawn_rate,
+        "workers": args.workers, "duration_s": duration, "stopped": stopped, **result,
+        "profile": None if prof is None else asdict(prof),
+    }
+    if fmt == "html":
+        text = render.render_locust_html(report, recording)
+    else:
+        text = render.render_locust_json(report) if fmt == "json" else render.render_locust_text(report, prof)
+    emit(text, args.output)
+    return EXIT_PARTIAL if stopped else EXIT_OK
+
+
+def _blocking(call, stop, on_stop) -> dict:
+    """``call()`` in a thread, so that Ctrl-C (seen by the main thread) can ask it to end."""
+    out: dict = {}
+
+    def target():
+        try:
+            out["result"] = call()
+        except BaseException as e:  # noqa: BLE001 - handed back to the main thread
+            out["error"] = e
+
+    worker = threading.Thread(target=target, name="gilty-locust", daemon=True)
+    worker.start()
+    asked = False
+    while worker.is_alive():
+        worker.join(POLL_S)
+        if stop.requested and not asked:
+            on_stop()
+            asked = True
+    if "error" in out:
+        raise out["error"]
+    return out["result"]
+
+
 def run(args: argparse.Namespace) -> int:
+    fmt = args.format or ("html" if (args.output or "").lower().endswith((".html", ".htm")) else output_format(None, args.output))
+    if args.locustfile is not None:
+        return _run_locust(args, fmt)
+    if not args.urls:
+        raise UsageError("give the URL to load (see `gilty load --help`)")
     if (args.rate is None) == (args.ramp is None):
         raise UsageError("give either --rate RPS or --ramp FROM:TO:STEP (see `gilty load --help`)")
-    fmt = output_format(args.format, args.output)
     slo = parse_slo(args.slo)
     rates = [args.rate] if args.rate is not None else parse_ramp(args.ramp)
     duration = args.duration or (DEFAULT_DURATION_S if args.rate is not None else DEFAULT_STEP_S)
@@ -135,7 +235,7 @@ def run(args: argparse.Namespace) -> int:
     child_argv = getattr(args, "child_argv", None)
     if child_argv is not None and args.profile is not None:
         raise UsageError("give either --profile PID or a server command after --, not both")
-    steps, verdicts, profiles = [], [], []
+    steps, verdicts, profiles, recordings = [], [], [], []
     stopped = False
     with launch.StopSignals() as stop:
         child = None
@@ -145,15 +245,24 @@ def run(args: argparse.Namespace) -> int:
                 child = launch.start_command(child_argv)
                 _wait_until_listening(options.urls[0][0], child)
                 pids = [child.pid]
+            if args.warmup and not stop.requested:
+                print(f"gilty: warming up at {rates[0]:g} rps for {args.warmup:g} s (not measured)", file=sys.stderr)
+                _run_step(native, native_plan(options, rates[0], args.warmup), stop)
             for rate in rates:
+                if stop.requested:
+                    stopped = True
+                    break
                 print(f"gilty: loading at {rate:g} rps for {duration:g} s", file=sys.stderr)
                 plan = native_plan(options, rate, duration)
                 if pids is None:
                     step, prof = _run_step(native, plan, stop), None
                 else:
                     step, recording = _run_profiled_step(native, plan, stop, pids)
-                    prof = profile.summarise_step(recording)
+                    prof = profile.summarise_step(recording, args.loop_lag / 1e3)
+                    if prof is not None:
+                        prof.memory = profile.memory_at_end(recording)
                     step["profile"] = None if prof is None else asdict(prof)
+                    recordings.append((rate, recording))
                 verdict = analysis.judge(step, slo)
                 steps.append(step)
                 verdicts.append(verdict)
@@ -170,6 +279,9 @@ def run(args: argparse.Namespace) -> int:
     if knee is not None and knee.limit == "concurrency" and profiles and profiles[-1] is not None:
         knee.limit, why = profile.limit_from_profile(profiles[-1])
         knee.explanation = f"{knee.explanation.split(';')[0]}; {why}"
+        also = profile.other_causes(profiles[-1], knee.limit)
+        if also:
+            knee.explanation += ". Also: " + "; ".join(also)
     result = {
         "urls": options.urls,
         "arrivals": options.arrivals,
@@ -183,5 +295,9 @@ def run(args: argparse.Namespace) -> int:
     for v in verdicts:
         if v.generator_behind:
             print(f"gilty: warning: at {v.rate:g} rps the generator fell behind its schedule; latencies include its delay", file=sys.stderr)
-    emit(render.render_json(result) if fmt == "json" else render.render_text(result), args.output)
+    if fmt == "html":
+        text = render.render_html(result, recordings[-1] if recordings else None)
+    else:
+        text = render.render_json(result) if fmt == "json" else render.render_text(result)
+    emit(text, args.output)
     return EXIT_PARTIAL if stopped else EXIT_OK

@@ -94,6 +94,7 @@ def find_knee(steps: list, verdicts: list, slo: Optional[tuple]) -> Knee:
         max_tp,
         concurrency,
         "concurrency",
-        f"above {rate if rate is not None else 0:g} rps {slo_text} no longer holds; the server completes at most "
+        (f"above {rate:g} rps {slo_text} no longer holds" if rate is not None else f"already at {first_bad.rate:g} rps {slo_text} does not hold")
+        + "; the server completes at most "
         f"{max_tp:.0f} rps, i.e. about {c} requests at a time at its low-load service time",
     )

@@ -12,6 +12,9 @@ from typing import Any, Callable, Optional
 from gilty import processes
 from gilty.analysis.states import gc_share, gil_utilisation, mean_waiting_threads, thread_states
 from gilty.analysis.syscalls import IO_WAIT, SELECT_WAIT, idle_kind
+from gilty.load import endpoints, eventloop
+from gilty.monitor.memory_self import memory_self
+from gilty.load.sites import is_library, library_prefixes, site_key
 from gilty.session import GC, HOLDING_GIL, IDLE, STATE_NAMES, Recording
 
 PROFILE_RATE_HZ = 200.0
@@ -37,6 +40,11 @@ class StepProfile:
     states: dict  # state name -> share of the busy processes' request-handling threads' samples
     idle_kinds: dict  # idle kind -> share of the same samples
     sites: list = field(default_factory=list)  # [Site], the busiest first
+    endpoints: list = field(default_factory=list)  # [endpoints.Endpoint], most server time first
+    loops: list = field(default_factory=list)  # [eventloop.LoopLag], the most lagging first
+    rate_hz: float = PROFILE_RATE_HZ  # of the sampling, so a reader can turn seconds back into samples
+    memory: list = field(default_factory=list)  # [{"pid", "rss", "pss", "uss"}] bytes, read as the step ended
+    background: list = field(default_factory=list)  # [endpoints.BackgroundThread]: GIL held outside requests
 
 
 def _busy(recording: Recording) -> list:
@@ -45,37 +53,7 @@ def _busy(recording: Recording) -> list:
     return busy or sessions
 
 
-def _label(frame: tuple) -> str:
-    function, file, line = frame
-    return f"{function} ({file}:{line})"
-
-
-def library_prefixes(session) -> tuple:
-    """Path prefixes of the target's standard library (from its executable's install prefix)."""
-    exe = session.target.executable or ""
-    prefix = exe.rsplit("/bin/", 1)[0] if "/bin/" in exe else ""
-    return (f"{prefix}/lib/python",) if prefix else ()
-
-
-def is_library(file: str, prefixes: tuple) -> bool:
-    return "site-packages/" in file or "dist-packages/" in file or file.startswith(prefixes) or file.startswith("<frozen")
-
-
-def _site_key(stack: list, prefixes: tuple) -> tuple:
-    """(function, file, line, caller label) of where the time goes, as the application sees it: inside
-    a library, the library function the application called (`quote`) and the application frame that
-    called it (`build_url`); in the application's own code, the innermost frame and its caller."""
-    k = next((i for i, f in enumerate(stack) if not is_library(f[1], prefixes)), None)
-    if k is None:
-        function, file, line = stack[0]
-        return function, file, line, None
-    site = stack[k - 1] if k > 0 else stack[0]
-    caller_index = k if k > 0 else 1
-    caller = _label(stack[caller_index]) if caller_index < len(stack) else None
-    return site[0], site[1], site[2], caller
-
-
-def summarise_step(recording: Recording) -> Optional[StepProfile]:
+def summarise_step(recording: Recording, loop_threshold_s: float = eventloop.DEFAULT_THRESHOLD_S) -> Optional[StepProfile]:
     sessions = _busy(recording)
     if not sessions:
         return None
@@ -109,10 +87,11 @@ def summarise_step(recording: Recording) -> Optional[StepProfile]:
             if not stack:
                 continue
             # Pool a library function's lines: `quote` is one site whichever of its lines was sampled.
-            function, file, line, caller = _site_key(stack, prefixes)
+            function, file, line, caller = site_key(stack, prefixes)
             key = (function, file, line if not is_library(file, prefixes) else 0, caller)
             sites[key] = sites.get(key, 0) + n
     ranked = sorted(sites.items(), key=lambda kv: -kv[1])[:TOP_SITES]
+    loops = eventloop.loop_lags([s for s in recording.sessions if s.samples], loop_threshold_s)
     return StepProfile(
         processes=len(recording.sessions),
         busy_processes=len(sessions),
@@ -122,13 +101,33 @@ def summarise_step(recording: Recording) -> Optional[StepProfile]:
         states={name: counts[code] / total for code, name in enumerate(STATE_NAMES)},
         idle_kinds={k: n / total for k, n in sorted(kinds.items(), key=lambda kv: -kv[1])},
         sites=[Site(f, file, line, caller, n / passes_total) for (f, file, line, caller), n in ranked],
+        # Every process, not only the busy ones: a worker whose loop is blocked in a sleep holds no GIL.
+        endpoints=endpoints.endpoint_table(recording.sessions),
+        loops=loops,
+        rate_hz=recording.rate_hz,
+        background=endpoints.background_threads(recording.sessions, {(lag.pid, lag.tid) for lag in loops}),
     )
+
+
+# A loop away from its selector (in spans over the threshold) this much of the time is the limit: every
+# request on that worker waits for those spans whatever else the server could do.
+LOOP_LAG_LIMIT_SHARE = 0.3
+
+
+def loop_words(loop: eventloop.LoopLag) -> str:
+    top = loop.culprits[0] if loop.culprits else None
+    where = ""
+    if top is not None:
+        where = f"; most of it under `{top.site}`" + (f" called from `{top.caller}`" if top.caller else "") + f", {top.doing}"
+    return (f"the event loop of pid {loop.pid} ({loop.thread}) did not get back to its selector for {loop.lag_share:.0%} "
+            f"of the time in {loop.spans} spans over {loop.threshold_s * 1e3:g} ms (up to {loop.max_span_s * 1e3:.0f} ms){where}")
 
 
 def limit_from_profile(p: StepProfile) -> tuple:
     """(limit name, plain words) for a step past the knee, from what the server's workers did."""
     n = p.busy_processes
-    workers = f"the {n} busiest process{'es' if n != 1 else ''}"
+    workers = f"the {n} busiest processes" if n != 1 else "the busiest process"
+    verb = (lambda plural: plural) if n != 1 else (lambda plural: {"spend": "spends", "hold": "holds", "are": "is", "run": "runs"}[plural])
     top = p.sites[0] if p.sites else None
     where = ""
     if top is not None:
@@ -136,22 +135,38 @@ def limit_from_profile(p: StepProfile) -> tuple:
         where = f", {top.share:.0%} under `{top.function}` ({place})"
         if top.caller:
             where += f" called from `{top.caller}`"
+    loop = p.loops[0] if p.loops else None
+    if loop is not None and loop.lag_share >= LOOP_LAG_LIMIT_SHARE:
+        return "event loop blocked", loop_words(loop)
     if p.gc_share >= 0.10:
-        return "GC", f"{workers} spend {p.gc_share:.0%} of their time collecting garbage"
+        return "GC", f"{workers} {verb('spend')} {p.gc_share:.0%} of their time collecting garbage"
     waiting = p.states.get("waiting_gil", 0)
     # Past the knee requests queue: a server whose Python holds the GIL most of the time (or as much as
     # the CPUs it shares let it) is limited by that Python work.
     if p.gil_utilisation >= 0.85 or (p.gil_utilisation >= 0.5 and waiting < 0.25):
         queued = f"; their other threads wait for it {waiting:.0%} of the time" if waiting >= 0.1 else ""
-        return "CPU in Python", f"{workers} hold the GIL {p.gil_utilisation:.0%} of the time{where}{queued}"
+        return "CPU in Python", f"{workers} {verb('hold')} the GIL {p.gil_utilisation:.0%} of the time{where}{queued}"
     if p.mean_waiting_threads >= 0.5 and waiting >= 0.25:
         return "GIL contention", f"threads of {workers} wait for the GIL {waiting:.0%} of the time{where}"
     io = p.idle_kinds.get(IO_WAIT, 0) + p.idle_kinds.get(SELECT_WAIT, 0)
     if io >= 0.5:
-        return "I/O wait on a dependency", f"{workers} are blocked in I/O {io:.0%} of the time while requests queue"
+        return "I/O wait on a dependency", f"{workers} {verb('are')} blocked in I/O {io:.0%} of the time while requests queue"
     if p.states.get("native", 0) >= 0.5:
-        return "native code", f"{workers} run native code without the GIL {p.states['native']:.0%} of the time"
-    return "concurrency", f"{workers} are mostly idle ({p.states.get('idle', 0):.0%}, e.g. sleeping) while requests queue: too few requests are served at once"
+        return "native code", f"{workers} {verb('run')} native code without the GIL {p.states['native']:.0%} of the time"
+    return "concurrency", f"{workers} {verb('are')} mostly idle ({p.states.get('idle', 0):.0%}, e.g. sleeping) while requests queue: too few requests are served at once"
+
+
+def memory_at_end(recording: Recording) -> list:
+    """RSS, PSS and USS (private pages) of the recording's processes still alive, from one read of
+    each one's /proc/PID/smaps_rollup: what the workers hold after the step's load."""
+    out = []
+    for s in recording.sessions:
+        if s.exited:
+            continue
+        m = memory_self(f"/proc/{s.target.pid}/smaps_rollup")
+        if m is not None:
+            out.append({"pid": s.target.pid, "rss": m["rss"], "pss": m["pss"], "uss": m["private"]})
+    return out
 
 
 class _StepStop:
@@ -201,3 +216,21 @@ def profile_during(
         raise out["error"]
     return out["result"], recording
 
+
+
+def other_causes(p: StepProfile, limit: str) -> list:
+    """Plain words for what else slowed the server in a step besides the named limit: a lagging event
+    loop, and threads holding the GIL outside any request."""
+    out = []
+    loop = p.loops[0] if p.loops else None
+    if loop is not None and limit != "event loop blocked" and loop.spans and loop.lag_share >= 0.05:
+        out.append(loop_words(loop))
+    cpu = [e for e in p.endpoints if e.file and e.share_holding >= 0.5]
+    if cpu and limit not in ("CPU in Python",):
+        e = max(cpu, key=lambda e: e.total_s * e.share_holding)
+        where = f", {e.top_site_share:.0%} under `{e.top_site}`" if e.top_site else ""
+        out.append(f"endpoint `{e.label}` holds the GIL {e.share_holding:.0%} of its time{where}")
+    for b in p.background[:2]:
+        where = f", most under `{b.top_site}`" if b.top_site else ""
+        out.append(f"thread {b.thread} (pid {b.pid}) holds the GIL {b.share_holding:.0%} of its time outside any request{where}")
+    return out

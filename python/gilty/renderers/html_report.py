@@ -150,7 +150,7 @@ def _process(session: Session, frames: dict, frame_list: list) -> dict:
     }
 
 
-def page_data(recording: Recording) -> dict:
+def page_data(recording: Recording, load: Optional[dict] = None) -> dict:
     frames: dict = {}
     frame_list: list = []
     processes = [_process(s, frames, frame_list) for s in recording.sessions]
@@ -166,6 +166,7 @@ def page_data(recording: Recording) -> dict:
         "partial_reason": recording.partial_reason if recording.partial else None,
         "frames": frame_list,
         "processes": processes,
+        "load": load,  # a `gilty load` report (drawn by load.js), or None
     }
 
 
@@ -189,8 +190,12 @@ def title(recording: Recording) -> str:
     return "gilty: " + (labels[0] if len(labels) == 1 else f"{len(labels)} processes")
 
 
-def render(recording: Recording) -> str:
-    parts = {"CSS": _inlined("report.css"), "JS": _inlined("report.js"), "DATA": script_json(page_data(recording))}
+def render(recording: Recording, load: Optional[dict] = None) -> str:
+    """The page of a recording; with ``load`` (a `gilty load` JSON report) also the load part."""
+    css, js = _inlined("report.css"), _inlined("report.js")
+    if load is not None:
+        css, js = css + _inlined("load.css"), js + "\n" + _inlined("load.js")
+    parts = {"CSS": css, "JS": js, "DATA": script_json(page_data(recording, load))}
     page = _asset("report.html").replace("@TITLE@", html.escape(title(recording)))
     # One pass: text substituted in is never searched for tokens again.
     return _TOKEN.sub(lambda m: parts[m.group(1)], page)

@@ -1,0 +1,65 @@
+"""Compare two load runs or two recordings, and say which differences are beyond run-to-run noise.
+
+  gilty load URL --ramp 50:500:50 --slo p99=50ms -o before.json -- gunicorn app:app
+  gilty load URL --ramp 50:500:50 --slo p99=50ms -o after.json  -- gunicorn app:app
+  gilty compare before.json after.json
+
+A and B are both JSON reports of `gilty load`, or both of `gilty record`. Load runs are compared
+per step (matched by rate: throughput, p50/p90/p99, errors), per URL (matched by path) and per
+endpoint; recordings per thread name (state shares) and overall (GIL utilisation). Noise is
+estimated from each run's own seconds (docs/load.md, "Comparing runs").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from gilty._errors import EXIT_OK, EXIT_USAGE, CommandError
+from gilty.cli.record import add_format_argument, emit, output_format
+from gilty.load import compare
+from gilty.session import Recording
+
+
+def prepare_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("a", metavar="A.json", help="the first run (the baseline)")
+    parser.add_argument("b", metavar="B.json", help="the second run")
+    parser.add_argument("-o", "--output", metavar="FILE", help="write the comparison to FILE instead of stdout")
+    add_format_argument(parser, ("text", "json"))
+
+
+def _read(path: str) -> tuple:
+    """(kind, data): ("load", the load report) or ("recording", Recording)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except OSError as e:
+        raise CommandError(f"cannot read {path}: {e.strerror or e}", EXIT_USAGE) from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise CommandError(f"{path} is not JSON ({e})", EXIT_USAGE) from None
+    if isinstance(data, dict) and data.get("kind") == "load" and isinstance(data.get("steps"), list):
+        return "load", data
+    raw = data.get("recording") if isinstance(data, dict) else None
+    if isinstance(raw, dict) and "recording_format_version" in raw:
+        try:
+            return "recording", Recording.from_dict(raw)
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise CommandError(f"{path}: the recording in it is damaged ({type(e).__name__}: {e})", EXIT_USAGE) from None
+    raise CommandError(f"{path} is neither a `gilty load` nor a `gilty record` JSON report", EXIT_USAGE)
+
+
+def run(args: argparse.Namespace) -> int:
+    fmt = output_format(args.format, args.output)
+    kind_a, a = _read(args.a)
+    kind_b, b = _read(args.b)
+    if kind_a != kind_b:
+        raise CommandError(f"cannot compare a {kind_a} report ({args.a}) with a {kind_b} report ({args.b})", EXIT_USAGE)
+    try:
+        rows = compare.compare_load(a, b) if kind_a == "load" else compare.compare_recordings(a, b)
+    except (KeyError, TypeError) as e:
+        raise CommandError(f"a report lacks a field the comparison needs ({type(e).__name__}: {e})", EXIT_USAGE) from None
+    if not rows:
+        raise CommandError(f"{args.a} and {args.b} have nothing in common to compare (no step at the same rate, no thread of the same name)", EXIT_USAGE)
+    render = compare.render_json if fmt == "json" else compare.render_text
+    emit(render(args.a, args.b, kind_a, rows), args.output)
+    return EXIT_OK

@@ -1,0 +1,160 @@
+"""Server time per endpoint: each sample whose stack passes through a web framework's dispatch is
+charged to the handler the framework called (the first application frame inside the dispatch
+frame), whatever the thread was doing there: holding the GIL, waiting for it, blocked, in native code.
+
+The dispatch frames are the framework's own (function, file) pairs; a handler is any frame outside
+the standard library and site-packages, so decorators and wrappers from libraries are looked through.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Optional
+
+from gilty.load.sites import is_library, library_prefixes, site_key
+from gilty.session import HOLDING_GIL, GC, IDLE, STATE_NAMES, Session
+
+# (last component of the function's name, a path fragment of its file): the frame that calls the
+# handler. The last component, because 3.10 frames carry bare names and 3.11+ qualified ones.
+DISPATCH_FRAMES = (
+    ("run_endpoint_function", "fastapi/routing.py"),  # FastAPI, async endpoints (sync ones: below)
+    ("run", "anyio/_backends/_asyncio.py"),  # a sync endpoint in AnyIO's worker thread (FastAPI/Starlette)
+    ("app", "starlette/routing.py"),  # Starlette's request_response
+    ("dispatch_request", "flask/"),  # Flask views
+    ("_get_response", "django/core/handlers/base.py"),  # Django views
+    ("handle_request", "gunicorn/workers/"),  # any WSGI app under gunicorn's sync/gthread workers
+    ("handle_one_request", "http/server.py"),  # the standard library's BaseHTTPRequestHandler.do_*
+)
+FRAMEWORK = "(framework)"  # inside a dispatch frame but not (yet) in a handler
+TOP_ENDPOINTS = 10
+
+
+def _is_dispatch(frame: tuple) -> bool:
+    function, file, _line = frame
+    last = function.rsplit(".", 1)[-1]
+    return any(last == name and fragment in file for name, fragment in DISPATCH_FRAMES)
+
+
+def handler_frame(stack: list, prefixes: tuple) -> Optional[tuple]:
+    """The handler a stack (innermost first) is in: the first application frame inside the innermost
+    dispatch frame; ``FRAMEWORK`` inside a dispatch frame without one; None outside any dispatch."""
+    dispatch = next((i for i, f in enumerate(stack) if _is_dispatch(f)), None)
+    if dispatch is None:
+        return None
+    for frame in reversed(stack[:dispatch]):  # from the dispatch frame inwards
+        if not is_library(frame[1], prefixes):
+            return frame
+    return FRAMEWORK
+
+
+@dataclass
+class Endpoint:
+    function: str
+    file: str
+    seconds: dict  # state name -> thread-seconds of samples in this handler
+    total_s: float
+    share_holding: float  # of total_s: holding the GIL (running Python or collecting)
+    top_site: Optional[str] = None  # where it held the GIL most, as the application sees it
+    top_site_share: float = 0.0
+
+    @property
+    def label(self) -> str:
+        return self.function if self.file == "" else f"{self.function} ({os.path.basename(self.file)})"
+
+
+@dataclass
+class _Acc:
+    counts: list = field(default_factory=lambda: [0.0] * len(STATE_NAMES))
+    sites: dict = field(default_factory=dict)
+
+
+def _pass_seconds(session: Session) -> float:
+    return session.duration_s / session.samples if session.samples else session.period_s
+
+
+def endpoint_table(sessions: list) -> list:
+    """[Endpoint] over the given sessions, most server time first; idle time of the framework row
+    is left out (a pool thread parked in its queue is not serving anyone)."""
+    acc: dict = {}
+    for s in sessions:
+        prefixes = library_prefixes(s)
+        seconds = _pass_seconds(s)
+        handlers: dict = {}  # stack_id -> handler frame (stacks repeat across threads and states)
+        for (_tid, state, stack_id), n in s.stack_counts().items():
+            if stack_id not in handlers:
+                handlers[stack_id] = handler_frame(s.stack(stack_id), prefixes)
+            frame = handlers[stack_id]
+            if frame is None or (frame == FRAMEWORK and state == IDLE):
+                continue
+            key = ("(framework)", "") if frame == FRAMEWORK else (frame[0], frame[1])
+            a = acc.setdefault(key, _Acc())
+            code = state if 0 <= state < len(STATE_NAMES) else len(STATE_NAMES) - 1
+            a.counts[code] += n * seconds
+            if state in (HOLDING_GIL, GC):
+                function, file, line, caller = site_key(s.stack(stack_id), prefixes)
+                place = file if is_library(file, prefixes) else f"{file}:{line}"
+                label = f"{function} ({place})"
+                a.sites[label] = a.sites.get(label, 0.0) + n * seconds
+    out = []
+    for (function, file), a in acc.items():
+        total = sum(a.counts)
+        if total <= 0:
+            continue
+        holding = a.counts[HOLDING_GIL] + a.counts[GC]
+        top = max(a.sites.items(), key=lambda kv: kv[1], default=None)
+        out.append(Endpoint(
+            function=function,
+            file=file,
+            seconds={name: a.counts[code] for code, name in enumerate(STATE_NAMES) if a.counts[code] > 0},
+            total_s=total,
+            share_holding=holding / total,
+            top_site=top[0] if top else None,
+            top_site_share=top[1] / total if top else 0.0,
+        ))
+    out.sort(key=lambda e: -e.total_s)
+    return out[:TOP_ENDPOINTS]
+
+
+# A thread outside any request that holds the GIL this share of its time competes with the handlers.
+BACKGROUND_HOLDING_SHARE = 0.1
+
+
+@dataclass
+class BackgroundThread:
+    pid: int
+    tid: int
+    thread: str
+    share_holding: float  # of the thread's samples: holding the GIL outside any handler
+    top_site: Optional[str]
+
+
+def background_threads(sessions: list, skip_tids: set) -> list:
+    """Threads that hold the GIL outside any request handler (a logging or metrics thread), the busiest
+    first; ``skip_tids`` ({(pid, tid)}) are left out (event-loop threads, whose callbacks run outside
+    handlers by design)."""
+    out = []
+    for s in sessions:
+        prefixes = library_prefixes(s)
+        per_tid: dict = {}  # tid -> [samples, holding outside handlers, {site: n}]
+        for (tid, state, stack_id), n in s.stack_counts().items():
+            if (s.target.pid, tid) in skip_tids:
+                continue
+            acc = per_tid.setdefault(tid, [0, 0, {}])
+            acc[0] += n
+            if state not in (HOLDING_GIL, GC):
+                continue
+            stack = s.stack(stack_id)
+            if stack and handler_frame(stack, prefixes) is not None:
+                continue
+            acc[1] += n
+            if stack:
+                function, file, line, _caller = site_key(stack, prefixes)
+                label = f"{function} ({file if is_library(file, prefixes) else f'{file}:{line}'})"
+                acc[2][label] = acc[2].get(label, 0) + n
+        for tid, (total, holding, sites) in per_tid.items():
+            if total and holding / total >= BACKGROUND_HOLDING_SHARE:
+                top = max(sites.items(), key=lambda kv: kv[1])[0] if sites else None
+                out.append(BackgroundThread(s.target.pid, tid, s.thread_name(tid), holding / total, top))
+    out.sort(key=lambda b: -b.share_holding)
+    return out

@@ -1,0 +1,72 @@
+"""`gilty load … -o run.html`: the shared HTML report with the load part on top (issue 8, item 8),
+checked in headless Chromium after its scripts ran (--dump-dom): the latency and throughput curve
+with one point per step, the knee marked, a row per step with the server's state bar, the endpoint
+table with the handler, and below them the recording's own sections."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import TARGETS, free_port, gilty_command, gilty_env
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory) -> tuple:
+    out = tmp_path_factory.mktemp("load-html") / "run.html"
+    port = free_port()
+    done = subprocess.run(
+        [*gilty_command(), "load", f"http://127.0.0.1:{port}/", "--ramp", "10:250:40", "--duration", "2", "--slo", "p99=1s", "--warmup", "1",
+         "-o", str(out), "--", sys.executable, str(TARGETS / "http_cpu_server.py"), str(port), "60"],
+        capture_output=True, text=True, timeout=240, env=gilty_env(),
+    )
+    assert done.returncode == 0, done.stderr
+    text = out.read_text(encoding="utf-8")
+    data = json.loads(re.search(r'<script type="application/json" id="gilty-data">(.*?)</script>', text, re.S).group(1))
+    return text, data
+
+
+def test_the_page_carries_the_load_run_and_a_step_recording(page):
+    _text, data = page
+    load = data["load"]
+    # A 1 s objective leaves room for other jobs on the machine: the first steps meet it, a later one not.
+    assert load["kind"] == "load" and len(load["steps"]) >= 2, [s["verdict"] for s in load["steps"]]
+    assert load["knee"]["rate"] is not None
+    # the recording below the load part is the server during the last step
+    assert load["recording_step"] == load["steps"][-1]["requested_rate"]
+    assert data["processes"] and any(t["name"] for p in data["processes"] for t in p["threads"])
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (make system-deps installs it)")
+def test_chromium_draws_the_curve_steps_and_endpoints(page, tmp_path):
+    text, data = page
+    path = tmp_path / "run.html"
+    path.write_text(text, encoding="utf-8")
+    args = [CHROMIUM, "--headless", "--disable-gpu", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
+            "--dump-dom", path.as_uri()]
+    if os.geteuid() == 0:  # Chromium refuses to run its sandbox as root
+        args.insert(1, "--no-sandbox")
+    dom = subprocess.run(args, capture_output=True, text=True, timeout=60).stdout
+    steps = data["load"]["steps"]
+    assert 'id="load-section"' in dom
+    for series in ("p50", "p99", "throughput"):
+        points = re.search(rf'points="([^"]*)"[^>]*data-series="{series}"', dom)
+        assert points and len(points.group(1).split()) == len(steps), series
+    knee = data["load"]["knee"]
+    assert ('id="load-knee-line"' in dom) == (knee["rate"] is not None and knee["limit"] != "none reached"), knee
+    table = re.search(r'<table id="load-steps">(.*?)</table>', dom, re.S).group(1)
+    assert table.count("<tr") == len(steps) + 1
+    assert table.count('class="state-bar"') == len(steps)
+    endpoints = html.unescape(re.search(r'<table id="load-endpoints">(.*?)</table>', dom, re.S).group(1))
+    assert "do_GET (http_cpu_server.py)" in endpoints and "quote (" in endpoints
+    # the recording's own sections are still drawn below
+    assert 'id="flamegraph"' in dom and 'class="frame"' in dom
