@@ -66,6 +66,8 @@ def record(tmp_path, interp, name: str, busy: float) -> str:
 def test_recordings_side_by_side(tmp_path, interp):
     if interp.path is None:
         pytest.skip(interp.skip_reason)
+    if interp.id.startswith("debian") or interp.minor_str != "3.12":
+        pytest.skip("compare reads reports, whatever version recorded them: checked on pyenv 3.12 only (suite time)")
     a, again, busier = (record(tmp_path, interp, n, b) for n, b in (("a", 0.3), ("again", 0.3), ("busier", 0.7)))
     same = compare(a, again)
     assert same["compared"] == "recording"
