@@ -8,6 +8,7 @@
 
 use crate::linetable::{line_310, line_311};
 use crate::method_class::{FirstArg, TypeNames};
+use crate::process::block_cache::BlockCache;
 use crate::process::memory::Memory;
 use crate::pyobjects::{read_bytes, read_unicode};
 use gilty_layouts::Layout;
@@ -24,6 +25,8 @@ const RECHECK_CODE_AFTER: Duration = Duration::from_millis(200);
 /// Deeper chains are taken as a cycle read from memory that changed under us.
 pub const MAX_DEPTH: usize = 2048;
 const MAX_LINETABLE: usize = 1 << 20;
+/// Most of a data-stack chunk read in one go (the newest part; older frames are read as needed).
+const MAX_CHUNK_READ: u64 = 256 << 10;
 /// `_PyInterpreterFrame.owner` value of the shim frame a C caller pushes (3.12+, pycore_frame.h).
 const FRAME_OWNED_BY_CSTACK: u8 = 3;
 /// 3.10 `PyFrameObject.f_state` values (Include/cpython/frameobject.h).
@@ -161,11 +164,46 @@ impl<'a> FrameWalker<'a> {
         Ok(self.mem.read_u64(cframe + l.cframe_current_frame.unwrap())?)
     }
 
+    /// The thread's current frame as the walk's first read sees it, with the used part of its
+    /// data-stack chunk (3.11+) loaded into `reads` in one read: the frames a walk visits are then
+    /// copied out of one snapshot instead of read one by one. The current-frame pointer and the
+    /// chunk bounds come from one read of the thread state, so they belong together.
+    fn start_walk(&self, tstate: u64, reads: &BlockCache) -> Result<u64, WalkError> {
+        let l = self.layout;
+        let (Some(chunk_off), Some(top_off)) = (l.tstate_datastack_chunk, l.tstate_datastack_top) else {
+            return self.top_frame(tstate);
+        };
+        let frame_off = l.tstate_current_frame.or(l.tstate_cframe).ok_or(WalkError::Torn)?;
+        let lo = frame_off.min(chunk_off).min(top_off);
+        let hi = frame_off.max(chunk_off).max(top_off) + 8;
+        let mut head = vec![0u8; (hi - lo) as usize];
+        self.mem.read(tstate + lo, &mut head)?;
+        let ptr = u64_at(&head, frame_off - lo);
+        let chunk = u64_at(&head, chunk_off - lo);
+        let top = u64_at(&head, top_off - lo);
+        let first = match (l.tstate_cframe, l.cframe_current_frame) {
+            (Some(_), Some(cf_off)) if ptr != 0 => reads.read_u64(ptr + cf_off)?,
+            (Some(_), _) => 0,
+            _ => ptr,
+        };
+        if chunk != 0 && top > chunk {
+            // A very deep stack: the newest frames are the ones every walk visits.
+            let from = chunk.max(top.saturating_sub(MAX_CHUNK_READ));
+            // Failing here only costs the shortcut: the walk reads frame by frame.
+            let _ = reads.load(from, (top - from) as usize);
+        }
+        Ok(first)
+    }
+
     /// The thread's stack, innermost first, and where the innermost frame stands (code, instruction).
     ///
+    /// Frames are read through a per-walk `BlockCache` (3.11+: the data-stack chunk in one read;
+    /// frames elsewhere, such as generators' and 3.10's heap frames, a page at a time).
+    ///
     /// Consistency rules, any failure being `Torn`:
-    /// - the thread's current frame reads the same after the walk as before it (the stack did not
-    ///   move under us; a stack that moved and came back to the same address is not caught by this);
+    /// - the thread's current frame, read again from the target after the walk, is the one the walk
+    ///   started from (the stack did not move under us; a stack that moved and came back to the
+    ///   same address is not caught by this);
     /// - 3.10: every frame is live (`f_state` executing or unwinding; the innermost may also be just
     ///   created or resuming). Freed frames keep their `f_code` and link through `f_back` into the
     ///   free list, which ends in NULL: without this a walk reaching a freed frame ends early or
@@ -177,14 +215,15 @@ impl<'a> FrameWalker<'a> {
         let l = self.layout;
         let mut out = Vec::new();
         let mut top = None;
-        let first = self.top_frame(tstate)?;
+        let reads = BlockCache::new(self.mem);
+        let first = self.start_walk(tstate, &reads)?;
         let mut frame = first;
         let mut buf = vec![0u8; self.frame_read_len];
         while frame != 0 {
             if out.len() >= MAX_DEPTH {
                 return Err(WalkError::Torn);
             }
-            self.mem.read(frame, &mut buf)?;
+            reads.read(frame, &mut buf)?;
             let code = u64_at(&buf, l.frame_code);
             let previous = u64_at(&buf, l.frame_previous);
             if let Some(off) = l.frame_state {
@@ -218,6 +257,7 @@ impl<'a> FrameWalker<'a> {
             }
             frame = previous;
         }
+        // A fresh read, not the cached one: did the stack move while we walked it?
         if first != 0 && self.top_frame(tstate)? != first {
             return Err(WalkError::Torn);
         }
