@@ -212,15 +212,35 @@ impl<'a> FrameWalker<'a> {
     ///   first frame always is); 3.12+: it is the shim frame the first C caller pushed (owner
     ///   `FRAME_OWNED_BY_CSTACK`). A chain ending anywhere else ran into stale memory.
     pub fn walk(&self, tstate: u64, cache: &mut CodeCache) -> Result<Walked, WalkError> {
+        // Read the whole chain first and check it before decoding anything: the window in which the
+        // thread can move its stack under us is then only as long as the reads themselves.
+        let chain = self.read_chain(tstate)?;
+        let mut out = Vec::with_capacity(chain.len());
+        let mut top = None;
+        for &(code, instr, first_local) in &chain {
+            if let Some(f) = self.frame_at(code, instr, first_local, cache)? {
+                if top.is_none() {
+                    top = Some((code, instr));
+                }
+                out.push(f);
+            }
+        }
+        Ok((out, top))
+    }
+
+    /// (code, instruction, first local) of every frame with code, innermost first, checked as
+    /// `walk` describes.
+    fn read_chain(&self, tstate: u64) -> Result<Vec<(u64, i64, u64)>, WalkError> {
         let l = self.layout;
         let mut out = Vec::new();
-        let mut top = None;
         let reads = BlockCache::new(self.mem);
         let first = self.start_walk(tstate, &reads)?;
         let mut frame = first;
         let mut buf = vec![0u8; self.frame_read_len];
+        let mut depth = 0;
         while frame != 0 {
-            if out.len() >= MAX_DEPTH {
+            depth += 1;
+            if depth > MAX_DEPTH {
                 return Err(WalkError::Torn);
             }
             reads.read(frame, &mut buf)?;
@@ -245,23 +265,18 @@ impl<'a> FrameWalker<'a> {
                     (None, Some(off)) => u64_at(&buf, off),
                     _ => 0,
                 };
-                if let Some(f) = self.frame_at(code, instr, first_local, cache)? {
-                    if top.is_none() {
-                        top = Some((code, instr));
-                    }
-                    out.push(f);
-                }
+                out.push((code, instr, first_local));
             }
             if previous == frame {
                 return Err(WalkError::Torn);
             }
             frame = previous;
         }
-        // A fresh read, not the cached one: did the stack move while we walked it?
+        // A fresh read, not the cached one: did the stack move while we read it?
         if first != 0 && self.top_frame(tstate)? != first {
             return Err(WalkError::Torn);
         }
-        Ok((out, top))
+        Ok(out)
     }
 
     /// Whether a frame with no previous frame is where a thread's stack starts.
