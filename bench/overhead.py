@@ -273,7 +273,8 @@ def run_cpu4(python: str, sampler: Sampler, window_s: float, pin: bool, threads:
         text=True,
     )
     try:
-        ready = read_line(target, target.stdout, 15)
+        # Every thread must have had the GIL once before "ready": 200 threads take about 10 s.
+        ready = read_line(target, target.stdout, 15 + 0.2 * threads)
         pid = int(ready.split()[1])
         sampler.start(pid, SETTLE_S + window_s + 3.0, 1 if pin else None)
         time.sleep(max(0.0, SETTLE_S - (time.monotonic() - sampler.started)))

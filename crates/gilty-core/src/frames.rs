@@ -217,8 +217,10 @@ impl<'a> FrameWalker<'a> {
         let chain = self.read_chain(tstate)?;
         let mut out = Vec::with_capacity(chain.len());
         let mut top = None;
+        // Code objects, their names and line tables tend to share pages (unmarshalled together).
+        let code_reads = BlockCache::new(self.mem);
         for &(code, instr, first_local) in &chain {
-            if let Some(f) = self.frame_at(code, instr, first_local, cache)? {
+            if let Some(f) = self.frame_at(code, instr, first_local, cache, &code_reads)? {
                 if top.is_none() {
                     top = Some((code, instr));
                 }
@@ -337,10 +339,10 @@ impl<'a> FrameWalker<'a> {
 
     /// Decodes one frame; `Ok(None)` for a 3.13 frame whose executable is not a code object.
     /// `first_local` is the frame's first local variable (3.10 only, else 0).
-    fn frame_at(&self, code: u64, instr: i64, first_local: u64, cache: &mut CodeCache) -> Result<Option<Frame>, WalkError> {
+    fn frame_at(&self, code: u64, instr: i64, first_local: u64, cache: &mut CodeCache, mem: &dyn Memory) -> Result<Option<Frame>, WalkError> {
         let l = self.layout;
         let fresh = cache.map.get(&code).map(|info| info.checked.elapsed() < RECHECK_CODE_AFTER).unwrap_or(false);
-        if !fresh && !self.refresh_code(code, cache)? {
+        if !fresh && !self.refresh_code(code, cache, mem)? {
             return Ok(None);
         }
         let info = cache.map.get(&code).unwrap();
@@ -353,10 +355,10 @@ impl<'a> FrameWalker<'a> {
 
     /// Makes sure `cache` holds the code object at `code`, as it is now; false for a 3.13
     /// executable that is not a code object.
-    fn refresh_code(&self, code: u64, cache: &mut CodeCache) -> Result<bool, WalkError> {
+    fn refresh_code(&self, code: u64, cache: &mut CodeCache, mem: &dyn Memory) -> Result<bool, WalkError> {
         let l = self.layout;
         let mut head = vec![0u8; self.code_read_len];
-        self.mem.read(code, &mut head)?;
+        mem.read(code, &mut head)?;
         if let Some(ct) = self.code_type {
             if u64_at(&head, l.object_type) != ct {
                 if l.version.1 >= 13 {
@@ -370,9 +372,9 @@ impl<'a> FrameWalker<'a> {
         match cache.map.get_mut(&code) {
             Some(c) if c.key == key => c.checked = Instant::now(),
             _ => {
-                let function = read_unicode(self.mem, l, key.1)?;
-                let file = read_unicode(self.mem, l, key.0)?;
-                let linetable = read_bytes(self.mem, l, key.2, MAX_LINETABLE)?;
+                let function = read_unicode(mem, l, key.1)?;
+                let file = read_unicode(mem, l, key.0)?;
+                let linetable = read_bytes(mem, l, key.2, MAX_LINETABLE)?;
                 let firstlineno = i32_at(&head, l.code_firstlineno);
                 let first_arg = match l.code_varnames {
                     Some(off) => self.first_arg(u64_at(&head, off), i32_at(&head, l.code_argcount)),

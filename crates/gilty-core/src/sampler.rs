@@ -66,12 +66,16 @@ struct Stack {
 /// One thread in one pass: (tid, state, syscall number or -1, stack unless absent or torn).
 type Observed = (i32, ThreadState, i64, Option<Stack>);
 
-/// What a blocked thread looked like when last read, with its scheduling counters read just before:
-/// while the counters stay the same the thread has not run, so neither its syscall nor its stack can
-/// have changed, and the stack is not walked again.
+/// What a blocked thread looked like when last read, with its scheduling counters read just before and
+/// the GIL's `switch_number` of that pass. Its stack is not walked again while either
+/// - its counters stay the same: it has not run, so neither its syscall nor its stack can have changed; or
+/// - it still waits for the GIL and `switch_number` has not moved (and it is not the last holder): it
+///   cannot have taken the GIL, since taking it from another thread moves the counter, so it has run
+///   no Python code (a GIL waiter wakes every switch interval to check, so its counters move anyway).
 struct Still {
     tstate: u64,
-    sched: Schedstat,
+    sched: Option<Schedstat>,
+    switch_number: u64,
     syscall: SyscallState,
     stack: Stack,
     top: Option<(u64, i64)>,
@@ -379,9 +383,24 @@ impl Sampler {
                 still: None,
             });
             let holds = tstate != 0 && gil.locked && gil.last_holder == tstate;
+            let gil_wait = |s: SyscallState| matches!(s, SyscallState::Blocked { nr, arg0 } if nr == crate::syscalls::FUTEX && arg0 >= range.0 && arg0 < range.1);
+            let mut reused = None;
+            let mut syscall_now = None;
+            if stacks && !holds && tstate != 0 {
+                let waited = track.still.as_ref().filter(|st| {
+                    st.tstate == tstate && gil_wait(st.syscall) && st.switch_number == gil.switch_number && gil.last_holder != tstate
+                });
+                if let Some(st) = waited {
+                    let now = track.reader.as_mut().map(|r| r.read()).unwrap_or(SyscallState::Unavailable);
+                    if now == st.syscall {
+                        reused = Some((st.stack.clone(), st.top));
+                        syscall_now = Some(now);
+                    }
+                }
+            }
             // Read before the syscall and the stack, so that the same counters next pass mean the thread
             // has not run since before they were read (see `Still`).
-            let sched = if stacks && !holds && tstate != 0 {
+            let sched = if reused.is_none() && stacks && !holds && tstate != 0 {
                 track.schedstat.get_or_insert_with_result(|| SchedstatReader::open(pid, tid)).and_then(|r| r.read())
             } else {
                 None
@@ -389,14 +408,18 @@ impl Sampler {
             // A GIL holder is classified without its syscall: one read fewer on the busiest thread.
             let syscall = if holds {
                 SyscallState::Running
+            } else if let Some(s) = syscall_now {
+                s
             } else {
                 track.reader.as_mut().map(|r| r.read()).unwrap_or(SyscallState::Unavailable)
             };
-            let unchanged = match (&track.still, sched) {
-                (Some(st), Some(now)) => st.tstate == tstate && st.sched == now && st.syscall == syscall,
-                _ => false,
-            };
-            let reused = if unchanged { track.still.as_ref().map(|st| (st.stack.clone(), st.top)) } else { None };
+            if reused.is_none() {
+                let unchanged = match (&track.still, sched) {
+                    (Some(st), Some(now)) => st.tstate == tstate && st.sched == Some(now) && st.syscall == syscall,
+                    _ => false,
+                };
+                reused = if unchanged { track.still.as_ref().map(|st| (st.stack.clone(), st.top)) } else { None };
+            }
             let history = track.history;
             let was_idle = history.map(|h| h.state == ThreadState::Idle).unwrap_or(false);
             let blocked_not_gil = matches!(syscall, SyscallState::Blocked { nr, arg0 } if !(nr == crate::syscalls::FUTEX && arg0 >= range.0 && arg0 < range.1));
@@ -435,8 +458,10 @@ impl Sampler {
             let state = classify(&Observation { tstate, syscall, at_handoff_opcode, ran_since_idle }, &gil, gc, range, history);
             if let Some(track) = self.tracks.get_mut(&tid) {
                 track.history = Some(History { state, switch_number: gil.switch_number, was_last_holder: tstate != 0 && gil.last_holder == tstate });
-                track.still = match (sched, syscall, &stack) {
-                    (Some(sched), SyscallState::Blocked { .. }, Some(stack)) => Some(Still { tstate, sched, syscall, stack: stack.clone(), top }),
+                track.still = match (syscall, &stack) {
+                    (SyscallState::Blocked { .. }, Some(stack)) => {
+                        Some(Still { tstate, sched, switch_number: gil.switch_number, syscall, stack: stack.clone(), top })
+                    }
                     _ => None,
                 };
             }
