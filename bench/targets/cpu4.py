@@ -56,7 +56,10 @@ def main():
     for t in threads:
         t.start()
     started.set()
-    while not all(counts):
+    # Ready once every thread has spun, or after 5 s: with hundreds of threads some may wait that long
+    # for their first turn with the GIL on a busy machine (the window counts all iterations anyway).
+    deadline = time.monotonic() + 5.0
+    while not all(counts) and time.monotonic() < deadline:
         time.sleep(0.01)
     print("ready %d" % os.getpid(), flush=True)
 
