@@ -2,9 +2,9 @@
 
     .venv/bin/python bench/overhead.py [--python PATH ...] [--repeats 4] [--window 4] [--pin]
                                        [--samplers gilty,py-spy,py-spy-nb] [--rates 100,1000] [--nice N]
-                                       [--skip-overhead] [--skip-maxrate] [--json FILE]
+                                       [--threads 4] [--skip-overhead] [--skip-maxrate] [--json FILE]
 
-1. Overhead. bench/targets/cpu4.py (4 threads spinning in pure Python) measures its own
+1. Overhead. bench/targets/cpu4.py (--threads threads, default 4, spinning in pure Python) measures its own
    throughput (loop iterations per second, and per CPU-second of the target) over --window
    seconds, while one of these runs against it:
      none             no sampler (the baseline)
@@ -264,16 +264,17 @@ class PySpySampler(Sampler):
 # -- the overhead benchmark -------------------------------------------------------------------
 
 
-def run_cpu4(python: str, sampler: Sampler, window_s: float, pin: bool) -> dict:
+def run_cpu4(python: str, sampler: Sampler, window_s: float, pin: bool, threads: int = 4) -> dict:
     """One measurement: start the target, attach the sampler, let the target measure itself."""
     target = subprocess.Popen(
-        taskset(0 if pin else None) + [python, CPU4, "--window", f"{window_s:g}"],
+        taskset(0 if pin else None) + [python, CPU4, "--window", f"{window_s:g}", "--threads", str(threads)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
     try:
-        ready = read_line(target, target.stdout, 15)
+        # Every thread must have had the GIL once before "ready": 200 threads take about 10 s.
+        ready = read_line(target, target.stdout, 15 + 0.2 * threads)
         pid = int(ready.split()[1])
         sampler.start(pid, SETTLE_S + window_s + 3.0, 1 if pin else None)
         time.sleep(max(0.0, SETTLE_S - (time.monotonic() - sampler.started)))
@@ -318,7 +319,7 @@ def overhead(python: str, args: argparse.Namespace, py_spy: Optional[str]) -> di
         shift = round_no % len(configs)
         order = configs[shift:] + configs[:shift]
         for config in order:
-            result = run_cpu4(python, config, args.window, args.pin)
+            result = run_cpu4(python, config, args.window, args.pin, args.threads)
             result["round"] = round_no
             runs[config.name].append(result)
             print(f"  round {round_no + 1} {config.name:<16} {result['ips'] / 1e6:7.3f} M it/s  "
@@ -523,7 +524,7 @@ def markdown(report: dict) -> str:
                 which = (f"over the rounds in which other processes used at most {max_others * 100:.0f}% of a CPU during "
                          "both runs (\"clean\"; * = too few clean rounds, all rounds used)")
             others = statistics.median(r.get("others_cpu_share", 0.0) for runs in ov["runs"].values() for r in runs)
-            lines.append(f"cpu4 target, {report['window']:g} s window, {report['repeats']} interleaved rounds{', target on CPU 0, sampler on CPU 1' if report['pin'] else ''}. "
+            lines.append(f"cpu4 target ({report.get('threads', 4)} threads), {report['window']:g} s window, {report['repeats']} interleaved rounds{', target on CPU 0, sampler on CPU 1' if report['pin'] else ''}. "
                          f"Change vs. the same round's no-sampler run: median [min, max], {which}. "
                          f"Other processes used a median {others * 100:.0f}% of a CPU during the runs.")
             lines.append("")
@@ -605,6 +606,7 @@ def main(argv: Optional[list] = None) -> int:
     parser.add_argument("--python", action="append", help=f"target interpreter (repeatable; default {DEFAULT_PYTHON})")
     parser.add_argument("--repeats", type=int, default=4)
     parser.add_argument("--window", type=float, default=4.0, help="seconds the target measures its throughput")
+    parser.add_argument("--threads", type=int, default=4, help="spinning threads in the overhead target (e.g. 200 for the many-threads run)")
     parser.add_argument("--rates", type=lambda s: [float(x) for x in s.split(",")], default=[100.0, 1000.0])
     parser.add_argument("--pin", action="store_true", help="target on CPU 0, sampler on CPU 1")
     parser.add_argument(
@@ -649,6 +651,7 @@ def main(argv: Optional[list] = None) -> int:
         "machine": machine(),
         "command": " ".join([os.path.relpath(sys.executable)] + [os.path.relpath(sys.argv[0])] + sys.argv[1:]),
         "window": args.window,
+        "threads": args.threads,
         "repeats": args.repeats,
         "pin": args.pin,
         "maxrate_seconds": args.maxrate_seconds,

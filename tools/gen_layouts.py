@@ -94,6 +94,11 @@ FIELDS: list[tuple[str, dict[str, str]]] = [
     ("tstate_thread_id", {"*": "offsetof(PyThreadState, thread_id)"}),
     ("tstate_native_thread_id", {"3.11+": "offsetof(PyThreadState, native_thread_id)"}),
     ("tstate_state", {"3.13+": "offsetof(PyThreadState, state)"}),
+    ("tstate_datastack_chunk", {"3.11+": "offsetof(PyThreadState, datastack_chunk)"}),
+    ("tstate_datastack_top", {"3.11+": "offsetof(PyThreadState, datastack_top)"}),
+    # _PyStackChunk
+    ("stackchunk_previous", {"3.11+": "offsetof(_PyStackChunk, previous)"}),
+    ("stackchunk_size", {"3.11+": "offsetof(_PyStackChunk, size)"}),
     # PyFrameObject (3.10) / _PyInterpreterFrame (3.11+)
     ("frame_code", {
         "3.10": "offsetof(PyFrameObject, f_code)",

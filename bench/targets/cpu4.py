@@ -20,6 +20,7 @@ import time
 
 counts = []
 stop = False
+started = threading.Event()
 
 
 def spin(slot):
@@ -33,6 +34,9 @@ def spin(slot):
 def descend(depth, slot):
     if depth > 0:
         return descend(depth - 1, slot)
+    # Spin only once every thread is started: starting a thread needs the GIL, and with many threads
+    # already spinning each start waits behind all of them (200 threads took minutes).
+    started.wait()
     return spin(slot)
 
 
@@ -51,7 +55,11 @@ def main():
     ]
     for t in threads:
         t.start()
-    while not all(counts):
+    started.set()
+    # Ready once every thread has spun, or after 5 s: with hundreds of threads some may wait that long
+    # for their first turn with the GIL on a busy machine (the window counts all iterations anyway).
+    deadline = time.monotonic() + 5.0
+    while not all(counts) and time.monotonic() < deadline:
         time.sleep(0.01)
     print("ready %d" % os.getpid(), flush=True)
 

@@ -7,19 +7,24 @@ analysis, renderers) can be used and tested, when the extension is not built.
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing `typing` costs every CLI start ~15 ms
+    from typing import Any
 
 from gilty._errors import CommandError
 
-try:
-    from importlib.metadata import PackageNotFoundError, version
 
+def _installed_version() -> str:
+    # Read on first use: importing importlib.metadata costs a CLI run tens of milliseconds.
     try:
-        __version__ = version("gilty")
-    except PackageNotFoundError:  # running from a source tree (PYTHONPATH=python)
-        __version__ = "0+unknown"
-except ImportError:  # pragma: no cover - importlib.metadata is stdlib since 3.8
-    __version__ = "0+unknown"
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("gilty")
+        except PackageNotFoundError:  # running from a source tree (PYTHONPATH=python)
+            return "0+unknown"
+    except ImportError:  # pragma: no cover - importlib.metadata is stdlib since 3.8
+        return "0+unknown"
 
 # Names forwarded to gilty._native on first use.
 _NATIVE_NAMES = ("GiltyError", "Target", "Sampler", "syscall_name")
@@ -35,6 +40,10 @@ def gil_stats(windows: tuple = (1, 10, 60)) -> dict:
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        value = _installed_version()
+        globals()["__version__"] = value
+        return value
     if name in _NATIVE_NAMES:
         # Importing here, not at module import, keeps `import gilty` working without the extension.
         from gilty import _native
@@ -44,4 +53,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_NATIVE_NAMES))
+    return sorted(set(globals()) | set(_NATIVE_NAMES) | {"__version__"})

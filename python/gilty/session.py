@@ -17,14 +17,7 @@ from typing import Any, Callable, Mapping, Optional
 
 from gilty.aggregate import ABSENT, PASS_GIL_HELD, PASS_IN_GC, RUN_COLUMNS
 
-# Thread states as the native sampler encodes them (see docs/states.md).
-HOLDING_GIL = 0
-GC = 1
-WAITING_GIL = 2
-NATIVE = 3
-IDLE = 4
-UNKNOWN = 5
-STATE_NAMES = ("holding_gil", "gc", "waiting_gil", "native", "idle", "unknown")
+from gilty.thread_states import GC, HOLDING_GIL, IDLE, NATIVE, STATE_NAMES, UNKNOWN, WAITING_GIL  # noqa: F401
 
 NO_STACK = -1  # stack_id of a sample without a Python stack
 NO_SYSCALL = -1  # syscall of a sample that is running or where it does not apply

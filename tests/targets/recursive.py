@@ -12,6 +12,6 @@ def recurse(x):
     recurse(x - 1)  # LINE:recurse
 
 
-print("ready", flush=True)
+print("ready", flush=True)  # LINE:ready
 while True:  # LINE:loop
     recurse(20)  # LINE:module

@@ -9,25 +9,75 @@ pub struct ElfInfo {
     pub is_pie_or_shared: bool,
     symbols: Vec<(String, u64, u64)>,
     pub pyruntime_section: Option<(u64, u64)>,
-    /// `.rodata` contents, kept for version-string scans on interpreters without `Py_Version`.
-    pub rodata: Vec<u8>,
+    /// The file, mapped; `.rodata` is scanned in place for version strings on interpreters without
+    /// `Py_Version`.
+    file: Mapped,
+    rodata: Option<(usize, usize)>,
 }
 
-/// The symbols gilty needs; the rest of a 7 MB symbol table is not kept.
-const WANTED: &[&str] = &["_PyRuntime", "PyCode_Type", "Py_Version", "take_gil", "drop_gil"];
+/// The symbols gilty needs (all exported); the rest of a 7 MB symbol table is not kept.
+const WANTED: &[&str] = &["_PyRuntime", "PyCode_Type", "Py_Version"];
+
+fn collect_symbols<'d>(syms: impl Iterator<Item = object::Symbol<'d, 'd>>, into: &mut Vec<(String, u64, u64)>) {
+    for sym in syms {
+        if let Ok(name) = sym.name() {
+            if WANTED.contains(&name) && sym.address() != 0 && !into.iter().any(|(n, _, _)| n == name) {
+                into.push((name.to_owned(), sym.address(), sym.size()));
+            }
+        }
+    }
+}
+
+/// A file mapped read-only. Mapped, not read: a libpython with debug information is ~30 MB, and
+/// copying it made attaching (and so `gilty dump`) take tens of milliseconds more than it needs.
+struct Mapped {
+    ptr: *mut libc::c_void,
+    len: usize,
+}
+
+impl Mapped {
+    fn open(path: &str) -> std::io::Result<Mapped> {
+        let file = std::fs::File::open(path)?;
+        let len = file.metadata()?.len() as usize;
+        if len == 0 {
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "empty file"));
+        }
+        use std::os::fd::AsRawFd;
+        // SAFETY: a fresh private read-only mapping of a file we opened; unmapped on drop. The
+        // mapping outlives the fd (closed when `file` drops), as mmap allows.
+        let ptr = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_PRIVATE, file.as_raw_fd(), 0) };
+        if ptr == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Mapped { ptr, len })
+    }
+
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: `ptr` maps `len` readable bytes until drop. A file truncated while mapped would
+        // fault; interpreter binaries are not rewritten in place (installers replace the file).
+        unsafe { std::slice::from_raw_parts(self.ptr as *const u8, self.len) }
+    }
+}
+
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `open`.
+        unsafe { libc::munmap(self.ptr, self.len) };
+    }
+}
 
 impl ElfInfo {
     pub fn read(path: &str) -> std::io::Result<ElfInfo> {
-        let data = std::fs::read(path)?;
-        let file = object::File::parse(&*data)
+        let mapped = Mapped::open(path)?;
+        let data = mapped.bytes();
+        let file = object::File::parse(data)
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()))?;
-        let mut symbols = Vec::new();
-        for sym in file.dynamic_symbols().chain(file.symbols()) {
-            if let Ok(name) = sym.name() {
-                if WANTED.contains(&name) && sym.address() != 0 {
-                    symbols.push((name.to_owned(), sym.address(), sym.size()));
-                }
-            }
+        let mut symbols: Vec<(String, u64, u64)> = Vec::new();
+        collect_symbols(file.dynamic_symbols(), &mut symbols);
+        // The full symbol table (tens of thousands of entries) only when a name is missing from the
+        // dynamic one, as in an executable that exports nothing.
+        if symbols.len() < WANTED.len() {
+            collect_symbols(file.symbols(), &mut symbols);
         }
         let first_load_vaddr = file
             .segments()
@@ -39,11 +89,12 @@ impl ElfInfo {
             file.section_by_name(".PyRuntime").map(|s| (s.address(), s.size()));
         let rodata = file
             .section_by_name(".rodata")
-            .and_then(|s| s.data().ok())
-            .map(|d| d.to_vec())
-            .unwrap_or_default();
+            .and_then(|s| s.file_range())
+            .map(|(off, size)| (off as usize, size as usize))
+            .filter(|(off, size)| off.checked_add(*size).is_some_and(|end| end <= data.len()));
         let is_pie_or_shared = matches!(file.kind(), object::ObjectKind::Dynamic);
-        Ok(ElfInfo { path: path.to_owned(), first_load_vaddr, is_pie_or_shared, symbols, pyruntime_section, rodata })
+        drop(file);
+        Ok(ElfInfo { path: path.to_owned(), first_load_vaddr, is_pie_or_shared, symbols, pyruntime_section, file: mapped, rodata })
     }
 
     /// (address, size) of a symbol, as linked (add the load bias for the runtime address).
@@ -53,7 +104,8 @@ impl ElfInfo {
 
     /// Finds a "3.X.Y" release string (PY_VERSION) in .rodata, for 3.10, which has no `Py_Version`.
     pub fn scan_version(&self) -> Option<(u8, u8, u8)> {
-        let d = &self.rodata;
+        let (off, size) = self.rodata?;
+        let d = &self.file.bytes()[off..off + size];
         let mut i = 0;
         while i + 6 < d.len() {
             // PY_VERSION sits as its own NUL-terminated literal: "\03.10.13\0".

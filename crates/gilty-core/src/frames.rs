@@ -8,6 +8,7 @@
 
 use crate::linetable::{line_310, line_311};
 use crate::method_class::{FirstArg, TypeNames};
+use crate::process::block_cache::BlockCache;
 use crate::process::memory::Memory;
 use crate::pyobjects::{read_bytes, read_unicode};
 use gilty_layouts::Layout;
@@ -24,6 +25,8 @@ const RECHECK_CODE_AFTER: Duration = Duration::from_millis(200);
 /// Deeper chains are taken as a cycle read from memory that changed under us.
 pub const MAX_DEPTH: usize = 2048;
 const MAX_LINETABLE: usize = 1 << 20;
+/// Most of a data-stack chunk read in one go (the newest part; older frames are read as needed).
+const MAX_CHUNK_READ: u64 = 256 << 10;
 /// `_PyInterpreterFrame.owner` value of the shim frame a C caller pushes (3.12+, pycore_frame.h).
 const FRAME_OWNED_BY_CSTACK: u8 = 3;
 /// 3.10 `PyFrameObject.f_state` values (Include/cpython/frameobject.h).
@@ -161,11 +164,46 @@ impl<'a> FrameWalker<'a> {
         Ok(self.mem.read_u64(cframe + l.cframe_current_frame.unwrap())?)
     }
 
+    /// The thread's current frame as the walk's first read sees it, with the used part of its
+    /// data-stack chunk (3.11+) loaded into `reads` in one read: the frames a walk visits are then
+    /// copied out of one snapshot instead of read one by one. The current-frame pointer and the
+    /// chunk bounds come from one read of the thread state, so they belong together.
+    fn start_walk(&self, tstate: u64, reads: &BlockCache) -> Result<u64, WalkError> {
+        let l = self.layout;
+        let (Some(chunk_off), Some(top_off)) = (l.tstate_datastack_chunk, l.tstate_datastack_top) else {
+            return self.top_frame(tstate);
+        };
+        let frame_off = l.tstate_current_frame.or(l.tstate_cframe).ok_or(WalkError::Torn)?;
+        let lo = frame_off.min(chunk_off).min(top_off);
+        let hi = frame_off.max(chunk_off).max(top_off) + 8;
+        let mut head = vec![0u8; (hi - lo) as usize];
+        self.mem.read(tstate + lo, &mut head)?;
+        let ptr = u64_at(&head, frame_off - lo);
+        let chunk = u64_at(&head, chunk_off - lo);
+        let top = u64_at(&head, top_off - lo);
+        let first = match (l.tstate_cframe, l.cframe_current_frame) {
+            (Some(_), Some(cf_off)) if ptr != 0 => reads.read_u64(ptr + cf_off)?,
+            (Some(_), _) => 0,
+            _ => ptr,
+        };
+        if chunk != 0 && top > chunk {
+            // A very deep stack: the newest frames are the ones every walk visits.
+            let from = chunk.max(top.saturating_sub(MAX_CHUNK_READ));
+            // Failing here only costs the shortcut: the walk reads frame by frame.
+            let _ = reads.load(from, (top - from) as usize);
+        }
+        Ok(first)
+    }
+
     /// The thread's stack, innermost first, and where the innermost frame stands (code, instruction).
     ///
+    /// Frames are read through a per-walk `BlockCache` (3.11+: the data-stack chunk in one read;
+    /// frames elsewhere, such as generators' and 3.10's heap frames, a page at a time).
+    ///
     /// Consistency rules, any failure being `Torn`:
-    /// - the thread's current frame reads the same after the walk as before it (the stack did not
-    ///   move under us; a stack that moved and came back to the same address is not caught by this);
+    /// - the thread's current frame, read again from the target after the walk, is the one the walk
+    ///   started from (the stack did not move under us; a stack that moved and came back to the
+    ///   same address is not caught by this);
     /// - 3.10: every frame is live (`f_state` executing or unwinding; the innermost may also be just
     ///   created or resuming). Freed frames keep their `f_code` and link through `f_back` into the
     ///   free list, which ends in NULL: without this a walk reaching a freed frame ends early or
@@ -174,17 +212,40 @@ impl<'a> FrameWalker<'a> {
     ///   first frame always is); 3.12+: it is the shim frame the first C caller pushed (owner
     ///   `FRAME_OWNED_BY_CSTACK`). A chain ending anywhere else ran into stale memory.
     pub fn walk(&self, tstate: u64, cache: &mut CodeCache) -> Result<Walked, WalkError> {
+        // Read the whole chain first and check it before decoding anything: the window in which the
+        // thread can move its stack under us is then only as long as the reads themselves.
+        let chain = self.read_chain(tstate)?;
+        let mut out = Vec::with_capacity(chain.len());
+        let mut top = None;
+        // Code objects, their names and line tables tend to share pages (unmarshalled together).
+        let code_reads = BlockCache::new(self.mem);
+        for &(code, instr, first_local) in &chain {
+            if let Some(f) = self.frame_at(code, instr, first_local, cache, &code_reads)? {
+                if top.is_none() {
+                    top = Some((code, instr));
+                }
+                out.push(f);
+            }
+        }
+        Ok((out, top))
+    }
+
+    /// (code, instruction, first local) of every frame with code, innermost first, checked as
+    /// `walk` describes.
+    fn read_chain(&self, tstate: u64) -> Result<Vec<(u64, i64, u64)>, WalkError> {
         let l = self.layout;
         let mut out = Vec::new();
-        let mut top = None;
-        let first = self.top_frame(tstate)?;
+        let reads = BlockCache::new(self.mem);
+        let first = self.start_walk(tstate, &reads)?;
         let mut frame = first;
         let mut buf = vec![0u8; self.frame_read_len];
+        let mut depth = 0;
         while frame != 0 {
-            if out.len() >= MAX_DEPTH {
+            depth += 1;
+            if depth > MAX_DEPTH {
                 return Err(WalkError::Torn);
             }
-            self.mem.read(frame, &mut buf)?;
+            reads.read(frame, &mut buf)?;
             let code = u64_at(&buf, l.frame_code);
             let previous = u64_at(&buf, l.frame_previous);
             if let Some(off) = l.frame_state {
@@ -206,22 +267,18 @@ impl<'a> FrameWalker<'a> {
                     (None, Some(off)) => u64_at(&buf, off),
                     _ => 0,
                 };
-                if let Some(f) = self.frame_at(code, instr, first_local, cache)? {
-                    if top.is_none() {
-                        top = Some((code, instr));
-                    }
-                    out.push(f);
-                }
+                out.push((code, instr, first_local));
             }
             if previous == frame {
                 return Err(WalkError::Torn);
             }
             frame = previous;
         }
+        // A fresh read, not the cached one: did the stack move while we read it?
         if first != 0 && self.top_frame(tstate)? != first {
             return Err(WalkError::Torn);
         }
-        Ok((out, top))
+        Ok(out)
     }
 
     /// Whether a frame with no previous frame is where a thread's stack starts.
@@ -282,10 +339,10 @@ impl<'a> FrameWalker<'a> {
 
     /// Decodes one frame; `Ok(None)` for a 3.13 frame whose executable is not a code object.
     /// `first_local` is the frame's first local variable (3.10 only, else 0).
-    fn frame_at(&self, code: u64, instr: i64, first_local: u64, cache: &mut CodeCache) -> Result<Option<Frame>, WalkError> {
+    fn frame_at(&self, code: u64, instr: i64, first_local: u64, cache: &mut CodeCache, mem: &dyn Memory) -> Result<Option<Frame>, WalkError> {
         let l = self.layout;
         let fresh = cache.map.get(&code).map(|info| info.checked.elapsed() < RECHECK_CODE_AFTER).unwrap_or(false);
-        if !fresh && !self.refresh_code(code, cache)? {
+        if !fresh && !self.refresh_code(code, cache, mem)? {
             return Ok(None);
         }
         let info = cache.map.get(&code).unwrap();
@@ -298,10 +355,10 @@ impl<'a> FrameWalker<'a> {
 
     /// Makes sure `cache` holds the code object at `code`, as it is now; false for a 3.13
     /// executable that is not a code object.
-    fn refresh_code(&self, code: u64, cache: &mut CodeCache) -> Result<bool, WalkError> {
+    fn refresh_code(&self, code: u64, cache: &mut CodeCache, mem: &dyn Memory) -> Result<bool, WalkError> {
         let l = self.layout;
         let mut head = vec![0u8; self.code_read_len];
-        self.mem.read(code, &mut head)?;
+        mem.read(code, &mut head)?;
         if let Some(ct) = self.code_type {
             if u64_at(&head, l.object_type) != ct {
                 if l.version.1 >= 13 {
@@ -315,9 +372,9 @@ impl<'a> FrameWalker<'a> {
         match cache.map.get_mut(&code) {
             Some(c) if c.key == key => c.checked = Instant::now(),
             _ => {
-                let function = read_unicode(self.mem, l, key.1)?;
-                let file = read_unicode(self.mem, l, key.0)?;
-                let linetable = read_bytes(self.mem, l, key.2, MAX_LINETABLE)?;
+                let function = read_unicode(mem, l, key.1)?;
+                let file = read_unicode(mem, l, key.0)?;
+                let linetable = read_bytes(mem, l, key.2, MAX_LINETABLE)?;
                 let firstlineno = i32_at(&head, l.code_firstlineno);
                 let first_arg = match l.code_varnames {
                     Some(off) => self.first_arg(u64_at(&head, off), i32_at(&head, l.code_argcount)),

@@ -31,7 +31,11 @@ fn invalid(msg: &str) -> io::Error {
 /// Looks up `module.name` through the main interpreter's `sys.modules`; None when the module is not
 /// imported or has no such global.
 pub fn module_global(interp: &Interpreter, module: &str, name: &str) -> io::Result<Option<u64>> {
-    let r = Reader::new(&interp.mem, &interp.layout);
+    module_global_in(&Reader::new(&interp.mem, &interp.layout), interp, module, name)
+}
+
+/// `module_global`, reading through `r` (e.g. a reader over a `BlockCache`).
+pub fn module_global_in(r: &Reader, interp: &Interpreter, module: &str, name: &str) -> io::Result<Option<u64>> {
     let main = interp.main_interp().map_err(|e| io::Error::other(e.message))?;
     let modules = r.ptr(main.wrapping_add(r.l.interp_modules))?;
     if modules == 0 {

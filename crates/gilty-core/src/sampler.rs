@@ -9,9 +9,10 @@ use crate::exact::ExactSummary;
 use crate::frames::{CodeCache, Frame, FrameWalker, WalkError};
 use crate::interpreter::Interpreter;
 use crate::process::memory::Memory;
-use crate::process::procfs::{self, SchedstatReader, SyscallReader, SyscallState};
+use crate::process::procfs::{self, Schedstat, SchedstatReader, SyscallReader, SyscallState};
 use crate::threads::{python_threads, PyThread, TidResolver};
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How often the OS thread list and Python thread names are re-read.
@@ -55,8 +56,30 @@ pub struct ThreadSnapshot {
     pub stack: Vec<Frame>,
 }
 
+/// A stack as read and interned: its id in this sampler's tables and its frames.
+#[derive(Clone)]
+struct Stack {
+    id: u32,
+    frames: Arc<Vec<Frame>>,
+}
+
 /// One thread in one pass: (tid, state, syscall number or -1, stack unless absent or torn).
-type Observed = (i32, ThreadState, i64, Option<Vec<Frame>>);
+type Observed = (i32, ThreadState, i64, Option<Stack>);
+
+/// What a blocked thread looked like when last read, with its scheduling counters read just before and
+/// the GIL's `switch_number` of that pass. Its stack is not walked again while either
+/// - its counters stay the same: it has not run, so neither its syscall nor its stack can have changed; or
+/// - it still waits for the GIL and `switch_number` has not moved (and it is not the last holder): it
+///   cannot have taken the GIL, since taking it from another thread moves the counter, so it has run
+///   no Python code (a GIL waiter wakes every switch interval to check, so its counters move anyway).
+struct Still {
+    tstate: u64,
+    sched: Option<Schedstat>,
+    switch_number: u64,
+    syscall: SyscallState,
+    stack: Stack,
+    top: Option<(u64, i64)>,
+}
 
 struct Track {
     reader: Option<SyscallReader>,
@@ -64,6 +87,7 @@ struct Track {
     schedstat: Option<SchedstatReader>,
     /// CPU time when the thread was last seen going idle (constant while it stays blocked).
     idle_run_ns: Option<u64>,
+    still: Option<Still>,
 }
 
 /// CPU time a woken thread must have had to count as past its syscall's return (a few µs of kernel exit).
@@ -259,13 +283,10 @@ impl Sampler {
         let t_ns = self.start_mono_ns + (t * 1e9) as u64;
         let mut seen = Vec::with_capacity(snapshot.len());
         for (tid, state, syscall, stack) in snapshot {
-            let top = stack.as_ref().and_then(|f| f.first().cloned());
-            let stack_id = match stack {
-                Some(frames) => self.intern_stack(frames) as i32,
-                None => NONE,
-            };
+            let stack_id = stack.as_ref().map(|s| s.id as i32).unwrap_or(NONE);
             if let (Some(exact), ThreadState::HoldingGil | ThreadState::Gc) = (self.exact.as_mut(), state) {
-                let frame = top.and_then(|f| self.frame_ids.get(&f).copied()).unwrap_or(u32::MAX);
+                let top = stack.as_ref().and_then(|s| s.frames.first());
+                let frame = top.and_then(|f| self.frame_ids.get(f).copied()).unwrap_or(u32::MAX);
                 exact.recorder.note_holder_sample(t_ns, tid, frame);
             }
             seen.push(Seen { tid, state, stack: stack_id, syscall: syscall as i32 });
@@ -359,34 +380,77 @@ impl Sampler {
                 history: None,
                 schedstat: None,
                 idle_run_ns: None,
+                still: None,
             });
             let holds = tstate != 0 && gil.locked && gil.last_holder == tstate;
+            let gil_wait = |s: SyscallState| matches!(s, SyscallState::Blocked { nr, arg0 } if nr == crate::syscalls::FUTEX && arg0 >= range.0 && arg0 < range.1);
+            let mut reused = None;
+            let mut syscall_now = None;
+            if stacks && !holds && tstate != 0 {
+                let waited = track.still.as_ref().filter(|st| {
+                    st.tstate == tstate && gil_wait(st.syscall) && st.switch_number == gil.switch_number && gil.last_holder != tstate
+                });
+                if let Some(st) = waited {
+                    let now = track.reader.as_mut().map(|r| r.read()).unwrap_or(SyscallState::Unavailable);
+                    if now == st.syscall {
+                        reused = Some((st.stack.clone(), st.top));
+                        syscall_now = Some(now);
+                    }
+                }
+            }
+            // Read before the syscall and the stack, so that the same counters next pass mean the thread
+            // has not run since before they were read (see `Still`).
+            let sched = if reused.is_none() && stacks && !holds && tstate != 0 {
+                track.schedstat.get_or_insert_with_result(|| SchedstatReader::open(pid, tid)).and_then(|r| r.read())
+            } else {
+                None
+            };
             // A GIL holder is classified without its syscall: one read fewer on the busiest thread.
             let syscall = if holds {
                 SyscallState::Running
+            } else if let Some(s) = syscall_now {
+                s
             } else {
                 track.reader.as_mut().map(|r| r.read()).unwrap_or(SyscallState::Unavailable)
             };
+            if reused.is_none() {
+                let unchanged = match (&track.still, sched) {
+                    (Some(st), Some(now)) => st.tstate == tstate && st.sched == Some(now) && st.syscall == syscall,
+                    _ => false,
+                };
+                reused = if unchanged { track.still.as_ref().map(|st| (st.stack.clone(), st.top)) } else { None };
+            }
             let history = track.history;
             let was_idle = history.map(|h| h.state == ThreadState::Idle).unwrap_or(false);
             let blocked_not_gil = matches!(syscall, SyscallState::Blocked { nr, arg0 } if !(nr == crate::syscalls::FUTEX && arg0 >= range.0 && arg0 < range.1));
             // CPU time is read only at the edges: when a thread goes idle, and when one idle before runs.
             let mut ran_since_idle = None;
             if blocked_not_gil && !was_idle {
-                track.idle_run_ns = track.schedstat.get_or_insert_with_result(|| SchedstatReader::open(pid, tid)).and_then(|r| r.run_ns());
+                track.idle_run_ns = match sched {
+                    Some(s) => Some(s.run_ns),
+                    None => track.schedstat.get_or_insert_with_result(|| SchedstatReader::open(pid, tid)).and_then(|r| r.run_ns()),
+                };
             } else if was_idle && !holds && syscall == SyscallState::Running && tstate != 0 {
-                let now_ns = track.schedstat.get_or_insert_with_result(|| SchedstatReader::open(pid, tid)).and_then(|r| r.run_ns());
+                let now_ns = match sched {
+                    Some(s) => Some(s.run_ns),
+                    None => track.schedstat.get_or_insert_with_result(|| SchedstatReader::open(pid, tid)).and_then(|r| r.run_ns()),
+                };
                 ran_since_idle = match (track.idle_run_ns, now_ns) {
                     (Some(then), Some(now)) => Some(now.saturating_sub(then) >= RAN_AFTER_WAKE_NS),
                     _ => None,
                 };
             }
-            let (stack, top) = match (tstate != 0, stacks) {
-                (false, _) => (None, None),
-                (true, true) => self.read_stack(tstate),
+            let (stack, top) = match (tstate != 0, stacks, reused) {
+                (false, _, _) => (None, None),
+                (true, true, Some((stack, top))) => (Some(stack), top),
+                (true, true, None) => {
+                    let (frames, top) = self.read_stack(tstate);
+                    let stack = frames.map(|f| Stack { id: self.intern_stack(&f), frames: Arc::new(f) });
+                    (stack, top)
+                }
                 // Only a running thread without the GIL needs to know where it stands.
-                (true, false) if !holds && syscall == SyscallState::Running => (None, self.top_position(tstate)),
-                (true, false) => (None, None),
+                (true, false, _) if !holds && syscall == SyscallState::Running => (None, self.top_position(tstate)),
+                (true, false, _) => (None, None),
             };
             let at_handoff_opcode = !holds
                 && syscall == SyscallState::Running
@@ -394,6 +458,12 @@ impl Sampler {
             let state = classify(&Observation { tstate, syscall, at_handoff_opcode, ran_since_idle }, &gil, gc, range, history);
             if let Some(track) = self.tracks.get_mut(&tid) {
                 track.history = Some(History { state, switch_number: gil.switch_number, was_last_holder: tstate != 0 && gil.last_holder == tstate });
+                track.still = match (syscall, &stack) {
+                    (SyscallState::Blocked { .. }, Some(stack)) => {
+                        Some(Still { tstate, sched, switch_number: gil.switch_number, syscall, stack: stack.clone(), top })
+                    }
+                    _ => None,
+                };
             }
             let nr = match syscall {
                 SyscallState::Blocked { nr, .. } => nr,
@@ -431,15 +501,15 @@ impl Sampler {
         (None, None)
     }
 
-    fn intern_stack(&mut self, frames: Vec<Frame>) -> u32 {
+    fn intern_stack(&mut self, frames: &[Frame]) -> u32 {
         let mut ids = Vec::with_capacity(frames.len());
         for f in frames {
             let next = self.frame_ids.len() as u32;
-            let id = match self.frame_ids.get(&f) {
+            let id = match self.frame_ids.get(f) {
                 Some(&id) => id,
                 None => {
                     self.frame_ids.insert(f.clone(), next);
-                    self.batch.new_frames.push((next, f));
+                    self.batch.new_frames.push((next, f.clone()));
                     next
                 }
             };
@@ -464,7 +534,7 @@ impl Sampler {
                 name: self.names.get(&tid).cloned().unwrap_or_default(),
                 state,
                 syscall,
-                stack: stack.unwrap_or_default(),
+                stack: stack.map(|s| (*s.frames).clone()).unwrap_or_default(),
             })
             .collect())
     }

@@ -4,7 +4,8 @@
 //! and `_DummyThread`s) → each Thread's `_name` attribute.
 
 use crate::interpreter::Interpreter;
-use crate::object_graph::{module_global, Reader, TPFLAGS_LONG_SUBCLASS};
+use crate::object_graph::{module_global_in, Reader, TPFLAGS_LONG_SUBCLASS};
+use crate::process::block_cache::BlockCache;
 use crate::pyobjects::read_small_int;
 use std::collections::HashMap;
 use std::io;
@@ -13,9 +14,12 @@ use std::io;
 /// Empty when the target has not imported `threading`. Threads whose `_name` cannot be read (being
 /// torn down as we read) are left out.
 pub fn python_thread_names(interp: &Interpreter) -> io::Result<HashMap<u64, String>> {
-    let r = Reader::new(&interp.mem, &interp.layout);
+    // Through a page cache: walking `sys.modules` and `_active` reads hundreds of small fields, most of
+    // them on a few pages (one read each instead of one per field).
+    let cache = BlockCache::new(&interp.mem);
+    let r = Reader::new(&cache, &interp.layout);
     let mut out = HashMap::new();
-    let Some(active) = module_global(interp, "threading", "_active")? else { return Ok(out) };
+    let Some(active) = module_global_in(&r, interp, "threading", "_active")? else { return Ok(out) };
     for (key, thread) in r.dict_items(active)? {
         if !r.has_flag(key, TPFLAGS_LONG_SUBCLASS)? {
             return Err(io::Error::new(io::ErrorKind::InvalidData, "threading._active has a non-int key"));

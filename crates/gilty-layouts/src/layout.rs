@@ -65,6 +65,16 @@ pub struct Layout {
     pub tstate_native_thread_id: Option<u64>,
     /// 3.13+: `int state` (0 detached, 1 attached, 2 suspended).
     pub tstate_state: Option<u64>,
+    /// 3.11+: `_PyStackChunk *datastack_chunk`, the chunk the thread's newest frames live in.
+    pub tstate_datastack_chunk: Option<u64>,
+    /// 3.11+: `PyObject **datastack_top`, the end of the used part of that chunk.
+    pub tstate_datastack_top: Option<u64>,
+
+    // --- _PyStackChunk (Include/cpython/pystate.h), 3.11+
+    /// `struct _PyStackChunk *previous`.
+    pub stackchunk_previous: Option<u64>,
+    /// `size_t size` (bytes, header included).
+    pub stackchunk_size: Option<u64>,
 
     // --- frames: PyFrameObject (3.10) or _PyInterpreterFrame (3.11+, pycore_frame.h)
     pub frame_code: u64,

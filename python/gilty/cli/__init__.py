@@ -8,26 +8,46 @@ Each command module has ``prepare_parser(parser)`` and ``run(args) -> int`` (mem
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
-import traceback
-from typing import NoReturn, Optional, Sequence
+from types import ModuleType
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing `typing` costs every CLI start ~15 ms
+    from typing import NoReturn, Optional, Sequence
 
-from gilty import __version__
 from gilty._errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, CommandError, UsageError, exit_code_for_kind
-from gilty.cli import compare, dump, load, memory, record, report, serve, specialization, top
 
-COMMANDS = {
-    "record": record,
-    "top": top,
-    "dump": dump,
-    "memory": memory,
-    "load": load,
-    "serve": serve,
-    "report": report,
-    "specialization": specialization,
-    "compare": compare,
+# Command name -> module, imported only when needed: importing every command (and what they import)
+# took most of a `gilty dump`'s wall time.
+COMMAND_MODULES = {
+    "record": "gilty.cli.record",
+    "top": "gilty.cli.top",
+    "dump": "gilty.cli.dump",
+    "memory": "gilty.cli.memory",
+    "load": "gilty.cli.load",
+    "serve": "gilty.cli.serve",
+    "report": "gilty.cli.report",
+    "specialization": "gilty.cli.specialization",
+    "compare": "gilty.cli.compare",
 }
+
+
+def command_module(name: str) -> ModuleType:
+    return importlib.import_module(COMMAND_MODULES[name])
+
+
+class _VersionAction(argparse.Action):
+    """--version, reading the installed version only when asked (importlib.metadata is slow to import)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from gilty import __version__
+
+        sys.stdout.write(f"gilty {__version__}\n")
+        parser.exit()
 
 
 class _Parser(argparse.ArgumentParser):
@@ -37,14 +57,20 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
+    """The full parser, or with ``only`` a parser in which only that command is fully set up (the
+    others are names without options), so that running one command imports only its module."""
     parser = _Parser(
         prog="gilty",
         description="Who holds the GIL, who waits for it, and why: samples a live CPython process from outside.",
     )
-    parser.add_argument("--version", action="version", version=f"gilty {__version__}")
+    parser.add_argument("--version", action=_VersionAction, help="show the version and exit")
     sub = parser.add_subparsers(dest="command_name", metavar="COMMAND", required=True)
-    for name, module in COMMANDS.items():
+    for name in COMMAND_MODULES:
+        if only is not None and name != only:
+            sub.add_parser(name)
+            continue
+        module = command_module(name)
         doc = (module.__doc__ or "").strip()
         command_parser = sub.add_parser(
             name,
@@ -86,8 +112,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     try:
         own_args, child_argv = split_child_command(args_list)
-        args = build_parser().parse_args(own_args)
-        module = COMMANDS[args.command_name]
+        # The command is the first word that is not an option (the top level's only options take no value).
+        first = next((a for a in own_args if not a.startswith("-")), None)
+        only = first if first in COMMAND_MODULES and "-h" not in own_args[: own_args.index(first)] else None
+        args = build_parser(only).parse_args(own_args)
+        module = command_module(args.command_name)
         if child_argv is not None and not getattr(module, "ACCEPTS_CHILD_COMMAND", False):
             raise UsageError(f"`gilty {args.command_name}` does not take a command after `--`")
         if child_argv is not None and not child_argv:
@@ -113,6 +142,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             _fail(_one_line(str(e)))
             return exit_code_for_kind(getattr(e, "kind", "internal"))
         if os.environ.get("GILTY_DEBUG"):
+            import traceback
+
             traceback.print_exc()
         _fail(f"internal error: {type(e).__name__}: {_one_line(str(e))} (set GILTY_DEBUG=1 for a traceback)")
         return EXIT_INTERNAL

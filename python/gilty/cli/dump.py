@@ -12,8 +12,8 @@ import sys
 
 from gilty import launch
 from gilty._errors import EXIT_OK
-from gilty.cli.record import add_format_argument, add_pid_arguments, emit
-from gilty.renderers import console, json_report
+from gilty.cli.options import add_format_argument, add_pid_arguments, emit
+from gilty.renderers import dump
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     roots = list(dict.fromkeys(args.pid))
     if len(roots) == 1 and not args.subprocesses:
         target_info, snapshot = _snapshot(native, roots[0])
-        renderer = json_report.render_dump if args.format == "json" else console.render_dump
+        renderer = dump.render_json if args.format == "json" else dump.render_text
         emit(renderer(target_info, snapshot, native.syscall_name), None)
         return EXIT_OK
     # The given pids must be Python (as for one pid); descendants that are not are skipped.
@@ -58,11 +58,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"gilty: skipping pid {pid}: {e}", file=sys.stderr)
     if args.format == "json":
         report = {
-            "format_version": json_report.FORMAT_VERSION,
-            "processes": [json_report.dump_report(info, snap, native.syscall_name) for info, snap in dumps],
+            "format_version": dump.FORMAT_VERSION,
+            "processes": [dump.dump_report(info, snap, native.syscall_name) for info, snap in dumps],
             "skipped": skipped,
         }
         emit(json.dumps(report, indent=2) + "\n", None)
     else:
-        emit("\n".join(console.render_dump(info, snap, native.syscall_name) for info, snap in dumps), None)
+        emit("\n".join(dump.render_text(info, snap, native.syscall_name) for info, snap in dumps), None)
     return EXIT_OK

@@ -31,6 +31,15 @@ from gilty._errors import (
 )
 from gilty.analysis.gates import as_json as gates_json
 from gilty.analysis.gates import describe_failure, evaluate, parse_gate
+from gilty.cli.options import (  # noqa: F401 - re-exported for the other commands
+    FORMATS,
+    add_format_argument,
+    add_pid_arguments,
+    emit,
+    output_format,
+    positive_float,
+    positive_int,
+)
 from gilty.cli.progress import Progress
 from gilty.session import Recording, Session, TargetInfo
 
@@ -38,62 +47,6 @@ ACCEPTS_CHILD_COMMAND = True
 DEFAULT_RATE_HZ = 100.0
 # Each collect() call samples this long with the GIL released; Ctrl-C is seen between calls.
 CHUNK_S = 0.25
-FORMATS = ("text", "json")
-
-
-# -- argument helpers shared by the commands -------------------------------------------------
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
-    return value
-
-
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number greater than 0")
-    return value
-
-
-def add_format_argument(parser: argparse.ArgumentParser, choices: tuple = FORMATS) -> None:
-    parser.add_argument(
-        "--format",
-        choices=choices,
-        default=None,
-        help="output format (default: from -o's extension, else text)",
-    )
-
-
-def output_format(fmt: Optional[str], path: Optional[str]) -> str:
-    """The explicit --format, else chosen by the output file's extension (pyinstrument's habit)."""
-    if fmt:
-        return fmt
-    if path and path.lower().endswith(".json"):
-        return "json"
-    return "text"
-
-
-def emit(text: str, path: Optional[str]) -> None:
-    """Print to stdout, or write ``path`` and say so on stderr."""
-    if path is None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return
-    try:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
-    except OSError as e:
-        raise CommandError(f"cannot write {path}: {e.strerror or e}") from None
-    print(f"gilty: wrote {path}", file=sys.stderr)
 
 
 # -- the command ------------------------------------------------------------------------------
@@ -124,23 +77,6 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="EXPR",
         help="exit 10 when EXPR holds, e.g. 'waiting_gil>0.2', 'thread=worker-*:wait>=30%%', 'gil_utilisation>0.9' (repeatable)",
-    )
-
-
-def add_pid_arguments(parser: argparse.ArgumentParser, required: bool = False) -> None:
-    """``--pid`` (repeatable) and ``--subprocesses``, shared by record, top and dump."""
-    parser.add_argument(
-        "--pid",
-        type=positive_int,
-        action="append",
-        required=required,
-        help="attach to this running process; give it several times for several processes",
-    )
-    parser.add_argument(
-        "-s",
-        "--subprocesses",
-        action="store_true",
-        help="also every Python descendant of the process(es), including ones started later",
     )
 
 

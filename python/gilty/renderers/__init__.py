@@ -9,10 +9,13 @@ does not pay for the HTML template.
 from __future__ import annotations
 
 import importlib
-from typing import Callable, Optional
+TYPE_CHECKING = False
 
 from gilty._errors import UsageError
-from gilty.session import Recording
+if TYPE_CHECKING:  # annotations only: `gilty dump` imports a renderer without the session or `typing`
+    from typing import Callable, Optional
+
+    from gilty.session import Recording
 
 # Format name -> ("module:function" under gilty.renderers, what it is, for docs and errors).
 FORMATS = {

@@ -12,6 +12,7 @@ from gilty.analysis.states import gil_utilisation, mean_waiting_threads, thread_
 from gilty.analysis.syscalls import idle_label
 from gilty.analysis.wording import milliseconds, percent
 from gilty.renderers.console_exact import exact_sections
+from gilty.renderers.dump import render_text as dump_text
 from gilty.session import IDLE, STATE_NAMES, WAITING_GIL, Recording, Session
 
 PARTIAL_MARKER = "PARTIAL"
@@ -204,24 +205,6 @@ def render_top(window: Session, elapsed_s: float) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _dump_state(state: int, syscall: int, syscall_name: Callable[[int], str]) -> str:
-    name = STATE_NAMES[state] if 0 <= state < len(STATE_NAMES) else "unknown"
-    if state == IDLE and syscall >= 0:
-        return f"idle: {idle_label(syscall_name(syscall))}"
-    return name
-
-
 def render_dump(target_info: dict, snapshot: dict, syscall_name: Callable[[int], str]) -> str:
-    """Every thread of one `Target.dump()` snapshot, py-spy-dump style."""
-    lines = [
-        f"Process {target_info['pid']}: Python {target_info['python_version']} ({target_info['executable']})",
-    ]
-    for thread in snapshot["threads"]:
-        lines.append("")
-        state = _dump_state(thread["state"], thread.get("syscall", -1), syscall_name)
-        lines.append(f"Thread {thread['tid']} '{thread['name']}' ({state})")
-        if not thread["stack"]:
-            lines.append("    (no Python stack)")
-        for function, file, line in thread["stack"]:
-            lines.append(f"    {function} ({file}:{line})")
-    return "\n".join(lines) + "\n"
+    """Every thread of one `Target.dump()` snapshot, py-spy-dump style (gilty.renderers.dump)."""
+    return dump_text(target_info, snapshot, syscall_name)

@@ -9,9 +9,12 @@ from typing import Callable, Optional
 from gilty.analysis import Summary, summarise
 from gilty.analysis.syscalls import idle_kind
 from gilty.processes import roles
+from gilty.renderers import dump
 from gilty.session import IDLE, STATE_NAMES, Recording, Session
 
-FORMAT_VERSION = 1
+# Shared with gilty dump's JSON (defined there so that `gilty dump` imports nothing heavy).
+FORMAT_VERSION = dump.FORMAT_VERSION
+dump_report = dump.dump_report
 
 
 def _round(x: Optional[float]) -> Optional[float]:
@@ -275,25 +278,5 @@ def render_recording(recording: Recording) -> str:
     return _dumps(recording_report(recording))
 
 
-def dump_report(target_info: dict, snapshot: dict, syscall_name: Callable[[int], str]) -> dict:
-    """The JSON form of one `gilty dump` snapshot."""
-    threads = []
-    for thread in snapshot["threads"]:
-        state = thread["state"]
-        syscall = thread.get("syscall", -1)
-        name = syscall_name(syscall) if syscall >= 0 else None
-        threads.append(
-            {
-                "tid": thread["tid"],
-                "name": thread["name"],
-                "state": STATE_NAMES[state] if 0 <= state < len(STATE_NAMES) else "unknown",
-                "syscall": name,
-                "idle_kind": idle_kind(name) if name is not None and state == IDLE else None,
-                "stack": [{"function": f, "file": file, "line": line} for f, file, line in thread["stack"]],
-            }
-        )
-    return {"format_version": FORMAT_VERSION, "target": target_info, "threads": threads}
-
-
 def render_dump(target_info: dict, snapshot: dict, syscall_name: Callable[[int], str]) -> str:
-    return json.dumps(dump_report(target_info, snapshot, syscall_name), indent=2) + "\n"
+    return dump.render_json(target_info, snapshot, syscall_name)

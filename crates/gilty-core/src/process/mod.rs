@@ -1,5 +1,6 @@
 //! Access to another process: its memory maps, its memory, and its /proc files. Read-only.
 
+pub mod block_cache;
 pub mod maps;
 pub mod memory;
 pub mod procfs;

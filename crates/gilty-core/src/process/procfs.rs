@@ -94,14 +94,33 @@ impl SchedstatReader {
 
     /// CPU time in ns (the first field), or None when unreadable.
     pub fn run_ns(&mut self) -> Option<u64> {
+        self.read().map(|s| s.run_ns)
+    }
+
+    pub fn read(&mut self) -> Option<Schedstat> {
         let n = self.file.read_at(&mut self.buf, 0).ok()?;
-        parse_schedstat_run_ns(&self.buf[..n])
+        parse_schedstat(&self.buf[..n])
     }
 }
 
-fn parse_schedstat_run_ns(text: &[u8]) -> Option<u64> {
-    let first = text.split(|b| b.is_ascii_whitespace()).next()?;
-    std::str::from_utf8(first).ok()?.parse().ok()
+/// A thread's scheduling counters. Both only grow, and both move whenever the thread gets a CPU
+/// (`pcount` when it is switched in, `run_ns` when it is switched out): the same pair read twice
+/// means the thread did not run in between.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Schedstat {
+    pub run_ns: u64,
+    /// Times the thread was switched in (the third field).
+    pub pcount: u64,
+}
+
+fn parse_schedstat(text: &[u8]) -> Option<Schedstat> {
+    let mut fields = text.split(|b| b.is_ascii_whitespace()).filter(|f| !f.is_empty());
+    let mut next = || -> Option<u64> { std::str::from_utf8(fields.next()?).ok()?.parse().ok() };
+    let run_ns = next()?;
+    let _wait_ns = next();
+    let pcount = next().unwrap_or(0);
+    // A kernel without scheduler statistics prints "0 0 0": no counter to compare.
+    (run_ns != 0).then_some(Schedstat { run_ns, pcount })
 }
 
 pub fn read_small(path: &str) -> io::Result<String> {
@@ -116,8 +135,9 @@ mod tests {
 
     #[test]
     fn parses_schedstat() {
-        assert_eq!(parse_schedstat_run_ns(b"123456 789 10\n"), Some(123456));
-        assert_eq!(parse_schedstat_run_ns(b""), None);
+        assert_eq!(parse_schedstat(b"123456 789 10\n"), Some(Schedstat { run_ns: 123456, pcount: 10 }));
+        assert_eq!(parse_schedstat(b""), None);
+        assert_eq!(parse_schedstat(b"0 0 0\n"), None);
         let me = std::process::id() as i32;
         let mut r = SchedstatReader::open(me, me).unwrap();
         assert!(r.run_ns().unwrap() > 0);

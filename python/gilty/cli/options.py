@@ -1,0 +1,83 @@
+"""Argument helpers and output shared by the commands. Light on purpose: `gilty dump` imports this
+and little else, so that it starts quickly."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing `typing` costs every CLI start ~15 ms
+    from typing import Optional
+
+from gilty._errors import CommandError
+
+FORMATS = ("text", "json")
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number greater than 0")
+    return value
+
+
+def add_format_argument(parser: argparse.ArgumentParser, choices: tuple = FORMATS) -> None:
+    parser.add_argument(
+        "--format",
+        choices=choices,
+        default=None,
+        help="output format (default: from -o's extension, else text)",
+    )
+
+
+def output_format(fmt: Optional[str], path: Optional[str]) -> str:
+    """The explicit --format, else chosen by the output file's extension (pyinstrument's habit)."""
+    if fmt:
+        return fmt
+    if path and path.lower().endswith(".json"):
+        return "json"
+    return "text"
+
+
+def emit(text: str, path: Optional[str]) -> None:
+    """Print to stdout, or write ``path`` and say so on stderr."""
+    if path is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        raise CommandError(f"cannot write {path}: {e.strerror or e}") from None
+    print(f"gilty: wrote {path}", file=sys.stderr)
+
+
+def add_pid_arguments(parser: argparse.ArgumentParser, required: bool = False) -> None:
+    """``--pid`` (repeatable) and ``--subprocesses``, shared by record, top and dump."""
+    parser.add_argument(
+        "--pid",
+        type=positive_int,
+        action="append",
+        required=required,
+        help="attach to this running process; give it several times for several processes",
+    )
+    parser.add_argument(
+        "-s",
+        "--subprocesses",
+        action="store_true",
+        help="also every Python descendant of the process(es), including ones started later",
+    )
