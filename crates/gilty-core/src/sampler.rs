@@ -88,6 +88,8 @@ struct Track {
     /// CPU time when the thread was last seen going idle (constant while it stays blocked).
     idle_run_ns: Option<u64>,
     still: Option<Still>,
+    /// States-only passes: the thread state and syscall last read (see `waiting_still`).
+    last_wait: Option<(u64, SyscallState)>,
 }
 
 /// CPU time a woken thread must have had to count as past its syscall's return (a few µs of kernel exit).
@@ -105,6 +107,11 @@ pub struct Sampler {
     names: HashMap<i32, String>,
     py_names: HashMap<u64, String>,
     last_refresh: Option<Instant>,
+    /// States-only passes (the in-process monitor): the main interpreter and thread states as last
+    /// read, and when. Re-read every `REFRESH_EVERY`, like the OS thread list they are matched with.
+    thread_cache: Option<(Instant, u64, Vec<PyThread>)>,
+    /// A thread never observed: the in-process monitor's own (reading its syscall costs a read a pass).
+    ignored_tid: Option<i32>,
     frame_ids: HashMap<Frame, u32>,
     stack_ids: HashMap<Vec<u32>, u32>,
     batch: Batch,
@@ -147,6 +154,8 @@ impl Sampler {
             names: HashMap::new(),
             py_names: HashMap::new(),
             last_refresh: None,
+            thread_cache: None,
+            ignored_tid: None,
             frame_ids: HashMap::new(),
             stack_ids: HashMap::new(),
             batch: Batch::default(),
@@ -352,6 +361,11 @@ impl Sampler {
         self.observe_with(true)
     }
 
+    /// Leaves thread `tid` out of every pass from now on (the in-process monitor's own thread).
+    pub fn ignore_thread(&mut self, tid: i32) {
+        self.ignored_tid = Some(tid);
+    }
+
     /// Every thread's (tid, name, state) once, reading no stacks: only where a running thread without
     /// the GIL stands, which classification needs (the in-process monitor's pass).
     pub fn states_once(&mut self) -> std::io::Result<Vec<(i32, String, ThreadState)>> {
@@ -359,20 +373,39 @@ impl Sampler {
         Ok(obs.into_iter().map(|(tid, state, _, _)| (tid, self.names.get(&tid).cloned().unwrap_or_default(), state)).collect())
     }
 
-    fn observe_with(&mut self, stacks: bool) -> std::io::Result<Vec<Observed>> {
+    /// The main interpreter and every thread state: read each pass when stacks are walked (a walk
+    /// needs the live thread state), else at most every `REFRESH_EVERY`. A states-only pass then reads
+    /// only the GIL, the GC flag and the syscalls of threads without the GIL: the monitor's cost.
+    fn interpreter_threads(&mut self, stacks: bool) -> std::io::Result<(u64, Vec<PyThread>)> {
+        if !stacks {
+            if let Some((at, main, threads)) = &self.thread_cache {
+                if at.elapsed() < REFRESH_EVERY {
+                    return Ok((*main, threads.clone()));
+                }
+            }
+        }
         let main = self.interp.main_interp().map_err(|e| std::io::Error::other(e.message))?;
-        let gil = self.read_gil()?;
-        let gc = self.gc_collecting(main)?;
         if self.os_tids.is_empty() {
             self.os_tids = procfs::thread_ids(self.interp.pid)?;
         }
-        let pythreads = python_threads(&self.interp, &mut self.tid_resolver, &self.os_tids)?;
+        let threads = python_threads(&self.interp, &mut self.tid_resolver, &self.os_tids)?;
+        self.thread_cache = if stacks { None } else { Some((Instant::now(), main, threads.clone())) };
+        Ok((main, threads))
+    }
+
+    fn observe_with(&mut self, stacks: bool) -> std::io::Result<Vec<Observed>> {
+        let (main, pythreads) = self.interpreter_threads(stacks)?;
+        let gil = self.read_gil()?;
+        let gc = self.gc_collecting(main)?;
         self.refresh(&pythreads);
         let range = self.interp.gil_futex_range();
         let pid = self.interp.pid;
         let mut out = Vec::with_capacity(self.os_tids.len());
         let os_tids = self.os_tids.clone();
         for tid in os_tids {
+            if Some(tid) == self.ignored_tid {
+                continue;
+            }
             let py = pythreads.iter().find(|p| p.tid == Some(tid)).copied();
             let tstate = py.map(|p| p.tstate).unwrap_or(0);
             let track = self.tracks.entry(tid).or_insert_with(|| Track {
@@ -381,6 +414,7 @@ impl Sampler {
                 schedstat: None,
                 idle_run_ns: None,
                 still: None,
+                last_wait: None,
             });
             let holds = tstate != 0 && gil.locked && gil.last_holder == tstate;
             let gil_wait = |s: SyscallState| matches!(s, SyscallState::Blocked { nr, arg0 } if nr == crate::syscalls::FUTEX && arg0 >= range.0 && arg0 < range.1);
@@ -405,6 +439,12 @@ impl Sampler {
             } else {
                 None
             };
+            // States only: a thread blocked on the GIL last pass is still waiting for it while the GIL
+            // has not changed hands (taking it moves switch_number), so its syscall is not read again.
+            if !stacks && !holds && tstate != 0 && syscall_now.is_none() {
+                let unchanged = track.history.map(|h| h.switch_number == gil.switch_number).unwrap_or(false);
+                syscall_now = track.last_wait.filter(|&(ts, s)| unchanged && ts == tstate && gil_wait(s)).map(|(_, s)| s);
+            }
             // A GIL holder is classified without its syscall: one read fewer on the busiest thread.
             let syscall = if holds {
                 SyscallState::Running
@@ -458,6 +498,7 @@ impl Sampler {
             let state = classify(&Observation { tstate, syscall, at_handoff_opcode, ran_since_idle }, &gil, gc, range, history);
             if let Some(track) = self.tracks.get_mut(&tid) {
                 track.history = Some(History { state, switch_number: gil.switch_number, was_last_holder: tstate != 0 && gil.last_holder == tstate });
+                track.last_wait = if stacks { None } else { Some((tstate, syscall)) };
                 track.still = match (syscall, &stack) {
                     (SyscallState::Blocked { .. }, Some(stack)) => {
                         Some(Still { tstate, sched, switch_number: gil.switch_number, syscall, stack: stack.clone(), top })

@@ -46,6 +46,7 @@ fn thread_cpu_ns() -> u64 {
 fn run(shared: Arc<Shared>, mut sampler: Sampler, period: Duration) {
     // SAFETY: gettid has no preconditions.
     let own_tid = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
+    sampler.ignore_thread(own_tid);
     let mut next = Instant::now();
     let mut last: Option<Instant> = None;
     let mut last_retain = Instant::now();
