@@ -23,7 +23,6 @@ plain `u64` fields must have an expression for every version.
 from __future__ import annotations
 
 import argparse
-import difflib
 import os
 import re
 import shutil
@@ -31,6 +30,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from generated_files import check_or_write
 
 REPO = Path(__file__).resolve().parent.parent
 CRATE = REPO / "crates" / "gilty-layouts"
@@ -518,32 +519,7 @@ def main() -> int:
         note = "committed file left unchanged" if path.exists() else "NO committed file: the crate will not build"
         print(f"gen_layouts: skipped {ver[0]}.{ver[1]} ({why}; {note})", file=sys.stderr)
 
-    if args.check:
-        stale = 0
-        for path, new in outputs.items():
-            old = path.read_text() if path.exists() else ""
-            if old != new:
-                stale += 1
-                rel = path.relative_to(REPO)
-                sys.stdout.writelines(difflib.unified_diff(
-                    old.splitlines(keepends=True), new.splitlines(keepends=True),
-                    fromfile=f"{rel} (committed)", tofile=f"{rel} (generated)"))
-        checked = len(SUPPORTED) - len(skipped)
-        if stale:
-            print(f"gen_layouts: {stale} file(s) out of date; run python3 tools/gen_layouts.py",
-                  file=sys.stderr)
-            return 1
-        print(f"gen_layouts: up to date ({checked} version(s) checked, {len(skipped)} skipped)",
-              file=sys.stderr)
-        return 0
-
-    GEN_DIR.mkdir(parents=True, exist_ok=True)
-    for path, new in outputs.items():
-        if not path.exists() or path.read_text() != new:
-            path.write_text(new)
-            print(f"gen_layouts: wrote {path.relative_to(REPO)}", file=sys.stderr)
-    return 0
-
+    return check_or_write(outputs, args.check, "gen_layouts", REPO, f"{len(SUPPORTED) - len(skipped)} version(s) checked, {len(skipped)} skipped")
 
 if __name__ == "__main__":
     sys.exit(main())

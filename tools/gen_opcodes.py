@@ -23,7 +23,6 @@ Versions that are not installed are skipped and their committed files left alone
 from __future__ import annotations
 
 import argparse
-import difflib
 import importlib.util
 import json
 import os
@@ -32,6 +31,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from generated_files import check_or_write
 
 REPO = Path(__file__).resolve().parent.parent
 GEN_DIR = REPO / "crates" / "gilty-layouts" / "src" / "generated_opcodes"
@@ -297,27 +298,7 @@ def main() -> int:
         path = GEN_DIR / f"v{ver[0]}_{ver[1]}.rs"
         note = "committed file left unchanged" if path.exists() else "NO committed file: the crate will not build"
         print(f"gen_opcodes: skipped {ver[0]}.{ver[1]} (not installed; {note})", file=sys.stderr)
-    if args.check:
-        stale = 0
-        for path, new in outputs.items():
-            old = path.read_text() if path.exists() else ""
-            if old != new:
-                stale += 1
-                rel = path.relative_to(REPO)
-                sys.stdout.writelines(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                                           fromfile=f"{rel} (committed)", tofile=f"{rel} (generated)"))
-        if stale:
-            print(f"gen_opcodes: {stale} file(s) out of date; run python3 tools/gen_opcodes.py", file=sys.stderr)
-            return 1
-        print(f"gen_opcodes: up to date ({len(SUPPORTED) + len(OPCACHE_VERSIONS) - len(skipped)} checked, {len(skipped)} skipped)", file=sys.stderr)
-        return 0
-    GEN_DIR.mkdir(parents=True, exist_ok=True)
-    for path, new in outputs.items():
-        if not path.exists() or path.read_text() != new:
-            path.write_text(new)
-            print(f"gen_opcodes: wrote {path.relative_to(REPO)}", file=sys.stderr)
-    return 0
-
+    return check_or_write(outputs, args.check, "gen_opcodes", REPO, f"{len(SUPPORTED) + len(OPCACHE_VERSIONS) - len(skipped)} checked, {len(skipped)} skipped")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -13,9 +13,9 @@ estimated from each run's own seconds (docs/load.md, "Comparing runs").
 from __future__ import annotations
 
 import argparse
-import json
 
 from gilty._errors import EXIT_OK, EXIT_USAGE, CommandError
+from gilty.cli.options import read_json_file
 from gilty.cli.record import add_format_argument, emit, output_format
 from gilty.load import compare
 from gilty.session import Recording
@@ -30,13 +30,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 
 def _read(path: str) -> tuple:
     """(kind, data): ("load", the load report) or ("recording", Recording)."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except OSError as e:
-        raise CommandError(f"cannot read {path}: {e.strerror or e}", EXIT_USAGE) from None
-    except (ValueError, UnicodeDecodeError) as e:
-        raise CommandError(f"{path} is not JSON ({e})", EXIT_USAGE) from None
+    data = read_json_file(path)
     if isinstance(data, dict) and data.get("kind") == "load" and isinstance(data.get("steps"), list):
         return "load", data
     raw = data.get("recording") if isinstance(data, dict) else None

@@ -81,3 +81,18 @@ def add_pid_arguments(parser: argparse.ArgumentParser, required: bool = False) -
         action="store_true",
         help="also every Python descendant of the process(es), including ones started later",
     )
+
+
+def read_json_file(path: str, hint: str = ""):
+    """The JSON document in ``path``; an unreadable or non-JSON file is one line, exit 2."""
+    import json
+
+    from gilty._errors import EXIT_USAGE
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except OSError as e:
+        raise CommandError(f"cannot read {path}: {e.strerror or e}", EXIT_USAGE) from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise CommandError(f"{path} is not JSON ({e}){hint}", EXIT_USAGE) from None

@@ -12,10 +12,10 @@ output format comes from --format, else from -o's extension (.html .svg .speedsc
 from __future__ import annotations
 
 import argparse
-import json
 
 from gilty import renderers
 from gilty._errors import EXIT_OK, EXIT_USAGE, CommandError
+from gilty.cli.options import read_json_file
 from gilty.session import Recording
 
 
@@ -32,13 +32,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 
 def load_recording(path: str) -> Recording:
     """The Recording saved in ``path``; a file that holds none is one line, exit 2."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except OSError as e:
-        raise CommandError(f"cannot read {path}: {e.strerror or e}", EXIT_USAGE) from None
-    except (ValueError, UnicodeDecodeError) as e:
-        raise CommandError(f"{path} is not JSON ({e}); give a report written by `gilty record -o FILE.json`", EXIT_USAGE) from None
+    data = read_json_file(path, "; give a report written by `gilty record -o FILE.json`")
     raw = data.get("recording", data) if isinstance(data, dict) else None
     if not isinstance(raw, dict) or "recording_format_version" not in raw:
         raise CommandError(
