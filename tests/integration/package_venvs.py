@@ -4,12 +4,30 @@ tests themselves and cached under /tmp between runs; a venv that cannot be made 
 from __future__ import annotations
 
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
 import pytest
 
 _LOCK = threading.Lock()
+
+
+def new_venv(interpreter: str, venv: Path, timeout: float = 120) -> subprocess.CompletedProcess:
+    """An empty venv of ``interpreter``. Without pip: ensurepip costs ~5-10 s per venv, and the test
+    run's own pip installs into it (see pip_install)."""
+    return subprocess.run([interpreter, "-m", "venv", "--clear", "--without-pip", str(venv)], capture_output=True, text=True, timeout=timeout)
+
+
+def pip_install(venv: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """`pip install ARGS` into ``venv`` by the test run's pip (`--python`: pip runs under the venv's
+    interpreter, so tags and markers are that interpreter's)."""
+    return subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q", "--disable-pip-version-check", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def venv_python(interp, name: str, packages: tuple, probe: str, timeout: float = 600) -> str:
@@ -20,11 +38,8 @@ def venv_python(interp, name: str, packages: tuple, probe: str, timeout: float =
     with _LOCK:
         if python.exists() and subprocess.run([str(python), "-c", probe], capture_output=True, timeout=60).returncode == 0:
             return str(python)
-        for step in (
-            [interp.path, "-m", "venv", "--clear", str(venv)],
-            [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *packages],
-        ):
-            done = subprocess.run(step, capture_output=True, text=True, timeout=timeout)
+        for step in (lambda: new_venv(interp.path, venv), lambda: pip_install(venv, *packages, timeout=timeout)):
+            done = step()
             if done.returncode != 0:
                 pytest.skip(f"cannot install {' '.join(packages)} for {interp.id}: {done.stderr.strip()[-300:]}")
     return str(python)

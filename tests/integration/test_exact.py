@@ -255,7 +255,8 @@ def test_exact_holds_do_not_overlap(recordings, case):
 
 # -- test 3: the switch interval ------------------------------------------------------------
 
-SWITCH_INTERVALS = (0.002, 0.005, 0.010)
+# Two intervals (the default shared with test 2, and twice it): enough to show the wait follows it.
+SWITCH_INTERVALS = (0.005, 0.010)
 
 
 @pytest.fixture(scope="module")
@@ -292,7 +293,7 @@ def test_io_wait_p50_follows_the_switch_interval(pyenv_interp, switch_reports):
     for (interval, name), value in p50.items():
         assert 0.7 * interval <= value <= 1.3 * interval, f"{name}: wait p50 {value * 1e3:.3f} ms at a {interval * 1e3:g} ms interval ({p50})"
     for name in ("io1", "io2"):
-        assert p50[(0.002, name)] < p50[(0.005, name)] < p50[(0.010, name)], p50
+        assert p50[(0.005, name)] < p50[(0.010, name)], p50
 
 
 # -- test 4: garbage collections --------------------------------------------------------------

@@ -25,11 +25,11 @@ PROMETHEUS = shutil.which("prometheus")
 
 
 def _start_prometheus(folder, scraped_port: int, job: str) -> tuple:
-    """Debian's Prometheus scraping 127.0.0.1:scraped_port every second; (process, its API port)."""
+    """Debian's Prometheus scraping 127.0.0.1:scraped_port twice a second; (process, its API port)."""
     port = free_port()
     config = folder / "prometheus.yml"
     config.write_text(
-        "global: {scrape_interval: 1s}\n"
+        "global: {scrape_interval: 500ms}\n"
         f"scrape_configs: [{{job_name: {job}, static_configs: [{{targets: ['127.0.0.1:{scraped_port}']}}]}}]\n"
     )
     proc = subprocess.Popen(
@@ -56,17 +56,17 @@ def test_prometheus_scrapes_hold_and_wait(tmp_path):
         deadline = time.monotonic() + 60
         holds: list = []
         while time.monotonic() < deadline:
-            time.sleep(1)
+            time.sleep(0.5)
             try:
-                # Over the last 5 s of whole scrapes, once 8 s of data exist.
-                holds = _query(prom_port, 'rate(gilty_gil_hold_seconds_total{thread=~"spinner-.*"}[5s]) and on() (time() - min(timestamp(up)) > 0) and on() count_over_time(up[10s]) >= 8')
+                # Over the last 3 s of whole scrapes, once 4 s of data exist.
+                holds = _query(prom_port, 'rate(gilty_gil_hold_seconds_total{thread=~"spinner-.*"}[3s]) and on() (time() - min(timestamp(up)) > 0) and on() count_over_time(up[5s]) >= 8')
             except OSError:
                 continue
             if len(holds) == 2:
                 break
         assert len(holds) == 2, f"Prometheus did not get both spinners: {holds}"
-        waits = _query(prom_port, 'rate(gilty_gil_wait_seconds_total{thread=~"spinner-.*"}[5s])')
-        states = _query(prom_port, 'rate(gilty_thread_state_seconds_total{thread=~"spinner-.*"}[5s])')
+        waits = _query(prom_port, 'rate(gilty_gil_wait_seconds_total{thread=~"spinner-.*"}[3s])')
+        states = _query(prom_port, 'rate(gilty_thread_state_seconds_total{thread=~"spinner-.*"}[3s])')
         by_thread: dict = {}
         for kind, rows in (("hold", holds), ("wait", waits)):
             for row in rows:
@@ -155,13 +155,13 @@ def test_prometheus_scrapes_the_sidecar_and_it_survives_a_restart(tmp_path):
     try:
         deadline, holds = time.monotonic() + 60, []
         while time.monotonic() < deadline and len(holds) != 2:
-            time.sleep(1)
+            time.sleep(0.5)
             try:
-                holds = _query(prom_port, 'rate(gilty_gil_hold_seconds_total{thread=~"spinner-.*"}[5s]) and on() count_over_time(up[10s]) >= 8')
+                holds = _query(prom_port, 'rate(gilty_gil_hold_seconds_total{thread=~"spinner-.*"}[3s]) and on() count_over_time(up[5s]) >= 8')
             except OSError:
                 continue
         assert len(holds) == 2, holds
-        waits = {r["metric"]["thread"]: float(r["value"][1]) for r in _query(prom_port, 'rate(gilty_gil_wait_seconds_total{thread=~"spinner-.*"}[5s])')}
+        waits = {r["metric"]["thread"]: float(r["value"][1]) for r in _query(prom_port, 'rate(gilty_gil_wait_seconds_total{thread=~"spinner-.*"}[3s])')}
         for row in holds:
             hold, wait = float(row["value"][1]), waits[row["metric"]["thread"]]
             assert row["metric"]["pid"] == str(target.pid)
@@ -171,7 +171,7 @@ def test_prometheus_scrapes_the_sidecar_and_it_survives_a_restart(tmp_path):
         restarted = start_target(sys.executable, "spinners.py")
         deadline, up = time.monotonic() + 30, []
         while time.monotonic() < deadline:
-            time.sleep(1)
+            time.sleep(0.5)
             up = _query(prom_port, f'gilty_process_up{{pid="{restarted.pid}"}}')
             if up:
                 break

@@ -1,6 +1,7 @@
 """The in-process monitor (gilty.monitor / gilty.gil_stats) inside real interpreters of each version,
 installed from the wheel: two spinners must each hold the GIL about half the time and wait the other
-half, the sleeping main thread must be idle, and the monitor's own thread must not appear."""
+half, the sleeping main thread must be idle, a thread that exited seconds ago must still be listed, and
+the monitor's own thread must not appear."""
 
 from __future__ import annotations
 
@@ -71,3 +72,9 @@ def test_windows_cover_their_seconds(stats):
     # The stats are read ~after the spinners ended: the 1 s window holds at most ~1 s of passes.
     assert spinner["1s"]["samples"] <= spinner["10s"]["samples"] <= spinner["total"]["samples"]
     assert spinner["60s"]["samples"] == spinner["total"]["samples"]
+
+
+# Guards: a thread forgotten as soon as it exits, so the last minute's windows lose its time.
+def test_a_thread_that_exited_seconds_ago_is_still_listed(stats):
+    short = _thread(stats, "short-lived")
+    assert short["windows"]["total"]["samples"] >= 1, short

@@ -1,4 +1,5 @@
-"""The wheel users install: built once as `pip install .` builds it (the `dist` profile), installed
+"""The wheel users install: built once as `pip install .` builds it (through the PEP 517 backend; the
+`release` profile stripped, which `make setup` has compiled already, instead of `dist`), installed
 into a fresh venv of every interpreter present, then used against a target of another version.
 
 Guards: the extension must be small (no debug info), abi3 (one wheel for every host Python 3.10+),

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
+from package_venvs import new_venv, pip_install
 
 _VENVS: dict = {}
 
@@ -37,8 +38,16 @@ def _build_wheel() -> tuple:
             shutil.copy2(REPO / name, source / name)
     before = {p for p in source.rglob("*")}
     out = Path(tempfile.mkdtemp(prefix="gilty-wheel-"))
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}"}
-    env.pop("CARGO_TARGET_DIR", None)
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}",
+        # The backend's own default is the `dist` profile in a scratch target dir: a full LTO build of
+        # every crate (~70 s). The tests ask it for the `release` profile, stripped, in the checkout's
+        # target/ that `make setup` already filled, so only the last crate is built again; the default
+        # itself is covered by tests/unit/test_build_backend.py.
+        "CARGO_TARGET_DIR": str(REPO / "target"),
+        "MATURIN_PEP517_ARGS": "--profile release --strip",
+    }
     done = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps", "-w", str(out), str(source)],
         capture_output=True,
@@ -69,12 +78,12 @@ def venv_with_wheel(interp, *extra_packages: str) -> Path:
     if key in _VENVS:
         return _VENVS[key]
     venv = Path(tempfile.mkdtemp(prefix=f"gilty-venv-{interp.id}-"))
-    subprocess.run([interp.path, "-m", "venv", str(venv)], check=True, timeout=120, capture_output=True)
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    done = subprocess.run([*pip, str(built_wheel())], capture_output=True, text=True, timeout=300)
+    made = new_venv(interp.path, venv)
+    assert made.returncode == 0, made.stderr
+    done = pip_install(venv, str(built_wheel()), timeout=300)
     assert done.returncode == 0, done.stderr
     if extra_packages:
-        done = subprocess.run([*pip, *extra_packages], capture_output=True, text=True, timeout=600)
+        done = pip_install(venv, *extra_packages)
         if done.returncode != 0:
             pytest.skip(f"cannot install {' '.join(extra_packages)} for {interp.id}: {done.stderr.strip()[-300:]}")
     _VENVS[key] = venv

@@ -1,5 +1,6 @@
 """In-process monitor target: two threads spin for a while (each should hold the GIL about half the
-time and wait the other half), the main thread sleeps, then collects garbage N times; prints
+time and wait the other half), a short-lived thread sleeps 0.6 s and exits ~2 s before the stats are
+read, the main thread sleeps, then collects garbage N times; prints
 gilty.gil_stats() as JSON. Argument: interval seconds, spin seconds, collections."""
 
 import json
@@ -22,6 +23,9 @@ def spin():
         pass
 
 
+short = threading.Thread(target=time.sleep, args=(0.6,), name="short-lived")
+short.start()
+short.join()
 threads = [threading.Thread(target=spin, name=f"spinner-{i}") for i in range(2)]
 for t in threads:
     t.start()

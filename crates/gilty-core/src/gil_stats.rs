@@ -16,6 +16,8 @@ struct ThreadCounts {
     total: [u64; STATES],
     /// Seconds spent per state, from the time each pass stands for (robust to late passes).
     total_s: [f64; STATES],
+    /// When a pass last listed the thread.
+    last_seen_s: f64,
 }
 
 /// Counts of one thread over one window.
@@ -48,6 +50,7 @@ impl GilStats {
         let second = now_s.max(0.0) as u64;
         for (tid, name, state) in states {
             let t = self.threads.entry(*tid).or_insert_with(|| ThreadCounts { ring: vec![(u64::MAX, [0; STATES]); RING_SECONDS], ..Default::default() });
+            t.last_seen_s = now_s;
             if t.name != *name {
                 t.name = name.clone();
             }
@@ -62,9 +65,10 @@ impl GilStats {
         }
     }
 
-    /// Forgets threads not seen in the latest pass's list (they exited), keeping totals of the living.
-    pub fn retain(&mut self, alive: &[i32]) {
-        self.threads.retain(|tid, _| alive.contains(tid));
+    /// Forgets threads no pass has listed for longer than the longest window: a thread that just
+    /// exited still shows in the windows (and totals) that cover its last seconds.
+    pub fn retain(&mut self, now_s: f64) {
+        self.threads.retain(|_, t| now_s - t.last_seen_s <= RING_SECONDS as f64);
     }
 
     pub fn passes(&self) -> u64 {
@@ -141,11 +145,15 @@ mod tests {
     }
 
     #[test]
-    fn exited_threads_are_dropped() {
+    fn exited_threads_stay_for_the_longest_window_then_go() {
         let mut s = GilStats::default();
         pass(&mut s, 0.0, &[(1, ThreadState::HoldingGil), (2, ThreadState::Idle)]);
-        s.retain(&[2]);
-        let snap = s.snapshot(0.0, &[1]);
+        pass(&mut s, 1.0, &[(2, ThreadState::Idle)]);
+        s.retain(1.0);
+        assert_eq!(s.snapshot(1.0, &[60]).len(), 2, "thread 1 exited a second ago: its last minute still counts");
+        pass(&mut s, 61.0, &[(2, ThreadState::Idle)]);
+        s.retain(61.0);
+        let snap = s.snapshot(61.0, &[1]);
         assert_eq!(snap.len(), 1);
         assert_eq!(snap[0].tid, 2);
     }

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use crate::to_py_err;
 
-/// Threads are re-listed (and exited ones forgotten) this often.
+/// How often threads that exited more than a minute ago are forgotten.
 const RETAIN_EVERY: Duration = Duration::from_secs(1);
 
 struct Shared {
@@ -66,8 +66,7 @@ fn run(shared: Arc<Shared>, mut sampler: Sampler, period: Duration) {
                 let mut stats = shared.stats.lock().unwrap();
                 stats.add_pass(t, weight, &states);
                 if last_retain.elapsed() >= RETAIN_EVERY {
-                    let alive: Vec<i32> = states.iter().map(|s| s.0).collect();
-                    stats.retain(&alive);
+                    stats.retain(t);
                     last_retain = Instant::now();
                 }
             }
