@@ -12,10 +12,17 @@ Pure functions over the session. The miss estimate works from the reads of each 
   executions (two classes alternating: 0.5; a 90/10 mix: 0.18, which is the true rate measured
   in-process, not 0.10).
 
-On 3.11 a missing site instead cycles: 53 misses de-specialize it to ``*_ADAPTIVE``, which runs the
-generic path for 31 executions (``adaptive_counter_start()``) and specializes again. With f the share
-of reads found adaptive, the miss rate while specialized is m = 53 f / (31 (1 - f)), and the slow
-share f + (1 - f) m.
+On 3.11 a missing site instead cycles (ceval.c ``miss:``, specialize.c): each miss decrements the
+counter from 53; the 53rd writes ``*_ADAPTIVE`` with ``adaptive_counter_start()`` (value 31), which
+counts 31 deferred generic executions down to 0, and the 32nd adaptive execution specializes again
+(for its own receiver, so it succeeds). A cycle of L executions thus leaves the site adaptive after
+exactly A = 31 + 1 = 32 of them (the deopting miss and the 31 deferred ones) and runs the slow path in
+exactly A + 53 = 85 (53 misses, 31 deferred, 1 specializing). With f the share of reads found
+adaptive (f = A / L), the slow share is f (A + 53) / A and the miss rate while specialized
+m = 53 / (L - A) = 53 f / (A (1 - f)). (Using 31 for A, as this module did first, overstates both.)
+Reads are taken in time, not per execution: the generic path takes longer than a hit, so a site the
+target runs without pause is read adaptive somewhat more often than it executes adaptive, and the
+estimate runs a little high (docs/specialization.md#miss-estimate).
 
 The counter adds what the reads between two re-specializations show: misses counted from its
 decrements (a lower bound) and misses since the last specialization.
@@ -161,10 +168,13 @@ def _estimates(spec_share: float, specs: list, minor: tuple, rules: dict) -> tup
     adaptive_start = rules.get("adaptive_start")
     if minor == (3, 11) and spec_share < 1.0 and adaptive_start:
         f = 1.0 - spec_share
-        generic_run = adaptive_start >> rules.get("value_shift", 4)
-        miss = min(1.0, rules.get("specialized_start", 53) * f / (generic_run * (1.0 - f)))
-    else:
-        miss = 1.0 - sum((n / spec_reads) ** 2 for n in specs)
+        # Executions per cycle that leave the site adaptive: the deopting miss and the deferred ones.
+        adaptive_run = (adaptive_start >> rules.get("value_shift", 4)) + 1
+        misses = rules.get("specialized_start", 53)
+        slow = min(1.0, f * (adaptive_run + misses) / adaptive_run)
+        miss = min(1.0, misses * f / (adaptive_run * (1.0 - f)))
+        return miss, slow
+    miss = 1.0 - sum((n / spec_reads) ** 2 for n in specs)
     return miss, (1.0 - spec_share) + spec_share * miss
 
 
