@@ -41,6 +41,15 @@ class WithProperty:
         return 4
 
 
+class Modified:
+    """A class whose attribute the loop keeps assigning: each assignment changes its type version."""
+
+    version = 0
+
+    def __init__(self):
+        self.x = 1
+
+
 G = 0
 
 
@@ -104,9 +113,18 @@ def use_global(ints):
     return t
 
 
-HOT = [mono_attr, alternating, mix_90_10, getattr_fallback, property_read, int_float, builtin_len, use_global]
+def class_modified(objs):
+    t = 0
+    for o in objs:
+        Modified.version = t  # modifies the class at run time
+        t += o.x  # LINE:class_modified
+    return t
 
-plain, other, fallback, with_property = Plain(), Other(), Fallback(), WithProperty()
+
+HOT = [mono_attr, alternating, mix_90_10, getattr_fallback, property_read, int_float, builtin_len, use_global,
+       class_modified]
+
+plain, other, fallback, with_property, modified = Plain(), Other(), Fallback(), WithProperty(), Modified()
 BATCH = 60
 # The 90/10 mix runs in windows of 61 that continue its 10-long pattern from call to call. With calls
 # of 60, every call would end at the same few points of 3.11's de-specialization cycle (560
@@ -122,6 +140,7 @@ BATCHES = {
     int_float: list(range(BATCH)),
     builtin_len: [[1, 2, 3]] * BATCH,
     use_global: list(range(BATCH)),
+    class_modified: [modified] * BATCH,
 }
 
 

@@ -128,9 +128,15 @@ def likely_cause(site: Site, minor: tuple) -> str:
         if poly or site.missing_while_specialized:
             return "several receiver types at this site: it keeps re-specializing for the latest one"
         if site.form in ("backoff", "warming") or site.slow_path_estimate:
+            if fam == "STORE_ATTR":
+                return ("attribute store that cannot be specialized (to a class or module, a property or other "
+                        "descriptor, __setattr__, or an instance without inline values or slots)")
             kinds = "__getattr__/__getattribute__, a property, a class attribute read through an instance, or another descriptor"
             if minor >= (3, 12):
                 kinds = "__getattr__ fallback, a class attribute or descriptor without a specialization, or a type without a version tag"
+            if minor >= (3, 13):
+                # typeobject.c: a class modified more than MAX_VERSIONS_PER_CLASS times gets no version again.
+                kinds += " (a class modified at run time over 1,000 times is never versioned again)"
             return f"attribute lookup that cannot be specialized ({kinds})"
     if fam == "LOAD_GLOBAL" and (site.changes or site.counted_misses):
         return "the module globals or builtins keep changing keys (a global added or deleted at run time); rebinding alone does not"
