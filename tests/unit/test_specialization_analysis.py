@@ -72,6 +72,18 @@ def test_311_cycle_estimate_from_adaptive_share():
     assert "several receiver types" in site.cause
 
 
+def test_311_prefers_reads_at_rest():
+    # Reads while the code runs find the site adaptive more often (the generic path is slower); reads
+    # at rest (no running thread in the code object) give the adaptive share per call boundary.
+    h = hist(1000, [700])  # 30 % adaptive over all reads
+    h.update(rest_reads=800, rest_specialized=round(800 * (1 - 32 / 137)))
+    w = watch("3.11.7", RULES_311, [ins(4, "LOAD_ATTR_INSTANCE_VALUE", "LOAD_ATTR", "specialized", 100, h)])
+    assert analyse(session(w)).sites[0].slow_path_estimate == pytest.approx(85 / 137, abs=0.005)
+    h.update(rest_reads=50, rest_specialized=50)  # too few at rest: all reads count
+    w = watch("3.11.7", RULES_311, [ins(4, "LOAD_ATTR_INSTANCE_VALUE", "LOAD_ATTR", "specialized", 100, h)])
+    assert analyse(session(w)).sites[0].slow_path_estimate == pytest.approx(0.3 * 85 / 32, abs=0.005)
+
+
 def test_monomorphic_is_clean_and_too_few_reads_give_no_estimate():
     w = watch("3.12.1", RULES_312, [
         ins(4, "LOAD_ATTR_INSTANCE_VALUE", "LOAD_ATTR", "specialized", 100, hist(200, [200]), value=52),
