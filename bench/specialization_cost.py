@@ -6,7 +6,7 @@
 bench/targets/many_codes.py calls --functions distinct functions round-robin on one thread and counts
 its calls. Each round measures its throughput over a window with no gilty (baseline) and over the
 same window inside a `gilty specialization --duration D` run (the window starts 0.5 s after gilty is
-started, ends before it stops), in an order alternated from round to round. Reported: median and range
+started, ends before it stops), in an order alternated from round to round. Reported: median, quartiles and range
 over rounds of throughput(gilty) / throughput(baseline) of the same round, the same ratio for calls per
 CPU-second of the target (what gilty's reads cost the target's own execution, without the scheduling
 noise of a shared machine), gilty's CPU time per run (what it takes from other work on a full machine),
@@ -97,14 +97,18 @@ def main() -> int:
         "python": subprocess.run([args.python, "-c", "import platform; print(platform.python_version())"], capture_output=True, text=True).stdout.strip(),
         "functions": args.functions, "duration_s": args.duration, "read_interval_ms": args.read_interval,
         "median_ratio": statistics.median(ratios), "min_ratio": min(ratios), "max_ratio": max(ratios),
+        "quartiles_ratio": statistics.quantiles(ratios, n=4)[::2] if len(ratios) > 1 else ratios * 2,
+        "quartiles_cpu_ratio": statistics.quantiles([r["cpu_ratio"] for r in rows], n=4)[::2] if len(rows) > 1 else [rows[0]["cpu_ratio"]] * 2,
         "median_cpu_ratio": statistics.median(r["cpu_ratio"] for r in rows),
         "min_cpu_ratio": min(r["cpu_ratio"] for r in rows), "max_cpu_ratio": max(r["cpu_ratio"] for r in rows),
         "loadavg_1m": os.getloadavg()[0],
         "median_gilty_cpu_s": statistics.median(r["gilty_cpu_s"] for r in rows), "cpus": os.cpu_count(), "rounds": rows,
     }
     print(f"median throughput with gilty / without: {summary['median_ratio']:.3f} (range {summary['min_ratio']:.3f}-"
-          f"{summary['max_ratio']:.3f}); per target CPU-second: {summary['median_cpu_ratio']:.3f} (range "
-          f"{summary['min_cpu_ratio']:.3f}-{summary['max_cpu_ratio']:.3f}); gilty CPU per {args.duration:g} s run: "
+          f"{summary['max_ratio']:.3f}, quartiles {summary['quartiles_ratio'][0]:.3f}-{summary['quartiles_ratio'][1]:.3f}); "
+          f"per target CPU-second: {summary['median_cpu_ratio']:.3f} (range {summary['min_cpu_ratio']:.3f}-"
+          f"{summary['max_cpu_ratio']:.3f}, quartiles {summary['quartiles_cpu_ratio'][0]:.3f}-"
+          f"{summary['quartiles_cpu_ratio'][1]:.3f}); gilty CPU per {args.duration:g} s run: "
           f"{summary['median_gilty_cpu_s']:.2f} s; load average {summary['loadavg_1m']:.1f} on {os.cpu_count()} CPUs")
     if args.json:
         with open(args.json, "w") as f:

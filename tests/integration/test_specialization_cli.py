@@ -3,8 +3,11 @@ estimate comes to the true rate counted in-process, and its answer for interpret
 
 from __future__ import annotations
 
+import html
 import json
 import os
+import re
+import shutil
 import subprocess
 import tempfile
 
@@ -15,12 +18,11 @@ from conftest import assert_one_error_line, line_of, note, parse_json, run_gilty
 pytestmark = pytest.mark.interpreter
 
 SCRIPT = "specialization_sites.py"
-# The issue's bar: the estimate within 10 points of the true rate. Met on 3.12/3.13 (errors 0.002-0.03
-# measured). 3.11's estimate comes from the share of time a site spends de-specialized, and generic
-# executions take longer than hits, so it runs high: errors up to 0.11 measured on a loaded machine;
-# 3.11 is held to 0.15 (docs/specialization.md#miss-estimate).
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+# The issue's bar: the estimate within 10 points of the true rate, on every version. The estimate is a
+# share of reads, so its spread shrinks with their number: this run reads at up to 1 kHz (about 1,500
+# reads in 3 s on the shared test machine; measured errors in docs/specialization.md#miss-estimate).
 MAX_ESTIMATE_ERROR = 0.10
-MAX_ESTIMATE_ERROR_311 = 0.15
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +33,8 @@ def report(interp):
     os.close(fd)
     try:
         with running_target(interp.path, SCRIPT, "run", path) as proc:
-            rc, out, err = run_gilty("specialization", "--pid", proc.pid, "--duration", "3", "--read-interval", "2", "--format", "json", timeout=60)
+            rc, out, err = run_gilty("specialization", "--pid", proc.pid, "--duration", "3", "--rate", "1000",
+                                     "--read-interval", "1", "--format", "json", timeout=60)
             assert rc == 0, f"exit {rc}; stderr:\n{err}"
             yield parse_json(out, "gilty specialization --format json")
     finally:
@@ -56,11 +59,10 @@ def site_at(report: dict, marker: str, family: str = "LOAD_ATTR") -> dict:
 def test_miss_estimate_is_within_ten_points_of_the_true_rate(report, truth, interp):
     for marker in ("alternating", "mix_90_10"):
         s = site_at(report, marker)
-        assert s["reads"] >= 50, s
+        assert s["reads"] >= 300, s
         err = abs(s["slow_path_estimate"] - truth[marker])
         note(interp, f"spec miss estimate error {marker}", round(err, 3))
-        bar = MAX_ESTIMATE_ERROR_311 if interp.version[:2] == (3, 11) else MAX_ESTIMATE_ERROR
-        assert err <= bar, f"{marker}: estimate {s['slow_path_estimate']:.3f}, true {truth[marker]:.3f}"
+        assert err <= MAX_ESTIMATE_ERROR, f"{marker}: estimate {s['slow_path_estimate']:.3f}, true {truth[marker]:.3f}"
 
 
 def test_monomorphic_site_is_clean_and_polymorphic_site_flagged(report, interp):
@@ -81,6 +83,10 @@ def test_verdict_names_the_costly_sites_with_file_line_and_cause(report):
     fallback = site_at(report, "getattr_fallback")
     assert fallback["in_backoff"] or fallback["form"] == "backoff", fallback
     assert site_at(report, "int_float", "BINARY_OP")["cause"].startswith("mixed operand types")
+    # A class attribute assigned in the loop changes the class's version: 3.11/3.12 re-specialize for
+    # each new version (many distinct specializations), 3.13 stops versioning the class after 1,000.
+    modified = site_at(report, "class_modified")
+    assert modified["cost"] > 0 and "modified at run time" in modified["cause"], modified
     families = {g["key"]: g for g in report["families"]}
     assert families["LOAD_ATTR"]["samples"] > 0 and families["LOAD_ATTR"]["missing"] >= 1
 
@@ -142,16 +148,40 @@ def test_subprocesses_watches_every_python_child(interp):
         assert body and all(s["form"] == "specialized" and not s["cost"] for s in body), body
 
 
-def test_html_report_annotates_the_hot_functions(interp, tmp_path):
-    if interp.version[:2] < (3, 11):
-        pytest.skip(f"Python {interp.minor_str} has no specializing interpreter (PEP 659 is 3.11+)")
+def test_html_report_is_the_shared_report_with_annotated_source(interp, tmp_path):
+    """`-o spec.html` writes the shared report with a specialization part, checked in headless Chromium
+    after its scripts ran (--dump-dom): the annotated source, the chips' forms, the verdict."""
+    if interp.id.startswith("debian") or interp.minor_str != "3.12":
+        pytest.skip("the page does not depend on the target's version: checked on pyenv 3.12 only (suite time)")
     out_json, page = tmp_path / "run.json", tmp_path / "spec.html"
     with running_target(interp.path, SCRIPT, "run", str(out_json)) as proc:
         rc, out, err = run_gilty("specialization", "--pid", proc.pid, "--duration", "2", "-o", str(page))
     assert rc == 0, err
-    text = page.read_text()
-    assert text.startswith("<!DOCTYPE html>") and "<h2>getattr_fallback" in text
-    assert "t += o.missing  # LINE:getattr_fallback" in text and 'class="ins backoff"' in text
+    text = page.read_text(encoding="utf-8")
+    data = json.loads(re.search(r'<script type="application/json" id="gilty-data">(.*?)</script>', text, re.S).group(1))
+    spec = data["specialization"]
+    assert spec["kind"] == "specialization" and spec["processes"][0]["pid"] == proc.pid
+    fallback = next(f for f in spec["functions"] if f["qualname"] == "getattr_fallback")
+    line = next(x for x in fallback["lines"] if x["no"] == line_of(SCRIPT, "getattr_fallback"))
+    assert "t += o.missing" in line["text"] and "backoff" in {s["class"] for s in line["sites"]}, line
+    # the target's text reaches the page only inside the escaped JSON
+    assert "t += o.missing  # LINE" not in text.split('id="gilty-data"')[0]
+    if CHROMIUM is None:
+        pytest.skip("chromium not installed (make system-deps installs it)")
+    args = [CHROMIUM, "--headless", "--disable-gpu", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
+            "--dump-dom", page.as_uri()]
+    if os.geteuid() == 0:  # Chromium refuses to run its sandbox as root
+        args.insert(1, "--no-sandbox")
+    dom = subprocess.run(args, capture_output=True, text=True, timeout=60).stdout
+    assert 'id="specialization-section"' in dom, dom[:2000]
+    row = re.search(rf'<tr data-line="{line_of(SCRIPT, "getattr_fallback")}">(.*?)</tr>', dom, re.S)
+    assert row and "t += o.missing" in html.unescape(row.group(1)) and 'class="ins backoff"' in row.group(1), row
+    alt = re.search(rf'<tr data-line="{line_of(SCRIPT, "alternating")}">(.*?)</tr>', dom, re.S).group(1)
+    assert 'class="ins missing"' in alt, alt  # specialized by name, missing half the time
+    verdict = html.unescape(re.search(r'<ol id="spec-verdict">(.*?)</ol>', dom, re.S).group(1))
+    assert f"{SCRIPT}:{line_of(SCRIPT, 'getattr_fallback')} getattr_fallback" in verdict
+    # a specialization run carries no states or stacks: the recording's sections are hidden
+    assert re.search(r'<section id="flame-section" hidden', dom)
 
 
 def test_target_exiting_midway_gives_a_partial_report(interp):

@@ -41,6 +41,15 @@ class WithProperty:
         return 4
 
 
+class Modified:
+    """A class whose attribute the loop keeps assigning: each assignment changes its type version."""
+
+    version = 0
+
+    def __init__(self):
+        self.x = 1
+
+
 G = 0
 
 
@@ -104,26 +113,49 @@ def use_global(ints):
     return t
 
 
-HOT = [mono_attr, alternating, mix_90_10, getattr_fallback, property_read, int_float, builtin_len, use_global]
+def class_modified(objs):
+    t = 0
+    for o in objs:
+        Modified.version = t  # modifies the class at run time
+        t += o.x  # LINE:class_modified
+    return t
 
-plain, other, fallback, with_property = Plain(), Other(), Fallback(), WithProperty()
+
+HOT = [mono_attr, alternating, mix_90_10, getattr_fallback, property_read, int_float, builtin_len, use_global,
+       class_modified]
+
+plain, other, fallback, with_property, modified = Plain(), Other(), Fallback(), WithProperty(), Modified()
 BATCH = 60
+# The 90/10 mix runs in windows of 61 that continue its 10-long pattern from call to call. With calls
+# of 60, every call would end at the same few points of 3.11's de-specialization cycle (560
+# executions, a multiple of the pattern), and reads landing between calls would see only those points.
+MIX_WINDOW = 61
+MIX = ([plain] * 9 + [other]) * MIX_WINDOW
 BATCHES = {
     mono_attr: [plain] * BATCH,
     alternating: [plain, other] * (BATCH // 2),
-    mix_90_10: ([plain] * 9 + [other]) * (BATCH // 10),
+    mix_90_10: MIX,
     getattr_fallback: [fallback] * BATCH,
     property_read: [with_property] * BATCH,
     int_float: list(range(BATCH)),
     builtin_len: [[1, 2, 3]] * BATCH,
     use_global: list(range(BATCH)),
+    class_modified: [modified] * BATCH,
 }
+
+
+_mix_at = 0
 
 
 def one_round():
     """Every site over its batch; the polymorphic ones see their mix of receivers."""
+    global _mix_at
     for f, batch in BATCHES.items():
-        f(batch)
+        if f is mix_90_10:
+            f(batch[_mix_at : _mix_at + MIX_WINDOW])
+            _mix_at = (_mix_at + MIX_WINDOW) % len(MIX)
+        else:
+            f(batch)
 
 
 def snapshot():

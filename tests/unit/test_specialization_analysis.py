@@ -59,15 +59,29 @@ def test_ninety_ten_shares_estimate_eighteen_percent():
 
 
 def test_311_cycle_estimate_from_adaptive_share():
-    # Two classes alternating on 3.11: 53 misses in 106 executions, then 31 adaptive: f = 31/137.
-    f = 31 / 137
+    # Two classes alternating on 3.11: specialized by one execution, then 53 misses in 105 executions
+    # (52 hits between them), the 53rd leaving it adaptive; 31 deferred executions; the next one
+    # specializes. Cycle 137, adaptive after 32 of them, slow in 85 (0.620, as counted in-process).
+    f = 32 / 137
     reads = 1370
     h = hist(reads, [round(reads * (1 - f))])
     w = watch("3.11.7", RULES_311, [ins(4, "LOAD_ATTR_INSTANCE_VALUE", "LOAD_ATTR", "specialized", 100, h)])
     site = analyse(session(w)).sites[0]
-    assert site.miss_estimate == pytest.approx(0.5, abs=0.01)
-    assert site.slow_path_estimate == pytest.approx(f + (1 - f) * 0.5, abs=0.01)
+    assert site.miss_estimate == pytest.approx(53 / 105, abs=0.005)
+    assert site.slow_path_estimate == pytest.approx(85 / 137, abs=0.005)
     assert "several receiver types" in site.cause
+
+
+def test_311_prefers_reads_at_rest():
+    # Reads while the code runs find the site adaptive more often (the generic path is slower); reads
+    # at rest (no running thread in the code object) give the adaptive share per call boundary.
+    h = hist(1000, [700])  # 30 % adaptive over all reads
+    h.update(rest_reads=800, rest_specialized=round(800 * (1 - 32 / 137)))
+    w = watch("3.11.7", RULES_311, [ins(4, "LOAD_ATTR_INSTANCE_VALUE", "LOAD_ATTR", "specialized", 100, h)])
+    assert analyse(session(w)).sites[0].slow_path_estimate == pytest.approx(85 / 137, abs=0.005)
+    h.update(rest_reads=50, rest_specialized=50)  # too few at rest: all reads count
+    w = watch("3.11.7", RULES_311, [ins(4, "LOAD_ATTR_INSTANCE_VALUE", "LOAD_ATTR", "specialized", 100, h)])
+    assert analyse(session(w)).sites[0].slow_path_estimate == pytest.approx(0.3 * 85 / 32, abs=0.005)
 
 
 def test_monomorphic_is_clean_and_too_few_reads_give_no_estimate():
@@ -122,19 +136,24 @@ def test_renderers_and_session_round_trip():
     assert "Verdict:" in text and "app.py:10 handler: LOAD_ATTR_INSTANCE_VALUE misses ~50%" in text
 
 
-def test_html_is_self_contained_and_escapes_target_text(tmp_path):
+def test_html_part_carries_the_annotated_source_as_escaped_data(tmp_path):
     src = tmp_path / "app.py"
     src.write_text("def handler(p):\n    x = '</script><b>'\n" + "\n" * 7 + "    return p.x  # hot\n")
     w = watch("3.12.1", RULES_312, [ins(4, "LOAD_ATTR_INSTANCE_VALUE", "LOAD_ATTR", "specialized", 100, hist(200, [100, 100]))])
     w.raw["codes"][0]["filename"] = str(src)
-    w.raw["codes"][0]["qualname"] = "handler<script>"
+    w.raw["codes"][0]["qualname"] = "handler</script><b>"
     from gilty.renderers import specialization_html
 
+    data = specialization_html.report_data(session(w))
+    (fn,) = data["functions"]
+    assert fn["qualname"] == "handler</script><b>"
+    (line,) = [x for x in fn["lines"] if x["sites"]]
+    assert line["text"] == "    return p.x  # hot" and line["sites"][0]["class"] == "missing"
     page = specialization_html.render(session(w))
-    assert "<script" not in page.replace("&lt;script", "")
-    assert "handler&lt;script&gt;" in page and "return p.x  # hot" in page
-    assert 'class="ins missing"' in page
-    assert "http" not in page.split("</style>", 1)[1]  # no external assets
+    # one script element for the data, one for the code: the target's text cannot close either
+    assert page.count("<script") == 2 and "</script><b>" not in page
+    assert "specialization.js" not in page and "function (" in page  # inlined, no external asset
+    assert 'src="' not in page and "http://" not in page.split("<script>", 1)[0]
 
 
 def test_same_site_in_several_workers_is_one_verdict_line():
@@ -159,3 +178,15 @@ def test_opcache_text_for_310():
     assert "hot (app.py:3), 40 samples: opcache with 2 entries" in text
     assert "no opcache yet (12 calls counted" in text
     assert "1 site(s) deoptimized" in text
+
+
+def test_free_threaded_build_is_one_line():
+    """The native attach refuses a free-threaded build (its _Py_DebugOffsets flag, crates/gilty-layouts);
+    `gilty specialization` turns that into one line about specialization. (No free-threaded interpreter
+    is installed on the test machine, so the end-to-end path is not run.)"""
+    from gilty.cli.specialization import _one_line_reason
+
+    native = "pid 4242 runs a free-threaded Python 3.13.0 build, which has no GIL to diagnose"
+    line = _one_line_reason(RuntimeError(native))
+    assert line == "pid 4242 runs a free-threaded build: CPython disables specialization there, so there is nothing to report"
+    assert "\n" not in line

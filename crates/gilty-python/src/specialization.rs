@@ -100,6 +100,8 @@ fn history_dict<'py>(py: Python<'py>, h: &SiteHistory) -> PyResult<Bound<'py, Py
     d.set_item("specializations", specs)?;
     d.set_item("counted_misses", h.counted_misses)?;
     d.set_item("changes", h.changes)?;
+    d.set_item("rest_reads", h.rest_reads)?;
+    d.set_item("rest_specialized", h.rest_specialized)?;
     Ok(d)
 }
 

@@ -150,7 +150,7 @@ def _process(session: Session, frames: dict, frame_list: list) -> dict:
     }
 
 
-def page_data(recording: Recording, load: Optional[dict] = None) -> dict:
+def page_data(recording: Recording, load: Optional[dict] = None, specialization: Optional[dict] = None) -> dict:
     frames: dict = {}
     frame_list: list = []
     processes = [_process(s, frames, frame_list) for s in recording.sessions]
@@ -167,6 +167,7 @@ def page_data(recording: Recording, load: Optional[dict] = None) -> dict:
         "frames": frame_list,
         "processes": processes,
         "load": load,  # a `gilty load` report (drawn by load.js), or None
+        "specialization": specialization,  # a `gilty specialization` part (specialization.js), or None
     }
 
 
@@ -185,18 +186,23 @@ def _inlined(name: str) -> str:
     return text
 
 
-def title(recording: Recording) -> str:
+def title(recording: Recording, specialization: Optional[dict] = None) -> str:
     labels = [process_label(s) for s in recording.sessions]
+    if not labels and specialization and specialization.get("processes"):
+        return "gilty specialization: pid " + ", ".join(str(p["pid"]) for p in specialization["processes"])
     return "gilty: " + (labels[0] if len(labels) == 1 else f"{len(labels)} processes")
 
 
-def render(recording: Recording, load: Optional[dict] = None) -> str:
-    """The page of a recording; with ``load`` (a `gilty load` JSON report) also the load part."""
+def render(recording: Recording, load: Optional[dict] = None, specialization: Optional[dict] = None) -> str:
+    """The page of a recording; with ``load`` (a `gilty load` JSON report) also the load part, with
+    ``specialization`` (``specialization_html.report_data``) the specialization part."""
     css, js = _inlined("report.css"), _inlined("report.js")
     if load is not None:
         css, js = css + _inlined("load.css"), js + "\n" + _inlined("load.js")
-    parts = {"CSS": css, "JS": js, "DATA": script_json(page_data(recording, load))}
-    page = _asset("report.html").replace("@TITLE@", html.escape(title(recording)))
+    if specialization is not None:
+        css, js = css + _inlined("specialization.css"), js + "\n" + _inlined("specialization.js")
+    parts = {"CSS": css, "JS": js, "DATA": script_json(page_data(recording, load, specialization))}
+    page = _asset("report.html").replace("@TITLE@", html.escape(title(recording, specialization)))
     # One pass: text substituted in is never searched for tokens again.
     return _TOKEN.sub(lambda m: parts[m.group(1)], page)
 

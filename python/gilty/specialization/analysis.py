@@ -12,10 +12,19 @@ Pure functions over the session. The miss estimate works from the reads of each 
   executions (two classes alternating: 0.5; a 90/10 mix: 0.18, which is the true rate measured
   in-process, not 0.10).
 
-On 3.11 a missing site instead cycles: 53 misses de-specialize it to ``*_ADAPTIVE``, which runs the
-generic path for 31 executions (``adaptive_counter_start()``) and specializes again. With f the share
-of reads found adaptive, the miss rate while specialized is m = 53 f / (31 (1 - f)), and the slow
-share f + (1 - f) m.
+On 3.11 a missing site instead cycles (ceval.c ``miss:``, specialize.c): each miss decrements the
+counter from 53; the 53rd writes ``*_ADAPTIVE`` with ``adaptive_counter_start()`` (value 31), which
+counts 31 deferred generic executions down to 0, and the 32nd adaptive execution specializes again
+(for its own receiver, so it succeeds). A cycle of L executions thus leaves the site adaptive after
+exactly A = 31 + 1 = 32 of them (the deopting miss and the 31 deferred ones) and runs the slow path in
+exactly A + 53 = 85 (53 misses, 31 deferred, 1 specializing). With f the share of reads found
+adaptive (f = A / L), the slow share is f (A + 53) / A and the miss rate while specialized
+m = 53 / (L - A) = 53 f / (A (1 - f)). (Using 31 for A, as this module did first, overstates both.)
+Reads are taken in time, not per execution: the generic path takes longer than a hit, so a site read
+while its code runs is found adaptive more often than it executes adaptive. A read taken while no
+running thread stands in the site's code object finds the state its last execution left, which
+weighs the states per call boundary instead; so f comes from those reads ("at rest") when there
+are enough of them (docs/specialization.md#miss-estimate).
 
 The counter adds what the reads between two re-specializations show: misses counted from its
 decrements (a lower bound) and misses since the last specialization.
@@ -32,6 +41,10 @@ from gilty.specialization.session import ProcessWatch, SpecializationSession
 
 # Below this many reads a site's estimate is not given (too few to say anything).
 MIN_READS = 10
+# 3.11: the adaptive share is taken from the reads at rest when there are at least this many of them
+# and they are at least this share of all reads (else from all reads).
+MIN_REST_READS = 100
+MIN_REST_SHARE = 0.3
 # A specialized site whose estimated misses reach this share is "missing while specialized".
 MISSING_THRESHOLD = 0.05
 # Attribute families whose specializations key on the receiver's type.
@@ -121,9 +134,15 @@ def likely_cause(site: Site, minor: tuple) -> str:
         if poly or site.missing_while_specialized:
             return "several receiver types at this site: it keeps re-specializing for the latest one"
         if site.form in ("backoff", "warming") or site.slow_path_estimate:
+            if fam == "STORE_ATTR":
+                return ("attribute store that cannot be specialized (to a class or module, a property or other "
+                        "descriptor, __setattr__, or an instance without inline values or slots)")
             kinds = "__getattr__/__getattribute__, a property, a class attribute read through an instance, or another descriptor"
             if minor >= (3, 12):
                 kinds = "__getattr__ fallback, a class attribute or descriptor without a specialization, or a type without a version tag"
+            if minor >= (3, 13):
+                # typeobject.c: a class modified more than MAX_VERSIONS_PER_CLASS times gets no version again.
+                kinds += " (a class modified at run time over 1,000 times is never versioned again)"
             return f"attribute lookup that cannot be specialized ({kinds})"
     if fam == "LOAD_GLOBAL" and (site.changes or site.counted_misses):
         return "the module globals or builtins keep changing keys (a global added or deleted at run time); rebinding alone does not"
@@ -153,7 +172,7 @@ def _source_line(filename: str, line: Optional[int], pid: int) -> str:
     return ""
 
 
-def _estimates(spec_share: float, specs: list, minor: tuple, rules: dict) -> tuple:
+def _estimates(spec_share: float, specs: list, minor: tuple, rules: dict, history: Optional[dict] = None) -> tuple:
     """(miss rate while specialized, share of executions on the slow path) from a site's reads."""
     spec_reads = sum(specs)
     if not spec_reads:
@@ -161,10 +180,17 @@ def _estimates(spec_share: float, specs: list, minor: tuple, rules: dict) -> tup
     adaptive_start = rules.get("adaptive_start")
     if minor == (3, 11) and spec_share < 1.0 and adaptive_start:
         f = 1.0 - spec_share
-        generic_run = adaptive_start >> rules.get("value_shift", 4)
-        miss = min(1.0, rules.get("specialized_start", 53) * f / (generic_run * (1.0 - f)))
-    else:
-        miss = 1.0 - sum((n / spec_reads) ** 2 for n in specs)
+        h = history or {}
+        rest = h.get("rest_reads", 0)
+        if rest >= MIN_REST_READS and rest >= MIN_REST_SHARE * h.get("reads", 0):
+            f = 1.0 - h.get("rest_specialized", 0) / rest
+        # Executions per cycle that leave the site adaptive: the deopting miss and the deferred ones.
+        adaptive_run = (adaptive_start >> rules.get("value_shift", 4)) + 1
+        misses = rules.get("specialized_start", 53)
+        slow = min(1.0, f * (adaptive_run + misses) / adaptive_run)
+        miss = min(1.0, misses * f / (adaptive_run * (1.0 - f))) if f < 1.0 else 1.0
+        return miss, slow
+    miss = 1.0 - sum((n / spec_reads) ** 2 for n in specs)
     return miss, (1.0 - spec_share) + spec_share * miss
 
 
@@ -186,7 +212,7 @@ def sites_of(watch: ProcessWatch) -> list:
             spec_share = miss = slow = None
             if reads >= MIN_READS:
                 spec_share = spec_reads / reads
-                miss, slow = _estimates(spec_share, specs, minor, rules)
+                miss, slow = _estimates(spec_share, specs, minor, rules, h)
             site = Site(
                 pid=watch.pid,
                 python_version=watch.python_version,

@@ -9,7 +9,7 @@ use crate::interpreter::Interpreter;
 use crate::process::procfs::{self, SchedstatReader};
 use crate::threads::{python_threads, TidResolver};
 use gilty_layouts::opcodes::OpcodeTable;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::time::{Duration, Instant};
 
@@ -39,13 +39,23 @@ pub struct SiteHistory {
     pub counted_misses: u64,
     /// Consecutive reads whose specialization changed (re-specialized or de-specialized).
     pub changes: u32,
+    /// Reads taken while no running thread's innermost frame stood in this code object (in the
+    /// sampling pass just before): the site then holds the state its last execution left, so these
+    /// reads weigh its states per call boundary rather than by the time each state lasts.
+    pub rest_reads: u32,
+    /// Of those, the reads that found a specialization in place.
+    pub rest_specialized: u32,
     last: Option<(Option<u64>, u16)>,
 }
 
 impl SiteHistory {
-    fn observe(&mut self, ins: &Instruction, shift: u8) {
+    fn observe(&mut self, ins: &Instruction, shift: u8, at_rest: bool) {
         let (Some(form), Some(counter)) = (ins.form, ins.counter) else { return };
         self.reads += 1;
+        if at_rest {
+            self.rest_reads += 1;
+            self.rest_specialized += (form == Form::Specialized) as u32;
+        }
         *self.forms.entry(form.as_str()).or_default() += 1;
         *self.names.entry(ins.name).or_default() += 1;
         let fp = ins.fingerprint();
@@ -176,6 +186,8 @@ pub fn watch(interp: &Interpreter, table: &OpcodeTable, opts: WatchOptions) -> W
     let mut idle_read_passes = 0u64;
     let mut run_states = RunStates::default();
     let mut rotation = 0usize;
+    // Code objects on a running thread's innermost frame in the latest sampling pass.
+    let mut running_codes: HashSet<u64> = HashSet::new();
     let mut next_pass = start;
     while start.elapsed() < opts.duration {
         let now = Instant::now();
@@ -193,6 +205,7 @@ pub fn watch(interp: &Interpreter, table: &OpcodeTable, opts: WatchOptions) -> W
             }
         }
         passes += 1;
+        running_codes.clear();
         if let Ok(threads) = python_threads(interp, &mut resolver, &tids) {
             for th in threads {
                 thread_samples += 1;
@@ -202,6 +215,7 @@ pub fn watch(interp: &Interpreter, table: &OpcodeTable, opts: WatchOptions) -> W
                     }
                 }
                 let Ok(Some((code, instr))) = walker.top_position(th.tstate) else { continue };
+                running_codes.insert(code);
                 let unit = (instr - (code + adaptive_off) as i64) / 2;
                 if unit < 0 {
                     continue; // frame entered, no instruction run yet
@@ -258,7 +272,8 @@ pub fn watch(interp: &Interpreter, table: &OpcodeTable, opts: WatchOptions) -> W
                 cpu_at_last_read = Some(cpu);
                 read_passes += 1;
                 for addr in codes_to_read(&codes, &mut rotation) {
-                    read_code(mem, l, table, codes.get_mut(&addr).unwrap());
+                    let at_rest = !running_codes.contains(&addr);
+                    read_code(mem, l, table, codes.get_mut(&addr).unwrap(), at_rest);
                 }
             } else {
                 idle_read_passes += 1;
@@ -268,7 +283,7 @@ pub fn watch(interp: &Interpreter, table: &OpcodeTable, opts: WatchOptions) -> W
     }
     // A last read, so every followed code object has a current decode.
     for w in codes.values_mut().filter(|w| !w.gone) {
-        read_code(mem, l, table, w);
+        read_code(mem, l, table, w, false);
     }
     let mut list: Vec<WatchedCode> = codes.into_values().collect();
     list.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.identity.address.cmp(&b.identity.address)));
@@ -285,7 +300,7 @@ pub fn watch(interp: &Interpreter, table: &OpcodeTable, opts: WatchOptions) -> W
     }
 }
 
-fn read_code(mem: &dyn crate::process::memory::Memory, l: &gilty_layouts::Layout, table: &OpcodeTable, w: &mut WatchedCode) {
+fn read_code(mem: &dyn crate::process::memory::Memory, l: &gilty_layouts::Layout, table: &OpcodeTable, w: &mut WatchedCode, at_rest: bool) {
     let bytes = match read_adaptive_checked(mem, l, &w.identity) {
         Ok(Some(b)) => b,
         Ok(None) => {
@@ -297,7 +312,7 @@ fn read_code(mem: &dyn crate::process::memory::Memory, l: &gilty_layouts::Layout
     let ins = decode(table, &bytes);
     for i in &ins {
         if i.form.is_some() && i.form != Some(Form::Instrumented) {
-            w.sites.entry(i.offset).or_default().observe(i, table.counter.specialized_shift);
+            w.sites.entry(i.offset).or_default().observe(i, table.counter.specialized_shift, at_rest);
         }
     }
     w.reads += 1;
