@@ -105,6 +105,39 @@ impl Stats {
         }
     }
 
+    /// Adds another part of the same run (another generator thread's connections, the schedule's
+    /// own counts) into this one.
+    pub fn merge(&mut self, other: Stats) {
+        self.latency.add(&other.latency).ok();
+        self.service.add(&other.service).ok();
+        self.lag.add(&other.lag).ok();
+        for (mine, theirs) in self.per_request.iter_mut().zip(&other.per_request) {
+            mine.add(theirs).ok();
+        }
+        for (mine, theirs) in self.per_request_errors.iter_mut().zip(&other.per_request_errors) {
+            *mine += theirs;
+        }
+        for (i, sec) in other.seconds.into_iter().enumerate() {
+            let mine = self.second(i as f64);
+            mine.sent += sec.sent;
+            mine.completed += sec.completed;
+            mine.errors += sec.errors;
+            mine.dropped += sec.dropped;
+            mine.latency.add(&sec.latency).ok();
+        }
+        for (k, n) in other.failures {
+            *self.failures.entry(k).or_insert(0) += n;
+        }
+        self.sent += other.sent;
+        self.completed += other.completed;
+        self.ok += other.ok;
+        self.dropped += other.dropped;
+        self.in_flight_sum += other.in_flight_sum;
+        self.in_flight_seen += other.in_flight_seen;
+        self.last_done_s = self.last_done_s.max(other.last_done_s);
+        self.in_system_s += other.in_system_s;
+    }
+
     fn second(&mut self, t: f64) -> &mut Second {
         let i = t.max(0.0) as usize;
         while self.seconds.len() <= i {

@@ -15,6 +15,11 @@ With --profile PID (the server's master; its Python descendants are followed) or
 after `--` (started, waited for until the URL answers, stopped at the end), every step also samples
 the server on the same clock: what its workers did, where, and at the knee the limit in plain words.
 
+The report option may also end the server command, as in
+  gilty load URL --ramp 50:1000:50 --slo p99=50ms -- gunicorn app:app -o run.html
+a trailing -o/--output FILE after the server command is gilty's (said on stderr), unless gilty's own
+-o came before `--`; then the server gets it.
+
 With --locustfile, Locust runs headless (a master and --workers local workers) instead of gilty's
 generator; its closed-loop figures are labelled as such and joined per second with the profile.
 """
@@ -55,7 +60,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=1, help="seed of the Poisson arrivals (default 1)")
     parser.add_argument("--max-in-flight", type=positive_int, default=1000, metavar="N", help="arrivals beyond N requests in flight are dropped and counted (default 1000)")
     parser.add_argument("--timeout", type=positive_float, default=10.0, metavar="S", help="a request without a full answer after S seconds is a timeout (default 10)")
-    parser.add_argument("--connections", type=positive_int, default=64, metavar="N", help="idle keep-alive connections kept per host (default 64)")
+    parser.add_argument("--connections", type=positive_int, default=64, metavar="N", help="keep-alive connections per host, at most (default 64); an arrival waits for a free one")
     parser.add_argument("--threads", type=positive_int, default=1, metavar="N", help="generator threads (default 1)")
     parser.add_argument("-X", "--method", default="GET", help="HTTP method (default GET)")
     parser.add_argument("-H", "--header", action="append", default=[], metavar="'NAME: VALUE'", help="a request header (repeatable)")
@@ -67,8 +72,27 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--users", type=positive_int, default=10, metavar="N", help="with --locustfile: Locust users (default 10)")
     parser.add_argument("--spawn-rate", type=positive_float, default=10.0, metavar="R", help="with --locustfile: users started per second (default 10)")
     parser.add_argument("--workers", type=positive_int, default=1, metavar="K", help="with --locustfile: local Locust worker processes (default 1)")
-    parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
+    parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout (may also end the server command)")
     add_format_argument(parser, ("text", "json", "html"))
+
+
+def take_trailing_output(args: argparse.Namespace) -> None:
+    """`-- SERVER ARGS -o run.html`: a trailing ``-o FILE`` / ``--output FILE`` / ``--output=FILE`` after
+    the server command is gilty's report file when gilty's own -o was not given before ``--``."""
+    child = getattr(args, "child_argv", None)
+    if not child or args.output is not None:
+        return
+    if len(child) >= 3 and child[-2] in ("-o", "--output"):
+        path, server = child[-1], child[:-2]
+    elif len(child) >= 2 and child[-1].startswith("--output="):
+        path, server = child[-1].split("=", 1)[1], child[:-1]
+    else:
+        return
+    if not path:
+        return
+    args.output, args.child_argv = path, server
+    print(f"gilty: the trailing `-o {path}` is gilty's: the report goes to {path} (to pass -o to the server, "
+          "give gilty's -o before --)", file=sys.stderr)
 
 
 def _run_profiled_step(native, plan: dict, stop, pids: list) -> tuple:
@@ -209,6 +233,7 @@ def _blocking(call, stop, on_stop) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
+    take_trailing_output(args)
     fmt = args.format or ("html" if (args.output or "").lower().endswith((".html", ".htm")) else output_format(None, args.output))
     if args.locustfile is not None:
         return _run_locust(args, fmt)
