@@ -119,7 +119,7 @@ impl Shared {
             if in_flight >= r.max_in_flight {
                 r.stats.note_dropped(intended_s, in_flight);
             } else {
-                r.stats.note_sent(intended_s, now_s - intended_s, in_flight);
+                r.stats.note_sent(intended_s, in_flight);
                 r.released += 1;
                 r.batches[self.requests[request].host].push(Ticket { intended_s, request });
             }
@@ -132,8 +132,10 @@ impl Shared {
             let q = &self.hosts[host];
             let n = batch.len();
             q.tickets.lock().unwrap().extend(batch.drain(..));
+            // The connection idle the shortest time first: at low rates a few warm connections carry
+            // the load (as a browser's or a pool's would), not every one in turn.
             for _ in 0..n.min(q.idle.load(Ordering::SeqCst)) {
-                q.ready.notify_one();
+                q.ready.notify_last();
             }
         }
         (r.next.0 < r.end_s).then_some(r.next.0)
@@ -181,10 +183,14 @@ async fn connection_task(shared: Arc<Shared>, host: usize, stats: Rc<RefCell<Sta
     // request's deadline, and deadlines rise with the schedule, so it is rarely reset.
     let timer = tokio::time::sleep(Duration::from_secs(3600));
     tokio::pin!(timer);
+    // Since when this connection could have sent: a ticket older than that waited for a connection
+    // (the server's doing), a ticket newer than that waited for the generator.
+    let mut free_since_s = 0.0f64;
     while let Some(ticket) = shared.next_ticket(host).await {
         let deadline = at(shared.start, ticket.intended_s) + shared.timeout;
         let deadline_t = tokio::time::Instant::from_std(deadline);
         let sent_s = shared.now_s();
+        stats.borrow_mut().note_lag(sent_s - ticket.intended_s.max(free_since_s));
         let request = &shared.requests[ticket.request];
         let failure = if Instant::now() >= deadline {
             Some(Failure::Timeout) // waited for a connection longer than the timeout
@@ -219,6 +225,7 @@ async fn connection_task(shared: Arc<Shared>, host: usize, stats: Rc<RefCell<Sta
             }
         };
         let done_s = shared.now_s();
+        free_since_s = done_s;
         stats.borrow_mut().add(&Outcome { request: ticket.request, intended_s: ticket.intended_s, sent_s, done_s, failure });
         shared.finished.fetch_add(1, Ordering::Release);
     }

@@ -72,7 +72,7 @@ pub struct Stats {
     /// Sum and count of the in-flight count seen at each arrival (a time average for Poisson arrivals).
     pub in_flight_sum: u64,
     pub in_flight_seen: u64,
-    /// How late the generator started requests past their intended time.
+    /// How late the generator started requests past the moment it could have (see `note_lag`).
     pub lag: Histogram<u64>,
     pub last_done_s: f64,
     /// Sum over answered requests of the time they were in flight (send to answer): divided by the
@@ -146,12 +146,17 @@ impl Stats {
         &mut self.seconds[i]
     }
 
-    pub fn note_sent(&mut self, intended_s: f64, lag_s: f64, in_flight: usize) {
+    pub fn note_sent(&mut self, intended_s: f64, in_flight: usize) {
         self.sent += 1;
         self.second(intended_s).sent += 1;
-        let _ = self.lag.record(us(lag_s));
         self.in_flight_sum += in_flight as u64;
         self.in_flight_seen += 1;
+    }
+
+    /// How late the generator itself was with one request: from when it could first have been sent
+    /// (its intended start, or when a connection became free for it) to when it was.
+    pub fn note_lag(&mut self, lag_s: f64) {
+        let _ = self.lag.record(us(lag_s));
     }
 
     pub fn note_dropped(&mut self, intended_s: f64, in_flight: usize) {

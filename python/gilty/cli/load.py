@@ -45,6 +45,7 @@ DEFAULT_DURATION_S = 10.0
 DEFAULT_STEP_S = 5.0
 POLL_S = 0.05
 SERVER_START_TIMEOUT_S = 30.0
+SERVER_WARMUP_S = 1.0  # unmeasured load on a server gilty started, unless --warmup says otherwise
 ACCEPTS_CHILD_COMMAND = True
 
 
@@ -66,7 +67,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-H", "--header", action="append", default=[], metavar="'NAME: VALUE'", help="a request header (repeatable)")
     parser.add_argument("--body", help="request body (text)")
     parser.add_argument("--profile", type=positive_int, metavar="PID", help="sample this server process and its Python descendants during every step")
-    parser.add_argument("--warmup", type=positive_float, metavar="S", help="first load the server at the first rate for S seconds, unmeasured (lazy imports, caches, connections)")
+    parser.add_argument("--warmup", type=positive_float, metavar="S", help=f"first load the server at the first rate for S seconds, unmeasured (lazy imports, caches, connections; default {SERVER_WARMUP_S:g} for a server gilty starts, else 0)")
     parser.add_argument("--loop-lag", type=positive_float, default=20.0, metavar="MS", help="with a profile: report asyncio loop spans away from the selector longer than MS (default 20)")
     parser.add_argument("--locustfile", metavar="F", help="run Locust headless with this locustfile instead (closed loop; see docs/load.md)")
     parser.add_argument("--users", type=positive_int, default=10, metavar="N", help="with --locustfile: Locust users (default 10)")
@@ -270,9 +271,11 @@ def run(args: argparse.Namespace) -> int:
                 child = launch.start_command(child_argv)
                 _wait_until_listening(options.urls[0][0], child)
                 pids = [child.pid]
-            if args.warmup and not stop.requested:
-                print(f"gilty: warming up at {rates[0]:g} rps for {args.warmup:g} s (not measured)", file=sys.stderr)
-                _run_step(native, native_plan(options, rates[0], args.warmup), stop)
+            # A server gilty just started has answered once: its other workers may still be importing.
+            warmup = args.warmup if args.warmup is not None else (SERVER_WARMUP_S if child is not None else None)
+            if warmup and not stop.requested:
+                print(f"gilty: warming up at {rates[0]:g} rps for {warmup:g} s (not measured)", file=sys.stderr)
+                _run_step(native, native_plan(options, rates[0], warmup), stop)
             for rate in rates:
                 if stop.requested:
                     stopped = True
@@ -325,4 +328,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         text = render.render_json(result) if fmt == "json" else render.render_text(result)
     emit(text, args.output)
+    if args.output is not None and knee is not None:
+        print(f"gilty: {render.knee_line(result)}", file=sys.stderr)  # the answer, not only a file name
     return EXIT_PARTIAL if stopped else EXIT_OK
