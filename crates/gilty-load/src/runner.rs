@@ -24,6 +24,9 @@ use tokio::sync::{oneshot, Notify};
 const DRAIN_GRACE: Duration = Duration::from_millis(200);
 /// How often the schedule thread looks whether the last answers are in.
 const DRAIN_POLL: Duration = Duration::from_millis(1);
+/// While every connection is busy, each releases what is due when it looks for work, so the schedule
+/// thread need not wake for every arrival: it sleeps at least this long, until a connection goes idle.
+const BUSY_SLEEP: Duration = Duration::from_micros(500);
 
 pub struct RunResult {
     pub stats: Stats,
@@ -88,6 +91,9 @@ struct Shared {
     /// Tickets finished (answered, failed or timed out); released minus this is in flight.
     finished: AtomicU64,
     closing: AtomicBool,
+    /// The schedule thread, and whether it is in a long (busy) sleep that an idle connection must end.
+    scheduler: std::thread::Thread,
+    long_sleep: AtomicBool,
 }
 
 impl Shared {
@@ -158,6 +164,9 @@ impl Shared {
             tokio::pin!(notified);
             notified.as_mut().enable();
             q.idle.fetch_add(1, Ordering::SeqCst);
+            if self.long_sleep.load(Ordering::SeqCst) {
+                self.scheduler.unpark();
+            }
             let found = q.tickets.lock().unwrap().pop_front();
             if found.is_none() && !self.closing.load(Ordering::Acquire) {
                 notified.await;
@@ -325,6 +334,8 @@ pub fn run(plan: &Plan, stop: &AtomicBool) -> Result<RunResult, String> {
         timeout: plan.timeout,
         finished: AtomicU64::new(0),
         closing: AtomicBool::new(false),
+        scheduler: std::thread::current(),
+        long_sleep: AtomicBool::new(false),
     });
     let cpu0 = process_cpu_s();
     // The connection slots, every host's, dealt to the generator threads in turn.
@@ -355,9 +366,16 @@ pub fn run(plan: &Plan, stop: &AtomicBool) -> Result<RunResult, String> {
             shared.release.lock().unwrap().end_s = window_s;
             break;
         }
-        let now_s = shared.now_s();
-        if due_s > now_s {
-            std::thread::sleep(Duration::from_secs_f64(due_s - now_s));
+        let until_due = Duration::from_secs_f64((due_s - shared.now_s()).max(0.0));
+        let any_idle = |shared: &Shared| shared.hosts.iter().any(|q| q.idle.load(Ordering::SeqCst) > 0);
+        if until_due < BUSY_SLEEP && !any_idle(&shared) {
+            // Announced before looking again: a connection going idle after this look unparks us.
+            shared.long_sleep.store(true, Ordering::SeqCst);
+            let wait = if any_idle(&shared) { until_due } else { BUSY_SLEEP };
+            std::thread::park_timeout(wait);
+            shared.long_sleep.store(false, Ordering::SeqCst);
+        } else if !until_due.is_zero() {
+            std::thread::sleep(until_due);
         }
     }
     let released = shared.release.lock().unwrap().released;
