@@ -168,13 +168,33 @@ def test_ctrl_c_ends_the_run_with_a_partial_report(delay_server):
 # Issue 8: the knee comes with what the server did. A handler that builds URLs in Python holds the
 # GIL; past the knee the server's busiest process holds it nearly all the time, under `quote`
 # called from the application's own code.
+def profiled_run_is_clean(run: dict) -> str:
+    """Why a profiled ramp cannot name the server's limit ("" when it can): even its first step missed
+    the SLO (other jobs left the server too little CPU for 30 rps), or the generator fell behind."""
+    if run["knee"]["rate"] is None:
+        first = run["steps"][0]
+        return (f"already at {first['requested_rate']:g} rps p99 was {first['latency_s']['p99'] * 1e3:.0f} ms "
+                f"(server time per request {first['service_s']['mean'] * 1e3:.0f} ms)")
+    if run["knee"]["limit"] == "generator":
+        return "the generator fell behind its schedule"
+    return ""
+
+
 def test_profiled_knee_names_cpu_in_python_and_the_code():
-    port = free_port()
     script = str(TARGETS / "http_cpu_server.py")
-    run = load_json(
-        f"http://127.0.0.1:{port}/", "--ramp", "30:200:30", "--duration", 2, "--slo", "p99=100ms",
-        "--", sys.executable, script, port, 60, timeout=240,
-    )
+    why = []
+    for _ in range(2):
+        port = free_port()
+        run = load_json(
+            f"http://127.0.0.1:{port}/", "--ramp", "30:200:30", "--duration", 2, "--slo", "p99=100ms",
+            "--", sys.executable, script, port, 60, timeout=240,
+        )
+        reason = profiled_run_is_clean(run)
+        if not reason:
+            break
+        why.append(reason)
+    else:
+        pytest.skip("the machine is too busy to find a knee: " + "; ".join(why))
     knee = run["knee"]
     # On a quiet machine the busiest process holds the GIL >= 85 % past the knee: "CPU in Python". When
     # other jobs share the 2 CPUs, the holder is descheduled during handoffs and the same overload reads
