@@ -1,7 +1,7 @@
 //! The open-loop run. Arrivals are released on schedule as tickets into their host's queue (or dropped
-//! when `max_in_flight` tickets are already out): by one OS thread that sleeps until the next is due,
-//! and by any connection looking for work, whichever runs first (on a busy machine the schedule does
-//! not wait for one thread to be scheduled). A fixed set of connections per host (`connections`, a hard
+//! when `max_in_flight` tickets are already out): by a release task on the first generator thread that
+//! a timerfd wakes at each arrival's time (tokio's own timers round to 1 ms), and by any connection
+//! looking for work, whichever runs first. The calling thread only watches for the end and for a stop. A fixed set of connections per host (`connections`, a hard
 //! cap) serves the queue: each is a long-lived task owning its TCP stream that takes the next ticket,
 //! writes the request's pre-serialized bytes and reads the answer. A ticket that waits for a free
 //! connection keeps its intended start, so its latency includes the wait (coordinated omission
@@ -24,9 +24,11 @@ use tokio::sync::{oneshot, Notify};
 const DRAIN_GRACE: Duration = Duration::from_millis(200);
 /// How often the schedule thread looks whether the last answers are in.
 const DRAIN_POLL: Duration = Duration::from_millis(1);
-/// While every connection is busy, each releases what is due when it looks for work, so the schedule
-/// thread need not wake for every arrival: it sleeps at least this long, until a connection goes idle.
+/// While every connection is busy, each releases what is due when it looks for work, so the release
+/// task need not wake for every arrival: it sleeps at least this long, until a connection goes idle.
 const BUSY_SLEEP: Duration = Duration::from_micros(500);
+/// How often the calling thread looks for a stop request or the schedule's end.
+const WATCH: Duration = Duration::from_millis(2);
 
 pub struct RunResult {
     pub stats: Stats,
@@ -91,9 +93,9 @@ struct Shared {
     /// Tickets finished (answered, failed or timed out); released minus this is in flight.
     finished: AtomicU64,
     closing: AtomicBool,
-    /// The schedule thread, and whether it is in a long (busy) sleep that an idle connection must end.
-    scheduler: std::thread::Thread,
+    /// Whether the release task is in a long (busy) sleep that a connection going idle must end.
     long_sleep: AtomicBool,
+    rearm: Notify,
 }
 
 impl Shared {
@@ -165,7 +167,7 @@ impl Shared {
             notified.as_mut().enable();
             q.idle.fetch_add(1, Ordering::SeqCst);
             if self.long_sleep.load(Ordering::SeqCst) {
-                self.scheduler.unpark();
+                self.rearm.notify_one();
             }
             let found = q.tickets.lock().unwrap().pop_front();
             if found.is_none() && !self.closing.load(Ordering::Acquire) {
@@ -269,12 +271,93 @@ async fn exchange(conn: &mut Option<Connection>, addr: SocketAddr, request: &Pre
     }
 }
 
+/// A CLOCK_MONOTONIC timerfd in the runtime's epoll set: wakes the runtime at a given instant to the
+/// microsecond.
+struct PreciseTimer {
+    fd: tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>,
+}
+
+impl PreciseTimer {
+    fn new() -> std::io::Result<PreciseTimer> {
+        use std::os::fd::FromRawFd;
+        // SAFETY: timerfd_create has no preconditions; a valid descriptor is owned from here on.
+        let fd = unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let owned = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+        // SAFETY: the OwnedFd is the AsyncFd's for its whole life and always the same descriptor.
+        let fd = unsafe { tokio::io::unix::AsyncFd::register_with_interest(owned, tokio::io::Interest::READABLE) }?;
+        Ok(PreciseTimer { fd })
+    }
+
+    /// Fires once, `after` from now (zero would disarm it: at least 1 ns).
+    fn arm(&self, after: Duration) {
+        use std::os::fd::AsRawFd;
+        let after = after.max(Duration::from_nanos(1));
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
+            it_value: libc::timespec { tv_sec: after.as_secs() as libc::time_t, tv_nsec: after.subsec_nanos() as libc::c_long },
+        };
+        // SAFETY: a timerfd we own and a spec on the stack.
+        unsafe { libc::timerfd_settime(self.fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
+    }
+
+    async fn expired(&self) {
+        use std::os::fd::AsRawFd;
+        loop {
+            let Ok(mut guard) = self.fd.readable().await else { return };
+            let mut count = [0u8; 8];
+            // SAFETY: reads the expiry count into our buffer.
+            let n = unsafe { libc::read(self.fd.as_raw_fd(), count.as_mut_ptr().cast(), count.len()) };
+            // Not re-armed until we return, so no expiry can slip between this read and the clear.
+            guard.clear_ready();
+            if n == 8 {
+                return;
+            }
+        }
+    }
+}
+
+/// Releases arrivals at their times: sleeps on the timer until the next is due (at least BUSY_SLEEP
+/// while no connection is idle: busy connections release as they finish), until the schedule ends.
+async fn release_task(shared: Arc<Shared>, timer: PreciseTimer) {
+    let any_idle = |shared: &Shared| shared.hosts.iter().any(|q| q.idle.load(Ordering::SeqCst) > 0);
+    while let Some(due_s) = shared.release_due(true) {
+        let until_due = Duration::from_secs_f64((due_s - shared.now_s()).max(0.0));
+        let mut wait = until_due;
+        if until_due < BUSY_SLEEP && !any_idle(&shared) {
+            // Announced before looking again: a connection going idle after this look re-arms us.
+            shared.long_sleep.store(true, Ordering::SeqCst);
+            if !any_idle(&shared) {
+                wait = BUSY_SLEEP;
+            }
+        }
+        timer.arm(wait);
+        tokio::select! {
+            _ = timer.expired() => {}
+            _ = shared.rearm.notified(), if wait > until_due => {}
+        }
+        shared.long_sleep.store(false, Ordering::SeqCst);
+    }
+}
+
 /// One generator thread: a single-threaded runtime running its share of the connections until told
 /// to stop; hands back what they recorded.
-fn generator_thread(shared: Arc<Shared>, slots: Vec<usize>, requests: usize, stop: oneshot::Receiver<()>) -> std::io::Result<Stats> {
+fn generator_thread(
+    shared: Arc<Shared>,
+    slots: Vec<usize>,
+    requests: usize,
+    releases: bool,
+    stop: oneshot::Receiver<()>,
+) -> std::io::Result<Stats> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let stats = Rc::new(RefCell::new(Stats::new(requests)));
     let local = tokio::task::LocalSet::new();
+    if releases {
+        let timer = runtime.block_on(async { PreciseTimer::new() })?;
+        local.spawn_local(release_task(Arc::clone(&shared), timer));
+    }
     for host in slots {
         local.spawn_local(connection_task(Arc::clone(&shared), host, Rc::clone(&stats)));
     }
@@ -334,8 +417,8 @@ pub fn run(plan: &Plan, stop: &AtomicBool) -> Result<RunResult, String> {
         timeout: plan.timeout,
         finished: AtomicU64::new(0),
         closing: AtomicBool::new(false),
-        scheduler: std::thread::current(),
         long_sleep: AtomicBool::new(false),
+        rearm: Notify::new(),
     });
     let cpu0 = process_cpu_s();
     // The connection slots, every host's, dealt to the generator threads in turn.
@@ -350,7 +433,7 @@ pub fn run(plan: &Plan, stop: &AtomicBool) -> Result<RunResult, String> {
         let shared = Arc::clone(&shared);
         let worker = std::thread::Builder::new()
             .name(format!("gilty-load-{i}"))
-            .spawn(move || generator_thread(shared, mine, n_requests, rx))
+            .spawn(move || generator_thread(shared, mine, n_requests, i == 0, rx))
             .map_err(|e| format!("cannot start the load generator's threads: {e}"))?;
         stoppers.push(tx);
         workers.push(worker);
@@ -359,24 +442,21 @@ pub fn run(plan: &Plan, stop: &AtomicBool) -> Result<RunResult, String> {
     let start = shared.start;
     let mut stopped = false;
     let mut window_s = duration_s;
-    while let Some(due_s) = shared.release_due(true) {
+    loop {
         if stop.load(Ordering::Relaxed) {
             stopped = true;
             window_s = shared.now_s().min(duration_s);
             shared.release.lock().unwrap().end_s = window_s;
             break;
         }
-        let until_due = Duration::from_secs_f64((due_s - shared.now_s()).max(0.0));
-        let any_idle = |shared: &Shared| shared.hosts.iter().any(|q| q.idle.load(Ordering::SeqCst) > 0);
-        if until_due < BUSY_SLEEP && !any_idle(&shared) {
-            // Announced before looking again: a connection going idle after this look unparks us.
-            shared.long_sleep.store(true, Ordering::SeqCst);
-            let wait = if any_idle(&shared) { until_due } else { BUSY_SLEEP };
-            std::thread::park_timeout(wait);
-            shared.long_sleep.store(false, Ordering::SeqCst);
-        } else if !until_due.is_zero() {
-            std::thread::sleep(until_due);
+        let over = {
+            let r = shared.release.lock().unwrap();
+            r.next.0 >= r.end_s
+        };
+        if over {
+            break;
         }
+        std::thread::sleep(WATCH);
     }
     let released = shared.release.lock().unwrap().released;
     // Wait for answers still due: at most the timeout plus a little, then what is left is abandoned.
