@@ -449,11 +449,12 @@ pub fn run(plan: &Plan, stop: &AtomicBool) -> Result<RunResult, String> {
             shared.release.lock().unwrap().end_s = window_s;
             break;
         }
-        let over = {
+        let (over, end_s) = {
             let r = shared.release.lock().unwrap();
-            r.next.0 >= r.end_s
+            (r.next.0 >= r.end_s, r.end_s)
         };
-        if over {
+        // The release task's thread ending early (it could not start) must not leave us waiting.
+        if over || workers[0].is_finished() || shared.now_s() > end_s + plan.timeout.as_secs_f64() {
             break;
         }
         std::thread::sleep(WATCH);
