@@ -160,7 +160,7 @@ def throughput(connections: int, seconds: float) -> None:
         w2 = wrk(url, connections, seconds)
         print(f"wrk again: {w2['rps']:.0f} requests/s, CPU {w2['cpu_per_k'] * 1e3:.1f} ms per 1,000 requests")
         if best:
-            print(f"highest rate kept: {best[0]:.0f} rps = {best[0] / w['rps']:.2f} x wrk's first run, {best[0] / w2['rps']:.2f} x its second; "
+            print(f"highest rate kept: {best[0]:.0f} rps = {best[0] / w['rps']:.2f} x the wrk run before the open-loop steps, {best[0] / w2['rps']:.2f} x the one after; "
                   f"CPU {best[1] * 1e3:.1f} ms per 1,000 requests (wrk {w['cpu_per_k'] * 1e3:.1f}, {w2['cpu_per_k'] * 1e3:.1f})")
     finally:
         nginx.terminate()
