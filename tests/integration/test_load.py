@@ -70,15 +70,54 @@ def test_a_stalled_server_shows_in_p99_and_in_its_second(delay_server):
     assert stalled and all(3 <= s["t"] <= 5 for s in stalled), [(s["t"], s["latency_s"]["max"]) for s in step["seconds"]]
 
 
+KNEE_RAMP = (70, 130, 10)
+KNEE_TRIES = 3
+
+
+# The server's own time per request at the lowest rate (send to answer: 10 ms of service, Python's
+# parsing and a connection per request) must be that of a 10 ms server for the run to judge its knee.
+KNEE_SERVICE_P50_S = (0.0098, 0.0110)
+KNEE_SERVICE_P99_S = 0.0125
+
+
+def knee_run_is_clean(run: dict) -> str:
+    """Why a knee run cannot judge a 10 ms server ("" when it can): the generator fell behind its own
+    schedule (its lag or CPU warning) at a step up to the first that missed the SLO, or other jobs on
+    the machine made the server itself slower or jittery (its low-load service time says so)."""
+    service = run["steps"][0]["service_s"]
+    if not (KNEE_SERVICE_P50_S[0] <= service["p50"] <= KNEE_SERVICE_P50_S[1]) or service["p99"] > KNEE_SERVICE_P99_S:
+        return f"the server took p50 {service['p50'] * 1e3:.1f} ms, p99 {service['p99'] * 1e3:.1f} ms per request at low load"
+    for step in run["steps"]:
+        if step["verdict"]["generator_behind"]:
+            return (f"at {step['requested_rate']:g} rps the generator fell behind (lag p99 "
+                    f"{step['generator']['lag_p99_s'] * 1e3:.1f} ms, {step['generator']['cpu_s']:.2f} CPU-s)")
+        if not step["verdict"]["meets_slo"]:
+            break
+    return ""
+
+
 def test_knee_of_a_one_at_a_time_server():
-    port = free_port()
-    proc = start_target(sys.executable, "http_delay_server.py", str(port), "0.01", "serial")
-    try:
-        run = load_json(f"http://127.0.0.1:{port}/", "--ramp", "70:130:10", "--duration", 3, "--slo", "p99=50ms", timeout=200)
-    finally:
-        proc.stop()
+    # A busy machine delays the generator (its own lag/CPU warning says so) or slows the server (its
+    # measured time per request says so): such a run cannot judge the knee and is run again; if every
+    # try was disturbed, the test skips saying why instead of blaming the tool.
+    start, stop, step = KNEE_RAMP
+    why = []
+    for _ in range(KNEE_TRIES):
+        port = free_port()
+        proc = start_target(sys.executable, "http_delay_server.py", str(port), "0.01", "serial")
+        try:
+            run = load_json(f"http://127.0.0.1:{port}/", "--ramp", f"{start}:{stop}:{step}", "--duration", 3,
+                            "--slo", "p99=50ms", timeout=200)
+        finally:
+            proc.stop()
+        reason = knee_run_is_clean(run)
+        if not reason:
+            break
+        why.append(reason)
+    else:
+        pytest.skip(f"the machine is too busy for a knee: in {KNEE_TRIES} runs " + "; ".join(why))
     knee = run["knee"]
-    assert knee is not None and 90 <= knee["rate"] <= 110, knee
+    assert knee is not None and knee["rate"] is not None and 90 <= knee["rate"] <= 110, knee
     assert knee["limit"] == "concurrency"
     assert 0.9 <= knee["effective_concurrency"] <= 1.3, knee
     # the ramp stops after the first step past the knee
@@ -129,13 +168,33 @@ def test_ctrl_c_ends_the_run_with_a_partial_report(delay_server):
 # Issue 8: the knee comes with what the server did. A handler that builds URLs in Python holds the
 # GIL; past the knee the server's busiest process holds it nearly all the time, under `quote`
 # called from the application's own code.
+def profiled_run_is_clean(run: dict) -> str:
+    """Why a profiled ramp cannot name the server's limit ("" when it can): even its first step missed
+    the SLO (other jobs left the server too little CPU for 30 rps), or the generator fell behind."""
+    if run["knee"]["rate"] is None:
+        first = run["steps"][0]
+        return (f"already at {first['requested_rate']:g} rps p99 was {first['latency_s']['p99'] * 1e3:.0f} ms "
+                f"(server time per request {first['service_s']['mean'] * 1e3:.0f} ms)")
+    if run["knee"]["limit"] == "generator":
+        return "the generator fell behind its schedule"
+    return ""
+
+
 def test_profiled_knee_names_cpu_in_python_and_the_code():
-    port = free_port()
     script = str(TARGETS / "http_cpu_server.py")
-    run = load_json(
-        f"http://127.0.0.1:{port}/", "--ramp", "30:200:30", "--duration", 2, "--slo", "p99=100ms",
-        "--", sys.executable, script, port, 60, timeout=240,
-    )
+    why = []
+    for _ in range(2):
+        port = free_port()
+        run = load_json(
+            f"http://127.0.0.1:{port}/", "--ramp", "30:200:30", "--duration", 2, "--slo", "p99=100ms",
+            "--", sys.executable, script, port, 60, timeout=240,
+        )
+        reason = profiled_run_is_clean(run)
+        if not reason:
+            break
+        why.append(reason)
+    else:
+        pytest.skip("the machine is too busy to find a knee: " + "; ".join(why))
     knee = run["knee"]
     # On a quiet machine the busiest process holds the GIL >= 85 % past the knee: "CPU in Python". When
     # other jobs share the 2 CPUs, the holder is descheduled during handoffs and the same overload reads

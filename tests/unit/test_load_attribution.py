@@ -117,3 +117,15 @@ def test_a_cpu_bound_callback_is_charged_though_its_stretch_began_in_the_loop():
     top = lag.culprits[0]
     assert top.site == f"quote ({STDLIB}/urllib/parse.py)" and top.caller.startswith("build_url ("), top
     assert top.doing == "running Python" and abs(top.seconds - 0.09) < 1e-6
+
+
+def test_a_console_script_entry_is_not_the_application():
+    from gilty.load.sites import site_key
+
+    entry = ("<module>", "/srv/venv/bin/gunicorn", 8)
+    framework = [("h11_impl.handle", f"{SITE}/uvicorn/protocols/http/h11_impl.py", 400),
+                 ("run", f"{SITE}/gunicorn/app/wsgiapp.py", 66), entry]
+    # nothing of the application's: the innermost frame, not the entry script's caller chain
+    assert site_key(framework, PREFIXES)[:2] == ("h11_impl.handle", f"{SITE}/uvicorn/protocols/http/h11_impl.py")
+    app = [("quote", f"{STDLIB}/urllib/parse.py", 893), ("build_url", "/srv/app.py", 12), *framework]
+    assert site_key(app, PREFIXES) == ("quote", f"{STDLIB}/urllib/parse.py", 893, "build_url (/srv/app.py:12)")

@@ -3,6 +3,7 @@
 //! intended start, so a stalled server is charged for every request it delayed (coordinated omission
 //! corrected, as wrk2 does). Knows nothing about Python; gilty's `load` command drives it.
 
+pub mod http1;
 pub mod plan;
 pub mod runner;
 pub mod schedule;

@@ -29,7 +29,7 @@ pub struct Plan {
     /// Arrivals beyond this many requests in flight are not sent and are counted as dropped.
     pub max_in_flight: usize,
     pub timeout: Duration,
-    /// Idle keep-alive connections kept per host.
+    /// Connections per host, a hard cap: an arrival waits for a free one (and its wait is latency).
     pub connections: usize,
     pub threads: usize,
 }
@@ -44,11 +44,15 @@ impl Plan {
             return Err(format!("rate must be a positive number, not {}", self.rate));
         }
         for r in &self.requests {
-            if !r.url.starts_with("http://") {
-                return Err(format!("{}: only http:// URLs are supported", r.url));
+            crate::http1::parse_url(&r.url)?;
+            if !crate::http1::is_token(&r.method) {
+                return Err(format!("{}: not an HTTP method", r.method));
             }
-            r.url.parse::<hyper::Uri>().map_err(|e| format!("{}: not a valid URL ({e})", r.url))?;
-            hyper::Method::from_bytes(r.method.as_bytes()).map_err(|_| format!("{}: not an HTTP method", r.method))?;
+            for (k, v) in &r.headers {
+                if !crate::http1::is_token(k) || v.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
+                    return Err(format!("{k}: {v}: not a valid header"));
+                }
+            }
             if !(r.weight > 0.0) {
                 return Err(format!("{}: weight must be positive", r.url));
             }

@@ -72,7 +72,7 @@ pub struct Stats {
     /// Sum and count of the in-flight count seen at each arrival (a time average for Poisson arrivals).
     pub in_flight_sum: u64,
     pub in_flight_seen: u64,
-    /// How late the generator started requests past their intended time.
+    /// How late the generator started requests past the moment it could have (see `note_lag`).
     pub lag: Histogram<u64>,
     pub last_done_s: f64,
     /// Sum over answered requests of the time they were in flight (send to answer): divided by the
@@ -105,6 +105,39 @@ impl Stats {
         }
     }
 
+    /// Adds another part of the same run (another generator thread's connections, the schedule's
+    /// own counts) into this one.
+    pub fn merge(&mut self, other: Stats) {
+        self.latency.add(&other.latency).ok();
+        self.service.add(&other.service).ok();
+        self.lag.add(&other.lag).ok();
+        for (mine, theirs) in self.per_request.iter_mut().zip(&other.per_request) {
+            mine.add(theirs).ok();
+        }
+        for (mine, theirs) in self.per_request_errors.iter_mut().zip(&other.per_request_errors) {
+            *mine += theirs;
+        }
+        for (i, sec) in other.seconds.into_iter().enumerate() {
+            let mine = self.second(i as f64);
+            mine.sent += sec.sent;
+            mine.completed += sec.completed;
+            mine.errors += sec.errors;
+            mine.dropped += sec.dropped;
+            mine.latency.add(&sec.latency).ok();
+        }
+        for (k, n) in other.failures {
+            *self.failures.entry(k).or_insert(0) += n;
+        }
+        self.sent += other.sent;
+        self.completed += other.completed;
+        self.ok += other.ok;
+        self.dropped += other.dropped;
+        self.in_flight_sum += other.in_flight_sum;
+        self.in_flight_seen += other.in_flight_seen;
+        self.last_done_s = self.last_done_s.max(other.last_done_s);
+        self.in_system_s += other.in_system_s;
+    }
+
     fn second(&mut self, t: f64) -> &mut Second {
         let i = t.max(0.0) as usize;
         while self.seconds.len() <= i {
@@ -113,12 +146,17 @@ impl Stats {
         &mut self.seconds[i]
     }
 
-    pub fn note_sent(&mut self, intended_s: f64, lag_s: f64, in_flight: usize) {
+    pub fn note_sent(&mut self, intended_s: f64, in_flight: usize) {
         self.sent += 1;
         self.second(intended_s).sent += 1;
-        let _ = self.lag.record(us(lag_s));
         self.in_flight_sum += in_flight as u64;
         self.in_flight_seen += 1;
+    }
+
+    /// How late the generator itself was with one request: from when it could first have been sent
+    /// (its intended start, or when a connection became free for it) to when it was.
+    pub fn note_lag(&mut self, lag_s: f64) {
+        let _ = self.lag.record(us(lag_s));
     }
 
     pub fn note_dropped(&mut self, intended_s: f64, in_flight: usize) {

@@ -15,6 +15,11 @@ With --profile PID (the server's master; its Python descendants are followed) or
 after `--` (started, waited for until the URL answers, stopped at the end), every step also samples
 the server on the same clock: what its workers did, where, and at the knee the limit in plain words.
 
+The report option may also end the server command, as in
+  gilty load URL --ramp 50:1000:50 --slo p99=50ms -- gunicorn app:app -o run.html
+a trailing -o/--output FILE after the server command is gilty's (said on stderr), unless gilty's own
+-o came before `--`; then the server gets it.
+
 With --locustfile, Locust runs headless (a master and --workers local workers) instead of gilty's
 generator; its closed-loop figures are labelled as such and joined per second with the profile.
 """
@@ -40,6 +45,7 @@ DEFAULT_DURATION_S = 10.0
 DEFAULT_STEP_S = 5.0
 POLL_S = 0.05
 SERVER_START_TIMEOUT_S = 30.0
+SERVER_WARMUP_S = 1.0  # unmeasured load on a server gilty started, unless --warmup says otherwise
 ACCEPTS_CHILD_COMMAND = True
 
 
@@ -55,20 +61,39 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=1, help="seed of the Poisson arrivals (default 1)")
     parser.add_argument("--max-in-flight", type=positive_int, default=1000, metavar="N", help="arrivals beyond N requests in flight are dropped and counted (default 1000)")
     parser.add_argument("--timeout", type=positive_float, default=10.0, metavar="S", help="a request without a full answer after S seconds is a timeout (default 10)")
-    parser.add_argument("--connections", type=positive_int, default=64, metavar="N", help="idle keep-alive connections kept per host (default 64)")
+    parser.add_argument("--connections", type=positive_int, default=64, metavar="N", help="keep-alive connections per host, at most (default 64); an arrival waits for a free one")
     parser.add_argument("--threads", type=positive_int, default=1, metavar="N", help="generator threads (default 1)")
     parser.add_argument("-X", "--method", default="GET", help="HTTP method (default GET)")
     parser.add_argument("-H", "--header", action="append", default=[], metavar="'NAME: VALUE'", help="a request header (repeatable)")
     parser.add_argument("--body", help="request body (text)")
     parser.add_argument("--profile", type=positive_int, metavar="PID", help="sample this server process and its Python descendants during every step")
-    parser.add_argument("--warmup", type=positive_float, metavar="S", help="first load the server at the first rate for S seconds, unmeasured (lazy imports, caches, connections)")
+    parser.add_argument("--warmup", type=positive_float, metavar="S", help=f"first load the server at the first rate for S seconds, unmeasured (lazy imports, caches, connections; default {SERVER_WARMUP_S:g} for a server gilty starts, else 0)")
     parser.add_argument("--loop-lag", type=positive_float, default=20.0, metavar="MS", help="with a profile: report asyncio loop spans away from the selector longer than MS (default 20)")
     parser.add_argument("--locustfile", metavar="F", help="run Locust headless with this locustfile instead (closed loop; see docs/load.md)")
     parser.add_argument("--users", type=positive_int, default=10, metavar="N", help="with --locustfile: Locust users (default 10)")
     parser.add_argument("--spawn-rate", type=positive_float, default=10.0, metavar="R", help="with --locustfile: users started per second (default 10)")
     parser.add_argument("--workers", type=positive_int, default=1, metavar="K", help="with --locustfile: local Locust worker processes (default 1)")
-    parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
+    parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout (may also end the server command)")
     add_format_argument(parser, ("text", "json", "html"))
+
+
+def take_trailing_output(args: argparse.Namespace) -> None:
+    """`-- SERVER ARGS -o run.html`: a trailing ``-o FILE`` / ``--output FILE`` / ``--output=FILE`` after
+    the server command is gilty's report file when gilty's own -o was not given before ``--``."""
+    child = getattr(args, "child_argv", None)
+    if not child or args.output is not None:
+        return
+    if len(child) >= 3 and child[-2] in ("-o", "--output"):
+        path, server = child[-1], child[:-2]
+    elif len(child) >= 2 and child[-1].startswith("--output="):
+        path, server = child[-1].split("=", 1)[1], child[:-1]
+    else:
+        return
+    if not path:
+        return
+    args.output, args.child_argv = path, server
+    print(f"gilty: the trailing `-o {path}` is gilty's: the report goes to {path} (to pass -o to the server, "
+          "give gilty's -o before --)", file=sys.stderr)
 
 
 def _run_profiled_step(native, plan: dict, stop, pids: list) -> tuple:
@@ -209,6 +234,7 @@ def _blocking(call, stop, on_stop) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
+    take_trailing_output(args)
     fmt = args.format or ("html" if (args.output or "").lower().endswith((".html", ".htm")) else output_format(None, args.output))
     if args.locustfile is not None:
         return _run_locust(args, fmt)
@@ -245,9 +271,11 @@ def run(args: argparse.Namespace) -> int:
                 child = launch.start_command(child_argv)
                 _wait_until_listening(options.urls[0][0], child)
                 pids = [child.pid]
-            if args.warmup and not stop.requested:
-                print(f"gilty: warming up at {rates[0]:g} rps for {args.warmup:g} s (not measured)", file=sys.stderr)
-                _run_step(native, native_plan(options, rates[0], args.warmup), stop)
+            # A server gilty just started has answered once: its other workers may still be importing.
+            warmup = args.warmup if args.warmup is not None else (SERVER_WARMUP_S if child is not None else None)
+            if warmup and not stop.requested:
+                print(f"gilty: warming up at {rates[0]:g} rps for {warmup:g} s (not measured)", file=sys.stderr)
+                _run_step(native, native_plan(options, rates[0], warmup), stop)
             for rate in rates:
                 if stop.requested:
                     stopped = True
@@ -300,4 +328,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         text = render.render_json(result) if fmt == "json" else render.render_text(result)
     emit(text, args.output)
+    if args.output is not None and knee is not None:
+        print(f"gilty: {render.knee_line(result)}", file=sys.stderr)  # the answer, not only a file name
     return EXIT_PARTIAL if stopped else EXIT_OK

@@ -12,6 +12,14 @@ def _ms(seconds) -> str:
     return "-" if seconds is None else f"{seconds * 1e3:.1f}"
 
 
+def knee_line(run: dict) -> str:
+    """The knee and its cause in one line (the text report's, and on stderr when the report goes to a file)."""
+    knee = run["knee"]
+    if knee.rate is None:
+        return f"Knee: below {run['steps'][0]['requested_rate']:g} rps. {knee.explanation}."
+    return f"Knee: {knee.rate:g} rps (limit: {knee.limit}). {knee.explanation}."
+
+
 def render_text(run: dict) -> str:
     lines = [f"gilty load: {', '.join(u for u, _w in run['urls'])} ({run['arrivals']} arrivals, open loop)"]
     lines.append("")
@@ -51,13 +59,9 @@ def render_text(run: dict) -> str:
             errors[kind] = errors.get(kind, 0) + n
     if errors:
         lines.append("Errors: " + ", ".join(f"{k} {n}" for k, n in sorted(errors.items())))
-    knee = run.get("knee")
-    if knee is not None:
+    if run.get("knee") is not None:
         lines.append("")
-        if knee.rate is None:
-            lines.append(f"Knee: below {run['steps'][0]['requested_rate']:g} rps. {knee.explanation}.")
-        else:
-            lines.append(f"Knee: {knee.rate:g} rps (limit: {knee.limit}). {knee.explanation}.")
+        lines.append(knee_line(run))
     if run.get("stopped"):
         lines.append("Stopped early (Ctrl-C): the last step is PARTIAL.")
     return "\n".join(lines) + "\n"

@@ -17,7 +17,11 @@ def library_prefixes(session) -> tuple:
 
 
 def is_library(file: str, prefixes: tuple) -> bool:
-    return "site-packages/" in file or "dist-packages/" in file or file.startswith(prefixes) or file.startswith("<frozen")
+    # A console script pip wrote (`.venv/bin/gunicorn`, no .py) is the server's entry point, not the
+    # application: a stack with nothing else outside libraries is the framework's own work.
+    console_script = "/bin/" in file and not file.endswith(".py")
+    return ("site-packages/" in file or "dist-packages/" in file or file.startswith(prefixes)
+            or file.startswith("<frozen") or console_script)
 
 
 def site_key(stack: list, prefixes: tuple) -> tuple:
