@@ -293,6 +293,37 @@ impl<'a> FrameWalker<'a> {
         true // 3.10: liveness of every frame is checked instead
     }
 
+    /// 3.10: C calls in progress on the thread's stack, as far as the recursion counter tells: its
+    /// `recursion_depth` less its number of frames (each frame's evaluation adds one, and so does
+    /// every C function called through the call protocol, which on 3.10 is every call a bytecode
+    /// makes). 0 means the thread is in the eval loop of its innermost frame and in no C function, so
+    /// a thread without the GIL there is in the eval breaker's GIL handoff. None on other versions.
+    pub fn calls_in_progress(&self, tstate: u64) -> Result<Option<i64>, WalkError> {
+        let l = self.layout;
+        let (Some(frame_off), Some(depth_off)) = (l.tstate_frame, l.tstate_recursion_depth) else {
+            return Ok(None);
+        };
+        let lo = frame_off.min(depth_off);
+        let mut head = vec![0u8; (frame_off.max(depth_off) + 8 - lo) as usize];
+        self.mem.read(tstate + lo, &mut head)?;
+        let depth = i32_at(&head, depth_off - lo) as i64;
+        let mut frame = u64_at(&head, frame_off - lo);
+        let reads = BlockCache::new(self.mem);
+        let mut frames = 0i64;
+        while frame != 0 {
+            frames += 1;
+            if frames as usize > MAX_DEPTH {
+                return Err(WalkError::Torn);
+            }
+            let previous = reads.read_u64(frame + l.frame_previous)?;
+            if previous == frame {
+                return Err(WalkError::Torn);
+            }
+            frame = previous;
+        }
+        Ok(Some(depth - frames))
+    }
+
     /// Where the innermost Python frame stands (code, instruction), without decoding anything: the
     /// one fact classification needs when the stack itself is not wanted (the in-process monitor).
     pub fn top_position(&self, tstate: u64) -> Result<Option<(u64, i64)>, WalkError> {

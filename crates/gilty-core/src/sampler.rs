@@ -492,10 +492,15 @@ impl Sampler {
                 (true, false, _) if !holds && syscall == SyscallState::Running => (None, self.top_position(tstate)),
                 (true, false, _) => (None, None),
             };
-            let at_handoff_opcode = !holds
+            // Running without the GIL in the eval loop itself (not in C code) is the GIL handoff: seen
+            // from the instruction (a backward jump or RESUME calls no C code) or, on 3.10, where the
+            // eval breaker also runs after calls and on entering a frame, from the recursion counter.
+            let in_handoff = !holds
+                && tstate != 0
                 && syscall == SyscallState::Running
-                && top.and_then(|(code, instr)| self.opcode_at(code, instr)).map(|op| self.handoff_opcodes.contains(&op)).unwrap_or(false);
-            let state = classify(&Observation { tstate, syscall, at_handoff_opcode, ran_since_idle }, &gil, gc, range, history);
+                && (top.and_then(|(code, instr)| self.opcode_at(code, instr)).map(|op| self.handoff_opcodes.contains(&op)).unwrap_or(false)
+                    || self.no_call_in_progress(tstate));
+            let state = classify(&Observation { tstate, syscall, in_handoff, ran_since_idle }, &gil, gc, range, history);
             if let Some(track) = self.tracks.get_mut(&tid) {
                 track.history = Some(History { state, switch_number: gil.switch_number, was_last_holder: tstate != 0 && gil.last_holder == tstate });
                 track.last_wait = if stacks { None } else { Some((tstate, syscall)) };
@@ -517,6 +522,14 @@ impl Sampler {
 
     fn top_position(&self, tstate: u64) -> Option<(u64, i64)> {
         FrameWalker::new(&self.interp.mem, &self.interp.layout, self.interp.code_type).top_position(tstate).ok().flatten()
+    }
+
+    /// 3.10: the thread is in no C function, by its recursion counter (see
+    /// `FrameWalker::calls_in_progress`). False when unknown and on other versions, whose specialised
+    /// calls skip the counter.
+    fn no_call_in_progress(&self, tstate: u64) -> bool {
+        let walker = FrameWalker::new(&self.interp.mem, &self.interp.layout, self.interp.code_type);
+        matches!(walker.calls_in_progress(tstate), Ok(Some(0)))
     }
 
     fn opcode_at(&self, code: u64, instr: i64) -> Option<u8> {
