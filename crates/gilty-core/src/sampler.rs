@@ -69,13 +69,19 @@ type Observed = (i32, ThreadState, i64, Option<Stack>);
 /// What a blocked thread looked like when last read, with its scheduling counters read just before and
 /// the GIL's `switch_number` of that pass. Its stack is not walked again while either
 /// - its counters stay the same: it has not run, so neither its syscall nor its stack can have changed; or
-/// - it still waits for the GIL and `switch_number` has not moved (and it is not the last holder): it
-///   cannot have taken the GIL, since taking it from another thread moves the counter, so it has run
-///   no Python code (a GIL waiter wakes every switch interval to check, so its counters move anyway).
+/// - it still waits for the GIL and cannot have had it since: `switch_number` has not moved and it is
+///   not the last holder, or it moved once, to another thread, and this one was not the last holder
+///   when its stack was read (taking the GIL from another thread moves the counter, and so does any
+///   thread taking it back from this one: a hold in between makes two changes). So it has run no
+///   Python code. A GIL waiter wakes every switch interval to check, so its counters move anyway;
+///   with many threads waiting, this is what spares walking all of them every pass.
 struct Still {
     tstate: u64,
     sched: Option<Schedstat>,
     switch_number: u64,
+    /// This thread was the GIL's last holder when its stack was read (it could retake the GIL
+    /// without moving the counter).
+    was_last_holder: bool,
     syscall: SyscallState,
     stack: Stack,
     top: Option<(u64, i64)>,
@@ -422,7 +428,8 @@ impl Sampler {
             let mut syscall_now = None;
             if stacks && !holds && tstate != 0 {
                 let waited = track.still.as_ref().filter(|st| {
-                    st.tstate == tstate && gil_wait(st.syscall) && st.switch_number == gil.switch_number && gil.last_holder != tstate
+                    let changes = gil.switch_number.wrapping_sub(st.switch_number);
+                    st.tstate == tstate && gil_wait(st.syscall) && gil.last_holder != tstate && (changes == 0 || (changes == 1 && !st.was_last_holder))
                 });
                 if let Some(st) = waited {
                     let now = track.reader.as_mut().map(|r| r.read()).unwrap_or(SyscallState::Unavailable);
@@ -506,7 +513,7 @@ impl Sampler {
                 track.last_wait = if stacks { None } else { Some((tstate, syscall)) };
                 track.still = match (syscall, &stack) {
                     (SyscallState::Blocked { .. }, Some(stack)) => {
-                        Some(Still { tstate, sched, switch_number: gil.switch_number, syscall, stack: stack.clone(), top })
+                        Some(Still { tstate, sched, switch_number: gil.switch_number, was_last_holder: gil.last_holder == tstate, syscall, stack: stack.clone(), top })
                     }
                     _ => None,
                 };
