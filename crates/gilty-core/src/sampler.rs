@@ -10,7 +10,7 @@ use crate::frames::{CodeCache, Frame, FrameWalker, WalkError};
 use crate::interpreter::Interpreter;
 use crate::process::memory::Memory;
 use crate::process::procfs::{self, Schedstat, SchedstatReader, SyscallReader, SyscallState};
-use crate::threads::{python_threads, PyThread, TidResolver};
+use crate::threads::{python_threads, PyThread, TidResolver, WalkHead};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -446,6 +446,17 @@ impl Sampler {
             } else {
                 None
             };
+            // Not switched in since it was last seen blocked: still in that syscall (or woken and not yet
+            // run, which is still waiting for what it blocked on), its stack unchanged. Spares reading
+            // the syscall file, the dearest read of a pass (the kernel formats nine numbers).
+            if reused.is_none() && syscall_now.is_none() {
+                if let (Some(st), Some(now)) = (&track.still, sched) {
+                    if st.tstate == tstate && st.sched == Some(now) {
+                        syscall_now = Some(st.syscall);
+                        reused = Some((st.stack.clone(), st.top));
+                    }
+                }
+            }
             // States only: a thread blocked on the GIL last pass is still waiting for it while the GIL
             // has not changed hands (taking it moves switch_number), so its syscall is not read again.
             if !stacks && !holds && tstate != 0 && syscall_now.is_none() {
@@ -491,7 +502,10 @@ impl Sampler {
                 (false, _, _) => (None, None),
                 (true, true, Some((stack, top))) => (Some(stack), top),
                 (true, true, None) => {
-                    let (frames, top) = self.read_stack(tstate);
+                    // A thread without the GIL rarely moves its stack between the thread list and its
+                    // walk (the recheck catches it if it did); the holder's moves all the time.
+                    let head = if holds { None } else { py.and_then(|p| p.head) };
+                    let (frames, top) = self.read_stack(tstate, head);
                     let stack = frames.map(|f| Stack { id: self.intern_stack(&f), frames: Arc::new(f) });
                     (stack, top)
                 }
@@ -544,10 +558,12 @@ impl Sampler {
     }
 
     /// The stack (None when torn on every attempt) and where its innermost frame stands.
-    fn read_stack(&mut self, tstate: u64) -> (Option<Vec<Frame>>, Option<(u64, i64)>) {
+    fn read_stack(&mut self, tstate: u64, head: Option<WalkHead>) -> (Option<Vec<Frame>>, Option<(u64, i64)>) {
         let walker = FrameWalker::new(&self.interp.mem, &self.interp.layout, self.interp.code_type);
         for attempt in 0..READ_ATTEMPTS {
-            match walker.walk(tstate, &mut self.code_cache) {
+            // Only the first attempt may start from the earlier head: a retry reads everything anew.
+            let from = if attempt == 0 { head } else { None };
+            match walker.walk_from(tstate, from, &mut self.code_cache) {
                 Ok((frames, top)) => {
                     if attempt > 0 {
                         self.batch.errors.torn_retried += 1;
