@@ -96,7 +96,13 @@ struct Track {
     still: Option<Still>,
     /// States-only passes: the thread state and syscall last read (see `waiting_still`).
     last_wait: Option<(u64, SyscallState)>,
+    /// Consecutive scheduler-counter reads that found the thread had run (see `SCHED_PROBE_EVERY`).
+    sched_moved: u8,
 }
+
+/// How often the scheduler counters of a thread that kept running between passes are read anyway
+/// (on two passes in a row, so that the second can find them unchanged).
+const SCHED_PROBE_EVERY: u64 = 4;
 
 /// CPU time a woken thread must have had to count as past its syscall's return (a few µs of kernel exit).
 const RAN_AFTER_WAKE_NS: u64 = 2_000;
@@ -116,6 +122,8 @@ pub struct Sampler {
     /// States-only passes (the in-process monitor): the main interpreter and thread states as last
     /// read, and when. Re-read every `REFRESH_EVERY`, like the OS thread list they are matched with.
     thread_cache: Option<(Instant, u64, Vec<PyThread>)>,
+    /// Passes observed so far (paces the scheduler-counter probes).
+    passes: u64,
     /// A thread never observed: the in-process monitor's own (reading its syscall costs a read a pass).
     ignored_tid: Option<i32>,
     frame_ids: HashMap<Frame, u32>,
@@ -161,6 +169,7 @@ impl Sampler {
             py_names: HashMap::new(),
             last_refresh: None,
             thread_cache: None,
+            passes: 0,
             ignored_tid: None,
             frame_ids: HashMap::new(),
             stack_ids: HashMap::new(),
@@ -400,6 +409,7 @@ impl Sampler {
     }
 
     fn observe_with(&mut self, stacks: bool) -> std::io::Result<Vec<Observed>> {
+        self.passes += 1;
         let (main, pythreads) = self.interpreter_threads(stacks)?;
         let gil = self.read_gil()?;
         let gc = self.gc_collecting(main)?;
@@ -421,6 +431,7 @@ impl Sampler {
                 idle_run_ns: None,
                 still: None,
                 last_wait: None,
+                sched_moved: 0,
             });
             let holds = tstate != 0 && gil.locked && gil.last_holder == tstate;
             let gil_wait = |s: SyscallState| matches!(s, SyscallState::Blocked { nr, arg0 } if nr == crate::syscalls::FUTEX && arg0 >= range.0 && arg0 < range.1);
@@ -441,7 +452,11 @@ impl Sampler {
             }
             // Read before the syscall and the stack, so that the same counters next pass mean the thread
             // has not run since before they were read (see `Still`).
-            let sched = if reused.is_none() && stacks && !holds && tstate != 0 {
+            // A thread whose counters moved at each of the last reads (a GIL waiter wakes every switch
+            // interval) is asked only every SCHED_PROBE_EVERY passes: the read would not spare a walk.
+            // Two passes in a row: the second compares with the first.
+            let probe = track.sched_moved < 2 || self.passes % SCHED_PROBE_EVERY <= 1;
+            let sched = if reused.is_none() && stacks && !holds && tstate != 0 && probe {
                 track.schedstat.get_or_insert_with_result(|| SchedstatReader::open(pid, tid)).and_then(|r| r.read())
             } else {
                 None
@@ -476,6 +491,10 @@ impl Sampler {
                     (Some(st), Some(now)) => st.tstate == tstate && st.sched == Some(now) && st.syscall == syscall,
                     _ => false,
                 };
+                // Counted only against a previous read (the first read of a probe has none).
+                if sched.is_some() && track.still.as_ref().map(|st| st.sched.is_some()).unwrap_or(false) {
+                    track.sched_moved = if unchanged { 0 } else { track.sched_moved.saturating_add(1) };
+                }
                 reused = if unchanged { track.still.as_ref().map(|st| (st.stack.clone(), st.top)) } else { None };
             }
             let history = track.history;
