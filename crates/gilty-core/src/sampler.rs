@@ -68,7 +68,8 @@ type Observed = (i32, ThreadState, i64, Option<Stack>);
 
 /// What a blocked thread looked like when last read, with its scheduling counters read just before and
 /// the GIL's `switch_number` of that pass. Its stack is not walked again while either
-/// - its counters stay the same: it has not run, so neither its syscall nor its stack can have changed; or
+/// - its counters stay the same: it has not run, so neither its syscall nor its stack can have changed
+///   (neither is read again); or
 /// - it still waits for the GIL and cannot have had it since: `switch_number` has not moved and it is
 ///   not the last holder, or it moved once, to another thread, and this one was not the last holder
 ///   when its stack was read (taking the GIL from another thread moves the counter, and so does any
