@@ -165,3 +165,42 @@ mod tests {
         assert_ne!(r.read(), SyscallState::Unavailable);
     }
 }
+
+/// The CPU a thread last ran on (field 39 of /proc/PID/task/TID/stat), from a file kept open.
+pub struct LastCpuReader {
+    tid: i32,
+    file: File,
+    buf: [u8; 1024],
+}
+
+impl LastCpuReader {
+    pub fn open(pid: i32, tid: i32) -> io::Result<Self> {
+        Ok(LastCpuReader { tid, file: File::open(format!("/proc/{pid}/task/{tid}/stat"))?, buf: [0; 1024] })
+    }
+    pub fn tid(&self) -> i32 {
+        self.tid
+    }
+    pub fn read(&mut self) -> Option<usize> {
+        let n = self.file.read_at(&mut self.buf, 0).ok()?;
+        parse_last_cpu(&self.buf[..n])
+    }
+}
+
+fn parse_last_cpu(text: &[u8]) -> Option<usize> {
+    // The command name (field 2) may hold spaces and parentheses: count from the last ')'.
+    let after = &text[text.iter().rposition(|&b| b == b')')? + 1..];
+    let field = after.split(|b| b.is_ascii_whitespace()).filter(|f| !f.is_empty()).nth(39 - 3)?;
+    std::str::from_utf8(field).ok()?.parse().ok()
+}
+
+#[cfg(test)]
+mod last_cpu_tests {
+    #[test]
+    fn last_cpu_is_field_39_counted_past_the_command() {
+        let mut fields: Vec<String> = (3..=52).map(|i| i.to_string()).collect();
+        fields[39 - 3] = "1".into();
+        let line = format!("42 (a (b) c) {}\n", fields.join(" "));
+        assert_eq!(super::parse_last_cpu(line.as_bytes()), Some(1));
+        assert_eq!(super::parse_last_cpu(b"42 (x) R 1"), None);
+    }
+}
