@@ -14,8 +14,6 @@
                       for every sample
      py-spy-nb@R      the same with --nonblocking (no pause; reads memory as it changes)
      gilty-batch@R    (only with --samplers ...,gilty-batch) gilty@R run under SCHED_BATCH
-     gilty-stay@R     (only with --samplers ...,gilty-stay) gilty@R without moving off the GIL
-                      holder's CPU (GILTY_NO_AVOID=1)
                       (`chrt --batch 0`), so its wake-ups do not preempt the target's threads
    for R in --rates (default 100 and 1000). The configurations are interleaved (each round
    runs every configuration once, in an order rotated from round to round) and each runs
@@ -169,20 +167,17 @@ class Sampler:
 
 
 class GiltySampler(Sampler):
-    def __init__(self, rate: float, batch: bool = False, stay: bool = False) -> None:
+    def __init__(self, rate: float, batch: bool = False) -> None:
         self.rate = rate
         self.batch = batch
-        self.stay = stay
-        self.name = f"gilty{'-batch' if batch else ''}{'-stay' if stay else ''}@{rate:g}"
+        self.name = f"gilty{'-batch' if batch else ''}@{rate:g}"
         self.proc: Optional[subprocess.Popen] = None
 
     def start(self, pid: int, duration_s: float, cpu: Optional[int]) -> None:
         self.started = time.monotonic()
         # gilty-batch: the sampler under SCHED_BATCH, which does not preempt on wake-up.
         cmd = taskset(cpu) + (["chrt", "--batch", "0"] if self.batch else []) + [sys.executable, GILTY_SAMPLER, "--pid", str(pid), "--rate", f"{self.rate:g}", "--duration", f"{duration_s:g}"]
-        # gilty-stay: without moving off the GIL holder's CPU (GILTY_NO_AVOID), as before that existed.
-        env = dict(os.environ, GILTY_NO_AVOID="1") if self.stay else None
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
         line = read_line(self.proc, self.proc.stdout, 15)
         if line != "attached":
             raise RuntimeError(f"gilty_sampler: unexpected output {line!r}")
@@ -301,7 +296,7 @@ def run_cpu4(python: str, sampler: Sampler, window_s: float, pin: bool, threads:
         kill(target)
 
 
-SAMPLER_KINDS = ("gilty", "gilty-batch", "gilty-stay", "py-spy", "py-spy-nb")
+SAMPLER_KINDS = ("gilty", "gilty-batch", "py-spy", "py-spy-nb")
 
 
 def configurations(kinds: list, rates: list, py_spy: Optional[str]) -> list:
@@ -312,8 +307,6 @@ def configurations(kinds: list, rates: list, py_spy: Optional[str]) -> list:
                 configs.append(GiltySampler(r))
             elif kind == "gilty-batch":
                 configs.append(GiltySampler(r, batch=True))
-            elif kind == "gilty-stay":
-                configs.append(GiltySampler(r, stay=True))
             elif py_spy:
                 configs.append(PySpySampler(r, kind == "py-spy-nb", py_spy))
     return configs

@@ -50,58 +50,6 @@ impl Drop for RealtimeGuard {
     }
 }
 
-/// Keeps the calling (real-time) thread off one CPU at a time: the CPU the target's GIL holder last ran
-/// on. A real-time thread that wakes on a CPU preempts whatever runs there, and the real-time scheduler
-/// does not look for an idle CPU first; preempting the holder stops every thread of the target that
-/// wants the GIL. Restores the thread's CPU set when dropped.
-pub struct AvoidCpu {
-    original: libc::cpu_set_t,
-    avoided: Option<usize>,
-}
-
-impl AvoidCpu {
-    pub fn new() -> Option<AvoidCpu> {
-        // SAFETY: cpu_set_t is plain data; pid 0 is the calling thread.
-        unsafe {
-            let mut original: libc::cpu_set_t = std::mem::zeroed();
-            if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut original) != 0 {
-                return None;
-            }
-            if libc::CPU_COUNT(&original) < 2 {
-                return None;
-            }
-            Some(AvoidCpu { original, avoided: None })
-        }
-    }
-
-    /// Runs on every allowed CPU but `cpu` from now on (no change when it is the only one allowed).
-    pub fn avoid(&mut self, cpu: usize) {
-        if self.avoided == Some(cpu) || cpu >= libc::CPU_SETSIZE as usize {
-            return;
-        }
-        // SAFETY: as in `new`.
-        unsafe {
-            let mut set = self.original;
-            libc::CPU_CLR(cpu, &mut set);
-            if libc::CPU_COUNT(&set) == 0 {
-                return;
-            }
-            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0 {
-                self.avoided = Some(cpu);
-            }
-        }
-    }
-}
-
-impl Drop for AvoidCpu {
-    fn drop(&mut self) {
-        if self.avoided.is_some() {
-            // SAFETY: as in `new`.
-            unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &self.original) };
-        }
-    }
-}
-
 /// The calling thread's scheduling policy (for tests and reports).
 pub fn current_policy() -> i32 {
     // SAFETY: no preconditions.

@@ -125,9 +125,6 @@ pub struct Sampler {
     thread_cache: Option<(Instant, u64, Vec<PyThread>)>,
     /// Passes observed so far (paces the scheduler-counter probes).
     passes: u64,
-    /// The GIL holder seen by the last pass, and where to read the CPU it last ran on.
-    last_holder: Option<i32>,
-    holder_stat: Option<procfs::LastCpuReader>,
     /// A thread never observed: the in-process monitor's own (reading its syscall costs a read a pass).
     ignored_tid: Option<i32>,
     frame_ids: HashMap<Frame, u32>,
@@ -174,8 +171,6 @@ impl Sampler {
             last_refresh: None,
             thread_cache: None,
             passes: 0,
-            last_holder: None,
-            holder_stat: None,
             ignored_tid: None,
             frame_ids: HashMap::new(),
             stack_ids: HashMap::new(),
@@ -202,8 +197,7 @@ impl Sampler {
     /// Samples for `seconds` (or until the target exits) and returns what was collected.
     pub fn collect(&mut self, seconds: f64) -> Batch {
         let deadline = Instant::now() + Duration::from_secs_f64(seconds.max(0.0));
-        let realtime = crate::realtime::RealtimeGuard::enter();
-        let mut avoid = if realtime.is_some() && std::env::var_os("GILTY_NO_AVOID").is_none() { crate::realtime::AvoidCpu::new() } else { None };
+        let _realtime = crate::realtime::RealtimeGuard::enter();
         loop {
             let now = Instant::now();
             let due = *self.next_due.get_or_insert(now);
@@ -218,11 +212,6 @@ impl Sampler {
                 self.batch.exited = true;
                 break;
             }
-            if let Some(avoid) = avoid.as_mut() {
-                if let Some(cpu) = self.holder_cpu() {
-                    avoid.avoid(cpu);
-                }
-            }
             let mut next = due + self.period;
             let now = Instant::now();
             if next < now {
@@ -235,15 +224,6 @@ impl Sampler {
             self.next_due = Some(next);
         }
         self.take_batch()
-    }
-
-    /// The CPU the GIL holder of the last pass last ran on.
-    fn holder_cpu(&mut self) -> Option<usize> {
-        let tid = self.last_holder?;
-        if self.holder_stat.as_ref().map(|r| r.tid()) != Some(tid) {
-            self.holder_stat = procfs::LastCpuReader::open(self.interp.pid, tid).ok();
-        }
-        self.holder_stat.as_mut()?.read()
     }
 
     /// Ends the current batch (closing its open runs) and starts the next one.
@@ -431,7 +411,6 @@ impl Sampler {
 
     fn observe_with(&mut self, stacks: bool) -> std::io::Result<Vec<Observed>> {
         self.passes += 1;
-        self.last_holder = None;
         let (main, pythreads) = self.interpreter_threads(stacks)?;
         let gil = self.read_gil()?;
         let gc = self.gc_collecting(main)?;
@@ -456,9 +435,6 @@ impl Sampler {
                 sched_moved: 0,
             });
             let holds = tstate != 0 && gil.locked && gil.last_holder == tstate;
-            if holds {
-                self.last_holder = Some(tid);
-            }
             let gil_wait = |s: SyscallState| matches!(s, SyscallState::Blocked { nr, arg0 } if nr == crate::syscalls::FUTEX && arg0 >= range.0 && arg0 < range.1);
             let mut reused = None;
             let mut syscall_now = None;
