@@ -536,11 +536,26 @@ impl Sampler {
             // Running without the GIL in the eval loop itself (not in C code) is the GIL handoff: seen
             // from the instruction (a backward jump or RESUME calls no C code) or, on 3.10, where the
             // eval breaker also runs after calls and on entering a frame, from the recursion counter.
+            // The 3.10 counter check walks the frame chain again, so it is skipped where the answer
+            // cannot matter or is known: a waiter the history already keeps waiting, a thread just
+            // woken from a blocking call (it is in the C function that made it), and one found in C
+            // code last pass that cannot have had the GIL since (no handoff, not the last holder).
+            let settled = history
+                .map(|h| {
+                    let changes = gil.switch_number.wrapping_sub(h.switch_number);
+                    match h.state {
+                        ThreadState::WaitingGil => changes <= 1 && gil.last_holder != tstate,
+                        ThreadState::Native => changes == 0 && gil.last_holder != tstate,
+                        ThreadState::Idle => true,
+                        _ => false,
+                    }
+                })
+                .unwrap_or(false);
             let in_handoff = !holds
                 && tstate != 0
                 && syscall == SyscallState::Running
                 && (top.and_then(|(code, instr)| self.opcode_at(code, instr)).map(|op| self.handoff_opcodes.contains(&op)).unwrap_or(false)
-                    || self.no_call_in_progress(tstate));
+                    || (!settled && self.no_call_in_progress(tstate)));
             let state = classify(&Observation { tstate, syscall, in_handoff, ran_since_idle }, &gil, gc, range, history);
             if let Some(track) = self.tracks.get_mut(&tid) {
                 track.history = Some(History { state, switch_number: gil.switch_number, was_last_holder: tstate != 0 && gil.last_holder == tstate });
