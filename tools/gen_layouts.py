@@ -92,6 +92,7 @@ FIELDS: list[tuple[str, dict[str, str]]] = [
     ("tstate_cframe", {"3.11-3.12": "offsetof(PyThreadState, cframe)"}),
     ("cframe_current_frame", {"3.11-3.12": "offsetof(_PyCFrame, current_frame)"}),
     ("tstate_current_frame", {"3.13+": "offsetof(PyThreadState, current_frame)"}),
+    ("tstate_recursion_depth", {"3.10": "offsetof(PyThreadState, recursion_depth)"}),
     ("tstate_thread_id", {"*": "offsetof(PyThreadState, thread_id)"}),
     ("tstate_native_thread_id", {"3.11+": "offsetof(PyThreadState, native_thread_id)"}),
     ("tstate_state", {"3.13+": "offsetof(PyThreadState, state)"}),

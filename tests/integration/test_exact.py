@@ -176,17 +176,10 @@ def test_sampled_matches_exact(recordings, case, name, what):
     thread = thread_named(report, name)
     sampled, exact = sampled_and_exact(thread)[what]
     detail = f"{case}/{name} {what}: sampled {sampled:.4f}, exact {exact:.4f} (states {thread['states']}, exact {thread['exact'] and {k: thread['exact'][k] for k in ('hold_fraction', 'wait_fraction', 'acquisitions', 'forced_switches')}})"
-    native = thread["states"]["native"]
-    if (
-        what == "wait"
-        and recordings.interp.version[:2] == (3, 10)
-        and abs(sampled - exact) > TOLERANCE
-        and abs(sampled + native - exact) <= TOLERANCE
-    ):
-        # 3.10 checks the eval breaker after most instructions, so a thread forced off the GIL may stand
-        # on any opcode, not only the backward jumps the sampler recognises as the handoff: while it is
-        # runnable and not yet blocked it is classified native (measured 3-10% for the gc-churner).
-        pytest.xfail(f"known sampler limitation on 3.10: forced-off thread classified native ({detail})")
+    # 3.10 runs its eval breaker after calls and on entering a frame too, so a thread forced off the GIL
+    # can stand on any such instruction: until the sampler read the thread's recursion counter there
+    # (FrameWalker::calls_in_progress), one not yet blocked was classified native (3-10% for the
+    # gc-churner), which this used to let pass as an expected failure.
     assert abs(sampled - exact) <= tolerance_for(report), f"{detail}; sampler: {report['samples']} passes, {report['errors']['late']} late"
 
 
@@ -205,7 +198,7 @@ ALWAYS_WANTING = {
 @pytest.mark.parametrize("case", list(ALWAYS_WANTING))
 def test_sampled_wait_is_exact_non_hold(recordings, case):
     report = recordings.get(case)
-    bad, native_on_310 = [], []
+    bad = []
     for name in ALWAYS_WANTING[case]:
         t = thread_named(report, name)
         sampled = t["states"]["waiting_gil"]
@@ -213,17 +206,6 @@ def test_sampled_wait_is_exact_non_hold(recordings, case):
         note(recordings.interp, f"{case}/{name}: wait sampled-(1-hold)", round(sampled - non_hold, 4))
         if abs(sampled - non_hold) > tolerance_for(report):
             bad.append(f"{name}: sampled waiting_gil {sampled:.4f}, exact 1-hold {non_hold:.4f}, states {t['states']}")
-            if recordings.interp.version[:2] == (3, 10) and abs(sampled + t["states"]["native"] - non_hold) <= TOLERANCE:
-                native_on_310.append(f"{name} native {t['states']['native']:.3f}")
-    if bad and len(native_on_310) == len(bad):
-        # Measured 0.05-0.09 "native" for the gc-churner on 3.10 only, top line its loop body: 3.10
-        # checks the eval breaker after most instructions (DISPATCH), so a thread forced off the GIL
-        # stands on e.g. CALL_METHOD, not on the jump opcodes the sampler takes as the handoff, and
-        # while it is runnable but not yet blocked it is classified native.
-        pytest.xfail(
-            "known sampler limitation on 3.10: a thread forced off the GIL at a non-jump opcode and not yet "
-            f"blocked is classified native, not waiting_gil ({'; '.join(native_on_310)}; {bad})"
-        )
     assert not bad, f"{bad} (sampler: {report['samples']} passes, {report['errors']['late']} late)"
 
 

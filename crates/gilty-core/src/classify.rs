@@ -49,9 +49,11 @@ pub struct Observation {
     /// The thread's PyThreadState address; 0 for threads without one.
     pub tstate: u64,
     pub syscall: SyscallState,
-    /// The innermost frame stands on an instruction whose only way to be without the GIL is the
-    /// eval breaker's handoff (a backward jump or RESUME): see `gilty_layouts::handoff_opcodes`.
-    pub at_handoff_opcode: bool,
+    /// The thread is in the eval loop itself, not in C code: its innermost frame stands on an
+    /// instruction whose only way to be without the GIL is the eval breaker's handoff (a backward
+    /// jump or RESUME: see `gilty_layouts::handoff_opcodes`), or (3.10) its recursion counter shows no
+    /// C call in progress.
+    pub in_handoff: bool,
     /// For a thread running now that was idle in the previous pass: whether it has had a CPU since it
     /// went idle (its CPU time grew). None when not asked or unknown.
     pub ran_since_idle: Option<bool>,
@@ -91,9 +93,9 @@ pub fn classify(obs: &Observation, gil: &GilView, gc_collecting: bool, futex_ran
                     }
                 }
             }
-            // Running without the GIL on a backward jump or RESUME: drop_gil/take_gil from the eval
-            // breaker (a forced switch), since those instructions call no C code.
-            if obs.tstate != 0 && obs.at_handoff_opcode {
+            // Running without the GIL in the eval loop, not in C code: drop_gil/take_gil from the eval
+            // breaker (a forced switch).
+            if obs.tstate != 0 && obs.in_handoff {
                 return ThreadState::WaitingGil;
             }
             ThreadState::Native
@@ -110,7 +112,7 @@ mod tests {
     const RANGE: (u64, u64) = (0x5020, 0x50d0);
 
     fn obs(syscall: SyscallState) -> Observation {
-        Observation { tstate: ME, syscall, at_handoff_opcode: false, ran_since_idle: None }
+        Observation { tstate: ME, syscall, in_handoff: false, ran_since_idle: None }
     }
     fn gil(locked: bool, holder: u64, sw: u64) -> GilView {
         GilView { locked, last_holder: holder, switch_number: sw }
@@ -159,7 +161,7 @@ mod tests {
     #[test]
     fn woken_from_idle_and_ran_is_waiting_until_it_had_the_gil() {
         let prev = Some(History { state: ThreadState::Idle, switch_number: 7, was_last_holder: false });
-        let ran = Observation { tstate: ME, syscall: SyscallState::Running, at_handoff_opcode: false, ran_since_idle: Some(true) };
+        let ran = Observation { tstate: ME, syscall: SyscallState::Running, in_handoff: false, ran_since_idle: Some(true) };
         let not_yet = Observation { ran_since_idle: Some(false), ..ran };
         assert_eq!(classify(&ran, &gil(true, OTHER, 8), false, RANGE, prev), ThreadState::WaitingGil);
         // Still on its way out of the syscall: not a GIL wait.
@@ -177,10 +179,10 @@ mod tests {
     #[test]
     fn running_without_gil_on_a_backward_jump_is_the_handoff() {
         let prev = Some(History { state: ThreadState::HoldingGil, switch_number: 7, was_last_holder: true });
-        let at_jump = Observation { tstate: ME, syscall: SyscallState::Running, at_handoff_opcode: true, ran_since_idle: None };
+        let at_jump = Observation { tstate: ME, syscall: SyscallState::Running, in_handoff: true, ran_since_idle: None };
         assert_eq!(classify(&at_jump, &gil(true, OTHER, 8), false, RANGE, prev), ThreadState::WaitingGil);
         // A thread without a Python frame cannot be in the eval loop's handoff.
-        let no_ts = Observation { tstate: 0, syscall: SyscallState::Running, at_handoff_opcode: true, ran_since_idle: None };
+        let no_ts = Observation { tstate: 0, syscall: SyscallState::Running, in_handoff: true, ran_since_idle: None };
         assert_eq!(classify(&no_ts, &gil(true, OTHER, 8), false, RANGE, prev), ThreadState::Native);
     }
 }

@@ -11,6 +11,7 @@ use crate::method_class::{FirstArg, TypeNames};
 use crate::process::block_cache::BlockCache;
 use crate::process::memory::Memory;
 use crate::pyobjects::{read_bytes, read_unicode};
+use crate::threads::WalkHead;
 use gilty_layouts::Layout;
 use std::collections::HashMap;
 use std::io;
@@ -168,19 +169,24 @@ impl<'a> FrameWalker<'a> {
     /// data-stack chunk (3.11+) loaded into `reads` in one read: the frames a walk visits are then
     /// copied out of one snapshot instead of read one by one. The current-frame pointer and the
     /// chunk bounds come from one read of the thread state, so they belong together.
-    fn start_walk(&self, tstate: u64, reads: &BlockCache) -> Result<u64, WalkError> {
+    /// `head`, when given, is those three fields as read earlier in the pass (with the thread list):
+    /// a stack that moved since fails the recheck at the end of the walk like any other.
+    fn start_walk(&self, tstate: u64, head: Option<WalkHead>, reads: &BlockCache) -> Result<u64, WalkError> {
         let l = self.layout;
         let (Some(chunk_off), Some(top_off)) = (l.tstate_datastack_chunk, l.tstate_datastack_top) else {
             return self.top_frame(tstate);
         };
         let frame_off = l.tstate_current_frame.or(l.tstate_cframe).ok_or(WalkError::Torn)?;
-        let lo = frame_off.min(chunk_off).min(top_off);
-        let hi = frame_off.max(chunk_off).max(top_off) + 8;
-        let mut head = vec![0u8; (hi - lo) as usize];
-        self.mem.read(tstate + lo, &mut head)?;
-        let ptr = u64_at(&head, frame_off - lo);
-        let chunk = u64_at(&head, chunk_off - lo);
-        let top = u64_at(&head, top_off - lo);
+        let WalkHead { frame_ptr: ptr, chunk, top } = match head {
+            Some(h) => h,
+            None => {
+                let lo = frame_off.min(chunk_off).min(top_off);
+                let hi = frame_off.max(chunk_off).max(top_off) + 8;
+                let mut buf = vec![0u8; (hi - lo) as usize];
+                self.mem.read(tstate + lo, &mut buf)?;
+                WalkHead { frame_ptr: u64_at(&buf, frame_off - lo), chunk: u64_at(&buf, chunk_off - lo), top: u64_at(&buf, top_off - lo) }
+            }
+        };
         let first = match (l.tstate_cframe, l.cframe_current_frame) {
             (Some(_), Some(cf_off)) if ptr != 0 => reads.read_u64(ptr + cf_off)?,
             (Some(_), _) => 0,
@@ -212,9 +218,14 @@ impl<'a> FrameWalker<'a> {
     ///   first frame always is); 3.12+: it is the shim frame the first C caller pushed (owner
     ///   `FRAME_OWNED_BY_CSTACK`). A chain ending anywhere else ran into stale memory.
     pub fn walk(&self, tstate: u64, cache: &mut CodeCache) -> Result<Walked, WalkError> {
+        self.walk_from(tstate, None, cache)
+    }
+
+    /// `walk`, starting from a thread-state head read earlier (see `start_walk`).
+    pub fn walk_from(&self, tstate: u64, head: Option<WalkHead>, cache: &mut CodeCache) -> Result<Walked, WalkError> {
         // Read the whole chain first and check it before decoding anything: the window in which the
         // thread can move its stack under us is then only as long as the reads themselves.
-        let chain = self.read_chain(tstate)?;
+        let chain = self.read_chain(tstate, head)?;
         let mut out = Vec::with_capacity(chain.len());
         let mut top = None;
         // Code objects, their names and line tables tend to share pages (unmarshalled together).
@@ -232,11 +243,11 @@ impl<'a> FrameWalker<'a> {
 
     /// (code, instruction, first local) of every frame with code, innermost first, checked as
     /// `walk` describes.
-    fn read_chain(&self, tstate: u64) -> Result<Vec<(u64, i64, u64)>, WalkError> {
+    fn read_chain(&self, tstate: u64, head: Option<WalkHead>) -> Result<Vec<(u64, i64, u64)>, WalkError> {
         let l = self.layout;
         let mut out = Vec::new();
         let reads = BlockCache::new(self.mem);
-        let first = self.start_walk(tstate, &reads)?;
+        let first = self.start_walk(tstate, head, &reads)?;
         let mut frame = first;
         let mut buf = vec![0u8; self.frame_read_len];
         let mut depth = 0;
@@ -291,6 +302,37 @@ impl<'a> FrameWalker<'a> {
             return owner == Some(FRAME_OWNED_BY_CSTACK);
         }
         true // 3.10: liveness of every frame is checked instead
+    }
+
+    /// 3.10: C calls in progress on the thread's stack, as far as the recursion counter tells: its
+    /// `recursion_depth` less its number of frames (each frame's evaluation adds one, and so does
+    /// every C function called through the call protocol, which on 3.10 is every call a bytecode
+    /// makes). 0 means the thread is in the eval loop of its innermost frame and in no C function, so
+    /// a thread without the GIL there is in the eval breaker's GIL handoff. None on other versions.
+    pub fn calls_in_progress(&self, tstate: u64) -> Result<Option<i64>, WalkError> {
+        let l = self.layout;
+        let (Some(frame_off), Some(depth_off)) = (l.tstate_frame, l.tstate_recursion_depth) else {
+            return Ok(None);
+        };
+        let lo = frame_off.min(depth_off);
+        let mut head = vec![0u8; (frame_off.max(depth_off) + 8 - lo) as usize];
+        self.mem.read(tstate + lo, &mut head)?;
+        let depth = i32_at(&head, depth_off - lo) as i64;
+        let mut frame = u64_at(&head, frame_off - lo);
+        let reads = BlockCache::new(self.mem);
+        let mut frames = 0i64;
+        while frame != 0 {
+            frames += 1;
+            if frames as usize > MAX_DEPTH {
+                return Err(WalkError::Torn);
+            }
+            let previous = reads.read_u64(frame + l.frame_previous)?;
+            if previous == frame {
+                return Err(WalkError::Torn);
+            }
+            frame = previous;
+        }
+        Ok(Some(depth - frames))
     }
 
     /// Where the innermost Python frame stands (code, instruction), without decoding anything: the

@@ -10,7 +10,7 @@ use crate::frames::{CodeCache, Frame, FrameWalker, WalkError};
 use crate::interpreter::Interpreter;
 use crate::process::memory::Memory;
 use crate::process::procfs::{self, Schedstat, SchedstatReader, SyscallReader, SyscallState};
-use crate::threads::{python_threads, PyThread, TidResolver};
+use crate::threads::{python_threads, PyThread, TidResolver, WalkHead};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -68,14 +68,21 @@ type Observed = (i32, ThreadState, i64, Option<Stack>);
 
 /// What a blocked thread looked like when last read, with its scheduling counters read just before and
 /// the GIL's `switch_number` of that pass. Its stack is not walked again while either
-/// - its counters stay the same: it has not run, so neither its syscall nor its stack can have changed; or
-/// - it still waits for the GIL and `switch_number` has not moved (and it is not the last holder): it
-///   cannot have taken the GIL, since taking it from another thread moves the counter, so it has run
-///   no Python code (a GIL waiter wakes every switch interval to check, so its counters move anyway).
+/// - its counters stay the same: it has not run, so neither its syscall nor its stack can have changed
+///   (neither is read again); or
+/// - it still waits for the GIL and cannot have had it since: `switch_number` has not moved and it is
+///   not the last holder, or it moved once, to another thread, and this one was not the last holder
+///   when its stack was read (taking the GIL from another thread moves the counter, and so does any
+///   thread taking it back from this one: a hold in between makes two changes). So it has run no
+///   Python code. A GIL waiter wakes every switch interval to check, so its counters move anyway;
+///   with many threads waiting, this is what spares walking all of them every pass.
 struct Still {
     tstate: u64,
     sched: Option<Schedstat>,
     switch_number: u64,
+    /// This thread was the GIL's last holder when its stack was read (it could retake the GIL
+    /// without moving the counter).
+    was_last_holder: bool,
     syscall: SyscallState,
     stack: Stack,
     top: Option<(u64, i64)>,
@@ -90,7 +97,13 @@ struct Track {
     still: Option<Still>,
     /// States-only passes: the thread state and syscall last read (see `waiting_still`).
     last_wait: Option<(u64, SyscallState)>,
+    /// Consecutive scheduler-counter reads that found the thread had run (see `SCHED_PROBE_EVERY`).
+    sched_moved: u8,
 }
+
+/// How often the scheduler counters of a thread that kept running between passes are read anyway
+/// (on two passes in a row, so that the second can find them unchanged).
+const SCHED_PROBE_EVERY: u64 = 4;
 
 /// CPU time a woken thread must have had to count as past its syscall's return (a few µs of kernel exit).
 const RAN_AFTER_WAKE_NS: u64 = 2_000;
@@ -110,6 +123,8 @@ pub struct Sampler {
     /// States-only passes (the in-process monitor): the main interpreter and thread states as last
     /// read, and when. Re-read every `REFRESH_EVERY`, like the OS thread list they are matched with.
     thread_cache: Option<(Instant, u64, Vec<PyThread>)>,
+    /// Passes observed so far (paces the scheduler-counter probes).
+    passes: u64,
     /// A thread never observed: the in-process monitor's own (reading its syscall costs a read a pass).
     ignored_tid: Option<i32>,
     frame_ids: HashMap<Frame, u32>,
@@ -155,6 +170,7 @@ impl Sampler {
             py_names: HashMap::new(),
             last_refresh: None,
             thread_cache: None,
+            passes: 0,
             ignored_tid: None,
             frame_ids: HashMap::new(),
             stack_ids: HashMap::new(),
@@ -394,6 +410,7 @@ impl Sampler {
     }
 
     fn observe_with(&mut self, stacks: bool) -> std::io::Result<Vec<Observed>> {
+        self.passes += 1;
         let (main, pythreads) = self.interpreter_threads(stacks)?;
         let gil = self.read_gil()?;
         let gc = self.gc_collecting(main)?;
@@ -415,6 +432,7 @@ impl Sampler {
                 idle_run_ns: None,
                 still: None,
                 last_wait: None,
+                sched_moved: 0,
             });
             let holds = tstate != 0 && gil.locked && gil.last_holder == tstate;
             let gil_wait = |s: SyscallState| matches!(s, SyscallState::Blocked { nr, arg0 } if nr == crate::syscalls::FUTEX && arg0 >= range.0 && arg0 < range.1);
@@ -422,7 +440,8 @@ impl Sampler {
             let mut syscall_now = None;
             if stacks && !holds && tstate != 0 {
                 let waited = track.still.as_ref().filter(|st| {
-                    st.tstate == tstate && gil_wait(st.syscall) && st.switch_number == gil.switch_number && gil.last_holder != tstate
+                    let changes = gil.switch_number.wrapping_sub(st.switch_number);
+                    st.tstate == tstate && gil_wait(st.syscall) && gil.last_holder != tstate && (changes == 0 || (changes == 1 && !st.was_last_holder))
                 });
                 if let Some(st) = waited {
                     let now = track.reader.as_mut().map(|r| r.read()).unwrap_or(SyscallState::Unavailable);
@@ -434,11 +453,26 @@ impl Sampler {
             }
             // Read before the syscall and the stack, so that the same counters next pass mean the thread
             // has not run since before they were read (see `Still`).
-            let sched = if reused.is_none() && stacks && !holds && tstate != 0 {
+            // A thread whose counters moved at each of the last reads (a GIL waiter wakes every switch
+            // interval) is asked only every SCHED_PROBE_EVERY passes: the read would not spare a walk.
+            // Two passes in a row: the second compares with the first.
+            let probe = track.sched_moved < 2 || self.passes % SCHED_PROBE_EVERY <= 1;
+            let sched = if reused.is_none() && stacks && !holds && tstate != 0 && probe {
                 track.schedstat.get_or_insert_with_result(|| SchedstatReader::open(pid, tid)).and_then(|r| r.read())
             } else {
                 None
             };
+            // Not switched in since it was last seen blocked: still in that syscall (or woken and not yet
+            // run, which is still waiting for what it blocked on), its stack unchanged. Spares reading
+            // the syscall file, the dearest read of a pass (the kernel formats nine numbers).
+            if reused.is_none() && syscall_now.is_none() {
+                if let (Some(st), Some(now)) = (&track.still, sched) {
+                    if st.tstate == tstate && st.sched == Some(now) {
+                        syscall_now = Some(st.syscall);
+                        reused = Some((st.stack.clone(), st.top));
+                    }
+                }
+            }
             // States only: a thread blocked on the GIL last pass is still waiting for it while the GIL
             // has not changed hands (taking it moves switch_number), so its syscall is not read again.
             if !stacks && !holds && tstate != 0 && syscall_now.is_none() {
@@ -458,6 +492,10 @@ impl Sampler {
                     (Some(st), Some(now)) => st.tstate == tstate && st.sched == Some(now) && st.syscall == syscall,
                     _ => false,
                 };
+                // Counted only against a previous read (the first read of a probe has none).
+                if sched.is_some() && track.still.as_ref().map(|st| st.sched.is_some()).unwrap_or(false) {
+                    track.sched_moved = if unchanged { 0 } else { track.sched_moved.saturating_add(1) };
+                }
                 reused = if unchanged { track.still.as_ref().map(|st| (st.stack.clone(), st.top)) } else { None };
             }
             let history = track.history;
@@ -484,7 +522,10 @@ impl Sampler {
                 (false, _, _) => (None, None),
                 (true, true, Some((stack, top))) => (Some(stack), top),
                 (true, true, None) => {
-                    let (frames, top) = self.read_stack(tstate);
+                    // A thread without the GIL rarely moves its stack between the thread list and its
+                    // walk (the recheck catches it if it did); the holder's moves all the time.
+                    let head = if holds { None } else { py.and_then(|p| p.head) };
+                    let (frames, top) = self.read_stack(tstate, head);
                     let stack = frames.map(|f| Stack { id: self.intern_stack(&f), frames: Arc::new(f) });
                     (stack, top)
                 }
@@ -492,16 +533,36 @@ impl Sampler {
                 (true, false, _) if !holds && syscall == SyscallState::Running => (None, self.top_position(tstate)),
                 (true, false, _) => (None, None),
             };
-            let at_handoff_opcode = !holds
+            // Running without the GIL in the eval loop itself (not in C code) is the GIL handoff: seen
+            // from the instruction (a backward jump or RESUME calls no C code) or, on 3.10, where the
+            // eval breaker also runs after calls and on entering a frame, from the recursion counter.
+            // The 3.10 counter check walks the frame chain again, so it is skipped where the answer
+            // cannot matter or is known: a waiter the history already keeps waiting, a thread just
+            // woken from a blocking call (it is in the C function that made it), and one found in C
+            // code last pass that cannot have had the GIL since (no handoff, not the last holder).
+            let settled = history
+                .map(|h| {
+                    let changes = gil.switch_number.wrapping_sub(h.switch_number);
+                    match h.state {
+                        ThreadState::WaitingGil => changes <= 1 && gil.last_holder != tstate,
+                        ThreadState::Native => changes == 0 && gil.last_holder != tstate,
+                        ThreadState::Idle => true,
+                        _ => false,
+                    }
+                })
+                .unwrap_or(false);
+            let in_handoff = !holds
+                && tstate != 0
                 && syscall == SyscallState::Running
-                && top.and_then(|(code, instr)| self.opcode_at(code, instr)).map(|op| self.handoff_opcodes.contains(&op)).unwrap_or(false);
-            let state = classify(&Observation { tstate, syscall, at_handoff_opcode, ran_since_idle }, &gil, gc, range, history);
+                && (top.and_then(|(code, instr)| self.opcode_at(code, instr)).map(|op| self.handoff_opcodes.contains(&op)).unwrap_or(false)
+                    || (!settled && self.no_call_in_progress(tstate)));
+            let state = classify(&Observation { tstate, syscall, in_handoff, ran_since_idle }, &gil, gc, range, history);
             if let Some(track) = self.tracks.get_mut(&tid) {
                 track.history = Some(History { state, switch_number: gil.switch_number, was_last_holder: tstate != 0 && gil.last_holder == tstate });
                 track.last_wait = if stacks { None } else { Some((tstate, syscall)) };
                 track.still = match (syscall, &stack) {
                     (SyscallState::Blocked { .. }, Some(stack)) => {
-                        Some(Still { tstate, sched, switch_number: gil.switch_number, syscall, stack: stack.clone(), top })
+                        Some(Still { tstate, sched, switch_number: gil.switch_number, was_last_holder: gil.last_holder == tstate, syscall, stack: stack.clone(), top })
                     }
                     _ => None,
                 };
@@ -519,15 +580,25 @@ impl Sampler {
         FrameWalker::new(&self.interp.mem, &self.interp.layout, self.interp.code_type).top_position(tstate).ok().flatten()
     }
 
+    /// 3.10: the thread is in no C function, by its recursion counter (see
+    /// `FrameWalker::calls_in_progress`). False when unknown and on other versions, whose specialised
+    /// calls skip the counter.
+    fn no_call_in_progress(&self, tstate: u64) -> bool {
+        let walker = FrameWalker::new(&self.interp.mem, &self.interp.layout, self.interp.code_type);
+        matches!(walker.calls_in_progress(tstate), Ok(Some(0)))
+    }
+
     fn opcode_at(&self, code: u64, instr: i64) -> Option<u8> {
         FrameWalker::new(&self.interp.mem, &self.interp.layout, self.interp.code_type).opcode_at(code, instr)
     }
 
     /// The stack (None when torn on every attempt) and where its innermost frame stands.
-    fn read_stack(&mut self, tstate: u64) -> (Option<Vec<Frame>>, Option<(u64, i64)>) {
+    fn read_stack(&mut self, tstate: u64, head: Option<WalkHead>) -> (Option<Vec<Frame>>, Option<(u64, i64)>) {
         let walker = FrameWalker::new(&self.interp.mem, &self.interp.layout, self.interp.code_type);
         for attempt in 0..READ_ATTEMPTS {
-            match walker.walk(tstate, &mut self.code_cache) {
+            // Only the first attempt may start from the earlier head: a retry reads everything anew.
+            let from = if attempt == 0 { head } else { None };
+            match walker.walk_from(tstate, from, &mut self.code_cache) {
                 Ok((frames, top)) => {
                     if attempt > 0 {
                         self.batch.errors.torn_retried += 1;

@@ -14,6 +14,18 @@ pub struct PyThread {
     pub ident: u64,
     /// OS thread id, when known.
     pub tid: Option<i32>,
+    /// 3.11+: the thread state's frame pointer, `datastack_chunk` and `datastack_top`, from the same
+    /// read (a walk can start from them instead of reading the thread state again).
+    pub head: Option<WalkHead>,
+}
+
+/// Where a 3.11+ walk starts: the frame pointer field (3.11/3.12 `cframe`, 3.13 `current_frame`) and
+/// the bounds of the data-stack chunk in use, as read together from the thread state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WalkHead {
+    pub frame_ptr: u64,
+    pub chunk: u64,
+    pub top: u64,
 }
 
 /// Offset of the kernel tid inside glibc's `struct pthread`, found once by looking for known tids
@@ -50,7 +62,13 @@ pub fn python_threads(interp: &Interpreter, resolver: &mut TidResolver, tids: &[
     let mut out = Vec::new();
     let mut is = mem.read_u64(interp.runtime + l.runtime_interpreters_head)?;
     let mut interps = 0;
-    let read_len = [Some(l.tstate_next), Some(l.tstate_thread_id), l.tstate_native_thread_id]
+    let frame_off = l.tstate_current_frame.or(l.tstate_cframe);
+    let head_offs = match (frame_off, l.tstate_datastack_chunk, l.tstate_datastack_top) {
+        (Some(f), Some(c), Some(t)) => Some((f, c, t)),
+        _ => None,
+    };
+    // One read per thread state serves the list and the start of the walk (all within ~320 bytes).
+    let read_len = [Some(l.tstate_next), Some(l.tstate_thread_id), l.tstate_native_thread_id, head_offs.map(|h| h.0.max(h.1).max(h.2))]
         .iter()
         .flatten()
         .max()
@@ -68,7 +86,8 @@ pub fn python_threads(interp: &Interpreter, resolver: &mut TidResolver, tids: &[
             let at = |off: u64| u64::from_le_bytes(buf[off as usize..off as usize + 8].try_into().unwrap());
             let ident = at(l.tstate_thread_id);
             let tid = l.tstate_native_thread_id.map(|o| at(o) as i32).filter(|&t| t > 0);
-            out.push(PyThread { tstate: ts, ident, tid });
+            let head = head_offs.map(|(f, c, t)| WalkHead { frame_ptr: at(f), chunk: at(c), top: at(t) });
+            out.push(PyThread { tstate: ts, ident, tid, head });
             let next = at(l.tstate_next);
             if next == ts {
                 return Err(io::Error::new(io::ErrorKind::InvalidData, "thread list cycle"));

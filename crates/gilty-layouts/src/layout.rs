@@ -60,6 +60,9 @@ pub struct Layout {
     pub cframe_current_frame: Option<u64>,
     /// 3.13+: `_PyInterpreterFrame *current_frame`.
     pub tstate_current_frame: Option<u64>,
+    /// 3.10: `int recursion_depth`: one per Python frame on the stack plus one per C call in progress
+    /// made through the call protocol (all of them on 3.10, which has no specialised calls).
+    pub tstate_recursion_depth: Option<u64>,
     pub tstate_thread_id: u64,
     /// 3.11+: `unsigned long native_thread_id` (the OS tid).
     pub tstate_native_thread_id: Option<u64>,

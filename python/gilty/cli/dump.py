@@ -7,7 +7,6 @@ gilty dump --pid MASTER --subprocesses     # the master and every Python descend
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from gilty import launch
@@ -57,6 +56,8 @@ def run(args: argparse.Namespace) -> int:
             skipped.append({"pid": pid, "reason": str(e)})
             print(f"gilty: skipping pid {pid}: {e}", file=sys.stderr)
     if args.format == "json":
+        import json  # only here: the one-process text dump starts without it
+
         report = {
             "format_version": dump.FORMAT_VERSION,
             "processes": [dump.dump_report(info, snap, native.syscall_name) for info, snap in dumps],

@@ -38,6 +38,7 @@ pub const LAYOUT: Layout = Layout {
     tstate_cframe: None,
     cframe_current_frame: None,
     tstate_current_frame: None,
+    tstate_recursion_depth: Some(32),
     tstate_thread_id: 176,
     tstate_native_thread_id: None,
     tstate_state: None,

@@ -38,6 +38,7 @@ pub const LAYOUT: Layout = Layout {
     tstate_cframe: Some(56),
     cframe_current_frame: Some(8),
     tstate_current_frame: None,
+    tstate_recursion_depth: None,
     tstate_thread_id: 152,
     tstate_native_thread_id: Some(160),
     tstate_state: None,

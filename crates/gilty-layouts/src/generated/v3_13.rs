@@ -38,6 +38,7 @@ pub const LAYOUT: Layout = Layout {
     tstate_cframe: None,
     cframe_current_frame: None,
     tstate_current_frame: Some(72),
+    tstate_recursion_depth: None,
     tstate_thread_id: 152,
     tstate_native_thread_id: Some(160),
     tstate_state: Some(40),
