@@ -218,14 +218,16 @@ impl<'a> FrameWalker<'a> {
     ///   first frame always is); 3.12+: it is the shim frame the first C caller pushed (owner
     ///   `FRAME_OWNED_BY_CSTACK`). A chain ending anywhere else ran into stale memory.
     pub fn walk(&self, tstate: u64, cache: &mut CodeCache) -> Result<Walked, WalkError> {
-        self.walk_from(tstate, None, cache)
+        self.walk_from(tstate, None, true, cache)
     }
 
-    /// `walk`, starting from a thread-state head read earlier (see `start_walk`).
-    pub fn walk_from(&self, tstate: u64, head: Option<WalkHead>, cache: &mut CodeCache) -> Result<Walked, WalkError> {
+    /// `walk`, starting from a thread-state head read earlier (see `start_walk`). `moving`: the thread
+    /// may run Python code during the walk (it holds the GIL, or that is unknown); only then does 3.10
+    /// read each frame's link again after the walk.
+    pub fn walk_from(&self, tstate: u64, head: Option<WalkHead>, moving: bool, cache: &mut CodeCache) -> Result<Walked, WalkError> {
         // Read the whole chain first and check it before decoding anything: the window in which the
         // thread can move its stack under us is then only as long as the reads themselves.
-        let chain = self.read_chain(tstate, head)?;
+        let chain = self.read_chain(tstate, head, moving)?;
         let mut out = Vec::with_capacity(chain.len());
         let mut top = None;
         // Code objects, their names and line tables tend to share pages (unmarshalled together).
@@ -243,7 +245,7 @@ impl<'a> FrameWalker<'a> {
 
     /// (code, instruction, first local) of every frame with code, innermost first, checked as
     /// `walk` describes.
-    fn read_chain(&self, tstate: u64, head: Option<WalkHead>) -> Result<Vec<(u64, i64, u64)>, WalkError> {
+    fn read_chain(&self, tstate: u64, head: Option<WalkHead>, moving: bool) -> Result<Vec<(u64, i64, u64)>, WalkError> {
         let l = self.layout;
         let mut out = Vec::new();
         let reads = BlockCache::new(self.mem);
@@ -251,6 +253,8 @@ impl<'a> FrameWalker<'a> {
         let mut frame = first;
         let mut buf = vec![0u8; self.frame_read_len];
         let mut depth = 0;
+        // 3.10: (frame, previous, state) of every frame, to be read again once the walk is done.
+        let mut links: Vec<(u64, u64, i8)> = Vec::new();
         while frame != 0 {
             depth += 1;
             if depth > MAX_DEPTH {
@@ -261,9 +265,13 @@ impl<'a> FrameWalker<'a> {
             let previous = u64_at(&buf, l.frame_previous);
             if let Some(off) = l.frame_state {
                 let state = buf[off as usize] as i8;
+                links.push((frame, previous, state));
                 let live = matches!(state, FRAME_EXECUTING | FRAME_UNWINDING)
                     || (frame == first && matches!(state, FRAME_CREATED | FRAME_SUSPENDED));
-                if !live {
+                // A frame that is only being set up with nothing before it is a spare frame caught
+                // mid-reuse (3.10 keeps freed frames and relinks them), not a thread's first frame
+                // being entered: dropping that rare real case costs one sample.
+                if !live || (previous == 0 && matches!(state, FRAME_CREATED | FRAME_SUSPENDED)) {
                     return Err(WalkError::Torn);
                 }
             }
@@ -286,10 +294,45 @@ impl<'a> FrameWalker<'a> {
             frame = previous;
         }
         // A fresh read, not the cached one: did the stack move while we read it?
-        if first != 0 && self.top_frame(tstate)? != first {
-            return Err(WalkError::Torn);
+        if first != 0 {
+            let (top, recursion_depth) = self.top_frame_and_depth(tstate)?;
+            if top != first {
+                return Err(WalkError::Torn);
+            }
+            // 3.10: a stack that moved and came back to the same frame can leave a chain of frames
+            // each live when read but never all at once, deeper than the thread is. Every frame's
+            // evaluation counts in the recursion counter, so a real chain is never longer.
+            if recursion_depth.is_some_and(|d| depth as i64 > d) {
+                return Err(WalkError::Torn);
+            }
+        }
+        // 3.10: frame objects are heap blocks read a page at a time, so the chain can join pages read
+        // at different moments of a stack that moved and came back. Each frame's link and state read
+        // again now must be what the walk saw.
+        if moving && !links.is_empty() {
+            let again = BlockCache::new(self.mem);
+            let state_off = l.frame_state.unwrap_or_default() as usize;
+            for &(frame, previous, state) in &links {
+                again.read(frame, &mut buf)?;
+                if u64_at(&buf, l.frame_previous) != previous || buf[state_off] as i8 != state {
+                    return Err(WalkError::Torn);
+                }
+            }
         }
         Ok(out)
+    }
+
+    /// The thread's current frame and, where the layout has it (3.10), its recursion counter, from
+    /// one read of the thread state.
+    fn top_frame_and_depth(&self, tstate: u64) -> Result<(u64, Option<i64>), WalkError> {
+        let l = self.layout;
+        let (Some(frame_off), Some(depth_off)) = (l.tstate_frame, l.tstate_recursion_depth) else {
+            return Ok((self.top_frame(tstate)?, None));
+        };
+        let lo = frame_off.min(depth_off);
+        let mut head = vec![0u8; (frame_off.max(depth_off) + 8 - lo) as usize];
+        self.mem.read(tstate + lo, &mut head)?;
+        Ok((u64_at(&head, frame_off - lo), Some(i32_at(&head, depth_off - lo) as i64)))
     }
 
     /// Whether a frame with no previous frame is where a thread's stack starts.
@@ -311,14 +354,9 @@ impl<'a> FrameWalker<'a> {
     /// a thread without the GIL there is in the eval breaker's GIL handoff. None on other versions.
     pub fn calls_in_progress(&self, tstate: u64) -> Result<Option<i64>, WalkError> {
         let l = self.layout;
-        let (Some(frame_off), Some(depth_off)) = (l.tstate_frame, l.tstate_recursion_depth) else {
+        let (mut frame, Some(depth)) = self.top_frame_and_depth(tstate)? else {
             return Ok(None);
         };
-        let lo = frame_off.min(depth_off);
-        let mut head = vec![0u8; (frame_off.max(depth_off) + 8 - lo) as usize];
-        self.mem.read(tstate + lo, &mut head)?;
-        let depth = i32_at(&head, depth_off - lo) as i64;
-        let mut frame = u64_at(&head, frame_off - lo);
         let reads = BlockCache::new(self.mem);
         let mut frames = 0i64;
         while frame != 0 {

@@ -525,7 +525,8 @@ impl Sampler {
                     // A thread without the GIL rarely moves its stack between the thread list and its
                     // walk (the recheck catches it if it did); the holder's moves all the time.
                     let head = if holds { None } else { py.and_then(|p| p.head) };
-                    let (frames, top) = self.read_stack(tstate, head);
+                    // Released GIL: whoever takes it next may move its stack during the walk.
+                    let (frames, top) = self.read_stack(tstate, head, holds || !gil.locked);
                     let stack = frames.map(|f| Stack { id: self.intern_stack(&f), frames: Arc::new(f) });
                     (stack, top)
                 }
@@ -593,12 +594,12 @@ impl Sampler {
     }
 
     /// The stack (None when torn on every attempt) and where its innermost frame stands.
-    fn read_stack(&mut self, tstate: u64, head: Option<WalkHead>) -> (Option<Vec<Frame>>, Option<(u64, i64)>) {
+    fn read_stack(&mut self, tstate: u64, head: Option<WalkHead>, moving: bool) -> (Option<Vec<Frame>>, Option<(u64, i64)>) {
         let walker = FrameWalker::new(&self.interp.mem, &self.interp.layout, self.interp.code_type);
         for attempt in 0..READ_ATTEMPTS {
             // Only the first attempt may start from the earlier head: a retry reads everything anew.
             let from = if attempt == 0 { head } else { None };
-            match walker.walk_from(tstate, from, &mut self.code_cache) {
+            match walker.walk_from(tstate, from, moving, &mut self.code_cache) {
                 Ok((frames, top)) => {
                     if attempt > 0 {
                         self.batch.errors.torn_retried += 1;
