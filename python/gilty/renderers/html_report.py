@@ -196,7 +196,7 @@ def title(recording: Recording, specialization: Optional[dict] = None) -> str:
 def render(recording: Recording, load: Optional[dict] = None, specialization: Optional[dict] = None) -> str:
     """The page of a recording; with ``load`` (a `gilty load` JSON report) also the load part, with
     ``specialization`` (``specialization_html.report_data``) the specialization part."""
-    css, js = _inlined("report.css"), _inlined("report.js")
+    css, js = _inlined("report.css"), _inlined("dom.js") + "\n" + _inlined("report.js")
     if load is not None:
         css, js = css + _inlined("load.css"), js + "\n" + _inlined("load.js")
     if specialization is not None:

@@ -10,13 +10,7 @@
   const STATES = DATA.states;
   const ms = (s) => (s === null || s === undefined) ? "–" : (1000 * s).toFixed(1) + " ms";
   const pct = (x) => (x === null || x === undefined) ? "–" : (100 * x).toFixed(0) + " %";
-  function el(tag, attrs, text) {
-    const node = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, String(v));
-    if (text !== undefined && text !== null) node.textContent = String(text);
-    return node;
-  }
-  function add(parent, tag, attrs, text) { const n = el(tag, attrs, text); parent.appendChild(n); return n; }
+  const { el, add } = GILTY_DOM;
   function svgAdd(parent, tag, attrs, text) {
     const n = document.createElementNS(SVG, tag);
     for (const [k, v] of Object.entries(attrs || {})) n.setAttribute(k, String(v));

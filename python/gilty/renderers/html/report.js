@@ -7,13 +7,7 @@
   const ROW = 18;
   const MIN_WIDTH = 0.001; // frames narrower than this share of the view are not drawn
 
-  function el(tag, attrs, text) {
-    const node = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, String(v));
-    if (text !== undefined && text !== null) node.textContent = String(text);
-    return node;
-  }
-  function add(parent, tag, attrs, text) { const n = el(tag, attrs, text); parent.appendChild(n); return n; }
+  const { el, add } = GILTY_DOM;
   const pct = (x) => (x === null || x === undefined) ? "–" : (100 * x).toFixed(1) + " %";
   const secs = (x) => (x === null || x === undefined) ? "–" : (x >= 1 ? x.toFixed(2) + " s" : (1000 * x).toFixed(1) + " ms");
   const stateColor = (s) => getComputedStyle(document.documentElement).getPropertyValue("--" + STATES[s]).trim() || "#999";

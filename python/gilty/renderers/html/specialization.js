@@ -7,13 +7,7 @@
   const DATA = JSON.parse(document.getElementById("gilty-data").textContent);
   const SPEC = DATA.specialization;
   if (!SPEC) return;
-  function el(tag, attrs, text) {
-    const node = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, String(v));
-    if (text !== undefined && text !== null) node.textContent = String(text);
-    return node;
-  }
-  function add(parent, tag, attrs, text) { const n = el(tag, attrs, text); parent.appendChild(n); return n; }
+  const { el, add } = GILTY_DOM;
   const pct = (x) => (x === null || x === undefined) ? "–" : (100 * x).toFixed(0) + " %";
   const FORMS = [
     ["specialized", "specialized"], ["missing", "specialized, missing"], ["backoff", "adaptive / backoff"],
