@@ -51,7 +51,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from gilty import _native
-    from gilty.session import Session, TargetInfo
+    from gilty.sampling.session import Session, TargetInfo
 
     c0 = cpu_seconds()
     target = _native.Target(args.pid)

@@ -69,7 +69,7 @@ def stored_shape(session) -> dict:
     """What the session keeps, whichever storage the imported gilty has."""
     if hasattr(session, "row_tid"):  # the per-sample rows gilty kept before native aggregation
         return {"rows": len(session.row_tid)}
-    from gilty.session import ThreadRuns
+    from gilty.sampling.session import ThreadRuns
 
     return {
         "runs": session.run_count,
@@ -82,10 +82,10 @@ def stored_shape(session) -> dict:
 def child(pid: int, rate: float, duration: float) -> int:
     """The recording process: attach, record like `gilty record`, analyse, report."""
     from gilty import _native
-    from gilty.analysis import summarise
+    from gilty.sampling.analysis import summarise
     from gilty.cli.record import sample_until_stopped
-    from gilty.renderers import json_report
-    from gilty.session import Session, TargetInfo
+    from gilty.report import json_report
+    from gilty.sampling.session import Session, TargetInfo
 
     target = _native.Target(pid)
     session = Session(TargetInfo.from_native(target), rate)

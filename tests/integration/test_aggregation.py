@@ -1,4 +1,4 @@
-"""The native aggregation against its pure-Python twin (``gilty.aggregate``) on a real recording.
+"""The native aggregation against its pure-Python twin (``gilty.sampling.aggregate``) on a real recording.
 
 The native sampler keeps no per-(pass, thread) rows, so the twin cannot be fed the very same rows.
 What the runs say is exact, though: every thread's state and syscall in every pass. So the
@@ -18,8 +18,8 @@ import pytest
 from conftest import start_target
 
 from gilty import _native
-from gilty.aggregate import aggregate_rows
-from gilty.session import GC, HOLDING_GIL, WAITING_GIL, Session, TargetInfo
+from gilty.sampling.aggregate import aggregate_rows
+from gilty.sampling.session import GC, HOLDING_GIL, WAITING_GIL, Session, TargetInfo
 
 RATE_HZ = 500
 # Short batches, so that many runs cross a batch boundary.

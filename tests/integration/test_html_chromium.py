@@ -153,8 +153,8 @@ def hostile_report(tmp_path_factory):
     path = tmp_path_factory.mktemp("html") / "hostile.html"
     code = (
         "import sys; sys.path[:0] = [sys.argv[2]];"
-        "from recordings import two_processes; from gilty import renderers;"
-        "open(sys.argv[1], 'w', encoding='utf-8').write(renderers.render(two_processes(), 'html'))"
+        "from recordings import two_processes; from gilty import report;"
+        "open(sys.argv[1], 'w', encoding='utf-8').write(report.render(two_processes(), 'html'))"
     )
     python = REPO / ".venv" / "bin" / "python"
     subprocess.run([str(python) if python.exists() else sys.executable, "-c", code, str(path), str(REPO / "tests" / "unit")], check=True, timeout=60)

@@ -20,7 +20,7 @@ import pytest
 
 from conftest import note, running_target
 
-from gilty.thread_states import STATE_NAMES
+from gilty.sampling.thread_states import STATE_NAMES
 
 pytestmark = pytest.mark.interpreter
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from synthetic import GC, HOLD, IDLE, WAIT, BatchBuilder, contention_session, make_session
 
-from gilty.session import Recording
+from gilty.sampling.session import Recording
 
 HOSTILE = "</script><img src=x onerror=alert(1)>"
 

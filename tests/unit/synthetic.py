@@ -1,14 +1,14 @@
 """Builds batches shaped like ``_native.Sampler.collect()`` results, for the pure-Python tests.
 
-Passes are written out thread by thread and folded by ``gilty.aggregate`` (the pure-Python twin of
+Passes are written out thread by thread and folded by ``gilty.sampling.aggregate`` (the pure-Python twin of
 the native aggregation) into the batch's runs, counts, blame and pass flags. A pass is a dict {tid: state} or {tid: (state, stack_id)} or {tid: (state, stack_id, syscall)}.
 Stacks and frames are sent only in the first batch that uses them, as the native sampler does.
 """
 
 from __future__ import annotations
 
-from gilty.aggregate import aggregate_rows
-from gilty.session import NO_STACK, NO_SYSCALL, Session, TargetInfo
+from gilty.sampling.aggregate import aggregate_rows
+from gilty.sampling.session import NO_STACK, NO_SYSCALL, Session, TargetInfo
 
 HOLD, GC, WAIT, NATIVE, IDLE, UNKNOWN = range(6)
 

@@ -4,7 +4,7 @@ import math
 
 from synthetic import GC, HOLD, IDLE, WAIT, BatchBuilder, contention_session, make_session
 
-from gilty.analysis.blame import NO_HOLDER_NAME, blame
+from gilty.sampling.analysis.blame import NO_HOLDER_NAME, blame
 
 
 def test_waits_are_attributed_to_the_holder_of_the_same_pass():

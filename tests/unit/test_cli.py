@@ -9,7 +9,7 @@ import types
 
 import pytest
 
-from gilty import launch
+from gilty.sampling import launch
 from gilty._errors import EXIT_CODE_BY_KIND
 from gilty.cli import main, split_child_command
 

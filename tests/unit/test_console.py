@@ -12,7 +12,7 @@ from synthetic import (
     syscall_name,
 )
 
-from gilty.renderers import console
+from gilty.report import console
 
 
 def test_summary_shows_threads_sections_and_verdict():

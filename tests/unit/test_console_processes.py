@@ -5,9 +5,9 @@ import json
 
 from synthetic import HOLD, IDLE, WAIT, BatchBuilder, target
 
-from gilty.processes import ProcessTracker, roles
-from gilty.renderers import console, console_processes, json_report
-from gilty.session import Recording, Session
+from gilty.sampling.processes import ProcessTracker, roles
+from gilty.report import console, console_processes, json_report
+from gilty.sampling.session import Recording, Session
 
 
 def _recording(workers=4, pool=8, exited_worker=None):

@@ -4,7 +4,7 @@ import math
 
 from synthetic import HOLD, IDLE, NATIVE, WAIT, BatchBuilder, contention_session, make_session
 
-from gilty.analysis.convoy import convoys
+from gilty.sampling.analysis.convoy import convoys
 
 
 def _session(states, rate_hz=1000.0, times=None, switch_interval_s=0.005):

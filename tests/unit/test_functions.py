@@ -2,8 +2,8 @@
 
 from synthetic import HOLD, IDLE, NATIVE, WAIT, BatchBuilder, make_session
 
-from gilty.analysis.functions import top_function_overall, top_functions
-from gilty.analysis.states import thread_states
+from gilty.sampling.analysis.functions import top_function_overall, top_functions
+from gilty.sampling.analysis.states import thread_states
 
 
 def test_top_functions_per_state_use_innermost_frame_and_pool_lines():

@@ -4,8 +4,8 @@ import pytest
 from synthetic import HOLD, IDLE, WAIT, BatchBuilder, make_session
 
 from gilty._errors import UsageError
-from gilty.analysis import summarise
-from gilty.analysis.gates import describe_failure, evaluate, parse_gate
+from gilty.sampling.analysis import summarise
+from gilty.sampling.analysis.gates import describe_failure, evaluate, parse_gate
 
 
 def _contended():

@@ -7,7 +7,7 @@ import re
 
 from synthetic import CLOCK_NANOSLEEP, FUTEX, HOLD, IDLE, BatchBuilder, contention_session, make_session, syscall_name
 
-from gilty.renderers import json_report
+from gilty.report import json_report
 
 DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "json-format.md"
 # Objects whose keys are data (syscall names, idle kinds), not part of the format.
@@ -68,7 +68,7 @@ def _recording_keys(report: dict) -> set:
 def test_recording_report_keys_match_the_documentation():
     from test_console_processes import _recording
 
-    from gilty.session import Recording
+    from gilty.sampling.session import Recording
 
     for recording in (_recording(exited_worker=104), Recording.of(contention_session()[0])):
         report = json.loads(json_report.render_recording(recording))

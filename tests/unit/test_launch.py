@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from gilty import launch
+from gilty.sampling import launch
 from gilty._errors import CommandError
 
 FAST_STEPS = ((signal.SIGINT, 0.3), (signal.SIGTERM, 0.3), (signal.SIGKILL, None))

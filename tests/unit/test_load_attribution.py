@@ -7,7 +7,7 @@ from synthetic import CLOCK_NANOSLEEP, EPOLL_WAIT, HOLD, IDLE, WAIT, BatchBuilde
 
 from gilty.load.endpoints import FRAMEWORK, endpoint_table, handler_frame
 from gilty.load.eventloop import loop_lags, loop_threads
-from gilty.session import NO_STACK as NO_STACK_ID
+from gilty.sampling.session import NO_STACK as NO_STACK_ID
 
 SITE = "/venv/lib/python3.12/site-packages"
 STDLIB = "/usr/lib/python3.12"  # synthetic.target()'s executable is /usr/bin/python3.12

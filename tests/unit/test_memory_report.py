@@ -8,7 +8,8 @@ import json
 import pathlib
 import re
 
-from gilty.memory import analysis, render_json, render_text
+from gilty.memory import analysis
+from gilty.report import memory_json, memory_text
 from gilty.memory.session import MemorySession
 
 MIB = 1 << 20
@@ -238,7 +239,7 @@ def test_tree_timeline_sums_each_pass_and_drops_exited_processes():
 
 
 def test_text_report():
-    text = render_text.render(default_session())
+    text = memory_text.render(default_session())
     assert text.startswith("gilty memory: master pid 100")
     assert "worker 101" in text and "CoW in GC" in text
     assert "Warnings:" in text and "Summary:" in text and "Method:" in text
@@ -249,9 +250,9 @@ def test_text_report():
 def test_partial_text_report_is_marked_first_and_last():
     s = default_session()
     s.mark_partial("master pid 100 exited after 2.0 s of the requested 4 s")
-    lines = render_text.render(s).splitlines()
+    lines = memory_text.render(s).splitlines()
     assert lines[0].startswith("PARTIAL:") and lines[-1].startswith("PARTIAL:")
-    assert render_json.report(s)["partial"] is True
+    assert memory_json.report(s)["partial"] is True
 
 
 def test_non_python_process_in_text():
@@ -260,8 +261,8 @@ def test_non_python_process_in_text():
     for x in s.processes[W2].samples:
         x["gc"] = None
     s.processes[W2].gc_note = "pid 102 (/bin/sh) is not a Python process"
-    assert "is not a Python process" in render_text.render(s)
-    assert render_json.report(s)["processes"][2]["gc"] is None
+    assert "is not a Python process" in memory_text.render(s)
+    assert memory_json.report(s)["processes"][2]["gc"] is None
 
 
 def documented_keys() -> set:
@@ -284,7 +285,7 @@ def key_paths(value, prefix="") -> set:
 
 def test_json_keys_match_the_documentation():
     batch = {"gc_snapshots": [snapshot(MASTER, 2.0, 375, reason="changed", thresholds=(0, 10, 10))]}
-    report = json.loads(render_json.render(default_session(extra_batch=batch)))
+    report = json.loads(memory_json.render(default_session(extra_batch=batch)))
     documented = documented_keys()
     present = key_paths(report)
     assert documented, "no keys parsed from docs/memory.md"
@@ -293,7 +294,7 @@ def test_json_keys_match_the_documentation():
 
 
 def test_json_sizes_are_integer_bytes():
-    report = render_json.report(default_session())
+    report = memory_json.report(default_session())
     for p in report["processes"]:
         for key, value in p["cow"].items():
             if key.endswith("_bytes") and value is not None:

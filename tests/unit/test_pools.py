@@ -1,6 +1,6 @@
 """Thread pools: same-named threads (numbers aside) are one line, shares averaged by samples."""
 
-from gilty.analysis.pools import group_pools, pool_key, pool_label
+from gilty.sampling.analysis.pools import group_pools, pool_key, pool_label
 
 
 def _group(threads):

@@ -2,9 +2,9 @@
 
 from synthetic import CLOCK_NANOSLEEP, FUTEX, HOLD, IDLE, WAIT, BatchBuilder, make_session
 
-from gilty.session import NO_STACK, NO_SYSCALL
+from gilty.sampling.session import NO_STACK, NO_SYSCALL
 
-from gilty.session import Session
+from gilty.sampling.session import Session
 
 
 def test_batches_merge_with_pass_indices_offset():
@@ -147,7 +147,7 @@ def test_reading_api_runs_and_stack_counts():
 
 
 def test_recording_round_trips_every_process():
-    from gilty.session import Recording
+    from gilty.sampling.session import Recording
 
     b = BatchBuilder()
     a = make_session([b.batch([{1: HOLD}, {1: WAIT}])])

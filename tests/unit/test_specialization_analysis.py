@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from gilty.renderers import specialization_json, specialization_text
+from gilty.report import specialization_json, specialization_text
 from gilty.specialization.analysis import analyse, counter_meaning
 from gilty.specialization.session import ProcessWatch, SpecializationSession
 
@@ -142,7 +142,7 @@ def test_html_part_carries_the_annotated_source_as_escaped_data(tmp_path):
     w = watch("3.12.1", RULES_312, [ins(4, "LOAD_ATTR_INSTANCE_VALUE", "LOAD_ATTR", "specialized", 100, hist(200, [100, 100]))])
     w.raw["codes"][0]["filename"] = str(src)
     w.raw["codes"][0]["qualname"] = "handler</script><b>"
-    from gilty.renderers import specialization_html
+    from gilty.report import specialization_html
 
     data = specialization_html.report_data(session(w))
     (fn,) = data["functions"]

@@ -17,8 +17,8 @@ from synthetic import (
     make_session,
 )
 
-from gilty.analysis.states import gc_share, gil_utilisation, idle_syscalls, mean_waiting_threads, thread_states
-from gilty.analysis.summary import summarise
+from gilty.sampling.analysis.states import gc_share, gil_utilisation, idle_syscalls, mean_waiting_threads, thread_states
+from gilty.sampling.analysis.summary import summarise
 
 
 def test_fractions_sum_to_one_per_thread():

@@ -14,7 +14,7 @@ from synthetic import (
     make_session,
 )
 
-from gilty.analysis import summarise
+from gilty.sampling.analysis import summarise
 
 
 def test_contention_names_holder_waiters_and_function():

@@ -18,7 +18,8 @@ from gilty._errors import EXIT_OK, EXIT_USAGE, CommandError
 from gilty.cli.options import read_json_file
 from gilty.cli.record import add_format_argument, emit, output_format
 from gilty.load import compare
-from gilty.session import Recording
+from gilty.report import compare as compare_report
+from gilty.sampling.session import Recording
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
@@ -54,6 +55,6 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"a report lacks a field the comparison needs ({type(e).__name__}: {e})", EXIT_USAGE) from None
     if not rows:
         raise CommandError(f"{args.a} and {args.b} have nothing in common to compare (no step at the same rate, no thread of the same name)", EXIT_USAGE)
-    render = compare.render_json if fmt == "json" else compare.render_text
+    render = compare_report.render_json if fmt == "json" else compare_report.render_text
     emit(render(args.a, args.b, kind_a, rows), args.output)
     return EXIT_OK

@@ -9,10 +9,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gilty import launch
+from gilty.sampling import launch
 from gilty._errors import EXIT_OK
 from gilty.cli.options import add_format_argument, add_pid_arguments, emit
-from gilty.renderers import dump
+from gilty.report import dump
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:

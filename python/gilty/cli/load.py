@@ -35,10 +35,11 @@ import time
 import urllib.parse
 from dataclasses import asdict
 
-from gilty import launch
+from gilty.sampling import launch
 from gilty._errors import EXIT_OK, EXIT_PARTIAL, CommandError, UsageError
 from gilty.cli.record import add_format_argument, emit, output_format, positive_float, positive_int
-from gilty.load import analysis, locust, profile, render
+from gilty.load import analysis, locust, profile
+from gilty.report import load as load_report
 from gilty.load.plan import LoadOptions, native_plan, parse_header, parse_ramp, parse_slo, parse_url
 
 DEFAULT_DURATION_S = 10.0
@@ -203,9 +204,9 @@ def _run_locust(args: argparse.Namespace, fmt: str) -> int:
         "profile": None if prof is None else asdict(prof),
     }
     if fmt == "html":
-        text = render.render_locust_html(report, recording)
+        text = load_report.render_locust_html(report, recording)
     else:
-        text = render.render_locust_json(report) if fmt == "json" else render.render_locust_text(report, prof)
+        text = load_report.render_locust_json(report) if fmt == "json" else load_report.render_locust_text(report, prof)
     emit(text, args.output)
     return EXIT_PARTIAL if stopped else EXIT_OK
 
@@ -324,10 +325,10 @@ def run(args: argparse.Namespace) -> int:
         if v.generator_behind:
             print(f"gilty: warning: at {v.rate:g} rps the generator fell behind its schedule; latencies include its delay", file=sys.stderr)
     if fmt == "html":
-        text = render.render_html(result, recordings[-1] if recordings else None)
+        text = load_report.render_html(result, recordings[-1] if recordings else None)
     else:
-        text = render.render_json(result) if fmt == "json" else render.render_text(result)
+        text = load_report.render_json(result) if fmt == "json" else load_report.render_text(result)
     emit(text, args.output)
     if args.output is not None and knee is not None:
-        print(f"gilty: {render.knee_line(result)}", file=sys.stderr)  # the answer, not only a file name
+        print(f"gilty: {load_report.knee_line(result)}", file=sys.stderr)  # the answer, not only a file name
     return EXIT_PARTIAL if stopped else EXIT_OK

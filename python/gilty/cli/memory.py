@@ -16,10 +16,10 @@ import sys
 import time
 from typing import Any, Callable, Optional
 
-from gilty import launch
+from gilty.sampling import launch
 from gilty._errors import EXIT_OK, EXIT_PARTIAL, UsageError
 from gilty.cli.record import add_format_argument, emit, output_format, positive_float, positive_int
-from gilty.memory import render_json, render_text
+from gilty.report import memory_json, memory_text
 from gilty.memory.session import MemorySession
 
 DEFAULT_INTERVAL_S = 1.0
@@ -118,6 +118,6 @@ def run(args: argparse.Namespace) -> int:
     status = finish(session)
     if session.partial:
         print(f"gilty: {session.partial_reason}; the result is PARTIAL", file=sys.stderr)
-    renderer = render_json.render if fmt == "json" else render_text.render
+    renderer = memory_json.render if fmt == "json" else memory_text.render
     emit(renderer(session), args.output)
     return status

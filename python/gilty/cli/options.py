@@ -4,12 +4,12 @@ and little else, so that it starts quickly."""
 from __future__ import annotations
 
 import argparse
-import sys
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing `typing` costs every CLI start ~15 ms
     from typing import Optional
 
 from gilty._errors import CommandError
+from gilty.report import emit  # noqa: F401 - the commands' one way to write output
 
 FORMATS = ("text", "json")
 
@@ -50,20 +50,6 @@ def output_format(fmt: Optional[str], path: Optional[str]) -> str:
     if path and path.lower().endswith(".json"):
         return "json"
     return "text"
-
-
-def emit(text: str, path: Optional[str]) -> None:
-    """Print to stdout, or write ``path`` and say so on stderr."""
-    if path is None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return
-    try:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
-    except OSError as e:
-        raise CommandError(f"cannot write {path}: {e.strerror or e}") from None
-    print(f"gilty: wrote {path}", file=sys.stderr)
 
 
 def add_pid_arguments(parser: argparse.ArgumentParser, required: bool = False) -> None:

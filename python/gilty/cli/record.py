@@ -18,7 +18,8 @@ import sys
 import time
 from typing import Any, Callable, Optional
 
-from gilty import launch, processes, renderers
+from gilty import report as reports
+from gilty.sampling import launch, processes
 from gilty._errors import (
     EXIT_EXACT_UNAVAILABLE,
     EXIT_GATE_FAILED,
@@ -29,8 +30,8 @@ from gilty._errors import (
     CommandError,
     UsageError,
 )
-from gilty.analysis.gates import as_json as gates_json
-from gilty.analysis.gates import describe_failure, evaluate, parse_gate
+from gilty.sampling.analysis.gates import as_json as gates_json
+from gilty.sampling.analysis.gates import describe_failure, evaluate, parse_gate
 from gilty.cli.options import (  # noqa: F401 - re-exported for the other commands
     FORMATS,
     add_format_argument,
@@ -41,7 +42,7 @@ from gilty.cli.options import (  # noqa: F401 - re-exported for the other comman
     positive_int,
 )
 from gilty.cli.progress import Progress
-from gilty.session import Recording, Session, TargetInfo
+from gilty.sampling.session import Recording, Session, TargetInfo
 
 ACCEPTS_CHILD_COMMAND = True
 DEFAULT_RATE_HZ = 100.0
@@ -69,7 +70,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
         help="samples per second (default: %(default)g)",
     )
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
-    add_format_argument(parser, renderers.FORMAT_NAMES)
+    add_format_argument(parser, reports.FORMAT_NAMES)
     add_exact_argument(parser)
     parser.add_argument(
         "--fail-if",
@@ -183,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
     pids = args.pid or []
     if bool(pids) == (child_argv is not None):
         raise UsageError("give either --pid PID or -- CMD [ARG ...] (see `gilty record --help`)")
-    fmt = renderers.output_format(args.format, args.output)  # a bad -o fails before recording
+    fmt = reports.output_format(args.format, args.output)  # a bad -o fails before recording
     args.gates = [parse_gate(text) for text in args.fail_if]  # a bad gate too
     if args.subprocesses or len(pids) > 1:
         if args.exact:
@@ -235,7 +236,7 @@ def run(args: argparse.Namespace) -> int:
         recording.notes.append(hint)
         print(f"gilty: hint: {hint}", file=sys.stderr)
     status = judge(recording, args.gates, status, child_status if session.stopped_by == "target_exit" else None)
-    renderers.write(recording, fmt, args.output)
+    reports.write(recording, fmt, args.output)
     return status
 
 
@@ -246,7 +247,7 @@ def judge(recording: Recording, gates: list, status: int, command_status: Option
         # A signal's death as shells report it (128 + signal number).
         recording.command_status = command_status if command_status >= 0 else 128 - command_status
     if gates:
-        from gilty.analysis import summarise
+        from gilty.sampling.analysis import summarise
 
         results = evaluate(gates, [(s.target.pid, summarise(s)) for s in recording.sessions if s.samples])
         recording.gates = gates_json(results)
@@ -300,5 +301,5 @@ def run_processes(args: argparse.Namespace, pids: list, child_argv: Optional[lis
         file=sys.stderr,
     )
     status = judge(recording, args.gates, status, child_status if recording.stopped_by == "target_exit" else None)
-    renderers.write(recording, fmt, args.output)
+    reports.write(recording, fmt, args.output)
     return status

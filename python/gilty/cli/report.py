@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import argparse
 
-from gilty import renderers
+from gilty import report as reports
 from gilty._errors import EXIT_OK, EXIT_USAGE, CommandError
 from gilty.cli.options import read_json_file
-from gilty.session import Recording
+from gilty.sampling.session import Recording
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
@@ -24,7 +24,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", metavar="OUT", help="write to OUT instead of stdout")
     parser.add_argument(
         "--format",
-        choices=renderers.FORMAT_NAMES,
+        choices=reports.FORMAT_NAMES,
         default=None,
         help="output format (default: from OUT's extension, else text)",
     )
@@ -49,9 +49,9 @@ def load_recording(path: str) -> Recording:
 
 
 def run(args: argparse.Namespace) -> int:
-    fmt = renderers.output_format(args.format, args.output)  # before reading: a bad -o costs nothing
+    fmt = reports.output_format(args.format, args.output)  # before reading: a bad -o costs nothing
     recording = load_recording(args.file)
     if not recording.sessions:
         raise CommandError(f"{args.file} holds a recording of no process", EXIT_USAGE)
-    renderers.write(recording, fmt, args.output)
+    reports.write(recording, fmt, args.output)
     return EXIT_OK

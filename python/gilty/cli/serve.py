@@ -17,10 +17,10 @@ import sys
 import threading
 import time
 
-from gilty import launch
+from gilty.sampling import launch
 from gilty._errors import EXIT_OK, CommandError, UsageError
 from gilty.cli.record import add_pid_arguments, positive_float, positive_int
-from gilty.sidecar import Totals, find_by_cmdline
+from gilty.observe.sidecar import Totals, find_by_cmdline
 
 DEFAULT_RATE_HZ = 10.0
 DEFAULT_PORT = 9464

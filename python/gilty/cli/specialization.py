@@ -18,7 +18,7 @@ import argparse
 import sys
 import threading
 
-from gilty import launch
+from gilty.sampling import launch
 from gilty._errors import EXIT_OK, EXIT_PARTIAL, EXIT_UNSUPPORTED, CommandError, exit_code_for_kind
 from gilty.cli.record import add_format_argument, emit, output_format, positive_float, positive_int
 from gilty.specialization.analysis import analyse
@@ -81,7 +81,7 @@ def _run_opcache(native, args, fmt: str) -> int:
         print("gilty: Python 3.10: the opcache report covers --pid only, not its subprocesses", file=sys.stderr)
     print(f"gilty: sampling pid {args.pid} for {args.duration:g} s and reading its hot code's opcache (Python 3.10)", file=sys.stderr)
     doc = native.specialization_opcache(args.pid, args.duration, rate_hz=args.rate, max_codes=max(args.top, 20))
-    from gilty.renderers import specialization_text
+    from gilty.report import specialization_text
 
     if fmt == "json":
         import json
@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
         return _run_opcache(native, args, fmt)
     pids = [args.pid]
     if args.subprocesses:
-        from gilty.processes import _python_descendants
+        from gilty.sampling.processes import _python_descendants
 
         pids += sorted(_python_descendants(args.pid))
     print(f"gilty: sampling pid {', '.join(map(str, pids))} for {args.duration:g} s and reading its hot code", file=sys.stderr)
@@ -145,10 +145,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"gilty: {session.partial_reason}; the result is PARTIAL", file=sys.stderr)
     analysis = analyse(session, args.top)
     if fmt == "json":
-        from gilty.renderers import specialization_json as renderer
+        from gilty.report import specialization_json as renderer
     elif fmt == "html":
-        from gilty.renderers import specialization_html as renderer
+        from gilty.report import specialization_html as renderer
     else:
-        from gilty.renderers import specialization_text as renderer
+        from gilty.report import specialization_text as renderer
     emit(renderer.render(session, args.top, analysis), args.output)
     return status

@@ -20,9 +20,9 @@ import time
 import tty
 from typing import Any, Callable, Optional, TextIO
 
-from gilty import launch
+from gilty.sampling import launch
 from gilty._errors import EXIT_OK, EXIT_TARGET_EXITED, EXIT_USAGE, CommandError
-from gilty import processes
+from gilty.sampling import processes
 from gilty.cli.record import (
     CHUNK_S,
     DEFAULT_RATE_HZ,
@@ -31,9 +31,9 @@ from gilty.cli.record import (
     open_sampler,
     positive_float,
 )
-from gilty.renderers import console_processes
-from gilty.renderers.console import render_top
-from gilty.session import Recording, Session, TargetInfo
+from gilty.report import console_processes
+from gilty.report.console import render_top
+from gilty.sampling.session import Recording, Session, TargetInfo
 
 REFRESH_S = 1.0
 CLEAR_AND_HOME = "\x1b[2J\x1b[H"

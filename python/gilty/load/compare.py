@@ -17,15 +17,14 @@ floor is therefore 10 %.
 from __future__ import annotations
 
 import bisect
-import json
 import math
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Optional
 from urllib.parse import urlsplit
 
-from gilty.aggregate import PASS_GIL_HELD
-from gilty.session import GC, HOLDING_GIL, IDLE, NATIVE, STATE_NAMES, WAITING_GIL, Recording
+from gilty.sampling.aggregate import PASS_GIL_HELD
+from gilty.sampling.session import GC, HOLDING_GIL, IDLE, NATIVE, STATE_NAMES, WAITING_GIL, Recording
 
 FORMAT_VERSION = 1
 Z = 2.0
@@ -253,18 +252,6 @@ NOISE_METHOD = ("per-second blocks (batch means): Student's t (97.5 %, seconds -
                 "counting noise x 2, 10 % floor")
 
 
-def _fmt(metric: str, v: Optional[float]) -> str:
-    if v is None:
-        return "-"
-    if metric.endswith("_s"):
-        return f"{v * 1e3:.1f} ms"
-    if metric in ("throughput", "rate", "max_throughput", "pss_mib"):
-        return f"{v:.1f}"
-    if metric == "server_threads":
-        return f"{v:.2f}"
-    return f"{v * 100:.1f} %"
-
-
 # Metrics where a rise is worse for the service, and where it is better; others have no direction.
 WORSE_UP = ("p50_s", "p90_s", "p99_s", "error_share", "lag_share")
 BETTER_UP = ("throughput", "rate", "max_throughput")
@@ -278,32 +265,3 @@ def direction(r: Row) -> str:
     if r.metric in BETTER_UP:
         return "better" if r.change > 0 else "worse"
     return ""
-
-
-def render_text(label_a: str, label_b: str, kind: str, rows: list) -> str:
-    lines = [f"gilty compare ({kind}): A = {label_a}, B = {label_b}", ""]
-    lines.append(f"  {'SCOPE':<44} {'METRIC':<16} {'A':>11} {'B':>11} {'CHANGE':>11} {'NOISE':>10}")
-    for r in rows:
-        change = "-" if r.change is None else _fmt(r.metric, r.change)
-        if r.change is not None and r.change > 0 and not change.startswith("-"):
-            change = "+" + change
-        noise = "?" if r.noise is None else _fmt(r.metric, r.noise)
-        mark = f"  <- beyond noise{', ' + direction(r) if direction(r) else ''}" if r.beyond_noise else ""
-        lines.append(f"  {r.scope:<44} {r.metric:<16} {_fmt(r.metric, r.a):>11} {_fmt(r.metric, r.b):>11} {change:>11} {noise:>10}{mark}")
-    lines.append("")
-    lines.append(f"Noise: {NOISE_METHOD}; '?' where it cannot be estimated (never flagged).")
-    flagged = [r for r in rows if r.beyond_noise]
-    lines.append(f"{len(flagged)} of {len(rows)} figures differ beyond noise.")
-    return "\n".join(lines) + "\n"
-
-
-def render_json(label_a: str, label_b: str, kind: str, rows: list) -> str:
-    return json.dumps({
-        "format_version": FORMAT_VERSION,
-        "kind": "compare",
-        "compared": kind,
-        "a": label_a,
-        "b": label_b,
-        "noise_method": NOISE_METHOD,
-        "rows": [dict(asdict(r), direction=direction(r) or None) for r in rows],
-    }, indent=2) + "\n"

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from gilty.load.sites import is_library, library_prefixes, site_key
-from gilty.session import HOLDING_GIL, GC, IDLE, STATE_NAMES, Session
+from gilty.sampling.session import HOLDING_GIL, GC, IDLE, STATE_NAMES, Session
 
 # (last component of the function's name, a path fragment of its file): the frame that calls the
 # handler. The last component, because 3.10 frames carry bare names and 3.11+ qualified ones.

@@ -17,9 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from gilty.analysis.syscalls import idle_label
+from gilty.sampling.analysis.syscalls import idle_label
 from gilty.load.sites import is_library, library_prefixes, site_key
-from gilty.session import GC, HOLDING_GIL, IDLE, NATIVE, NO_STACK, WAITING_GIL, Session
+from gilty.sampling.session import GC, HOLDING_GIL, IDLE, NATIVE, NO_STACK, WAITING_GIL, Session
 
 DEFAULT_THRESHOLD_S = 0.02
 TOP_CULPRITS = 3

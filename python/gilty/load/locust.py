@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from gilty._errors import CommandError, UsageError
-from gilty.aggregate import PASS_GIL_HELD
+from gilty.sampling.aggregate import PASS_GIL_HELD
 
 # After the run time, how long the master may take to stop its users and write its CSV files.
 STOP_GRACE_S = 30.0

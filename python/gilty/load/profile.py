@@ -9,13 +9,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from gilty import processes
-from gilty.analysis.states import gc_share, gil_utilisation, mean_waiting_threads, thread_states
-from gilty.analysis.syscalls import IO_WAIT, SELECT_WAIT, idle_kind
+from gilty.sampling import processes
+from gilty.sampling.analysis.states import gc_share, gil_utilisation, mean_waiting_threads, thread_states
+from gilty.sampling.analysis.syscalls import IO_WAIT, SELECT_WAIT, idle_kind
 from gilty.load import endpoints, eventloop
-from gilty.monitor.memory_self import memory_self
+from gilty.observe.monitor.memory_self import memory_self
 from gilty.load.sites import is_library, library_prefixes, site_key
-from gilty.session import GC, HOLDING_GIL, IDLE, STATE_NAMES, Recording
+from gilty.sampling.session import GC, HOLDING_GIL, IDLE, STATE_NAMES, Recording
 
 PROFILE_RATE_HZ = 200.0
 TOP_SITES = 5

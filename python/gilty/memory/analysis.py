@@ -226,7 +226,7 @@ def warnings(session: MemorySession) -> list:
                     f"(gc.freeze()) while {len(workers)} worker{'s' * (len(workers) != 1)} share its "
                     f"{mib(rss):.0f} MiB heap{during}: each worker's first full collection will copy the pages of "
                     "every object it traverses. Disable GC early in the master and freeze before forking "
-                    "(gilty.prefork, docs/prefork.md)."
+                    "(gilty.memory.prefork, docs/prefork.md)."
                 ),
             })
 
@@ -320,7 +320,7 @@ def summary(session: MemorySession) -> list:
     elif tracked and gc_b >= out_b:
         if sav["freeze_would_keep_shared_bytes"]:
             lines.append(
-                f"Most of the copying comes from garbage collection: freezing the heap before forking (gilty.prefork: "
+                f"Most of the copying comes from garbage collection: freezing the heap before forking (gilty.memory.prefork: "
                 f"GC off early in the master, gc.freeze() before fork, GC on in each worker) would have kept "
                 f"{mib(gc_b):.0f} MiB shared."
             )

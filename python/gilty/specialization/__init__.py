@@ -1,2 +1,2 @@
 """Specialization of hot code in a live process (``gilty specialization``): the session model
-(``session``) and the analysis over it (``analysis``); renderers live in ``gilty.renderers``."""
+(``session``) and the analysis over it (``analysis``); renderers live in ``gilty.report``."""

@@ -1,0 +1,114 @@
+"""Output formats: a registry from format name to renderer, and from file extension to format.
+
+Every renderer takes a ``Recording`` and returns the whole output as text, built only through
+the Session reading API (``tids``, ``stack_counts``, ``runs``, ``stack``, ``pass_start/end``)
+and ``gilty.sampling.analysis.summarise``. Renderer modules are imported when used, so ``gilty top``
+does not pay for the HTML template.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+TYPE_CHECKING = False
+
+from gilty._errors import CommandError, UsageError
+if TYPE_CHECKING:  # annotations only: `gilty dump` imports a renderer without the session or `typing`
+    from typing import Callable, Optional
+
+    from gilty.sampling.session import Recording
+
+# Format name -> ("module:function" under gilty.report, what it is, for docs and errors).
+FORMATS = {
+    "text": (":_render_text", "the console summary"),
+    "json": (":_render_json", "the analysed JSON report, with the recording for `gilty report`"),
+    "speedscope": ("speedscope:render", "speedscope profile, one per process and thread"),
+    "collapsed": ("collapsed:render", "collapsed stacks for flamegraph.pl / inferno / speedscope"),
+    "svg": ("flamegraph_svg:render", "a flame graph drawn by inferno"),
+    "chrome": ("chrome_trace:render", "Chrome trace events for Perfetto / chrome://tracing"),
+    "html": ("html_report:render", "one self-contained interactive HTML page"),
+}
+FORMAT_NAMES = tuple(FORMATS)
+
+# Longest suffix first: `x.speedscope.json` is speedscope, not json.
+EXTENSIONS = (
+    (".speedscope.json", "speedscope"),
+    (".trace.json", "chrome"),
+    (".collapsed", "collapsed"),
+    (".folded", "collapsed"),
+    (".svg", "svg"),
+    (".html", "html"),
+    (".htm", "html"),
+    (".json", "json"),
+    (".txt", "text"),
+)
+
+
+def format_for_path(path: str) -> Optional[str]:
+    """The format an output file's name asks for, or None when its extension is not one of ours."""
+    lower = path.lower()
+    return next((fmt for ext, fmt in EXTENSIONS if lower.endswith(ext)), None)
+
+
+def output_format(fmt: Optional[str], path: Optional[str]) -> str:
+    """The explicit ``--format``, else the one ``-o``'s extension names, else text.
+
+    Raised before anything is recorded or written, so a typo in ``-o`` costs nothing.
+    """
+    if fmt:
+        if fmt not in FORMATS:
+            raise UsageError(f"unknown format {fmt!r}; choose one of {', '.join(FORMAT_NAMES)}")
+        return fmt
+    if path is None:
+        return "text"
+    found = format_for_path(path)
+    if found is None:
+        known = " ".join(ext for ext, _ in EXTENSIONS)
+        raise UsageError(f"cannot tell the format of {path!r} from its extension ({known}); add --format FORMAT")
+    return found
+
+
+def renderer(fmt: str) -> Callable[[Recording], str]:
+    spec, _ = FORMATS[fmt]
+    module, function = spec.split(":")
+    if not module:
+        return globals()[function]
+    return getattr(importlib.import_module(f"gilty.report.{module}"), function)
+
+
+def _render_text(recording: Recording) -> str:
+    from gilty.report import console
+
+    return console.render_recording(recording)
+
+
+def _render_json(recording: Recording) -> str:
+    from gilty.report import json_report
+
+    return json_report.render_recording(recording)
+
+
+def render(recording: Recording, fmt: str) -> str:
+    return renderer(fmt)(recording)
+
+
+def write(recording: Recording, fmt: str, path: Optional[str]) -> None:
+    """Render ``recording`` as ``fmt`` to ``path`` (stdout when None).
+
+    The whole output is rendered before the file is opened: a failure leaves no half-written file.
+    """
+    emit(render(recording, fmt), path)
+
+
+def emit(text: str, path: Optional[str]) -> None:
+    """Print to stdout, or write ``path`` and say so on stderr."""
+    if path is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        raise CommandError(f"cannot write {path}: {e.strerror or e}") from None
+    print(f"gilty: wrote {path}", file=sys.stderr)

@@ -1,0 +1,210 @@
+"""Text renderings: the recording summary, one `gilty top` frame, and one `gilty dump` snapshot."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Callable, Optional
+
+from gilty.sampling.analysis import Summary, summarise
+from gilty.sampling.analysis.exact import summarise_exact
+from gilty.sampling.analysis.functions import top_function_overall
+from gilty.sampling.analysis.states import gil_utilisation, mean_waiting_threads, thread_states
+from gilty.sampling.analysis.syscalls import idle_label
+from gilty.sampling.analysis.wording import milliseconds, percent
+from gilty.report.console_exact import exact_sections
+from gilty.report.dump import render_text as dump_text
+from gilty.sampling.session import IDLE, STATE_NAMES, WAITING_GIL, Recording, Session
+
+PARTIAL_MARKER = "PARTIAL"
+# Column headings for the six states, in state-code order.
+STATE_HEADINGS = ("HOLD", "GC", "WAIT", "NATIVE", "IDLE", "UNKNOWN")
+NAME_WIDTH = 20
+# Shares that would print as "<1%" are left out of the detail sections (the JSON keeps them).
+SHOWN_MIN = 0.005
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "~"
+
+
+def _state_table(rows: list, extra_heading: Optional[str] = None) -> list:
+    """rows: [(name, tid, samples, [fraction per state], extra text or None)] -> lines."""
+    heading = f"{'THREAD':<{NAME_WIDTH}} {'TID':>8} {'SAMPLES':>8} " + " ".join(f"{h:>7}" for h in STATE_HEADINGS)
+    if extra_heading:
+        heading += f"  {extra_heading}"
+    lines = [heading]
+    for name, tid, samples, fractions, extra in rows:
+        line = f"{_cut(name, NAME_WIDTH):<{NAME_WIDTH}} {tid:>8} {samples:>8} " + " ".join(
+            f"{percent(f) if f else '-':>7}" for f in fractions
+        )
+        if extra:
+            line += f"  {extra}"
+        lines.append(line)
+    return lines
+
+
+def _header(summary: Summary, title: str) -> list:
+    session = summary.session
+    target = session.target
+    started = datetime.datetime.fromtimestamp(session.start_time).strftime("%Y-%m-%d %H:%M:%S")
+    errors = session.errors
+    lines = []
+    if session.partial:
+        lines.append(f"*** {PARTIAL_MARKER}: {session.partial_reason or 'the recording ended early'} ***")
+    lines.append(f"{title}: pid {target.pid}, Python {target.python_version} ({target.executable})")
+    if session.command:
+        lines.append(f"command: {' '.join(session.command)}")
+    lines.append(
+        f"started {started}, {session.duration_s:.1f} s at {session.rate_hz:g} Hz, {session.samples} samples, "
+        f"switch interval {milliseconds(target.switch_interval_s)}"
+    )
+    lines.append(
+        f"errors: {errors['torn_retried']} torn reads retried, {errors['torn_dropped']} dropped, "
+        f"{errors['read_failed']} failed reads, {errors['late']} late samples"
+    )
+    lines.append(
+        f"GIL utilisation {percent(summary.gil_utilisation)} (garbage collection {percent(summary.gc_share)}), "
+        f"{summary.mean_waiting_threads:.2f} threads waiting for the GIL on average"
+    )
+    return lines
+
+
+def _functions_section(summary: Summary) -> list:
+    lines = ["Top functions (innermost Python frame, share of the thread's samples)"]
+    for t in summary.threads:
+        lines.append(f"  {t.name} (tid {t.tid})")
+        for f in t.top_functions:
+            # Idle is shown below as a breakdown by what the thread is blocked in.
+            if f.state != "idle" and f.fraction >= SHOWN_MIN:
+                lines.append(f"    {f.state:<12} {percent(f.fraction):>5}  {f.label()}")
+        if t.states.fraction(IDLE) >= SHOWN_MIN:
+            parts = [
+                f"{idle_label(name)} {percent(share)}" for name, share in t.idle_syscalls.items() if share >= SHOWN_MIN
+            ]
+            lines.append(f"    {'idle':<12} {percent(t.states.fraction(IDLE)):>5}  " + ", ".join(parts))
+            idle_top = [f for f in t.top_functions if f.state == "idle" and f.fraction >= SHOWN_MIN][:3]
+            for f in idle_top:
+                lines.append(f"    {'':<12} {percent(f.fraction):>5}  in {f.label()}")
+    return lines
+
+
+def _blame_section(summary: Summary) -> list:
+    """Per waiting thread: each holder's share of its waits, then that holder's functions."""
+    waiting = [t for t in summary.threads if t.blame_counts and t.states.fraction(WAITING_GIL) >= SHOWN_MIN]
+    if not waiting:
+        return []
+    lines = ["Who held the GIL while a thread waited for it (share of that thread's waits)"]
+    for t in waiting:
+        lines.append(f"  {t.name} (tid {t.tid}) waits {percent(t.states.fraction(WAITING_GIL))} of its samples:")
+        # Holder totals from the untruncated counts; functions from the (top entries) blame list.
+        totals: dict = {}
+        for (holder, _function, _file), (n, _lines) in t.blame_counts.items():
+            totals[holder] = totals.get(holder, 0) + n
+        waited = sum(totals.values())
+        for holder, n in sorted(totals.items(), key=lambda item: (-item[1], item[0] is None, item[0] or 0)):
+            if n / waited < SHOWN_MIN:
+                continue
+            if holder is None:
+                lines.append(f"    {percent(n / waited):>5}  (no holder seen)")
+                continue
+            lines.append(f"    {percent(n / waited):>5}  {summary.session.thread_name(holder)} (tid {holder})")
+            for b in t.blame:
+                if b.holder_tid == holder and b.fraction >= SHOWN_MIN:
+                    lines.append(f"    {'':>5}    {percent(b.fraction):>5}  in {b.function_label()}")
+    return lines
+
+
+def _convoy_section(summary: Summary) -> list:
+    with_episodes = [t for t in summary.threads if t.convoy.episodes]
+    if not with_episodes:
+        return []
+    lines = ["Wake-ups straight into a GIL wait (idle -> waiting_gil)"]
+    for t in with_episodes:
+        c = t.convoy
+        ratio = f" = {c.switch_intervals:.1f} switch intervals" if c.switch_intervals is not None else ""
+        flags = []
+        if c.is_convoy:
+            flags.append("CONVOY")
+        if c.resolution_limited:
+            flags.append("near sampling resolution")
+        flag = f"  [{', '.join(flags)}]" if flags else ""
+        episodes = "episode " if c.episodes == 1 else "episodes"
+        lines.append(
+            f"  {_cut(t.name, NAME_WIDTH):<{NAME_WIDTH}} {t.tid:>8} {c.episodes:>6} {episodes}, mean wait "
+            f"{milliseconds(c.mean_wait_s or 0.0)}{ratio}{flag}"
+        )
+    return lines
+
+
+def render(session: Session, summary: Optional[Summary] = None, title: str = "gilty record") -> str:
+    """The text summary of a recording."""
+    summary = summary or summarise(session)
+    out = _header(summary, title)
+    out.append("")
+    if not summary.threads:
+        out.append("No samples were recorded.")
+        return "\n".join(out) + "\n"
+    out += _state_table(
+        [
+            (t.name, t.tid, t.samples, [t.states.fraction(c) for c in range(len(STATE_NAMES))], None)
+            for t in summary.threads
+        ]
+    )
+    sections = (_functions_section(summary), _blame_section(summary), _convoy_section(summary), exact_sections(summary))
+    for section in sections:
+        if section:
+            out.append("")
+            out += section
+    out.append("")
+    out.append("Verdict")
+    # One line, unwrapped: easy to grep, and the terminal wraps it anyway.
+    out.append(f"  {summary.verdict.text if summary.verdict else ''}")
+    if session.partial:
+        out.append("")
+        out.append(f"{PARTIAL_MARKER}: {session.partial_reason or 'the recording ended early'}")
+    return "\n".join(out) + "\n"
+
+
+def render_recording(recording: Recording) -> str:
+    """The text report of a Recording: one process as always; several as a process table first."""
+    if len(recording.sessions) == 1 and not recording.subprocesses:
+        text = render(recording.sessions[0])
+        return text + "".join(f"\nhint: {note}\n" for note in recording.notes)
+    from gilty.report import console_processes  # several processes: a module of its own
+
+    return console_processes.render(recording)
+
+
+def render_top(window: Session, elapsed_s: float) -> str:
+    """One `gilty top` frame: state shares of the last window, per thread, and its top function."""
+    target = window.target
+    states = thread_states(window)
+    top = top_function_overall(window, states)
+    lines = [
+        f"gilty top: pid {target.pid}, Python {target.python_version}, {window.rate_hz:g} Hz, "
+        f"{elapsed_s:.0f} s (Ctrl-C to stop)",
+        f"GIL utilisation {percent(gil_utilisation(window))}, "
+        f"{mean_waiting_threads(window):.2f} threads waiting for the GIL, {window.samples} samples in the last "
+        f"{window.duration_s:.1f} s",
+    ]
+    exact = summarise_exact(window)
+    if exact is not None:
+        lines.append(f"exact (uprobes): {exact.events} events in the last {exact.wall_s:.1f} s, {exact.lost} lost")
+    ordered = sorted(states.values(), key=lambda st: (-st.holding, st.tid))
+    rows = []
+    for st in ordered:
+        share = top.get(st.tid)
+        extra = f"{share.label()} [{share.state}]" if share else ""
+        e = exact.threads.get(st.tid) if exact is not None else None
+        if e is not None:
+            extra = f"exact hold {percent(e.hold_fraction)} wait {percent(e.wait_fraction + e.handoff_fraction)}  " + extra
+        rows.append(
+            (window.thread_name(st.tid), st.tid, st.samples, [st.fraction(c) for c in range(len(STATE_NAMES))], extra)
+        )
+    lines += _state_table(rows, "TOP FUNCTION")
+    return "\n".join(lines) + "\n"
+
+
+def render_dump(target_info: dict, snapshot: dict, syscall_name: Callable[[int], str]) -> str:
+    """Every thread of one `Target.dump()` snapshot, py-spy-dump style (gilty.report.dump)."""
+    return dump_text(target_info, snapshot, syscall_name)

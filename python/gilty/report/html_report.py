@@ -1,0 +1,210 @@
+"""One self-contained HTML page (``.html``): summary, flame graph, timeline, blame, convoys.
+
+The page works offline: its CSS and JS (``report/html/``) are inlined, and the data is one
+JSON document inside ``<script type="application/json">``. The JSON is escaped so that no
+string in it (a function named ``</script>...``) can end that element, and the page's JS
+builds every node with ``textContent``, never parsing data as HTML.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from importlib import resources
+from typing import Optional
+
+from gilty import __version__
+from gilty.sampling.analysis import summarise
+from gilty.report.labels import command_text, process_label
+from gilty.sampling.session import STATE_NAMES, WAITING_GIL, Recording, Session
+
+# Bands per thread on the timeline; longer recordings are downsampled to this many.
+MAX_BANDS = 2000
+_TOKEN = re.compile(r"/\*@(CSS|JS|DATA)@\*/")
+
+
+def script_json(value) -> str:
+    """JSON that is safe inside a <script> element: no `<`, `>` or `&` appears literally.
+
+    JSON's ``\\u003c`` escapes read back as the same characters; U+2028/2029 are escaped by
+    ``ensure_ascii``.
+    """
+    text = json.dumps(value, ensure_ascii=True, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+# -- data -------------------------------------------------------------------------------------
+
+
+def bands(session: Session, tid_runs: list, duration: float) -> list:
+    """[[start_s, end_s, state], ...] of one thread, at most MAX_BANDS.
+
+    Over the limit, time is cut into MAX_BANDS equal slots, each showing the state that filled
+    most of it, and neighbouring slots in one state are merged again.
+    """
+    exact = []
+    for _tid, first, passes, state, _stack, _nr in tid_runs:
+        start, end = session.pass_start(first), session.pass_end(first + passes - 1)
+        if exact and exact[-1][2] == state and abs(exact[-1][1] - start) < 1e-9:
+            exact[-1][1] = end
+        else:
+            exact.append([start, end, state])
+    if len(exact) <= MAX_BANDS or duration <= 0:
+        return [[round(a, 6), round(b, 6), s] for a, b, s in exact]
+    slot = duration / MAX_BANDS
+    share = [dict() for _ in range(MAX_BANDS)]  # per slot: state -> seconds
+    for start, end, state in exact:
+        i = min(int(start / slot), MAX_BANDS - 1)
+        while i < MAX_BANDS and start < end:
+            slot_end = (i + 1) * slot
+            piece = min(end, slot_end) - start
+            share[i][state] = share[i].get(state, 0.0) + piece
+            start = min(end, slot_end)
+            i += 1
+    out: list = []
+    for i, seconds in enumerate(share):
+        if not seconds:
+            continue
+        state = max(seconds, key=seconds.get)
+        a, b = i * slot, (i + 1) * slot
+        if out and out[-1][2] == state and abs(out[-1][1] - round(a, 6)) < 1e-6:
+            out[-1][1] = round(b, 6)
+        else:
+            out.append([round(a, 6), round(b, 6), state])
+    return out
+
+
+def _distribution(d: Optional[dict]) -> Optional[dict]:
+    if not d:
+        return None
+    hist = sorted((int(lo), int(n)) for lo, n in d.get("log2_hist_ns", {}).items())
+    return {k: d.get(k) for k in ("count", "p50_s", "p90_s", "p99_s", "max_s")} | {"hist": hist}
+
+
+def _process(session: Session, frames: dict, frame_list: list) -> dict:
+    summary = summarise(session)
+    runs_by_tid: dict = {}
+    for run in session.runs():
+        runs_by_tid.setdefault(run[0], []).append(run)
+    duration = session.duration_s
+    threads = []
+    for t in summary.threads:
+        exact = summary.exact.threads.get(t.tid) if summary.exact else None
+        threads.append(
+            {
+                "tid": t.tid,
+                "name": t.name,
+                "samples": t.samples,
+                "states": t.states.fractions(),
+                "waiting_s": t.states.counts[WAITING_GIL] * session.period_s,
+                "blame": [
+                    {"holder": b.holder_name, "holder_tid": b.holder_tid, "function": b.function_label(),
+                     "fraction": b.fraction}
+                    for b in t.blame
+                ],
+                "convoy": {
+                    "episodes": t.convoy.episodes,
+                    "mean_wait_s": t.convoy.mean_wait_s,
+                    "switch_intervals": t.convoy.switch_intervals,
+                    "is_convoy": t.convoy.is_convoy,
+                },
+                "exact": None if exact is None else {
+                    "hold_s": exact.hold_s, "wait_s": exact.wait_s,
+                    "hold": _distribution(exact.hold), "wait": _distribution(exact.wait),
+                },
+                "bands": bands(session, runs_by_tid.get(t.tid, []), duration),
+            }
+        )
+    samples = []
+    for (tid, state, stack_id), n in session.stack_counts().items():
+        path = []
+        for frame in reversed(session.stack(stack_id)):  # outermost first, as the tree is built
+            index = frames.get(frame)
+            if index is None:
+                index = frames[frame] = len(frame_list)
+                frame_list.append(list(frame))
+            path.append(index)
+        samples.append([tid, state, path, n])
+    samples.sort()
+    gc = []
+    if summary.exact:
+        gc = [[c["start_s"], c["duration_s"], c.get("generation")] for c in summary.exact.collections]
+    return {
+        "pid": session.target.pid,
+        "label": process_label(session),
+        "command": command_text(session),
+        "python_version": session.target.python_version,
+        "duration_s": duration,
+        "rate_hz": session.rate_hz,
+        "samples": session.samples,
+        "partial_reason": session.partial_reason if session.partial else None,
+        "gil_utilisation": summary.gil_utilisation,
+        "gc_share": summary.gc_share,
+        "mean_waiting_threads": summary.mean_waiting_threads,
+        "verdict": summary.verdict.text if summary.verdict else "",
+        "threads": threads,
+        "stacks": samples,
+        "exact_gc": gc,
+        "memory": None,  # hook: a memory recording of the same processes, when there is one
+    }
+
+
+def page_data(recording: Recording, load: Optional[dict] = None, specialization: Optional[dict] = None) -> dict:
+    frames: dict = {}
+    frame_list: list = []
+    processes = [_process(s, frames, frame_list) for s in recording.sessions]
+    duration = recording.duration_s
+    if duration is None:
+        duration = max((p["duration_s"] for p in processes), default=0.0)
+    return {
+        "generator": f"gilty {__version__}",
+        "states": list(STATE_NAMES),
+        "rate_hz": recording.rate_hz,
+        "duration_s": duration,
+        "start_time": recording.start_time,
+        "partial_reason": recording.partial_reason if recording.partial else None,
+        "frames": frame_list,
+        "processes": processes,
+        "load": load,  # a `gilty load` report (drawn by load.js), or None
+        "specialization": specialization,  # a `gilty specialization` part (specialization.js), or None
+    }
+
+
+# -- page -------------------------------------------------------------------------------------
+
+
+def _asset(name: str) -> str:
+    return resources.files("gilty.report").joinpath("html", name).read_text(encoding="utf-8")
+
+
+def _inlined(name: str) -> str:
+    text = _asset(name)
+    # Our own CSS and JS must not end their <style>/<script> element early either.
+    if "</" + "script" in text.lower() or "</" + "style" in text.lower():
+        raise ValueError(f"{name} closes its own element")
+    return text
+
+
+def title(recording: Recording, specialization: Optional[dict] = None) -> str:
+    labels = [process_label(s) for s in recording.sessions]
+    if not labels and specialization and specialization.get("processes"):
+        return "gilty specialization: pid " + ", ".join(str(p["pid"]) for p in specialization["processes"])
+    return "gilty: " + (labels[0] if len(labels) == 1 else f"{len(labels)} processes")
+
+
+def render(recording: Recording, load: Optional[dict] = None, specialization: Optional[dict] = None) -> str:
+    """The page of a recording; with ``load`` (a `gilty load` JSON report) also the load part, with
+    ``specialization`` (``specialization_html.report_data``) the specialization part."""
+    css, js = _inlined("report.css"), _inlined("dom.js") + "\n" + _inlined("report.js")
+    if load is not None:
+        css, js = css + _inlined("load.css"), js + "\n" + _inlined("load.js")
+    if specialization is not None:
+        css, js = css + _inlined("specialization.css"), js + "\n" + _inlined("specialization.js")
+    parts = {"CSS": css, "JS": js, "DATA": script_json(page_data(recording, load, specialization))}
+    page = _asset("report.html").replace("@TITLE@", html.escape(title(recording, specialization)))
+    # One pass: text substituted in is never searched for tokens again.
+    return _TOKEN.sub(lambda m: parts[m.group(1)], page)
+
+
+

@@ -1,0 +1,282 @@
+"""The JSON report of a recording (format documented key by key in docs/json-format.md)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from typing import Callable, Optional
+
+from gilty.sampling.analysis import Summary, summarise
+from gilty.sampling.analysis.syscalls import idle_kind
+from gilty.sampling.processes import roles
+from gilty.report import dump
+from gilty.sampling.session import IDLE, STATE_NAMES, Recording, Session
+
+# Shared with gilty dump's JSON (defined there so that `gilty dump` imports nothing heavy).
+FORMAT_VERSION = dump.FORMAT_VERSION
+dump_report = dump.dump_report
+
+
+def _round(x: Optional[float]) -> Optional[float]:
+    # Six decimals: exact enough for fractions of a million samples, short enough to read.
+    return None if x is None else round(x, 6)
+
+
+def _distribution(d: dict) -> dict:
+    return {
+        "count": d["count"],
+        "p50_s": _round(d["p50_s"]),
+        "p90_s": _round(d["p90_s"]),
+        "p99_s": _round(d["p99_s"]),
+        "max_s": _round(d["max_s"]),
+        "log2_hist_ns": {str(lo): n for lo, n in sorted(d["log2_hist_ns"].items())},
+    }
+
+
+def _exact_thread(e) -> Optional[dict]:
+    if e is None:
+        return None
+    return {
+        "hold_s": _round(e.hold_s),
+        "wait_s": _round(e.wait_s),
+        "hold_fraction": _round(e.hold_fraction),
+        "wait_fraction": _round(e.wait_fraction),
+        "handoff_s": _round(e.handoff_s),
+        "handoff_fraction": _round(e.handoff_fraction),
+        "acquisitions": e.acquisitions,
+        "forced_switches": e.forced_switches,
+        "wait": _distribution(e.wait),
+        "hold": _distribution(e.hold),
+        "blame": [
+            {
+                "holder_tid": b.holder_tid,
+                "holder_name": b.holder_name,
+                "holder_function": b.holder_function,
+                "holder_file": b.holder_file,
+                "holder_line": b.holder_line,
+                "wait_s": _round(b.wait_s),
+            }
+            for b in e.blame
+        ],
+    }
+
+
+def _gc_exact(exact) -> Optional[dict]:
+    if exact is None:
+        return None
+    return {
+        "collections": [
+            {
+                "tid": c["tid"],
+                "generation": c["generation"],
+                "start_s": _round(c["start_s"]),
+                "duration_s": _round(c["duration_s"]),
+                "collected": c["collected"],
+                "open": c["open"],
+            }
+            for c in exact.collections
+        ],
+        "by_generation": {
+            g: dict(_distribution(d), total_s=_round(d["total_s"])) for g, d in exact.gc_by_generation.items()
+        },
+        "gc_s": _round(exact.gc_s),
+        "gc_fraction": _round(exact.gc_fraction),
+    }
+
+
+def _exact_overhead(exact) -> Optional[dict]:
+    if exact is None:
+        return None
+    return {
+        "events": exact.events,
+        "events_per_s": _round(exact.events_per_s),
+        "lost": exact.lost,
+        "wall_s": _round(exact.wall_s),
+        "threads_attached": exact.threads_attached,
+        "symbols": exact.symbols,
+    }
+
+
+def _thread(t, exact=None, pid=None) -> dict:
+    return {
+        "pid": pid,
+        "tid": t.tid,
+        "name": t.name,
+        "samples": t.samples,
+        "states": {name: _round(t.states.fraction(code)) for code, name in enumerate(STATE_NAMES)},
+        "idle_syscalls": {name: _round(share) for name, share in t.idle_syscalls.items()},
+        "idle_kinds": {kind: _round(share) for kind, share in t.idle_kinds.items()},
+        "top_functions": [
+            {
+                "function": f.function,
+                "file": f.file,
+                "line": f.line,
+                "fraction": _round(f.fraction),
+                "state": f.state,
+            }
+            for f in t.top_functions
+        ],
+        "blame": [
+            {
+                "holder_tid": b.holder_tid,
+                "holder_name": b.holder_name,
+                "holder_function": b.holder_function,
+                "holder_file": b.holder_file,
+                "holder_line": b.holder_line,
+                "fraction": _round(b.fraction),
+            }
+            for b in t.blame
+        ],
+        "convoy": {
+            "episodes": t.convoy.episodes,
+            "mean_wait_s": _round(t.convoy.mean_wait_s),
+            "switch_intervals": _round(t.convoy.switch_intervals),
+            "is_convoy": t.convoy.is_convoy,
+            "total_wait_s": _round(t.convoy.total_wait_s),
+            "resolution_limited": t.convoy.resolution_limited,
+        },
+        "exact": _exact_thread(exact.threads.get(t.tid)) if exact is not None else None,
+    }
+
+
+def report(session: Session, summary: Optional[Summary] = None, recording: Optional[Recording] = None) -> dict:
+    """The report as a JSON-able dict.
+
+    ``recording`` (default: this session alone) is embedded whole under "recording", so that
+    `gilty report` can write every other format from the saved file without recording again.
+    """
+    summary = summary or summarise(session)
+    target = session.target
+    errors = session.errors
+    return {
+        "format_version": FORMAT_VERSION,
+        "target": {
+            "pid": target.pid,
+            "python_version": target.python_version,
+            "executable": target.executable,
+        },
+        "command": session.command,
+        "start_time": datetime.datetime.fromtimestamp(session.start_time, datetime.timezone.utc).isoformat(),
+        "duration_s": _round(session.duration_s),
+        "requested_duration_s": session.requested_duration_s,
+        "rate_hz": session.rate_hz,
+        "samples": session.samples,
+        "errors": {key: int(errors[key]) for key in ("torn_retried", "torn_dropped", "read_failed", "late")},
+        "partial": session.partial,
+        "partial_reason": session.partial_reason,
+        "stopped_by": session.stopped_by,
+        "gil_utilisation": _round(summary.gil_utilisation),
+        "gc_share": _round(summary.gc_share),
+        "mean_waiting_threads": _round(summary.mean_waiting_threads),
+        "switch_interval_s": target.switch_interval_s,
+        "verdict": summary.verdict.text if summary.verdict else "",
+        "verdict_kinds": list(summary.verdict.kinds) if summary.verdict else [],
+        "threads": [_thread(t, summary.exact, target.pid) for t in summary.threads],
+        "gc_exact": _gc_exact(summary.exact),
+        "exact_overhead": _exact_overhead(summary.exact),
+        "recording": (recording or Recording.of(session)).to_dict(),
+    }
+
+
+def render(session: Session, summary: Optional[Summary] = None, recording: Optional[Recording] = None) -> str:
+    data = report(session, summary, recording)
+    # The analysed part is indented for people; the raw recording (one number per sample) is
+    # written compactly on one line, else it would be most of the file's lines.
+    raw = data.pop("recording")
+    text = json.dumps(data, indent=2)
+    return text[:-2] + ',\n  "recording": ' + json.dumps(raw) + "\n}\n"
+
+
+def _process_info(session: Session, role: str) -> dict:
+    first = session.times[0] if session.times else None
+    return {
+        "pid": session.target.pid,
+        "ppid": session.target.ppid,
+        "cmdline": session.target.cmdline,
+        "role": role,
+        "first_sample_s": _round(first),
+        "exited": session.exited,
+        "exited_at_s": _round(session.exited_at),
+    }
+
+
+def _weighted(reports: list, key: str) -> float:
+    total = sum(r["samples"] for r in reports)
+    return sum(r[key] * r["samples"] for r in reports) / total if total else 0.0
+
+
+def recording_report(recording: Recording) -> dict:
+    """The report of a Recording: for one process the report above, for several the merged figures
+    on top and one such report per process in ``processes`` (docs/json-format.md)."""
+    role_of = roles(recording)
+    per_process = []
+    for s in recording.sessions:
+        r = report(s)
+        del r["recording"]  # the whole recording is embedded once, at the top
+        r["process"] = _process_info(s, role_of.get(s.target.pid, ""))
+        per_process.append(r)
+    extra = {
+        "gates": recording.gates,
+        "command_status": recording.command_status,
+        "subprocesses": recording.subprocesses,
+        "hints": list(recording.notes),
+        "skipped": [
+            {"pid": k["pid"], "ppid": k["ppid"], "t": _round(k["t"]), "reason": k["reason"]} for k in recording.skipped
+        ],
+    }
+    if len(recording.sessions) == 1 and not recording.subprocesses:
+        out = report(recording.sessions[0], recording=recording)
+        out.update(extra)
+        out["processes"] = per_process
+        return out
+    first = per_process[0]
+    verdicts: dict = {}
+    for r in per_process:
+        if r["verdict"]:
+            verdicts.setdefault(r["verdict"], []).append(r["target"]["pid"])
+    kinds = sorted({k for r in per_process for k in r["verdict_kinds"]})
+    times = {t for s in recording.sessions for t in s.times}
+    errors = {key: sum(r["errors"][key] for r in per_process) for key in first["errors"]}
+    out = {
+        "format_version": FORMAT_VERSION,
+        "target": first["target"],
+        "command": recording.command,
+        "start_time": datetime.datetime.fromtimestamp(recording.start_time, datetime.timezone.utc).isoformat(),
+        "duration_s": _round(recording.duration_s),
+        "requested_duration_s": recording.requested_duration_s,
+        "rate_hz": recording.rate_hz,
+        "samples": len(times),
+        "errors": errors,
+        "partial": recording.partial,
+        "partial_reason": recording.partial_reason,
+        "stopped_by": recording.stopped_by,
+        "gil_utilisation": _round(_weighted(per_process, "gil_utilisation")),
+        "gc_share": _round(_weighted(per_process, "gc_share")),
+        "mean_waiting_threads": _round(_weighted(per_process, "mean_waiting_threads")),
+        "switch_interval_s": first["switch_interval_s"],
+        "verdict": " ".join(f"[pid {', '.join(map(str, pids))}] {text}" for text, pids in verdicts.items()),
+        "verdict_kinds": kinds,
+        "threads": [t for r in per_process for t in r["threads"]],
+        "gc_exact": None,
+        "exact_overhead": None,
+    }
+    out.update(extra)
+    out["processes"] = per_process
+    out["recording"] = recording.to_dict()
+    return out
+
+
+def _dumps(data: dict) -> str:
+    # The analysed part is indented for people; the raw recording (one number per sample) is
+    # written compactly, last, on one line.
+    raw = data.pop("recording")
+    text = json.dumps(data, indent=2)
+    return text[:-2] + ',\n  "recording": ' + json.dumps(raw) + "\n}\n"
+
+
+def render_recording(recording: Recording) -> str:
+    return _dumps(recording_report(recording))
+
+
+def render_dump(target_info: dict, snapshot: dict, syscall_name: Callable[[int], str]) -> str:
+    return dump.render_json(target_info, snapshot, syscall_name)

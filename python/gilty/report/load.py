@@ -1,0 +1,208 @@
+"""Text and JSON of a load run: the step curve, Little's law, the knee and its limit."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+FORMAT_VERSION = 1
+
+
+def _ms(seconds) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.1f}"
+
+
+def knee_line(run: dict) -> str:
+    """The knee and its cause in one line (the text report's, and on stderr when the report goes to a file)."""
+    knee = run["knee"]
+    if knee.rate is None:
+        return f"Knee: below {run['steps'][0]['requested_rate']:g} rps. {knee.explanation}."
+    return f"Knee: {knee.rate:g} rps (limit: {knee.limit}). {knee.explanation}."
+
+
+def render_text(run: dict) -> str:
+    lines = [f"gilty load: {', '.join(u for u, _w in run['urls'])} ({run['arrivals']} arrivals, open loop)"]
+    lines.append("")
+    lines.append(f"{'RATE':>8} {'ACHIEVED':>9} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8} {'max ms':>9} {'ERR%':>6} {'DROP':>6} {'L':>7} {'λW':>7}  ")
+    for step, v in zip(run["steps"], run["verdicts"]):
+        lat = step["latency_s"]
+        mark = "" if v.meets_slo else "  ✗ SLO"
+        if v.generator_behind:
+            mark += "  generator behind"
+        lines.append(
+            f"{v.rate:>8g} {v.throughput:>9.1f} {_ms(lat['p50']):>8} {_ms(lat['p90']):>8} {_ms(lat['p99']):>8} "
+            f"{_ms(lat['max']):>9} {v.error_share * 100:>6.1f} {step['dropped']:>6} {v.littles_l:>7.2f} {v.littles_lw:>7.2f}{mark}"
+        )
+    if len(run["urls"]) > 1:
+        lines.append("")
+        lines.append("Per URL (latency from the intended start):")
+        lines.append(f"{'RATE':>8}  {'URL':<40} {'OK':>7} {'ERR':>5} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>9}")
+        for step in run["steps"]:
+            for r in step["per_request"]:
+                lat = r["latency_s"]
+                lines.append(f"{step['requested_rate']:>8g}  {r['url']:<40} {r['ok']:>7} {r['errors']:>5} "
+                             f"{_ms(lat['p50']):>8} {_ms(lat['p99']):>8} {_ms(lat['max']):>9}")
+    profiles = run.get("profiles") or []
+    if any(p is not None for p in profiles):
+        lines.append("")
+        lines.append("Server during each step (busiest processes; shares of their sampling passes):")
+        for step, p in zip(run["steps"], profiles):
+            if p is not None:
+                lines.append(_profile_line(f"{step['requested_rate']:g} rps", p))
+    lines.extend(server_sections([f"{step['requested_rate']:g} rps" for step in run["steps"]], profiles))
+    lines.append("")
+    lines.append("Latency is measured from each request's intended start (coordinated omission corrected).")
+    lines.append("L: time-average requests in flight; λW: answers per second × mean send-to-answer time (Little's law: L = λW).")
+    errors: dict = {}
+    for step in run["steps"]:
+        for kind, n in step["errors"].items():
+            errors[kind] = errors.get(kind, 0) + n
+    if errors:
+        lines.append("Errors: " + ", ".join(f"{k} {n}" for k, n in sorted(errors.items())))
+    if run.get("knee") is not None:
+        lines.append("")
+        lines.append(knee_line(run))
+    if run.get("stopped"):
+        lines.append("Stopped early (Ctrl-C): the last step is PARTIAL.")
+    return "\n".join(lines) + "\n"
+
+
+def report(run: dict) -> dict:
+    return {
+        "format_version": FORMAT_VERSION,
+        "kind": "load",
+        "urls": [{"url": u, "weight": w} for u, w in run["urls"]],
+        "arrivals": run["arrivals"],
+        "slo": None if run["slo"] is None else {"percentile": run["slo"][0], "limit_s": run["slo"][1]},
+        "stopped": run.get("stopped", False),
+        "steps": [dict(step, verdict=asdict(v)) for step, v in zip(run["steps"], run["verdicts"])],
+        "knee": None if run.get("knee") is None else asdict(run["knee"]),
+    }
+
+
+def render_json(run: dict) -> str:
+    return json.dumps(report(run), indent=2) + "\n"
+
+
+def render_html(run: dict, step_recording) -> str:
+    """The shared HTML report: the load part (curve, steps, endpoints, loops) on top of the recording
+    of the last profiled step (the one past the knee in a ramp); an empty recording without a profile."""
+    from gilty.load.profile import PROFILE_RATE_HZ
+    from gilty.report import html_report
+    from gilty.sampling.session import Recording
+
+    data = report(run)
+    rate, recording = step_recording if step_recording is not None else (None, Recording(rate_hz=PROFILE_RATE_HZ))
+    data["recording_step"] = rate
+    return html_report.render(recording, load=data)
+
+
+def server_sections(labels: list, profiles: list) -> list:
+    """Endpoints (of the last profiled step), event loops (every step) and threads outside requests,
+    as text lines; ``labels`` name the steps ("50 rps")."""
+    lines: list = []
+    last_index = next((i for i in range(len(profiles) - 1, -1, -1) if profiles[i] is not None), None)
+    last = profiles[last_index] if last_index is not None else None
+    if last is not None and last.endpoints:
+        lines.append("")
+        lines.append(f"Server time per endpoint at {labels[last_index]} (thread-seconds by state; the handler under the framework's dispatch):")
+        states = ("holding_gil", "waiting_gil", "idle", "native", "gc")
+        lines.append(f"  {'ENDPOINT':<34} {'TOTAL s':>8} " + " ".join(f"{n.upper():>11}" for n in states) + "  TOP SITE (GIL held)")
+        for e in last.endpoints:
+            cells = " ".join(f"{e.seconds.get(n, 0.0):>11.2f}" for n in states)
+            site = f"{e.top_site} {e.top_site_share:.0%}" if e.top_site else ""
+            lines.append(f"  {e.label:<34} {e.total_s:>8.2f} {cells}  {site}")
+    loop_lines = []
+    for label, p in zip(labels, profiles):
+        for loop in (p.loops if p is not None else []):
+            top = loop.culprits[0] if loop.culprits else None
+            where = f"; {top.seconds / loop.lag_s:.0%} under {top.site}, {top.doing}" if top and loop.lag_s else ""
+            loop_lines.append(
+                f"{label:>12}: pid {loop.pid} {loop.thread}: at its selector {loop.at_rest:.0%}, "
+                f"{loop.spans} lag spans > {loop.threshold_s * 1e3:g} ms (max {loop.max_span_s * 1e3:.0f} ms), "
+                f"lagging {loop.lag_share:.0%}{where}"
+            )
+    if loop_lines:
+        lines.append("")
+        lines.append("Event loops (asyncio; a lag span: the loop did not get back to its selector):")
+        lines.extend(loop_lines)
+    if last is not None and last.background:
+        lines.append("")
+        lines.append("Threads holding the GIL outside any request (they compete with the handlers for it):")
+        for b in last.background:
+            lines.append(f"  pid {b.pid} {b.thread}: holds the GIL {b.share_holding:.0%} of its time" + (f", most under {b.top_site}" if b.top_site else ""))
+    return lines
+
+
+def _profile_line(label: str, p) -> str:
+    top = p.sites[0] if p.sites else None
+    place = "" if top is None else (top.file if top.line == 0 else f"{top.file}:{top.line}")
+    where = f"; top {top.function} ({place}) {top.share:.0%}" + (f" <- {top.caller}" if top.caller else "") if top else ""
+    mem = ""
+    if p.memory:
+        mem = f", PSS {sum(m['pss'] for m in p.memory) / 2**20:.0f} MiB / USS {sum(m['uss'] for m in p.memory) / 2**20:.0f} MiB in {len(p.memory)}"
+    return (f"{label:>12}: {p.busy_processes}/{p.processes} busy, GIL {p.gil_utilisation:.0%}, "
+            f"waiting {p.states.get('waiting_gil', 0):.0%}, gc {p.gc_share:.0%}, idle {p.states.get('idle', 0):.0%}{mem}{where}")
+
+
+def render_locust_text(run: dict, prof) -> str:
+    """A Locust run: its own figures, labelled closed loop, per second joined with the server's GIL."""
+    agg = run["aggregated"] or {}
+    lines = [f"gilty load --locustfile {run['locustfile']}: Locust, {run['users']} users (spawn rate {run['spawn_rate']:g}/s), "
+             f"{run['workers']} local worker{'s' if run['workers'] != 1 else ''}, {run['duration_s']:g} s" + (f", host {run['host']}" if run["host"] else "")]
+    lines.append("CLOSED LOOP: each Locust user waits for its answer before its next request, so a slow server is sent less")
+    lines.append("and these latencies omit the requests never sent (not corrected for coordinated omission; gilty's own")
+    lines.append("open-loop generator is `gilty load URL --rate/--ramp`).")
+    lines.append("")
+    lines.append(f"  {'REQUEST':<34} {'COUNT':>7} {'FAIL':>5} {'RPS':>8} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8} {'max ms':>9}")
+    for r in [*run["requests"], *([agg] if agg else [])]:
+        name = f"{r['method']} {r['name']}".strip()
+        rps = "-" if r["rps"] is None else f"{r['rps']:.1f}"
+        lines.append(f"  {name:<34} {r['count']:>7} {r['failures']:>5} {rps:>8} {_ms(r['p50_s']):>8} {_ms(r['p90_s']):>8} "
+                     f"{_ms(r['p99_s']):>8} {_ms(r['max_s']):>9}")
+    if run["seconds"]:
+        lines.append("")
+        lines.append("Per second: requests counted by Locust's master in that second, its rolling percentiles (workers report")
+        lines.append("every few seconds), and the GIL utilisation of the busiest server process in the same second:")
+        lines.append(f"  {'SECOND':>6} {'USERS':>6} {'REQS':>8} {'FAIL/s':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'SERVER GIL':>11}")
+        t0 = run["seconds"][0]["t"]
+        for sec in run["seconds"]:
+            gil = sec.get("server_gil")
+            lines.append(f"  {sec['t'] - t0:>6} {sec['users']:>6} {sec['requests']:>8} {sec['failures_s'] or 0:>7.1f} "
+                         f"{_ms(sec['p50_s']):>8} {_ms(sec['p95_s']):>8} {_ms(sec['p99_s']):>8} {'-' if gil is None else f'{gil:.0%}':>11}")
+    if prof is not None:
+        lines.append("")
+        lines.append("Server during the run (busiest processes; shares of their sampling passes):")
+        lines.append(_profile_line("locust", prof))
+        lines.extend(server_sections(["the Locust run"], [prof]))
+        also = _also(prof)
+        if also:
+            lines.append("")
+            lines.append("Seen in the server: " + "; ".join(also) + ".")
+    if run.get("stopped"):
+        lines.append("Stopped early (Ctrl-C): PARTIAL.")
+    return "\n".join(lines) + "\n"
+
+
+def _also(prof) -> list:
+    # A closed loop has no knee to name a limit at; what slowed the server is still worth saying.
+    from gilty.load.profile import other_causes
+
+    return other_causes(prof, "")
+
+
+def locust_report(run: dict) -> dict:
+    return {"format_version": FORMAT_VERSION, "kind": "load_locust", "loop": "closed", **run}
+
+
+def render_locust_json(run: dict) -> str:
+    return json.dumps(locust_report(run), indent=2) + "\n"
+
+
+def render_locust_html(run: dict, recording) -> str:
+    """The shared HTML report with the Locust part on top of the server's recording during the run."""
+    from gilty.load.profile import PROFILE_RATE_HZ
+    from gilty.report import html_report
+    from gilty.sampling.session import Recording
+
+    return html_report.render(recording if recording is not None else Recording(rate_hz=PROFILE_RATE_HZ), load=locust_report(run))

@@ -1,0 +1,260 @@
+"""Several processes in one recording (``--subprocesses``, several ``--pid``): turning what
+``_native.ProcessSet.collect()`` returns into a ``Recording`` with one ``Session`` per process,
+the roles shown in reports, and the hint that busy Python children were left out.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Callable, Optional, TextIO
+
+from gilty.sampling.session import Recording, Session, TargetInfo
+
+
+class ProcessTracker:
+    """Applies ``ProcessSet.collect()`` results to a Recording: sessions appear on "attached",
+    get their batches, and are marked on "exited"; skipped pids are said once on ``err``."""
+
+    def __init__(
+        self,
+        recording: Recording,
+        syscall_name: Optional[Callable[[int], str]] = None,
+        err: Optional[TextIO] = None,
+    ) -> None:
+        self.recording = recording
+        self.syscall_name = syscall_name
+        self.err = err
+        self.passes = 0  # sampling passes seen, over all processes (for "nothing recorded")
+
+    def add(self, collected: dict) -> None:
+        rec = self.recording
+        # Events first: a process attached in this call already has its batch here.
+        for event in collected["events"]:
+            kind, pid = event["kind"], event["pid"]
+            if kind == "attached":
+                target = TargetInfo(
+                    pid=pid,
+                    python_version=event["python_version"],
+                    executable=event["executable"],
+                    switch_interval_s=event["switch_interval_s"],
+                    cmdline=event["cmdline"],
+                    ppid=event["ppid"] or None,
+                )
+                session = Session(target, rec.rate_hz, rec.start_time)
+                session.command = rec.command
+                rec.sessions.append(session)
+            elif kind == "exited":
+                session = rec.session(pid)
+                if session is not None:
+                    session.exited = True
+                    session.exited_at = event["t"]
+            elif kind == "skipped":
+                rec.skipped.append({k: event[k] for k in ("pid", "ppid", "t", "reason")})
+                if self.err is not None:
+                    print(f"gilty: skipping pid {pid}: {event['reason']}", file=self.err)
+        for pid, batch in collected["batches"].items():
+            session = rec.session(pid)
+            if session is not None:
+                session.add_batch(batch, self.syscall_name)
+                self.passes += len(batch["times"])
+
+    def finish(self, duration_s: float, stopped_by: str) -> None:
+        rec = self.recording
+        rec.duration_s = duration_s
+        rec.stopped_by = stopped_by
+        for s in rec.sessions:
+            first = s.times[0] if s.times else 0.0
+            end = s.exited_at if s.exited_at is not None else duration_s
+            s.duration_s = max(end - first, 0.0)
+            s.stopped_by = "target_exit" if s.exited else stopped_by
+
+
+# -- roles -----------------------------------------------------------------------------------
+
+
+def roles(recording: Recording) -> dict:
+    """{pid: "master" | "worker" | "child" | "main"} where the tree makes it obvious.
+
+    A recorded process with recorded children is a master; a child with its parent's or a
+    sibling's command line (a forked worker) is a worker; any other child is a child; the rest
+    are main.
+    """
+    by_pid = {s.target.pid: s for s in recording.sessions}
+    parents = {s.target.ppid for s in recording.sessions}
+    out = {}
+    for pid, s in by_pid.items():
+        parent = by_pid.get(s.target.ppid) if s.target.ppid else None
+        if pid in parents:
+            out[pid] = "master"
+        elif parent is not None:
+            same = bool(s.target.cmdline) and s.target.cmdline == parent.target.cmdline
+            out[pid] = "worker" if same or _twins(recording, s) else "child"
+        else:
+            out[pid] = "main"
+    return out
+
+
+def _twins(recording: Recording, session: Session) -> bool:
+    """Another child of the same parent runs the same command line (a pool of workers)."""
+    t = session.target
+    return any(
+        s is not session and s.target.ppid == t.ppid and t.cmdline and s.target.cmdline == t.cmdline
+        for s in recording.sessions
+    )
+
+
+# -- the "use --subprocesses" hint -------------------------------------------------------------
+
+CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+# "Mostly idle while its Python children are busy": the process used under this share of one CPU
+# while its Python descendants together used at least HINT_CHILDREN_MIN of one, and over 3 times as much.
+HINT_PARENT_MAX = 0.2
+HINT_CHILDREN_MIN = 0.2
+
+
+def _stat(pid: int) -> Optional[tuple]:
+    """(ppid, starttime, utime + stime in s) from /proc/PID/stat, or None when gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    # fields[0] is field 3 (state): ppid is 4, utime 14, stime 15, starttime 22.
+    return int(fields[1]), int(fields[19]), (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def _is_python(pid: int) -> bool:
+    try:
+        return os.path.basename(os.readlink(f"/proc/{pid}/exe")).startswith("python")
+    except OSError:
+        return False
+
+
+def _python_descendants(root: int) -> dict:
+    """{pid: (starttime, cpu_s)} of ``root``'s descendants whose executable is a python."""
+    parent_of = {}
+    stats = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            st = _stat(int(entry))
+            if st is not None:
+                parent_of[int(entry)] = st[0]
+                stats[int(entry)] = st
+    out = {}
+    for pid in stats:
+        p, hops = parent_of.get(pid), 0
+        while p and p != root and hops < 64:
+            p, hops = parent_of.get(p), hops + 1
+        if p == root and _is_python(pid):
+            out[pid] = (stats[pid][1], stats[pid][2])
+    return out
+
+
+class ChildrenCpu:
+    """CPU time of a process and of its Python descendants while a recording runs.
+
+    Reads only /proc/PID/stat (no attaching), so it is cheap enough to run beside any recording.
+    ``poll()`` between chunks keeps the last CPU time of children that exit before the end (a
+    worker replaced after --max-requests); ``hint()`` at the end compares the totals.
+    """
+
+    POLL_EVERY_S = 0.5
+
+    def __init__(self, pid: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.pid = pid
+        self.clock = clock
+        own = _stat(pid)
+        self.own_start = own[2] if own else 0.0
+        # (pid, starttime) -> [cpu when first seen, cpu when last seen]
+        self.children: dict = {}
+        self._last_poll = -1e9
+        self.poll(force=True, baseline=True)
+
+    def poll(self, force: bool = False, baseline: bool = False) -> None:
+        now = self.clock()
+        if not force and now - self._last_poll < self.POLL_EVERY_S:
+            return
+        self._last_poll = now
+        for pid, (start, cpu) in _python_descendants(self.pid).items():
+            seen = self.children.get((pid, start))
+            if seen is None:
+                # Born during the recording: all its CPU time is within it.
+                self.children[(pid, start)] = [cpu if baseline else 0.0, cpu]
+            else:
+                seen[1] = cpu
+
+    def hint(self, wall_s: float) -> Optional[str]:
+        """The one-line hint, or None when the children were not busier than the process."""
+        self.poll(force=True)
+        if wall_s <= 0:
+            return None
+        own = _stat(self.pid)
+        own_share = ((own[2] if own else self.own_start) - self.own_start) / wall_s
+        used = [last - first for first, last in self.children.values() if last > first]
+        children_share = sum(used) / wall_s
+        count = len(used)
+        if own_share < HINT_PARENT_MAX and children_share >= HINT_CHILDREN_MIN and children_share > 3 * own_share:
+            return (
+                f"pid {self.pid} was mostly idle ({own_share:.0%} of a CPU) while {count} Python child "
+                f"process{'es' if count != 1 else ''} used {children_share:.0%}: "
+                f"add --subprocesses to record them too"
+            )
+        return None
+
+
+def say(line: str, err: TextIO = sys.stderr) -> None:
+    print(f"gilty: {line}", file=err)
+
+
+def describe(recording: Recording) -> str:
+    """"3 processes (pids 10, 11, 12)" for status lines."""
+    pids = recording.pids
+    return f"{len(pids)} process{'es' if len(pids) != 1 else ''}" + (f" (pids {', '.join(map(str, pids))})" if pids else "")
+
+
+def exit_summary(recording: Recording) -> list:
+    """Lines for stderr about processes that exited during the recording."""
+    return [f"pid {s.target.pid} exited after {s.exited_at:.1f} s" for s in recording.sessions if s.exited_at is not None]
+
+
+
+# -- the sampling loop -------------------------------------------------------------------------
+
+# Each collect() samples at most this long with the GIL released: a Ctrl-C or SIGTERM (seen by
+# Python only between native calls) stops the recording within about this long, at any rate.
+SLICE_S = 0.1
+
+
+def sample_processes(
+    tracker: ProcessTracker,
+    process_set: object,
+    duration_s: Optional[float],
+    stop: object,
+    clock: Callable[[], float],
+    on_slice: Optional[Callable[[], None]] = None,
+) -> str:
+    """Collect until the duration, every process gone, or ``stop.requested``; returns what stopped it."""
+    started = clock()
+    stopped_by = "interrupt"
+    try:
+        while not getattr(stop, "requested", False):
+            chunk = SLICE_S
+            if duration_s is not None:
+                remaining = duration_s - (clock() - started)
+                if remaining <= 1e-3:
+                    stopped_by = "duration"
+                    break
+                chunk = min(chunk, remaining)
+            got = process_set.collect(chunk)  # type: ignore[attr-defined]
+            tracker.add(got)
+            if on_slice is not None:
+                on_slice()
+            if got["finished"]:
+                stopped_by = "target_exit"
+                break
+    except KeyboardInterrupt:  # a Ctrl-C that arrived before the handler was installed
+        stopped_by = "interrupt"
+    tracker.finish(clock() - started, stopped_by)
+    return stopped_by

@@ -1,0 +1,490 @@
+"""The recorded data model: target metadata plus the aggregated samples, merged from the sampler's batches.
+
+Samples are never kept one per (pass, thread): the native sampler folds them into runs (a thread's
+stretch of consecutive passes in one state and syscall), sample counts per (thread, state, stack),
+GIL blame counts and one flag byte per pass (``crates/gilty-core/src/aggregate.rs``). Each thread's
+runs are kept column-wise in ``array`` buffers (11 bytes a run), already in pass order, so memory
+grows with state changes, not samples, and reading them in order needs no sort.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from array import array
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Mapping, Optional
+
+from gilty.sampling.aggregate import ABSENT, PASS_GIL_HELD, PASS_IN_GC, RUN_COLUMNS
+
+from gilty.sampling.thread_states import GC, HOLDING_GIL, IDLE, NATIVE, STATE_NAMES, UNKNOWN, WAITING_GIL  # noqa: F401
+
+NO_STACK = -1  # stack_id of a sample without a Python stack
+NO_SYSCALL = -1  # syscall of a sample that is running or where it does not apply
+NO_HOLDER = -1  # holder tid of a waiting_gil sample taken while no thread held the GIL (native form)
+
+ERROR_KEYS = ("torn_retried", "torn_dropped", "read_failed", "late")
+
+SESSION_FORMAT_VERSION = 2
+
+# bytes.translate tables that turn pass flags into 1 where a flag is set, else 0, for counting.
+_HELD = bytes(1 if f & PASS_GIL_HELD else 0 for f in range(256))
+_IN_GC = bytes(1 if f & PASS_IN_GC else 0 for f in range(256))
+
+
+class ThreadRuns:
+    """One thread's runs, column-wise, in pass order: (passes, state, stack_id, syscall).
+
+    The runs tile the thread's passes from ``start`` to ``end``; passes in which the thread was
+    not seen are ABSENT runs. So no first-pass column is kept: 11 bytes a run.
+    """
+
+    __slots__ = ("start", "end", "passes", "state", "stack", "syscall")
+
+    def __init__(self, start: int) -> None:
+        self.start = self.end = start
+        self.passes = array("I")
+        self.state = array("B")
+        self.stack = array("i")
+        self.syscall = array("h")
+
+    def columns(self) -> tuple:
+        return (self.passes, self.state, self.stack, self.syscall)
+
+    def __len__(self) -> int:
+        return len(self.passes)
+
+    @classmethod
+    def bytes_per_run(cls) -> int:
+        return sum(column.itemsize for column in cls(0).columns())
+
+    def append_absent(self, passes: int) -> None:
+        for column, value in zip(self.columns(), (passes, ABSENT, NO_STACK, NO_SYSCALL)):
+            column.append(value)
+        self.end += passes
+
+    def runs(self):
+        """(first_pass, passes, state, stack_id, syscall) of each run, ABSENT ones left out."""
+        first = self.start
+        for passes, state, stack_id, nr in zip(*self.columns()):
+            if state != ABSENT:
+                yield first, passes, state, stack_id, nr
+            first += passes
+
+
+Frame = tuple  # (function: str, file: str, line: int)
+
+
+@dataclass
+class TargetInfo:
+    """What we know about the sampled process, read once at attach time."""
+
+    pid: int
+    python_version: str
+    executable: str
+    switch_interval_s: float
+    # Process tree context (``--subprocesses``); empty/None when not known.
+    cmdline: str = ""
+    ppid: Optional[int] = None
+
+    @classmethod
+    def from_native(cls, target: Any) -> "TargetInfo":
+        return cls(
+            pid=int(target.pid),
+            python_version=str(target.python_version),
+            executable=str(target.executable),
+            switch_interval_s=float(target.switch_interval_s),
+        )
+
+
+class Session:
+    """Samples of one recording, plus what is needed to interpret them."""
+
+    def __init__(
+        self,
+        target: TargetInfo,
+        rate_hz: float,
+        start_time: Optional[float] = None,
+        *,
+        stacks: Optional[dict] = None,
+        frames: Optional[dict] = None,
+        thread_names: Optional[dict] = None,
+        syscall_names: Optional[dict] = None,
+    ) -> None:
+        self.target = target
+        self.rate_hz = float(rate_hz)
+        self.start_time = time.time() if start_time is None else start_time  # wall clock, epoch s
+        self.command: Optional[list] = None  # the `-- CMD` gilty started, if any
+        self.requested_duration_s: Optional[float] = None
+        self._duration_s: Optional[float] = None
+
+        # One entry per sampling pass: seconds since the sampler was created.
+        self.times = array("d")
+        self.thread_runs: dict = {}  # tid -> ThreadRuns; first_pass indexes self.times
+        self.counts: dict = {}  # (tid, state, stack_id) -> samples, keys in first-seen order
+        # (waiter tid, holder tid or None, holder stack_id) -> waiting_gil samples of the same pass
+        self.blame: dict = {}
+        self.pass_flags = bytearray()  # one byte per pass: PASS_GIL_HELD | PASS_IN_GC
+
+        self.stacks: dict = {} if stacks is None else stacks  # stack_id -> [frame_id, ...] innermost first
+        self.frames: dict = {} if frames is None else frames  # frame_id -> (function, file, line)
+        self.thread_names: dict = {} if thread_names is None else thread_names  # tid -> name
+        self.syscall_names: dict = {} if syscall_names is None else syscall_names  # nr -> name
+
+        self.errors = dict.fromkeys(ERROR_KEYS, 0)
+        self.exited = False
+        # Seconds since the recording's start at which the process was seen gone (``--subprocesses``).
+        self.exited_at: Optional[float] = None
+        self.stopped_by: Optional[str] = None  # "duration" | "interrupt" | "target_exit"
+        self.partial = False
+        self.partial_reason: Optional[str] = None
+        # Raw summary of exact (uprobe) tracing from ``Sampler.exact_summary()``; None without --exact.
+        self.exact: Optional[dict] = None
+
+    # -- building ---------------------------------------------------------------------------
+
+    def add_batch(self, batch: Mapping[str, Any], syscall_name: Optional[Callable[[int], str]] = None) -> None:
+        """Merge one ``Sampler.collect()`` result (or the same fields from ``gilty.sampling.aggregate``).
+
+        ``syscall_name`` (normally ``_native.syscall_name``) names syscall numbers not seen
+        before; names are kept in the session so the analysis never needs the native module.
+        """
+        offset = len(self.times)
+        self.times.extend(batch["times"])
+        self.pass_flags += batch.get("pass_flags", b"")
+        if batch.get("thread_slices"):
+            self._merge_runs(batch, offset)
+            if syscall_name is not None:
+                for nr in set(array("h", batch["runs"]["syscall"])) - self.syscall_names.keys():
+                    if nr >= 0:
+                        self.syscall_names[nr] = syscall_name(nr)
+        counts = self.counts
+        for tid, state, stack_id, n in batch.get("counts", ()):
+            key = (tid, state, stack_id)
+            counts[key] = counts.get(key, 0) + n
+        blame = self.blame
+        for waiter, holder, stack_id, n in batch.get("blame", ()):
+            key = (waiter, None if holder == NO_HOLDER else holder, stack_id)
+            blame[key] = blame.get(key, 0) + n
+        self.stacks.update(batch.get("stacks", {}))
+        self.frames.update(batch.get("frames", {}))
+        self.thread_names.update(batch.get("threads", {}))
+        errors = batch.get("errors", {})
+        for key in ("torn_retried", "torn_dropped", "read_failed"):
+            self.errors[key] += int(errors.get(key, 0))
+        self.errors["late"] += int(batch.get("late", 0))
+        if batch.get("exited"):
+            self.exited = True
+
+    def _merge_runs(self, batch: Mapping[str, Any], offset: int) -> None:
+        """Append a batch's runs to each thread's; a run starting at the batch's first pass that
+        continues the thread's run reaching the previous pass (same state and syscall) extends it.
+
+        Per thread, not per sample: each thread's slice of the batch is copied as whole columns.
+        """
+        cols = [array(code, batch["runs"][name]) for name, code in RUN_COLUMNS]
+        passes, state, _stack, syscall = cols
+        for tid, start, end, first in batch["thread_slices"]:
+            first += offset
+            runs = self.thread_runs.get(tid)
+            if runs is None:
+                runs = self.thread_runs[tid] = ThreadRuns(first)
+            elif first > runs.end:
+                runs.append_absent(first - runs.end)
+            elif runs.state[-1] == state[start] and runs.syscall[-1] == syscall[start]:
+                runs.passes[-1] += passes[start]
+                runs.end += passes[start]
+                start += 1
+            for column, values in zip(runs.columns(), cols):
+                column.extend(values[start:end])
+            runs.end += sum(passes[start:end])
+
+    def mark_partial(self, reason: str) -> None:
+        self.partial = True
+        self.partial_reason = reason
+
+    def window(self) -> "Session":
+        """An empty session for the next stretch of the same recording (``gilty top``).
+
+        It shares the stack, frame, thread-name and syscall tables, because the sampler sends
+        each stack and frame only in the batch where it is first seen.
+        """
+        win = Session(
+            self.target,
+            self.rate_hz,
+            stacks=self.stacks,
+            frames=self.frames,
+            thread_names=self.thread_names,
+            syscall_names=self.syscall_names,
+        )
+        win.command = self.command
+        return win
+
+    # -- reading ----------------------------------------------------------------------------
+
+    @property
+    def samples(self) -> int:
+        """Number of sampling passes."""
+        return len(self.times)
+
+    @property
+    def run_count(self) -> int:
+        return sum(len(runs) for runs in self.thread_runs.values())
+
+    @property
+    def period_s(self) -> float:
+        return 1.0 / self.rate_hz
+
+    @property
+    def duration_s(self) -> float:
+        """Wall time recorded, as measured by the recorder; else the span of the samples."""
+        if self._duration_s is not None:
+            return self._duration_s
+        if not self.times:
+            return 0.0
+        return self.times[-1] - self.times[0] + self.period_s
+
+    @duration_s.setter
+    def duration_s(self, value: Optional[float]) -> None:
+        self._duration_s = value
+
+    def thread_name(self, tid: int) -> str:
+        return self.thread_names.get(tid, f"tid {tid}")
+
+    def syscall_label(self, nr: int) -> str:
+        if nr < 0:
+            return "unknown"
+        return self.syscall_names.get(nr, f"syscall_{nr}")
+
+    def innermost_frame(self, stack_id: int) -> Optional[Frame]:
+        """(function, file, line) of the innermost frame of a stack, or None without one."""
+        stack = self.stacks.get(stack_id)
+        if not stack:
+            return None
+        return self.frames.get(stack[0])
+
+    # -- the reading API every renderer uses (independent of how samples are stored) --------
+
+    def tids(self) -> list:
+        """Threads with at least one sample, in the order first seen."""
+        return list(dict.fromkeys(tid for tid, _state, _stack in self.counts))
+
+    def stack(self, stack_id: int) -> list:
+        """[(function, file, line), ...] of a stack, innermost first; [] without a Python stack."""
+        return [self.frames[f] for f in self.stacks.get(stack_id, ())]
+
+    def stack_counts(self) -> dict:
+        """{(tid, state, stack_id): samples} over the whole recording (stack_id NO_STACK included)."""
+        return dict(self.counts)
+
+    def runs(self) -> list:
+        """Per thread, maximal stretches of consecutive passes in one state and syscall.
+
+        [(tid, first_pass, passes, state, stack_id, syscall)], sorted by (tid, first_pass);
+        ``stack_id`` is the stack seen in the stretch's first pass. Pass ``i`` covers
+        ``pass_start(i)`` to ``pass_end(i)``.
+        """
+        return list(self.iter_runs())
+
+    def iter_runs(self):
+        """``runs()`` one at a time, without building the list (what the analyses use)."""
+        for tid in sorted(self.thread_runs):
+            for run in self.thread_runs[tid].runs():
+                yield (tid, *run)
+
+    def passes_with_gil_held(self) -> int:
+        """Passes in which some thread held the GIL (running Python or collecting garbage)."""
+        return self.pass_flags.translate(_HELD).count(1)
+
+    def passes_in_gc(self) -> int:
+        """Passes in which some thread was collecting garbage."""
+        return self.pass_flags.translate(_IN_GC).count(1)
+
+    def pass_start(self, index: int) -> float:
+        """Seconds since the start at which pass ``index`` was taken."""
+        return self.times[index]
+
+    def pass_end(self, index: int) -> float:
+        """End of the time pass ``index`` stands for: the next pass, or one period after the last."""
+        if index + 1 < len(self.times):
+            return self.times[index + 1]
+        return self.times[index] + self.period_s
+
+    # -- save / load ------------------------------------------------------------------------
+
+    def to_dict(self) -> dict:
+        """A JSON-able form of everything recorded (not the analysed report)."""
+        return {
+            "session_format_version": SESSION_FORMAT_VERSION,
+            "target": asdict(self.target),
+            "rate_hz": self.rate_hz,
+            "start_time": self.start_time,
+            "duration_s": self._duration_s,
+            "requested_duration_s": self.requested_duration_s,
+            "command": self.command,
+            "times": self.times.tolist(),
+            "runs": {
+                str(tid): {
+                    "start": runs.start,
+                    **{name: column.tolist() for (name, _code), column in zip(RUN_COLUMNS, runs.columns())},
+                }
+                for tid, runs in self.thread_runs.items()
+            },
+            "counts": [[*key, n] for key, n in self.counts.items()],
+            "blame": [[*key, n] for key, n in self.blame.items()],
+            "pass_flags": list(self.pass_flags),
+            # JSON object keys are strings; from_dict turns them back into ints.
+            "stacks": {str(k): list(v) for k, v in self.stacks.items()},
+            "frames": {str(k): list(v) for k, v in self.frames.items()},
+            "thread_names": {str(k): v for k, v in self.thread_names.items()},
+            "syscall_names": {str(k): v for k, v in self.syscall_names.items()},
+            "errors": dict(self.errors),
+            "exited": self.exited,
+            "exited_at": self.exited_at,
+            "stopped_by": self.stopped_by,
+            "partial": self.partial,
+            "partial_reason": self.partial_reason,
+            "exact": self.exact,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Session":
+        version = data.get("session_format_version")
+        if version != SESSION_FORMAT_VERSION:
+            raise ValueError(f"unsupported session format version {version!r}")
+        session = cls(TargetInfo(**data["target"]), data["rate_hz"], data["start_time"])
+        session.duration_s = data.get("duration_s")
+        session.requested_duration_s = data.get("requested_duration_s")
+        session.command = data.get("command")
+        session.times = array("d", data["times"])
+        for tid, columns in data["runs"].items():
+            runs = session.thread_runs[int(tid)] = ThreadRuns(columns["start"])
+            for (name, _code), column in zip(RUN_COLUMNS, runs.columns()):
+                column.extend(columns[name])
+            runs.end += sum(runs.passes)
+        session.counts = {(tid, state, stack_id): n for tid, state, stack_id, n in data["counts"]}
+        session.blame = {(waiter, holder, stack_id): n for waiter, holder, stack_id, n in data["blame"]}
+        session.pass_flags = bytearray(data["pass_flags"])
+        session.stacks = {int(k): list(v) for k, v in data["stacks"].items()}
+        session.frames = {int(k): tuple(v) for k, v in data["frames"].items()}
+        session.thread_names = {int(k): v for k, v in data["thread_names"].items()}
+        session.syscall_names = {int(k): v for k, v in data["syscall_names"].items()}
+        session.errors.update(data.get("errors", {}))
+        session.exited = bool(data.get("exited"))
+        session.exited_at = data.get("exited_at")
+        session.stopped_by = data.get("stopped_by")
+        session.partial = bool(data.get("partial"))
+        session.partial_reason = data.get("partial_reason")
+        session.exact = data.get("exact")
+        return session
+
+    def save(self, path: str) -> None:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(self.to_dict(), f)
+
+    @classmethod
+    def load(cls, path: str) -> "Session":
+        with open(path, encoding="utf-8") as f:
+            return cls.from_dict(json.load(f))
+
+
+RECORDING_FORMAT_VERSION = 1
+
+
+class Recording:
+    """One recording: every process sampled on one schedule, one ``Session`` each.
+
+    Renderers take a Recording; a single-process recording is a Recording of one Session
+    (``Recording.of(session)``). Process-level facts (a process exiting, its partial flag)
+    live on its Session; what ended the whole recording lives here.
+    """
+
+    def __init__(self, sessions: Optional[list] = None, rate_hz: float = 100.0, start_time: Optional[float] = None):
+        self.sessions: list = [] if sessions is None else list(sessions)
+        self.rate_hz = float(rate_hz)
+        self.start_time = time.time() if start_time is None else start_time
+        self.command: Optional[list] = None
+        self.requested_duration_s: Optional[float] = None
+        self.duration_s: Optional[float] = None
+        self.stopped_by: Optional[str] = None
+        self.subprocesses = False  # descendants were followed (``--subprocesses``)
+        self.partial = False
+        self.partial_reason: Optional[str] = None
+        # Descendants not sampled: [{"pid", "ppid", "t", "reason"}] (zombies, not Python, ...).
+        self.skipped: list = []
+        # One-line hints about the recording itself (e.g. "busy children: use --subprocesses").
+        self.notes: list = []
+        # Results of --fail-if gates (gilty.sampling.analysis.gates.as_json) and the exit status of a `-- CMD`
+        # that ended by itself; None when not asked / not launched.
+        self.gates: Optional[list] = None
+        self.command_status: Optional[int] = None
+
+    @classmethod
+    def of(cls, session: Session) -> "Recording":
+        """The Recording of one process, taking its metadata from the session."""
+        rec = cls([session], session.rate_hz, session.start_time)
+        rec.command = session.command
+        rec.requested_duration_s = session.requested_duration_s
+        rec.duration_s = session.duration_s
+        rec.stopped_by = session.stopped_by
+        rec.partial = session.partial
+        rec.partial_reason = session.partial_reason
+        return rec
+
+    def session(self, pid: int) -> Optional[Session]:
+        return next((s for s in self.sessions if s.target.pid == pid), None)
+
+    @property
+    def pids(self) -> list:
+        return [s.target.pid for s in self.sessions]
+
+    def mark_partial(self, reason: str) -> None:
+        self.partial = True
+        self.partial_reason = reason
+
+    def to_dict(self) -> dict:
+        return {
+            "recording_format_version": RECORDING_FORMAT_VERSION,
+            "rate_hz": self.rate_hz,
+            "start_time": self.start_time,
+            "command": self.command,
+            "requested_duration_s": self.requested_duration_s,
+            "duration_s": self.duration_s,
+            "stopped_by": self.stopped_by,
+            "subprocesses": self.subprocesses,
+            "partial": self.partial,
+            "partial_reason": self.partial_reason,
+            "skipped": self.skipped,
+            "notes": self.notes,
+            "gates": self.gates,
+            "command_status": self.command_status,
+            "processes": [s.to_dict() for s in self.sessions],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Recording":
+        version = data.get("recording_format_version")
+        if version != RECORDING_FORMAT_VERSION:
+            raise ValueError(f"unsupported recording format version {version!r}")
+        rec = cls([Session.from_dict(p) for p in data["processes"]], data["rate_hz"], data["start_time"])
+        rec.command = data.get("command")
+        rec.requested_duration_s = data.get("requested_duration_s")
+        rec.duration_s = data.get("duration_s")
+        rec.stopped_by = data.get("stopped_by")
+        rec.subprocesses = bool(data.get("subprocesses"))
+        rec.partial = bool(data.get("partial"))
+        rec.partial_reason = data.get("partial_reason")
+        rec.skipped = list(data.get("skipped", []))
+        rec.notes = list(data.get("notes", []))
+        rec.gates = data.get("gates")
+        rec.command_status = data.get("command_status")
+        return rec
+
+    def save(self, path: str) -> None:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(self.to_dict(), f)
+
+    @classmethod
+    def load(cls, path: str) -> "Recording":
+        with open(path, encoding="utf-8") as f:
+            return cls.from_dict(json.load(f))

@@ -1,0 +1,13 @@
+"""Thread states as the native sampler encodes them (see docs/states.md).
+
+Kept apart from gilty.sampling.session so that light commands (`gilty dump`) can name states without
+importing the recording machinery.
+"""
+
+HOLDING_GIL = 0
+GC = 1
+WAITING_GIL = 2
+NATIVE = 3
+IDLE = 4
+UNKNOWN = 5
+STATE_NAMES = ("holding_gil", "gc", "waiting_gil", "native", "idle", "unknown")

@@ -1,0 +1,74 @@
+"""Format names, file extensions, and what happens with an extension gilty does not know."""
+
+import importlib.util
+
+import pytest
+from recordings import one_process
+
+from gilty import report as reports
+from gilty._errors import EXIT_USAGE, UsageError
+from gilty.cli import main
+
+
+@pytest.mark.parametrize(
+    "path, fmt",
+    [
+        ("out.speedscope.json", "speedscope"),
+        ("OUT.SPEEDSCOPE.JSON", "speedscope"),
+        ("a/b.trace.json", "chrome"),
+        ("x.collapsed", "collapsed"),
+        ("x.folded", "collapsed"),
+        ("x.svg", "svg"),
+        ("x.html", "html"),
+        ("x.htm", "html"),
+        ("report.json", "json"),
+        ("report.txt", "text"),
+    ],
+)
+def test_extension_picks_the_format(path, fmt):
+    assert reports.output_format(None, path) == fmt
+
+
+def test_explicit_format_wins_over_the_extension():
+    assert reports.output_format("collapsed", "x.json") == "collapsed"
+    assert reports.output_format("html", "no-extension") == "html"
+
+
+def test_stdout_defaults_to_text():
+    assert reports.output_format(None, None) == "text"
+
+
+@pytest.mark.parametrize("path", ["x.pdf", "x", "x.json.bak", "x.speedscope"])
+def test_unknown_extension_is_a_usage_error(path):
+    with pytest.raises(UsageError) as e:
+        reports.output_format(None, path)
+    assert path in str(e.value) and "--format" in str(e.value)
+
+
+def test_every_format_has_a_renderer_that_returns_text():
+    rec = one_process()
+    native = importlib.util.find_spec("gilty._native") is not None
+    for fmt in reports.FORMAT_NAMES:
+        if fmt == "svg" and not native:
+            continue  # drawn by the native extension; test_renderers_stacks skips it with the reason
+        out = reports.render(rec, fmt)
+        assert isinstance(out, str) and out, fmt
+
+
+def test_report_with_unknown_extension_writes_nothing(tmp_path, capsys):
+    saved = tmp_path / "rec.json"
+    saved.write_text(reports.render(one_process(), "json"))
+    out = tmp_path / "out.pdf"
+    assert main(["report", str(saved), "-o", str(out)]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "out.pdf" in err
+    assert not out.exists()
+
+
+def test_record_with_unknown_extension_fails_before_recording(tmp_path, capsys):
+    # pid 1 is never attached to: the extension is checked first.
+    out = tmp_path / "out.xyz"
+    assert main(["record", "--pid", "1", "--duration", "1", "-o", str(out)]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.startswith("gilty: error: cannot tell the format") and len(err.splitlines()) == 1
+    assert not out.exists()
