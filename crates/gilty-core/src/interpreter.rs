@@ -304,11 +304,18 @@ impl Interpreter {
 
     /// The micro version from the target's `sys.version` (for builds whose binary does not carry it).
     fn micro_from_sys_version(&self) -> Option<u8> {
-        let obj = crate::object_graph::module_global(self, "sys", "version").ok()??;
+        let obj = self.module_global("sys", "version").ok()??;
         let text = crate::pyobjects::read_unicode(&self.mem, &self.layout, obj).ok()?;
         let release = text.split_whitespace().next()?;
         let v = parse_release(release)?;
         (v.0 == self.version.0 && v.1 == self.version.1).then_some(v.2)
+    }
+
+    /// Looks up `module.name` through the main interpreter's `sys.modules`; None when the module is not
+    /// imported or has no such global.
+    pub fn module_global(&self, module: &str, name: &str) -> std::io::Result<Option<u64>> {
+        let main = self.main_interp().map_err(|e| std::io::Error::other(e.message))?;
+        crate::object_graph::module_global_in(&crate::object_graph::Reader::new(&self.mem, &self.layout), main, module, name)
     }
 
     /// `sys.getswitchinterval()` of the target, in seconds (read each time: the target may change it).

@@ -3,6 +3,7 @@
 
 pub mod aggregate;
 pub mod classify;
+pub mod clock;
 pub mod elf;
 pub mod error;
 pub mod exact;

@@ -3,7 +3,6 @@
 //! globals via `sys.modules`. Every size read from the target is bounded, so torn or garbage memory
 //! gives an error rather than a hang or a huge allocation.
 
-use crate::interpreter::Interpreter;
 use crate::process::memory::Memory;
 use crate::pyobjects::read_unicode;
 use gilty_layouts::Layout;
@@ -28,16 +27,10 @@ fn invalid(msg: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, msg.to_owned())
 }
 
-/// Looks up `module.name` through the main interpreter's `sys.modules`; None when the module is not
-/// imported or has no such global.
-pub fn module_global(interp: &Interpreter, module: &str, name: &str) -> io::Result<Option<u64>> {
-    module_global_in(&Reader::new(&interp.mem, &interp.layout), interp, module, name)
-}
-
-/// `module_global`, reading through `r` (e.g. a reader over a `BlockCache`).
-pub fn module_global_in(r: &Reader, interp: &Interpreter, module: &str, name: &str) -> io::Result<Option<u64>> {
-    let main = interp.main_interp().map_err(|e| io::Error::other(e.message))?;
-    let modules = r.ptr(main.wrapping_add(r.l.interp_modules))?;
+/// Looks up `module.name` through `sys.modules` of the interpreter state at `main_interp`; None when
+/// the module is not imported or has no such global.
+pub fn module_global_in(r: &Reader, main_interp: u64, module: &str, name: &str) -> io::Result<Option<u64>> {
+    let modules = r.ptr(main_interp.wrapping_add(r.l.interp_modules))?;
     if modules == 0 {
         return Ok(None);
     }

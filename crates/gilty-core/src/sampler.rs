@@ -4,6 +4,7 @@
 
 use crate::aggregate::{Aggregate, Seen, NONE};
 use crate::classify::{classify, GilView, History, Observation, ThreadState};
+use crate::clock::monotonic_ns;
 use crate::exact::tracing::ExactTracing;
 use crate::exact::ExactSummary;
 use crate::frames::{CodeCache, Frame, FrameWalker, WalkError};
@@ -143,14 +144,6 @@ impl Drop for Sampler {
             let _ = h.join();
         }
     }
-}
-
-/// CLOCK_MONOTONIC now, in ns (what `Instant` and perf's `use_clockid` timestamps both use).
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 impl Sampler {

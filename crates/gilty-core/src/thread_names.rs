@@ -19,7 +19,7 @@ pub fn python_thread_names(interp: &Interpreter) -> io::Result<HashMap<u64, Stri
     let cache = BlockCache::new(&interp.mem);
     let r = Reader::new(&cache, &interp.layout);
     let mut out = HashMap::new();
-    let Some(active) = module_global_in(&r, interp, "threading", "_active")? else { return Ok(out) };
+    let Some(active) = module_global_in(&r, interp.main_interp().map_err(|e| io::Error::other(e.message))?, "threading", "_active")? else { return Ok(out) };
     for (key, thread) in r.dict_items(active)? {
         if !r.has_flag(key, TPFLAGS_LONG_SUBCLASS)? {
             return Err(io::Error::new(io::ErrorKind::InvalidData, "threading._active has a non-int key"));

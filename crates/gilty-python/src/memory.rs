@@ -3,7 +3,9 @@
 
 use gilty_core::gc_config::{read_gc_config, GcState};
 use gilty_core::interpreter::attach;
-use gilty_core::memory::monitor::{measure_once as core_measure_once, Monitor, MonitorOptions, MonitorStats, Output};
+use gilty_core::memory::measurement::{MonitorOptions, MonitorStats, Output};
+use gilty_core::memory::monitor::Monitor;
+use gilty_core::memory::pass_cost::measure_once as core_measure_once;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};

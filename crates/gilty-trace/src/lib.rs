@@ -16,6 +16,7 @@ pub mod attr;
 pub mod error;
 pub mod ring;
 pub mod symbols;
+mod thread_events;
 pub mod tracer;
 mod worker;
 

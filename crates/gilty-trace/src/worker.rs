@@ -13,7 +13,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::error::TraceError;
-use crate::tracer::{list_tids, monotonic_ns, open_thread, Probe, ThreadSlot};
+use crate::thread_events::{list_tids, monotonic_ns, open_thread, Probe, ThreadSlot};
 
 /// How often the worker looks for new threads.
 pub const RESCAN_INTERVAL: Duration = Duration::from_millis(2);

@@ -60,7 +60,7 @@ impl ExactTracing {
             kinds.push(kind);
         }
         let tracer = Tracer::attach(interp.pid, &specs, RING_PAGES).map_err(|e| Error::new(ErrorKind::ExactUnavailable, e.to_string()))?;
-        let recorder = ExactRecorder::new(crate::sampler::monotonic_ns());
+        let recorder = ExactRecorder::new(crate::clock::monotonic_ns());
         Ok(ExactTracing { tracer, kinds, recorder, late_seen: 0, symbols })
     }
 

@@ -412,7 +412,7 @@ mod tests {
         }
         let start = base as u64;
         let maps = vec![MapEntry { start, end: start + (pages * ps) as u64, perms: "rw-p".into(), offset: 0, path: None }];
-        let clock = || crate::sampler::monotonic_ns();
+        let clock = || crate::clock::monotonic_ns();
         let mut reader = PagemapReader::open(child).unwrap();
         let mut t = CowTracker::baseline(&mut reader, &maps, &clock).unwrap();
         assert_eq!(t.baseline.shared_pages, pages as u64);

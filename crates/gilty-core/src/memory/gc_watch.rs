@@ -11,7 +11,7 @@
 
 use crate::gc_config::{GcLocation, GcState};
 use crate::process::memory::ProcessMemory;
-use crate::sampler::monotonic_ns;
+use crate::clock::monotonic_ns;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;

@@ -6,7 +6,10 @@
 
 pub mod cow;
 pub mod gc_watch;
+pub mod measurement;
 pub mod monitor;
 pub mod pagemap;
+pub mod pass_cost;
 pub mod process_tree;
 pub mod smaps;
+mod tree_members;

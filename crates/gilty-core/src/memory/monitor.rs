@@ -12,18 +12,19 @@
 //!
 //! The target is only read: /proc files, pagemap, and `process_vm_readv` of the GC state.
 
-use super::cow::{covered_fraction, CowMethod, CowTracker, ScanDelta};
-use super::gc_watch::{GcEvent, GcPoller, PollerStats};
+use super::cow::{covered_fraction, CowTracker, ScanDelta};
+use super::measurement::{Cost, CowStep, GcSnapshot, GcWindow, MonitorOptions, MonitorStats, Output, ProcessInfo, Role, Sample, ScanReason};
+use super::gc_watch::{GcEvent, GcPoller};
 use super::pagemap::PagemapReader;
-use super::process_tree::{cmdline, descendants};
-use super::smaps::{ProcFiles, Rollup};
+use super::process_tree::descendants;
+use super::smaps::ProcFiles;
 use crate::error::{from_os, Error, ErrorKind, Result};
-use crate::gc_config::{locate, FrozenCount, GcLocation, GcState};
+use crate::gc_config::{locate, FrozenCount, GcLocation};
 use crate::interpreter::attach;
 use crate::process::maps::read_maps;
 use crate::process::memory::ProcessMemory;
 use crate::process::procfs;
-use crate::sampler::monotonic_ns;
+use crate::clock::monotonic_ns;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
@@ -31,221 +32,41 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-#[derive(Debug, Clone, Copy)]
-pub struct MonitorOptions {
-    /// Period of the full passes (smaps_rollup, stat, GC state, pages).
-    pub interval: Duration,
-    /// Period of the GC flag polls.
-    pub gc_poll: Duration,
-    /// How often the process tree is rescanned for new and exited processes.
-    pub tree_scan: Duration,
-    /// Track copy-on-write page by page (pagemap).
-    pub pagemap: bool,
-    /// Share of wall time each process's GC-triggered page scans may take (over the last second).
-    pub trigger_budget: f64,
-    /// Bounds of the walk that counts frozen objects: when a process is found, and when its
-    /// permanent generation changes during the run (the measuring thread waits for the walk).
-    pub frozen_max_objects: u64,
-    pub frozen_budget: Duration,
-    pub recount_budget: Duration,
-}
-
-impl Default for MonitorOptions {
-    fn default() -> Self {
-        MonitorOptions {
-            interval: Duration::from_secs(1),
-            gc_poll: Duration::from_millis(1),
-            tree_scan: Duration::from_millis(25),
-            pagemap: true,
-            trigger_budget: 0.05,
-            frozen_max_objects: 5_000_000,
-            frozen_budget: Duration::from_millis(300),
-            recount_budget: Duration::from_millis(30),
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    Master,
-    Worker,
-}
-
-impl Role {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Master => "master",
-            Role::Worker => "worker",
-        }
-    }
-}
-
-/// Page baseline of one process (bytes).
-#[derive(Debug, Clone)]
-pub struct BaselineInfo {
-    pub t: f64,
-    pub present_bytes: u64,
-    pub shared_bytes: u64,
-    pub mappings: u64,
-    pub scan_s: f64,
-    pub method: CowMethod,
-}
-
-#[derive(Debug, Clone)]
-pub struct ProcessInfo {
-    pub pid: i32,
-    pub ppid: i32,
-    pub role: Role,
-    pub cmdline: String,
-    pub first_seen: f64,
-    pub exited: Option<f64>,
-    /// Python version, when the process is a supported Python.
-    pub python: Option<String>,
-    /// Why there is no GC information, when there is none.
-    pub gc_note: Option<String>,
-    pub baseline: Option<BaselineInfo>,
-}
-
-/// Cost of one measurement of one process, in seconds.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Cost {
-    pub stat_s: f64,
-    pub smaps_s: f64,
-    pub gc_s: f64,
-    pub pagemap_s: f64,
-    pub pages_read: u64,
-}
-
-#[derive(Debug, Clone)]
-pub struct Sample {
-    pub pid: i32,
-    /// The pass this sample belongs to (0: measured when the process was found).
-    pub pass: u64,
-    pub t: f64,
-    pub rollup: Rollup,
-    pub minflt: u64,
-    pub majflt: u64,
-    pub gc: Option<GcState>,
-    pub cost: Cost,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ScanReason {
-    Pass,
-    GcStart,
-    GcEnd,
-    Final,
-}
-
-impl ScanReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ScanReason::Pass => "pass",
-            ScanReason::GcStart => "gc_start",
-            ScanReason::GcEnd => "gc_end",
-            ScanReason::Final => "final",
-        }
-    }
-}
-
-/// Pages found copied (or released) by one scan of one process, in bytes.
-#[derive(Debug, Clone)]
-pub struct CowStep {
-    pub pid: i32,
-    pub t: f64,
-    pub reason: ScanReason,
-    pub gc_bytes: u64,
-    pub outside_bytes: u64,
-    pub ambiguous_bytes: u64,
-    pub released_bytes: u64,
-    pub sole_bytes: u64,
-    pub minflt: u64,
-    pub scan_s: f64,
-    pub pages_read: u64,
-}
-
-#[derive(Debug, Clone)]
-pub struct GcWindow {
-    pub pid: i32,
-    pub start: f64,
-    pub end: f64,
-    pub generation: Option<u8>,
-    pub polls: u32,
-}
-
-#[derive(Debug, Clone)]
-pub struct GcSnapshot {
-    pub pid: i32,
-    pub t: f64,
-    /// "initial" or "changed".
-    pub reason: &'static str,
-    pub state: GcState,
-    pub frozen: FrozenCount,
-}
-
-/// Everything measured since the last `drain`.
-#[derive(Debug, Clone, Default)]
-pub struct Output {
-    /// New processes, and processes whose information changed (exited); the latest copy wins.
-    pub processes: Vec<ProcessInfo>,
-    pub samples: Vec<Sample>,
-    pub cow_steps: Vec<CowStep>,
-    pub gc_windows: Vec<GcWindow>,
-    pub gc_snapshots: Vec<GcSnapshot>,
-    /// Things the user should know that are not errors ("pid 12 exited before it could be measured").
-    pub notes: Vec<String>,
-    pub master_exited: Option<f64>,
-    pub finished: bool,
-}
-
-/// Totals over the run, for the cost report.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct MonitorStats {
-    pub elapsed_s: f64,
-    pub passes: u64,
-    pub trigger_scans: u64,
-    pub trigger_scans_skipped: u64,
-    pub tree_scans: u64,
-    pub tree_scan_s: f64,
-    pub measuring_cpu_s: f64,
-    pub poller: PollerStats,
-}
-
-struct Proc {
-    info: ProcessInfo,
-    files: ProcFiles,
-    pagemap: Option<PagemapReader>,
-    cow: Option<CowTracker>,
-    gc: Option<GcLocation>,
-    mem: Option<ProcessMemory>,
+pub(super) struct Proc {
+    pub(super) info: ProcessInfo,
+    pub(super) files: ProcFiles,
+    pub(super) pagemap: Option<PagemapReader>,
+    pub(super) cow: Option<CowTracker>,
+    pub(super) gc: Option<GcLocation>,
+    pub(super) mem: Option<ProcessMemory>,
     /// GC windows (ns); an open window ends at u64::MAX.
-    windows: Vec<(u64, u64)>,
-    open_window: Option<u64>,
-    triggers: VecDeque<(u64, u64)>,
-    frozen: FrozenCount,
+    pub(super) windows: Vec<(u64, u64)>,
+    pub(super) open_window: Option<u64>,
+    pub(super) triggers: VecDeque<(u64, u64)>,
+    pub(super) frozen: FrozenCount,
     /// First and last node of the permanent generation when `frozen` was counted.
-    frozen_list: (u64, u64),
-    alive: bool,
+    pub(super) frozen_list: (u64, u64),
+    pub(super) alive: bool,
 }
 
-struct Worker {
-    opts: MonitorOptions,
-    start_ns: u64,
-    root: i32,
-    procs: HashMap<i32, Proc>,
-    order: Vec<i32>,
-    poller: Option<GcPoller>,
-    events: Receiver<GcEvent>,
-    out: Arc<Mutex<Output>>,
-    stop: Arc<AtomicBool>,
-    stats: MonitorStats,
+pub(super) struct Worker {
+    pub(super) opts: MonitorOptions,
+    pub(super) start_ns: u64,
+    pub(super) root: i32,
+    pub(super) procs: HashMap<i32, Proc>,
+    pub(super) order: Vec<i32>,
+    pub(super) poller: Option<GcPoller>,
+    pub(super) events: Receiver<GcEvent>,
+    pub(super) out: Arc<Mutex<Output>>,
+    pub(super) stop: Arc<AtomicBool>,
+    pub(super) stats: MonitorStats,
     /// The master's GC location, found by `Monitor::start` (taken by the first `attach_gc`).
-    root_gc: Option<std::result::Result<(GcLocation, String), String>>,
+    pub(super) root_gc: Option<std::result::Result<(GcLocation, String), String>>,
 }
 
 pub struct Monitor {
-    out: Arc<Mutex<Output>>,
-    stop: Arc<AtomicBool>,
+    pub(super) out: Arc<Mutex<Output>>,
+    pub(super) stop: Arc<AtomicBool>,
     handle: Option<JoinHandle<MonitorStats>>,
     pub root: i32,
     stats: Option<MonitorStats>,
@@ -256,33 +77,6 @@ fn thread_cpu_ns() -> u64 {
     // SAFETY: clock_gettime writes into the timespec we own.
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-/// Where a process keeps its GC state: the parent's location when the child is a fork of the same
-/// program (same executable, same mapping around the GC state), else a full attach.
-fn gc_location(pid: i32, parent: Option<(&GcLocation, i32)>) -> std::result::Result<(GcLocation, String), String> {
-    if let Some((ploc, ppid)) = parent {
-        let same_exe = procfs::exe(pid).is_some() && procfs::exe(pid) == procfs::exe(ppid);
-        let around = |p: i32| {
-            read_maps(p).ok().and_then(|maps| maps.into_iter().find(|m| m.start <= ploc.gc_addr && ploc.gc_addr < m.end).map(|m| (m.start, m.path)))
-        };
-        if same_exe && around(pid).is_some() && around(pid) == around(ppid) {
-            let loc = ploc.for_pid(pid);
-            if let Ok(state) = ProcessMemory::open(pid).and_then(|m| loc.read(&m)) {
-                if loc.plausible(&state) {
-                    let v = loc.version;
-                    return Ok((loc, format!("{}.{}.{}", v.0, v.1, v.2)));
-                }
-            }
-        }
-    }
-    match attach(pid) {
-        Ok(interp) => match locate(&interp) {
-            Ok(loc) => Ok((loc, interp.version_string())),
-            Err(e) => Err(e.message),
-        },
-        Err(e) => Err(e.message),
-    }
 }
 
 impl Monitor {
@@ -368,15 +162,15 @@ impl Drop for Monitor {
 }
 
 impl Worker {
-    fn t(&self, ns: u64) -> f64 {
+    pub(super) fn t(&self, ns: u64) -> f64 {
         ns.saturating_sub(self.start_ns) as f64 / 1e9
     }
 
-    fn now_s(&self) -> f64 {
+    pub(super) fn now_s(&self) -> f64 {
         self.t(monotonic_ns())
     }
 
-    fn emit(&self, f: impl FnOnce(&mut Output)) {
+    pub(super) fn emit(&self, f: impl FnOnce(&mut Output)) {
         f(&mut self.out.lock().unwrap());
     }
 
@@ -480,7 +274,7 @@ impl Worker {
     }
 
     /// A page scan of one process right when a collection starts or ends, within the budget.
-    fn triggered_scan(&mut self, pid: i32, reason: ScanReason) {
+    pub(super) fn triggered_scan(&mut self, pid: i32, reason: ScanReason) {
         if !self.opts.pagemap {
             return;
         }
@@ -509,7 +303,7 @@ impl Worker {
     }
 
     /// Rescans one process's watched pages; None when it has no tracker or just exited.
-    fn scan_pages(&mut self, pid: i32, reason: ScanReason, minflt: u64) -> Option<CowStep> {
+    pub(super) fn scan_pages(&mut self, pid: i32, reason: ScanReason, minflt: u64) -> Option<CowStep> {
         let start_ns = self.start_ns;
         let p = self.procs.get_mut(&pid)?;
         let (cow, reader) = (p.cow.as_mut()?, p.pagemap.as_mut()?);
@@ -548,155 +342,8 @@ impl Worker {
         }
     }
 
-    fn scan_tree(&mut self) {
-        let t0 = monotonic_ns();
-        self.stats.tree_scans += 1;
-        let found = descendants(self.root);
-        let new: Vec<(i32, i32, Role)> =
-            found.iter().filter(|(pid, _)| !self.procs.contains_key(pid)).map(|&(pid, ppid)| (pid, ppid, Role::Worker)).collect();
-        if !new.is_empty() {
-            self.add_processes(&new);
-        }
-        let now = self.now_s();
-        let mut gone = Vec::new();
-        for (&pid, p) in self.procs.iter() {
-            if !p.alive {
-                continue;
-            }
-            let listed = pid == self.root || found.iter().any(|&(q, _)| q == pid);
-            if !listed || procfs::is_gone(pid) {
-                gone.push(pid);
-            }
-        }
-        for pid in gone {
-            self.mark_exited(pid, now);
-        }
-        self.stats.tree_scan_s += monotonic_ns().saturating_sub(t0) as f64 / 1e9;
-    }
-
-    fn mark_exited(&mut self, pid: i32, t: f64) {
-        let Some(p) = self.procs.get_mut(&pid) else { return };
-        if !p.alive {
-            return;
-        }
-        p.alive = false;
-        p.info.exited = Some(t);
-        p.open_window = None;
-        let info = p.info.clone();
-        if let Some(poller) = &self.poller {
-            poller.remove(pid);
-        }
-        self.emit(|o| o.processes.push(info));
-    }
-
-    /// Adds processes in two rounds: first every page baseline (the sooner after a fork, the more
-    /// of the shared pages it sees), then GC state, the first measurement, and the report.
-    fn add_processes(&mut self, found: &[(i32, i32, Role)]) {
-        let mut added = Vec::new();
-        for &(pid, ppid, role) in found {
-            if let Some(p) = self.open_process(pid, ppid, role) {
-                self.procs.insert(pid, p);
-                self.order.push(pid);
-                added.push(pid);
-            }
-        }
-        for pid in added {
-            self.attach_gc(pid);
-            if let Some(info) = self.procs.get(&pid).map(|p| p.info.clone()) {
-                self.emit(|o| o.processes.push(info));
-            }
-            self.measure(pid, ScanReason::Pass);
-        }
-    }
-
-    /// Opens a process's /proc files and takes its page baseline; None if it already exited.
-    fn open_process(&mut self, pid: i32, ppid: i32, role: Role) -> Option<Proc> {
-        let t = self.now_s();
-        let mut files = ProcFiles::open(pid).ok()?;
-        let ppid = if ppid == 0 { files.read_stat().map(|s| s.ppid).unwrap_or(0) } else { ppid };
-        let mut info = ProcessInfo {
-            pid,
-            ppid,
-            role,
-            cmdline: cmdline(pid),
-            first_seen: t,
-            exited: None,
-            python: None,
-            gc_note: None,
-            baseline: None,
-        };
-        let (mut pagemap, mut cow) = (None, None);
-        if self.opts.pagemap {
-            if let (Ok(mut reader), Ok(maps)) = (PagemapReader::open(pid), read_maps(pid)) {
-                if let Ok(tracker) = CowTracker::baseline(&mut reader, &maps, &monotonic_ns) {
-                    let ps = tracker.page_size;
-                    let b = tracker.baseline;
-                    info.baseline = Some(BaselineInfo {
-                        t: self.t(b.t_ns),
-                        present_bytes: b.present_pages * ps,
-                        shared_bytes: b.shared_pages * ps,
-                        mappings: b.mappings,
-                        scan_s: b.scan_ns as f64 / 1e9,
-                        method: tracker.method,
-                    });
-                    pagemap = Some(reader);
-                    cow = Some(tracker);
-                }
-            }
-        }
-        Some(Proc {
-            info,
-            files,
-            pagemap,
-            cow,
-            gc: None,
-            mem: ProcessMemory::open(pid).ok(),
-            windows: Vec::new(),
-            open_window: None,
-            triggers: VecDeque::new(),
-            frozen: FrozenCount::default(),
-            frozen_list: (0, 0),
-            alive: true,
-        })
-    }
-
-    /// Finds the process's GC state, counts its frozen objects, and hands it to the poller.
-    fn attach_gc(&mut self, pid: i32) {
-        let Some(ppid) = self.procs.get(&pid).map(|p| p.info.ppid) else { return };
-        let parent = self.procs.get(&ppid).and_then(|p| p.gc.as_ref().map(|l| (*l, p.frozen, p.frozen_list)));
-        let located = match (pid == self.root).then(|| self.root_gc.take()).flatten() {
-            Some(found) => found,
-            None => gc_location(pid, parent.as_ref().map(|(l, _, _)| (l, ppid))),
-        };
-        let (max_objects, budget) = (self.opts.frozen_max_objects, self.opts.frozen_budget);
-        let Some(p) = self.procs.get_mut(&pid) else { return };
-        let (loc, version) = match located {
-            Ok(found) => found,
-            Err(note) => {
-                p.info.gc_note = Some(note);
-                return;
-            }
-        };
-        p.info.python = Some(version);
-        let Some(state) = p.mem.as_ref().and_then(|m| loc.read(m).ok()) else { return };
-        p.gc = Some(loc);
-        p.frozen_list = (state.frozen_next, state.frozen_prev);
-        // A forked worker inherits its parent's permanent generation: the same list (same first
-        // and last node) has the same length, so it is not walked again.
-        p.frozen = match parent {
-            Some((_, pf, plist)) if plist == p.frozen_list => pf,
-            _ => p.mem.as_ref().map(|m| loc.count_frozen(m, &state, max_objects, budget)).unwrap_or_default(),
-        };
-        let frozen = p.frozen;
-        if let Some(poller) = &self.poller {
-            poller.add(loc, state);
-        }
-        let snap = GcSnapshot { pid, t: self.now_s(), reason: "initial", state, frozen };
-        self.emit(|o| o.gc_snapshots.push(snap));
-    }
-
     /// One full measurement of one process: stat, smaps_rollup, GC state, pages.
-    fn measure(&mut self, pid: i32, reason: ScanReason) {
+    pub(super) fn measure(&mut self, pid: i32, reason: ScanReason) {
         let t_start = monotonic_ns();
         let Some(p) = self.procs.get_mut(&pid) else { return };
         if !p.alive {
@@ -755,54 +402,6 @@ impl Worker {
         self.drain_events();
         self.pass(ScanReason::Final);
     }
-}
-
-/// The parts of one measurement of one process, each timed (seconds): for the cost benchmark.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct PassCost {
-    pub rss: u64,
-    pub stat_s: f64,
-    pub smaps_s: f64,
-    pub maps_s: f64,
-    pub gc_s: f64,
-    pub pagemap_baseline_s: f64,
-    pub pagemap_scan_s: f64,
-    pub pages_read: u64,
-    pub shared_pages: u64,
-}
-
-/// Measures `pid` once the way a pass does (stat, smaps_rollup, maps, GC state when Python, and a
-/// page baseline followed by one rescan) and times each part.
-pub fn measure_once(pid: i32) -> Result<PassCost> {
-    let mut c = PassCost::default();
-    let t = || monotonic_ns();
-    let secs = |a: u64, b: u64| b.saturating_sub(a) as f64 / 1e9;
-    let mut files = ProcFiles::open(pid).map_err(|e| from_os(pid, &e, "/proc/PID/smaps_rollup"))?;
-    let t0 = t();
-    files.read_stat().map_err(|e| from_os(pid, &e, "/proc/PID/stat"))?;
-    let t1 = t();
-    c.rss = files.read_rollup().map_err(|e| from_os(pid, &e, "/proc/PID/smaps_rollup"))?.rss;
-    let t2 = t();
-    let maps = read_maps(pid)?;
-    let t3 = t();
-    c.stat_s = secs(t0, t1);
-    c.smaps_s = secs(t1, t2);
-    c.maps_s = secs(t2, t3);
-    if let (Ok(loc), Ok(mem)) = (attach(pid).and_then(|i| locate(&i)), ProcessMemory::open(pid)) {
-        let t4 = t();
-        let _ = loc.read(&mem);
-        c.gc_s = secs(t4, t());
-    }
-    let mut reader = PagemapReader::open(pid).map_err(|e| from_os(pid, &e, "/proc/PID/pagemap"))?;
-    let t5 = t();
-    let mut cow = CowTracker::baseline(&mut reader, &maps, &monotonic_ns).map_err(|e| from_os(pid, &e, "/proc/PID/pagemap"))?;
-    let t6 = t();
-    let d = cow.scan(&mut reader, &|_, _| 0.0, &monotonic_ns).map_err(|e| from_os(pid, &e, "/proc/PID/pagemap"))?;
-    c.pagemap_baseline_s = secs(t5, t6);
-    c.pagemap_scan_s = secs(t6, t());
-    c.pages_read = d.pages_read;
-    c.shared_pages = cow.baseline.shared_pages;
-    Ok(c)
 }
 
 #[cfg(test)]

@@ -86,7 +86,6 @@ impl Memory for BufferMemory {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::smaps::ProcFiles;
 
     /// A forked child shares 256 pages with us. Reading half of them through /proc/PID/mem leaves
     /// them shared; reading the other half with process_vm_readv makes the child copy them (5.19+).
@@ -114,9 +113,19 @@ mod tests {
                 libc::_exit(0);
             }
         }
-        let private = |pid: i32| {
-            let r = ProcFiles::open(pid).unwrap().read_rollup().unwrap();
-            r.private_clean + r.private_dirty
+        // Private bytes of the test mapping alone: the test binary's other threads keep writing to
+        // their own pages after the fork, which makes the child's copies of those private too.
+        let private = |pid: i32| -> u64 {
+            let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap();
+            let head = format!("{:x}-", base as usize);
+            let block = smaps.split_once(&head).map(|(_, rest)| rest).unwrap_or("");
+            block
+                .lines()
+                .skip(1)
+                .take_while(|l| l.split_whitespace().next().is_some_and(|w| w.ends_with(':')))
+                .filter(|l| l.starts_with("Private_Clean:") || l.starts_with("Private_Dirty:"))
+                .map(|l| l.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024)
+                .sum()
         };
         let before = private(child);
         let mem = ProcessMemory::open(child).unwrap();

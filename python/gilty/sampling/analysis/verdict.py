@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING
 from gilty.sampling.analysis.convoy import RESOLVED_SAMPLES_PER_EPISODE
 from gilty.sampling.analysis.functions import most_frequent
 from gilty.sampling.analysis.wording import label_list, milliseconds, percent, percent_range, short_labels, thread_label
+from gilty.sampling.analysis.summary_model import Verdict
 from gilty.sampling.session import GC, IDLE, NATIVE, UNKNOWN, WAITING_GIL
 
 if TYPE_CHECKING:
-    from gilty.sampling.analysis.summary import Summary, ThreadSummary, Verdict
+    from gilty.sampling.analysis.summary_model import Summary, ThreadSummary
 
 # A thread waiting for the GIL this share of its samples or more is slowed by it noticeably.
 WAITER_MIN = 0.05
@@ -142,7 +143,6 @@ def _gc(summary: "Summary", labels: dict) -> str:
 
 
 def verdict(summary: "Summary") -> "Verdict":
-    from gilty.sampling.analysis.summary import Verdict
 
     session = summary.session
     if summary.samples == 0 or not summary.threads:
