@@ -63,7 +63,7 @@ def test_text_report_has_a_process_table_then_pooled_threads():
     assert text.count("AnyIO worker thread ×8") == 4
     assert text.count("AnyIO worker thread ") == 4
     assert console_processes.POOL_NOTE in text
-    assert "handler (/srv/app.py:7)" in text
+    assert "handler (app.py:7) [holding_gil]" in text
 
 
 def test_top_frame_fits_80_by_24_and_says_what_is_left_out():
@@ -111,3 +111,93 @@ def test_single_process_json_keeps_its_shape():
             assert via_recording[key] == value, key
     assert via_recording["threads"] == single["threads"]
     assert len(via_recording["processes"]) == 1
+
+
+# -- the first screen of a server's report (issue 16) -------------------------------------------
+
+VENV_CMD = "/srv/v-httpbin/bin/python /srv/v-httpbin/bin/gunicorn httpbin:app -w 2 -k uvicorn.workers.UvicornWorker " + "--x " * 40
+
+
+def _server(late: int = 0):
+    """A master sleeping in `wait`, two workers whose MainThread holds the GIL 78 % in `handle`
+    and sleeps 22 % in `select`, each with eight idle AnyIO threads."""
+    rec = Recording(rate_hz=100.0, start_time=1_700_000_000.0)
+    rec.subprocesses = True
+    events = [_attached(100, 1, VENV_CMD)] + [_attached(pid, 100, VENV_CMD) for pid in (101, 102)]
+    batches = {}
+    b = BatchBuilder(names={100: "MainThread"})
+    batches[100] = b.batch([{100: (IDLE, b.stack(("SyncWorker.wait", "/srv/gunicorn/workers/sync.py", 35)))}] * 100)
+    for pid in (101, 102):
+        names = {pid: "MainThread", **{pid * 100 + i: f"AnyIO worker thread" for i in range(8)}}
+        b = BatchBuilder(names=names)
+        handle = b.stack(("handle", "/srv/app/views.py", 12), ("run", "/srv/uvicorn/server.py", 60))
+        wait = b.stack(("select", "/usr/lib/python3.12/selectors.py", 468), ("run", "/srv/uvicorn/server.py", 60))
+        rows = []
+        for i in range(100):
+            main = (HOLD, handle) if i % 50 < 39 else (IDLE, wait)
+            rows.append({pid: main, **{pid * 100 + k: IDLE for k in range(8)}})
+        batches[pid] = b.batch(rows)
+    ProcessTracker(rec).add({"events": events, "batches": batches, "finished": False})
+    for s in rec.sessions:
+        s.errors["late"] = late
+        s.duration_s = 1.0 if not late else (s.samples + late) / 100.0
+    rec.duration_s = 1.0
+    return rec
+
+
+def test_process_row_gives_the_busiest_threads_shares_not_an_average():
+    text = console.render_recording(_server())
+    lines = text.splitlines()
+    table = lines.index(console_processes.PROCESS_HEADING)
+    row = lines[table + 2]
+    assert row.split()[:2] == ["101", "worker"]
+    # MainThread held 78 %; averaged over the nine threads it would read 9 % held, 91 % idle.
+    assert "MainThread" in row and " 78% " in row and " 22% " in row, row
+
+
+def test_top_function_is_what_a_busy_worker_runs_not_where_it_sleeps():
+    text = console.render_recording(_server())
+    main_rows = [line for line in text.splitlines() if line.startswith("  MainThread ")]
+    workers = [r for r in main_rows if "handle (views.py:12)" in r]
+    assert len(workers) == 2, main_rows
+    assert all("select" not in r for r in workers)
+    # The master, idle all the time, is still named by where it sleeps.
+    assert any("SyncWorker.wait (sync.py:35) [idle]" in r for r in main_rows)
+
+
+def test_report_has_top_functions_and_a_headline_first():
+    text = console.render_recording(_server())
+    lines = text.splitlines()
+    assert lines[1].startswith("Busiest: pid 101 (worker) MainThread: GIL held 78%"), lines[1]
+    assert "handle (views.py:12)" in lines[1]
+    start = next(i for i, line in enumerate(lines) if line.startswith("Top functions"))
+    first = lines[start + 2]
+    assert first.split()[:2] == ["156", "100%"] and "handle (views.py:12)" in first and "2 processes" not in first
+    assert "pid 101, 102 (workers)" in first
+    # Idle samples are not functions worth reading: the master's wait is not in the section.
+    section = "\n".join(lines[start: start + 6])
+    assert "SyncWorker.wait" not in section and "select" not in section
+    # The first screen (24 lines) has the headline, the process table and the top function.
+    first_screen = "\n".join(lines[:24])
+    assert "Top functions" in first_screen and "handle (views.py:12)" in first_screen
+
+
+def test_every_line_fits_120_and_commands_tell_roles_apart():
+    rec = _server()
+    rec.notes.append("a very long hint " * 20)
+    text = console.render_recording(rec)
+    widths = [len(line) for line in text.splitlines()]
+    assert max(widths) <= console_processes.REPORT_WIDTH, max(widths)
+    table = text.splitlines().index(console_processes.PROCESS_HEADING)
+    rows = text.splitlines()[table + 1: table + 4]
+    assert [r.split()[1] for r in rows] == ["master", "worker", "worker"]
+    # The virtualenv's path is not what tells processes apart: the script and its arguments are.
+    assert all("python gunicorn httpbin:app -w 2" in r for r in rows), rows
+    assert console_processes.short_command("/usr/bin/python3.11 -m uvicorn app:app") == "python -m uvicorn app:app"
+
+
+def test_missed_passes_warn_with_the_effective_rate():
+    assert "effective rate" not in console.render_recording(_server())
+    text = console.render_recording(_server(late=100))
+    warnings = [line for line in text.splitlines() if line.startswith("warning: pid")]
+    assert len(warnings) == 3 and "effective rate 50 Hz of 100 Hz" in warnings[0], warnings

@@ -62,6 +62,11 @@ def _header(summary: Summary, title: str) -> list:
         f"errors: {errors['torn_retried']} torn reads retried, {errors['torn_dropped']} dropped, "
         f"{errors['read_failed']} failed reads, {errors['late']} late samples"
     )
+    from gilty.report.console_processes import rate_warning
+
+    warning = rate_warning(session)
+    if warning:
+        lines.append(warning)
     lines.append(
         f"GIL utilisation {percent(summary.gil_utilisation)} (garbage collection {percent(summary.gc_share)}), "
         f"{summary.mean_waiting_threads:.2f} threads waiting for the GIL on average"

@@ -5,6 +5,8 @@ process's threads with pools on one line) and the `gilty top` frame that fits a 
 from __future__ import annotations
 
 import datetime
+import re
+import textwrap
 from typing import Optional
 
 from gilty.sampling.analysis import summarise
@@ -13,7 +15,7 @@ from gilty.sampling.analysis.pools import Pool, group_pools
 from gilty.sampling.analysis.states import gil_utilisation, mean_waiting_threads, thread_states
 from gilty.sampling.analysis.wording import percent
 from gilty.sampling.processes import roles
-from gilty.sampling.session import GC, HOLDING_GIL, IDLE, NATIVE, STATE_NAMES, WAITING_GIL, Recording, Session
+from gilty.sampling.session import GC, HOLDING_GIL, IDLE, NATIVE, STATE_NAMES, UNKNOWN, WAITING_GIL, Recording, Session
 
 PARTIAL_MARKER = "PARTIAL"
 POOL_NOTE = "×N: N threads named alike (a pool) on one line: SAMPLES summed, shares averaged over its threads"
@@ -63,49 +65,224 @@ def _top_label(session: Session, pool: Pool, top: dict, short: bool = False) -> 
     if not shares:
         return ""
     best = max(shares, key=lambda f: f.samples)
-    if short and best.function is not None:
+    if best.function is None:
+        return f"{best.label()} [{best.state}]"
+    if short:
         # A terminal line has room for the function and where it is, not for the whole path.
-        return f"{best.function} ({best.file.rsplit('/', 1)[-1]}:{best.line})"
-    return f"{best.label()} [{best.state}]"
+        return f"{best.function} ({_base(best.file)}:{best.line})"
+    return f"{best.function} ({_base(best.file)}:{best.line}) [{best.state}]"
+
+
+def _base(path: Optional[str]) -> str:
+    return (path or "?").rsplit("/", 1)[-1]
 
 
 # -- the report -------------------------------------------------------------------------------
 
-PROCESS_HEADING = f"{'PID':>7} {'ROLE':<6} {'SAMPLES':>7} {'GIL':>5} {'HOLD':>5} {'WAIT':>5} {'NATIVE':>6} {'IDLE':>5}  COMMAND"
+# Every line of the text report fits this many characters (a wide terminal, a CI log).
+REPORT_WIDTH = 120
+# A thread not idle for this share of its samples is named by what it runs, not what it waits in.
+BUSY_MIN = 0.01
+_PYTHON = re.compile(r"^python[0-9.]*$")
+
+PROCESS_HEADING = (
+    f"{'PID':>7} {'ROLE':<6} {'SAMPLES':>7} {'GIL':>5}  {'BUSIEST THREAD':<20} "
+    f"{'HOLD':>5} {'WAIT':>5} {'NATIVE':>6} {'IDLE':>5}  COMMAND"
+)
+PROCESS_NOTE = "HOLD WAIT NATIVE IDLE: shares of the process's busiest thread (the one least idle)"
 
 
-def _process_row(session: Session, role: str, width: int = 100) -> str:
-    f = process_shares(session)
+def short_command(cmdline: str) -> str:
+    """A command line that fits a column: absolute paths as base names, the interpreter as `python`.
+
+    ``/srv/venv/bin/python /srv/venv/bin/gunicorn app:app -w 4`` reads ``python gunicorn app:app -w 4``:
+    what tells processes apart is the script and its arguments, not the virtualenv's path.
+    """
+    words = cmdline.split()
+    out = []
+    for i, word in enumerate(words):
+        if word.startswith("/") and len(word) > 1:
+            word = word.rstrip("/").rsplit("/", 1)[-1] or word
+        if i == 0 and _PYTHON.match(word):
+            word = "python"
+        out.append(word)
+    return " ".join(out)
+
+
+def _command(session: Session) -> str:
+    return short_command(session.target.cmdline or session.target.executable or "") or "python"
+
+
+def busiest_thread(session: Session, states: dict) -> Optional[int]:
+    """The thread least idle (most samples holding, waiting for the GIL or in native code).
+
+    Ties go to the one holding the GIL more, then to the first seen.
+    """
+    best = None
+    for tid in session.tids():
+        st = states.get(tid)
+        if st is None or not st.samples:
+            continue
+        busy = 1.0 - st.fraction(IDLE) - st.fraction(UNKNOWN)
+        key = (round(busy, 6), round(st.holding / st.samples, 6))
+        if best is None or key > best[0]:
+            best = (key, tid)
+    return None if best is None else best[1]
+
+
+def _process_row(session: Session, role: str, width: int = REPORT_WIDTH) -> str:
+    states = thread_states(session)
+    tid = busiest_thread(session, states)
+    name = ""
+    f = [0.0] * len(STATE_NAMES)
+    if tid is not None:
+        st = states[tid]
+        f = [st.fraction(code) for code in range(len(STATE_NAMES))]
+        name = session.thread_name(tid)
     line = (
-        f"{session.target.pid:>7} {_cut(role, 6):<6} {session.samples:>7} {percent(gil_utilisation(session)):>5} "
-        f"{_pct(f[HOLDING_GIL] + f[GC]):>5} {_pct(f[WAITING_GIL]):>5} {_pct(f[NATIVE]):>6} {_pct(f[IDLE]):>5}  "
+        f"{session.target.pid:>7} {_cut(role, 6):<6} {session.samples:>7} {percent(gil_utilisation(session)):>5}  "
+        f"{_cut(name, 20):<20} {_pct(f[HOLDING_GIL] + f[GC]):>5} {_pct(f[WAITING_GIL]):>5} {_pct(f[NATIVE]):>6} "
+        f"{_pct(f[IDLE]):>5}  "
     )
-    command = session.target.cmdline or session.target.executable
+    command = _command(session)
     if session.exited_at is not None:
         command = f"[exited at {session.exited_at:.1f} s] " + command
     return line + _cut(command, max(width - len(line), 10))
 
 
-THREAD_HEADING = f"{'THREAD':<26} {'TID':>8} {'SAMPLES':>7} " + " ".join(f"{h:>6}" for h in ("HOLD", "GC", "WAIT", "NATIVE", "IDLE"))
+THREAD_HEADING = f"  {'THREAD':<26} {'TID':>8} {'SAMPLES':>7} " + " ".join(f"{h:>6}" for h in ("HOLD", "GC", "WAIT", "NATIVE", "IDLE"))
 
 
-def _thread_lines(session: Session) -> list:
-    top = top_function_overall(session, thread_states(session))
-    pools = sorted(thread_pools(session), key=lambda p: (-sort_value(p.fractions, "hold"), p.tids[0]))
+def _thread_lines(session: Session, width: int = REPORT_WIDTH) -> list:
+    states = thread_states(session)
+    top = top_function_overall(session, states, busy_min=BUSY_MIN)
+    pools = sorted(thread_pools(session), key=lambda p: (-(1.0 - p.fractions[IDLE]), -sort_value(p.fractions, "hold"), p.tids[0]))
     lines = [THREAD_HEADING + "  TOP FUNCTION"]
     for p in pools:
         tid = str(p.tids[0]) if p.size == 1 else f"×{p.size}"
         f = p.fractions
-        lines.append(
-            f"{_cut(p.name, 26):<26} {tid:>8} {p.samples:>7} "
+        line = (
+            f"  {_cut(p.name, 26):<26} {tid:>8} {p.samples:>7} "
             + " ".join(f"{_pct(x):>6}" for x in (f[HOLDING_GIL], f[GC], f[WAITING_GIL], f[NATIVE], f[IDLE]))
-            + f"  {_top_label(session, p, top)}"
+            + "  "
         )
+        lines.append(line + _cut(_top_label(session, p, top), max(width - len(line), 10)))
     return lines
 
 
+TOP_FUNCTIONS_SHOWN = 10
+
+
+def function_rows(recording: Recording, skip_states: tuple = (IDLE,)) -> list:
+    """The innermost Python functions of every process's samples, most samples first.
+
+    [(samples, {state code: samples}, (function, file, line of most samples), {pid})]; samples
+    without a Python stack and those in ``skip_states`` are left out. One function of several
+    processes (forked workers run the same code) is one row.
+    """
+    rows: dict = {}
+    for s in recording.sessions:
+        for (_tid, state, stack_id), n in s.counts.items():
+            if state in skip_states:
+                continue
+            frame = s.innermost_frame(stack_id)
+            if frame is None:
+                continue
+            function, file, line = frame
+            entry = rows.setdefault((function, file), [0, {}, {}, set()])
+            entry[0] += n
+            entry[1][state] = entry[1].get(state, 0) + n
+            entry[2][line] = entry[2].get(line, 0) + n
+            entry[3].add(s.target.pid)
+    out = []
+    for (function, file), (n, by_state, lines, pids) in rows.items():
+        line = max(lines, key=lines.__getitem__)
+        out.append((n, by_state, (function, file, line), pids))
+    out.sort(key=lambda r: (-r[0], str(r[2])))
+    return out
+
+
+def _pids_text(pids: set, role_of: dict) -> str:
+    ordered = sorted(pids)
+    roles_seen = {role_of.get(p, "") for p in ordered}
+    role = roles_seen.pop() if len(roles_seen) == 1 else ""
+    if len(ordered) > 3:
+        text = f"{len(ordered)} processes"
+    else:
+        text = "pid " + ", ".join(map(str, ordered))
+    return f"{text} ({role}{'s' if role and len(ordered) > 1 else ''})" if role else text
+
+
+FUNCTION_HEADING = f"  {'SAMPLES':>8} {'SHARE':>6} {'HOLD':>6} {'WAIT':>6} {'NATIVE':>6}  FUNCTION"
+
+
+def top_function_lines(recording: Recording, limit: int = TOP_FUNCTIONS_SHOWN, width: int = REPORT_WIDTH) -> list:
+    """The "Top functions" section: what every process's threads ran or waited in, idle left out."""
+    rows = function_rows(recording)
+    if not rows:
+        return []
+    role_of = roles(recording)
+    total = sum(r[0] for r in rows)
+    lines = ["Top functions (innermost Python frame, idle samples left out; SHARE of the rest, HOLD counts GC)",
+             FUNCTION_HEADING]
+    for n, by_state, (function, file, line), pids in rows[:limit]:
+        share = lambda *codes: _pct(sum(by_state.get(c, 0) for c in codes) / n)  # noqa: E731
+        text = (
+            f"  {n:>8} {percent(n / total):>6} {share(HOLDING_GIL, GC):>6} {share(WAITING_GIL):>6} {share(NATIVE):>6}  "
+        )
+        where = f"{function} ({_base(file)}:{line})"
+        who = f"  in {_pids_text(pids, role_of)}" if len(recording.sessions) > 1 else ""
+        lines.append(text + _cut(where + who, max(width - len(text), 10)))
+    if len(rows) > limit:
+        lines.append(f"  ... {len(rows) - limit} more functions (the JSON and HTML reports have them all)")
+    return lines
+
+
+def _headline(recording: Recording, role_of: dict) -> Optional[str]:
+    """Which process and thread did the most, in one line: the first thing a reader wants."""
+    best = None
+    for s in recording.sessions:
+        states = thread_states(s)
+        tid = busiest_thread(s, states)
+        if tid is None:
+            continue
+        st = states[tid]
+        key = (round(1.0 - st.fraction(IDLE) - st.fraction(UNKNOWN), 6), st.holding / st.samples)
+        if best is None or key > best[0]:
+            best = (key, s, tid, st)
+    if best is None:
+        return None
+    _key, s, tid, st = best
+    role = role_of.get(s.target.pid, "")
+    top = top_function_overall(s, thread_states(s), busy_min=BUSY_MIN).get(tid)
+    where = f"; mostly in {top.function} ({_base(top.file)}:{top.line})" if top and top.function else ""
+    return (
+        f"Busiest: pid {s.target.pid}{' (' + role + ')' if role else ''} {s.thread_name(tid)}: "
+        f"GIL held {percent(st.holding / st.samples)}, waited {percent(st.fraction(WAITING_GIL))}, "
+        f"native {percent(st.fraction(NATIVE))}, idle {percent(st.fraction(IDLE))}{where}"
+    )
+
+
+def _fit(lines: list, width: int) -> list:
+    """Lines longer than ``width`` (verdicts, hints) wrapped, continued with an indent."""
+    out = []
+    for line in lines:
+        if len(line) <= width:
+            out.append(line)
+            continue
+        indent = len(line) - len(line.lstrip(" "))
+        out += textwrap.wrap(line, width, initial_indent="", subsequent_indent=" " * (indent + 4),
+                             break_long_words=True, break_on_hyphens=False) or [line[:width]]
+    return out
+
+
 def render(recording: Recording, title: str = "gilty record") -> str:
-    """The text report of a recording of several processes."""
+    """The text report of a recording of several processes.
+
+    First screen: the headline (busiest process and thread), the process table (role, busiest
+    thread's state split, a command line that tells them apart), then the top functions; the
+    threads of each process after that. Every line fits REPORT_WIDTH.
+    """
     started = datetime.datetime.fromtimestamp(recording.start_time).strftime("%Y-%m-%d %H:%M:%S")
     out = []
     if recording.partial:
@@ -115,30 +292,39 @@ def render(recording: Recording, title: str = "gilty record") -> str:
     out.append(f"{title}: {n} process{'es' if n != 1 else ''}{follow}, started {started}, "
                f"{recording.duration_s or 0.0:.1f} s at {recording.rate_hz:g} Hz")
     if recording.command:
-        out.append(f"command: {' '.join(recording.command)}")
+        out.append(_cut(f"command: {' '.join(recording.command)}", REPORT_WIDTH))
     for note in recording.notes:
         out.append(f"hint: {note}")
-    out.append("")
+    out += _rate_warnings(recording)
     role_of = roles(recording)
+    headline = _headline(recording, role_of)
+    if headline:
+        out.append(headline)
+    out.append("")
     out.append(PROCESS_HEADING)
     for s in recording.sessions:
         out.append(_process_row(s, role_of.get(s.target.pid, "")))
     for skipped in recording.skipped:
         out.append(f"skipped pid {skipped['pid']}: {skipped['reason']}")
+    out.append(PROCESS_NOTE)
+    functions = top_function_lines(recording)
+    if functions:
+        out.append("")
+        out += functions
     pooled = False
     verdicts: dict = {}
     for s in recording.sessions:
         out.append("")
         exited = f", exited at {s.exited_at:.1f} s" if s.exited_at is not None else ""
-        out.append(
-            f"Process {s.target.pid} ({role_of.get(s.target.pid, '')}), Python {s.target.python_version}{exited}: "
-            f"{_cut(s.target.cmdline or s.target.executable, 60)}"
-        )
+        role = role_of.get(s.target.pid, "")
+        out.append(_cut(
+            f"Process {s.target.pid}{' (' + role + ')' if role else ''}, Python {s.target.python_version}{exited}: "
+            f"{_command(s)}", REPORT_WIDTH))
         if not s.samples:
             out.append("  no samples")
             continue
         lines = _thread_lines(s)
-        pooled = pooled or any("×" in line.split("  ")[0] for line in lines[1:])
+        pooled = pooled or any("×" in line[:38] for line in lines[1:])
         out += lines
         summary = summarise(s)
         if summary.verdict and summary.verdict.text:
@@ -153,7 +339,28 @@ def render(recording: Recording, title: str = "gilty record") -> str:
     if recording.partial:
         out.append("")
         out.append(f"{PARTIAL_MARKER}: {recording.partial_reason or 'the recording ended early'}")
-    return "\n".join(out) + "\n"
+    return "\n".join(_fit(out, REPORT_WIDTH)) + "\n"
+
+
+def rate_warning(session: Session) -> Optional[str]:
+    """One line when passes were missed enough that the rate achieved is under 90 % of the rate asked."""
+    late = int(session.errors.get("late", 0))
+    if not late or not session.samples or not session.duration_s:
+        return None
+    effective = session.samples / session.duration_s
+    if effective >= 0.9 * session.rate_hz:
+        return None
+    return (
+        f"warning: pid {session.target.pid} missed {late} passes: effective rate {effective:.0f} Hz of "
+        f"{session.rate_hz:g} Hz asked (the sampler could not keep up; lower --rate or record fewer processes)"
+    )
+
+
+def _rate_warnings(recording: Recording) -> list:
+    out = [w for w in (rate_warning(s) for s in recording.sessions) if w]
+    if len(out) > 3:
+        out = out[:2] + [f"warning: {len(out) - 2} more processes missed passes (the JSON report's errors count them)"]
+    return out
 
 
 # -- the top frame ----------------------------------------------------------------------------

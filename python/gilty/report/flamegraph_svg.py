@@ -1,26 +1,96 @@
-"""An SVG flame graph, drawn by inferno (the native module) from the collapsed lines."""
+"""An SVG flame graph, drawn by inferno (the native module) from the collapsed lines.
+
+Frames read ``function (file.py:line)``, cut from the right when narrow so the function name
+stays; the tooltip gives the whole path. Each frame is coloured by the thread state it was
+seen in most (``pictures.STATE_COLOURS``), so the state split reads at a glance.
+"""
 
 from __future__ import annotations
 
-from gilty.sampling import launch
+import html
+import re
+from typing import Optional
+
 from gilty.report import collapsed
-from gilty.report.labels import process_label
+from gilty.report.labels import state_name
+from gilty.report.pictures import PictureOptions, frame_names, groups, stack_rows, state_colour
+from gilty.sampling import launch
 from gilty.sampling.session import Recording
 
+# One frame of inferno's output: <g><title>TEXT</title><rect ... fill="rgb(...)" .../>
+_FRAME = re.compile(r'<g><title>([^<]*)</title><rect ([^>]*?)fill="[^"]*"')
+# The title's tail inferno adds: " (1,234 samples, 12.34%)", or with a differential "...; +1.00%)".
+_TAIL = re.compile(r"^(.*) (\([\d,]+ [^,()]+, [-+\d.]+%(?:; [-+\d.]+%)?\))$", re.S)
 
-def title(recording: Recording) -> str:
-    if len(recording.sessions) == 1:
-        return f"gilty: {process_label(recording.sessions[0])}"
+
+def title(recording: Recording, options: Optional[PictureOptions] = None) -> str:
+    shown = groups(recording, options)
+    if len(shown) == 1:
+        return f"gilty: {shown[0].label}"
     return f"gilty: {len(recording.sessions)} processes ({', '.join(f'pid {p}' for p in recording.pids)})"
 
 
-def subtitle(recording: Recording) -> str:
+def subtitle(recording: Recording, options: Optional[PictureOptions] = None) -> str:
     duration = recording.duration_s
     if duration is None:
         duration = max((s.duration_s for s in recording.sessions), default=0.0)
-    return f"{duration:.1f} s at {recording.rate_hz:g} Hz; frames under each thread are split by thread state"
+    idle = "idle included" if options is not None and options.idle else "idle left out (--idle draws it)"
+    return f"{duration:.1f} s at {recording.rate_hz:g} Hz; each thread split by state, coloured by state; {idle}"
 
 
-def render(recording: Recording) -> str:
+def _xml(text: str) -> str:
+    return html.escape(text, quote=False)
+
+
+def recolour(svg: str, colours: dict, tooltips: dict) -> str:
+    """Frames coloured from ``colours`` and titled from ``tooltips`` (both keyed by frame label)."""
+
+    def one(m: re.Match) -> str:
+        text = html.unescape(m.group(1))
+        tail = _TAIL.match(text)
+        name, rest = (tail.group(1), " " + tail.group(2)) if tail else (text, "")
+        tip = _xml(tooltips.get(name, name) + rest)
+        colour = colours.get(name)
+        fill = f'fill="{colour}"' if colour else m.group(0)[m.group(0).rindex("fill="):]
+        return f"<g><title>{tip}</title><rect {m.group(2)}{fill}"
+
+    return _FRAME.sub(one, svg)
+
+
+def frame_styles(recording: Recording, options: Optional[PictureOptions]) -> tuple:
+    """({label: colour}, {label: tooltip}): each frame in the colour of its main state."""
+    names = frame_names(recording)
+    by_label: dict = {}
+    tooltips: dict = {}
+    for group, thread, state, session, stack_id, n in stack_rows(recording, options):
+        state_text = state_name(state)
+        for label in (group.label, thread):
+            by_label.setdefault(collapsed.clean(label), {})
+        by_label.setdefault(state_text, {}).setdefault(state_text, 0)
+        by_label[state_text][state_text] += n
+        for frame in session.stack(stack_id):
+            label = collapsed.clean(names.short(frame))
+            tooltips[label] = names.full(frame)
+            counts = by_label.setdefault(label, {})
+            counts[state_text] = counts.get(state_text, 0) + n
+    colours = {}
+    for label, counts in by_label.items():
+        if counts:
+            main = max(counts, key=counts.__getitem__)
+            colours[label] = state_colour(main, "" if label == main else label)
+        else:
+            colours[label] = "rgb(200,200,200)"  # process and thread frames: neutral
+    return colours, tooltips
+
+
+def render(recording: Recording, options: Optional[PictureOptions] = None) -> str:
     native = launch.native_module()
-    return native.flamegraph_svg(collapsed.lines(recording), title(recording), subtitle(recording), "samples")
+    names = frame_names(recording)
+    lines = collapsed.lines(recording, options, names.short)
+    if not lines and not (options and options.idle):
+        # Every sample idle: an empty picture says nothing, the idle one at least says where it waits.
+        options = PictureOptions(idle=True, merge_workers=options.merge_workers if options else None)
+        lines = collapsed.lines(recording, options, names.short)
+    svg = native.flamegraph_svg(lines, title(recording, options), subtitle(recording, options), "samples")
+    colours, tooltips = frame_styles(recording, options)
+    return recolour(svg, colours, tooltips)

@@ -1,0 +1,168 @@
+"""What every picture of stacks draws: idle left out unless asked, identical workers merged.
+
+The flame graphs (SVG, HTML), speedscope and collapsed stacks show where time went. A server's
+master and its workers' thread pools sleep most of the time; drawn, their idle samples are most
+of the picture. So idle is off by default (``--idle`` brings it back, as py-spy's does), and
+the forked workers of one master, which run the same code, are one process with their threads
+merged by name (``--merge-workers``, on by default when the recording has workers).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from gilty.report.labels import command_text, process_label, thread_label
+from gilty.sampling.analysis.pools import pool_key
+from gilty.sampling.processes import roles
+from gilty.sampling.session import IDLE, Recording, Session
+
+
+@dataclass
+class PictureOptions:
+    """``idle``: draw idle samples. ``merge_workers``: one process for a master's identical
+    workers; None merges when the recording holds workers (a server)."""
+
+    idle: bool = False
+    merge_workers: Optional[bool] = None
+
+
+DEFAULT = PictureOptions()
+
+
+@dataclass
+class Group:
+    """One process as a picture shows it: a session, or several identical workers merged."""
+
+    label: str
+    role: str
+    sessions: list
+
+    @property
+    def merged(self) -> bool:
+        return len(self.sessions) > 1
+
+
+def merges(recording: Recording, options: Optional[PictureOptions]) -> bool:
+    options = options or DEFAULT
+    if options.merge_workers is not None:
+        return options.merge_workers
+    return "worker" in roles(recording).values()
+
+
+def groups(recording: Recording, options: Optional[PictureOptions] = None) -> list:
+    """The recording's processes as the picture draws them, in first-seen order."""
+    role_of = roles(recording)
+    if not merges(recording, options):
+        return [Group(process_label(s), role_of.get(s.target.pid, ""), [s]) for s in recording.sessions]
+    out: list = []
+    by_key: dict = {}
+    for s in recording.sessions:
+        role = role_of.get(s.target.pid, "")
+        if role != "worker":
+            out.append(Group(process_label(s), role, [s]))
+            continue
+        key = (s.target.ppid, s.target.cmdline)
+        group = by_key.get(key)
+        if group is None:
+            group = by_key[key] = Group("", role, [])
+            out.append(group)
+        group.sessions.append(s)
+    for group in by_key.values():
+        if len(group.sessions) == 1:
+            group.label = process_label(group.sessions[0])
+        else:
+            first = group.sessions[0]
+            group.label = f"{len(group.sessions)} workers of pid {first.target.ppid} · {command_text(first)}"
+    return out
+
+
+def thread_name(group: Group, session: Session, tid: int) -> str:
+    """``MainThread (tid 4243)``; in merged workers the name alone, numbered pools as one."""
+    if not group.merged:
+        return thread_label(session, tid)
+    return pool_key(session.thread_name(tid))
+
+
+def drawn(state: int, options: Optional[PictureOptions]) -> bool:
+    return (options or DEFAULT).idle or state != IDLE
+
+
+def stack_rows(recording: Recording, options: Optional[PictureOptions] = None) -> list:
+    """[(group, thread name, state, session, stack_id, samples)] of every drawn sample, with the
+    thread name as the picture shows it (merged workers: one name for the same thread of each)."""
+    rows = []
+    for group in groups(recording, options):
+        for s in group.sessions:
+            names: dict = {}
+            for (tid, state, stack_id), n in s.stack_counts().items():
+                if not drawn(state, options):
+                    continue
+                name = names.get(tid)
+                if name is None:
+                    name = names[tid] = thread_name(group, s, tid)
+                rows.append((group, name, state, s, stack_id, n))
+    return rows
+
+
+def short_file(path: str) -> str:
+    return str(path).rsplit("/", 1)[-1]
+
+
+class FrameNames:
+    """``function (file.py:line)`` for pictures, the file by its base name; two files of the same
+    base name (two packages' ``__init__.py``) keep as many directories as tell them apart."""
+
+    def __init__(self, frames) -> None:
+        by_base: dict = {}
+        for function, file, _line in frames:
+            by_base.setdefault((function, short_file(file)), set()).add(str(file))
+        self._file: dict = {}
+        for files in by_base.values():
+            depth = 1
+            while len({"/".join(f.split("/")[-depth:]) for f in files}) < len(files) and depth < 64:
+                depth += 1
+            for f in files:
+                self._file[f] = "/".join(f.split("/")[-depth:])
+
+    def short(self, frame: tuple) -> str:
+        function, file, line = frame
+        return f"{function} ({self._file.get(str(file), short_file(file))}:{line})"
+
+    @staticmethod
+    def full(frame: tuple) -> str:
+        function, file, line = frame
+        return f"{function} ({file}:{line})"
+
+
+def frame_names(recording: Recording) -> FrameNames:
+    return FrameNames({f for s in recording.sessions for f in s.frames.values()})
+
+
+# Hue and saturation per state name; a state this list does not know gets a hue from its name.
+STATE_COLOURS = {
+    "holding_gil": (6, 70),
+    "gc": (280, 45),
+    "waiting_gil": (36, 85),
+    "native": (210, 60),
+    "idle": (210, 8),
+    "unknown": (190, 5),
+}
+
+
+def _hash(text: str) -> int:
+    h = 0
+    for ch in text:
+        h = (h * 31 + ord(ch)) & 0xFFFFFFFF
+    return h
+
+
+def state_colour(state: str, name: str = "") -> str:
+    """``rgb(r,g,b)``: the state's hue, a stable shade per frame name so neighbours differ."""
+    import colorsys
+
+    hue, sat = STATE_COLOURS.get(state) or (_hash(state) % 360, 50)
+    h = _hash(name)
+    light = (62 + (h >> 5) % 22) if name else 55
+    r, g, b = colorsys.hls_to_rgb(((hue + (h % 20) - 10) % 360) / 360, light / 100, sat / 100)
+    return f"rgb({round(r * 255)},{round(g * 255)},{round(b * 255)})"
