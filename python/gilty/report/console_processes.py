@@ -64,7 +64,8 @@ def _top_label(session: Session, pool: Pool, top: dict, short: bool = False) -> 
     shares = [top[tid] for tid in pool.tids if tid in top]
     if not shares:
         return ""
-    best = max(shares, key=lambda f: f.samples)
+    # A pool is named by a member at work, if any is: the busy function, not the idle wait.
+    best = max(shares, key=lambda f: (f.state != "idle", f.samples))
     if best.function is None:
         return f"{best.label()} [{best.state}]"
     if short:
@@ -203,17 +204,16 @@ def function_rows(recording: Recording, skip_states: tuple = (IDLE,)) -> list:
 
 
 def _pids_text(pids: set, role_of: dict) -> str:
+    """``pid 4212``, ``4 workers``, ``master``, ``3 processes``: which processes ran a function."""
     ordered = sorted(pids)
     roles_seen = {role_of.get(p, "") for p in ordered}
     role = roles_seen.pop() if len(roles_seen) == 1 else ""
-    if len(ordered) > 3:
-        text = f"{len(ordered)} processes"
-    else:
-        text = "pid " + ", ".join(map(str, ordered))
-    return f"{text} ({role}{'s' if role and len(ordered) > 1 else ''})" if role else text
+    if len(ordered) == 1:
+        return f"pid {ordered[0]}"
+    return f"{len(ordered)} {role}s" if role else f"{len(ordered)} processes"
 
 
-FUNCTION_HEADING = f"  {'SAMPLES':>8} {'SHARE':>6} {'HOLD':>6} {'WAIT':>6} {'NATIVE':>6}  FUNCTION"
+FUNCTION_HEADING = f"  {'SAMPLES':>8} {'SHARE':>6} {'HOLD':>6} {'WAIT':>6} {'NATIVE':>6}  {'IN':<12} FUNCTION"
 
 
 def top_function_lines(recording: Recording, limit: int = TOP_FUNCTIONS_SHOWN, width: int = REPORT_WIDTH) -> list:
@@ -230,9 +230,8 @@ def top_function_lines(recording: Recording, limit: int = TOP_FUNCTIONS_SHOWN, w
         text = (
             f"  {n:>8} {percent(n / total):>6} {share(HOLDING_GIL, GC):>6} {share(WAITING_GIL):>6} {share(NATIVE):>6}  "
         )
-        where = f"{function} ({_base(file)}:{line})"
-        who = f"  in {_pids_text(pids, role_of)}" if len(recording.sessions) > 1 else ""
-        lines.append(text + _cut(where + who, max(width - len(text), 10)))
+        text += f"{_cut(_pids_text(pids, role_of), 12):<12} "
+        lines.append(text + _cut(f"{function} ({_base(file)}:{line})", max(width - len(text), 10)))
     if len(rows) > limit:
         lines.append(f"  ... {len(rows) - limit} more functions (the JSON and HTML reports have them all)")
     return lines
@@ -255,9 +254,9 @@ def _headline(recording: Recording, role_of: dict) -> Optional[str]:
     _key, s, tid, st = best
     role = role_of.get(s.target.pid, "")
     top = top_function_overall(s, thread_states(s), busy_min=BUSY_MIN).get(tid)
-    where = f"; mostly in {top.function} ({_base(top.file)}:{top.line})" if top and top.function else ""
+    where = f"\n  mostly in {top.function} ({_base(top.file)}:{top.line}) [{top.state}]" if top and top.function else ""
     return (
-        f"Busiest: pid {s.target.pid}{' (' + role + ')' if role else ''} {s.thread_name(tid)}: "
+        f"Busiest: pid {s.target.pid}{' (' + role + ')' if role else ''} {s.thread_name(tid)} (tid {tid}): "
         f"GIL held {percent(st.holding / st.samples)}, waited {percent(st.fraction(WAITING_GIL))}, "
         f"native {percent(st.fraction(NATIVE))}, idle {percent(st.fraction(IDLE))}{where}"
     )
@@ -299,7 +298,7 @@ def render(recording: Recording, title: str = "gilty record") -> str:
     role_of = roles(recording)
     headline = _headline(recording, role_of)
     if headline:
-        out.append(headline)
+        out += headline.split("\n")
     out.append("")
     out.append(PROCESS_HEADING)
     for s in recording.sessions:
