@@ -27,7 +27,12 @@ def title(recording: Recording, options: Optional[PictureOptions] = None) -> str
     shown = groups(recording, options)
     if len(shown) == 1:
         return f"gilty: {shown[0].label}"
-    return f"gilty: {len(recording.sessions)} processes ({', '.join(f'pid {p}' for p in recording.pids)})"
+    parts = [
+        f"{len(g.sessions)} workers of pid {g.sessions[0].target.ppid}" if g.merged
+        else f"pid {g.sessions[0].target.pid}" + (f" ({g.role})" if g.role and g.role != "main" else "")
+        for g in shown
+    ]
+    return f"gilty: {len(recording.sessions)} processes: {', '.join(parts)}"
 
 
 def subtitle(recording: Recording, options: Optional[PictureOptions] = None) -> str:
@@ -42,17 +47,30 @@ def _xml(text: str) -> str:
     return html.escape(text, quote=False)
 
 
+# inferno's script draws each label from its frame's title (the title minus its last "(...)"). With
+# the whole path in the title, the label is taken from the frame's data-label instead.
+_LABEL_FROM_TITLE = 'find_child(e, "title").textContent.replace(/\\([^(]*\\)$/,"")'
+_LABEL_FROM_DATA = '(e.getAttribute("data-label") || ' + _LABEL_FROM_TITLE + ")"
+
+
 def recolour(svg: str, colours: dict, tooltips: dict) -> str:
-    """Frames coloured from ``colours`` and titled from ``tooltips`` (both keyed by frame label)."""
+    """Frames coloured from ``colours`` and, where inferno's script allows, titled from ``tooltips``
+    (both keyed by frame label)."""
+    long_titles = _LABEL_FROM_TITLE in svg
+    if long_titles:
+        svg = svg.replace(_LABEL_FROM_TITLE, _LABEL_FROM_DATA)
 
     def one(m: re.Match) -> str:
         text = html.unescape(m.group(1))
         tail = _TAIL.match(text)
         name, rest = (tail.group(1), " " + tail.group(2)) if tail else (text, "")
-        tip = _xml(tooltips.get(name, name) + rest)
         colour = colours.get(name)
         fill = f'fill="{colour}"' if colour else m.group(0)[m.group(0).rindex("fill="):]
-        return f"<g><title>{tip}</title><rect {m.group(2)}{fill}"
+        full = tooltips.get(name)
+        if not long_titles or full is None or full == name:
+            return f"<g><title>{m.group(1)}</title><rect {m.group(2)}{fill}"
+        label = html.escape(name, quote=True)
+        return f'<g data-label="{label}"><title>{_xml(full + rest)}</title><rect {m.group(2)}{fill}'
 
     return _FRAME.sub(one, svg)
 

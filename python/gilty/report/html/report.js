@@ -25,6 +25,7 @@
       "gilty: " + (procs.length === 1 ? procs[0].label : procs.length + " processes");
     const targets = document.getElementById("targets");
     for (const p of procs) add(targets, "div", {}, p.label + " — Python " + p.python_version);
+    if (procs.length > 1) document.getElementById("targets-box").open = false; // the table names them
     const summary = document.getElementById("summary");
     const item = (k, v) => { const d = add(summary, "div"); add(d, "dt", {}, k); add(d, "dd", {}, v); };
     item("duration", secs(DATA.duration_s));
@@ -348,7 +349,22 @@
       any = true;
       if (DATA.processes.length > 1) add(box, "div", { class: "tl-process" }, p.label);
       // Threads named alike (ThreadPoolExecutor-0_0 .. _7) are one row and one column: a pool.
-      const poolOf = (name) => name === null || name === undefined ? "(none)" : String(name).replace(/\d+/g, "#");
+      // As in the text report: differently numbered names make a pool from three threads on.
+      const byKey = new Map();
+      const note = (name) => {
+        if (name === null || name === undefined) return;
+        const k = String(name).replace(/\d+/g, "#");
+        if (!byKey.has(k)) byKey.set(k, new Set());
+        byKey.get(k).add(String(name));
+      };
+      for (const t of p.threads) note(t.name);
+      for (const t of waiters) for (const b of t.blame) note(b.holder);
+      const poolOf = (name) => {
+        if (name === null || name === undefined) return "(none)";
+        const k = String(name).replace(/\d+/g, "#");
+        const names = byKey.get(k);
+        return names && (names.size === 1 || names.size >= 3) ? k : String(name);
+      };
       const rowsByPool = new Map();
       for (const t of waiters) {
         const k = poolOf(t.name);
