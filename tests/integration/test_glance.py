@@ -301,3 +301,19 @@ def test_trace_is_trace_event_format_with_stack_slices_per_thread(outputs):
     assert any(f.endswith("/tests/targets/server_app/serverapp.py") for f in doc["otherData"]["files"])
     size_mb = outputs["chrome"].stat().st_size / 1e6
     print(f"trace: {size_mb:.2f} MB for {RECORD_S} s, {size_mb * 60 / RECORD_S:.1f} MB per minute")
+
+
+def test_compare_differential_page_draws_in_chromium(browser, outputs):
+    page = outputs["json"].with_name("diff.html")
+    rc, _out, err = run_gilty("compare", outputs["json"], outputs["json"], "-o", page)
+    assert rc == 0, err
+    browser.open(page)
+    time.sleep(0.5)
+    assert browser.errors() == []
+    # The flame graph is the SVG in the page: its own script ran and laid out the labels.
+    frames = browser.js("Array.from(document.querySelectorAll('#diff-flamegraph g > title')).map(t => t.textContent)")
+    assert any(t.startswith("busy_handler (serverapp.py) (") for t in frames), frames[:5]
+    labels = browser.js("Array.from(document.querySelectorAll('#diff-flamegraph g > text')).map(t => t.textContent)")
+    assert any(t.startswith("busy_handler (serverapp.py") for t in labels), labels[:20]
+    assert browser.js("document.querySelectorAll('#compare-rows tbody tr').length") > 0
+    screenshot(browser, page.with_suffix(".html.png"))

@@ -200,3 +200,15 @@ def test_missed_passes_warn_with_the_effective_rate():
     text = console.render_recording(_server(late=100))
     warnings = [line for line in text.splitlines() if line.startswith("warning: pid")]
     assert len(warnings) == 3 and "effective rate 50 Hz of 100 Hz" in warnings[0], warnings
+
+
+def test_compare_keeps_roles_apart_and_names_functions():
+    from gilty.load.compare import compare_recordings
+
+    rows = compare_recordings(_server(), _server())
+    scopes = {r.scope for r in rows}
+    # The master's MainThread sleeps, the workers' run: one row each, not one "thread MainThread".
+    assert "master thread MainThread" in scopes and "worker thread MainThread" in scopes
+    assert "thread MainThread" not in scopes
+    # The same recording twice: no function moved, nothing beyond noise.
+    assert not [r for r in rows if r.beyond_noise]
