@@ -72,8 +72,25 @@ def test_top_frame_fits_80_by_24_and_says_what_is_left_out():
     lines = frame.splitlines()
     assert len(lines) <= 24, frame
     assert max(len(line) for line in lines) <= 80, frame
-    assert lines[-1].startswith("+"), frame
-    assert "more" in lines[-1]
+    more = [line for line in lines if line.startswith("+")]
+    assert len(more) == 1 and "more" in more[0], frame
+    # py-spy top's table below: functions by own and total time.
+    table = lines.index(console_processes.FUNCTIONS_HEADING[:80])
+    assert lines[table + 1].split()[:3] == ["100%", "100%", "handler"], frame
+
+
+def test_top_names_a_busy_thread_by_its_function_in_a_wide_column():
+    frame = console_processes.render_top(_server(), 3.0, "hold", 80, 24)
+    rows = [line for line in frame.splitlines() if line.startswith("MainThread ")]
+    assert sum(r.endswith("handle (views.py:12)") for r in rows) == 2, frame
+    # The function column of an 80-column frame holds at least 27 characters (it held 16).
+    assert 80 - console_processes.TOP_HEADING.index("TOP FUNCTION") >= 27
+    # Narrow: the location goes before the function name is cut.
+    fit = console_processes.fit_function
+    assert fit("Random._randbelow", "/usr/lib/python3.12/random.py", 239, 33) == "Random._randbelow (random.py:239)"
+    assert fit("Random._randbelow", "/usr/lib/python3.12/random.py", 239, 32) == "Random._randbelow (random.py)"
+    assert fit("Random._randbelow", "/usr/lib/python3.12/random.py", 239, 28) == "Random._randbelow"
+    assert fit("Random._randbelow", "/usr/lib/python3.12/random.py", 239, 10) == "Random._r~"
 
 
 def test_top_sort_by_wait_puts_the_waiting_process_first():

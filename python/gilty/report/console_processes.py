@@ -364,7 +364,34 @@ def _rate_warnings(recording: Recording) -> list:
 
 # -- the top frame ----------------------------------------------------------------------------
 
-TOP_HEADING = f"{'THREAD':<24} {'TID':>7} {'HOLD':>5} {'WAIT':>5} {'NATIVE':>6} {'IDLE':>5} {'GC':>4}  TOP FUNCTION"
+TOP_HEADING = f"{'THREAD':<18} {'TID':>7} {'HOLD':>5} {'WAIT':>5} {'NATIVE':>6} {'IDLE':>5}  TOP FUNCTION"
+FUNCTIONS_HEADING = f"{'%OWN':>6} {'%TOTAL':>6}  FUNCTION (not-idle samples of every process in the window)"
+
+
+def fit_function(function: Optional[str], file: Optional[str], line: Optional[int], width: int) -> str:
+    """``function (file.py:line)`` in ``width``: the location goes before the function name is cut."""
+    if function is None:
+        return _cut("(no Python stack)", width)
+    for text in (f"{function} ({_base(file)}:{line})", f"{function} ({_base(file)})", function):
+        if len(text) <= width:
+            return text
+    return _cut(function, width)
+
+
+def function_table(recording: Recording, rows: int, width: int) -> list:
+    """py-spy top's table: each function's share of the not-idle samples with it innermost (%OWN)
+    and anywhere on the stack (%TOTAL), most own time first."""
+    from gilty.sampling.analysis.difference import functions
+
+    own, anywhere, total = functions(recording)
+    if not total or rows < 1:
+        return []
+    ranked = sorted(anywhere, key=lambda k: (-own.get(k, 0), -anywhere[k], k))[:rows]
+    out = [_cut(FUNCTIONS_HEADING, width)]
+    for name in ranked:
+        head = f"{percent(own.get(name, 0) / total):>6} {percent(anywhere[name] / total):>6}  "
+        out.append(head + _cut(name, width - len(head)))
+    return out
 
 
 def render_top(
@@ -378,7 +405,8 @@ def render_top(
     """One `gilty top` frame over the last window: at most ``height`` lines of at most ``width``.
 
     Processes and, within each, threads (pools on one line) are ordered by ``sort``; what does
-    not fit is counted in a last "+N more" line.
+    not fit is counted in a "+N more" line. Below them, room permitting, py-spy top's table of
+    functions by own and total time.
     """
     sessions = [s for s in recording.sessions if s.samples]
     role_of = roles(recording)
@@ -391,7 +419,7 @@ def render_top(
     blocks = []
     for s in sessions:
         pools = thread_pools(s)
-        top = top_function_overall(s, thread_states(s))
+        top = top_function_overall(s, thread_states(s), busy_min=BUSY_MIN)
         pools.sort(key=lambda p: (-sort_value(p.fractions, sort), p.tids[0]))
         shares = process_shares(s)
         exited = " exited" if s.exited_at is not None else ""
@@ -399,20 +427,26 @@ def render_top(
             f"pid {s.target.pid} {role_of.get(s.target.pid, '')}{exited}: GIL {percent(gil_utilisation(s))}, "
             f"{mean_waiting_threads(s):.1f} waiting, "
         )
-        title = _cut(title + (s.target.cmdline or s.target.executable), width)
+        title = _cut(title + _command(s), width)
         rows = []
         for p in pools:
             f = p.fractions
             tid = str(p.tids[0]) if p.size == 1 else f"×{p.size}"
             row = (
-                f"{_cut(p.name, 24):<24} {_cut(tid, 7):>7} {_pct(f[HOLDING_GIL] + f[GC]):>5} {_pct(f[WAITING_GIL]):>5} "
-                f"{_pct(f[NATIVE]):>6} {_pct(f[IDLE]):>5} {_pct(f[GC]):>4}  "
+                f"{_cut(p.name, 18):<18} {_cut(tid, 7):>7} {_pct(f[HOLDING_GIL] + f[GC]):>5} {_pct(f[WAITING_GIL]):>5} "
+                f"{_pct(f[NATIVE]):>6} {_pct(f[IDLE]):>5}  "
             )
-            rows.append(row + _cut(_top_label(s, p, top, short=True), width - len(row)))
+            members = [top[t] for t in p.tids if t in top]
+            best = max(members, key=lambda x: (x.state != "idle", x.samples)) if members else None
+            label = fit_function(best.function, best.file, best.line, width - len(row)) if best else ""
+            rows.append(row + label)
         blocks.append((sort_value(shares, sort), s.target.pid, title, rows))
     blocks.sort(key=lambda b: (-b[0], b[1]))
     lines = head + [TOP_HEADING[:width]]
-    budget = height - len(lines) - 1  # keep one line for "+N more"
+    # A third of the screen (at least 4 lines) for the function table when there is room.
+    table_rows = max(4, (height - len(lines)) // 3) if height - len(lines) >= 12 else 0
+    functions = function_table(recording, table_rows - 2, width) if table_rows else []
+    budget = height - len(lines) - 1 - (len(functions) + 1 if functions else 0)  # one line for "+N more"
     more_rows = 0
     more_procs = 0
     for _value, _pid, title, rows in blocks:
@@ -431,6 +465,9 @@ def render_top(
         lines.append(_cut(f"+{more_rows} more thread line{'s' if more_rows != 1 else ''}{extra}", width))
     if not sessions:
         lines.append("no samples in the last window")
+    if functions:
+        lines.append("")
+        lines += functions
     return "\n".join(lines) + "\n"
 
 
