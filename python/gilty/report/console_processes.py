@@ -5,7 +5,6 @@ process's threads with pools on one line) and the `gilty top` frame that fits a 
 from __future__ import annotations
 
 import datetime
-import re
 import textwrap
 from typing import Optional
 
@@ -14,6 +13,7 @@ from gilty.sampling.analysis.functions import top_function_overall
 from gilty.sampling.analysis.pools import Pool, group_pools
 from gilty.sampling.analysis.states import gil_utilisation, mean_waiting_threads, thread_states
 from gilty.sampling.analysis.wording import percent
+from gilty.report.pictures import short_command
 from gilty.sampling.processes import roles
 from gilty.sampling.session import GC, HOLDING_GIL, IDLE, NATIVE, STATE_NAMES, UNKNOWN, WAITING_GIL, Recording, Session
 
@@ -84,30 +84,12 @@ def _base(path: Optional[str]) -> str:
 REPORT_WIDTH = 120
 # A thread not idle for this share of its samples is named by what it runs, not what it waits in.
 BUSY_MIN = 0.01
-_PYTHON = re.compile(r"^python[0-9.]*$")
 
 PROCESS_HEADING = (
     f"{'PID':>7} {'ROLE':<6} {'SAMPLES':>7} {'GIL':>5}  {'BUSIEST THREAD':<20} "
     f"{'HOLD':>5} {'WAIT':>5} {'NATIVE':>6} {'IDLE':>5}  COMMAND"
 )
 PROCESS_NOTE = "HOLD WAIT NATIVE IDLE: shares of the process's busiest thread (the one least idle)"
-
-
-def short_command(cmdline: str) -> str:
-    """A command line that fits a column: absolute paths as base names, the interpreter as `python`.
-
-    ``/srv/venv/bin/python /srv/venv/bin/gunicorn app:app -w 4`` reads ``python gunicorn app:app -w 4``:
-    what tells processes apart is the script and its arguments, not the virtualenv's path.
-    """
-    words = cmdline.split()
-    out = []
-    for i, word in enumerate(words):
-        if word.startswith("/") and len(word) > 1:
-            word = word.rstrip("/").rsplit("/", 1)[-1] or word
-        if i == 0 and _PYTHON.match(word):
-            word = "python"
-        out.append(word)
-    return " ".join(out)
 
 
 def _command(session: Session) -> str:

@@ -18,9 +18,9 @@ from gilty import __version__
 from gilty.sampling.analysis import summarise
 from gilty.sampling.analysis.functions import top_function_overall
 from gilty.sampling.analysis.states import thread_states
-from gilty.report.console_processes import BUSY_MIN, busiest_thread, short_command
+from gilty.report.console_processes import BUSY_MIN, busiest_thread
 from gilty.report.labels import command_text, process_label
-from gilty.report.pictures import PictureOptions, merges
+from gilty.report.pictures import PictureOptions, merges, short_command
 from gilty.sampling.processes import roles
 from gilty.sampling.session import STATE_NAMES, WAITING_GIL, Recording, Session
 

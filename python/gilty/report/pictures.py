@@ -9,6 +9,7 @@ merged by name (``--merge-workers``, on by default when the recording has worker
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Optional
 
@@ -28,6 +29,24 @@ class PictureOptions:
 
 
 DEFAULT = PictureOptions()
+_PYTHON = re.compile(r"^python[0-9.]*$")
+
+
+def short_command(cmdline: str) -> str:
+    """A command line that fits a column: absolute paths as base names, the interpreter as `python`.
+
+    ``/srv/venv/bin/python /srv/venv/bin/gunicorn app:app -w 4`` reads ``python gunicorn app:app -w 4``:
+    what tells processes apart is the script and its arguments, not the virtualenv's path.
+    """
+    words = cmdline.split()
+    out = []
+    for i, word in enumerate(words):
+        if word.startswith("/") and len(word) > 1:
+            word = word.rstrip("/").rsplit("/", 1)[-1] or word
+        if i == 0 and _PYTHON.match(word):
+            word = "python"
+        out.append(word)
+    return " ".join(out)
 
 
 @dataclass
@@ -73,7 +92,7 @@ def groups(recording: Recording, options: Optional[PictureOptions] = None) -> li
             group.label = process_label(group.sessions[0])
         else:
             first = group.sessions[0]
-            group.label = f"{len(group.sessions)} workers of pid {first.target.ppid} · {command_text(first)}"
+            group.label = f"{len(group.sessions)} workers of pid {first.target.ppid} · {short_command(command_text(first))}"
     return out
 
 
