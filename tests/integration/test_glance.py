@@ -317,3 +317,36 @@ def test_compare_differential_page_draws_in_chromium(browser, outputs):
     assert any(t.startswith("busy_handler (serverapp.py") for t in labels), labels[:20]
     assert browser.js("document.querySelectorAll('#compare-rows tbody tr').length") > 0
     screenshot(browser, page.with_suffix(".html.png"))
+
+
+# -- progress on long work -------------------------------------------------------------------
+
+
+def test_record_of_several_processes_shows_progress_on_a_terminal_only(tmp_path):
+    import pty
+
+    from conftest import gilty_command, gilty_env
+
+    target = [sys.executable, str(REPO / "tests" / "targets" / "busy_children.py")]
+    argv = gilty_command() + ["record", "-s", "--duration", "2.5", "-o", str(tmp_path / "rec.json"), "--", *target]
+    # stderr on a terminal: the progress line is drawn and rewritten in place, then cleared.
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=follower, env=gilty_env())
+    os.close(follower)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # the terminal closed with the process
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(leader)
+    assert proc.wait(timeout=60) == 0, seen.decode(errors="replace")
+    text = seen.decode(errors="replace")
+    assert "\rgilty: recording 0:00:0" in text and " processes, " in text, text
+    # In a pipe: the same command writes no progress line.
+    done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, env=gilty_env(), timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert b"\r" not in done.stderr and b"gilty: recording 0:" not in done.stderr, done.stderr
