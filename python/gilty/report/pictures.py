@@ -136,17 +136,17 @@ class FrameNames:
         by_base: dict = {}
         for function, file, _line in frames:
             by_base.setdefault((function, short_file(file)), set()).add(str(file))
-        self._file: dict = {}
-        for files in by_base.values():
+        self._file: dict = {}  # (function, file) -> the file as shown
+        for (function, _base), files in by_base.items():
             depth = 1
             while len({"/".join(f.split("/")[-depth:]) for f in files}) < len(files) and depth < 64:
                 depth += 1
             for f in files:
-                self._file[f] = "/".join(f.split("/")[-depth:])
+                self._file[(function, f)] = "/".join(f.split("/")[-depth:])
 
     def short(self, frame: tuple) -> str:
         function, file, line = frame
-        return f"{function} ({self._file.get(str(file), short_file(file))}:{line})"
+        return f"{function} ({self._file.get((function, str(file)), short_file(file))}:{line})"
 
     @staticmethod
     def full(frame: tuple) -> str:
