@@ -161,7 +161,7 @@ def test_svg_labels_keep_the_function_name_idle_off_workers_merged(browser, outp
         function = title.split(" (", 1)[0]
         # Cut from the right: what is shown is the start of `function (file.py:line)`.
         assert not text.startswith(".."), (title, text)
-        visible = text[:-2] if text.endswith("..") else text
+        visible = (text[:-2] if text.endswith("..") else text).rstrip()
         assert function.startswith(visible) or visible.startswith(function + " ("), (title, text)
         if not text.endswith(".."):
             assert text.endswith(")") and "/" not in text, (title, text)
