@@ -350,3 +350,23 @@ def test_record_of_several_processes_shows_progress_on_a_terminal_only(tmp_path)
     done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, env=gilty_env(), timeout=60)
     assert done.returncode == 0, done.stderr
     assert b"\r" not in done.stderr and b"gilty: recording 0:" not in done.stderr, done.stderr
+
+
+def test_blame_matrix_groups_a_pool_into_one_row_and_column(browser, tmp_path):
+    # A synthetic recording (tests/unit/recordings.py), rendered in a child Python as the unit tests do.
+    page = tmp_path / "pool.html"
+    code = (
+        "import sys; sys.path[:0] = [sys.argv[2]];"
+        "from recordings import thread_pool; from gilty import report;"
+        "open(sys.argv[1], 'w', encoding='utf-8').write(report.render(thread_pool(), 'html'))"
+    )
+    subprocess.run([sys.executable, "-c", code, str(page), str(REPO / "tests" / "unit")], check=True, timeout=60)
+    browser.open(page)
+    assert browser.errors() == []
+    rows = browser.js("Array.from(document.querySelectorAll('.blame-matrix tbody tr')).map(r => r.firstChild.textContent)")
+    heads = browser.js("Array.from(document.querySelectorAll('.blame-matrix thead th')).map(h => h.textContent)")
+    # Eight waiting threads are one row, not eight columns scrolling off the page.
+    assert rows == ["ThreadPoolExecutor-#_# ×8"], rows
+    assert heads[1:] == ["MainThread"], heads
+    cell = browser.js("document.querySelector('.blame-matrix tbody td:nth-child(2)').textContent")
+    assert cell.startswith("100.0 %"), cell
