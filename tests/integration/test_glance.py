@@ -370,3 +370,16 @@ def test_blame_matrix_groups_a_pool_into_one_row_and_column(browser, tmp_path):
     assert heads[1:] == ["MainThread"], heads
     cell = browser.js("document.querySelector('.blame-matrix tbody td:nth-child(2)').textContent")
     assert cell.startswith("100.0 %"), cell
+
+
+def test_no_lines_in_the_html_flame_graph(browser, outputs):
+    import re
+
+    page = outputs["json"].with_name("nolines.html")
+    rc, _out, err = run_gilty("report", outputs["json"], "--no-lines", "-o", page)
+    assert rc == 0, err
+    browser.open(page)
+    assert browser.errors() == []
+    frames = [text for text, _title, kind in browser.js(HTML_FRAMES_JS) if kind == "frame"]
+    assert any(f == "busy_handler (serverapp.py)" for f in frames), frames[:20]
+    assert not any(re.search(r":\d+\)$", f) for f in frames), frames[:20]

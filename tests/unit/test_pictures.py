@@ -47,3 +47,16 @@ def test_every_state_name_gets_a_colour_new_ones_included():
     assert max(r, g, b) - min(r, g, b) < 40  # grey: idle
     new = state_colour("waiting_cpu")  # a state a newer sampler may add
     assert new.startswith("rgb(") and new == state_colour("waiting_cpu")
+
+
+def test_no_lines_makes_a_function_one_frame():
+    from gilty.report.pictures import frame_names
+
+    rec = _server()
+    with_lines = collapsed.counts(rec, PictureOptions(), frame_names(rec).short)
+    without = collapsed.counts(rec, PictureOptions(lines=False), frame_names(rec, PictureOptions(lines=False)).short)
+    assert any(k.endswith(";handle (views.py:12)") for k in with_lines)
+    assert any(k.endswith(";run (server.py);handle (views.py)") for k in without), list(without)
+    assert sum(with_lines.values()) == sum(without.values())
+    text = collapsed.render(rec, PictureOptions(lines=False))
+    assert "handle (/srv/app/views.py)" in text and ":12)" not in text

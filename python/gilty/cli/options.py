@@ -98,9 +98,19 @@ def add_picture_arguments(parser: argparse.ArgumentParser) -> None:
         help="draw a master's identical workers as one process, their threads merged by name "
         "(default: on when the recording holds workers)",
     )
+    parser.add_argument(
+        "--no-lines",
+        dest="lines",
+        action="store_false",
+        help="in flame graphs and collapsed stacks, name frames `function (file.py)` without the line",
+    )
 
 
 def picture_options(args: argparse.Namespace):
     from gilty.report.pictures import PictureOptions
 
-    return PictureOptions(idle=bool(getattr(args, "idle", False)), merge_workers=getattr(args, "merge_workers", None))
+    return PictureOptions(
+        idle=bool(getattr(args, "idle", False)),
+        merge_workers=getattr(args, "merge_workers", None),
+        lines=bool(getattr(args, "lines", True)),
+    )

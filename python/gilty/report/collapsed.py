@@ -45,6 +45,11 @@ def lines(recording: Recording, options: Optional[PictureOptions] = None, name: 
     return [f"{key} {n}" for key, n in sorted(counts(recording, options, name).items())]
 
 
+def _whole_path(frame: tuple) -> str:
+    function, file, _line = frame
+    return f"{function} ({file})"
+
+
 def render(recording: Recording, options: Optional[PictureOptions] = None) -> str:
-    out = lines(recording, options)
+    out = lines(recording, options, frame_label if options is None or options.lines else _whole_path)
     return "\n".join(out) + "\n" if out else ""

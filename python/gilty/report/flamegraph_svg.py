@@ -77,7 +77,7 @@ def recolour(svg: str, colours: dict, tooltips: dict) -> str:
 
 def frame_styles(recording: Recording, options: Optional[PictureOptions]) -> tuple:
     """({label: colour}, {label: tooltip}): each frame in the colour of its main state."""
-    names = frame_names(recording)
+    names = frame_names(recording, options)
     by_label: dict = {}
     tooltips: dict = {}
     for group, thread, state, session, stack_id, n in stack_rows(recording, options):
@@ -103,11 +103,12 @@ def frame_styles(recording: Recording, options: Optional[PictureOptions]) -> tup
 
 def render(recording: Recording, options: Optional[PictureOptions] = None) -> str:
     native = launch.native_module()
-    names = frame_names(recording)
+    names = frame_names(recording, options)
     lines = collapsed.lines(recording, options, names.short)
     if not lines and not (options and options.idle):
         # Every sample idle: an empty picture says nothing, the idle one at least says where it waits.
-        options = PictureOptions(idle=True, merge_workers=options.merge_workers if options else None)
+        options = PictureOptions(idle=True, merge_workers=options.merge_workers if options else None,
+                                 lines=options.lines if options else True)
         lines = collapsed.lines(recording, options, names.short)
     svg = native.flamegraph_svg(lines, title(recording, options), subtitle(recording, options), "samples")
     colours, tooltips = frame_styles(recording, options)

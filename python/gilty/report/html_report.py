@@ -211,7 +211,7 @@ def page_data(
         "frames": frame_list,
         "processes": processes,
         # What the flame graph starts with: idle hidden unless --idle; workers merged (one tree for all).
-        "options": {"idle": bool(options.idle), "merge_workers": merges(recording, options)},
+        "options": {"idle": bool(options.idle), "merge_workers": merges(recording, options), "lines": bool(options.lines)},
         "load": load,  # a `gilty load` report (drawn by load.js), or None
         "specialization": specialization,  # a `gilty specialization` part (specialization.js), or None
     }

@@ -26,6 +26,8 @@ class PictureOptions:
 
     idle: bool = False
     merge_workers: Optional[bool] = None
+    # False: frames without their line (``function (file.py)``), so a function's lines are one frame.
+    lines: bool = True
 
 
 DEFAULT = PictureOptions()
@@ -132,7 +134,8 @@ class FrameNames:
     """``function (file.py:line)`` for pictures, the file by its base name; two files of the same
     base name (two packages' ``__init__.py``) keep as many directories as tell them apart."""
 
-    def __init__(self, frames) -> None:
+    def __init__(self, frames, lines: bool = True) -> None:
+        self.lines = lines
         by_base: dict = {}
         for function, file, _line in frames:
             by_base.setdefault((function, short_file(file)), set()).add(str(file))
@@ -146,16 +149,16 @@ class FrameNames:
 
     def short(self, frame: tuple) -> str:
         function, file, line = frame
-        return f"{function} ({self._file.get((function, str(file)), short_file(file))}:{line})"
+        shown = self._file.get((function, str(file)), short_file(file))
+        return f"{function} ({shown}:{line})" if self.lines else f"{function} ({shown})"
 
-    @staticmethod
-    def full(frame: tuple) -> str:
+    def full(self, frame: tuple) -> str:
         function, file, line = frame
-        return f"{function} ({file}:{line})"
+        return f"{function} ({file}:{line})" if self.lines else f"{function} ({file})"
 
 
-def frame_names(recording: Recording) -> FrameNames:
-    return FrameNames({f for s in recording.sessions for f in s.frames.values()})
+def frame_names(recording: Recording, options: Optional[PictureOptions] = None) -> FrameNames:
+    return FrameNames({f for s in recording.sessions for f in s.frames.values()}, (options or DEFAULT).lines)
 
 
 # Hue and saturation per state name; a state this list does not know gets a hue from its name.

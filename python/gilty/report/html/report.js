@@ -12,10 +12,11 @@
   const secs = (x) => (x === null || x === undefined) ? "–" : (x >= 1 ? x.toFixed(2) + " s" : (1000 * x).toFixed(1) + " ms");
   const stateColor = (s) => getComputedStyle(document.documentElement).getPropertyValue("--" + STATES[s]).trim() || "#999";
   // Frames show the file's base name; the tooltip and details line give the whole path.
+  const LINES = !DATA.options || DATA.options.lines !== false; // --no-lines: a function's lines are one frame
   const frameLabel = (i, whole) => {
     const f = DATA.frames[i];
     const file = whole ? f[1] : String(f[1]).split("/").pop();
-    return f[0] + " (" + file + ":" + f[2] + ")";
+    return f[0] + " (" + file + (LINES ? ":" + f[2] : "") + ")";
   };
 
   // -- header ---------------------------------------------------------------------------------
@@ -116,7 +117,7 @@
         if (!filters.states.has(state)) continue;
         root.value += n;
         let cur = root;
-        const keys = [["s" + state, STATES[state], "state", null]].concat(path.map((f) => ["f" + f, frameLabel(f), "frame", frameLabel(f, true)]));
+        const keys = [["s" + state, STATES[state], "state", null]].concat(path.map((f) => [LINES ? "f" + f : "f" + frameLabel(f, true), frameLabel(f), "frame", frameLabel(f, true)]));
         for (const [key, name, kind, full] of keys) {
           let child = cur.children.get(key);
           if (!child) { child = node(name, kind, state, full); cur.children.set(key, child); }
