@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-from gilty.report.labels import command_text, process_label, thread_label
+from gilty.report.labels import command_text, frame_label, process_label, thread_label
 from gilty.sampling.analysis.pools import pool_key
 from gilty.sampling.processes import roles
 from gilty.sampling.session import IDLE, Recording, Session
@@ -100,9 +100,11 @@ def groups(recording: Recording, options: Optional[PictureOptions] = None) -> li
 
 def thread_name(group: Group, session: Session, tid: int) -> str:
     """``MainThread (tid 4243)``; in merged workers the name alone, numbered pools as one."""
+    label = thread_label(session, tid)
     if not group.merged:
-        return thread_label(session, tid)
-    return pool_key(session.thread_name(tid))
+        return label
+    suffix = f" (tid {tid})"
+    return pool_key(label[: -len(suffix)] if label.endswith(suffix) else label)
 
 
 def drawn(state: int, options: Optional[PictureOptions]) -> bool:
@@ -149,12 +151,17 @@ class FrameNames:
 
     def short(self, frame: tuple) -> str:
         function, file, line = frame
-        shown = self._file.get((function, str(file)), short_file(file))
-        return f"{function} ({shown}:{line})" if self.lines else f"{function} ({shown})"
+        return self._label((function, self._file.get((function, str(file)), short_file(file)), line))
 
     def full(self, frame: tuple) -> str:
-        function, file, line = frame
-        return f"{function} ({file}:{line})" if self.lines else f"{function} ({file})"
+        return self._label(tuple(frame))
+
+    def _label(self, frame: tuple) -> str:
+        # labels.frame_label makes the name safe to show; without lines its ":line" is taken off.
+        text = frame_label(frame)
+        if not self.lines and text.endswith(")") and ":" in text:
+            text = text[: text.rindex(":")] + ")"
+        return text
 
 
 def frame_names(recording: Recording, options: Optional[PictureOptions] = None) -> FrameNames:
