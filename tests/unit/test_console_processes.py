@@ -229,3 +229,14 @@ def test_compare_keeps_roles_apart_and_names_functions():
     assert "thread MainThread" not in scopes
     # The same recording twice: no function moved, nothing beyond noise.
     assert not [r for r in rows if r.beyond_noise]
+
+
+def test_compare_text_says_too_noisy_rather_than_a_share_over_100_percent():
+    from gilty.load.compare import Row
+    from gilty.report import compare as compare_report
+
+    rows = [Row("worker thread MainThread", "holding_gil", 0.30, 0.35, 0.05, 2.926, False),
+            Row("recording", "gil_utilisation", 0.30, 0.35, 0.05, 0.02, True)]
+    text = compare_report.render_text("a.json", "b.json", "recording", rows)
+    assert "292.6 %" not in text and ">100 %" in text
+    assert "2.0 %" in text  # a noise under 100 % is printed as it is
