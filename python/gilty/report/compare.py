@@ -101,7 +101,7 @@ def diff_html(a, b, label_a: str, label_b: str, rows: list) -> str:
 body {{ font: 14px/1.45 system-ui, sans-serif; margin: 16px 24px; color: #1d232a; }}
 table {{ border-collapse: collapse; font-size: 13px; }} th, td {{ border: 1px solid #dde1e5; padding: 3px 8px; text-align: right; }}
 td.name, th.name {{ text-align: left; }} tr.beyond td {{ background: #fdf2f2; font-weight: 600; }}
-#diff-flamegraph {{ border: 1px solid #dde1e5; }}
+#diff-flamegraph {{ border: 1px solid #dde1e5; }} #diff-flamegraph > svg {{ width: 100%; height: auto; display: block; }}
 </style></head><body>
 <h1>gilty compare</h1>
 <p>A = {esc(label_a)}<br>B = {esc(label_b)}</p>
