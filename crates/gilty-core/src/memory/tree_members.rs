@@ -45,6 +45,13 @@ fn gc_location(pid: i32, parent: Option<(&GcLocation, i32)>) -> std::result::Res
     }
 }
 
+/// `pid` is a fork of `root`'s program: same executable, and the mapping that holds `addr` starts at
+/// the same address in both (a spawned interpreter, laid out anew, is not).
+fn same_image(pid: i32, root: i32, addr: u64) -> bool {
+    let around = |p: i32| read_maps(p).ok().and_then(|maps| maps.into_iter().find(|m| m.start <= addr && addr < m.end).map(|m| (m.start, m.path)));
+    procfs::exe(pid).is_some() && procfs::exe(pid) == procfs::exe(root) && around(pid).is_some() && around(pid) == around(root)
+}
+
 impl Worker {
     pub(super) fn scan_tree(&mut self) {
         let t0 = monotonic_ns();
@@ -118,9 +125,10 @@ impl Worker {
         let parent = p.info.ppid;
         let parent_alive = self.procs.get(&parent).map(|q| q.alive).unwrap_or(false);
         let share = if p.info.role == Role::Worker && parent_alive && self.opts.pagemap { fork_share(pid, parent).ok() } else { None };
-        let same_exe = pid == self.root || (procfs::exe(pid).is_some() && procfs::exe(pid) == procfs::exe(self.root));
         let modules = match (&self.modules_at, p.mem.as_ref()) {
-            (Some(at), Some(mem)) if same_exe && p.info.python.is_some() => module_names(mem, at).ok(),
+            (Some(at), Some(mem)) if p.info.python.is_some() && (pid == self.root || same_image(pid, self.root, at.main_interp)) => {
+                module_names(mem, at).ok()
+            }
             _ => None,
         };
         let t = self.now_s();
