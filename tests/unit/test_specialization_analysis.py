@@ -176,6 +176,13 @@ def test_generic_call_is_listed_apart_not_ranked():
     assert "Calls on the generic path, not ranked" in text
 
 
+def test_call_specialized_for_a_python_callee_keeps_its_own_time():
+    # The callee has its own frame: samples at the call are the call's dispatch.
+    w = watch("3.12.1", RULES_312, [ins(4, "CALL_PY_EXACT_ARGS", "CALL", "specialized", 100, hist(100, [50, 50]))])
+    site = analyse(session(w)).sites[0]
+    assert not site.is_call and site.own_samples == 100 and site.cost > 0
+
+
 # Guards: "the hot sites stay specialized" concluded from 0 running samples.
 def test_nothing_ran_is_said_when_nothing_ran():
     w = watch("3.12.1", RULES_312, [])

@@ -56,6 +56,10 @@ ATTRIBUTE_FAMILIES = {"LOAD_ATTR", "STORE_ATTR", "LOAD_METHOD", "LOAD_SUPER_ATTR
 # work, not the instruction's; specializing the call saves only the call's overhead. They are shown
 # apart and never ranked as slow sites.
 CALL_FAMILIES = {"CALL", "PRECALL"}
+# Specialized calls of Python functions: the callee gets a frame of its own, so a sample at the call
+# is the call's own dispatch and counts as the instruction's time.
+PYTHON_CALLEE_FORMS = {"CALL_PY_EXACT_ARGS", "CALL_PY_WITH_DEFAULTS", "CALL_PY_GENERAL", "CALL_BOUND_METHOD_EXACT_ARGS",
+                       "CALL_BOUND_METHOD_GENERAL", "CALL_ALLOC_AND_ENTER_INIT"}
 
 
 @dataclass
@@ -97,7 +101,8 @@ class Site:
 
     @property
     def is_call(self) -> bool:
-        return self.family in CALL_FAMILIES
+        """A call whose samples are its (C) callee's: not one specialized for a Python callee."""
+        return self.family in CALL_FAMILIES and self.name not in PYTHON_CALLEE_FORMS
 
     @property
     def own_samples(self) -> int:
