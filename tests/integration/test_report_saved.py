@@ -65,3 +65,20 @@ def test_a_saved_compare_report_is_rendered_again(tmp_path):
     rc, direct, err = run_gilty("compare", *recs)
     assert rc == 0, err
     assert _report(saved, None) == direct
+
+
+def test_a_saved_python_310_opcache_report_is_rendered_again(tmp_path):
+    from conftest import AVAILABLE
+
+    interp = next((i for i in AVAILABLE if i.minor_str == "3.10" and i.path and not i.id.startswith("debian")), None)
+    if interp is None:
+        pytest.skip("pyenv Python 3.10 not installed (the opcache report is for 3.10 only)")
+    with running_target(interp, "specialization_sites.py", "run", str(tmp_path / "truth.json")) as proc:
+        rc, out, err = run_gilty("specialization", "--pid", proc.pid, "--duration", 1, "--format", "json", timeout=60)
+    assert rc == 0, err
+    saved = tmp_path / "opcache.json"
+    saved.write_text(out)
+    text = _report(saved, None)
+    assert text.startswith(f"gilty specialization: pid {proc.pid}, Python 3.10") and "(opcache)" in text, text
+    rc, _out, err = run_gilty("report", saved, "-o", tmp_path / "opcache.html")
+    assert rc == 2 and "text or json" in err, err

@@ -83,4 +83,6 @@ def _other_kind(data) -> "str | None":
         return "compare"
     if str(data.get("schema", "")).startswith("gilty.specialization.report/") and isinstance(data.get("session"), dict):
         return "specialization"
+    if str(data.get("schema", "")).startswith("gilty.specialization.opcache/") and isinstance(data.get("codes"), list):
+        return "opcache"  # Python 3.10's opcache report
     return None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import fields
 
-KINDS = ("load", "specialization", "compare")
+KINDS = ("load", "specialization", "opcache", "compare")
 FORMATS = ("text", "json", "html")
 
 
@@ -41,6 +41,8 @@ def _load_run(data: dict) -> dict:
 
 
 def render(kind: str, data: dict, fmt: str) -> str:
+    if kind == "opcache" and fmt == "html":
+        raise NotThisFormat("the Python 3.10 opcache report is written as text or json")
     if fmt not in FORMATS:
         raise NotThisFormat(f"a {kind} report is written as {', '.join(FORMATS)}, not {fmt}")
     if fmt == "json":
@@ -54,6 +56,10 @@ def render(kind: str, data: dict, fmt: str) -> str:
 
             return html_report.render(Recording(rate_hz=100.0), load=data)
         return load.render_text(_load_run(data))
+    if kind == "opcache":
+        from gilty.report import specialization_text
+
+        return specialization_text.render_opcache(data)
     if kind == "specialization":
         from gilty.report import specialization_html, specialization_text
         from gilty.specialization.session import SpecializationSession
