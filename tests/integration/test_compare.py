@@ -143,8 +143,13 @@ def test_one_added_function_is_found_and_drawn_red(tmp_path, interp):
     frames = [(t, float(y), int(x), tuple(int(c) for c in fill.split(",")))
               for t, y, fill, x in re.findall(r'<title>([^<]*)</title><rect [^>]*y="([\d.]+)"[^>]*fill="rgb\(([^)]*)\)" fg:x="(\d+)"', svg)]
 
+    def samples(title):
+        return int(title.rsplit(" (", 1)[1].split()[0].replace(",", ""))
+
     def leaf_over(caller):
-        _t, y, x, _fill = next(f for f in frames if f[0].startswith(caller + " (extra_function.py) ("))
+        # The widest frame of the caller (the worker may also be seen waiting or native there).
+        callers = [f for f in frames if f[0].startswith(caller + " (extra_function.py) (")]
+        _t, y, x, _fill = max(callers, key=lambda f: samples(f[0]))
         return next(f for f in frames if f[0].startswith("spin (extra_function.py) (") and f[2] == x and f[1] < y)
 
     title, _y, _x, (r, _g, bl) = leaf_over("extra_work")

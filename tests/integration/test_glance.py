@@ -207,6 +207,18 @@ def test_html_first_screen_roles_idle_off_search_and_self_time(browser, outputs)
     screenshot(browser, outputs["html"].with_suffix(".search.png"))
     first = browser.js("document.querySelector('#self-time-table tbody tr td').textContent")
     assert first.startswith("busy_handler ("), first
+    # The process filter offers the two workers as one choice; choosing it draws only them.
+    options = browser.js("Array.from(document.querySelectorAll('#filter-process option')).map(o => [o.value, o.textContent])")
+    workers = [v for v, text in options if text.startswith(f"{WORKERS} workers of pid {outputs['master']}")]
+    assert len(workers) == 1 and len(workers[0].split(",")) == WORKERS, options
+    total = browser.js("document.querySelector('#flamegraph .frame[data-depth=\"0\"]').title")
+    browser.js(f"(() => {{ const s = document.getElementById('filter-process'); s.value = '{workers[0]}';"
+               " s.dispatchEvent(new Event('change')); })()")
+    assert browser.errors() == []
+    only = browser.js("document.querySelector('#flamegraph .frame[data-depth=\"0\"]').title")
+    samples = lambda title: int(title.split("\n")[1].split()[0])  # noqa: E731
+    assert 0 < samples(only) <= samples(total), (only, total)
+    assert any(t.startswith("busy_handler (") for t, _title, _k in browser.js(HTML_FRAMES_JS))
 
 
 # -- speedscope ------------------------------------------------------------------------------

@@ -111,7 +111,7 @@
   function buildTree() {
     const root = node("all", "root", null);
     DATA.processes.forEach((p, pi) => {
-      if (filters.process !== "all" && Number(filters.process) !== pi) return;
+      if (!processShown(pi)) return;
       for (const [tid, state, path, n] of p.stacks) {
         if (filters.thread !== "all" && filters.thread !== pi + ":" + tid) continue;
         if (!filters.states.has(state)) continue;
@@ -203,7 +203,7 @@
   function shownSamples() {
     const out = [];
     DATA.processes.forEach((p, pi) => {
-      if (filters.process !== "all" && Number(filters.process) !== pi) return;
+      if (!processShown(pi)) return;
       for (const [tid, state, path, n] of p.stacks) {
         if (filters.thread !== "all" && filters.thread !== pi + ":" + tid) continue;
         if (!filters.states.has(state)) continue;
@@ -270,11 +270,16 @@
     }
   }
 
+  // filters.process is "all" or a comma-separated list of process indices (merged workers).
+  function processShown(pi) {
+    return filters.process === "all" || filters.process.split(",").map(Number).includes(pi);
+  }
+
   function fillThreads() {
     const sel = document.getElementById("filter-thread");
     sel.replaceChildren(el("option", { value: "all" }, "all threads"));
     DATA.processes.forEach((p, pi) => {
-      if (filters.process !== "all" && Number(filters.process) !== pi) return;
+      if (!processShown(pi)) return;
       for (const t of p.threads) {
         const label = (DATA.processes.length > 1 ? "pid " + p.pid + " · " : "") + t.name + " (tid " + t.tid + ")";
         add(sel, "option", { value: pi + ":" + t.tid }, label);
@@ -286,7 +291,28 @@
   function flameControls() {
     const proc = document.getElementById("filter-process");
     add(proc, "option", { value: "all" }, "all processes");
-    DATA.processes.forEach((p, pi) => add(proc, "option", { value: String(pi) }, p.label));
+    // With workers merged (the default for a server), a master's identical workers are one choice.
+    const merged = new Map();
+    if (DATA.options && DATA.options.merge_workers) {
+      DATA.processes.forEach((p, pi) => {
+        if (p.role !== "worker") return;
+        const key = p.ppid + "\u0000" + p.command;
+        if (!merged.has(key)) merged.set(key, []);
+        merged.get(key).push(pi);
+      });
+    }
+    const done = new Set();
+    DATA.processes.forEach((p, pi) => {
+      if (done.has(pi)) return;
+      const group = Array.from(merged.values()).find((g) => g.includes(pi) && g.length > 1);
+      if (group) {
+        group.forEach((i) => done.add(i));
+        add(proc, "option", { value: group.join(","), "data-group": "workers" },
+          group.length + " workers of pid " + p.ppid + " · " + (p.short_command || p.command));
+      } else {
+        add(proc, "option", { value: String(pi) }, p.label + (p.role && p.role !== "main" ? " (" + p.role + ")" : ""));
+      }
+    });
     proc.addEventListener("change", () => { filters.process = proc.value; fillThreads(); flame.zoom = []; drawFlame(); });
     fillThreads();
     const threadSel = document.getElementById("filter-thread");
