@@ -60,7 +60,7 @@ def thread_pools(session: Session) -> list:
     )
 
 
-def _top_label(session: Session, pool: Pool, top: dict, short: bool = False) -> str:
+def _top_label(session: Session, pool: Pool, top: dict) -> str:
     shares = [top[tid] for tid in pool.tids if tid in top]
     if not shares:
         return ""
@@ -68,9 +68,7 @@ def _top_label(session: Session, pool: Pool, top: dict, short: bool = False) -> 
     best = max(shares, key=lambda f: (f.state != "idle", f.samples))
     if best.function is None:
         return f"{best.label()} [{best.state}]"
-    if short:
-        # A terminal line has room for the function and where it is, not for the whole path.
-        return f"{best.function} ({_base(best.file)}:{best.line})"
+    # The file's base name: a line has room for the function and where it is, not the whole path.
     return f"{best.function} ({_base(best.file)}:{best.line}) [{best.state}]"
 
 
