@@ -60,6 +60,7 @@
 
   // The first screen: which process and thread did the most, its role and state split, and where.
   function processTable() {
+    if (!DATA.processes.length) return; // a specialization or load page without a recording
     const procs = DATA.processes.slice().sort((a, b) =>
       (busyShare(b.busiest) - busyShare(a.busiest)) || (holdShare(b.busiest) - holdShare(a.busiest)) || (a.pid - b.pid));
     const top = procs[0];
