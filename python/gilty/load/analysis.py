@@ -13,6 +13,16 @@ LAG_SHARE_OF_PERIOD = 0.5
 LAG_SHARE_OF_SLO = 0.1
 LAG_WITHOUT_SLO_S = 0.005
 GENERATOR_CPU_SHARE = 0.9
+# A percentile pXX from fewer than FEW_ANSWERS_FACTOR / (1 - XX/100) answers rests on one or two
+# answers above it (a p99 from 30 answers is their maximum): the report says so. p50 needs 4, p90 20,
+# p99 200, p99.9 2000.
+FEW_ANSWERS_FACTOR = 2
+
+
+def min_answers(percentile: str) -> int:
+    """The fewest answers a percentile ("p99", "p99_9") is read from without a warning."""
+    q = float(percentile[1:].replace("_", ".")) / 100.0
+    return int(round(FEW_ANSWERS_FACTOR / (1.0 - q)))
 
 
 @dataclass
@@ -26,6 +36,9 @@ class StepVerdict:
     generator_behind: bool
     littles_l: float  # time-average requests in flight (sum of send-to-answer times / window)
     littles_lw: float  # answers per second x mean send-to-answer time
+    answers: int = 0  # the answers the percentile is read from
+    few_answers: bool = False  # fewer than min_answers(percentile): the percentile is not to be trusted
+    percentile: str = "p99"
 
 
 def error_share(step: dict) -> float:
@@ -60,7 +73,15 @@ def judge(step: dict, slo: Optional[tuple]) -> StepVerdict:
         generator_behind=generator_behind(step, slo),
         littles_l=step["in_flight_mean"],
         littles_lw=(step["completed"] / window) * mean,
+        answers=_answers(step),
+        few_answers=_answers(step) < min_answers(key),
+        percentile=key,
     )
+
+
+def _answers(step: dict) -> int:
+    # Latency is recorded for every answer, errors with a status included; timeouts have none.
+    return int(step.get("completed", step["ok"]))
 
 
 @dataclass
