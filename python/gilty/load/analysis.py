@@ -119,3 +119,11 @@ def find_knee(steps: list, verdicts: list, slo: Optional[tuple]) -> Knee:
         + "; the server completes at most "
         f"{max_tp:.0f} rps, i.e. about {c} requests at a time at its low-load service time",
     )
+
+
+def knee_notes(verdicts: list, knee: Knee) -> list:
+    """Caveats on the knee: the percentiles that decided it rest on too few answers."""
+    deciding = [v for v in verdicts if v.rate == knee.rate or not v.meets_slo][:2]
+    few = [v for v in deciding if v.few_answers]
+    return [f"{v.percentile.replace('_', '.')} at {v.rate:g} rps is read from {v.answers} answers "
+            f"(fewer than {min_answers(v.percentile)}): it is about the slowest answer, not a percentile" for v in few]
