@@ -20,31 +20,37 @@ from gilty.load.sites import is_library, library_prefixes, package_fragment, sit
 from gilty.load.startup import startup_frame
 from gilty.sampling.session import HOLDING_GIL, GC, IDLE, STATE_NAMES, Session
 
-# (last component of the function's name, a path fragment of its file): the frame that calls the
-# handler. The last component, because 3.10 frames carry bare names and 3.11+ qualified ones.
+# (last component of the function's name, a path fragment of its file, calls the handler itself): the
+# frame that calls the handler. The last component, because 3.10 frames carry bare names and 3.11+
+# qualified ones. A frame that calls the handler itself (not a whole WSGI/ASGI application or any
+# function, as gunicorn's handle_request and AnyIO's worker thread do) has its callee taken as the
+# handler wherever the callee's file lives.
 DISPATCH_FRAMES = (
-    ("run_endpoint_function", "fastapi/routing.py"),  # FastAPI, async endpoints (sync ones: below)
-    ("full_dispatch_request", "flask/"),  # Flask, when dispatch_request is not seen (3.10 names, inlined)
-    ("run", "anyio/_backends/_asyncio.py"),  # a sync endpoint in AnyIO's worker thread (FastAPI/Starlette)
-    ("app", "starlette/routing.py"),  # Starlette's request_response
-    ("dispatch_request", "flask/"),  # Flask views
-    ("_get_response", "django/core/handlers/base.py"),  # Django views
-    ("handle_request", "gunicorn/workers/"),  # any WSGI app under gunicorn's sync/gthread workers
-    ("handle_one_request", "http/server.py"),  # the standard library's BaseHTTPRequestHandler.do_*
+    ("run_endpoint_function", "fastapi/routing.py", True),  # FastAPI, async endpoints (sync ones: below)
+    ("run", "anyio/_backends/_asyncio.py", False),  # a sync endpoint in AnyIO's worker thread (FastAPI/Starlette)
+    ("app", "starlette/routing.py", True),  # Starlette's request_response
+    ("dispatch_request", "flask/", True),  # Flask views
+    ("full_dispatch_request", "flask/", False),  # Flask, when dispatch_request is not seen
+    ("_get_response", "django/core/handlers/base.py", True),  # Django views
+    ("handle_request", "gunicorn/workers/", False),  # any WSGI app under gunicorn's sync/gthread workers
+    ("handle_one_request", "http/server.py", True),  # the standard library's BaseHTTPRequestHandler.do_*
 )
 # Packages whose own frames are the framework's machinery between the dispatch and the handler
-# (routing, decorators, sync/async adapters); Django's contrib apps (the admin) have views of their own.
-FRAMEWORK_CODE = ("flask/", "werkzeug/", "django/", "starlette/", "fastapi/", "anyio/", "asgiref/",
-                  "gunicorn/", "uvicorn/", "pydantic/", "decorator.py")
+# (routing, decorators, sync/async adapters, protocol code); Django's contrib apps (the admin) have
+# views of their own.
+FRAMEWORK_CODE = ("flask/", "werkzeug/", "django/", "starlette/", "fastapi/", "anyio/", "asgiref/", "sniffio/",
+                  "gunicorn/", "uvicorn/", "h11/", "httptools/", "pydantic/", "pydantic_core/", "decorator.py",
+                  "itsdangerous/", "markupsafe/", "jinja2/", "blinker/", "sqlparse/")
 FRAMEWORK_VIEWS = ("django/contrib/",)
 FRAMEWORK = "(framework)"  # inside a dispatch frame but not (yet) in a handler
 TOP_ENDPOINTS = 10
 
 
-def _is_dispatch(frame: tuple) -> bool:
+def _dispatch(frame: tuple):
+    """None, or whether the dispatch frame calls the handler itself."""
     function, file, _line = frame
     last = function.rsplit(".", 1)[-1]
-    return any(last == name and fragment in file for name, fragment in DISPATCH_FRAMES)
+    return next((direct for name, fragment, direct in DISPATCH_FRAMES if last == name and fragment in file), None)
 
 
 def _generated(file: str) -> bool:
@@ -64,24 +70,26 @@ def handler_frame(stack: list, prefixes: tuple, app: tuple = ()) -> Optional[tup
     dispatch frame, else the first frame there that is neither the framework's nor the standard
     library's (an application installed in site-packages); ``FRAMEWORK`` inside a dispatch frame
     without either; None outside any dispatch."""
-    dispatch = next((i for i, f in enumerate(stack) if _is_dispatch(f)), None)
-    if dispatch is None:
+    found = next(((i, d) for i, f in enumerate(stack) if (d := _dispatch(f)) is not None), None)
+    if found is None:
         return None
+    dispatch, direct = found
     inner = [f for f in reversed(stack[:dispatch]) if not _generated(f[1])]  # from the dispatch frame inwards
     for frame in inner:
         if not is_library(frame[1], prefixes, app):
             return frame
-    for frame in inner:
-        if not _framework_code(frame[1], prefixes):
-            return frame
+    if direct:
+        for frame in inner:
+            if not _framework_code(frame[1], prefixes):
+                return frame
     return FRAMEWORK
 
 
 def handler_app(frame, app: tuple) -> tuple:
     """``app`` with the package of a handler found in site-packages added: its own frames are then the
     application's when sites are named (`randint` called from `random_bytes`, not random's internals)."""
-    if not isinstance(frame, tuple):
-        return app
+    if not isinstance(frame, tuple) or any(fragment in frame[1] for fragment in FRAMEWORK_CODE):
+        return app  # an admin view does not make all of Django the application's
     fragment = package_fragment(frame[1])
     return app if not fragment or fragment in app else (*app, fragment)
 
