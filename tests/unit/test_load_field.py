@@ -173,3 +173,30 @@ def test_a_percentile_from_few_answers_says_so():
     knee = analysis.find_knee([step(30), step(30)], [few, analysis.judge(step(30), ("p99", 0.01))], ("p99", 0.05))
     notes = analysis.knee_notes([few], knee)
     assert notes and "30 answers" in notes[0]
+
+
+def test_idle_asyncio_workers_wait_for_work():
+    # FastAPI under 4 uvicorn workers at 10 rps: each loop sits at its selector with nothing ready,
+    # now and then serving a short request.
+    b = BatchBuilder(names={1: "MainThread"})
+    base = [("BaseEventLoop._run_once", f"{STDLIB}/asyncio/base_events.py", 1884),
+            ("BaseEventLoop.run_forever", f"{STDLIB}/asyncio/base_events.py", 607)]
+    select = b.stack(("EpollSelector.select", f"{STDLIB}/selectors.py", 468), *base)
+    serve = b.stack(("fast", "/srv/app.py", 48), ("run_endpoint_function", f"{SITE}/fastapi/routing.py", 212), *base)
+    plan = ([(IDLE, select, EPOLL_WAIT)] * 9 + [(HOLD, serve)]) * 10
+    p = profile.summarise_step(Recording([_worker(b, 30 + i, plan) for i in range(4)], rate_hz=100.0))
+    assert p.idle_kinds[kinds.WAITING_FOR_WORK] == 0.9
+    limit, words = profile.limit_from_profile(p)
+    # before issue 21: "concurrency", "mostly idle ... too few requests are served at once"
+    assert limit == "waiting for work" and "too few requests" not in words, (limit, words)
+
+
+def test_app_names_the_application_wherever_installed():
+    assert app_fragments(["httpbin", "shop.views"]) == ("/httpbin/", "/httpbin.py", "/shop/views/", "/shop/views.py")
+    # a decorator from another installed library wraps the view: --app says which frame is the app's
+    deco = ("login_required.<locals>.wrapper", f"{SITE}/authlib/decorators.py", 20)
+    view = ("profile", f"{SITE}/shop/views.py", 12)
+    stack = [("quote", f"{STDLIB}/urllib/parse.py", 893), view, deco,
+             ("BaseHandler._get_response", f"{SITE}/django/core/handlers/base.py", 197)]
+    assert handler_frame(stack, PREFIXES) == deco
+    assert handler_frame(stack, PREFIXES, app_fragments(["shop"])) == view
