@@ -22,6 +22,7 @@ from typing import Callable, Optional
 
 LISTEN, ESTABLISHED = "0A", "01"
 ROUND_TIMEOUT_S = 5.0
+STALL_S = 10.0  # give up when no other worker has answered for this long since the last one did
 
 
 @dataclass
@@ -169,12 +170,19 @@ def wait_for_workers(url: str, root: int, timeout_s: float, alive: Callable[[], 
     pids = workers(root, port)
     if not pids:
         return None
+    progress = start
     while time.monotonic() < deadline and alive():
         rounds += 1
         try:
-            answered |= _round(host, port, path, pids, len(pids) + 1, deadline)
+            new = _round(host, port, path, pids, len(pids) + 1, deadline) - answered
         except OSError:
+            new = set()
             time.sleep(0.1)
+        if new:
+            answered |= new
+            progress = time.monotonic()
+        elif answered and time.monotonic() - progress > STALL_S:
+            break  # a server whose connections are accepted elsewhere (by its master) says no more
         pids = workers(root, port) or pids  # workers still being forked join the set
         if set(pids) <= answered:
             return Readiness(pids, sorted(answered & set(pids)), time.monotonic() - start, True, rounds)
