@@ -22,7 +22,7 @@ from typing import Callable, Optional
 
 LISTEN, ESTABLISHED = "0A", "01"
 ROUND_TIMEOUT_S = 5.0
-STALL_S = 10.0  # give up when no other worker has answered for this long since the last one did
+STALL_S = 10.0  # give up when for this long no other worker answered and none still starting used CPU
 
 
 @dataclass
@@ -115,6 +115,19 @@ def workers(root: int, port: int) -> list:
     return [pid for pid in holders if not (below(pid) & set(holders))]
 
 
+def _cpu_ticks(pids: set) -> dict:
+    """{pid: user + system clock ticks} from /proc/PID/stat."""
+    out = {}
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            out[pid] = int(fields[11]) + int(fields[12])
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
 def _owner(server_port: int, client_port: int, pids: list) -> Optional[int]:
     inodes = {inode for lport, rport, state, inode in _tcp_table()
               if lport == server_port and rport == client_port and state == ESTABLISHED and inode != "0"}
@@ -171,6 +184,7 @@ def wait_for_workers(url: str, root: int, timeout_s: float, alive: Callable[[], 
     if not pids:
         return None
     progress = start
+    ticks: dict = {}
     while time.monotonic() < deadline and alive():
         rounds += 1
         try:
@@ -178,11 +192,13 @@ def wait_for_workers(url: str, root: int, timeout_s: float, alive: Callable[[], 
         except OSError:
             new = set()
             time.sleep(0.1)
-        if new:
+        busy = _cpu_ticks(set(pids) - answered - new)
+        if new or busy != ticks:  # a worker answered, or one still starting used CPU meanwhile
             answered |= new
+            ticks = busy
             progress = time.monotonic()
         elif answered and time.monotonic() - progress > STALL_S:
-            break  # a server whose connections are accepted elsewhere (by its master) says no more
+            break  # idle workers that never take a connection: a master accepts for them
         pids = workers(root, port) or pids  # workers still being forked join the set
         if set(pids) <= answered:
             return Readiness(pids, sorted(answered & set(pids)), time.monotonic() - start, True, rounds)
