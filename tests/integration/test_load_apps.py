@@ -151,6 +151,9 @@ def test_fastapi_uvicorn_workers_blocked_loop_not_startup(tmp_path):
     report, err = _judged(run)
     # every worker answered (and so imported its lazy module) before the first measured step
     assert "2 workers answered in" in err, err
+    ready = report["workers_ready"]
+    assert ready["complete"] and len(ready["workers"]) == 2 and sorted(ready["answered"]) == sorted(ready["workers"]), ready
+    assert ready["seconds"] > 0
     knee = report["knee"]
     assert knee["limit"] == "event loop blocked", knee
     assert "block (" in knee["explanation"] and "lazyapp.py" in knee["explanation"], knee["explanation"]

@@ -133,13 +133,13 @@ def _wait_until_listening(url: str, child, timeout_s: float = SERVER_START_TIMEO
     raise CommandError(f"the server did not answer on {host}:{port} within {timeout_s:g} s")
 
 
-def _wait_for_workers(url: str, root: int, child=None) -> None:
+def _wait_for_workers(url: str, root: int, child=None):
     """Every worker of the server answering before the load is measured (said on stderr, with how
     long it took): load on workers still importing their application measures start-up."""
     alive = (lambda: child.poll() is None) if child is not None else (lambda: True)
     r = ready.wait_for_workers(url, root, SERVER_START_TIMEOUT_S, alive)
     if r is None:
-        return
+        return None
     n = len(r.workers)
     what = f"{n} worker{'s' if n != 1 else ''}" if n != 1 or r.workers[0] != root else "the server"
     if r.complete:
@@ -147,6 +147,7 @@ def _wait_for_workers(url: str, root: int, child=None) -> None:
     else:
         print(f"gilty: warning: {len(r.answered)} of {n} workers answered within {r.seconds:.0f} s; "
               f"not pid {', '.join(map(str, r.missing))}: their start-up may show in the first step", file=sys.stderr)
+    return r
 
 
 def _run_step(native, plan: dict, stop) -> dict:
@@ -284,6 +285,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("give either --profile PID or a server command after --, not both")
     steps, verdicts, profiles, recordings = [], [], [], []
     stopped = False
+    readiness = None
     with launch.StopSignals() as stop:
         child = None
         try:
@@ -293,7 +295,7 @@ def run(args: argparse.Namespace) -> int:
                 _wait_until_listening(options.urls[0][0], child)
                 pids = [child.pid]
             if pids is not None and not stop.requested:
-                _wait_for_workers(options.urls[0][0], pids[0], child)
+                readiness = _wait_for_workers(options.urls[0][0], pids[0], child)
             # Every worker has answered once: lazy imports and caches of other routes may remain.
             warmup = args.warmup if args.warmup is not None else (SERVER_WARMUP_S if child is not None else None)
             if warmup and not stop.requested:
@@ -349,6 +351,7 @@ def run(args: argparse.Namespace) -> int:
         "stopped": stopped,
         "knee": knee,
         "profiles": profiles,
+        "workers_ready": None if readiness is None else asdict(readiness),
     }
     few = [v for v in verdicts if v.few_answers]
     if few:

@@ -22,6 +22,14 @@ def knee_line(run: dict) -> str:
 
 def render_text(run: dict) -> str:
     lines = [f"gilty load: {', '.join(u for u, _w in run['urls'])} ({run['arrivals']} arrivals, open loop)"]
+    ready = run.get("workers_ready")
+    if ready:
+        n = len(ready["workers"])
+        if ready["complete"]:
+            lines.append(f"Before the load, {n} worker{'s' if n != 1 else ''} answered in {ready['seconds']:.1f} s.")
+        else:
+            lines.append(f"Before the load, {len(ready['answered'])} of {n} workers answered within {ready['seconds']:.0f} s "
+                         f"(not pid {', '.join(map(str, ready['missing']))}): their start-up may show in the first step.")
     lines.append("")
     lines.append(f"{'RATE':>8} {'ACHIEVED':>9} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8} {'max ms':>9} {'ERR%':>6} {'DROP':>6} {'L':>7} {'λW':>7}  ")
     for step, v in zip(run["steps"], run["verdicts"]):
@@ -85,6 +93,7 @@ def report(run: dict) -> dict:
         "stopped": run.get("stopped", False),
         "steps": [dict(step, verdict=asdict(v)) for step, v in zip(run["steps"], run["verdicts"])],
         "knee": None if run.get("knee") is None else asdict(run["knee"]),
+        "workers_ready": run.get("workers_ready"),
     }
 
 
