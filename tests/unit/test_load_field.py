@@ -200,3 +200,12 @@ def test_app_names_the_application_wherever_installed():
              ("BaseHandler._get_response", f"{SITE}/django/core/handlers/base.py", 197)]
     assert handler_frame(stack, PREFIXES) == deco
     assert handler_frame(stack, PREFIXES, app_fragments(["shop"])) == view
+
+
+def test_workers_waiting_for_work_all_along_say_so():
+    b = BatchBuilder(names={1: "MainThread"})
+    wait = b.stack(*SYNC_WAIT)
+    plan = [(IDLE, wait, PSELECT6)] * 100
+    p = profile.summarise_step(Recording([_worker(b, 40, plan), _worker(b, 41, plan)], rate_hz=100.0))
+    assert p.idle_kinds[kinds.WAITING_FOR_WORK] == 1.0
+    assert profile.limit_from_profile(p)[0] == "waiting for work"

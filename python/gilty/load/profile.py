@@ -70,13 +70,14 @@ def _tally(s, prefixes: tuple, app: tuple) -> tuple:
     return per_thread, cache
 
 
-def _working_threads(per_thread: dict) -> dict:
-    """{category: samples} summed over the threads that did something (not parked all along)."""
+def _working_threads(per_thread: dict, keep_parked: bool = False) -> dict:
+    """{category: samples} summed over the threads that did something (not parked all along, unless
+    ``keep_parked``)."""
     out: dict = {}
     for counts in per_thread.values():
         total = sum(counts.values())
         resting = sum(n for c, n in counts.items() if _is_idle_kind(c))
-        if total == 0 or resting >= IDLE_THREAD_SHARE * total:
+        if total == 0 or (resting >= IDLE_THREAD_SHARE * total and not keep_parked):
             continue
         for c, n in counts.items():
             out[c] = out.get(c, 0) + n
@@ -119,11 +120,12 @@ def summarise_step(recording: Recording, loop_threshold_s: float = eventloop.DEF
     own = app
     for e in table:
         own = endpoints.handler_app((e.function, e.file, 0), own) if e.file else own
+    per_session = [(s, _tally(s, library_prefixes(s), own)[0]) for s in live]
+    # Every thread parked all along (a server waiting for work throughout): then they are the picture.
+    keep_parked = not any(_working_threads(per_thread) for _s, per_thread in per_session)
     tallies, startup_sites, startup_n, working_n = [], {}, 0, 0
-    for s in live:
-        prefixes = library_prefixes(s)
-        per_thread, _cache = _tally(s, prefixes, own)
-        counts = _working_threads(per_thread)
+    for s, per_thread in per_session:
+        counts = _working_threads(per_thread, keep_parked)
         startup_n += counts.get(kinds.STARTUP, 0)
         working_n += sum(counts.values())
         tallies.append((s, counts))
