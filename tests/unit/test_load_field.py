@@ -156,6 +156,8 @@ def test_startup_in_a_step_is_not_load():
     assert profile.limit_from_profile(p)[0] != "event loop blocked"
     assert "start-up" in profile.startup_words(p)
     assert all("get_data" not in s.function and "_compile" not in s.function for s in p.sites), p.sites
+    # the GIL held while compiling is start-up's, not the load's
+    assert p.gil_utilisation == 0.0, p.gil_utilisation
     assert [e.function for e in p.endpoints] == ["block"]
 
 

@@ -105,6 +105,17 @@ def _busiest(tallies: list) -> list:
     return [(s, c) for w, s, c in work if w >= BUSIEST_SHARE * top]
 
 
+def _gil_utilisation_at_work(s) -> float:
+    """The share of passes with the GIL held, passes in which it was held by start-up code left out:
+    a worker importing its application holds the GIL, but that is not the load's doing."""
+    starting = sum(n for (_tid, state, stack_id), n in s.stack_counts().items()
+                   if state in (HOLDING_GIL, GC) and stack_id != NO_STACK and startup_frame(s.stack(stack_id)))
+    if not starting:
+        return gil_utilisation(s)
+    held = max(0, s.passes_with_gil_held() - starting)
+    return held / max(1, s.samples - starting)
+
+
 def _rank_sites(sites: dict, total: float) -> list:
     ranked = sorted(sites.items(), key=lambda kv: -kv[1])[:TOP_SITES]
     return [Site(f, file, line, caller, n / total) for (f, file, line, caller), n in ranked]
@@ -136,7 +147,7 @@ def summarise_step(recording: Recording, loop_threshold_s: float = eventloop.DEF
                 startup_sites[label] = startup_sites.get(label, 0) + n
     busiest = _busiest(tallies)
     sessions = [s for s, _c in busiest]
-    util = sum(gil_utilisation(s) for s in sessions) / len(sessions)
+    util = sum(_gil_utilisation_at_work(s) for s in sessions) / len(sessions)
     gcs = sum(gc_share(s) for s in sessions) / len(sessions)
     waiting = sum(mean_waiting_threads(s) for s in sessions) / len(sessions)
     counts: dict = {}
