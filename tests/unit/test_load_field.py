@@ -6,7 +6,7 @@ p99 from 30 answers."""
 
 from __future__ import annotations
 
-from synthetic import (ACCEPT4, EPOLL_WAIT, FUTEX, HOLD, IDLE, NATIVE, PSELECT6, RECVFROM, BatchBuilder,
+from synthetic import (ACCEPT4, EPOLL_WAIT, HOLD, IDLE, NATIVE, PSELECT6, RECVFROM, BatchBuilder,
                        make_session)
 
 from gilty.load import analysis, kinds, profile

@@ -125,5 +125,9 @@ def knee_notes(verdicts: list, knee: Knee) -> list:
     """Caveats on the knee: the percentiles that decided it rest on too few answers."""
     deciding = [v for v in verdicts if v.rate == knee.rate or not v.meets_slo][:2]
     few = [v for v in deciding if v.few_answers]
-    return [f"{v.percentile.replace('_', '.')} at {v.rate:g} rps is read from {v.answers} answers "
-            f"(fewer than {min_answers(v.percentile)}): it is about the slowest answer, not a percentile" for v in few]
+    if not few:
+        return []
+    key = few[0].percentile
+    return [f"{key.replace('_', '.')} at {' and '.join(f'{v.rate:g}' for v in few)} rps is read from "
+            f"{' and '.join(str(v.answers) for v in few)} answers (fewer than {min_answers(key)}): "
+            "it is about the slowest answer, not a percentile"]

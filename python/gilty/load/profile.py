@@ -265,8 +265,10 @@ def limit_from_profile(p: StepProfile) -> tuple:
     if held + native >= 0.6 * working:
         return "CPU in Python", (f"{workers} {verb('hold')} the GIL {held:.0%} of the time{where}"
                                  + (f"; native code without it {native:.0%}" if native >= 0.1 else ""))
+    top = next((e for e in p.endpoints if e.file), None)
+    where = f", most of it in `{top.label}`" if top is not None else ""
     return "concurrency", (f"{workers} {verb('are')} mostly idle inside their requests ({p.states.get('idle', 0):.0%}, "
-                           f"{_top_idle(kinds_)}) while requests queue: too few requests are served at once")
+                           f"{_top_idle(kinds_)}{where}) while requests queue: too few requests are served at once")
 
 
 def _top_idle(kinds_: dict) -> str:
