@@ -133,6 +133,14 @@ def _wait_until_listening(url: str, child, timeout_s: float = SERVER_START_TIMEO
     raise CommandError(f"the server did not answer on {host}:{port} within {timeout_s:g} s")
 
 
+def _app(args: argparse.Namespace) -> tuple:
+    """``--app`` names as path fragments; a name that is no package or module name is one line."""
+    for name in args.app:
+        if not name or not all(part.isidentifier() for part in name.split(".")):
+            raise UsageError(f"--app {name!r}: expected a package or module name, e.g. httpbin or shop.views")
+    return app_fragments(args.app)
+
+
 def _wait_for_workers(url: str, root: int, child=None):
     """Every worker of the server answering before the load is measured (said on stderr, with how
     long it took): load on workers still importing their application measures start-up."""
@@ -190,6 +198,7 @@ def _run_locust(args: argparse.Namespace, fmt: str) -> int:
         raise UsageError("with a server command, give the URL it serves (Locust's host)")
     # Locust joins the host and each task's path: "http://h:p/" + "/" would ask for "//".
     host = parse_url(args.urls[0])[0].rstrip("/") if args.urls else None
+    app = _app(args)
     duration = args.duration or DEFAULT_DURATION_S
     run = locust.LocustRun(locust.LocustOptions(args.locustfile, args.users, args.spawn_rate, args.workers, duration, host))
     locust.locust_command()  # a missing Locust is one line before any server starts
@@ -210,7 +219,7 @@ def _run_locust(args: argparse.Namespace, fmt: str) -> int:
             else:
                 native = launch.native_module()
                 result, recording = profile.profile_during(native, pids, run.run, stop, run.stop)
-                prof = profile.summarise_step(recording, args.loop_lag / 1e3, app_fragments(args.app))
+                prof = profile.summarise_step(recording, args.loop_lag / 1e3, app)
                 if prof is not None:
                     prof.memory = profile.memory_at_end(recording)
         finally:
@@ -265,6 +274,7 @@ def run(args: argparse.Namespace) -> int:
     if (args.rate is None) == (args.ramp is None):
         raise UsageError("give either --rate RPS or --ramp FROM:TO:STEP (see `gilty load --help`)")
     slo = parse_slo(args.slo)
+    app = _app(args)
     rates = [args.rate] if args.rate is not None else parse_ramp(args.ramp)
     duration = args.duration or (DEFAULT_DURATION_S if args.rate is not None else DEFAULT_STEP_S)
     options = LoadOptions(
@@ -311,7 +321,7 @@ def run(args: argparse.Namespace) -> int:
                     step, prof = _run_step(native, plan, stop), None
                 else:
                     step, recording = _run_profiled_step(native, plan, stop, pids)
-                    prof = profile.summarise_step(recording, args.loop_lag / 1e3, app_fragments(args.app))
+                    prof = profile.summarise_step(recording, args.loop_lag / 1e3, app)
                     if prof is not None:
                         prof.memory = profile.memory_at_end(recording)
                     step["profile"] = None if prof is None else asdict(prof)
