@@ -23,9 +23,9 @@ def venv_bin(name: str) -> str:
     return str(path)
 
 
-def load_ramp(urls: list, ramp: str, slo: str, server: list, env: dict, duration: float = 2.0) -> tuple:
+def load_ramp(urls: list, ramp: str, slo: str, server: list, env: dict, duration: float = 2.0, extra: tuple = ()) -> tuple:
     argv = [*gilty_command(), "load", *urls, "--ramp", ramp, "--duration", str(duration), "--slo", slo,
-            "--format", "json", "--", *server]
+            *extra, "--format", "json", "--", *server]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=240, env=dict(gilty_env(), **env))
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Traceback" not in done.stderr, done.stderr[-2000:]

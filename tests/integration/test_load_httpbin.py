@@ -37,7 +37,7 @@ def test_httpbin_installed_in_site_packages_names_its_view():
     def run():
         port = free_port()
         return load_ramp([f"http://127.0.0.1:{port}/bytes/20000"], "25:250:15", "p99=200ms",
-                     [gunicorn, "-w", "2", "-b", f"127.0.0.1:{port}", "httpbin:app"], {})
+                         [gunicorn, "-w", "2", "-b", f"127.0.0.1:{port}", "httpbin:app"], {})
 
     report, err = judged(run)
     assert "2 workers answered in" in err, err
@@ -62,8 +62,9 @@ def test_httpbin_delay_is_too_few_requests_at_once_in_the_view():
 
     def run():
         port = free_port()
+        # --app says httpbin is the application's code (the /bytes test finds the view without it)
         return load_ramp([f"http://127.0.0.1:{port}/delay/0.1"], "10:60:10", "p99=500ms",
-                     [gunicorn, "-w", "2", "-b", f"127.0.0.1:{port}", "httpbin:app"], {})
+                         [gunicorn, "-w", "2", "-b", f"127.0.0.1:{port}", "httpbin:app"], {}, extra=("--app", "httpbin"))
 
     report, _err = judged(run)
     knee = report["knee"]
