@@ -194,3 +194,17 @@ def test_target_exiting_midway_gives_a_partial_report(interp):
     assert "Traceback" not in err
     report = parse_json(out)
     assert "exited after" in report["session"]["partial_reason"]
+
+
+# Guards: "the hot sites stay specialized" concluded for an idle process with 0 running samples
+# (issue 21); it must say that nothing ran.
+def test_idle_process_says_nothing_ran(interp, targets):
+    if interp.version[:2] < (3, 11):
+        pytest.skip(f"Python {interp.minor_str} has no specializing interpreter (PEP 659 is 3.11+)")
+    proc = targets(interp, "sleeper.py")
+    rc, out, err = run_gilty("specialization", "--pid", proc.pid, "--duration", "1", timeout=60)
+    assert rc == 0, err
+    assert "nothing ran" in out and "stay specialized" not in out, out
+    rc, out, err = run_gilty("specialization", "--pid", proc.pid, "--duration", "1", "--format", "json", timeout=60)
+    doc = parse_json(out, "gilty specialization --format json")
+    assert doc["nothing_ran"] is True and doc["verdict"] == [], doc["verdict"]
