@@ -37,6 +37,7 @@ def _load_run(data: dict) -> dict:
         "verdicts": [build(StepVerdict, step["verdict"]) for step in data["steps"]],
         "knee": None if data.get("knee") is None else build(Knee, data["knee"]),
         "profiles": [],
+        "workers_ready": data.get("workers_ready"),
     }
 
 
