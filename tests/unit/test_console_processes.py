@@ -227,6 +227,10 @@ def test_compare_keeps_roles_apart_and_names_functions():
     # The master's MainThread sleeps, the workers' run: one row each, not one "thread MainThread".
     assert "master thread MainThread" in scopes and "worker thread MainThread" in scopes
     assert "thread MainThread" not in scopes
+    # GIL utilisation per role beside the whole recording's: the workers' 78 %, not the mean with the master.
+    util = {r.scope: r.a for r in rows if r.metric == "gil_utilisation"}
+    assert abs(util["role worker"] - 0.78) < 1e-6 and abs(util["recording"] - 0.52) < 1e-6, util
+    assert "role master" not in util  # the master never held it: under the 1 % every row needs
     # The same recording twice: no function moved, nothing beyond noise.
     assert not [r for r in rows if r.beyond_noise]
 

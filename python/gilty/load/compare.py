@@ -191,27 +191,29 @@ def _blocks(times) -> list:
 
 def recording_figures(recording: Recording) -> dict:
     """{(scope, metric): (whole-run value, [per-second values])} of a recording."""
-    held_blocks: dict = {}
-    held_total = [0, 0]
+    # scope ("recording", and "role worker" etc. when the tree has roles) -> [held, passes, {block: [held, passes]}]
+    held: dict = {}
     per_name: dict = {}  # scope -> {"total": [passes by state], "blocks": {block: [passes by state]}}
     role_of = roles(recording)
+    with_roles = any(r != "main" for r in role_of.values())
     for s in recording.sessions:
         if not s.samples:
             continue
+        role = role_of.get(s.target.pid, "main")
         starts = _blocks(s.times)
         flags = s.pass_flags
-        for k, start in enumerate(starts):
-            end = starts[k + 1] if k + 1 < len(starts) else s.samples
-            if end - start < 0.5 * s.rate_hz * BLOCK_S:  # a cut-off last second
-                continue
-            held = sum(1 for f in flags[start:end] if f & PASS_GIL_HELD)
-            acc = held_blocks.setdefault(k, [0, 0])
-            acc[0] += held
-            acc[1] += end - start
-        held_total[0] += s.passes_with_gil_held()
-        held_total[1] += s.samples
+        for scope in ("recording", f"role {role}") if with_roles else ("recording",):
+            acc = held.setdefault(scope, [0, 0, {}])
+            for k, start in enumerate(starts):
+                end = starts[k + 1] if k + 1 < len(starts) else s.samples
+                if end - start < 0.5 * s.rate_hz * BLOCK_S:  # a cut-off last second
+                    continue
+                block = acc[2].setdefault(k, [0, 0])
+                block[0] += sum(1 for f in flags[start:end] if f & PASS_GIL_HELD)
+                block[1] += end - start
+            acc[0] += s.passes_with_gil_held()
+            acc[1] += s.samples
         # A master's MainThread and its workers' are different threads: one row per role and name.
-        role = role_of.get(s.target.pid, "main")
         for tid, runs in s.thread_runs.items():
             scope = f"thread {s.thread_name(tid)}" if role == "main" else f"{role} thread {s.thread_name(tid)}"
             entry = per_name.setdefault(scope, {"total": [0] * len(STATE_NAMES), "blocks": {}})
@@ -227,8 +229,9 @@ def recording_figures(recording: Recording) -> dict:
                     entry["blocks"].setdefault(k, [0] * len(STATE_NAMES))[code] += n
                     i += n
     out = {}
-    if held_total[1]:
-        out[("recording", "gil_utilisation")] = (held_total[0] / held_total[1], [h / n for h, n in held_blocks.values() if n])
+    for scope, (h, n, blocks) in held.items():
+        if n:
+            out[(scope, "gil_utilisation")] = (h / n, [bh / bn for bh, bn in blocks.values() if bn])
     for scope, entry in per_name.items():
         total = sum(entry["total"])
         if not total:
