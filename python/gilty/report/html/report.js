@@ -46,10 +46,19 @@
       if (!byText.has(key)) byText.set(key, { pids: [], severity: p.severity || "ok" });
       byText.get(key).pids.push(p.pid);
     }
-    for (const [text, v] of byText) {
+    // The most severe first; past two, the rest fold away so the flame graph stays on the first screen.
+    const rank = { bad: 0, warn: 1, ok: 2 };
+    const ordered = Array.from(byText).sort((a, b) => rank[a[1].severity] - rank[b[1].severity]);
+    let into = verdicts;
+    ordered.forEach(([text, v], i) => {
+      if (i === 2 && ordered.length > 3) {
+        const more = add(verdicts, "details", { id: "more-verdicts" });
+        add(more, "summary", {}, (ordered.length - 2) + " more verdicts");
+        into = more;
+      }
       const who = procs.length > 1 ? "pid " + v.pids.join(", ") + ": " : "";
-      add(verdicts, "div", { class: "verdict " + v.severity, "data-severity": v.severity }, who + text);
-    }
+      add(into, "div", { class: "verdict " + v.severity, "data-severity": v.severity }, who + text);
+    });
     processTable();
     document.getElementById("footer").textContent = "made by " + DATA.generator;
   }
@@ -88,7 +97,7 @@
       add(tr, "td", {}, b ? pct(b.states.idle) : "–");
       const fn = add(tr, "td", { class: "name" }, b && b.function ? shortFrame(b.function) : "");
       if (b && b.function) fn.title = b.function[0] + " (" + b.function[1] + ":" + b.function[2] + ")";
-      add(tr, "td", { class: "name", title: p.command }, p.short_command || p.command);
+      add(add(tr, "td", { class: "name", title: p.command }), "div", { class: "cmd" }, p.short_command || p.command);
     }
   }
 
