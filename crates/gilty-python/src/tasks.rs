@@ -1,0 +1,57 @@
+//! `Target.tasks()`: the asyncio snapshot as Python dicts (docs/asyncio.md has the fields).
+
+use gilty_core::asyncio::TasksSnapshot;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+pub(crate) fn snapshot_dict<'py>(py: Python<'py>, snap: &TasksSnapshot) -> PyResult<Bound<'py, PyDict>> {
+    let out = PyDict::new(py);
+    out.set_item("asyncio_imported", snap.asyncio_imported)?;
+    let loops = PyList::empty(py);
+    for l in &snap.loops {
+        let d = PyDict::new(py);
+        d.set_item("address", l.address)?;
+        d.set_item("type", &l.type_name)?;
+        d.set_item("thread_ident", l.thread_ident)?;
+        d.set_item("tid", l.tid)?;
+        d.set_item("running_task", l.running_task)?;
+        loops.append(d)?;
+    }
+    out.set_item("loops", loops)?;
+    let tasks = PyList::empty(py);
+    for t in &snap.tasks {
+        let d = PyDict::new(py);
+        d.set_item("id", t.id)?;
+        d.set_item("name", &t.name)?;
+        d.set_item("state", t.state)?;
+        d.set_item("loop", t.loop_addr)?;
+        d.set_item("python_impl", t.python_impl)?;
+        d.set_item("eager", t.eager)?;
+        let stack = PyList::empty(py);
+        for f in &t.stack {
+            stack.append((f.function.as_str(), f.file.as_str(), f.line))?;
+        }
+        d.set_item("stack", stack)?;
+        match &t.awaiting {
+            Some(a) => {
+                let w = PyDict::new(py);
+                w.set_item("kind", &a.kind)?;
+                w.set_item("type", &a.type_name)?;
+                w.set_item("address", a.address)?;
+                d.set_item("awaiting", w)?;
+            }
+            None => d.set_item("awaiting", py.None())?,
+        }
+        d.set_item("parent", t.parent)?;
+        d.set_item("parent_via", t.parent_via)?;
+        tasks.append(d)?;
+    }
+    out.set_item("tasks", tasks)?;
+    let e = PyDict::new(py);
+    e.set_item("torn_dropped", snap.errors.torn_dropped)?;
+    e.set_item("unreadable", snap.errors.unreadable)?;
+    e.set_item("changed", snap.errors.changed)?;
+    out.set_item("errors", e)?;
+    out.set_item("pages_read", snap.pages_read)?;
+    Ok(out)
+}
