@@ -57,9 +57,12 @@ ASYNC_FIELDS: list[tuple[str, dict[str, str]]] = [
     ("function_closure", {"*": "offsetof(PyFunctionObject, func_closure)"}),
     ("function_qualname", {"*": "offsetof(PyFunctionObject, func_qualname)"}),
     ("cell_ref", {"*": "offsetof(PyCellObject, ob_ref)"}),
+    ("type_dict", {"*": "offsetof(PyTypeObject, tp_dict)"}),
+    ("memberdescr_member", {"*": "offsetof(PyMemberDescrObject, d_member)"}),
+    ("memberdef_offset", {"*": "offsetof(PyMemberDef, offset)"}),
 ]
 
-ASYNC_INCLUDES = ["opcode.h"]
+ASYNC_INCLUDES = ["opcode.h", "structmember.h"]
 
 # The Future head shared by Future and Task, per version. Field names follow the module's own
 # (prefix fut_); only the order and types matter for the offsets.

@@ -72,4 +72,9 @@ pub struct AsyncLayout {
     pub function_closure: u64,
     pub function_qualname: u64,
     pub cell_ref: u64,
+    /// `tp_dict`, `PyMemberDescrObject.d_member` and `PyMemberDef.offset`: where a C type keeps a
+    /// field it exposes as an attribute, read from the target's own type (functools.partial's `args`).
+    pub type_dict: u64,
+    pub memberdescr_member: u64,
+    pub memberdef_offset: u64,
 }

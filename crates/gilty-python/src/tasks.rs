@@ -53,5 +53,6 @@ pub(crate) fn snapshot_dict<'py>(py: Python<'py>, snap: &TasksSnapshot) -> PyRes
     e.set_item("changed", snap.errors.changed)?;
     out.set_item("errors", e)?;
     out.set_item("pages_read", snap.pages_read)?;
+    out.set_item("other_frameworks", snap.other_frameworks.clone())?;
     Ok(out)
 }

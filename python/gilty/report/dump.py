@@ -37,7 +37,13 @@ def render_text(target_info: dict, snapshot: dict, syscall_name: Callable[[int],
             lines.append("    (no Python stack)")
         for function, file, line in thread["stack"]:
             lines.append(f"    {function} ({file}:{line})")
-    return "\n".join(lines) + "\n"
+    text = "\n".join(lines) + "\n"
+    if "tasks" in snapshot:
+        from gilty.report import tasks  # only with --tasks
+
+        names = {t["tid"]: t["name"] for t in snapshot["threads"]}
+        text += "\n" + tasks.render_text(snapshot["tasks"], names)
+    return text
 
 
 def dump_report(target_info: dict, snapshot: dict, syscall_name: Callable[[int], str]) -> dict:
@@ -57,7 +63,12 @@ def dump_report(target_info: dict, snapshot: dict, syscall_name: Callable[[int],
                 "stack": [{"function": f, "file": file, "line": line} for f, file, line in thread["stack"]],
             }
         )
-    return {"format_version": FORMAT_VERSION, "target": target_info, "threads": threads}
+    report = {"format_version": FORMAT_VERSION, "target": target_info, "threads": threads}
+    if "tasks" in snapshot:
+        from gilty.report import tasks  # only with --tasks
+
+        report["asyncio"] = tasks.tasks_report(snapshot["tasks"])
+    return report
 
 
 def render_json(target_info: dict, snapshot: dict, syscall_name: Callable[[int], str]) -> str:

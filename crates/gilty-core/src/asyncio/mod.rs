@@ -78,7 +78,12 @@ pub struct TasksSnapshot {
     pub errors: TaskErrors,
     /// Pages read from the target, both reads together.
     pub pages_read: u64,
+    /// Other async frameworks the target imported (trio, gevent, curio): their tasks are not read.
+    pub other_frameworks: Vec<String>,
 }
+
+/// Frameworks with their own scheduler, whose tasks are not asyncio tasks.
+const OTHER_FRAMEWORKS: [&str; 3] = ["trio", "gevent", "curio"];
 
 /// Reads every task of the target twice and keeps what both reads agree on.
 pub fn read_tasks(interp: &Interpreter) -> crate::Result<TasksSnapshot> {
@@ -86,8 +91,8 @@ pub fn read_tasks(interp: &Interpreter) -> crate::Result<TasksSnapshot> {
         crate::Error::new(crate::ErrorKind::UnsupportedVersion, format!("no asyncio layout for Python {}", interp.version_string()))
     })?;
     let main = interp.main_interp()?;
-    let first = one_read(interp, a, main);
-    let second = one_read(interp, a, main);
+    let first = read_retrying(interp, a, main);
+    let second = read_retrying(interp, a, main);
     let (first, second) = match (first, second) {
         (Ok(x), Ok(y)) => (x, y),
         (Err(e), _) | (_, Err(e)) => {
@@ -99,6 +104,11 @@ pub fn read_tasks(interp: &Interpreter) -> crate::Result<TasksSnapshot> {
         }
     };
     let mut snap = merge(first, second);
+    for name in OTHER_FRAMEWORKS {
+        if matches!(interp.module_global(name, "__name__"), Ok(Some(_))) {
+            snap.other_frameworks.push(name.to_owned());
+        }
+    }
     // Which OS thread runs each loop: the loop's `_thread_id` is a thread state's `thread_id`.
     let tids = crate::process::procfs::thread_ids(interp.pid).unwrap_or_default();
     let threads = crate::threads::python_threads(interp, &mut crate::threads::TidResolver::default(), &tids).unwrap_or_default();
@@ -106,6 +116,21 @@ pub fn read_tasks(interp: &Interpreter) -> crate::Result<TasksSnapshot> {
         l.tid = l.thread_ident.and_then(|i| threads.iter().find(|t| t.ident == i)).and_then(|t| t.tid);
     }
     Ok(snap)
+}
+
+/// Reads of the registries themselves (a set or dict resized under us) are tried again a few times.
+const REGISTRY_TRIES: usize = 5;
+
+fn read_retrying(interp: &Interpreter, a: &gilty_layouts::AsyncLayout, main: u64) -> std::io::Result<OneRead> {
+    let mut last = None;
+    for _ in 0..REGISTRY_TRIES {
+        match one_read(interp, a, main) {
+            Ok(r) => return Ok(r),
+            Err(e) if crate::process::procfs::is_gone(interp.pid) => return Err(e),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap())
 }
 
 struct OneRead {

@@ -33,6 +33,7 @@ pub enum Kind {
     Method,
     BuiltinMethod,
     Function,
+    Partial,
     Other,
 }
 
@@ -53,6 +54,10 @@ pub struct Classes {
     pub c_future: u64,
     pub py_future: u64,
     pub gathering_future: u64,
+    /// `functools.partial` and where its `func` and `args` fields sit (from its member descriptors).
+    pub partial: u64,
+    pub partial_func: u64,
+    pub partial_args: u64,
 }
 
 struct TypeInfo {
@@ -169,6 +174,8 @@ impl<'a> AsyncReader<'a> {
                 Kind::CFuture
             } else if has(c.py_future) {
                 Kind::PyFuture
+            } else if has(c.partial) && c.partial_args != 0 {
+                Kind::Partial
             } else {
                 match t.name.as_str() {
                     "coroutine" => Kind::Coroutine,
@@ -181,6 +188,22 @@ impl<'a> AsyncReader<'a> {
                 }
             }
         })
+    }
+
+    /// The offset of a field a C type exposes as a member descriptor (`PyMemberDef.offset`), read
+    /// from the target's type dict: exact for that build, whatever its struct looks like.
+    pub fn member_offset(&self, tp: u64, name: &str) -> io::Result<Option<u64>> {
+        let dict = self.ptr(tp + self.a.type_dict)?;
+        if dict == 0 {
+            return Ok(None);
+        }
+        let Some(descr) = self.graph().dict_get_str(dict, name)? else { return Ok(None) };
+        if self.type_name(descr)? != "member_descriptor" {
+            return Ok(None);
+        }
+        let def = self.ptr(descr + self.a.memberdescr_member)?;
+        let off = self.mem.read_i64(def + self.a.memberdef_offset)?;
+        Ok((16..=4096).contains(&off).then_some(off as u64))
     }
 
     pub fn is_gathering(&self, obj: u64) -> bool {

@@ -22,7 +22,13 @@ pub fn classes(r: &AsyncReader, main_interp: u64) -> io::Result<Option<Classes>>
     let g = r.graph();
     let get = |m: &str, n: &str| module_global_in(&g, main_interp, m, n);
     let Some(py_task) = get("asyncio.tasks", "_PyTask")? else { return Ok(None) };
+    let partial = get("functools", "partial")?.unwrap_or(0);
+    let member = |n: &str| if partial == 0 { Ok(None) } else { r.member_offset(partial, n) };
+    let (partial_func, partial_args) = (member("func")?.unwrap_or(0), member("args")?.unwrap_or(0));
     Ok(Some(Classes {
+        partial,
+        partial_func,
+        partial_args,
         c_task: get("asyncio.tasks", "_CTask")?.unwrap_or(0),
         py_task,
         c_future: get("asyncio.futures", "_CFuture")?.unwrap_or(0),

@@ -155,6 +155,21 @@ fn callback_parent(r: &AsyncReader, cb: u64, is_task: &std::collections::HashSet
             let p = r.graph().get_attr(s, "_parent_task").ok()??;
             is_task.contains(&p).then_some((p, "taskgroup"))
         }
+        Kind::Partial => {
+            // wait_for (3.10, 3.11): partial(_release_waiter, waiter), waiter awaited by the caller.
+            let c = r.classes;
+            let func = r.ptr(cb + c.partial_func).ok()?;
+            let args = r.ptr(cb + c.partial_args).ok()?;
+            if r.type_name(args).ok()? != "tuple" {
+                return None;
+            }
+            let n = r.mem.read_i64(args + r.l.varobject_size).ok()?;
+            let via = if function_qualname(r, func).as_deref() == Some("_release_waiter") { "wait_for" } else { "callback" };
+            (0..n.clamp(0, 16) as u64).find_map(|i| {
+                let v = r.ptr(args + r.l.tuple_item + 8 * i).ok()?;
+                waiter_of.get(&v).map(|&p| (p, via))
+            })
+        }
         Kind::Function => {
             let qualname = function_qualname(r, cb)?;
             let closure = r.ptr(cb + r.a.function_closure).ok()?;

@@ -43,4 +43,7 @@ pub const ASYNC_LAYOUT: AsyncLayout = AsyncLayout {
     function_closure: 72,
     function_qualname: 40,
     cell_ref: 16,
+    type_dict: 264,
+    memberdescr_member: 40,
+    memberdef_offset: 16,
 };
