@@ -2,9 +2,10 @@
 
 use gilty_core::asyncio::TasksSnapshot;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{PyDict, PyList, PyString};
+use std::collections::HashMap;
 
-pub(crate) fn snapshot_dict<'py>(py: Python<'py>, snap: &TasksSnapshot) -> PyResult<Bound<'py, PyDict>> {
+pub(crate) fn snapshot_dict<'py, 'a>(py: Python<'py>, snap: &'a TasksSnapshot) -> PyResult<Bound<'py, PyDict>> {
     let out = PyDict::new(py);
     out.set_item("asyncio_imported", snap.asyncio_imported)?;
     let loops = PyList::empty(py);
@@ -18,6 +19,9 @@ pub(crate) fn snapshot_dict<'py>(py: Python<'py>, snap: &TasksSnapshot) -> PyRes
         loops.append(d)?;
     }
     out.set_item("loops", loops)?;
+    // File and function names repeat across thousands of tasks: one Python str each.
+    let mut strs: HashMap<&str, Bound<'py, PyString>> = HashMap::new();
+    let mut intern = |s: &'a str| -> Bound<'py, PyString> { strs.entry(s).or_insert_with(|| PyString::new(py, s)).clone() };
     let tasks = PyList::empty(py);
     for t in &snap.tasks {
         let d = PyDict::new(py);
@@ -29,7 +33,7 @@ pub(crate) fn snapshot_dict<'py>(py: Python<'py>, snap: &TasksSnapshot) -> PyRes
         d.set_item("eager", t.eager)?;
         let stack = PyList::empty(py);
         for f in &t.stack {
-            stack.append((f.function.as_str(), f.file.as_str(), f.line))?;
+            stack.append((intern(&f.function), intern(&f.file), f.line))?;
         }
         d.set_item("stack", stack)?;
         match &t.awaiting {

@@ -18,7 +18,7 @@ use crate::pyobjects::read_small_int;
 use gilty_layouts::asyncio_layout_for;
 use objects::{AsyncReader, Kind};
 use pages::PageCache;
-use std::collections::HashMap;
+use pages::AddrMap;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Awaiting {
@@ -141,8 +141,8 @@ fn merge(first: OneRead, second: OneRead) -> TasksSnapshot {
     let mut out = second.snap;
     out.pages_read += first.snap.pages_read;
     out.errors.unreadable += first.snap.errors.unreadable;
-    let before: HashMap<u64, &TaskInfo> = first.snap.tasks.iter().map(|t| (t.id, t)).collect();
-    let after_ids: std::collections::HashSet<u64> = out.tasks.iter().map(|t| t.id).collect();
+    let before: AddrMap<&TaskInfo> = first.snap.tasks.iter().map(|t| (t.id, t)).collect();
+    let after_ids: pages::AddrSet = out.tasks.iter().map(|t| t.id).collect();
     out.errors.changed += first.snap.tasks.iter().filter(|t| !after_ids.contains(&t.id)).count() as u64;
     let mut kept = Vec::with_capacity(out.tasks.len());
     for t in out.tasks.drain(..) {
@@ -154,7 +154,7 @@ fn merge(first: OneRead, second: OneRead) -> TasksSnapshot {
             Some(_) => out.errors.torn_dropped += 1,
         }
     }
-    let kept_ids: std::collections::HashSet<u64> = kept.iter().map(|t| t.id).collect();
+    let kept_ids: pages::AddrSet = kept.iter().map(|t| t.id).collect();
     // A parent that was dropped leaves its children without a parent rather than with a stale one.
     for t in kept.iter_mut() {
         if t.parent.is_some_and(|p| !kept_ids.contains(&p)) {
@@ -176,7 +176,7 @@ fn one_read(interp: &Interpreter, a: &gilty_layouts::AsyncLayout, main: u64) -> 
     let r = AsyncReader::new(mem, &interp.layout, a, classes, interp.code_type);
     check_sizes(&r)?;
     let reg = registry::read(&r, main)?;
-    let current: HashMap<u64, u64> = reg.current.iter().map(|&(l, t)| (l, t)).collect();
+    let current: AddrMap<u64> = reg.current.iter().map(|&(l, t)| (l, t)).collect();
     let mut snap = TasksSnapshot { asyncio_imported: true, ..Default::default() };
     let mut read = Vec::with_capacity(reg.tasks.len());
     for &(task, eager) in &reg.tasks {
@@ -186,7 +186,7 @@ fn one_read(interp: &Interpreter, a: &gilty_layouts::AsyncLayout, main: u64) -> 
         }
     }
     let parents = tree::parents(&r, &read);
-    let mut loops: HashMap<u64, LoopInfo> = HashMap::new();
+    let mut loops: AddrMap<LoopInfo> = AddrMap::default();
     for t in read {
         let running = current.get(&t.fields.loop_addr) == Some(&t.id);
         let state = match t.fields.state {

@@ -6,27 +6,71 @@
 use crate::process::memory::Memory;
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::io;
 
+/// Hashes an address or page number by one multiplication: keys are already well spread numbers,
+/// and SipHash was a tenth of a pass over 10,000 tasks.
+#[derive(Default)]
+pub struct AddrHasher(u64);
+
+impl Hasher for AddrHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (n ^ (n >> 29)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+/// A map keyed by target addresses.
+pub type AddrMap<V> = HashMap<u64, V, BuildHasherDefault<AddrHasher>>;
+pub type AddrSet = std::collections::HashSet<u64, BuildHasherDefault<AddrHasher>>;
+
 const PAGE: u64 = 4096;
+/// Pages read together on a miss: one read of the target costs far more than the bytes it copies,
+/// and a task's neighbours on the heap are usually the next tasks read.
+const CHUNK_PAGES: u64 = 16;
 
 pub struct PageCache<'a> {
     inner: &'a dyn Memory,
-    pages: RefCell<HashMap<u64, Option<Box<[u8]>>>>,
+    /// Whole chunks by chunk number (None: the chunk is not all mapped, see `pages`).
+    chunks: RefCell<AddrMap<Option<Box<[u8]>>>>,
+    /// Single pages of chunks that could not be read whole (None: unreadable page).
+    pages: RefCell<AddrMap<Option<Box<[u8]>>>>,
 }
 
 impl<'a> PageCache<'a> {
     pub fn new(inner: &'a dyn Memory) -> Self {
-        PageCache { inner, pages: RefCell::new(HashMap::new()) }
+        PageCache { inner, chunks: RefCell::new(AddrMap::default()), pages: RefCell::new(AddrMap::default()) }
     }
 
     /// Pages read from the target so far.
     pub fn pages(&self) -> usize {
-        self.pages.borrow().len()
+        let whole = self.chunks.borrow().values().filter(|c| c.is_some()).count() * CHUNK_PAGES as usize;
+        whole + self.pages.borrow().values().filter(|p| p.is_some()).count()
     }
 
-    /// Copies from one page into `buf`; false when the page cannot be read.
+    /// Copies from one page into `buf`; false when the page cannot be read. A read is one moment of
+    /// the target: what was read once is served from the copy.
     fn copy_page(&self, page: u64, off: usize, buf: &mut [u8]) -> bool {
+        let chunk_no = page / CHUNK_PAGES;
+        let mut chunks = self.chunks.borrow_mut();
+        let chunk = chunks.entry(chunk_no).or_insert_with(|| {
+            let mut bytes = vec![0u8; (CHUNK_PAGES * PAGE) as usize].into_boxed_slice();
+            self.inner.read(chunk_no * CHUNK_PAGES * PAGE, &mut bytes).ok().map(|_| bytes)
+        });
+        if let Some(bytes) = chunk {
+            let at = ((page % CHUNK_PAGES) * PAGE) as usize + off;
+            buf.copy_from_slice(&bytes[at..at + buf.len()]);
+            return true;
+        }
+        drop(chunks);
         let mut pages = self.pages.borrow_mut();
         let entry = pages.entry(page).or_insert_with(|| {
             let mut bytes = vec![0u8; PAGE as usize].into_boxed_slice();

@@ -11,7 +11,7 @@
 use super::objects::{AsyncReader, Chain, Kind, TaskFields};
 use super::Awaiting;
 use crate::frames::Frame;
-use std::collections::HashMap;
+use super::pages::{AddrMap, AddrSet};
 use std::io;
 
 pub struct ReadTask {
@@ -99,10 +99,10 @@ fn function_qualname(r: &AsyncReader, f: u64) -> Option<String> {
 }
 
 /// child task -> (parent task, how).
-pub fn parents(r: &AsyncReader, tasks: &[ReadTask]) -> HashMap<u64, (u64, &'static str)> {
-    let mut out: HashMap<u64, (u64, &'static str)> = HashMap::new();
-    let is_task: std::collections::HashSet<u64> = tasks.iter().map(|t| t.id).collect();
-    let mut waiter_of: HashMap<u64, u64> = HashMap::new();
+pub fn parents(r: &AsyncReader, tasks: &[ReadTask]) -> AddrMap<(u64, &'static str)> {
+    let mut out: AddrMap<(u64, &'static str)> = AddrMap::default();
+    let is_task: AddrSet = tasks.iter().map(|t| t.id).collect();
+    let mut waiter_of: AddrMap<u64> = AddrMap::default();
     for t in tasks {
         let w = t.fields.fut_waiter;
         if t.fields.state != 0 || w == 0 {
@@ -141,7 +141,7 @@ fn gather_children(r: &AsyncReader, gathering: u64) -> Vec<u64> {
     r.list_items(list).unwrap_or_default()
 }
 
-fn callback_parent(r: &AsyncReader, cb: u64, is_task: &std::collections::HashSet<u64>, waiter_of: &HashMap<u64, u64>) -> Option<(u64, &'static str)> {
+fn callback_parent(r: &AsyncReader, cb: u64, is_task: &AddrSet, waiter_of: &AddrMap<u64>) -> Option<(u64, &'static str)> {
     match r.kind(cb).ok()? {
         Kind::BuiltinMethod => {
             let s = r.ptr(cb + r.a.cfunction_self).ok()?;
