@@ -11,10 +11,18 @@ from pathlib import Path
 import pytest
 
 from conftest import note, parse_json, run_gilty, running_target
+from package_venvs import venv_python
 
 pytestmark = pytest.mark.interpreter
 
-VARIANTS = ["c", "python", "eager"]
+VARIANTS = ["c", "python", "eager", "uvloop"]
+UVLOOP_VERSION = "0.21.0"
+TRIO_VERSION = "0.27.0"
+
+
+def extras_python(interp) -> str:
+    """A venv of ``interp`` with uvloop and trio (cached under /tmp; skips with the reason if it cannot be made)."""
+    return venv_python(interp, "asyncio-extras", (f"uvloop=={UVLOOP_VERSION}", f"trio=={TRIO_VERSION}"), "import uvloop, trio")
 
 
 def dump_tasks(pid: int) -> dict:
@@ -30,14 +38,15 @@ def tree(request, interp, tmp_path_factory):
     if variant == "eager" and interp.version[:2] < (3, 12):
         pytest.skip(f"eager tasks exist from 3.12 on; this is {interp.version_str}")
     truth_path = tmp_path_factory.mktemp("asyncio") / "truth.json"
-    flags = {"c": (), "python": ("--python-tasks",), "eager": ("--eager",)}[variant]
-    with running_target(interp, "asyncio_tree.py", str(truth_path), *flags) as proc:
+    flags = {"c": (), "python": ("--python-tasks",), "eager": ("--eager",), "uvloop": ("--uvloop",)}[variant]
+    python = extras_python(interp) if variant == "uvloop" else interp
+    with running_target(python, "asyncio_tree.py", str(truth_path), *flags) as proc:
         truth = json.loads(truth_path.read_text())
-        yield proc, truth, dump_tasks(proc.pid)
+        yield proc, truth, dump_tasks(proc.pid), variant
 
 
 def test_same_tasks_frames_and_parents(tree, interp):
-    proc, truth, report = tree
+    proc, truth, report, _ = tree
     got = report["asyncio"]
     assert got["asyncio_imported"] is True
     assert got["errors"]["torn_dropped"] == 0 and got["errors"]["unreadable"] == 0, got["errors"]
@@ -63,7 +72,7 @@ def test_same_tasks_frames_and_parents(tree, interp):
 
 
 def test_what_each_task_awaits(tree):
-    _, _, report = tree
+    _, _, report, _ = tree
     by_name = {t["name"]: t for t in report["asyncio"]["tasks"]}
     kinds = {n: (t["awaiting"] or {}).get("kind") for n, t in by_name.items()}
     assert kinds["sleeper-0"] == "sleep"
@@ -77,19 +86,53 @@ def test_what_each_task_awaits(tree):
 
 
 def test_loop_is_on_the_main_thread(tree):
-    proc, _, report = tree
+    proc, _, report, variant = tree
     loops = report["asyncio"]["loops"]
     assert len(loops) == 1
+    if variant == "uvloop":
+        # uvloop keeps its thread id in a C field: the loop is read, its thread is not named.
+        assert loops[0]["type"] == "Loop" and loops[0]["tid"] is None, loops
+        return
     assert loops[0]["tid"] == proc.pid, loops
 
 
 def test_text_tree(tree):
-    proc, _, _ = tree
+    proc, _, _, _ = tree
     rc, out, err = run_gilty("dump", "--pid", proc.pid, "--tasks", timeout=60)
     assert rc == 0, err
     assert "Event loop 0x" in out and "13 task(s)" in out, out
     assert "locker-0 [pending]" in out and "awaiting lock at" in out, out
     assert "└─ " in out
+
+
+def test_loops_in_two_threads(interp, targets):
+    proc = targets(interp, "asyncio_threads.py")
+    report = dump_tasks(proc.pid)
+    tid_of = {t["name"]: t["tid"] for t in report["threads"]}
+    loops = {lp["address"]: lp for lp in report["asyncio"]["loops"]}
+    assert len(loops) == 2, loops
+    for t in report["asyncio"]["tasks"]:
+        if t["name"].startswith("t") and "-" in t["name"]:
+            i = t["name"][1]
+            assert loops[t["loop"]]["tid"] == tid_of[f"loop-{i}"], (t, loops)
+    assert sum(t["name"].startswith(("t0-", "t1-")) for t in report["asyncio"]["tasks"]) == 6
+
+
+def test_without_asyncio(interp, targets):
+    proc = targets(interp, "known_stack.py")
+    rc, out, err = run_gilty("dump", "--pid", proc.pid, "--tasks", timeout=60)
+    assert rc == 0 and "Traceback" not in err, err
+    assert "asyncio: not imported, no tasks" in out, out
+    report = dump_tasks(proc.pid)
+    assert report["asyncio"]["asyncio_imported"] is False and report["asyncio"]["tasks"] == []
+
+
+def test_trio_is_named_not_read(interp, targets):
+    proc = targets(extras_python(interp), "trio_sleeper.py")
+    rc, out, err = run_gilty("dump", "--pid", proc.pid, "--tasks", timeout=60)
+    assert rc == 0 and "Traceback" not in err, err
+    assert "trio: imported, but its tasks are not read" in out, out
+    assert dump_tasks(proc.pid)["asyncio"]["other_frameworks"] == ["trio"]
 
 
 # -- churn -----------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """A known tree of asyncio tasks that then holds still; the target's own view of it goes to a file.
 
-    python asyncio_tree.py TRUTH.json [--python-tasks] [--eager]
+    python asyncio_tree.py TRUTH.json [--python-tasks] [--eager] [--uvloop]
 
 main (asyncio.run) holds `lock`, then runs three group tasks in a TaskGroup (3.11+; a gather on
 3.10). Each group gathers two children:
@@ -21,6 +21,10 @@ import threading
 TRUTH = sys.argv[1]
 PYTHON_TASKS = "--python-tasks" in sys.argv
 EAGER = "--eager" in sys.argv
+if "--uvloop" in sys.argv:
+    import uvloop
+
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 HAS_TASKGROUP = sys.version_info >= (3, 11)
 
 parents = {}  # task name -> the name of the task built to await it
