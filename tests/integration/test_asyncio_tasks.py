@@ -182,3 +182,22 @@ def test_churn_never_gives_a_wrong_line_or_parent(churn, interp):
     assert seen_stable >= CHURN_DUMPS * len(stable) * 0.9, (seen_stable, CHURN_DUMPS * len(stable))
     if rate < 5000:
         pytest.skip(f"the target created only {rate:.0f} tasks/s on this machine (wanted ~10,000): checked at that rate")
+
+
+def test_running_and_cancelling_tasks(interp, targets):
+    proc = targets(interp, "asyncio_states.py")
+    report = dump_tasks(proc.pid)
+    by_name = {t["name"]: t for t in report["asyncio"]["tasks"]}
+    spinner = by_name["spinner"]
+    assert spinner["state"] == "running", spinner
+    assert report["asyncio"]["loops"][0]["running_task"] == spinner["id"]
+    # A running task's chain ends at its coroutine's running frame; spin() itself is on the thread.
+    assert [f["function"] for f in spinner["stack"]] == ["work"], spinner["stack"]
+    main_thread = next(t for t in report["threads"] if t["tid"] == proc.pid)
+    assert [f["function"] for f in main_thread["stack"][:2]] == ["spin", "work"], main_thread["stack"]
+    assert by_name["sleeper"]["state"] == "pending"
+    if interp.version[:2] >= (3, 11):
+        assert by_name["stubborn"]["state"] == "cancelling", by_name["stubborn"]
+        assert by_name["stubborn"]["awaiting"]["kind"] == "event"
+    rc, out, _ = run_gilty("dump", "--pid", proc.pid, "--tasks", timeout=60)
+    assert rc == 0 and "spinner [running]" in out and "<- running" in out, out
