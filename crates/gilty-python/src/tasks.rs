@@ -6,6 +6,21 @@ use pyo3::types::{PyDict, PyList, PyString};
 use std::collections::HashMap;
 
 pub(crate) fn snapshot_dict<'py, 'a>(py: Python<'py>, snap: &'a TasksSnapshot) -> PyResult<Bound<'py, PyDict>> {
+    // Tens of thousands of new containers would set off the cyclic GC dozens of times, each pass
+    // walking every object gilty holds; none of them can form a cycle, so it is paused while they are made.
+    let gc = py.import("gc")?;
+    let was_enabled: bool = gc.call_method0("isenabled")?.extract()?;
+    if was_enabled {
+        gc.call_method0("disable")?;
+    }
+    let out = build(py, snap);
+    if was_enabled {
+        gc.call_method0("enable")?;
+    }
+    out
+}
+
+fn build<'py, 'a>(py: Python<'py>, snap: &'a TasksSnapshot) -> PyResult<Bound<'py, PyDict>> {
     let out = PyDict::new(py);
     out.set_item("asyncio_imported", snap.asyncio_imported)?;
     let loops = PyList::empty(py);

@@ -359,7 +359,6 @@ impl<'a> AsyncReader<'a> {
     fn gen_link(&self, gen: u64) -> Result<(ChainLink, Option<u64>), WalkError> {
         let a = self.a;
         let l = self.l;
-        let qualname = self.graph().read_str(self.ptr(gen + a.gen_qualname)?)?;
         let (code, instr, state, yf) = if let Some(iframe_off) = a.gen_iframe {
             let state = self.mem.read_u8(gen + a.gen_frame_state.unwrap())? as i8 as i64;
             let frame = gen + iframe_off;
@@ -415,8 +414,10 @@ impl<'a> AsyncReader<'a> {
         };
         let running = state == 0;
         let mut frame = self.walker.decode_frame(code, instr, &mut self.codes.borrow_mut(), self.mem)?;
-        if let Some(f) = frame.as_mut() {
-            f.function = qualname;
+        // 3.11+ frames carry co_qualname, the coroutine's __qualname__ unless someone renamed it; 3.10
+        // code objects have no qualified name, so the generator's own gi_qualname is read.
+        if let (Some(f), None) = (frame.as_mut(), l.code_qualname) {
+            f.function = self.graph().read_str(self.ptr(gen + a.gen_qualname)?)?;
         }
         Ok((ChainLink { object: gen, frame, running }, yf))
     }
