@@ -35,7 +35,7 @@ pub type AddrSet = std::collections::HashSet<u64, BuildHasherDefault<AddrHasher>
 const PAGE: u64 = 4096;
 /// Pages read together on a miss: one read of the target costs far more than the bytes it copies,
 /// and a task's neighbours on the heap are usually the next tasks read.
-const CHUNK_PAGES: u64 = 16;
+const CHUNK_PAGES: u64 = 32;
 
 pub struct PageCache<'a> {
     inner: &'a dyn Memory,
@@ -46,12 +46,12 @@ pub struct PageCache<'a> {
 }
 
 thread_local! {
-    /// Chunk buffers of dropped caches, reused: fresh 64 KiB buffers cost a page fault per page.
+    /// Chunk buffers of dropped caches, reused: fresh 128 KiB buffers cost a page fault per page.
     static SPARE: RefCell<Vec<Box<[u8]>>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Spare buffers kept for the next cache (8 MiB).
-const MAX_SPARE: usize = 128;
+const MAX_SPARE: usize = 64;
 
 fn chunk_buffer() -> Box<[u8]> {
     SPARE.with(|s| s.borrow_mut().pop()).unwrap_or_else(|| vec![0u8; (CHUNK_PAGES * PAGE) as usize].into_boxed_slice())
