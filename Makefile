@@ -52,8 +52,8 @@ test: setup system-deps go-tools  ## every test: Rust unit tests, layout and opc
 	$(VPY) tools/gen_opcodes.py --check
 	$(VPY) -m pytest -q -ra --durations=30 tests
 
-wheel: $(STAMP)  ## the wheel users install (abi3, manylinux, no debug info) into dist/
-	$(VENV)/bin/maturin build --profile dist -i $(VPY) -o dist --quiet
+wheel: $(STAMP)  ## the wheel users install (abi3, manylinux_2_17 linked by zig, no debug info) into dist/
+	PATH=$(abspath $(VENV))/bin:$$PATH $(VENV)/bin/maturin build --profile dist --zig --compatibility manylinux_2_17 -i $(VPY) -o dist
 
 bench: setup  ## overhead benchmarks (results go in docs/benchmarks.md by hand, with the command)
 	$(VPY) bench/overhead.py
