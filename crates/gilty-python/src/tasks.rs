@@ -2,7 +2,9 @@
 
 use gilty_core::asyncio::TasksSnapshot;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString};
+use gilty_core::frames::Frame;
+use pyo3::intern;
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use std::collections::HashMap;
 
 pub(crate) fn snapshot_dict<'py, 'a>(py: Python<'py>, snap: &'a TasksSnapshot) -> PyResult<Bound<'py, PyDict>> {
@@ -36,33 +38,43 @@ fn build<'py, 'a>(py: Python<'py>, snap: &'a TasksSnapshot) -> PyResult<Bound<'p
     out.set_item("loops", loops)?;
     // File and function names repeat across thousands of tasks: one Python str each.
     let mut strs: HashMap<&str, Bound<'py, PyString>> = HashMap::new();
-    let mut intern = |s: &'a str| -> Bound<'py, PyString> { strs.entry(s).or_insert_with(|| PyString::new(py, s)).clone() };
+    let mut intern_str = |s: &'a str| -> Bound<'py, PyString> { strs.entry(s).or_insert_with(|| PyString::new(py, s)).clone() };
+    let mut frames: HashMap<&'a Frame, Bound<'py, PyTuple>> = HashMap::new();
     let tasks = PyList::empty(py);
     for t in &snap.tasks {
         let d = PyDict::new(py);
-        d.set_item("id", t.id)?;
-        d.set_item("name", &t.name)?;
-        d.set_item("state", t.state)?;
-        d.set_item("loop", t.loop_addr)?;
-        d.set_item("python_impl", t.python_impl)?;
-        d.set_item("eager", t.eager)?;
+        d.set_item(intern!(py, "id"), t.id)?;
+        d.set_item(intern!(py, "name"), &t.name)?;
+        d.set_item(intern!(py, "state"), t.state)?;
+        d.set_item(intern!(py, "loop"), t.loop_addr)?;
+        d.set_item(intern!(py, "python_impl"), t.python_impl)?;
+        d.set_item(intern!(py, "eager"), t.eager)?;
         let stack = PyList::empty(py);
         for f in &t.stack {
-            stack.append((intern(&f.function), intern(&f.file), f.line))?;
+            // The same frame recurs in every task parked at the same await: one tuple for all.
+            let tuple = match frames.get(f) {
+                Some(tuple) => tuple.clone(),
+                None => {
+                    let tuple = PyTuple::new(py, [intern_str(&f.function).into_any(), intern_str(&f.file).into_any(), f.line.into_pyobject(py)?.into_any()])?;
+                    frames.insert(f, tuple.clone());
+                    tuple
+                }
+            };
+            stack.append(tuple)?;
         }
-        d.set_item("stack", stack)?;
+        d.set_item(intern!(py, "stack"), stack)?;
         match &t.awaiting {
             Some(a) => {
                 let w = PyDict::new(py);
-                w.set_item("kind", &a.kind)?;
-                w.set_item("type", &a.type_name)?;
-                w.set_item("address", a.address)?;
-                d.set_item("awaiting", w)?;
+                w.set_item(intern!(py, "kind"), intern_str(&a.kind))?;
+                w.set_item(intern!(py, "type"), intern_str(&a.type_name))?;
+                w.set_item(intern!(py, "address"), a.address)?;
+                d.set_item(intern!(py, "awaiting"), w)?;
             }
-            None => d.set_item("awaiting", py.None())?,
+            None => d.set_item(intern!(py, "awaiting"), py.None())?,
         }
-        d.set_item("parent", t.parent)?;
-        d.set_item("parent_via", t.parent_via)?;
+        d.set_item(intern!(py, "parent"), t.parent)?;
+        d.set_item(intern!(py, "parent_via"), t.parent_via)?;
         tasks.append(d)?;
     }
     out.set_item("tasks", tasks)?;
