@@ -109,3 +109,19 @@ def tasks_report(tasks: dict) -> dict:
         ],
         "errors": dict(tasks["errors"]),
     }
+
+
+def tasks_json_lines(asyncio_report: dict) -> str:
+    """The `asyncio` object as JSON with one line per loop and per task (for `render_json`)."""
+    import json
+
+    compact = json.JSONEncoder(ensure_ascii=True).encode
+    parts = []
+    for key, value in asyncio_report.items():
+        if key in ("loops", "tasks"):
+            items = ",\n      ".join(compact(v) for v in value)
+            body = f"[\n      {items}\n    ]" if value else "[]"
+        else:
+            body = compact(value)
+        parts.append(f'    "{key}": {body}')
+    return "{\n" + ",\n".join(parts) + "\n  }"
