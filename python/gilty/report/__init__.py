@@ -89,6 +89,12 @@ def _render_json(recording: Recording) -> str:
 
 
 def render(recording: Recording, fmt: str) -> str:
+    if fmt != "json":
+        # Names from the target are made visible once here; the JSON report keeps them whole
+        # (JSON escapes every control character and, ASCII-only, every direction override).
+        from gilty.report.labels import displayed
+
+        recording = displayed(recording)
     return renderer(fmt)(recording)
 
 
@@ -101,7 +107,14 @@ def write(recording: Recording, fmt: str, path: Optional[str]) -> None:
 
 
 def emit(text: str, path: Optional[str]) -> None:
-    """Print to stdout, or write ``path`` and say so on stderr."""
+    """Print to stdout, or write ``path`` and say so on stderr.
+
+    No control or direction character gets through (newlines and tabs aside): whatever a renderer
+    took from the target unescaped is written out visibly here.
+    """
+    from gilty.report.labels import terminal_text
+
+    text = terminal_text(text)
     if path is None:
         sys.stdout.write(text)
         sys.stdout.flush()

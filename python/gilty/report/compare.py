@@ -7,6 +7,7 @@ from dataclasses import asdict
 from typing import Optional
 
 from gilty.load.compare import FORMAT_VERSION, NOISE_METHOD, direction
+from gilty.report.labels import visible
 
 
 def _fmt(metric: str, v: Optional[float]) -> str:
@@ -22,7 +23,7 @@ def _fmt(metric: str, v: Optional[float]) -> str:
 
 
 def render_text(label_a: str, label_b: str, kind: str, rows: list) -> str:
-    lines = [f"gilty compare ({kind}): A = {label_a}, B = {label_b}", ""]
+    lines = [f"gilty compare ({kind}): A = {visible(label_a, 0)}, B = {visible(label_b, 0)}", ""]
     lines.append(f"  {'SCOPE':<44} {'METRIC':<16} {'A':>11} {'B':>11} {'CHANGE':>11} {'NOISE':>10}")
     for r in rows:
         change = "-" if r.change is None else _fmt(r.metric, r.change)
@@ -30,7 +31,7 @@ def render_text(label_a: str, label_b: str, kind: str, rows: list) -> str:
             change = "+" + change
         noise = "?" if r.noise is None else _fmt(r.metric, r.noise)
         mark = f"  <- beyond noise{', ' + direction(r) if direction(r) else ''}" if r.beyond_noise else ""
-        lines.append(f"  {r.scope:<44} {r.metric:<16} {_fmt(r.metric, r.a):>11} {_fmt(r.metric, r.b):>11} {change:>11} {noise:>10}{mark}")
+        lines.append(f"  {visible(r.scope):<44} {r.metric:<16} {_fmt(r.metric, r.a):>11} {_fmt(r.metric, r.b):>11} {change:>11} {noise:>10}{mark}")
     lines.append("")
     lines.append(f"Noise: {NOISE_METHOD}; '?' where it cannot be estimated (never flagged).")
     flagged = [r for r in rows if r.beyond_noise]
