@@ -40,6 +40,8 @@ from gilty.cli.options import (  # noqa: F401 - re-exported for the other comman
     output_format,
     positive_float,
     positive_int,
+    sampling_rate,
+    seconds,
 )
 from gilty.cli.progress import Progress
 from gilty.sampling.session import Recording, Session, TargetInfo
@@ -60,11 +62,11 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     )
     add_pid_arguments(parser)
     parser.add_argument(
-        "--duration", type=positive_float, metavar="S", help="stop after S seconds (default: until Ctrl-C or exit)"
+        "--duration", type=seconds, metavar="S", help="stop after S seconds (default: until Ctrl-C or exit)"
     )
     parser.add_argument(
         "--rate",
-        type=positive_float,
+        type=sampling_rate,
         default=DEFAULT_RATE_HZ,
         metavar="HZ",
         help="samples per second (default: %(default)g)",

@@ -29,7 +29,8 @@ from gilty.cli.record import (
     add_exact_argument,
     add_pid_arguments,
     open_sampler,
-    positive_float,
+    sampling_rate,
+    seconds,
 )
 from gilty.report import console_processes
 from gilty.report.console import render_top
@@ -50,13 +51,13 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--rate",
-        type=positive_float,
+        type=sampling_rate,
         default=DEFAULT_RATE_HZ,
         metavar="HZ",
         help="samples per second (default: %(default)g)",
     )
     parser.add_argument(
-        "--duration", type=positive_float, metavar="S", help="stop after S seconds (default: until Ctrl-C or exit)"
+        "--duration", type=seconds, metavar="S", help="stop after S seconds (default: until Ctrl-C or exit)"
     )
     add_exact_argument(parser)
 
