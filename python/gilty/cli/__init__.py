@@ -7,17 +7,24 @@ Each command module has ``prepare_parser(parser)`` and ``run(args) -> int`` (mem
 
 from __future__ import annotations
 
-import argparse
-import importlib
-import os
-import re
 import sys
-from types import ModuleType
+
+try:
+    import argparse
+    import importlib
+    import os
+    import re
+    from types import ModuleType
+
+    from gilty._errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, CommandError, UsageError, exit_code_for_kind
+except KeyboardInterrupt:
+    # Ctrl-C while gilty is still importing, before main() can catch it: the same one line, not a
+    # traceback (the console script imports this module outside any handler of ours).
+    sys.stderr.write("gilty: interrupted\n")
+    raise SystemExit(130) from None
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing `typing` costs every CLI start ~15 ms
     from typing import NoReturn, Optional, Sequence
-
-from gilty._errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, CommandError, UsageError, exit_code_for_kind
 
 # Command name -> module, imported only when needed: importing every command (and what they import)
 # took most of a `gilty dump`'s wall time.

@@ -184,7 +184,7 @@ def _run_locust(args: argparse.Namespace, fmt: str) -> int:
         try:
             pids = [args.profile] if args.profile is not None else None
             if child_argv is not None:
-                child = launch.start_command(child_argv)
+                child = launch.start_command(child_argv, die_with_gilty=True)
                 _wait_until_listening(host, child)
                 pids = [child.pid]
             print(f"gilty: Locust: {args.users} users, {args.workers} workers, {duration:g} s (closed loop)", file=sys.stderr)
@@ -240,7 +240,7 @@ def _blocking(call, stop, on_stop) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     take_trailing_output(args)
-    fmt = args.format or ("html" if (args.output or "").lower().endswith((".html", ".htm")) else output_format(None, args.output))
+    fmt = output_format(args.format, args.output, ("text", "json", "html"))
     if args.locustfile is not None:
         return _run_locust(args, fmt)
     if not args.urls:
@@ -273,7 +273,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             pids = [args.profile] if args.profile is not None else None
             if child_argv is not None:
-                child = launch.start_command(child_argv)
+                child = launch.start_command(child_argv, die_with_gilty=True)
                 _wait_until_listening(options.urls[0][0], child)
                 pids = [child.pid]
             # A server gilty just started has answered once: its other workers may still be importing.

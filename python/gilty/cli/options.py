@@ -9,7 +9,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing `typing` costs every CLI start ~15 ms
     from typing import Optional
 
-from gilty._errors import CommandError
+from gilty._errors import CommandError, UsageError
 from gilty.report import emit  # noqa: F401 - the commands' one way to write output
 
 FORMATS = ("text", "json")
@@ -91,13 +91,24 @@ def add_format_argument(parser: argparse.ArgumentParser, choices: tuple = FORMAT
     )
 
 
-def output_format(fmt: Optional[str], path: Optional[str]) -> str:
-    """The explicit --format, else chosen by the output file's extension (pyinstrument's habit)."""
+# File extensions of the formats the commands other than record and report write.
+_EXTENSIONS = ((".json", "json"), (".html", "html"), (".htm", "html"), (".txt", "text"))
+
+
+def output_format(fmt: Optional[str], path: Optional[str], choices: tuple = FORMATS) -> str:
+    """The explicit --format, else chosen by the output file's extension (pyinstrument's habit), else
+    text. An extension that names none of ``choices`` (``-o x.svg`` of a text report) is refused
+    before any work, as `gilty record` refuses it."""
     if fmt:
         return fmt
-    if path and path.lower().endswith(".json"):
-        return "json"
-    return "text"
+    if not path:
+        return "text"
+    lower = path.lower()
+    found = next((f for ext, f in _EXTENSIONS if lower.endswith(ext) and f in choices), None)
+    if found is None:
+        known = " ".join(ext for ext, f in _EXTENSIONS if f in choices)
+        raise UsageError(f"cannot tell the format of {path!r} from its extension ({known}); add --format FORMAT")
+    return found
 
 
 def add_pid_arguments(parser: argparse.ArgumentParser, required: bool = False) -> None:

@@ -125,7 +125,7 @@ def _watch_all(native, pids: list, args) -> SpecializationSession:
 
 
 def run(args: argparse.Namespace) -> int:
-    fmt = args.format or ("html" if (args.output or "").lower().endswith((".html", ".htm")) else output_format(None, args.output))
+    fmt = output_format(args.format, args.output, ("text", "json", "html"))
     native = launch.native_module()
     if _check_target(native, args.pid) == (3, 10):
         return _run_opcache(native, args, fmt)
