@@ -200,7 +200,7 @@ def run(args: argparse.Namespace) -> int:
         child = None
         try:
             if child_argv is not None:
-                child = launch.start_command(child_argv)
+                child = launch.start_command(child_argv, die_with_gilty=True)
                 target = launch.attach_to_command(native, child, child_argv, stop=stop)
             else:
                 target = launch.attach(native, args.pid)
@@ -275,7 +275,7 @@ def run_processes(args: argparse.Namespace, pids: list, child_argv: Optional[lis
         child = None
         try:
             if child_argv is not None:
-                child = launch.start_command(child_argv)
+                child = launch.start_command(child_argv, die_with_gilty=True)
                 pids = [child.pid]
             process_set = native.ProcessSet(pids, args.rate, follow=bool(args.subprocesses))
             recording.start_time = time.time()

@@ -119,9 +119,22 @@ def emit(text: str, path: Optional[str]) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
         return
+    import os
+
+    # A file appears whole or not at all: written beside its place and renamed, so a kill -9 or a
+    # full disk mid-write leaves no half report (a device or pipe given as -o is written directly).
+    direct = os.path.exists(path) and not os.path.isfile(path)
+    partial = path if direct else os.path.join(os.path.dirname(path) or ".", f".{os.path.basename(path)}.{os.getpid()}.part")
     try:
-        with open(path, "w", encoding="utf-8") as f:
+        with open(partial, "w", encoding="utf-8") as f:
             f.write(text)
+        if not direct:
+            os.replace(partial, path)
     except OSError as e:
+        if not direct:
+            try:
+                os.unlink(partial)
+            except OSError:
+                pass
         raise CommandError(f"cannot write {path}: {e.strerror or e}") from None
     print(f"gilty: wrote {path}", file=sys.stderr)
