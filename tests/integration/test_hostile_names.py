@@ -89,7 +89,11 @@ def test_the_recording_has_the_hostile_names(hostile):
         assert any(shown[:100] in f for f in functions), name[:40]
 
 
-@pytest.mark.parametrize("fmt", report.FORMAT_NAMES)
+# pprof is gzipped protobuf, never shown on a terminal (emit refuses to): its names are checked decoded.
+TEXT_FORMATS = [f for f in report.FORMAT_NAMES if f != "pprof"]
+
+
+@pytest.mark.parametrize("fmt", TEXT_FORMATS)
 def test_every_format_writes_no_acting_byte(hostile, fmt, tmp_path):
     text = assert_inert(rendered(hostile[0], fmt, tmp_path), fmt)
     if fmt in ("json", "speedscope", "chrome"):
@@ -177,3 +181,14 @@ def test_html_draws_in_chromium_with_names_as_text(hostile, browser, tmp_path):
     # A direction override would turn the verdict paragraph around; it is shown as \u202e instead.
     assert "\u202e" not in body and "\\u202e" in body
     assert not any(ord(c) in HIDDEN_CODEPOINTS or ord(c) < 0x09 or 0x0A < ord(c) < 0x20 for c in body)
+
+
+def test_pprof_names_are_visible(hostile, tmp_path):
+    if "pprof" not in report.FORMAT_NAMES:
+        pytest.skip("no pprof format in this build")
+    import gzip
+
+    data = gzip.decompress(rendered(hostile[0], "pprof", tmp_path))
+    # The string table holds every name: none may carry a raw control or direction character.
+    assert b"\x1b" not in data and "\u202e".encode() not in data and b"\x07" not in data
+    assert b"\\x1b[2J" in data and b"new\\nline" in data

@@ -27,11 +27,14 @@ FORMATS = {
     "svg": ("flamegraph_svg:render", "a flame graph drawn by inferno"),
     "chrome": ("chrome_trace:render", "Chrome trace events for Perfetto / chrome://tracing"),
     "html": ("html_report:render", "one self-contained interactive HTML page"),
+    "pprof": ("pprof:render", "gzipped pprof profile.proto with state/pid/thread labels, for pprof and Pyroscope"),
 }
 FORMAT_NAMES = tuple(FORMATS)
 
 # Longest suffix first: `x.speedscope.json` is speedscope, not json.
 EXTENSIONS = (
+    (".pb.gz", "pprof"),
+    (".pprof", "pprof"),
     (".speedscope.json", "speedscope"),
     (".trace.json", "chrome"),
     (".collapsed", "collapsed"),
@@ -106,17 +109,25 @@ def write(recording: Recording, fmt: str, path: Optional[str]) -> None:
     emit(render(recording, fmt), path)
 
 
-def emit(text: str, path: Optional[str]) -> None:
-    """Print to stdout, or write ``path`` and say so on stderr.
+def emit(text, path: Optional[str]) -> None:
+    """Print to stdout, or write ``path`` and say so on stderr. ``bytes`` (pprof) are written as they are,
+    and never to a terminal.
 
-    No control or direction character gets through (newlines and tabs aside): whatever a renderer
-    took from the target unescaped is written out visibly here.
+    No control or direction character gets through text (newlines and tabs aside): whatever a
+    renderer took from the target unescaped is written out visibly here.
     """
-    from gilty.report.labels import terminal_text
+    binary = isinstance(text, bytes)
+    if not binary:
+        from gilty.report.labels import terminal_text
 
-    text = terminal_text(text)
+        text = terminal_text(text)
     if path is None:
-        sys.stdout.write(text)
+        if binary:
+            if sys.stdout.isatty():
+                raise CommandError("this format is binary; write it to a file with -o FILE, or pipe stdout elsewhere")
+            sys.stdout.buffer.write(text)
+        else:
+            sys.stdout.write(text)
         sys.stdout.flush()
         return
     import os
@@ -126,7 +137,7 @@ def emit(text: str, path: Optional[str]) -> None:
     direct = os.path.exists(path) and not os.path.isfile(path)
     partial = path if direct else os.path.join(os.path.dirname(path) or ".", f".{os.path.basename(path)}.{os.getpid()}.part")
     try:
-        with open(partial, "w", encoding="utf-8") as f:
+        with open(partial, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as f:
             f.write(text)
         if not direct:
             os.replace(partial, path)
