@@ -190,5 +190,6 @@ def test_pprof_names_are_visible(hostile, tmp_path):
 
     data = gzip.decompress(rendered(hostile[0], "pprof", tmp_path))
     # The string table holds every name: none may carry a raw control or direction character.
-    assert b"\x1b" not in data and "\u202e".encode() not in data and b"\x07" not in data
+    # (the protobuf's own varints are any byte: the raw names' byte sequences are what must be absent)
+    assert b"\x1b[2J" not in data and "rtl\u202e".encode() not in data and b"bell\x07" not in data and b"new\nline" not in data
     assert b"\\x1b[2J" in data and b"new\\nline" in data
