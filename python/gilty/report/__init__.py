@@ -104,8 +104,14 @@ def render(recording: Recording, fmt: str) -> str:
 def write(recording: Recording, fmt: str, path: Optional[str]) -> None:
     """Render ``recording`` as ``fmt`` to ``path`` (stdout when None).
 
-    The whole output is rendered before the file is opened: a failure leaves no half-written file.
+    The JSON report is written as it is rendered, a process at a time (its raw recording is most of a
+    long recording's memory); to a file that is still whole or absent (``emit``).
     """
+    if fmt == "json" and path is not None:
+        from gilty.report import json_report
+
+        emit(json_report.render_recording_chunks(recording), path)
+        return
     emit(render(recording, fmt), path)
 
 
@@ -120,7 +126,12 @@ def emit(text, path: Optional[str]) -> None:
     if not binary:
         from gilty.report.labels import terminal_text
 
-        text = terminal_text(text)
+        if isinstance(text, str):
+            text = terminal_text(text)
+        elif path is None:  # pieces (a streamed report): stdout gets them whole, as before
+            text = terminal_text("".join(text))
+        else:
+            text = (terminal_text(piece) for piece in text)
     if path is None:
         if binary:
             if sys.stdout.isatty():
@@ -138,14 +149,20 @@ def emit(text, path: Optional[str]) -> None:
     partial = path if direct else os.path.join(os.path.dirname(path) or ".", f".{os.path.basename(path)}.{os.getpid()}.part")
     try:
         with open(partial, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as f:
-            f.write(text)
+            if isinstance(text, (str, bytes)):
+                f.write(text)
+            else:
+                for piece in text:
+                    f.write(piece)
         if not direct:
             os.replace(partial, path)
-    except OSError as e:
+    except BaseException as e:
         if not direct:
             try:
                 os.unlink(partial)
             except OSError:
                 pass
-        raise CommandError(f"cannot write {path}: {e.strerror or e}") from None
+        if isinstance(e, OSError):
+            raise CommandError(f"cannot write {path}: {e.strerror or e}") from None
+        raise
     print(f"gilty: wrote {path}", file=sys.stderr)
