@@ -76,3 +76,16 @@ pub fn from_os(pid: i32, err: &std::io::Error, what: &str) -> Error {
         _ => Error::new(ErrorKind::Internal, format!("reading {what} of pid {pid}: {err}")),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_permission_error_names_the_real_proc_file() {
+        let err = std::io::Error::from_raw_os_error(libc::EACCES);
+        let text = from_os(4242, &err, "/proc/PID/maps").to_string();
+        assert!(text.contains("/proc/4242/maps"), "{text}");
+        assert!(!text.contains("PID"), "{text}");
+    }
+}
