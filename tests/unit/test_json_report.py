@@ -142,12 +142,50 @@ def _snapshot():
 TARGET_INFO = {"pid": 4242, "python_version": "3.12.1", "executable": "/usr/bin/python3", "switch_interval_s": 0.005}
 
 
+def _snapshot_with_locals():
+    """As `Target.dump(locals=True)` gives it: per frame (variables, None) or (None, error); a
+    thread whose stack kept moving has `locals_error` instead."""
+    snap = _snapshot()
+    main, metrics, _ = snap["threads"]
+    main["locals"] = [([("self", True, "<Condition at 0x7f00>"), ("waiter", False, "None")], None), (None, "bad code object")]
+    metrics["locals_error"] = "the stack moved while its variables were read"
+    return snap
+
+
 def test_dump_keys_match_the_documentation():
-    dump = json.loads(json_report.render_dump(TARGET_INFO, _snapshot(), syscall_name))
     documented = documented_keys("Snapshot")
-    present = key_paths(dump)
-    assert documented - present == set()
-    assert present - documented == set()
+    plain = key_paths(json.loads(json_report.render_dump(TARGET_INFO, _snapshot(), syscall_name)))
+    with_locals = key_paths(json.loads(json_report.render_dump(TARGET_INFO, _snapshot_with_locals(), syscall_name)))
+    assert documented - with_locals == set()
+    assert with_locals - documented == set()
+    assert not {k for k in plain if "locals" in k}, plain
+
+
+def test_dump_locals_values():
+    dump = json_report.dump_report(TARGET_INFO, _snapshot_with_locals(), syscall_name)
+    main, metrics, _ = dump["threads"]
+    assert main["stack"][0]["locals"] == [
+        {"name": "self", "arg": True, "repr": "<Condition at 0x7f00>"},
+        {"name": "waiter", "arg": False, "repr": "None"},
+    ]
+    assert main["stack"][1]["locals"] is None and main["stack"][1]["locals_error"] == "bad code object"
+    assert metrics["locals_error"].startswith("the stack moved") and "locals" not in metrics["stack"][0]
+
+
+def test_dump_locals_text():
+    from gilty.report import dump as dump_text
+
+    out = dump_text.render_text(TARGET_INFO, _snapshot_with_locals(), syscall_name).splitlines()
+    at = out.index("    wait (threading.py:320)")
+    assert out[at + 1 : at + 6] == [
+        "        Arguments:",
+        "            self: <Condition at 0x7f00>",
+        "        Locals:",
+        "            waiter: None",
+        "    main (app.py:9)",
+    ], out
+    assert out[at + 6] == "        (variables not read: bad code object)", out
+    assert "    (variables not read: the stack moved while its variables were read)" in out, out
 
 
 def test_dump_values():

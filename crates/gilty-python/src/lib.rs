@@ -76,13 +76,23 @@ impl Target {
     }
 
     /// Every thread once: {"t": float, "threads": [{"tid","name","state","syscall","stack"}]}.
-    fn dump<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    /// With `locals`, each thread also has "locals" (per frame, innermost first, a list of
+    /// (name, is_argument, repr) or None with the frame's error) or "locals_error".
+    #[pyo3(signature = (locals = false))]
+    fn dump<'py>(&self, py: Python<'py>, locals: bool) -> PyResult<Bound<'py, PyDict>> {
         let pid = self.pid;
-        let (t, snap) = {
+        let (t, snap, mut vars) = {
             let mut guard = self.inner.lock().unwrap();
             let s: &mut CoreSampler = &mut guard;
             let snap = py.allow_threads(|| s.snapshot());
-            (s.elapsed(), snap)
+            let vars = match (&snap, locals) {
+                (Ok(threads), true) => {
+                    let stacks: Vec<(i32, &[gilty_core::frames::Frame])> = threads.iter().map(|t| (t.tid, t.stack.as_slice())).collect();
+                    Some(py.allow_threads(|| gilty_core::locals::locals_for_threads(&s.interp, &stacks)).map_err(|_| exited_err(pid))?)
+                }
+                _ => None,
+            };
+            (s.elapsed(), snap, vars)
         };
         let snap = snap.map_err(|_| exited_err(pid))?;
         let threads = PyList::empty(py);
@@ -97,6 +107,25 @@ impl Target {
                 stack.append(PyTuple::new(py, [f.function.into_pyobject(py)?.into_any(), f.file.into_pyobject(py)?.into_any(), f.line.into_pyobject(py)?.into_any()])?)?;
             }
             d.set_item("stack", stack)?;
+            if let Some(vars) = vars.as_mut() {
+                match vars.remove(&th.tid) {
+                    Some(Ok(frames)) => {
+                        let per_frame = PyList::empty(py);
+                        for f in frames {
+                            match f.error {
+                                Some(e) => per_frame.append((py.None(), e))?,
+                                None => {
+                                    let vs: Vec<(String, bool, String)> = f.variables.into_iter().map(|v| (v.name, v.arg, v.repr)).collect();
+                                    per_frame.append((vs, py.None()))?
+                                }
+                            }
+                        }
+                        d.set_item("locals", per_frame)?;
+                    }
+                    Some(Err(e)) => d.set_item("locals_error", e)?,
+                    None => {}
+                }
+            }
             threads.append(d)?;
         }
         let out = PyDict::new(py);

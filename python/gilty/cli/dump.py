@@ -2,6 +2,7 @@
 
 gilty dump --pid 4242
 gilty dump --pid MASTER --subprocesses     # the master and every Python descendant
+gilty dump --pid 4242 --locals             # with each frame's arguments and local variables
 """
 
 from __future__ import annotations
@@ -18,9 +19,14 @@ from gilty.report import dump
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
     add_pid_arguments(parser, required=True)
     add_format_argument(parser)
+    parser.add_argument(
+        "--locals",
+        action="store_true",
+        help="show each frame's arguments and local variables (builtins by value, other objects by type and address)",
+    )
 
 
-def _snapshot(native, pid: int) -> tuple:
+def _snapshot(native, pid: int, with_locals: bool = False) -> tuple:
     target = launch.attach(native, pid)
     target_info = {
         "pid": target.pid,
@@ -28,14 +34,14 @@ def _snapshot(native, pid: int) -> tuple:
         "executable": target.executable,
         "switch_interval_s": target.switch_interval_s,
     }
-    return target_info, target.dump()
+    return target_info, (target.dump(locals=True) if with_locals else target.dump())
 
 
 def run(args: argparse.Namespace) -> int:
     native = launch.native_module()
     roots = list(dict.fromkeys(args.pid))
     if len(roots) == 1 and not args.subprocesses:
-        target_info, snapshot = _snapshot(native, roots[0])
+        target_info, snapshot = _snapshot(native, roots[0], args.locals)
         renderer = dump.render_json if args.format == "json" else dump.render_text
         emit(renderer(target_info, snapshot, native.syscall_name), None)
         return EXIT_OK
@@ -47,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     dumps, skipped = [], []
     for pid in pids:
         try:
-            dumps.append(_snapshot(native, pid))
+            dumps.append(_snapshot(native, pid, args.locals))
         except native.GiltyError as e:
             if pid in roots and getattr(e, "kind", None) == "no_such_process":
                 raise

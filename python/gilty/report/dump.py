@@ -35,9 +35,39 @@ def render_text(target_info: dict, snapshot: dict, syscall_name: Callable[[int],
         lines.append(f"Thread {thread['tid']} '{thread['name']}' ({state})")
         if not thread["stack"]:
             lines.append("    (no Python stack)")
-        for function, file, line in thread["stack"]:
+        if thread.get("locals_error"):
+            lines.append(f"    (variables not read: {thread['locals_error']})")
+        frame_locals = thread.get("locals") or [None] * len(thread["stack"])
+        for (function, file, line), variables in zip(thread["stack"], frame_locals):
             lines.append(f"    {function} ({file}:{line})")
+            if variables is not None:
+                lines.extend(_locals_lines(*variables))
     return "\n".join(lines) + "\n"
+
+
+def _locals_lines(variables: list | None, error: str | None) -> list[str]:
+    """py-spy's layout: the arguments, then the other locals, under each frame."""
+    if variables is None:
+        return [f"        (variables not read: {error})"]
+    out = []
+    args = [(n, r) for n, is_arg, r in variables if is_arg]
+    others = [(n, r) for n, is_arg, r in variables if not is_arg]
+    for title, group in (("Arguments", args), ("Locals", others)):
+        if group:
+            out.append(f"        {title}:")
+            out.extend(f"            {name}: {text}" for name, text in group)
+    return out
+
+
+def _frame_json(frame: tuple, variables: tuple | None) -> dict:
+    function, file, line = frame
+    out = {"function": function, "file": file, "line": line}
+    if variables is not None:
+        found, error = variables
+        out["locals"] = None if found is None else [{"name": n, "arg": a, "repr": r} for n, a, r in found]
+        if error is not None:
+            out["locals_error"] = error
+    return out
 
 
 def dump_report(target_info: dict, snapshot: dict, syscall_name: Callable[[int], str]) -> dict:
@@ -54,9 +84,11 @@ def dump_report(target_info: dict, snapshot: dict, syscall_name: Callable[[int],
                 "state": _state_name(state),
                 "syscall": name,
                 "idle_kind": idle_kind(name) if name is not None and state == IDLE else None,
-                "stack": [{"function": f, "file": file, "line": line} for f, file, line in thread["stack"]],
+                "stack": [_frame_json(f, v) for f, v in zip(thread["stack"], thread.get("locals") or [None] * len(thread["stack"]))],
             }
         )
+        if "locals_error" in thread:
+            threads[-1]["locals_error"] = thread["locals_error"]
     return {"format_version": FORMAT_VERSION, "target": target_info, "threads": threads}
 
 

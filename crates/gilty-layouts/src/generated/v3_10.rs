@@ -86,6 +86,22 @@ pub const LAYOUT: Layout = Layout {
     dictkeys_nentries: 32,
     dictkeys_indices: 40,
     module_dict: 16,
+    code_nlocalsplus: None,
+    code_localsplusnames: None,
+    code_localspluskinds: None,
+    code_nlocals: 28,
+    code_kwonlyargcount: 24,
+    code_flags: 36,
+    code_cellvars: Some(88),
+    code_freevars: Some(80),
+    float_value: 16,
+    list_items: 24,
+    set_used: 24,
+    set_mask: 32,
+    set_table: 40,
+    setentry_size: 16,
+    setentry_key: 0,
+    cell_ref: 16,
 };
 
 /// Opcodes where a thread without the GIL is in the eval-breaker GIL handoff (see the generator).

@@ -86,6 +86,22 @@ pub const LAYOUT: Layout = Layout {
     dictkeys_nentries: 24,
     dictkeys_indices: 32,
     module_dict: 16,
+    code_nlocalsplus: Some(72),
+    code_localsplusnames: Some(96),
+    code_localspluskinds: Some(104),
+    code_nlocals: 80,
+    code_kwonlyargcount: 60,
+    code_flags: 48,
+    code_cellvars: None,
+    code_freevars: None,
+    float_value: 16,
+    list_items: 24,
+    set_used: 24,
+    set_mask: 32,
+    set_table: 40,
+    setentry_size: 16,
+    setentry_key: 0,
+    cell_ref: 16,
 };
 
 /// Opcodes where a thread without the GIL is in the eval-breaker GIL handoff (see the generator).
