@@ -149,6 +149,8 @@ def _snapshot_with_locals():
     main, metrics, _ = snap["threads"]
     main["locals"] = [([("self", True, "<Condition at 0x7f00>"), ("waiter", False, "None")], None), (None, "bad code object")]
     metrics["locals_error"] = "the stack moved while its variables were read"
+    main["positions"] = [(320, 320, 8, 30), None]
+    snap["threads"][2]["positions_error"] = "the stack kept moving"
     return snap
 
 
@@ -158,7 +160,7 @@ def test_dump_keys_match_the_documentation():
     with_locals = key_paths(json.loads(json_report.render_dump(TARGET_INFO, _snapshot_with_locals(), syscall_name)))
     assert documented - with_locals == set()
     assert with_locals - documented == set()
-    assert not {k for k in plain if "locals" in k}, plain
+    assert not {k for k in plain if "locals" in k or "position" in k}, plain
 
 
 def test_dump_locals_values():
@@ -169,6 +171,8 @@ def test_dump_locals_values():
         {"name": "waiter", "arg": False, "repr": "None"},
     ]
     assert main["stack"][1]["locals"] is None and main["stack"][1]["locals_error"] == "bad code object"
+    assert main["stack"][0]["position"] == {"line": 320, "end_line": 320, "column": 8, "end_column": 30}
+    assert main["stack"][1]["position"] is None
     assert metrics["locals_error"].startswith("the stack moved") and "locals" not in metrics["stack"][0]
 
 

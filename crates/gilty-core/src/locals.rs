@@ -9,8 +9,10 @@
 //! has started (3.11+ MAKE_CELL); its contents are shown.
 
 use crate::frames::{FrameWalker, WalkError, MAX_DEPTH};
-use crate::object_repr::ObjectRepr;
+use crate::object_repr::{ObjectRepr, TypeCache};
+use crate::process::block_cache::BlockCache;
 use crate::process::memory::Memory;
+use crate::linetable::{position_311, Position};
 use crate::pyobjects::{read_bytes, read_unicode};
 use gilty_layouts::Layout;
 use std::io;
@@ -43,6 +45,17 @@ pub struct FrameLocals {
     pub variables: Vec<Variable>,
     /// Why the variables could not be read (the frame is still listed).
     pub error: Option<String>,
+    /// 3.11+: the line and column range of the instruction the frame stands on (`co_positions`);
+    /// None on 3.10 (its line table has lines only), before the first instruction, or when the
+    /// table could not be read.
+    pub position: Option<Position>,
+}
+
+/// What to read for each frame besides its function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Want {
+    pub variables: bool,
+    pub positions: bool,
 }
 
 fn invalid(msg: &str) -> io::Error {
@@ -51,10 +64,15 @@ fn invalid(msg: &str) -> io::Error {
 
 /// Every Python frame of the thread state at `tstate`, innermost first, with its variables. Frames
 /// are the ones `FrameWalker::walk` reports (C-stack shims and 3.13 non-code executables skipped).
-pub fn thread_locals(mem: &dyn Memory, l: &Layout, code_type: Option<u64>, tstate: u64) -> Result<Vec<FrameLocals>, WalkError> {
-    let walker = FrameWalker::new(mem, l, code_type);
+///
+/// Reads go through one page cache per call: objects, code objects and frames cluster in pages, and
+/// what one call reads is then close to one moment of the thread.
+pub fn thread_locals(target: &dyn Memory, l: &Layout, code_type: Option<u64>, tstate: u64, types: &TypeCache, want: Want) -> Result<Vec<FrameLocals>, WalkError> {
+    let walker = FrameWalker::new(target, l, code_type);
     let mut frame = walker.top_frame(tstate)?;
-    let reprs = ObjectRepr::new(mem, l);
+    let reads = BlockCache::new(target);
+    let mem: &dyn Memory = &reads;
+    let reprs = ObjectRepr::new(mem, l, types);
     let mut out = Vec::new();
     let mut depth = 0;
     while frame != 0 {
@@ -75,7 +93,7 @@ pub fn thread_locals(mem: &dyn Memory, l: &Layout, code_type: Option<u64>, tstat
                     return Err(WalkError::Torn);
                 }
             } else {
-                out.push(frame_locals(mem, l, &reprs, frame, code));
+                out.push(frame_locals(mem, l, &reprs, frame, code, want));
             }
         }
         if previous == frame {
@@ -86,12 +104,33 @@ pub fn thread_locals(mem: &dyn Memory, l: &Layout, code_type: Option<u64>, tstat
     Ok(out)
 }
 
-fn frame_locals(mem: &dyn Memory, l: &Layout, reprs: &ObjectRepr, frame: u64, code: u64) -> FrameLocals {
+fn frame_locals(mem: &dyn Memory, l: &Layout, reprs: &ObjectRepr, frame: u64, code: u64, want: Want) -> FrameLocals {
     let name = mem.read_u64(code + l.code_name).and_then(|p| read_unicode(mem, l, p)).unwrap_or_else(|_| "?".to_owned());
-    match variables(mem, l, reprs, frame, code) {
-        Ok(variables) => FrameLocals { name, variables, error: None },
-        Err(e) => FrameLocals { name, variables: Vec::new(), error: Some(e.to_string()) },
+    let position = if want.positions { position(mem, l, frame, code).ok().flatten() } else { None };
+    if !want.variables {
+        return FrameLocals { name, variables: Vec::new(), error: None, position };
     }
+    match variables(mem, l, reprs, frame, code) {
+        Ok(variables) => FrameLocals { name, variables, error: None, position },
+        Err(e) => FrameLocals { name, variables: Vec::new(), error: Some(e.to_string()), position },
+    }
+}
+
+/// Longest location table read (the same bound as the frame walk's).
+const MAX_LINETABLE: usize = 1 << 20;
+
+/// 3.11+: the position of the instruction the frame stands on (3.11/3.12 `prev_instr`, 3.13
+/// `instr_ptr`, both pointers into `co_code_adaptive`; the same index the stack's line comes from).
+fn position(mem: &dyn Memory, l: &Layout, frame: u64, code: u64) -> io::Result<Option<Position>> {
+    let Some(adaptive) = l.code_code_adaptive else { return Ok(None) };
+    let instr = mem.read_u64(frame + l.frame_instr)? as i64;
+    let index = (instr - (code + adaptive) as i64) / 2;
+    if index < 0 {
+        return Ok(None); // created, no instruction run yet
+    }
+    let table = read_bytes(mem, l, mem.read_u64(code + l.code_linetable)?, MAX_LINETABLE)?;
+    let firstlineno = mem.read_i32(code + l.code_firstlineno)?;
+    Ok(position_311(&table, firstlineno, index))
 }
 
 /// The names of a tuple of str.
@@ -171,7 +210,9 @@ fn variables(mem: &dyn Memory, l: &Layout, reprs: &ObjectRepr, frame: u64, code:
 /// qualified name).
 pub fn matches_stack(stack: &[crate::frames::Frame], locals: &[FrameLocals]) -> bool {
     stack.len() == locals.len()
-        && stack.iter().zip(locals).all(|(f, l)| f.function == l.name || f.function.ends_with(&format!(".{}", l.name)))
+        && stack.iter().zip(locals).all(|(f, l)| {
+            (f.function == l.name || f.function.ends_with(&format!(".{}", l.name))) && l.position.is_none_or(|p| p.line == f.line)
+        })
 }
 
 /// Tries before a thread whose stack keeps moving is reported without locals.
@@ -183,17 +224,19 @@ const TRIES: usize = 5;
 pub fn locals_for_threads(
     interp: &crate::interpreter::Interpreter,
     stacks: &[(i32, &[crate::frames::Frame])],
+    want: Want,
 ) -> io::Result<std::collections::HashMap<i32, Result<Vec<FrameLocals>, String>>> {
     let tids = crate::process::procfs::thread_ids(interp.pid)?;
     let threads = crate::threads::python_threads(interp, &mut crate::threads::TidResolver::default(), &tids)?;
     let mut out = std::collections::HashMap::new();
+    let types = TypeCache::default();
     for &(tid, stack) in stacks {
         let Some(t) = threads.iter().find(|t| t.tid == Some(tid)) else {
             continue;
         };
-        let mut result = Err("the stack moved while its variables were read".to_owned());
+        let mut result = Err("the stack kept moving while its frames were read again".to_owned());
         for _ in 0..TRIES {
-            match thread_locals(&interp.mem, &interp.layout, interp.code_type, t.tstate) {
+            match thread_locals(&interp.mem, &interp.layout, interp.code_type, t.tstate, &types, want) {
                 Ok(frames) if matches_stack(stack, &frames) => {
                     result = Ok(frames);
                     break;

@@ -35,7 +35,7 @@ fn invalid(msg: &str) -> io::Error {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub enum Kind {
     Int,
     Bool,
     Float,
@@ -51,15 +51,20 @@ enum Kind {
     Other,
 }
 
+/// Type objects already looked at, by address (kind and `tp_name`): shared by the reads of one dump,
+/// as a type outlives the objects that point to it.
+#[derive(Default)]
+pub struct TypeCache(std::cell::RefCell<std::collections::HashMap<u64, (Kind, String)>>);
+
 pub struct ObjectRepr<'a> {
     mem: &'a dyn Memory,
     l: &'a Layout,
-    types: std::cell::RefCell<std::collections::HashMap<u64, (Kind, String)>>,
+    types: &'a TypeCache,
 }
 
 impl<'a> ObjectRepr<'a> {
-    pub fn new(mem: &'a dyn Memory, l: &'a Layout) -> Self {
-        ObjectRepr { mem, l, types: Default::default() }
+    pub fn new(mem: &'a dyn Memory, l: &'a Layout, types: &'a TypeCache) -> Self {
+        ObjectRepr { mem, l, types }
     }
 
     /// The repr of the object at `addr`, never longer than `MAX_REPR` characters; a read that fails
@@ -92,7 +97,7 @@ impl<'a> ObjectRepr<'a> {
         if tp == 0 {
             return Err(invalid("object without a type"));
         }
-        if let Some(k) = self.types.borrow().get(&tp) {
+        if let Some(k) = self.types.0.borrow().get(&tp) {
             return Ok(k.clone());
         }
         let flags = self.mem.read_u64(tp + self.l.type_flags)?;
@@ -117,7 +122,7 @@ impl<'a> ObjectRepr<'a> {
                 _ => Kind::Other,
             }
         };
-        self.types.borrow_mut().insert(tp, (kind, name.clone()));
+        self.types.0.borrow_mut().insert(tp, (kind, name.clone()));
         Ok((kind, name))
     }
 
@@ -448,11 +453,12 @@ mod tests {
                     bytes.extend_from_slice(&word.to_le_bytes());
                 }
                 let mem = BufferMemory { base: BASE, bytes };
-                let reprs = ObjectRepr::new(&mem, l);
+                let types = TypeCache::default();
+                let reprs = ObjectRepr::new(&mem, l, &types);
                 for _ in 0..200 {
                     let addr = BASE + next() % LEN / 8 * 8;
                     assert!(reprs.repr(addr).chars().count() <= MAX_REPR + 1);
-                    let _ = crate::locals::thread_locals(&mem, l, None, addr);
+                    let _ = crate::locals::thread_locals(&mem, l, None, addr, &types, crate::locals::Want { variables: true, positions: true });
                 }
             }
         }

@@ -77,18 +77,20 @@ impl Target {
 
     /// Every thread once: {"t": float, "threads": [{"tid","name","state","syscall","stack"}]}.
     /// With `locals`, each thread also has "locals" (per frame, innermost first, a list of
-    /// (name, is_argument, repr) or None with the frame's error) or "locals_error".
-    #[pyo3(signature = (locals = false))]
-    fn dump<'py>(&self, py: Python<'py>, locals: bool) -> PyResult<Bound<'py, PyDict>> {
+    /// (name, is_argument, repr) or None with the frame's error) or "locals_error". With
+    /// `positions`, "positions" (per frame, (line, end_line, column, end_column) or None; 3.11+).
+    #[pyo3(signature = (locals = false, positions = false))]
+    fn dump<'py>(&self, py: Python<'py>, locals: bool, positions: bool) -> PyResult<Bound<'py, PyDict>> {
         let pid = self.pid;
         let (t, snap, mut vars) = {
             let mut guard = self.inner.lock().unwrap();
             let s: &mut CoreSampler = &mut guard;
             let snap = py.allow_threads(|| s.snapshot());
-            let vars = match (&snap, locals) {
-                (Ok(threads), true) => {
+            let want = gilty_core::locals::Want { variables: locals, positions };
+            let vars = match &snap {
+                Ok(threads) if locals || positions => {
                     let stacks: Vec<(i32, &[gilty_core::frames::Frame])> = threads.iter().map(|t| (t.tid, t.stack.as_slice())).collect();
-                    Some(py.allow_threads(|| gilty_core::locals::locals_for_threads(&s.interp, &stacks)).map_err(|_| exited_err(pid))?)
+                    Some(py.allow_threads(|| gilty_core::locals::locals_for_threads(&s.interp, &stacks, want)).map_err(|_| exited_err(pid))?)
                 }
                 _ => None,
             };
@@ -110,8 +112,18 @@ impl Target {
             if let Some(vars) = vars.as_mut() {
                 match vars.remove(&th.tid) {
                     Some(Ok(frames)) => {
+                        if positions {
+                            let at = PyList::empty(py);
+                            for f in &frames {
+                                match f.position {
+                                    Some(p) => at.append((p.line, p.end_line, p.column, p.end_column))?,
+                                    None => at.append(py.None())?,
+                                }
+                            }
+                            d.set_item("positions", at)?;
+                        }
                         let per_frame = PyList::empty(py);
-                        for f in frames {
+                        for f in frames.into_iter().filter(|_| locals) {
                             match f.error {
                                 Some(e) => per_frame.append((py.None(), e))?,
                                 None => {
@@ -120,9 +132,12 @@ impl Target {
                                 }
                             }
                         }
-                        d.set_item("locals", per_frame)?;
+                        if locals {
+                            d.set_item("locals", per_frame)?;
+                        }
                     }
-                    Some(Err(e)) => d.set_item("locals_error", e)?,
+                    Some(Err(e)) if locals => d.set_item("locals_error", e)?,
+                    Some(Err(e)) => d.set_item("positions_error", e)?,
                     None => {}
                 }
             }

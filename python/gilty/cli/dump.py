@@ -26,7 +26,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _snapshot(native, pid: int, with_locals: bool = False) -> tuple:
+def _snapshot(native, pid: int, with_locals: bool = False, positions: bool = False) -> tuple:
     target = launch.attach(native, pid)
     target_info = {
         "pid": target.pid,
@@ -34,14 +34,15 @@ def _snapshot(native, pid: int, with_locals: bool = False) -> tuple:
         "executable": target.executable,
         "switch_interval_s": target.switch_interval_s,
     }
-    return target_info, (target.dump(locals=True) if with_locals else target.dump())
+    # Positions (3.11+ column ranges) are in the JSON form only: the text keeps py-spy's layout.
+    return target_info, (target.dump(locals=with_locals, positions=positions) if with_locals or positions else target.dump())
 
 
 def run(args: argparse.Namespace) -> int:
     native = launch.native_module()
     roots = list(dict.fromkeys(args.pid))
     if len(roots) == 1 and not args.subprocesses:
-        target_info, snapshot = _snapshot(native, roots[0], args.locals)
+        target_info, snapshot = _snapshot(native, roots[0], args.locals, args.format == "json")
         renderer = dump.render_json if args.format == "json" else dump.render_text
         emit(renderer(target_info, snapshot, native.syscall_name), None)
         return EXIT_OK
@@ -53,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     dumps, skipped = [], []
     for pid in pids:
         try:
-            dumps.append(_snapshot(native, pid, args.locals))
+            dumps.append(_snapshot(native, pid, args.locals, args.format == "json"))
         except native.GiltyError as e:
             if pid in roots and getattr(e, "kind", None) == "no_such_process":
                 raise

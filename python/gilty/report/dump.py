@@ -59,9 +59,11 @@ def _locals_lines(variables: list | None, error: str | None) -> list[str]:
     return out
 
 
-def _frame_json(frame: tuple, variables: tuple | None) -> dict:
+def _frame_json(frame: tuple, variables: tuple | None, position: tuple | None, with_positions: bool) -> dict:
     function, file, line = frame
     out = {"function": function, "file": file, "line": line}
+    if with_positions:
+        out["position"] = None if position is None else dict(zip(("line", "end_line", "column", "end_column"), position))
     if variables is not None:
         found, error = variables
         out["locals"] = None if found is None else [{"name": n, "arg": a, "repr": r} for n, a, r in found]
@@ -84,12 +86,22 @@ def dump_report(target_info: dict, snapshot: dict, syscall_name: Callable[[int],
                 "state": _state_name(state),
                 "syscall": name,
                 "idle_kind": idle_kind(name) if name is not None and state == IDLE else None,
-                "stack": [_frame_json(f, v) for f, v in zip(thread["stack"], thread.get("locals") or [None] * len(thread["stack"]))],
+                "stack": _stack_json(thread),
             }
         )
-        if "locals_error" in thread:
-            threads[-1]["locals_error"] = thread["locals_error"]
+        for key in ("locals_error", "positions_error"):
+            if key in thread:
+                threads[-1][key] = thread[key]
     return {"format_version": FORMAT_VERSION, "target": target_info, "threads": threads}
+
+
+def _stack_json(thread: dict) -> list:
+    stack = thread["stack"]
+    # A thread whose frames could not be read again has positions: none, and says why.
+    with_positions = "positions" in thread or "positions_error" in thread
+    variables = thread.get("locals") or [None] * len(stack)
+    positions = thread.get("positions") or [None] * len(stack)
+    return [_frame_json(f, v, p, with_positions) for f, v, p in zip(stack, variables, positions)]
 
 
 def render_json(target_info: dict, snapshot: dict, syscall_name: Callable[[int], str]) -> str:
