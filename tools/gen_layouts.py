@@ -190,6 +190,17 @@ FIELDS += [
     ("cell_ref", {"*": "offsetof(PyCellObject, ob_ref)"}),
 ]
 
+# Handling an exception (`dump`'s per-thread flag): the thread state's exception-info stack, which
+# `sys.exc_info()` reads. Its own block, for easy merges.
+FIELDS += [
+    ("tstate_exc_info", {"*": "offsetof(PyThreadState, exc_info)"}),
+    ("err_stackitem_exc", {
+        "3.10": "offsetof(_PyErr_StackItem, exc_type)",
+        "3.11+": "offsetof(_PyErr_StackItem, exc_value)",
+    }),
+    ("err_stackitem_previous", {"*": "offsetof(_PyErr_StackItem, previous_item)"}),
+]
+
 # Headers per version (the include dir is include/python3.X; internal headers include each
 # other by bare name, which resolves next to the including file).
 INCLUDES = {

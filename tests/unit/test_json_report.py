@@ -132,6 +132,7 @@ def _snapshot():
                 "state": IDLE,
                 "syscall": FUTEX,
                 "stack": [("wait", "threading.py", 320), ("main", "app.py", 9)],
+                "handling_exception": "ValueError",
             },
             {"tid": 2, "name": "metrics", "state": HOLD, "syscall": -1, "stack": [("spin", "app.py", 12)]},
             {"tid": 3, "name": "sleeper", "state": IDLE, "syscall": CLOCK_NANOSLEEP, "stack": []},
@@ -190,6 +191,7 @@ def test_dump_locals_text():
     ], out
     assert out[at + 6] == "        (variables not read: bad code object)", out
     assert "    (variables not read: the stack moved while its variables were read)" in out, out
+    assert out[2].endswith("(idle: lock wait (futex); handling ValueError)"), out[2]
 
 
 def test_dump_values():
@@ -198,6 +200,7 @@ def test_dump_values():
     assert main["state"] == "idle" and main["syscall"] == "futex" and main["idle_kind"] == "lock wait"
     assert main["stack"][0] == {"function": "wait", "file": "threading.py", "line": 320}
     assert metrics["state"] == "holding_gil" and metrics["syscall"] is None and metrics["idle_kind"] is None
+    assert main["handling_exception"] == "ValueError" and metrics["handling_exception"] is None
     assert sleeper["idle_kind"] == "sleep" and sleeper["stack"] == []
 
 

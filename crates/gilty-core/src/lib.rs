@@ -6,6 +6,7 @@ pub mod classify;
 pub mod clock;
 pub mod elf;
 pub mod error;
+pub mod exceptions;
 pub mod exact;
 pub mod frames;
 pub mod gc_config;

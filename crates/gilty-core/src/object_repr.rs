@@ -89,6 +89,24 @@ impl<'a> ObjectRepr<'a> {
         Ok(Some(self.mem.read_u64(addr + self.l.cell_ref)?))
     }
 
+    /// Whether the object is None.
+    pub fn is_none(&self, addr: u64) -> io::Result<bool> {
+        Ok(self.kind_of(addr)?.0 == Kind::NoneType)
+    }
+
+    /// `tp_name` of the object's type.
+    pub fn type_name(&self, addr: u64) -> io::Result<String> {
+        Ok(self.kind_of(addr)?.1)
+    }
+
+    /// `tp_name` of a type object.
+    pub fn type_object_name(&self, tp: u64) -> io::Result<String> {
+        if tp == 0 {
+            return Err(invalid("NULL type"));
+        }
+        read_c_string(self.mem, self.mem.read_u64(tp + self.l.type_name)?, 200)
+    }
+
     fn kind_of(&self, addr: u64) -> io::Result<(Kind, String)> {
         if addr == 0 || addr % 8 != 0 {
             return Err(invalid("bad object pointer"));

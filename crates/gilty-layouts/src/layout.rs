@@ -169,4 +169,13 @@ pub struct Layout {
     pub setentry_key: u64,
     /// `PyObject *ob_ref` of PyCellObject.
     pub cell_ref: u64,
+
+    // --- handling an exception: the thread's exception-info stack (`sys.exc_info()`)
+    /// `_PyErr_StackItem *exc_info`: the top of the thread's (or running generator's) stack.
+    pub tstate_exc_info: u64,
+    /// `_PyErr_StackItem`: 3.10 `exc_type` (a type), 3.11+ `exc_value` (the exception); NULL or
+    /// None when that level handles nothing.
+    pub err_stackitem_exc: u64,
+    /// `_PyErr_StackItem *previous_item`.
+    pub err_stackitem_previous: u64,
 }

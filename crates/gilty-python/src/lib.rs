@@ -75,14 +75,15 @@ impl Target {
         s.interp.switch_interval_s().map_err(|_| exited_err(pid))
     }
 
-    /// Every thread once: {"t": float, "threads": [{"tid","name","state","syscall","stack"}]}.
+    /// Every thread once: {"t": float, "threads": [{"tid","name","state","syscall","stack"}]}, and
+    /// for Python threads "handling_exception" (the type name, or None).
     /// With `locals`, each thread also has "locals" (per frame, innermost first, a list of
     /// (name, is_argument, repr) or None with the frame's error) or "locals_error". With
     /// `positions`, "positions" (per frame, (line, end_line, column, end_column) or None; 3.11+).
     #[pyo3(signature = (locals = false, positions = false))]
     fn dump<'py>(&self, py: Python<'py>, locals: bool, positions: bool) -> PyResult<Bound<'py, PyDict>> {
         let pid = self.pid;
-        let (t, snap, mut vars) = {
+        let (t, snap, mut vars, handled) = {
             let mut guard = self.inner.lock().unwrap();
             let s: &mut CoreSampler = &mut guard;
             let snap = py.allow_threads(|| s.snapshot());
@@ -94,7 +95,9 @@ impl Target {
                 }
                 _ => None,
             };
-            (s.elapsed(), snap, vars)
+            // What each thread is handling, read right after its stack; a failed read leaves it unknown.
+            let handled = if snap.is_ok() { py.allow_threads(|| gilty_core::exceptions::handled_by_tid(&s.interp)).unwrap_or_default() } else { Default::default() };
+            (s.elapsed(), snap, vars, handled)
         };
         let snap = snap.map_err(|_| exited_err(pid))?;
         let threads = PyList::empty(py);
@@ -109,6 +112,9 @@ impl Target {
                 stack.append(PyTuple::new(py, [f.function.into_pyobject(py)?.into_any(), f.file.into_pyobject(py)?.into_any(), f.line.into_pyobject(py)?.into_any()])?)?;
             }
             d.set_item("stack", stack)?;
+            if let Some(found) = handled.get(&th.tid) {
+                d.set_item("handling_exception", found.as_deref())?;
+            }
             if let Some(vars) = vars.as_mut() {
                 match vars.remove(&th.tid) {
                     Some(Ok(frames)) => {

@@ -32,6 +32,8 @@ def render_text(target_info: dict, snapshot: dict, syscall_name: Callable[[int],
     for thread in snapshot["threads"]:
         lines.append("")
         state = _dump_state(thread["state"], thread.get("syscall", -1), syscall_name)
+        if thread.get("handling_exception"):
+            state += f"; handling {thread['handling_exception']}"
         lines.append(f"Thread {thread['tid']} '{thread['name']}' ({state})")
         if not thread["stack"]:
             lines.append("    (no Python stack)")
@@ -86,6 +88,7 @@ def dump_report(target_info: dict, snapshot: dict, syscall_name: Callable[[int],
                 "state": _state_name(state),
                 "syscall": name,
                 "idle_kind": idle_kind(name) if name is not None and state == IDLE else None,
+                "handling_exception": thread.get("handling_exception"),
                 "stack": _stack_json(thread),
             }
         )

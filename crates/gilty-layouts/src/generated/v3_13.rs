@@ -102,6 +102,9 @@ pub const LAYOUT: Layout = Layout {
     setentry_size: 16,
     setentry_key: 0,
     cell_ref: 16,
+    tstate_exc_info: 120,
+    err_stackitem_exc: 0,
+    err_stackitem_previous: 8,
 };
 
 /// Opcodes where a thread without the GIL is in the eval-breaker GIL handoff (see the generator).
