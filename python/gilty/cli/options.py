@@ -82,3 +82,35 @@ def read_json_file(path: str, hint: str = ""):
         raise CommandError(f"cannot read {path}: {e.strerror or e}", EXIT_USAGE) from None
     except (ValueError, UnicodeDecodeError) as e:
         raise CommandError(f"{path} is not JSON ({e}){hint}", EXIT_USAGE) from None
+
+
+def add_picture_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--idle`` and ``--merge-workers``: what the flame graphs, speedscope and collapsed stacks draw."""
+    parser.add_argument(
+        "--idle",
+        action="store_true",
+        help="draw idle samples too in flame graphs, speedscope and collapsed stacks (left out by default)",
+    )
+    parser.add_argument(
+        "--merge-workers",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="draw a master's identical workers as one process, their threads merged by name "
+        "(default: on when the recording holds workers)",
+    )
+    parser.add_argument(
+        "--no-lines",
+        dest="lines",
+        action="store_false",
+        help="in flame graphs and collapsed stacks, name frames `function (file.py)` without the line",
+    )
+
+
+def picture_options(args: argparse.Namespace):
+    from gilty.report.pictures import PictureOptions
+
+    return PictureOptions(
+        idle=bool(getattr(args, "idle", False)),
+        merge_workers=getattr(args, "merge_workers", None),
+        lines=bool(getattr(args, "lines", True)),
+    )

@@ -35,9 +35,11 @@ from gilty.sampling.analysis.gates import describe_failure, evaluate, parse_gate
 from gilty.cli.options import (  # noqa: F401 - re-exported for the other commands
     FORMATS,
     add_format_argument,
+    add_picture_arguments,
     add_pid_arguments,
     emit,
     output_format,
+    picture_options,
     positive_float,
     positive_int,
 )
@@ -71,6 +73,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
     add_format_argument(parser, reports.FORMAT_NAMES)
+    add_picture_arguments(parser)
     add_exact_argument(parser)
     parser.add_argument(
         "--fail-if",
@@ -236,7 +239,7 @@ def run(args: argparse.Namespace) -> int:
         recording.notes.append(hint)
         print(f"gilty: hint: {hint}", file=sys.stderr)
     status = judge(recording, args.gates, status, child_status if session.stopped_by == "target_exit" else None)
-    reports.write(recording, fmt, args.output)
+    reports.write(recording, fmt, args.output, picture_options(args))
     return status
 
 
@@ -280,7 +283,16 @@ def run_processes(args: argparse.Namespace, pids: list, child_argv: Optional[lis
             until = f"for {args.duration:g} s" if args.duration else "until Ctrl-C"
             what = "and its Python descendants" if args.subprocesses else ""
             print(f"gilty: recording pid {', '.join(map(str, pids))} {what} at {args.rate:g} Hz {until}".replace("  ", " "), file=sys.stderr)
-            processes.sample_processes(tracker, process_set, args.duration, stop, time.monotonic)
+            progress = Progress(sys.stderr)
+
+            def show_progress() -> None:
+                sessions = recording.sessions
+                progress.update(tracker.passes, sum(len(s.thread_names) for s in sessions), len(sessions))
+
+            try:
+                processes.sample_processes(tracker, process_set, args.duration, stop, time.monotonic, show_progress)
+            finally:
+                progress.clear()
         finally:
             child_status = launch.terminate(child) if child is not None else None
     if not recording.sessions:
@@ -301,5 +313,5 @@ def run_processes(args: argparse.Namespace, pids: list, child_argv: Optional[lis
         file=sys.stderr,
     )
     status = judge(recording, args.gates, status, child_status if recording.stopped_by == "target_exit" else None)
-    reports.write(recording, fmt, args.output)
+    reports.write(recording, fmt, args.output, picture_options(args))
     return status

@@ -30,6 +30,8 @@ FORMATS = {
     "pprof": ("pprof:render", "gzipped pprof profile.proto with state/pid/thread labels, for pprof and Pyroscope"),
 }
 FORMAT_NAMES = tuple(FORMATS)
+# Formats that draw stacks: they take ``report.pictures.PictureOptions`` (--idle, --merge-workers).
+PICTURE_FORMATS = ("speedscope", "collapsed", "svg", "html")
 
 # Longest suffix first: `x.speedscope.json` is speedscope, not json.
 EXTENSIONS = (
@@ -91,16 +93,19 @@ def _render_json(recording: Recording) -> str:
     return json_report.render_recording(recording)
 
 
-def render(recording: Recording, fmt: str) -> str:
+def render(recording: Recording, fmt: str, options=None) -> str:
+    """``options`` (``report.pictures.PictureOptions``) reach the formats that draw stacks."""
+    if options is not None and fmt in PICTURE_FORMATS:
+        return renderer(fmt)(recording, options=options)
     return renderer(fmt)(recording)
 
 
-def write(recording: Recording, fmt: str, path: Optional[str]) -> None:
+def write(recording: Recording, fmt: str, path: Optional[str], options=None) -> None:
     """Render ``recording`` as ``fmt`` to ``path`` (stdout when None).
 
     The whole output is rendered before the file is opened: a failure leaves no half-written file.
     """
-    emit(render(recording, fmt), path)
+    emit(render(recording, fmt, options), path)
 
 
 def emit(text, path: Optional[str]) -> None:
