@@ -113,3 +113,25 @@ def test_plain_dump_has_no_locals(interp, local_vars):
     assert rc == 0, err
     dump = parse_json(out, "gilty dump --format json")
     assert all("locals" not in f for t in dump["threads"] for f in t["stack"])
+
+
+@pytest.fixture(scope="module")
+def spinners(interp):
+    with running_target(interp, "spinners.py") as proc:
+        yield proc
+
+
+# Guards: threads that run on while their variables are read (the stack read first, the variables
+# after) making the dump fail, hang or pair one moment's stack with another's variables.
+def test_locals_of_running_threads(interp, spinners):
+    for _ in range(3):
+        dump = dump_locals_json(spinners.pid)
+        for name in ("spinner-1", "spinner-2"):
+            thread = thread_named(dump, name)
+            if "locals_error" in thread:
+                assert "kept moving" in thread["locals_error"], thread
+                continue
+            top = thread["stack"][0]
+            assert top["function"] == "spin_forever", top
+            assert [v["name"] for v in top["locals"]] == ["x"] and int(top["locals"][0]["repr"]) >= 0, top
+            assert top["line"] == top["position"]["line"] if top["position"] else True, top
