@@ -108,7 +108,7 @@ impl<'a> ObjectRepr<'a> {
     }
 
     fn kind_of(&self, addr: u64) -> io::Result<(Kind, String)> {
-        if addr == 0 || addr % 8 != 0 {
+        if addr == 0 || !addr.is_multiple_of(8) {
             return Err(invalid("bad object pointer"));
         }
         let tp = self.mem.read_u64(addr + self.l.object_type)?;
