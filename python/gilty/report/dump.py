@@ -7,6 +7,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing `typing` costs every CLI start ~15 ms
     from typing import Callable
 
+from gilty.report.labels import visible
 from gilty.sampling.analysis.syscalls import idle_kind, idle_label
 from gilty.sampling.thread_states import IDLE, STATE_NAMES
 
@@ -27,28 +28,28 @@ def _dump_state(state: int, syscall: int, syscall_name: Callable[[int], str]) ->
 def render_text(target_info: dict, snapshot: dict, syscall_name: Callable[[int], str]) -> str:
     """Every thread of one `Target.dump()` snapshot, py-spy-dump style."""
     lines = [
-        f"Process {target_info['pid']}: Python {target_info['python_version']} ({target_info['executable']})",
+        f"Process {target_info['pid']}: Python {target_info['python_version']} ({visible(target_info['executable'], 0)})",
     ]
     for thread in snapshot["threads"]:
         lines.append("")
         state = _dump_state(thread["state"], thread.get("syscall", -1), syscall_name)
         if thread.get("handling_exception"):
-            state += f"; handling {thread['handling_exception']}"
-        lines.append(f"Thread {thread['tid']} '{thread['name']}' ({state})")
+            state += f"; handling {visible(thread['handling_exception'])}"
+        lines.append(f"Thread {thread['tid']} '{visible(thread['name'])}' ({state})")
         if not thread["stack"]:
             lines.append("    (no Python stack)")
         if thread.get("locals_error"):
             lines.append(f"    (variables not read: {thread['locals_error']})")
         frame_locals = thread.get("locals") or [None] * len(thread["stack"])
         for (function, file, line), variables in zip(thread["stack"], frame_locals):
-            lines.append(f"    {function} ({file}:{line})")
+            lines.append(f"    {visible(function)} ({visible(file)}:{line})")
             if variables is not None:
                 lines.extend(_locals_lines(*variables))
     text = "\n".join(lines) + "\n"
     if "tasks" in snapshot:
         from gilty.report import tasks  # only with --tasks
 
-        names = {t["tid"]: t["name"] for t in snapshot["threads"]}
+        names = {t["tid"]: visible(t["name"]) for t in snapshot["threads"]}
         text += "\n" + tasks.render_text(snapshot["tasks"], names)
     return text
 
@@ -63,7 +64,7 @@ def _locals_lines(variables: list | None, error: str | None) -> list[str]:
     for title, group in (("Arguments", args), ("Locals", others)):
         if group:
             out.append(f"        {title}:")
-            out.extend(f"            {name}: {text}" for name, text in group)
+            out.extend(f"            {visible(name)}: {visible(text, 0)}" for name, text in group)
     return out
 
 
