@@ -163,3 +163,30 @@ def test_every_sampled_line_of_spinning_loops_is_a_loop_line(interp):
         assert line in loop_lines[function], f"{name} sampled at line {line} of {function}: {stack[0]}"
         seen[function] += 1
     assert all(seen.values()), seen
+
+
+# Guards: a code object (or class) decoded once by address and trusted after it was freed and another
+# made there: `record -- CMD` named `Foo.run` as the `<module>` of a `.pth` line exec'd at start-up.
+# reused_code.py frees and re-creates two methods' code objects and classes at the same addresses
+# every few milliseconds; a kept line table puts a method on lines it never runs, a kept class name
+# calls `Bar.go1` `Foo.go1` (3.10).
+def test_code_objects_and_classes_reused_at_one_address_keep_their_own_names(interp):
+    script = "reused_code.py"
+    with running_target(interp, script) as proc:
+        sampled, errors = sampled_stacks(proc.pid, 3.0)
+    allowed = {"gen_alpha.py": ("Foo.run", {2, 3, 4}), "gen_bravo.py": ("Bar.go1", {2, 3, 4, 5, 6, 7})}
+    seen = {file: 0 for file in allowed}
+    bad = []
+    for _name, stack in sampled:
+        if not stack or stack[0][1] not in allowed:
+            continue
+        function, file, line = stack[0]
+        method, lines = allowed[file]
+        if function in ("<module>", method.split(".")[0]) and line in (0, 1):
+            continue  # the exec'd module or class body between two rounds (line 0: not started, 3.12+)
+        seen[file] += 1
+        if function != method or line not in lines:
+            bad.append(stack[0])
+    note(interp, "reused code: misnamed innermost frames", len(bad))
+    assert all(seen.values()), f"both methods should be sampled: {seen}; errors {errors}"
+    assert not bad, f"{len(bad)} of {sum(seen.values())} samples misnamed, e.g. {sorted(set(bad))[:4]}"

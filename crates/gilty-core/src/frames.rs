@@ -15,13 +15,6 @@ use crate::threads::WalkHead;
 use gilty_layouts::Layout;
 use std::collections::HashMap;
 use std::io;
-use std::time::{Duration, Instant};
-
-/// How long a decoded code object is trusted without re-reading its header. A frame keeps its code
-/// object alive, so an address can only change meaning if the object is freed and another allocated
-/// there; re-checking every entry this often bounds how long such a reuse could be misreported, and
-/// saves one read per frame per pass.
-const RECHECK_CODE_AFTER: Duration = Duration::from_millis(200);
 
 /// Deeper chains are taken as a cycle read from memory that changed under us.
 pub const MAX_DEPTH: usize = 2048;
@@ -63,11 +56,24 @@ impl From<io::Error> for WalkError {
     }
 }
 
+/// What identifies a code object at an address, compared with the object there on every use: its
+/// name, file and line-table pointers, first line and size (3.10: its bytecode object instead), and
+/// on 3.12+ its `co_version`, which the interpreter numbers afresh for every code object it makes. A
+/// code object freed and another made at its address (`exec`, `compile`, a class defined again)
+/// misses unless all of these match, and then it is read again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct CodeKey {
+    filename: u64,
+    name: u64,
+    linetable: u64,
+    firstlineno: i32,
+    argcount: i32,
+    /// 3.10: `co_code`; 3.11: `ob_size` (code units); 3.12+: `co_version`.
+    identity: u64,
+}
+
 struct CodeInfo {
-    /// Pointers that identify the code object's contents; a reused address with other contents misses.
-    key: (u64, u64, u64),
-    /// When the key was last compared with the object in memory.
-    checked: Instant,
+    key: CodeKey,
     /// `co_qualname` (3.11+) or `co_name` (3.10).
     function: String,
     /// 3.10: whether the class comes from the first argument.
@@ -77,8 +83,8 @@ struct CodeInfo {
     linetable: Vec<u8>,
 }
 
-/// Decoded code objects by address, checked against their name/file/table pointers on every use;
-/// and (3.10) class names of methods' first arguments.
+/// Decoded code objects by address, checked against the object at that address on every use (see
+/// `CodeKey`); and (3.10) class names of methods' first arguments.
 #[derive(Default)]
 pub struct CodeCache {
     map: HashMap<u64, CodeInfo>,
@@ -138,6 +144,8 @@ impl<'a> FrameWalker<'a> {
             Some(l.code_firstlineno),
             Some(l.code_linetable),
             l.code_code,
+            l.code_version,
+            Some(l.varobject_size),
             Some(l.object_type),
         ]
         .iter()
@@ -421,16 +429,34 @@ impl<'a> FrameWalker<'a> {
     /// `first_local` is the frame's first local variable (3.10 only, else 0).
     fn frame_at(&self, code: u64, instr: i64, first_local: u64, cache: &mut CodeCache, mem: &dyn Memory) -> Result<Option<Frame>, WalkError> {
         let l = self.layout;
-        let fresh = cache.map.get(&code).map(|info| info.checked.elapsed() < RECHECK_CODE_AFTER).unwrap_or(false);
-        if !fresh && !self.refresh_code(code, cache, mem)? {
+        // Checked every time: an address decoded once may hold another code object by now.
+        if !self.refresh_code(code, cache, mem)? {
             return Ok(None);
         }
         let info = cache.map.get(&code).unwrap();
         let mut frame = self.located(info, code, instr).ok_or(WalkError::Torn)?;
-        if let Some(class) = cache.types.class_of(self.mem, l, info.first_arg, first_local) {
+        if let Some(class) = cache.types.class_of(mem, l, info.first_arg, first_local) {
             frame.function = format!("{class}.{}", frame.function);
         }
         Ok(Some(frame))
+    }
+
+    /// The identity of the code object whose header is `head` (see `CodeKey`).
+    fn code_key(&self, head: &[u8]) -> CodeKey {
+        let l = self.layout;
+        let identity = match (l.code_version, l.code_code) {
+            (Some(off), _) => u32::from_le_bytes(head[off as usize..off as usize + 4].try_into().unwrap()) as u64,
+            (None, Some(off)) => u64_at(head, off),
+            (None, None) => u64_at(head, l.varobject_size),
+        };
+        CodeKey {
+            filename: u64_at(head, l.code_filename),
+            name: u64_at(head, l.code_qualname.unwrap_or(l.code_name)),
+            linetable: u64_at(head, l.code_linetable),
+            firstlineno: i32_at(head, l.code_firstlineno),
+            argcount: i32_at(head, l.code_argcount),
+            identity,
+        }
     }
 
     /// Makes sure `cache` holds the code object at `code`, as it is now; false for a 3.13
@@ -447,22 +473,18 @@ impl<'a> FrameWalker<'a> {
                 return Err(WalkError::Torn);
             }
         }
-        let name_ptr = u64_at(&head, l.code_qualname.unwrap_or(l.code_name));
-        let key = (u64_at(&head, l.code_filename), name_ptr, u64_at(&head, l.code_linetable));
-        match cache.map.get_mut(&code) {
-            Some(c) if c.key == key => c.checked = Instant::now(),
-            _ => {
-                let function = read_unicode(mem, l, key.1)?;
-                let file = read_unicode(mem, l, key.0)?;
-                let linetable = read_bytes(mem, l, key.2, MAX_LINETABLE)?;
-                let firstlineno = i32_at(&head, l.code_firstlineno);
-                let first_arg = match l.code_varnames {
-                    Some(off) => self.first_arg(u64_at(&head, off), i32_at(&head, l.code_argcount)),
-                    None => FirstArg::Plain,
-                };
-                cache.map.insert(code, CodeInfo { key, checked: Instant::now(), function, first_arg, file, firstlineno, linetable });
-            }
+        let key = self.code_key(&head);
+        if cache.map.get(&code).is_some_and(|c| c.key == key) {
+            return Ok(true);
         }
+        let function = read_unicode(mem, l, key.name)?;
+        let file = read_unicode(mem, l, key.filename)?;
+        let linetable = read_bytes(mem, l, key.linetable, MAX_LINETABLE)?;
+        let first_arg = match l.code_varnames {
+            Some(off) => self.first_arg(u64_at(&head, off), key.argcount),
+            None => FirstArg::Plain,
+        };
+        cache.map.insert(code, CodeInfo { key, function, first_arg, file, firstlineno: key.firstlineno, linetable });
         Ok(true)
     }
 
