@@ -190,3 +190,18 @@ def test_code_objects_and_classes_reused_at_one_address_keep_their_own_names(int
     note(interp, "reused code: misnamed innermost frames", len(bad))
     assert all(seen.values()), f"both methods should be sampled: {seen}; errors {errors}"
     assert not bad, f"{len(bad)} of {sum(seen.values())} samples misnamed, e.g. {sorted(set(bad))[:4]}"
+
+
+# Guards: 3.13's `__init__` cleanup shim (an interpreter-owned frame, `__init__ (__init__:0)`) shown
+# between a caller and `Foo.__init__` in thousands of samples; tracebacks leave it out.
+def test_no_interpreter_shim_frame_between_a_caller_and_init(interp):
+    script = "init_calls.py"
+    with running_target(interp, script) as proc:
+        sampled, errors = sampled_stacks(proc.pid, 2.0)
+    inits = [stack for _name, stack in sampled if stack and stack[0][0] == "Foo.__init__"]
+    shims = [stack for _name, stack in sampled if any(f[1] == "__init__" for f in stack)]
+    note(interp, "init calls: stacks with a shim frame", len(shims))
+    assert inits, f"Foo.__init__ never sampled; errors {errors}"
+    assert not shims, f"{len(shims)} of {len(sampled)} stacks show an interpreter shim frame, e.g. {shims[0]}"
+    callers = {stack[1] for stack in inits if len(stack) > 1}
+    assert callers == {("make", script, line_of(script, "make"))}, callers

@@ -23,6 +23,9 @@ const MAX_LINETABLE: usize = 1 << 20;
 const MAX_CHUNK_READ: u64 = 256 << 10;
 /// `_PyInterpreterFrame.owner` value of the shim frame a C caller pushes (3.12+, pycore_frame.h).
 const FRAME_OWNED_BY_CSTACK: u8 = 3;
+/// 3.13 `co_flags` bit of the code objects the interpreter makes for itself (Include/cpython/code.h),
+/// such as the `__init__` cleanup shim pushed under every specialised `Foo()` call.
+const CO_NO_MONITORING_EVENTS: u32 = 0x0200_0000;
 /// 3.10 `PyFrameObject.f_state` values (Include/cpython/frameobject.h).
 const FRAME_CREATED: i8 = -2;
 const FRAME_SUSPENDED: i8 = -1;
@@ -74,6 +77,8 @@ struct CodeKey {
 
 struct CodeInfo {
     key: CodeKey,
+    /// Interpreter-owned code (3.13 shims): its frames are not shown, as tracebacks leave them out.
+    shim: bool,
     /// `co_qualname` (3.11+) or `co_name` (3.10).
     function: String,
     /// 3.10: whether the class comes from the first argument.
@@ -145,6 +150,7 @@ impl<'a> FrameWalker<'a> {
             Some(l.code_linetable),
             l.code_code,
             l.code_version,
+            l.code_flags,
             Some(l.varobject_size),
             Some(l.object_type),
         ]
@@ -425,7 +431,8 @@ impl<'a> FrameWalker<'a> {
         self.mem.read_u8(instr as u64).ok()
     }
 
-    /// Decodes one frame; `Ok(None)` for a 3.13 frame whose executable is not a code object.
+    /// Decodes one frame; `Ok(None)` for a 3.13 frame whose executable is not a code object or is
+    /// an interpreter shim.
     /// `first_local` is the frame's first local variable (3.10 only, else 0).
     fn frame_at(&self, code: u64, instr: i64, first_local: u64, cache: &mut CodeCache, mem: &dyn Memory) -> Result<Option<Frame>, WalkError> {
         let l = self.layout;
@@ -459,8 +466,8 @@ impl<'a> FrameWalker<'a> {
         }
     }
 
-    /// Makes sure `cache` holds the code object at `code`, as it is now; false for a 3.13
-    /// executable that is not a code object.
+    /// Makes sure `cache` holds the code object at `code`, as it is now; false for a frame not to
+    /// show: a 3.13 executable that is not a code object, or interpreter-owned shim code.
     fn refresh_code(&self, code: u64, cache: &mut CodeCache, mem: &dyn Memory) -> Result<bool, WalkError> {
         let l = self.layout;
         let mut head = vec![0u8; self.code_read_len];
@@ -474,9 +481,10 @@ impl<'a> FrameWalker<'a> {
             }
         }
         let key = self.code_key(&head);
-        if cache.map.get(&code).is_some_and(|c| c.key == key) {
-            return Ok(true);
+        if let Some(c) = cache.map.get(&code).filter(|c| c.key == key) {
+            return Ok(!c.shim);
         }
+        let shim = l.code_flags.is_some_and(|off| i32_at(&head, off) as u32 & CO_NO_MONITORING_EVENTS != 0);
         let function = read_unicode(mem, l, key.name)?;
         let file = read_unicode(mem, l, key.filename)?;
         let linetable = read_bytes(mem, l, key.linetable, MAX_LINETABLE)?;
@@ -484,8 +492,8 @@ impl<'a> FrameWalker<'a> {
             Some(off) => self.first_arg(u64_at(&head, off), key.argcount),
             None => FirstArg::Plain,
         };
-        cache.map.insert(code, CodeInfo { key, function, first_arg, file, firstlineno: key.firstlineno, linetable });
-        Ok(true)
+        cache.map.insert(code, CodeInfo { key, shim, function, first_arg, file, firstlineno: key.firstlineno, linetable });
+        Ok(!shim)
     }
 
     /// 3.10: what the first parameter (`co_varnames[0]`) says about the code's class; read once per
