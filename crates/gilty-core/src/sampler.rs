@@ -18,10 +18,9 @@ use std::time::{Duration, Instant};
 
 /// How often the OS thread list and Python thread names are re-read.
 const REFRESH_EVERY: Duration = Duration::from_millis(250);
-/// Walks of one thread's stack per pass before it is dropped as torn. A thread that calls and
-/// returns all the time while holding the GIL moves its stack during most walks (a walk takes one
-/// read per frame); each further attempt is another chance to read it between two moves.
-const READ_ATTEMPTS: usize = 4;
+/// Walks of one thread's stack per pass before it is dropped as torn. Each walk already compares up
+/// to `frames::SNAPSHOT_ROUNDS` further copies of a stack that moved (see `FrameWalker::read_chain`).
+const READ_ATTEMPTS: usize = 1;
 
 #[derive(Debug, Clone, Default)]
 pub struct Errors {
@@ -594,7 +593,7 @@ impl Sampler {
             let from = if attempt == 0 { head } else { None };
             match walker.walk_from(tstate, from, moving, &mut self.code_cache) {
                 Ok((frames, top)) => {
-                    if attempt > 0 {
+                    if attempt > 0 || walker.rounds.get() > 0 {
                         self.batch.errors.torn_retried += 1;
                     }
                     return (Some(frames), top);
