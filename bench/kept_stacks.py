@@ -8,7 +8,7 @@ Per interpreter, with the target pinned to CPU 0 and the sampler to CPU 1 (each 
    kept (share of passes), and kept stacks that are torn, by two tests: the structural one of
    tests/integration/test_stacks.py (`<module>` under 1-21 `recurse` frames) and a stricter one,
    every caller standing at its call line (a mix of two moments can pass the first, not the second).
-2. bench/targets/call_mix.py (20-deep recursions and a loop without calls, alternating every half
+2. tests/targets/call_mix.py (20-deep recursions and a loop without calls, alternating every half
    millisecond, each timed in-process over the same window): the share of kept samples in the
    call-heavy phase against its share of the time, and the bias (sampled minus true, in points).
 """
@@ -26,7 +26,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 RECURSIVE = os.path.join(REPO, "tests", "targets", "recursive.py")
-CALL_MIX = os.path.join(HERE, "targets", "call_mix.py")
+CALL_MIX = os.path.join(REPO, "tests", "targets", "call_mix.py")
 
 
 def line_of(path: str, marker: str) -> int:

@@ -64,7 +64,9 @@ impl From<io::Error> for WalkError {
     }
 }
 
-/// What identifies a code object at an address, compared with the object there on every use: its
+/// What identifies a code object at an address, compared with the object there at its first use in
+/// every pass (threads of one pass share their code objects, and a pass lasts well under a
+/// millisecond): its
 /// name, file and line-table pointers, first line and size (3.10: its bytecode object instead), and
 /// on 3.12+ its `co_version`, which the interpreter numbers afresh for every code object it makes. A
 /// code object freed and another made at its address (`exec`, `compile`, a class defined again)
@@ -82,6 +84,8 @@ struct CodeKey {
 
 struct CodeInfo {
     key: CodeKey,
+    /// The pass (`CodeCache::new_pass`) in which the key was last compared with the object.
+    checked_pass: u64,
     /// Interpreter-owned code (3.13 shims): its frames are not shown, as tracebacks leave them out.
     shim: bool,
     /// `co_qualname` (3.11+) or `co_name` (3.10).
@@ -93,7 +97,7 @@ struct CodeInfo {
     linetable: Vec<u8>,
 }
 
-/// Decoded code objects by address, checked against the object at that address on every use (see
+/// Decoded code objects by address, checked against the object at that address once per pass (see
 /// `CodeKey`); (3.10) class names of methods' first arguments; and (3.10) the pages that held each
 /// thread's frames at its last walk (see `FrameWalker::read_chain`).
 #[derive(Default)]
@@ -101,12 +105,19 @@ pub struct CodeCache {
     map: HashMap<u64, CodeInfo>,
     types: TypeNames,
     frame_pages: HashMap<u64, Vec<(u64, usize)>>,
+    /// Sampling passes begun; a code object is compared with its address once per pass.
+    pass: u64,
 }
 
 /// Most pages remembered per thread: a deep 3.10 stack's frames beyond them are read as needed.
 const MAX_FRAME_PAGES: usize = 8;
 
 impl CodeCache {
+    /// A new sampling pass: every code object is compared with its address again at its first use.
+    pub fn new_pass(&mut self) {
+        self.pass += 1;
+    }
+
     fn remember_pages(&mut self, tstate: u64, mut pages: Vec<(u64, usize)>) {
         // Only page-sized blocks: frame objects, not a large read that went straight through.
         pages.retain(|&(_, len)| len <= 4096);
@@ -370,8 +381,9 @@ impl<'a> FrameWalker<'a> {
         if too_deep(&chain, depth) {
             return Ok(None);
         }
+        let mut chain = chain;
         let mut buf = vec![0u8; self.frame_read_len];
-        for (i, f) in chain.iter().enumerate() {
+        for (i, f) in chain.iter_mut().enumerate() {
             if !after.read_cached(f.addr, &mut buf) {
                 return Ok(None);
             }
@@ -383,6 +395,11 @@ impl<'a> FrameWalker<'a> {
             };
             if !same {
                 return Ok(None);
+            }
+            if i == 0 {
+                // The innermost frame where the later copy has it: the nearer to decoding, the less
+                // likely its code object was replaced at the same address in between.
+                f.instr = g.instr;
             }
         }
         Ok(Some(chain))
@@ -544,8 +561,12 @@ impl<'a> FrameWalker<'a> {
     /// `first_local` is the frame's first local variable (3.10 only, else 0).
     fn frame_at(&self, code: u64, instr: i64, first_local: u64, cache: &mut CodeCache, mem: &dyn Memory) -> Result<Option<Frame>, WalkError> {
         let l = self.layout;
-        // Checked every time: an address decoded once may hold another code object by now.
-        if !self.refresh_code(code, cache, mem)? {
+        // Checked every pass: an address decoded once may hold another code object by now.
+        let checked = cache.map.get(&code).is_some_and(|c| c.checked_pass == cache.pass);
+        if checked && cache.map.get(&code).is_some_and(|c| c.shim) {
+            return Ok(None);
+        }
+        if !checked && !self.refresh_code(code, cache, mem)? {
             return Ok(None);
         }
         let info = cache.map.get(&code).unwrap();
@@ -589,7 +610,9 @@ impl<'a> FrameWalker<'a> {
             }
         }
         let key = self.code_key(&head);
-        if let Some(c) = cache.map.get(&code).filter(|c| c.key == key) {
+        let pass = cache.pass;
+        if let Some(c) = cache.map.get_mut(&code).filter(|c| c.key == key) {
+            c.checked_pass = pass;
             return Ok(!c.shim);
         }
         let shim = l.code_flags.is_some_and(|off| i32_at(&head, off) as u32 & CO_NO_MONITORING_EVENTS != 0);
@@ -600,7 +623,7 @@ impl<'a> FrameWalker<'a> {
             Some(off) => self.first_arg(u64_at(&head, off), key.argcount),
             None => FirstArg::Plain,
         };
-        cache.map.insert(code, CodeInfo { key, shim, function, first_arg, file, firstlineno: key.firstlineno, linetable });
+        cache.map.insert(code, CodeInfo { key, checked_pass: pass, shim, function, first_arg, file, firstlineno: key.firstlineno, linetable });
         Ok(!shim)
     }
 

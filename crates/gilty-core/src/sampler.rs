@@ -402,6 +402,7 @@ impl Sampler {
     }
 
     fn observe_with(&mut self, stacks: bool) -> std::io::Result<Vec<Observed>> {
+        self.code_cache.new_pass();
         self.passes += 1;
         let (main, pythreads) = self.interpreter_threads(stacks)?;
         let gil = self.read_gil()?;

@@ -1,9 +1,11 @@
 """The main thread alternates call-heavy work (20-deep recursions) with work that calls nothing,
-about half a millisecond each, and times both in-process: the truth a sampled profile is held to.
+each for a random length around half a millisecond (random, so that no phase keeps step with a
+sampling period), and times both in-process: the truth a sampled profile is held to.
 
 Each SIGUSR1 prints the seconds spent so far in each phase as one JSON line.
 """
 import json
+import random
 import signal
 import time
 
@@ -38,9 +40,9 @@ print("ready", flush=True)
 clock = time.perf_counter
 while True:
     t0 = clock()
-    calls(200)
+    calls(random.randint(50, 350))
     t1 = clock()
-    flat(8000)
+    flat(random.randint(2000, 14000))
     t2 = clock()
     spent["calls"] += t1 - t0
     spent["flat"] += t2 - t1
