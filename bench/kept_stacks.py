@@ -10,7 +10,9 @@ Per interpreter, with the target pinned to CPU 0 and the sampler to CPU 1 (each 
    every caller standing at its call line (a mix of two moments can pass the first, not the second).
 2. tests/targets/call_mix.py (20-deep recursions and a loop without calls, alternating every half
    millisecond, each timed in-process over the same window): the share of kept samples in the
-   call-heavy phase against its share of the time, and the bias (sampled minus true, in points).
+   call-heavy phase against its share of the time, and the bias (sampled minus true, in points);
+   with the share of the window the target waited for its CPU (run delay from schedstat): where
+   that is more than a few percent, whole time slices land in one phase and the bias is noise.
 """
 
 from __future__ import annotations
@@ -65,6 +67,11 @@ def sample(pid: int, seconds: float, rate: float) -> tuple:
     return passes, stacks, errors
 
 
+def run_delay_s(pid: int) -> float:
+    with open(f"/proc/{pid}/task/{pid}/schedstat") as f:
+        return int(f.read().split()[1]) / 1e9
+
+
 def start(python: str, script: str) -> subprocess.Popen:
     proc = subprocess.Popen(["taskset", "-c", "0", python, script], stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "ready"
@@ -94,7 +101,9 @@ def bias(python: str, seconds: float, rate: float) -> dict:
     try:
         proc.send_signal(signal.SIGUSR1)
         before = json.loads(proc.stdout.readline())
+        waited = run_delay_s(proc.pid)
         passes, stacks, errors = sample(proc.pid, seconds, rate)
+        waited = run_delay_s(proc.pid) - waited
         proc.send_signal(signal.SIGUSR1)
         after = json.loads(proc.stdout.readline())
     finally:
@@ -105,7 +114,7 @@ def bias(python: str, seconds: float, rate: float) -> dict:
     phase = [next((f[0] for f in s if f[0] in ("calls", "flat")), None) for s in stacks]
     n_calls, n_flat = phase.count("calls"), phase.count("flat")
     sampled_share = n_calls / (n_calls + n_flat) if n_calls + n_flat else float("nan")
-    return {"passes": passes, "kept": len(stacks), "true_calls_share": true_share, "sampled_calls_share": sampled_share,
+    return {"passes": passes, "kept": len(stacks), "run_delay_share": waited / sum(true.values()), "true_calls_share": true_share, "sampled_calls_share": sampled_share,
             "bias_points": 100 * (sampled_share - true_share), "errors": errors}
 
 
@@ -118,8 +127,8 @@ def main() -> int:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     os.sched_setaffinity(0, {1})
-    print("| interpreter | passes | kept | kept share | torn (structure) | torn (call line) | calls: true share | calls: sampled share | bias (points) |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| interpreter | passes | kept | kept share | torn (structure) | torn (call line) | calls: true share | calls: sampled share | bias (points) | target waited for CPU |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for python in args.python or pyenv_pythons():
         version = subprocess.run([python, "-c", "import platform; print(platform.python_version())"], capture_output=True, text=True).stdout.strip()
         for _ in range(args.repeats):
@@ -129,7 +138,7 @@ def main() -> int:
                 print(json.dumps({"python": version, "recursion": r, "bias": b}))
             print(f"| {version} | {r['passes']} | {r['kept']} | {100 * r['kept_share']:.1f} % | {r['torn_structural']} | "
                   f"{r['torn_call_line']} | {100 * b['true_calls_share']:.1f} % | {100 * b['sampled_calls_share']:.1f} % | "
-                  f"{b['bias_points']:+.1f} |", flush=True)
+                  f"{b['bias_points']:+.1f} | {100 * b['run_delay_share']:.0f} % |", flush=True)
     return 0
 
 

@@ -416,7 +416,7 @@ impl Sampler {
             if Some(tid) == self.ignored_tid {
                 continue;
             }
-            let py = pythreads.iter().find(|p| p.tid == Some(tid)).copied();
+            let py = self.thread_state_of(&pythreads, tid, &gil);
             let tstate = py.map(|p| p.tstate).unwrap_or(0);
             let track = self.tracks.entry(tid).or_insert_with(|| Track {
                 reader: SyscallReader::open(pid, tid).ok(),
@@ -568,6 +568,26 @@ impl Sampler {
             out.push((tid, state, nr, stack));
         }
         Ok(out)
+    }
+
+    /// The thread state an OS thread runs Python code in. Usually its only one; but an embedding
+    /// server may give a thread several (uWSGI's worker threads run requests in one they made
+    /// themselves while the interpreter's own, also carrying the thread's id, sits unused with no
+    /// frame), so among several the GIL holder wins, then one with a Python frame.
+    fn thread_state_of(&self, pythreads: &[PyThread], tid: i32, gil: &GilView) -> Option<PyThread> {
+        let mut found = pythreads.iter().filter(|p| p.tid == Some(tid));
+        let first = *found.next()?;
+        let others: Vec<PyThread> = found.copied().collect();
+        if others.is_empty() {
+            return Some(first);
+        }
+        let all = std::iter::once(first).chain(others);
+        let candidates: Vec<PyThread> = all.collect();
+        if let Some(holder) = candidates.iter().find(|p| gil.locked && gil.last_holder == p.tstate) {
+            return Some(*holder);
+        }
+        let walker = FrameWalker::new(&self.interp.mem, &self.interp.layout, self.interp.code_type);
+        candidates.iter().find(|p| walker.top_frame(p.tstate).is_ok_and(|f| f != 0)).copied().or(Some(first))
     }
 
     fn top_position(&self, tstate: u64) -> Option<(u64, i64)> {
