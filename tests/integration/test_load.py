@@ -139,6 +139,7 @@ def test_connection_refused_is_counted_by_kind():
         (("http://127.0.0.1:1/", "--ramp", "1:5:1", "--slo", "p98=1ms"), "expected e.g. p99=50ms"),
         (("http://127.0.0.1:1/", "--rate", "10", "-H", "nocolon"), "is not a header"),
         (("--rate", "10"), "give the URL to load"),
+        (("http://127.0.0.1:1/", "--rate", "10", "--app", "my app"), "expected a package or module name"),
         (("--locustfile", "/nonexistent/locustfile.py"), "no such locustfile"),
         (("http://127.0.0.1:1/", "--locustfile", str(TARGETS / "locust_tasks.py"), "--rate", "10"), "not --rate or --ramp"),
         (("http://127.0.0.1:1/", "http://127.0.0.1:2/", "--locustfile", str(TARGETS / "locust_tasks.py")), "at most one URL"),

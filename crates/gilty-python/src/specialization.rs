@@ -135,6 +135,7 @@ fn specialization_watch<'py>(
     out.set_item("passes", report.passes)?;
     out.set_item("thread_samples", report.thread_samples)?;
     out.set_item("running_samples", report.running_samples)?;
+    out.set_item("without_gil_samples", report.without_gil_samples)?;
     out.set_item("unfollowed_samples", report.unfollowed_samples)?;
     out.set_item("read_passes", report.read_passes)?;
     out.set_item("idle_read_passes", report.idle_read_passes)?;

@@ -50,8 +50,35 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
+def _columns() -> int:
+    # What shutil.get_terminal_size() answers, without importing shutil: argparse's own formatter does,
+    # and shutil brings bz2, lzma and fnmatch into every start (several ms of a `gilty dump`).
+    try:
+        return int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        pass
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns
+    except (AttributeError, ValueError, OSError):
+        return 80
+
+
+class _Formatter(argparse.HelpFormatter):
+    def __init__(self, prog: str, **kwargs) -> None:
+        kwargs.setdefault("width", _columns() - 2)  # argparse keeps two columns free, as here
+        super().__init__(prog, **kwargs)
+
+
+class _RawDescriptionFormatter(_Formatter, argparse.RawDescriptionHelpFormatter):
+    pass
+
+
 class _Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors become a UsageError, so main prints them as one line."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see `{self.prog} --help`)")
@@ -76,7 +103,7 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
             name,
             help=doc.splitlines()[0] if doc else None,
             description=doc or None,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
+            formatter_class=_RawDescriptionFormatter,
         )
         module.prepare_parser(command_parser)
     return parser

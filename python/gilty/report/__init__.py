@@ -27,11 +27,14 @@ FORMATS = {
     "svg": ("flamegraph_svg:render", "a flame graph drawn by inferno"),
     "chrome": ("chrome_trace:render", "Chrome trace events for Perfetto / chrome://tracing"),
     "html": ("html_report:render", "one self-contained interactive HTML page"),
+    "pprof": ("pprof:render", "gzipped pprof profile.proto with state/pid/thread labels, for pprof and Pyroscope"),
 }
 FORMAT_NAMES = tuple(FORMATS)
 
 # Longest suffix first: `x.speedscope.json` is speedscope, not json.
 EXTENSIONS = (
+    (".pb.gz", "pprof"),
+    (".pprof", "pprof"),
     (".speedscope.json", "speedscope"),
     (".trace.json", "chrome"),
     (".collapsed", "collapsed"),
@@ -100,14 +103,21 @@ def write(recording: Recording, fmt: str, path: Optional[str]) -> None:
     emit(render(recording, fmt), path)
 
 
-def emit(text: str, path: Optional[str]) -> None:
-    """Print to stdout, or write ``path`` and say so on stderr."""
+def emit(text, path: Optional[str]) -> None:
+    """Print to stdout, or write ``path`` and say so on stderr. ``bytes`` (pprof) are written as they are,
+    and never to a terminal."""
+    binary = isinstance(text, bytes)
     if path is None:
-        sys.stdout.write(text)
+        if binary:
+            if sys.stdout.isatty():
+                raise CommandError("this format is binary; write it to a file with -o FILE, or pipe stdout elsewhere")
+            sys.stdout.buffer.write(text)
+        else:
+            sys.stdout.write(text)
         sys.stdout.flush()
         return
     try:
-        with open(path, "w", encoding="utf-8") as f:
+        with open(path, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as f:
             f.write(text)
     except OSError as e:
         raise CommandError(f"cannot write {path}: {e.strerror or e}") from None
