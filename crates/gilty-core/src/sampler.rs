@@ -571,9 +571,9 @@ impl Sampler {
     }
 
     /// The thread state an OS thread runs Python code in. Usually its only one; but an embedding
-    /// server may give a thread several (uWSGI's worker threads run requests in one they made
-    /// themselves while the interpreter's own, also carrying the thread's id, sits unused with no
-    /// frame), so among several the GIL holder wins, then one with a Python frame.
+    /// program can leave a thread more than one carrying its id (one it made and one the
+    /// interpreter made, or a stale one mapped through glibc after a fork: `threads.rs`), so among
+    /// several the GIL holder wins, then one with a Python frame.
     fn thread_state_of(&self, pythreads: &[PyThread], tid: i32, gil: &GilView) -> Option<PyThread> {
         let mut found = pythreads.iter().filter(|p| p.tid == Some(tid));
         let first = *found.next()?;
