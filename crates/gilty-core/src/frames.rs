@@ -183,7 +183,7 @@ impl<'a> FrameWalker<'a> {
             Some(l.code_linetable),
             l.code_code,
             l.code_version,
-            l.code_flags,
+            Some(l.code_flags),
             Some(l.varobject_size),
             Some(l.object_type),
         ]
@@ -621,7 +621,9 @@ impl<'a> FrameWalker<'a> {
             c.checked_pass = pass;
             return Ok(!c.shim);
         }
-        let shim = l.code_flags.is_some_and(|off| i32_at(&head, off) as u32 & CO_NO_MONITORING_EVENTS != 0);
+        // 3.13+: `CO_NO_MONITORING_EVENTS` marks the code objects the interpreter makes for itself (the
+        // `__init__` cleanup shim of `CALL_ALLOC_AND_ENTER_INIT`); earlier versions use the bit otherwise.
+        let shim = l.version.1 >= 13 && i32_at(&head, l.code_flags) as u32 & CO_NO_MONITORING_EVENTS != 0;
         let function = read_unicode(mem, l, key.name)?;
         let file = read_unicode(mem, l, key.filename)?;
         let linetable = read_bytes(mem, l, key.linetable, MAX_LINETABLE)?;

@@ -63,7 +63,6 @@ pub const LAYOUT: Layout = Layout {
     code_code: None,
     code_code_adaptive: Some(200),
     code_version: Some(92),
-    code_flags: Some(48),
     object_type: 8,
     varobject_size: 16,
     type_name: 24,
