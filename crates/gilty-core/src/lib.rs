@@ -2,19 +2,23 @@
 //! thread does with respect to the GIL.
 
 pub mod aggregate;
+pub mod asyncio;
 pub mod classify;
 pub mod clock;
 pub mod elf;
 pub mod error;
+pub mod exceptions;
 pub mod exact;
 pub mod frames;
 pub mod gc_config;
 pub mod gil_stats;
 pub mod interpreter;
 pub mod linetable;
+pub mod locals;
 pub mod memory;
 pub mod method_class;
 pub mod object_graph;
+pub mod object_repr;
 pub mod process;
 pub mod process_set;
 pub mod pyobjects;
