@@ -292,10 +292,15 @@ def test_switch_interval_is_the_targets(switch_reports):
 # An I/O thread woken from sleep waits one switch interval for the CPU thread to be asked to drop, so
 # its median wait is about the interval: within +-30%, and it moves with it. Other jobs on the CPUs
 # lengthen every wait by the time the I/O thread, or the CPU thread it waits on, sits runnable
-# without a CPU: that is measured over the same record (/proc/PID/task/TID/schedstat), and when it
-# exceeds MACHINE_DELAY_SHARE of the interval the upper bound cannot hold and is skipped, with the
-# figures. A wait never gets shorter on a busy machine: the lower bound holds always.
-MACHINE_DELAY_SHARE = 0.1
+# without a CPU: that is measured over the same record (/proc/PID/task/TID/schedstat). When an I/O
+# thread waited more than IO_RUN_DELAY_SHARE of the interval per time slice, or the CPU thread (always
+# runnable) sat without a CPU more than CPU_RUNNABLE_MAX of the time, the upper bound cannot hold and
+# is skipped, with the figures. Measured on the shared 2-CPU box: with other engineers' jobs only,
+# 0.12-0.60 ms per slice and 16-59 % runnable, p50 1.01-1.13x the interval; with 8 busy loops added,
+# 1.6-7.7 ms and 93-96 %, p50 9-33 ms at both intervals. A wait never gets shorter on a busy machine:
+# the lower bound holds always.
+IO_RUN_DELAY_SHARE = 0.2
+CPU_RUNNABLE_MAX = 0.75
 
 
 def machine_delay(report: dict, interval: float) -> tuple:
@@ -315,7 +320,7 @@ def test_io_wait_p50_follows_the_switch_interval(pyenv_interp, switch_reports):
         io_delay, cpu_share = machine_delay(r, interval)
         measured = f"{interval * 1e3:g} ms: I/O thread run delay {io_delay * 1e3:.3f} ms per slice, CPU thread runnable {cpu_share:.1%} of the time"
         print(measured)
-        if io_delay > MACHINE_DELAY_SHARE * interval or cpu_share > MACHINE_DELAY_SHARE:
+        if io_delay > IO_RUN_DELAY_SHARE * interval or cpu_share > CPU_RUNNABLE_MAX:
             busy.append(measured)
         for name in ("io1", "io2"):
             e = thread_named(r, name)["exact"]
