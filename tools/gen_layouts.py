@@ -136,6 +136,8 @@ FIELDS: list[tuple[str, dict[str, str]]] = [
     ("code_linetable", {"*": "offsetof(PyCodeObject, co_linetable)"}),
     ("code_code", {"3.10": "offsetof(PyCodeObject, co_code)"}),
     ("code_code_adaptive", {"3.11+": "offsetof(PyCodeObject, co_code_adaptive)"}),
+    ("code_version", {"3.12+": "offsetof(PyCodeObject, co_version)"}),
+    ("code_flags", {"3.13+": "offsetof(PyCodeObject, co_flags)"}),
     # objects
     ("object_type", {"*": "offsetof(PyObject, ob_type)"}),
     ("varobject_size", {"*": "offsetof(PyVarObject, ob_size)"}),

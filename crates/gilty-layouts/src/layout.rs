@@ -107,6 +107,12 @@ pub struct Layout {
     pub code_code: Option<u64>,
     /// 3.11+: offset of the inline `co_code_adaptive` array.
     pub code_code_adaptive: Option<u64>,
+    /// 3.12+: `uint32_t co_version`, set from an interpreter-wide counter when the code object is
+    /// created: a new code object at a reused address has another.
+    pub code_version: Option<u64>,
+    /// 3.13+: `int co_flags`, for `CO_NO_MONITORING_EVENTS`, which marks the code objects the
+    /// interpreter makes for itself (the `__init__` cleanup shim of `CALL_ALLOC_AND_ENTER_INIT`).
+    pub code_flags: Option<u64>,
 
     // --- objects (Include/object.h, cpython/unicodeobject.h, ...)
     pub object_type: u64,

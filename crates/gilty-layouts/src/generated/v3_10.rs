@@ -62,6 +62,8 @@ pub const LAYOUT: Layout = Layout {
     code_linetable: 120,
     code_code: Some(48),
     code_code_adaptive: None,
+    code_version: None,
+    code_flags: None,
     object_type: 8,
     varobject_size: 16,
     type_name: 24,

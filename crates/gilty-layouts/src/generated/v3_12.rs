@@ -62,6 +62,8 @@ pub const LAYOUT: Layout = Layout {
     code_linetable: 136,
     code_code: None,
     code_code_adaptive: Some(192),
+    code_version: Some(92),
+    code_flags: None,
     object_type: 8,
     varobject_size: 16,
     type_name: 24,
