@@ -60,7 +60,7 @@ def site_at(report: dict, marker: str, family: str = "LOAD_ATTR") -> dict:
 
 
 def test_miss_estimate_is_within_ten_points_of_the_true_rate(report, truth, interp):
-    sites = {marker: site_at(report, marker) for marker in ("alternating", "mix_90_10")}
+    sites = {marker: site_at(report, marker) for marker in ("alternating", "mix_90_10", "rotate_three", "rotate_four")}
     starved = {m: s["reads"] for m, s in sites.items() if s["reads"] < MIN_ESTIMATE_READS}
     if starved:
         # Reads are taken while the site's code runs on a CPU: a busy machine can starve the target.
