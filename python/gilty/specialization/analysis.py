@@ -24,7 +24,10 @@ Reads are taken in time, not per execution: the generic path takes longer than a
 while its code runs is found adaptive more often than it executes adaptive. A read taken while no
 running thread stands in the site's code object finds the state its last execution left, which
 weighs the states per call boundary instead; so f comes from those reads ("at rest") when there
-are enough of them (docs/specialization.md#miss-estimate).
+are enough of them (docs/specialization.md#miss-estimate). Reads at call boundaries of a site fed a
+fixed pattern in calls of a fixed length (three classes in turn in calls of 60: cycle 111) meet only
+every s-th execution of the cycle; the adaptive counter values they saw show it, and
+``aliasing_factor`` puts f back on the whole adaptive run.
 
 The counter adds what the reads between two re-specializations show: misses counted from its
 decrements (a lower bound) and misses since the last specialization.
