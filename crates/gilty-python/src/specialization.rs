@@ -117,8 +117,11 @@ fn specialization_watch<'py>(
     read_interval_s: f64,
     max_codes: usize,
 ) -> PyResult<Bound<'py, PyDict>> {
-    if !(duration_s > 0.0 && rate_hz > 0.0 && rate_hz <= 20_000.0 && read_interval_s > 0.0) {
-        return Err(PyValueError::new_err("duration_s, rate_hz (<= 20000) and read_interval_s must be positive"));
+    if !(duration_s > 0.0 && rate_hz > 0.0 && rate_hz <= 20_000.0 && read_interval_s > 0.0)
+        || Duration::try_from_secs_f64(duration_s).is_err()
+        || Duration::try_from_secs_f64(read_interval_s).is_err()
+    {
+        return Err(PyValueError::new_err("duration_s, rate_hz (<= 20000) and read_interval_s must be positive and finite"));
     }
     let interp = attach_311(py, pid)?;
     let table = opcode_table(&interp).map_err(to_py_err)?;

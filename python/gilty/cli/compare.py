@@ -40,7 +40,7 @@ def _read(path: str) -> tuple:
     if isinstance(raw, dict) and "recording_format_version" in raw:
         try:
             return "recording", Recording.from_dict(raw)
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
+        except (ValueError, KeyError, TypeError, AttributeError, OverflowError, IndexError, RecursionError) as e:
             raise CommandError(f"{path}: the recording in it is damaged ({type(e).__name__}: {e})", EXIT_USAGE) from None
     raise CommandError(f"{path} is neither a `gilty load` nor a `gilty record` JSON report", EXIT_USAGE)
 
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"cannot compare a {kind_a} report ({args.a}) with a {kind_b} report ({args.b})", EXIT_USAGE)
     try:
         rows = compare.compare_load(a, b) if kind_a == "load" else compare.compare_recordings(a, b)
-    except (KeyError, TypeError) as e:
+    except (ArithmeticError, LookupError, TypeError, ValueError, AttributeError, RecursionError) as e:
         raise CommandError(f"a report lacks a field the comparison needs ({type(e).__name__}: {e})", EXIT_USAGE) from None
     if not rows:
         raise CommandError(f"{args.a} and {args.b} have nothing in common to compare (no step at the same rate, no thread of the same name)", EXIT_USAGE)

@@ -42,6 +42,8 @@ from gilty.cli.options import (  # noqa: F401 - re-exported for the other comman
     picture_options,
     positive_float,
     positive_int,
+    sampling_rate,
+    seconds,
 )
 from gilty.cli.progress import Progress
 from gilty.sampling.session import Recording, Session, TargetInfo
@@ -62,11 +64,11 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     )
     add_pid_arguments(parser)
     parser.add_argument(
-        "--duration", type=positive_float, metavar="S", help="stop after S seconds (default: until Ctrl-C or exit)"
+        "--duration", type=seconds, metavar="S", help="stop after S seconds (default: until Ctrl-C or exit)"
     )
     parser.add_argument(
         "--rate",
-        type=positive_float,
+        type=sampling_rate,
         default=DEFAULT_RATE_HZ,
         metavar="HZ",
         help="samples per second (default: %(default)g)",
@@ -201,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
         child = None
         try:
             if child_argv is not None:
-                child = launch.start_command(child_argv)
+                child = launch.start_command(child_argv, die_with_gilty=True)
                 target = launch.attach_to_command(native, child, child_argv, stop=stop)
             else:
                 target = launch.attach(native, args.pid)
@@ -276,7 +278,7 @@ def run_processes(args: argparse.Namespace, pids: list, child_argv: Optional[lis
         child = None
         try:
             if child_argv is not None:
-                child = launch.start_command(child_argv)
+                child = launch.start_command(child_argv, die_with_gilty=True)
                 pids = [child.pid]
             process_set = native.ProcessSet(pids, args.rate, follow=bool(args.subprocesses))
             recording.start_time = time.time()

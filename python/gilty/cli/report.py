@@ -47,7 +47,7 @@ def load_recording(path: str) -> Recording:
         return Recording.from_dict(raw)
     except ValueError as e:
         raise CommandError(f"{path}: {e}", EXIT_USAGE) from None
-    except (KeyError, TypeError, AttributeError) as e:
+    except (KeyError, TypeError, AttributeError, OverflowError, IndexError, RecursionError) as e:
         raise CommandError(f"{path}: the recording in it is damaged ({type(e).__name__}: {e})", EXIT_USAGE) from None
 
 
@@ -69,7 +69,13 @@ def run(args: argparse.Namespace) -> int:
     recording = load_recording(args.file)
     if not recording.sessions:
         raise CommandError(f"{args.file} holds a recording of no process", EXIT_USAGE)
-    reports.write(recording, fmt, args.output, picture_options(args))
+    try:
+        text = reports.render(recording, fmt, picture_options(args))
+    except (ArithmeticError, LookupError, TypeError, ValueError, RecursionError) as e:
+        # The checks on loading cannot foresee every inconsistency of a hand-edited file; what a
+        # recorder wrote renders, so a failure here is the file's, said as one line.
+        raise CommandError(f"{args.file}: the recording cannot be drawn, it is damaged ({type(e).__name__}: {e})", EXIT_USAGE) from None
+    reports.emit(text, args.output)
     return EXIT_OK
 
 

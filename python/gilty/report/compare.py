@@ -7,6 +7,7 @@ from dataclasses import asdict
 from typing import Optional
 
 from gilty.load.compare import FORMAT_VERSION, NOISE_METHOD, direction
+from gilty.report.labels import visible
 
 
 def _fmt(metric: str, v: Optional[float]) -> str:
@@ -26,7 +27,7 @@ def _is_share(metric: str) -> bool:
 
 
 def render_text(label_a: str, label_b: str, kind: str, rows: list) -> str:
-    lines = [f"gilty compare ({kind}): A = {label_a}, B = {label_b}", ""]
+    lines = [f"gilty compare ({kind}): A = {visible(label_a, 0)}, B = {visible(label_b, 0)}", ""]
     lines.append(f"  {'SCOPE':<44} {'METRIC':<16} {'A':>11} {'B':>11} {'CHANGE':>11} {'NOISE':>10}")
     for r in rows:
         change = "-" if r.change is None else _fmt(r.metric, r.change)
@@ -36,7 +37,8 @@ def render_text(label_a: str, label_b: str, kind: str, rows: list) -> str:
         if r.noise is not None and _is_share(r.metric) and r.noise >= 1.0:
             noise = ">100 %"  # a share cannot move more than all of it: "too noisy to tell"
         mark = f"  <- beyond noise{', ' + direction(r) if direction(r) else ''}" if r.beyond_noise else ""
-        scope = r.scope if len(r.scope) <= 44 else r.scope[:43] + "~"
+        scope = visible(r.scope)
+        scope = scope if len(scope) <= 44 else scope[:43] + "~"
         lines.append(f"  {scope:<44} {r.metric:<16} {_fmt(r.metric, r.a):>11} {_fmt(r.metric, r.b):>11} {change:>11} {noise:>10}{mark}")
     lines.append("")
     lines.append(f"Noise: {NOISE_METHOD}; '?' where it cannot be estimated (never flagged).")
