@@ -34,7 +34,7 @@ OPTIONS = {
     ),
 }
 # Too large to be meant, for each kind (each would have overflowed, built a huge list or spun).
-HUGE = {"seconds": ["1e20", "1e8"], "hz": ["1e9", "20001", "0.01"], "count": [str(2**40)]}
+HUGE = {"seconds": ["1e20", "1e8"], "hz": ["1e9", "20001", "0.001"], "count": [str(2**40)]}
 
 # Whole command lines, each bad in one way the issue names or that is of the same family.
 COMMAND_LINES = [
