@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from conftest import TARGETS, free_port, gilty_command, gilty_env
+from timing_reference import TRANSPORT_S, Pressure, busy, quantile, within_server_time
 
 
 def gilty(*args, timeout=120) -> subprocess.CompletedProcess:
@@ -27,27 +28,59 @@ def flagged(result: dict) -> set:
     return {(r["scope"], r["metric"]) for r in result["rows"] if r["beyond_noise"]}
 
 
-def load_run(tmp_path, name: str, delay: float) -> str:
-    port = free_port()
-    out = tmp_path / f"{name}.json"
-    done = gilty("load", f"http://127.0.0.1:{port}/", "--rate", 50, "--duration", 4, "-o", out,
-                 "--", sys.executable, TARGETS / "http_delay_server.py", port, delay, "threads")
-    assert done.returncode == 0, done.stderr
-    return str(out)
+class LoadRun:
+    """A `gilty load` run against a delay server it started, with what the server measured itself."""
+
+    def __init__(self, tmp_path, name: str, delay: float):
+        port = free_port()
+        self.name, self.path = name, str(tmp_path / f"{name}.json")
+        served_file = tmp_path / f"{name}-served.json"
+        pressure = Pressure()
+        done = gilty("load", f"http://127.0.0.1:{port}/", "--rate", 50, "--duration", 4, "-o", self.path,
+                     "--", sys.executable, TARGETS / "http_delay_server.py", port, delay, "threads", served_file)
+        self.pressure = pressure.share()
+        assert done.returncode == 0, done.stderr
+        with open(self.path) as f:
+            step = json.load(f)["steps"][0]
+        assert step["ok"] == step["sent"], step["errors"]
+        # The server's times are in the order it answered: the measured step's requests come last,
+        # after gilty's first request and the warmup.
+        with open(served_file) as f:
+            served = json.load(f)["served_s"][-step["ok"]:]
+        self.p50, self.server_p50 = step["latency_s"]["p50"], quantile(served, 0.5)
+        self.allowed = TRANSPORT_S + step["generator"]["lag_p99_s"]
+
+    def check_median(self) -> str:
+        return within_server_time(f"run {self.name}, latency p50", self.p50, self.server_p50, self.allowed, self.pressure)
 
 
 def test_load_runs_side_by_side(tmp_path):
-    a, again, slower = (load_run(tmp_path, "a", 0.02), load_run(tmp_path, "again", 0.02), load_run(tmp_path, "slower", 0.03))
-    same = compare(a, again)
+    a, again, slower = LoadRun(tmp_path, "a", 0.02), LoadRun(tmp_path, "again", 0.02), LoadRun(tmp_path, "slower", 0.03)
+    # Each run's median is its server's own time plus the loopback and the generator's own lag: what
+    # the runs measured is what compare is given. A run on a machine that could not hold that skips.
+    measured = "; ".join(run.check_median() for run in (a, again, slower))
+    print(measured)
+    why = busy(max((run.pressure or 0.0) for run in (a, again, slower)))
+    same = compare(a.path, again.path)
     assert same["compared"] == "load"
     step = "step 50 rps"
-    # the median of a 20 ms server is steady to well under a millisecond: the same server twice is no change
-    assert (step, "p50_s") not in flagged(same), same["rows"]
-    changed = compare(a, slower)
+    # the median of a 20 ms server is steady to well under a millisecond: the same server twice is no
+    # change, unless other jobs on the machine made the two runs differ
+    if (step, "p50_s") in flagged(same) and why:
+        pytest.skip(f"the machine was too busy to repeat a run ({why}): {measured}")
+    assert (step, "p50_s") not in flagged(same), (same["rows"], measured)
+    changed = compare(a.path, slower.path)
     rows = {(r["scope"], r["metric"]): r for r in changed["rows"]}
-    assert (step, "p50_s") in flagged(changed), rows[(step, "p50_s")]
-    assert 0.008 <= rows[(step, "p50_s")]["change"] <= 0.012
-    assert rows[(step, "p50_s")]["direction"] == "worse"
+    median = rows[(step, "p50_s")]
+    assert (median["a"], median["b"]) == (a.p50, slower.p50)
+    # The servers' own medians differ by about 10 ms; each run's median lies within its allowance of
+    # its server's, so the change does too.
+    server_change = slower.server_p50 - a.server_p50
+    assert server_change - a.allowed <= median["change"] <= server_change + slower.allowed, (median, measured)
+    if (step, "p50_s") not in flagged(changed) and why:
+        pytest.skip(f"the machine was too busy for a 10 ms change to stand out ({why}): {median}; {measured}")
+    assert (step, "p50_s") in flagged(changed), (median, measured)
+    assert median["direction"] == "worse"
     # the open loop keeps the rate: throughput is not a change
     assert (step, "throughput") not in flagged(changed)
     # the handler is busy 50 % longer per request: more server threads in do_GET

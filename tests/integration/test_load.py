@@ -16,6 +16,7 @@ import time
 import pytest
 
 from conftest import free_port, TARGETS, gilty_command, gilty_env, start_target
+from timing_reference import TRANSPORT_S, Pressure, busy, quantile, server_times, within_server_time
 
 
 
@@ -39,12 +40,20 @@ def load_json(*args, timeout=120) -> dict:
 
 @pytest.mark.parametrize("rate", [50, 500])
 def test_latency_is_the_service_time(delay_server, rate):
+    # The reference is the server's own time for the same requests, not the 20 ms it was asked for:
+    # Python's sleep and parsing add to it what the machine allows. Latency adds to it the loopback,
+    # the wake-ups on both sides and how late the generator itself was (its own lag).
     _proc, url = delay_server
+    server_times(url)  # forget earlier tests' requests
+    pressure = Pressure()
     step = load_json(url, "--rate", rate, "--duration", 3)["steps"][0]
+    pressure = pressure.share()
     assert step["sent"] == rate * 3 and step["ok"] == step["sent"], step["errors"]
-    # Python's sleep and the server's request parsing add well under a millisecond.
-    assert 0.020 <= step["latency_s"]["p50"] <= 0.021, step["latency_s"]
+    served = server_times(url, step["ok"])
+    assert len(served) == step["ok"]
     assert abs(step["verdict"]["throughput"] - rate) <= rate * 0.02
+    print(within_server_time("latency p50", step["latency_s"]["p50"], quantile(served, 0.5),
+                             TRANSPORT_S + step["generator"]["lag_p99_s"], pressure))
 
 
 def test_a_stalled_server_shows_in_p99_and_in_its_second(delay_server):
@@ -56,18 +65,34 @@ def test_a_stalled_server_shows_in_p99_and_in_its_second(delay_server):
         time.sleep(1.0)
         os.kill(proc.pid, signal.SIGCONT)
 
+    server_times(url)  # forget earlier tests' requests
     staller = threading.Thread(target=stall)
     staller.start()
     try:
+        pressure = Pressure()
         step = load_json(url, "--rate", 100, "--duration", 10)["steps"][0]
+        pressure = pressure.share()
     finally:
         staller.join()
         os.kill(proc.pid, signal.SIGCONT)
     # 100 of 1000 requests were meant to start during the stall: each waited for its end.
     assert step["latency_s"]["p99"] >= 0.5, step["latency_s"]
-    assert step["latency_s"]["p50"] <= 0.03
-    stalled = [s for s in step["seconds"] if s["latency_s"]["max"] and s["latency_s"]["max"] >= 0.5]
-    assert stalled and all(3 <= s["t"] <= 5 for s in stalled), [(s["t"], s["latency_s"]["max"]) for s in step["seconds"]]
+    maxima = [(s["t"], s["latency_s"]["max"]) for s in step["seconds"]]
+    stalled = [t for t, most in maxima if most and most >= 0.5]
+    assert stalled, maxima
+    # The other requests are untouched: the median is still the server's own (its time for a request
+    # read after the stall does not contain the stall).
+    served = server_times(url, step["ok"])
+    measured = within_server_time("latency p50", step["latency_s"]["p50"], quantile(served, 0.5),
+                                  TRANSPORT_S + step["generator"]["lag_p99_s"], pressure,
+                                  note=" (p99 showed the stall)")
+    print(measured)
+    # Only the stalled second has a request of half a second, unless the machine stalled some by itself.
+    elsewhere = [t for t in stalled if not 3 <= t <= 5]
+    if elsewhere and busy(pressure):
+        pytest.skip(f"the machine stalled requests by itself ({busy(pressure)}): seconds {elsewhere} also had "
+                    f"a request of 0.5 s or more; maxima {[(t, round(m, 3)) for t, m in maxima if m]}; {measured}")
+    assert not elsewhere, maxima
 
 
 KNEE_RAMP = (70, 130, 10)
