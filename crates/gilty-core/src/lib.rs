@@ -4,6 +4,7 @@
 pub mod aggregate;
 pub mod classify;
 pub mod clock;
+pub mod cpu_wait;
 pub mod elf;
 pub mod error;
 pub mod exact;

@@ -208,6 +208,15 @@ pub(crate) fn batch_dict<'py>(py: Python<'py>, batch: &Batch) -> PyResult<Bound<
     out.set_item("errors", errors)?;
     out.set_item("exited", batch.exited)?;
     out.set_item("late", batch.late)?;
+    if let Some(sched) = &batch.sched {
+        let d = PyDict::new(py);
+        d.set_item("seconds", sched.seconds)?;
+        d.set_item("threads", &sched.threads)?;
+        if let Some(c) = sched.cgroup {
+            d.set_item("cgroup", (c.nr_periods, c.nr_throttled, c.throttled_ns))?;
+        }
+        out.set_item("sched", d)?;
+    }
     Ok(out)
 }
 

@@ -171,6 +171,7 @@ def report(session: Session, summary: Optional[Summary] = None, recording: Optio
         "switch_interval_s": target.switch_interval_s,
         "verdict": summary.verdict.text if summary.verdict else "",
         "verdict_kinds": list(summary.verdict.kinds) if summary.verdict else [],
+        "saturation": summary.saturation.to_dict() if summary.saturation else None,
         "threads": [_thread(t, summary.exact, target.pid) for t in summary.threads],
         "gc_exact": _gc_exact(summary.exact),
         "exact_overhead": _exact_overhead(summary.exact),
@@ -256,6 +257,12 @@ def recording_report(recording: Recording) -> dict:
         "switch_interval_s": first["switch_interval_s"],
         "verdict": " ".join(f"[pid {', '.join(map(str, pids))}] {text}" for text, pids in verdicts.items()),
         "verdict_kinds": kinds,
+        # The process that waited longest for a CPU speaks for the host.
+        "saturation": max(
+            (r["saturation"] for r in per_process if r["saturation"]),
+            key=lambda sat: sat["run_delay_ms_per_s"],
+            default=None,
+        ),
         "threads": [t for r in per_process for t in r["threads"]],
         "gc_exact": None,
         "exact_overhead": None,
