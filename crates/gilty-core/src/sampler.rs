@@ -118,15 +118,10 @@ struct Track {
     still: Option<Still>,
     /// States-only passes: the thread state and syscall last read (see `waiting_still`).
     last_wait: Option<(u64, SyscallState)>,
-    /// Consecutive scheduler-counter reads that found the thread had run (see `SCHED_PROBE_EVERY`).
-    sched_moved: u8,
     /// Whether it has a CPU when runnable (see `cpu_wait`).
     cpu: CpuWaitTrack,
 }
 
-/// How often the scheduler counters of a thread that kept running between passes are read anyway
-/// (on two passes in a row, so that the second can find them unchanged).
-const SCHED_PROBE_EVERY: u64 = 4;
 
 /// CPU time a woken thread must have had to count as past its syscall's return (a few µs of kernel exit).
 const RAN_AFTER_WAKE_NS: u64 = 2_000;
@@ -514,7 +509,6 @@ impl Sampler {
                 idle_run_ns: None,
                 still: None,
                 last_wait: None,
-                sched_moved: 0,
                 cpu: CpuWaitTrack::default(),
             });
             let holds = tstate != 0 && gil.locked && gil.last_holder == tstate;
@@ -534,27 +528,15 @@ impl Sampler {
                     }
                 }
             }
-            // Read before the syscall and the stack, so that the same counters next pass mean the thread
-            // has not run since before they were read (see `Still`).
-            // A thread whose counters moved at each of the last reads (a GIL waiter wakes every switch
-            // interval) is asked only every SCHED_PROBE_EVERY passes: the read would not spare a walk.
-            // Two passes in a row: the second compares with the first.
-            let probe = track.sched_moved < 2 || self.passes % SCHED_PROBE_EVERY <= 1;
-            // Whether a runnable thread has a CPU needs its counters each pass it may run (read before
-            // its syscall: see `cpu_wait`); one blocked since the last pass keeps that pass's reading.
-            let cpu_probe = holds || !track.cpu.last_blocked;
-            let sched = if (reused.is_none() && stacks && !holds && tstate != 0 && probe) || cpu_probe {
-                track.schedstat.get_or_insert_with_result(|| SchedstatReader::open(pid, tid)).and_then(|r| r.read())
-            } else {
-                None
-            };
-            // Not switched in since it was last seen blocked: still in that syscall (or woken and not yet
-            // run, which is still waiting for what it blocked on), its stack unchanged. Spares reading
-            // the syscall file, the dearest read of a pass (the kernel formats nine numbers).
+            // Read each pass, before the syscall and the stack: the same counters next pass mean the
+            // thread has not run since before they were read (see `Still`), and the same switch count
+            // means it has not been switched in since it was last seen blocked (see `cpu_wait`).
+            let sched = track.schedstat.get_or_insert_with_result(|| SchedstatReader::open(pid, tid)).and_then(|r| r.read());
+            // Not switched in since it was last seen blocked: its stack is unchanged. Its syscall file
+            // is read all the same: it may have been woken and be waiting for a CPU (`cpu_wait`).
             if reused.is_none() && syscall_now.is_none() {
                 if let (Some(st), Some(now)) = (&track.still, sched) {
                     if st.tstate == tstate && st.sched == Some(now) {
-                        syscall_now = Some(st.syscall);
                         reused = Some((st.stack.clone(), st.top));
                     }
                 }
@@ -578,10 +560,6 @@ impl Sampler {
                     (Some(st), Some(now)) => st.tstate == tstate && st.sched == Some(now) && st.syscall == syscall,
                     _ => false,
                 };
-                // Counted only against a previous read (the first read of a probe has none).
-                if sched.is_some() && track.still.as_ref().map(|st| st.sched.is_some()).unwrap_or(false) {
-                    track.sched_moved = if unchanged { 0 } else { track.sched_moved.saturating_add(1) };
-                }
                 reused = if unchanged { track.still.as_ref().map(|st| (st.stack.clone(), st.top)) } else { None };
             }
             let runnable = holds || syscall == SyscallState::Running;
@@ -648,11 +626,18 @@ impl Sampler {
                     }
                 })
                 .unwrap_or(false);
+            // 3.10's recursion counter misses C calls made through a type's own vectorcall (a NumPy
+            // ufunc such as an FFT): such a thread runs C code without the GIL at a CALL with the
+            // counter at 0. A thread in the handoff does not run for long; one that was running
+            // without the GIL at the last pass, has been on a CPU most of the time since, and cannot
+            // have taken the GIL from anyone since (switch_number unchanged) has been running C code.
+            let in_c_code = self.tracks.get(&tid).map(|t| t.cpu.busy).unwrap_or(false)
+                && history.map(|h| matches!(h.state, ThreadState::Native | ThreadState::WaitingGil) && h.switch_number == gil.switch_number).unwrap_or(false);
             let in_handoff = !holds
                 && tstate != 0
                 && syscall == SyscallState::Running
                 && (top.and_then(|(code, instr)| self.opcode_at(code, instr)).map(|op| self.handoff_opcodes.contains(&op)).unwrap_or(false)
-                    || (!settled && self.no_call_in_progress(tstate)));
+                    || (!settled && !in_c_code && self.no_call_in_progress(tstate)));
             let state = classify(&Observation { tstate, syscall, in_handoff, ran_since_idle, cpu_wait, owns_gil_mutex }, &gil, gc, range, history);
             if let Some(track) = self.tracks.get_mut(&tid) {
                 track.history = Some(History { state, switch_number: gil.switch_number, was_last_holder: tstate != 0 && gil.last_holder == tstate });

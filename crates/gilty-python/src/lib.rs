@@ -267,6 +267,7 @@ fn exact_dict<'py>(py: Python<'py>, summary: &ExactSummary, lost: u64, threads_a
         d.set_item("wait", distribution_dict(py, &t.wait)?)?;
         d.set_item("acquisitions", t.acquisitions)?;
         d.set_item("handoff_s", t.handoff_ns as f64 / 1e9)?;
+        d.set_item("wait_unheld_s", t.wait_unheld_ns as f64 / 1e9)?;
         d.set_item("forced_switches", t.forced_switches)?;
         let blame = PyList::empty(py);
         for b in &t.blame {
