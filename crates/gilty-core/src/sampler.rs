@@ -632,13 +632,19 @@ impl Sampler {
             // without the GIL at the last pass, has been on a CPU most of the time since, and cannot
             // have taken the GIL from anyone since (switch_number unchanged) has been running C code.
             let in_c_code = self.tracks.get(&tid).map(|t| t.cpu.busy).unwrap_or(false)
-                && history.map(|h| matches!(h.state, ThreadState::Native | ThreadState::WaitingGil) && h.switch_number == gil.switch_number).unwrap_or(false);
+                && history.map(|h| matches!(h.state, ThreadState::Native | ThreadState::WaitingGil | ThreadState::CpuWait) && h.switch_number == gil.switch_number).unwrap_or(false);
+            // The handoff hands the GIL to another thread: with nobody holding it, a running thread
+            // outside the GIL's mutexes is not in one (an FFT thread alone with a sleeping main thread).
+            let other_holds = gil.locked && gil.last_holder != tstate;
             let in_handoff = !holds
                 && tstate != 0
                 && syscall == SyscallState::Running
                 && (top.and_then(|(code, instr)| self.opcode_at(code, instr)).map(|op| self.handoff_opcodes.contains(&op)).unwrap_or(false)
-                    || (!settled && !in_c_code && self.no_call_in_progress(tstate)));
+                    || (!settled && !in_c_code && other_holds && self.no_call_in_progress(tstate)));
             let state = classify(&Observation { tstate, syscall, in_handoff, ran_since_idle, cpu_wait, owns_gil_mutex }, &gil, gc, range, history);
+            if state == ThreadState::WaitingGil && syscall == SyscallState::Running && std::env::var_os("GILTY_CW_DEBUG").is_some() {
+                eprintln!("wg tid={tid} prev={:?} in_c={in_c_code} handoff={in_handoff} settled={settled} owner={owns_gil_mutex} busy={:?} lh={} sw={} prevsw={:?}", history.map(|h| h.state), self.tracks.get(&tid).map(|t| t.cpu.busy), gil.last_holder == tstate, gil.switch_number, history.map(|h| h.switch_number));
+            }
             if let Some(track) = self.tracks.get_mut(&tid) {
                 track.history = Some(History { state, switch_number: gil.switch_number, was_last_holder: tstate != 0 && gil.last_holder == tstate });
                 track.last_wait = if stacks { None } else { Some((tstate, syscall)) };
