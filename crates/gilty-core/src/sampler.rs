@@ -642,9 +642,6 @@ impl Sampler {
                 && (top.and_then(|(code, instr)| self.opcode_at(code, instr)).map(|op| self.handoff_opcodes.contains(&op)).unwrap_or(false)
                     || (!settled && !in_c_code && other_holds && self.no_call_in_progress(tstate)));
             let state = classify(&Observation { tstate, syscall, in_handoff, ran_since_idle, cpu_wait, owns_gil_mutex }, &gil, gc, range, history);
-            if state == ThreadState::WaitingGil && syscall == SyscallState::Running && std::env::var_os("GILTY_CW_DEBUG").is_some() {
-                eprintln!("wg tid={tid} prev={:?} in_c={in_c_code} handoff={in_handoff} settled={settled} owner={owns_gil_mutex} busy={:?} lh={} sw={} prevsw={:?}", history.map(|h| h.state), self.tracks.get(&tid).map(|t| t.cpu.busy), gil.last_holder == tstate, gil.switch_number, history.map(|h| h.switch_number));
-            }
             if let Some(track) = self.tracks.get_mut(&tid) {
                 track.history = Some(History { state, switch_number: gil.switch_number, was_last_holder: tstate != 0 && gil.last_holder == tstate });
                 track.last_wait = if stacks { None } else { Some((tstate, syscall)) };
