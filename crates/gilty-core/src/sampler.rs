@@ -530,8 +530,10 @@ impl Sampler {
             }
             // Read each pass, before the syscall and the stack: the same counters next pass mean the
             // thread has not run since before they were read (see `Still`), and the same switch count
-            // means it has not been switched in since it was last seen blocked (see `cpu_wait`).
-            let sched = track.schedstat.get_or_insert_with_result(|| SchedstatReader::open(pid, tid)).and_then(|r| r.read());
+            // means it has not been switched in since it was last seen blocked (see `cpu_wait`). Not for
+            // a GIL waiter still blocked where it was (found above): with many waiters that read would be
+            // most of a pass, and its baseline from when it blocked stays valid until it wakes.
+            let sched = if reused.is_some() { None } else { track.schedstat.get_or_insert_with_result(|| SchedstatReader::open(pid, tid)).and_then(|r| r.read()) };
             // Not switched in since it was last seen blocked: its stack is unchanged. Its syscall file
             // is read all the same: it may have been woken and be waiting for a CPU (`cpu_wait`).
             if reused.is_none() && syscall_now.is_none() {
