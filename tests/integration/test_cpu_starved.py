@@ -95,7 +95,8 @@ def _check_against_kernel(report: dict, kernel: dict, names: tuple) -> list:
             pytest.skip(f"{t['name']} was not starved (run delay {share:.0%} of the run): the hog did not share its CPU")
         got = t["states"]["cpu_wait"]
         assert abs(got - share) <= TOLERANCE, (
-            f"{t['name']}: cpu_wait {got:.3f}, kernel run delay {share:.3f} of the run; states {t['states']}"
+            f"{t['name']}: cpu_wait {got:.3f}, kernel run delay {share:.3f} of the run (gilty's own reading over its "
+            f"passes: {t['run_delay_share']}); states {t['states']}"
         )
     return threads
 

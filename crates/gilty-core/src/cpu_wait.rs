@@ -11,7 +11,9 @@
 //!   `PREPAID` passes below zero, so a thread that sleeps between passes (not runnable, not owed)
 //!   can be over-counted by at most that many passes.
 //! - Otherwise the run-queue delay the kernel has added since the last reading is owed to the thread
-//!   as passes (delay ÷ the mean interval between passes) and paid by its next runnable passes.
+//!   as passes (delay ÷ the mean interval between passes, less the part of the time since the last
+//!   reading beyond that interval: the sampler paused, no pass could see it) and paid by its next
+//!   runnable passes.
 //!   Passes known off a CPU are paid at once, before their delay is added (the debt goes below zero
 //!   until it is), so each wait is counted once; a wait begun before the first reading owes only the
 //!   part after it.
@@ -65,7 +67,12 @@ impl CpuWaitTrack {
         let mut ran_little = false;
         if let Some(last) = self.last {
             let wait = now.delay_ns.saturating_sub(last.delay_ns).min(now_ns.saturating_sub(first));
-            self.owed = (self.owed + wait as f64 / period_ns.max(1) as f64).min(MAX_OWED);
+            // Passes are `period_ns` apart, unless the sampler paused (between batches, or itself
+            // short of a CPU) since the last one: the part of the wait that fell in the pause had no
+            // passes to count it.
+            let span = self.last_at.map(|(at, _)| now_ns.saturating_sub(at)).unwrap_or(0);
+            let counted = wait.saturating_sub(span.saturating_sub(period_ns));
+            self.owed = (self.owed + counted as f64 / period_ns.max(1) as f64).min(MAX_OWED);
             if let Some((at, was_runnable)) = self.last_at {
                 let (ran, span) = (now.run_ns.saturating_sub(last.run_ns), now_ns.saturating_sub(at));
                 ran_little = was_runnable && ran * 10 < span;

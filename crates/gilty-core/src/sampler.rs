@@ -156,8 +156,9 @@ pub struct Sampler {
     /// When the previous pass observed the threads, and the mean interval between passes (ns).
     last_observe_ns: Option<u64>,
     mean_interval_ns: f64,
-    /// Scheduler counters at the batch's first pass.
+    /// Scheduler counters at the batch's start: its first pass, or the end of the batch before.
     batch_mark: Option<SchedMark>,
+    next_mark: Option<SchedMark>,
 }
 
 impl Drop for Sampler {
@@ -195,6 +196,7 @@ impl Sampler {
             exact: None,
             closing: Vec::new(),
             batch_mark: None,
+            next_mark: None,
             last_observe_ns: None,
             mean_interval_ns: 0.0,
         }
@@ -206,6 +208,7 @@ impl Sampler {
         self.next_due = None;
         self.start = Instant::now();
         self.start_mono_ns = monotonic_ns();
+        self.next_mark = None;
     }
 
     pub fn elapsed(&self) -> f64 {
@@ -250,6 +253,9 @@ impl Sampler {
         self.batch.aggregate.close();
         if let Some(start) = self.batch_mark.take() {
             let end = self.sched_mark();
+            // The next batch counts from here, so that a wait the kernel adds to a thread's delay in a
+            // batch but which began in the pause between batches has its time counted too.
+            let next = SchedMark { at: end.at, threads: end.threads.clone(), cgroup: end.cgroup };
             self.batch.sched = Some(SchedTotals {
                 seconds: (end.at - start.at).as_secs_f64(),
                 threads: end
@@ -269,6 +275,7 @@ impl Sampler {
                     _ => None,
                 },
             });
+            self.next_mark = Some(next);
         }
         std::mem::take(&mut self.batch)
     }
@@ -371,7 +378,10 @@ impl Sampler {
             }
         };
         if self.batch.times.is_empty() {
-            self.batch_mark = Some(self.sched_mark());
+            self.batch_mark = Some(match self.next_mark.take() {
+                Some(mark) => mark,
+                None => self.sched_mark(),
+            });
         }
         self.batch.times.push(t);
         let t_ns = self.start_mono_ns + (t * 1e9) as u64;
