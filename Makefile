@@ -8,8 +8,11 @@ STAMP := $(VENV)/.installed
 # prometheus scrapes the exporters; chromium loads the HTML report headless; wrk and nginx are the
 # load generator's yardstick (bench/load_vs_wrk.py).
 APT_PACKAGES := bpftrace prometheus chromium wrk nginx
+# google's pprof reads gilty's pprof output back in the tests; built from the Go module proxy.
+PPROF_VERSION := v0.0.0-20261105003125-4bf881d7fb0b
+PPROF := $(VENV)/bin/pprof
 
-.PHONY: help setup system-deps demo test lint bench wheel clean
+.PHONY: help setup system-deps go-tools demo test lint bench wheel clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -30,6 +33,10 @@ system-deps:  ## install the Debian packages the tests use (when root and missin
 	  else echo "not root: skipping apt-get install of$$missing (tests that need them will skip)"; fi; \
 	fi
 
+go-tools: $(VPY)  ## build google's pprof into .venv/bin (tests that need it skip, saying so, without Go)
+	@test -x $(PPROF) || { command -v go >/dev/null 2>&1 && GOBIN=$(abspath $(VENV))/bin GOFLAGS=-mod=mod go install github.com/google/pprof@$(PPROF_VERSION) \
+	  || echo "could not build pprof (no Go toolchain or module proxy): pprof tests will skip"; }
+
 setup: $(STAMP)  ## build the Rust extension and install gilty into .venv (CLI: .venv/bin/gilty)
 	@# A version-specific build left from before the abi3 switch would be imported ahead of the abi3 one.
 	@rm -f python/gilty/_native.cpython-*.so
@@ -39,14 +46,14 @@ demo: setup  ## start the bundled demo service, record it for 10 s, print the di
 	$(VPY) -m gilty.demo
 	$(VPY) -m gilty.demo.web
 
-test: setup system-deps  ## every test: Rust unit tests, layout and opcode generator checks, Python unit + integration tests
+test: setup system-deps go-tools  ## every test: Rust unit tests, layout and opcode generator checks, Python unit + integration tests
 	cargo test --release -q --workspace --exclude gilty-python
 	$(VPY) tools/gen_layouts.py --check
 	$(VPY) tools/gen_opcodes.py --check
 	$(VPY) -m pytest -q -ra --durations=30 tests
 
-wheel: $(STAMP)  ## the wheel users install (abi3, manylinux, no debug info) into dist/
-	$(VENV)/bin/maturin build --profile dist -i $(VPY) -o dist --quiet
+wheel: $(STAMP)  ## the wheel users install (abi3, manylinux_2_17 linked by zig, no debug info) into dist/
+	PATH=$(abspath $(VENV))/bin:$$PATH $(VENV)/bin/maturin build --profile dist --zig --compatibility manylinux_2_17 -i $(VPY) -o dist
 
 bench: setup  ## overhead benchmarks (results go in docs/benchmarks.md by hand, with the command)
 	$(VPY) bench/overhead.py

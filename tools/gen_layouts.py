@@ -31,12 +31,15 @@ import sys
 import tempfile
 from pathlib import Path
 
+import asyncio_layouts
 from generated_files import check_or_write
 
 REPO = Path(__file__).resolve().parent.parent
 CRATE = REPO / "crates" / "gilty-layouts"
 LAYOUT_RS = CRATE / "src" / "layout.rs"
 GEN_DIR = CRATE / "src" / "generated"
+ASYNC_RS = CRATE / "src" / "asyncio_layout.rs"
+ASYNC_DIR = CRATE / "src" / "generated_asyncio"
 
 SUPPORTED = [(3, 10), (3, 11), (3, 12), (3, 13)]
 
@@ -264,36 +267,37 @@ def expr_for(spec: dict[str, str], ver: tuple[int, int]) -> str | None:
     return None
 
 
-def layout_fields() -> list[tuple[str, bool]]:
-    """(name, is_option) for every field of `Layout`, in declaration order."""
-    text = LAYOUT_RS.read_text()
-    m = re.search(r"pub struct Layout\s*\{(.*?)^\}", text, re.S | re.M)
+def layout_fields(path: Path = LAYOUT_RS, struct: str = "Layout") -> list[tuple[str, bool]]:
+    """(name, is_option) for every field of `struct`, in declaration order (i64 fields count as u64)."""
+    text = path.read_text()
+    m = re.search(r"pub struct " + struct + r"\s*\{(.*?)^\}", text, re.S | re.M)
     if not m:
-        die(f"cannot find `pub struct Layout` in {LAYOUT_RS}")
+        die(f"cannot find `pub struct {struct}` in {path}")
     body = re.sub(r"//[^\n]*", "", m.group(1))
     out = []
     for name, ty in re.findall(r"pub\s+(\w+)\s*:\s*([^,]+),", body):
         ty = ty.strip()
         if name == "version":
             continue
-        if ty == "u64":
+        if ty in ("u64", "i64"):
             out.append((name, False))
-        elif ty == "Option<u64>":
+        elif ty in ("Option<u64>", "Option<i64>"):
             out.append((name, True))
         else:
-            die(f"Layout field {name} has unsupported type {ty!r}")
+            die(f"{struct} field {name} has unsupported type {ty!r}")
     return out
 
 
-def check_field_table(fields: list[tuple[str, bool]]) -> None:
-    table = [n for n, _ in FIELDS]
+def check_field_table(fields: list[tuple[str, bool]], table_fields=None, what: str = "layout.rs") -> None:
+    table_fields = FIELDS if table_fields is None else table_fields
+    table = [n for n, _ in table_fields]
     if len(set(table)) != len(table):
         die("duplicate field in FIELDS")
     missing = [n for n, _ in fields if n not in table]
     extra = [n for n in table if n not in {f for f, _ in fields}]
     if missing or extra:
-        die(f"FIELDS and layout.rs disagree: missing from FIELDS {missing}, not in Layout {extra}")
-    spec = dict(FIELDS)
+        die(f"FIELDS and {what} disagree: missing from FIELDS {missing}, not in the struct {extra}")
+    spec = dict(table_fields)
     for name, is_opt in fields:
         for ver in SUPPORTED:
             if not is_opt and expr_for(spec[name], ver) is None:
@@ -362,27 +366,37 @@ def discover(prefixes: list[str]) -> dict[tuple[int, int], Path]:
 # Probe
 # ---------------------------------------------------------------------------------------------
 
-def build_probe(ver: tuple[int, int], fields: list[tuple[str, bool]]) -> str:
+def build_probe(ver: tuple[int, int], fields: list[tuple[str, bool]],
+                async_fields: list[tuple[str, bool]] = ()) -> str:
     spec = dict(FIELDS)
     prints = []
     for name, _ in fields:
         expr = expr_for(spec[name], ver)
         if expr is not None:
             prints.append(f'    printf("{name} %zu\\n", (size_t)({expr}));')
+    # AsyncLayout values may be negative (frame states): printed signed, prefixed to keep them apart.
+    async_spec = dict(asyncio_layouts.ASYNC_FIELDS)
+    for name, _ in async_fields:
+        expr = expr_for(async_spec[name], ver)
+        if expr is not None:
+            prints.append(f'    printf("async.{name} %lld\\n", (long long)({expr}));')
+    includes = INCLUDES[ver] + (asyncio_layouts.ASYNC_INCLUDES if async_fields else [])
+    extra = EXTRA_DEFS.get(ver, "") + (asyncio_layouts.ASYNC_DEFS[ver] if async_fields else "")
     return PROBE_TEMPLATE.format(
         major=ver[0],
         minor=ver[1],
-        includes="\n".join(f'#include "{h}"' for h in INCLUDES[ver]),
-        extra=EXTRA_DEFS.get(ver, ""),
+        includes="\n".join(f'#include "{h}"' for h in includes),
+        extra=extra,
         prints="\n".join(prints),
     )
 
 
-def run_probe(ver: tuple[int, int], prefix: Path, fields: list[tuple[str, bool]]) -> dict[str, str]:
+def run_probe(ver: tuple[int, int], prefix: Path, fields: list[tuple[str, bool]],
+              async_fields: list[tuple[str, bool]] = ()) -> dict[str, str]:
     cc = os.environ.get("CC", "gcc")
     if shutil.which(cc) is None:
         die(f"C compiler {cc!r} not found")
-    src = build_probe(ver, fields)
+    src = build_probe(ver, fields, async_fields)
     inc = include_dir(prefix, ver)
     with tempfile.TemporaryDirectory(prefix="gilty-layouts-") as tmp:
         c_path = Path(tmp) / "probe.c"
@@ -482,9 +496,9 @@ def render_layout(ver: tuple[int, int], prefix: Path, values: dict[str, str],
     return "\n".join(lines) + "\n"
 
 
-def render_mod() -> str:
+def render_mod(versions=None) -> str:
     lines = ["// Generated by tools/gen_layouts.py. Do not edit.", ""]
-    lines += [f"pub mod {module_name(v)};" for v in SUPPORTED]
+    lines += [f"pub mod {module_name(v)};" for v in (versions or SUPPORTED)]
     return "\n".join(lines) + "\n"
 
 
@@ -500,18 +514,25 @@ def main() -> int:
 
     fields = layout_fields()
     check_field_table(fields)
+    async_fields = layout_fields(ASYNC_RS, "AsyncLayout")
+    check_field_table(async_fields, asyncio_layouts.ASYNC_FIELDS, "asyncio_layout.rs")
     installs = discover(args.prefix)
 
-    outputs: dict[Path, str] = {GEN_DIR / "mod.rs": render_mod()}
+    outputs: dict[Path, str] = {GEN_DIR / "mod.rs": render_mod(), ASYNC_DIR / "mod.rs": render_mod()}
     skipped = []
     for ver in SUPPORTED:
         prefix = installs.get(ver)
         if prefix is None:
             skipped.append(ver)
             continue
-        values = run_probe(ver, prefix, fields)
+        values = run_probe(ver, prefix, fields, async_fields)
         check_runtime_symbol(ver, prefix, int(values["runtime_size"]))
         outputs[GEN_DIR / f"{module_name(ver)}.rs"] = render_layout(ver, prefix, values, fields, handoff_opcodes(prefix))
+        failed = asyncio_layouts.verify(prefix, ver, values)
+        if failed:
+            die(f"{prefix}: the _asyncio structs do not match the live interpreter:\n  " + "\n  ".join(failed))
+        outputs[ASYNC_DIR / f"{module_name(ver)}.rs"] = asyncio_layouts.render(
+            ver, prefix, values["py_version"], values, async_fields)
         print(f"gen_layouts: {ver[0]}.{ver[1]}: CPython {values['py_version']} at {prefix}", file=sys.stderr)
 
     for ver in skipped:

@@ -191,12 +191,30 @@ class _GcSnapshot(_GcState):
     frozen_exact: bool
     frozen_walk_s: float
 
+class _ForkShare(TypedDict):
+    present_bytes: int
+    shared_with_parent_bytes: int
+    copied_bytes: int
+    new_bytes: int
+    shared_other_bytes: int
+    method: Literal["pagemap_pfn", "pagemap_exclusive_bit"]
+    scan_s: float
+
+class _ForkFacts(TypedDict):
+    pid: int
+    t: float
+    when: Literal["found", "final"]
+    parent: int
+    share: _ForkShare | None  # workers against their parent since fork
+    modules: list[str] | None  # sys.modules names
+
 class MemoryBatch(TypedDict):
     processes: list[_MemProcess]  # new processes, and updates (exited)
     samples: list[_MemSample]  # each also has "pass": int
     cow_steps: list[_CowStep]
     gc_windows: list[_GcWindow]
     gc_snapshots: list[_GcSnapshot]
+    fork_facts: list[_ForkFacts]
     notes: list[str]
     master_exited: float | None
     finished: bool

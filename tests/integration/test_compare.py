@@ -99,3 +99,68 @@ def test_bad_input_is_one_line(tmp_path):
         assert done.returncode == 2, done.stderr
         lines = [line for line in done.stderr.splitlines() if line.strip()]
         assert len(lines) == 1 and message in lines[0], done.stderr
+
+
+# -- function by function, and the differential flame graph (issue 16) --------------------------
+
+
+def _extra(tmp_path, interp, name: str, *args: str) -> str:
+    out = tmp_path / f"{name}.json"
+    done = gilty("record", "--duration", 3, "--rate", 200, "-o", out, "--", interp.path, TARGETS / "extra_function.py", *args)
+    assert done.returncode == 0, done.stderr
+    return str(out)
+
+
+@pytest.mark.interpreter
+def test_one_added_function_is_found_and_drawn_red(tmp_path, interp):
+    if interp.path is None:
+        pytest.skip(interp.skip_reason)
+    if interp.id.startswith("debian") or interp.minor_str != "3.12":
+        pytest.skip("compare reads reports, whatever version recorded them: checked on pyenv 3.12 only (suite time)")
+    import re
+    import xml.etree.ElementTree as ET
+
+    a, b = _extra(tmp_path, interp, "without"), _extra(tmp_path, interp, "with", "extra")
+    result = compare(a, b)
+    rows = {(r["scope"], r["metric"]): r for r in result["rows"]}
+    added = rows[("function extra_work (extra_function.py)", "total_share")]
+    assert added["a"] == 0 and added["b"] > 0.2 and added["beyond_noise"], added
+    # steady() still runs as long, but is now a smaller share of the not-idle time.
+    assert rows[("function steady (extra_function.py)", "total_share")]["change"] < 0
+    functions = [r for r in result["rows"] if r["scope"].startswith("function ")]
+    # The largest change is the added function. (Other rows may move too on a loaded machine: a
+    # start-up that takes longer is a larger share of one run's not-idle samples.)
+    assert functions[0]["scope"] == "function extra_work (extra_function.py)", functions[:3]
+
+    svg_path = tmp_path / "diff.svg"
+    done = gilty("compare", a, b, "-o", svg_path)
+    assert done.returncode == 0, done.stderr
+    svg = svg_path.read_text()
+    ET.fromstring(svg)
+    # (title, y, fg:x, fill) per frame. As in flamegraph.pl's differential graphs, a frame's colour is
+    # the change of its own (self) time: the spin() called by extra_work() is red, the one called by
+    # steady() blue, since steady() kept its time but now is a smaller share.
+    frames = [(t, float(y), int(x), tuple(int(c) for c in fill.split(",")))
+              for t, y, fill, x in re.findall(r'<title>([^<]*)</title><rect [^>]*y="([\d.]+)"[^>]*fill="rgb\(([^)]*)\)" fg:x="(\d+)"', svg)]
+
+    def samples(title):
+        return int(title.rsplit(" (", 1)[1].split()[0].replace(",", ""))
+
+    def leaf_over(caller):
+        # The widest frame of the caller (the worker may also be seen waiting or native there).
+        callers = [f for f in frames if f[0].startswith(caller + " (extra_function.py) (")]
+        _t, y, x, _fill = max(callers, key=lambda f: samples(f[0]))
+        return next(f for f in frames if f[0].startswith("spin (extra_function.py) (") and f[2] == x and f[1] < y)
+
+    title, _y, _x, (r, _g, bl) = leaf_over("extra_work")
+    assert r > bl and "; +" in title, (title, r, bl)
+    title, _y, _x, (r, _g, bl) = leaf_over("steady")
+    assert bl > r and "; -" in title, (title, r, bl)
+
+    page_path = tmp_path / "diff.html"
+    done = gilty("compare", a, b, "-o", page_path)
+    assert done.returncode == 0, done.stderr
+    page = page_path.read_text()
+    assert 'id="diff-flamegraph"' in page and "function extra_work (extra_function.py)" in page
+    # Offline: nothing is loaded from elsewhere (namespaces are names, not loads).
+    assert not re.search(r'(src|href)="https?:', page)

@@ -102,7 +102,11 @@ def test_trace_events(outputs):
     assert any(m.startswith(f"python {pid} ") for m in meta)
     assert "GIL owner" in meta and any(m.startswith("spinner-1 (tid ") for m in meta)
     slices = [e for e in events if e["ph"] == "X" and e["name"] in ("holding_gil", "waiting_gil")]
-    assert any(any(s.startswith("spin_forever (") for s in e["args"]["stack"]) for e in slices)
+    assert slices
+    # The stacks are on each thread's stack track, one nested slice per frame.
+    stack_tracks = {e["tid"] for e in events if e["ph"] == "M" and e["name"] == "thread_name" and e["args"]["name"].endswith(" stack")}
+    frames = [e for e in events if e["ph"] == "X" and e["tid"] in stack_tracks]
+    assert any(e["name"].startswith("spin_forever (spinners.py:") for e in frames)
     owner = {e["name"] for e in events if e["ph"] == "X" and e["cat"] == "gil"}
     assert {"spinner-1", "spinner-2"} <= owner
     # All slices lie within the recording (µs).

@@ -126,7 +126,13 @@ def test_knee_of_a_one_at_a_time_server():
 
 
 def test_connection_refused_is_counted_by_kind():
-    step = load_json(f"http://127.0.0.1:{free_port()}/", "--rate", 20, "--duration", 1)["steps"][0]
+    # Every request failed: the report is still written, and the exit status says so (11), with one line.
+    argv = [*gilty_command(), "load", f"http://127.0.0.1:{free_port()}/", "--rate", "20", "--duration", "1", "--format", "json"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=gilty_env())
+    assert done.returncode == 11, done.stderr
+    assert "Traceback" not in done.stderr
+    assert [l for l in done.stderr.splitlines() if "error" in l] == [l for l in done.stderr.splitlines() if l.startswith("gilty: error: every one of the")]
+    step = json.loads(done.stdout)["steps"][0]
     assert step["ok"] == 0 and step["errors"] == {"connect": step["sent"]}
 
 
@@ -139,6 +145,7 @@ def test_connection_refused_is_counted_by_kind():
         (("http://127.0.0.1:1/", "--ramp", "1:5:1", "--slo", "p98=1ms"), "expected e.g. p99=50ms"),
         (("http://127.0.0.1:1/", "--rate", "10", "-H", "nocolon"), "is not a header"),
         (("--rate", "10"), "give the URL to load"),
+        (("http://127.0.0.1:1/", "--rate", "10", "--app", "my app"), "expected a package or module name"),
         (("--locustfile", "/nonexistent/locustfile.py"), "no such locustfile"),
         (("http://127.0.0.1:1/", "--locustfile", str(TARGETS / "locust_tasks.py"), "--rate", "10"), "not --rate or --ramp"),
         (("http://127.0.0.1:1/", "http://127.0.0.1:2/", "--locustfile", str(TARGETS / "locust_tasks.py")), "at most one URL"),

@@ -61,6 +61,13 @@ def test_chromium_draws_the_curve_steps_and_endpoints(page, tmp_path):
     for series in ("p50", "p99", "throughput"):
         points = re.search(rf'points="([^"]*)"[^>]*data-series="{series}"', dom)
         assert points and len(points.group(1).split()) == len(steps), series
+    # The p99 points are drawn after (over) the throughput points and larger, so a p99 point on the
+    # same pixel as a throughput point stays visible.
+    circles = re.findall(r'<circle [^>]*class="series point (\w+)"[^>]*r="([\d.]+)"|<circle [^>]*r="([\d.]+)"[^>]*class="series point (\w+)"', dom)
+    order = [c[0] or c[3] for c in circles]
+    radius = {c[0] or c[3]: float(c[1] or c[2]) for c in circles}
+    assert order and max(i for i, c in enumerate(order) if c == "tp") < min(i for i, c in enumerate(order) if c == "p99"), order
+    assert radius["p99"] > radius["tp"], radius
     knee = data["load"]["knee"]
     assert ('id="load-knee-line"' in dom) == (knee["rate"] is not None and knee["limit"] != "none reached"), knee
     table = re.search(r'<table id="load-steps">(.*?)</table>', dom, re.S).group(1)

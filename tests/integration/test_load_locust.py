@@ -54,8 +54,12 @@ def test_per_second_history_is_joined_with_the_server(report):
     assert sum(s["requests"] for s in seconds) == report["aggregated"]["count"]
     loaded = [s for s in seconds if s["users"] > 0]
     assert loaded and all(s["server_gil"] is not None for s in loaded)
-    # the handler is Python: while users run, the server holds the GIL a good part of some second
-    assert max(s["server_gil"] for s in loaded) >= 0.2, loaded
+    # The handler is Python, so the server holds the GIL; its busiest second holds it at least as much as
+    # the whole run does on average (the run's own profile, measured in the same run: a busy machine
+    # lowers both alike).
+    run_gil = report["profile"]["gil_utilisation"]
+    assert run_gil > 0, report["profile"]
+    assert max(s["server_gil"] for s in loaded) >= 0.9 * run_gil - 0.02, (run_gil, loaded)
 
 
 def test_the_server_profile_names_the_handler(report):

@@ -207,13 +207,14 @@ def run_memory(master: int, duration: float, action: Optional[Callable[[], objec
         time.sleep(0.5)
         if action is not None:
             result = action()
-        out, _ = proc.communicate(timeout=duration + 60)
+        # communicate() reads stderr too, racing the reader thread for the last lines: keep both halves.
+        out, err_rest = proc.communicate(timeout=duration + 60)
     except BaseException:
         proc.kill()
         proc.wait()
         raise
     reader.join(timeout=5)
-    err = "".join(err_lines)
+    err = "".join(err_lines) + (err_rest or b"").decode("utf-8", "replace")
     report = parse_json(out.decode("utf-8", "replace"), "gilty memory --format json") if out.strip() else None
     return proc.returncode, report, err, result
 

@@ -22,6 +22,16 @@ from package_venvs import new_venv, pip_install
 
 _VENVS: dict = {}
 
+# The oldest glibc the wheel supports (RHEL 7+, Debian 9+, Amazon Linux 2): what `make wheel` targets.
+MANYLINUX = "manylinux_2_17"
+
+
+@functools.lru_cache(maxsize=1)
+def zig_available() -> bool:
+    """ziglang (requirements-dev.txt) is what lets maturin link against an older glibc than the host's."""
+    done = subprocess.run([sys.executable, "-m", "ziglang", "version"], capture_output=True, text=True)
+    return done.returncode == 0
+
 
 @functools.lru_cache(maxsize=1)
 def _build_wheel() -> tuple:
@@ -48,6 +58,11 @@ def _build_wheel() -> tuple:
         "CARGO_TARGET_DIR": str(REPO / "target"),
         "MATURIN_PEP517_ARGS": "--profile release --strip",
     }
+    if zig_available():
+        # Linked by zig against glibc 2.17, as `make wheel` links the published wheel. Its own target
+        # directory: zig's linker would make cargo rebuild `make setup`'s crates each time.
+        env["CARGO_TARGET_DIR"] = str(REPO / "target" / "wheel-zig")
+        env["MATURIN_PEP517_ARGS"] += f" --zig --compatibility {MANYLINUX}"
     done = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps", "-w", str(out), str(source)],
         capture_output=True,

@@ -4,8 +4,12 @@
   total()       `r.amount` over orders and refunds alternating: two receiver classes at one site
   lazy_total()  `p.amount` through a proxy's __getattr__: the lookup cannot be specialized
   mono_total()  `r.amount` over orders only: stays specialized (the control)
+  a helper thread parked in `Condition.wait` with a short timeout, as a thread pool's idle workers
+  are: it wakes every 2 ms and parks again in C, and must never be ranked
 
 Run: uvicorn spec_service:app --app-dir tests/targets --port PORT"""
+
+import threading
 
 from fastapi import FastAPI
 
@@ -30,6 +34,15 @@ class Proxy:
     def __getattr__(self, name):
         return getattr(self._target, name)
 
+
+def parked():
+    cond = threading.Condition()
+    with cond:
+        while True:
+            cond.wait(0.002)  # LINE:parked
+
+
+threading.Thread(target=parked, name="parked", daemon=True).start()
 
 MIXED = [Order(3), Refund(1)] * 100
 PROXIES = [Proxy(Order(2))] * 100

@@ -35,3 +35,13 @@ def two_processes() -> Recording:
     rec = Recording([first, worker_session()], rate_hz=100.0, start_time=first.start_time)
     rec.duration_s = 4.0
     return rec
+
+
+def thread_pool() -> Recording:
+    """MainThread holds the GIL in `render`; eight ThreadPoolExecutor-0_N threads wait for it."""
+    names = {1: "MainThread", **{10 + i: f"ThreadPoolExecutor-0_{i}" for i in range(8)}}
+    b = BatchBuilder(names=names)
+    render = b.stack(("render", "/srv/app/views.py", 40))
+    fetch = b.stack(("fetch", "/srv/app/io.py", 9))
+    passes = [{1: (HOLD, render), **{10 + i: (WAIT, fetch) for i in range(8)}} for _ in range(100)]
+    return Recording.of(make_session([b.batch(passes)]))

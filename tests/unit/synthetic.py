@@ -16,7 +16,11 @@ HOLD, GC, WAIT, NATIVE, IDLE, UNKNOWN = range(6)
 FUTEX = 202
 CLOCK_NANOSLEEP = 230
 EPOLL_WAIT = 232
-SYSCALL_NAMES = {FUTEX: "futex", CLOCK_NANOSLEEP: "clock_nanosleep", EPOLL_WAIT: "epoll_wait"}
+RECVFROM = 45
+PSELECT6 = 270
+ACCEPT4 = 288
+SYSCALL_NAMES = {FUTEX: "futex", CLOCK_NANOSLEEP: "clock_nanosleep", EPOLL_WAIT: "epoll_wait", RECVFROM: "recvfrom",
+                 PSELECT6: "pselect6", ACCEPT4: "accept4"}
 
 
 def syscall_name(nr: int) -> str:
@@ -97,8 +101,8 @@ class BatchBuilder:
         }
 
 
-def make_session(batches: list, rate_hz: float = 100.0, switch_interval_s: float = 0.005) -> Session:
-    session = Session(target(switch_interval_s=switch_interval_s), rate_hz, start_time=1_700_000_000.0)
+def make_session(batches: list, rate_hz: float = 100.0, switch_interval_s: float = 0.005, pid: int = 4242) -> Session:
+    session = Session(target(pid=pid, switch_interval_s=switch_interval_s), rate_hz, start_time=1_700_000_000.0)
     for b in batches:
         session.add_batch(b, syscall_name)
     return session

@@ -167,7 +167,7 @@ def test_command_without_python_times_out_and_is_stopped(monkeypatch, capsys):
     monkeypatch.setattr(launch, "FIND_PYTHON_TIMEOUT_S", 0.3)
     started = []
     real_start = launch.start_command
-    monkeypatch.setattr(launch, "start_command", lambda argv: started.append(real_start(argv)) or started[-1])
+    monkeypatch.setattr(launch, "start_command", lambda argv, **kw: started.append(real_start(argv, **kw)) or started[-1])
     code, _, err = run_cli(capsys, ["record", "--", "sleep", "30"])
     assert code == 4
     assert_one_error_line(err)

@@ -103,3 +103,21 @@ def test_dump_text():
     assert "Thread 1 'MainThread' (idle: lock wait (futex))" in text
     assert "    wait (threading.py:320)\n    main (app.py:9)" in text
     assert "Thread 2 'native-only' (native)\n    (no Python stack)" in text
+
+
+def test_single_process_report_warns_with_the_effective_rate_when_passes_were_missed():
+    from synthetic import HOLD, BatchBuilder, make_session
+
+    from gilty.report import console
+
+    b = BatchBuilder(names={1: "main"})
+    steady = make_session([b.batch([{1: HOLD}] * 100)])
+    steady.duration_s = 1.0
+    assert "effective rate" not in console.render(steady)
+    # `--exact` halving the rate: 100 passes taken of 200 due in 2 s.
+    b = BatchBuilder(names={1: "main"})
+    late = make_session([b.batch([{1: HOLD}] * 100, late=100)])
+    late.duration_s = 2.0
+    warning = [line for line in console.render(late).splitlines() if "effective rate" in line]
+    assert warning == ["warning: pid 4242 missed 100 passes: effective rate 50 Hz of 100 Hz asked "
+                       "(the sampler could not keep up; lower --rate or record fewer processes)"]

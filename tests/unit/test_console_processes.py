@@ -63,7 +63,7 @@ def test_text_report_has_a_process_table_then_pooled_threads():
     assert text.count("AnyIO worker thread ×8") == 4
     assert text.count("AnyIO worker thread ") == 4
     assert console_processes.POOL_NOTE in text
-    assert "handler (/srv/app.py:7)" in text
+    assert "handler (app.py:7) [holding_gil]" in text
 
 
 def test_top_frame_fits_80_by_24_and_says_what_is_left_out():
@@ -72,8 +72,25 @@ def test_top_frame_fits_80_by_24_and_says_what_is_left_out():
     lines = frame.splitlines()
     assert len(lines) <= 24, frame
     assert max(len(line) for line in lines) <= 80, frame
-    assert lines[-1].startswith("+"), frame
-    assert "more" in lines[-1]
+    more = [line for line in lines if line.startswith("+")]
+    assert len(more) == 1 and "more" in more[0], frame
+    # py-spy top's table below: functions by own and total time.
+    table = lines.index(console_processes.FUNCTIONS_HEADING[:80])
+    assert lines[table + 1].split()[:3] == ["100%", "100%", "handler"], frame
+
+
+def test_top_names_a_busy_thread_by_its_function_in_a_wide_column():
+    frame = console_processes.render_top(_server(), 3.0, "hold", 80, 24)
+    rows = [line for line in frame.splitlines() if line.startswith("MainThread ")]
+    assert sum(r.endswith("handle (views.py:12)") for r in rows) == 2, frame
+    # The function column of an 80-column frame holds at least 27 characters (it held 16).
+    assert 80 - console_processes.TOP_HEADING.index("TOP FUNCTION") >= 27
+    # Narrow: the location goes before the function name is cut.
+    fit = console_processes.fit_function
+    assert fit("Random._randbelow", "/usr/lib/python3.12/random.py", 239, 33) == "Random._randbelow (random.py:239)"
+    assert fit("Random._randbelow", "/usr/lib/python3.12/random.py", 239, 32) == "Random._randbelow (random.py)"
+    assert fit("Random._randbelow", "/usr/lib/python3.12/random.py", 239, 28) == "Random._randbelow"
+    assert fit("Random._randbelow", "/usr/lib/python3.12/random.py", 239, 10) == "Random._r~"
 
 
 def test_top_sort_by_wait_puts_the_waiting_process_first():
@@ -111,3 +128,119 @@ def test_single_process_json_keeps_its_shape():
             assert via_recording[key] == value, key
     assert via_recording["threads"] == single["threads"]
     assert len(via_recording["processes"]) == 1
+
+
+# -- the first screen of a server's report (issue 16) -------------------------------------------
+
+VENV_CMD = "/srv/v-httpbin/bin/python /srv/v-httpbin/bin/gunicorn httpbin:app -w 2 -k uvicorn.workers.UvicornWorker " + "--x " * 40
+
+
+def _server(late: int = 0):
+    """A master sleeping in `wait`, two workers whose MainThread holds the GIL 78 % in `handle`
+    and sleeps 22 % in `select`, each with eight idle AnyIO threads."""
+    rec = Recording(rate_hz=100.0, start_time=1_700_000_000.0)
+    rec.subprocesses = True
+    events = [_attached(100, 1, VENV_CMD)] + [_attached(pid, 100, VENV_CMD) for pid in (101, 102)]
+    batches = {}
+    b = BatchBuilder(names={100: "MainThread"})
+    batches[100] = b.batch([{100: (IDLE, b.stack(("SyncWorker.wait", "/srv/gunicorn/workers/sync.py", 35)))}] * 100)
+    for pid in (101, 102):
+        names = {pid: "MainThread", **{pid * 100 + i: f"AnyIO worker thread" for i in range(8)}}
+        b = BatchBuilder(names=names)
+        handle = b.stack(("handle", "/srv/app/views.py", 12), ("run", "/srv/uvicorn/server.py", 60))
+        wait = b.stack(("select", "/usr/lib/python3.12/selectors.py", 468), ("run", "/srv/uvicorn/server.py", 60))
+        rows = []
+        for i in range(100):
+            main = (HOLD, handle) if i % 50 < 39 else (IDLE, wait)
+            rows.append({pid: main, **{pid * 100 + k: IDLE for k in range(8)}})
+        batches[pid] = b.batch(rows)
+    ProcessTracker(rec).add({"events": events, "batches": batches, "finished": False})
+    for s in rec.sessions:
+        s.errors["late"] = late
+        s.duration_s = 1.0 if not late else (s.samples + late) / 100.0
+    rec.duration_s = 1.0
+    return rec
+
+
+def test_process_row_gives_the_busiest_threads_shares_not_an_average():
+    text = console.render_recording(_server())
+    lines = text.splitlines()
+    table = lines.index(console_processes.PROCESS_HEADING)
+    row = lines[table + 2]
+    assert row.split()[:2] == ["101", "worker"]
+    # MainThread held 78 %; averaged over the nine threads it would read 9 % held, 91 % idle.
+    assert "MainThread" in row and " 78% " in row and " 22% " in row, row
+
+
+def test_top_function_is_what_a_busy_worker_runs_not_where_it_sleeps():
+    text = console.render_recording(_server())
+    main_rows = [line for line in text.splitlines() if line.startswith("  MainThread ")]
+    workers = [r for r in main_rows if "handle (views.py:12)" in r]
+    assert len(workers) == 2, main_rows
+    assert all("select" not in r for r in workers)
+    # The master, idle all the time, is still named by where it sleeps.
+    assert any("SyncWorker.wait (sync.py:35) [idle]" in r for r in main_rows)
+
+
+def test_report_has_top_functions_and_a_headline_first():
+    text = console.render_recording(_server())
+    lines = text.splitlines()
+    assert lines[1].startswith("Busiest: pid 101 (worker) MainThread (tid 101): GIL held 78%"), lines[1]
+    assert lines[2] == "  mostly in handle (views.py:12) [holding_gil]"
+    start = next(i for i, line in enumerate(lines) if line.startswith("Top functions"))
+    first = lines[start + 2]
+    assert first.split()[:2] == ["156", "100%"] and first.split()[5:8] == ["2", "workers", "handle"], first
+    # Idle samples are not functions worth reading: the master's wait is not in the section.
+    section = "\n".join(lines[start: start + 6])
+    assert "SyncWorker.wait" not in section and "select" not in section
+    # The first screen (24 lines) has the headline, the process table and the top function.
+    first_screen = "\n".join(lines[:24])
+    assert "Top functions" in first_screen and "handle (views.py:12)" in first_screen
+
+
+def test_every_line_fits_120_and_commands_tell_roles_apart():
+    rec = _server()
+    rec.notes.append("a very long hint " * 20)
+    text = console.render_recording(rec)
+    widths = [len(line) for line in text.splitlines()]
+    assert max(widths) <= console_processes.REPORT_WIDTH, max(widths)
+    table = text.splitlines().index(console_processes.PROCESS_HEADING)
+    rows = text.splitlines()[table + 1: table + 4]
+    assert [r.split()[1] for r in rows] == ["master", "worker", "worker"]
+    # The virtualenv's path is not what tells processes apart: the script and its arguments are.
+    assert all("python gunicorn httpbin:app -w 2" in r for r in rows), rows
+    assert console_processes.short_command("/usr/bin/python3.11 -m uvicorn app:app") == "python -m uvicorn app:app"
+
+
+def test_missed_passes_warn_with_the_effective_rate():
+    assert "effective rate" not in console.render_recording(_server())
+    text = console.render_recording(_server(late=100))
+    warnings = [line for line in text.splitlines() if line.startswith("warning: pid")]
+    assert len(warnings) == 3 and "effective rate 50 Hz of 100 Hz" in warnings[0], warnings
+
+
+def test_compare_keeps_roles_apart_and_names_functions():
+    from gilty.load.compare import compare_recordings
+
+    rows = compare_recordings(_server(), _server())
+    scopes = {r.scope for r in rows}
+    # The master's MainThread sleeps, the workers' run: one row each, not one "thread MainThread".
+    assert "master thread MainThread" in scopes and "worker thread MainThread" in scopes
+    assert "thread MainThread" not in scopes
+    # GIL utilisation per role beside the whole recording's: the workers' 78 %, not the mean with the master.
+    util = {r.scope: r.a for r in rows if r.metric == "gil_utilisation"}
+    assert abs(util["role worker"] - 0.78) < 1e-6 and abs(util["recording"] - 0.52) < 1e-6, util
+    assert "role master" not in util  # the master never held it: under the 1 % every row needs
+    # The same recording twice: no function moved, nothing beyond noise.
+    assert not [r for r in rows if r.beyond_noise]
+
+
+def test_compare_text_says_too_noisy_rather_than_a_share_over_100_percent():
+    from gilty.load.compare import Row
+    from gilty.report import compare as compare_report
+
+    rows = [Row("worker thread MainThread", "holding_gil", 0.30, 0.35, 0.05, 2.926, False),
+            Row("recording", "gil_utilisation", 0.30, 0.35, 0.05, 0.02, True)]
+    text = compare_report.render_text("a.json", "b.json", "recording", rows)
+    assert "292.6 %" not in text and ">100 %" in text
+    assert "2.0 %" in text  # a noise under 100 % is printed as it is

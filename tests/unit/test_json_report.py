@@ -142,15 +142,49 @@ def _snapshot():
     }
 
 
+def _tasks():
+    """What `Target.tasks()` hands over for a loop with a parent task awaiting a sleeping child."""
+    stack = [("sleep", "/usr/lib/python3.12/asyncio/tasks.py", 665), ("child", "app.py", 5)]
+    return {
+        "asyncio_imported": True,
+        "other_frameworks": [],
+        "loops": [{"address": 0x1000, "type": "_UnixSelectorEventLoop", "thread_ident": 77, "tid": 1, "running_task": None}],
+        "tasks": [
+            {"id": 0x2000, "name": "Task-1", "state": "pending", "loop": 0x1000, "python_impl": False, "eager": False,
+             "stack": [("main", "app.py", 9)], "awaiting": {"kind": "task", "type": "_asyncio.Task", "address": 0x3000},
+             "parent": None, "parent_via": None},
+            {"id": 0x3000, "name": "child", "state": "pending", "loop": 0x1000, "python_impl": False, "eager": False,
+             "stack": stack, "awaiting": {"kind": "sleep", "type": "_asyncio.Future", "address": 0x4000},
+             "parent": 0x2000, "parent_via": "await"},
+        ],
+        "errors": {"torn_dropped": 0, "unreadable": 0, "changed": 0},
+        "pages_read": 12,
+    }
+
+
 TARGET_INFO = {"pid": 4242, "python_version": "3.12.1", "executable": "/usr/bin/python3", "switch_interval_s": 0.005}
 
 
 def test_dump_keys_match_the_documentation():
-    dump = json.loads(json_report.render_dump(TARGET_INFO, _snapshot(), syscall_name))
     documented = documented_keys("Snapshot")
+    dump = json.loads(json_report.render_dump(TARGET_INFO, _snapshot(), syscall_name))
     present = key_paths(dump)
+    # Without --tasks: every documented key except the asyncio object's.
+    assert {k for k in documented if not k.startswith("asyncio")} - present == set()
+    assert present - documented == set()
+    with_tasks = json.loads(json_report.render_dump(TARGET_INFO, dict(_snapshot(), tasks=_tasks()), syscall_name))
+    present = key_paths(with_tasks)
     assert documented - present == set()
     assert present - documented == set()
+
+
+def test_dump_tasks_text_tree():
+    from gilty.report import dump as dump_report
+
+    text = dump_report.render_text(TARGET_INFO, dict(_snapshot(), tasks=_tasks()), syscall_name)
+    assert "Event loop 0x1000 (_UnixSelectorEventLoop) on thread 1 'MainThread': 2 task(s)" in text
+    assert "Task-1 [pending] 0x2000: awaiting task child at main (app.py:9)" in text
+    assert "└─ child [pending] 0x3000 via await: awaiting sleep at child (app.py:5)" in text
 
 
 def test_dump_values():

@@ -53,3 +53,9 @@ def test_other_placements_stay_where_they_are(argv, capsys):
     assert args.output == own_output
     assert args.child_argv == argv[argv.index("--") + 1:]
     assert capsys.readouterr().err == ""
+
+
+def test_app_packages_are_repeatable_and_stay_gilty_s():
+    args = parse(["load", "http://127.0.0.1:8000/", "--rate", "10", "--app", "httpbin", "--app", "shop.views",
+                  "--", "gunicorn", "httpbin:app"])
+    assert args.app == ["httpbin", "shop.views"] and args.child_argv == ["gunicorn", "httpbin:app"]

@@ -87,6 +87,14 @@ def proc(pid, role, first_seen=0.0, exited=None):
     }
 
 
+def fork_fact(pid, t, shared=0, copied=0, new=0, modules=("sys", "os", "app"), parent=MASTER):
+    share = None
+    if pid != MASTER:
+        share = {"present_bytes": shared + copied + new, "shared_with_parent_bytes": shared, "copied_bytes": copied,
+                 "new_bytes": new, "shared_other_bytes": 0, "method": "pagemap_pfn", "scan_s": 0.003}
+    return {"pid": pid, "t": t, "when": "final", "parent": parent, "share": share, "modules": list(modules)}
+
+
 def default_session(frozen=375, master_enabled=True, extra_batch=None) -> MemorySession:
     """Master + 2 workers without the freeze fix: W1 runs a full collection (50 MiB copied during
     it), W2 reads every object (30 MiB copied outside GC)."""
@@ -115,6 +123,9 @@ def default_session(frozen=375, master_enabled=True, extra_batch=None) -> Memory
         ],
         "gc_windows": [{"pid": W1, "start": 1.49, "end": 1.69, "generation": 2, "polls": 200}],
         "gc_snapshots": [],
+        # Preloaded: the workers' pages are the master's, copied where they wrote.
+        "fork_facts": [fork_fact(MASTER, 4.0), fork_fact(W1, 4.0, shared=110 * MIB, copied=52 * MIB, new=1 * MIB),
+                       fork_fact(W2, 4.0, shared=130 * MIB, copied=32 * MIB, new=1 * MIB)],
         "notes": [],
         "master_exited": None,
         "finished": False,
@@ -178,7 +189,8 @@ def test_warnings_for_a_master_that_froze_next_to_nothing():
     codes = [w["code"] for w in analysis.warnings(default_session())]
     assert codes == ["master_gc_unfrozen", "worker_gc_unfrozen"]
     worker_warning = analysis.warnings(default_session())[1]
-    assert worker_warning["pids"] == [W1, W2]
+    # W2 ran no full collection: a warning about full collections copying the heap is not about it.
+    assert worker_warning["pids"] == [W1]
     assert "50.0 MiB copied during collections" in worker_warning["message"]
 
 
@@ -302,3 +314,36 @@ def test_json_sizes_are_integer_bytes():
         for smp in p["samples"]:
             assert all(isinstance(smp[k], int) for k in smp if k != "t")
     assert report["format_version"] == 1 and report["kind"] == "memory"
+
+
+# Guards: a full-collection warning with no full collection (issue 21: it fired with 0 generation-2
+# collections and 0 MiB copied).
+def test_no_full_collection_warning_without_full_collections():
+    s = default_session()
+    s.processes[W1].gc_windows.clear()
+    for smp in s.processes[W1].samples:
+        smp["gc"]["collections"] = [10, 1, 0]
+    assert "worker_gc_unfrozen" not in [w["code"] for w in analysis.warnings(s)]
+
+
+def test_since_fork_and_preload_in_the_reports():
+    s = default_session()
+    report = memory_json.report(s)
+    w1 = [p for p in report["processes"] if p["pid"] == W1][0]
+    assert w1["since_fork"]["private_bytes"] == 53 * MIB and w1["since_fork"]["copied_bytes"] == 52 * MIB
+    assert report["preload"]["verdict"] == "preloaded"
+    text = memory_text.render(s)
+    assert "since fork, MiB" in text and "Preloaded" in text
+
+
+def test_not_preloaded_when_the_app_module_is_imported_after_fork():
+    s = default_session()
+    s.processes[MASTER].cmdline = "/usr/bin/python3 -m gunicorn -w 2 -b 127.0.0.1:8000 app:app"
+    s.processes[MASTER].fork_facts = [fork_fact(MASTER, 4.0, modules=("sys", "os"))]
+    for pid in (W1, W2):
+        s.processes[pid].fork_facts = [fork_fact(pid, 4.0, shared=6 * MIB, copied=8 * MIB, new=34 * MIB)]
+    pre = analysis.preload(s)
+    assert pre["verdict"] == "not_preloaded" and "`app`" in pre["evidence"]
+    assert pre["would_save_bytes"] == 34 * MIB
+    text = " ".join(analysis.summary(s))
+    assert "--preload would" in text and "preloaded heap stays shared" not in text

@@ -32,7 +32,7 @@ def test_process_and_thread_names():
     assert threads[(4242, chrome_trace.GIL_OWNER_TID)] == "GIL owner"
 
 
-def test_state_slices_tile_each_threads_time_and_carry_the_stack():
+def test_state_slices_tile_each_threads_time():
     rec = one_process()
     evs = [e for e in events(rec) if e["ph"] == "X" and e["tid"] == 2]
     # metrics: 8 passes holding, 1 waiting, over and over; slices follow each other without gaps.
@@ -40,8 +40,41 @@ def test_state_slices_tile_each_threads_time_and_carry_the_stack():
     assert evs[0]["ts"] == 0 and evs[0]["dur"] == pytest.approx(80_000)
     for a, b in zip(evs, evs[1:]):
         assert a["ts"] + a["dur"] == pytest.approx(b["ts"])
-    assert evs[0]["args"]["stack"] == ["spin (app.py:12)", "run (threading.py:1010)"]
+    assert "args" not in evs[0]  # the stack is on the thread's stack track, not repeated here
     assert sum(e["dur"] for e in evs) == pytest.approx(4_000_000)
+
+
+def test_stack_track_nests_frames_over_time():
+    rec = one_process()
+    evs = events(rec)
+    track = 2 + chrome_trace.STACK_TRACK
+    frames = [e for e in evs if e["ph"] == "X" and e["tid"] == track]
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in evs if e["name"] == "thread_name"}
+    assert names[(4242, track)] == "metrics (tid 2) stack"
+    # metrics spins in spin() under run() all the time, holding or waiting: one slice per frame,
+    # not one per state run; run() encloses spin().
+    assert [(e["name"], e["ts"], e["dur"]) for e in frames] == [
+        ("run (threading.py:1010)", 0, pytest.approx(4_000_000)),
+        ("spin (app.py:12)", 0, pytest.approx(4_000_000)),
+    ]
+    assert_nested(evs)
+
+
+def assert_nested(evs):
+    """Slices on one track nest: each starts and ends inside any slice still open when it starts."""
+    by_track: dict = {}
+    for e in evs:
+        if e["ph"] == "X":
+            by_track.setdefault((e["pid"], e["tid"]), []).append(e)
+    for track, slices in by_track.items():
+        stack: list = []
+        for e in sorted(slices, key=lambda e: (e["ts"], -e["dur"])):
+            while stack and stack[-1]["ts"] + stack[-1]["dur"] <= e["ts"] + 1e-3:
+                stack.pop()
+            if stack:
+                parent = stack[-1]
+                assert e["ts"] + e["dur"] <= parent["ts"] + parent["dur"] + 1e-3, (track, parent, e)
+            stack.append(e)
 
 
 def test_idle_slices_name_the_syscall():

@@ -7,6 +7,7 @@ import pytest
 from recordings import HOSTILE, one_process, two_processes, worker_session
 
 from gilty.report import collapsed, speedscope
+from gilty.report.pictures import PictureOptions
 from gilty.sampling.session import STATE_NAMES, Recording
 
 
@@ -19,11 +20,25 @@ def parse_collapsed(text: str) -> dict:
 
 
 def test_collapsed_lines_are_process_thread_state_then_frames_outermost_first():
-    lines = parse_collapsed(collapsed.render(one_process()))
+    lines = parse_collapsed(collapsed.render(one_process(), PictureOptions(idle=True)))
     key = "pid 4242 · python3.12;metrics (tid 2);holding_gil;run (threading.py:1010);spin (app.py:12)"
     assert key in lines
     # Every sample is counted once: the counts add up to passes x threads.
     assert sum(lines.values()) == 400 * 4
+
+
+def test_pictures_leave_idle_out_unless_asked():
+    rec = one_process()
+    idle = sum(n for (_tid, state, _stack), n in rec.sessions[0].stack_counts().items() if state == 4)
+    assert idle > 0
+    default = parse_collapsed(collapsed.render(rec))
+    assert not any(";idle" in k for k in default) and sum(default.values()) == 400 * 4 - idle
+    doc = json.loads(speedscope.render(rec))
+    names = {f["name"] for f in doc["shared"]["frames"]}
+    used = {doc["shared"]["frames"][s[0]]["name"] for p in doc["profiles"] for s in p["samples"]}
+    assert "idle" in names and "idle" not in used
+    used = {doc["shared"]["frames"][s[0]]["name"] for p in json.loads(speedscope.render(rec, PictureOptions(idle=True)))["profiles"] for s in p["samples"]}
+    assert "idle" in used
 
 
 def test_collapsed_counts_match_the_sessions_stack_counts():
@@ -52,7 +67,7 @@ def test_collapsed_of_two_processes_has_both():
 
 
 def test_speedscope_profile_per_process_and_thread_with_state_roots():
-    doc = json.loads(speedscope.render(two_processes()))
+    doc = json.loads(speedscope.render(two_processes(), PictureOptions(idle=True)))
     frames = doc["shared"]["frames"]
     names = [p["name"] for p in doc["profiles"]]
     assert "pid 4242 · metrics (tid 2)" in names and "pid 5151 · worker (tid 10)" in names

@@ -157,11 +157,41 @@ def test_html_part_carries_the_annotated_source_as_escaped_data(tmp_path):
 
 
 def test_same_site_in_several_workers_is_one_verdict_line():
-    site = lambda: [ins(4, "CALL", "CALL", "backoff", 300, hist(100, []), value=900, backoff=12)]  # noqa: E731
+    site = lambda: [ins(4, "LOAD_ATTR", "LOAD_ATTR", "backoff", 300, hist(100, []), value=900, backoff=12)]  # noqa: E731
     a = analyse(session(watch("3.12.1", RULES_312, site(), pid=1), watch("3.12.1", RULES_312, site(), pid=2)))
     assert len(a.sites) == 2 and len(a.verdict) == 1
-    assert "30.0% of running time 2 processes" in a.verdict[0]
-    assert "includes the callee's own work" in a.verdict[0]
+    assert "30.0% of the time spent running Python 2 processes" in a.verdict[0]
+
+
+# Guards: a call ranked by its callee's time (issue 21: `sock.sendall(data)` first at 11.5 %).
+def test_generic_call_is_listed_apart_not_ranked():
+    w = watch("3.12.1", RULES_312, [
+        ins(4, "CALL", "CALL", "backoff", 500, hist(100, []), value=900, backoff=12),
+        ins(8, "LOAD_ATTR", "LOAD_ATTR", "backoff", 50, hist(100, []), value=900, backoff=12),
+    ])
+    a = analyse(session(w))
+    assert len(a.verdict) == 1 and "LOAD_ATTR" in a.verdict[0] and "CALL" not in a.verdict[0]
+    assert len(a.generic_calls) == 1 and "in the callee" in a.generic_calls[0]
+    text = specialization_text.render(session(w))
+    assert "Calls on the generic path, not ranked" in text
+
+
+def test_call_specialized_for_a_python_callee_keeps_its_own_time():
+    # The callee has its own frame: samples at the call are the call's dispatch.
+    w = watch("3.12.1", RULES_312, [ins(4, "CALL_PY_EXACT_ARGS", "CALL", "specialized", 100, hist(100, [50, 50]))])
+    site = analyse(session(w)).sites[0]
+    assert not site.is_call and site.own_samples == 100 and site.cost > 0
+
+
+# Guards: "the hot sites stay specialized" concluded from 0 running samples.
+def test_nothing_ran_is_said_when_nothing_ran():
+    w = watch("3.12.1", RULES_312, [])
+    w.raw["running_samples"] = 0
+    a = analyse(session(w))
+    assert a.nothing_ran and not a.verdict
+    text = specialization_text.render(session(w))
+    assert "nothing ran" in text and "stay specialized" not in text
+    assert json.loads(specialization_json.render(session(w)))["nothing_ran"] is True
 
 
 def test_opcache_text_for_310():

@@ -54,6 +54,8 @@ pub type Result<T> = std::result::Result<T, Error>;
 
 /// Turns an OS error from touching /proc/PID or the target's memory into a user-facing error.
 pub fn from_os(pid: i32, err: &std::io::Error, what: &str) -> Error {
+    // `what` names a file as "/proc/PID/maps": the message names the real one.
+    let what = &what.replace("PID", &pid.to_string());
     match err.raw_os_error() {
         Some(libc::ESRCH) | Some(libc::ENOENT) => {
             if crate::process::procfs::exists(pid) {
@@ -62,10 +64,28 @@ pub fn from_os(pid: i32, err: &std::io::Error, what: &str) -> Error {
                 Error::new(ErrorKind::NoSuchProcess, format!("no process with pid {pid}"))
             }
         }
-        Some(libc::EPERM) | Some(libc::EACCES) => Error::new(
-            ErrorKind::PermissionDenied,
-            format!("not permitted to read {what} of pid {pid} (run as the same user or as root; check kernel.yama.ptrace_scope)"),
-        ),
+        Some(libc::EPERM) | Some(libc::EACCES) => {
+            // SAFETY: geteuid has no preconditions.
+            let hint = if unsafe { libc::geteuid() } == 0 {
+                "even as root: a kernel thread, or a process protected from ptrace (check kernel.yama.ptrace_scope and the capabilities of this container)"
+            } else {
+                "run as the same user or as root; check kernel.yama.ptrace_scope"
+            };
+            Error::new(ErrorKind::PermissionDenied, format!("not permitted to read {what} of pid {pid} ({hint})"))
+        }
         _ => Error::new(ErrorKind::Internal, format!("reading {what} of pid {pid}: {err}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_permission_error_names_the_real_proc_file() {
+        let err = std::io::Error::from_raw_os_error(libc::EACCES);
+        let text = from_os(4242, &err, "/proc/PID/maps").to_string();
+        assert!(text.contains("/proc/4242/maps"), "{text}");
+        assert!(!text.contains("PID"), "{text}");
     }
 }

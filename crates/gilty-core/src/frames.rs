@@ -417,6 +417,12 @@ impl<'a> FrameWalker<'a> {
         self.mem.read_u8(instr as u64).ok()
     }
 
+    /// One frame decoded from its code object and instruction as read elsewhere (a suspended
+    /// coroutine's frame, which is on no thread's stack), reading through `mem`.
+    pub fn decode_frame(&self, code: u64, instr: i64, cache: &mut CodeCache, mem: &dyn Memory) -> Result<Option<Frame>, WalkError> {
+        self.frame_at(code, instr, 0, cache, mem)
+    }
+
     /// Decodes one frame; `Ok(None)` for a 3.13 frame whose executable is not a code object.
     /// `first_local` is the frame's first local variable (3.10 only, else 0).
     fn frame_at(&self, code: u64, instr: i64, first_local: u64, cache: &mut CodeCache, mem: &dyn Memory) -> Result<Option<Frame>, WalkError> {

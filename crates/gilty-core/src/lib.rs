@@ -2,6 +2,7 @@
 //! thread does with respect to the GIL.
 
 pub mod aggregate;
+pub mod asyncio;
 pub mod classify;
 pub mod clock;
 pub mod cpu_wait;

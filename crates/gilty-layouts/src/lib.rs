@@ -5,10 +5,13 @@
 //! For 3.13+, [`debug_offsets`] parses the `_Py_DebugOffsets` block the interpreter carries at
 //! `_PyRuntime`+0 and can cross-check or override a table with it.
 
+pub mod asyncio_layout;
 pub mod debug_offsets;
 mod generated;
+mod generated_asyncio;
 pub mod layout;
 
+pub use asyncio_layout::AsyncLayout;
 pub use layout::Layout;
 
 /// (major, minor) versions that have a generated table.
@@ -23,6 +26,17 @@ pub fn layout_for(major: u8, minor: u8) -> Option<&'static Layout> {
         (3, 11) => Some(&generated::v3_11::LAYOUT),
         (3, 12) => Some(&generated::v3_12::LAYOUT),
         (3, 13) => Some(&generated::v3_13::LAYOUT),
+        _ => None,
+    }
+}
+
+/// The asyncio offsets (`_asyncio` Task/Future, coroutines, registries) for CPython `major.minor`.
+pub fn asyncio_layout_for(major: u8, minor: u8) -> Option<&'static AsyncLayout> {
+    match (major, minor) {
+        (3, 10) => Some(&generated_asyncio::v3_10::ASYNC_LAYOUT),
+        (3, 11) => Some(&generated_asyncio::v3_11::ASYNC_LAYOUT),
+        (3, 12) => Some(&generated_asyncio::v3_12::ASYNC_LAYOUT),
+        (3, 13) => Some(&generated_asyncio::v3_13::ASYNC_LAYOUT),
         _ => None,
     }
 }

@@ -1,7 +1,7 @@
 //! `flamegraph_svg`: an SVG flame graph from collapsed stack lines, drawn by inferno.
 
 use inferno::flamegraph::color::{BasicPalette, Palette};
-use inferno::flamegraph::{from_lines, Options};
+use inferno::flamegraph::{from_lines, Options, TextTruncateDirection};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
@@ -25,6 +25,8 @@ fn flamegraph_svg(
         // Same input, same bytes: colours come from a hash of the name, not a random draw.
         opt.hash = true;
         opt.deterministic = true;
+        // Labels are `function (file.py:line)`: cut from the right so the function name stays.
+        opt.text_truncate_direction = TextTruncateDirection::Right;
         let mut out = Vec::new();
         from_lines(&mut opt, lines.iter().map(String::as_str), &mut out).map(|_| out)
     });

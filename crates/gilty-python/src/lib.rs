@@ -18,6 +18,7 @@ mod memory;
 mod monitor;
 mod process_set;
 mod specialization;
+mod tasks;
 create_exception!(_native, GiltyError, PyException, "A user-facing gilty error; `kind` says which.");
 
 pub(crate) fn to_py_err(e: CoreError) -> PyErr {
@@ -53,6 +54,18 @@ struct Target {
 
 #[pymethods]
 impl Target {
+    /// Every asyncio task, read twice and kept where both reads agree (docs/asyncio.md):
+    /// {"asyncio_imported", "loops": [...], "tasks": [...], "errors": {...}, "pages_read"}.
+    fn tasks<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let snap = {
+            let guard = self.inner.lock().unwrap();
+            let interp = &guard.interp;
+            py.allow_threads(|| gilty_core::asyncio::read_tasks(interp))
+        }
+        .map_err(to_py_err)?;
+        tasks::snapshot_dict(py, &snap)
+    }
+
     #[new]
     fn new(py: Python<'_>, pid: i32) -> PyResult<Self> {
         let interp: Interpreter = py.allow_threads(|| attach(pid)).map_err(to_py_err)?;

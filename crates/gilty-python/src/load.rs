@@ -65,6 +65,12 @@ fn seconds_list<'py>(py: Python<'py>, stats: &Stats) -> PyResult<Bound<'py, PyLi
     Ok(out)
 }
 
+/// A plan's seconds as a Duration; NaN, negative or too large for a Duration is a ValueError (one
+/// line for the user), not the panic `Duration::from_secs_f64` would raise.
+fn seconds(what: &str, value: f64) -> PyResult<Duration> {
+    Duration::try_from_secs_f64(value).map_err(|_| PyValueError::new_err(format!("{what} must be a number of seconds between 0 and about 1.8e19, not {value}")))
+}
+
 /// Runs one open-loop load: `plan` is {"requests": [{"method","url","headers","body","weight"}],
 /// "rate", "duration_s", "arrivals": "constant"|"poisson", "seed", "max_in_flight", "timeout_s",
 /// "connections", "threads"}. Returns the measured figures (docs/load.md).
@@ -94,10 +100,10 @@ pub fn load_run<'py>(py: Python<'py>, plan: &Bound<'py, PyDict>, stop: Option<&L
     let p = Plan {
         requests,
         rate: get("rate")?.extract()?,
-        duration: Duration::from_secs_f64(get("duration_s")?.extract()?),
+        duration: seconds("duration_s", get("duration_s")?.extract()?)?,
         arrivals,
         max_in_flight: get("max_in_flight")?.extract()?,
-        timeout: Duration::from_secs_f64(get("timeout_s")?.extract()?),
+        timeout: seconds("timeout_s", get("timeout_s")?.extract()?)?,
         connections: get("connections")?.extract()?,
         threads: get("threads")?.extract()?,
     };

@@ -136,6 +136,33 @@ fn output_dict<'py>(py: Python<'py>, o: &Output) -> PyResult<Bound<'py, PyDict>>
         snaps.append(d)?;
     }
     out.set_item("gc_snapshots", snaps)?;
+
+    let facts = PyList::empty(py);
+    for f in &o.fork_facts {
+        let d = PyDict::new(py);
+        d.set_item("pid", f.pid)?;
+        d.set_item("t", f.t)?;
+        d.set_item("when", f.when)?;
+        d.set_item("parent", f.parent)?;
+        match &f.share {
+            Some(s) => {
+                let sd = PyDict::new(py);
+                let ps = s.page_size;
+                sd.set_item("present_bytes", s.present_pages * ps)?;
+                sd.set_item("shared_with_parent_bytes", s.shared_with_parent_pages * ps)?;
+                sd.set_item("copied_bytes", s.copied_pages * ps)?;
+                sd.set_item("new_bytes", s.new_pages * ps)?;
+                sd.set_item("shared_other_bytes", s.shared_other_pages * ps)?;
+                sd.set_item("method", if s.by_pfn { "pagemap_pfn" } else { "pagemap_exclusive_bit" })?;
+                sd.set_item("scan_s", s.scan_ns as f64 / 1e9)?;
+                d.set_item("share", sd)?;
+            }
+            None => d.set_item("share", py.None())?,
+        }
+        d.set_item("modules", f.modules.clone())?;
+        facts.append(d)?;
+    }
+    out.set_item("fork_facts", facts)?;
     out.set_item("notes", o.notes.clone())?;
     out.set_item("master_exited", o.master_exited)?;
     out.set_item("finished", o.finished)?;

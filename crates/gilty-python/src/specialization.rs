@@ -116,8 +116,11 @@ fn specialization_watch<'py>(
     read_interval_s: f64,
     max_codes: usize,
 ) -> PyResult<Bound<'py, PyDict>> {
-    if !(duration_s > 0.0 && rate_hz > 0.0 && rate_hz <= 20_000.0 && read_interval_s > 0.0) {
-        return Err(PyValueError::new_err("duration_s, rate_hz (<= 20000) and read_interval_s must be positive"));
+    if !(duration_s > 0.0 && rate_hz > 0.0 && rate_hz <= 20_000.0 && read_interval_s > 0.0)
+        || Duration::try_from_secs_f64(duration_s).is_err()
+        || Duration::try_from_secs_f64(read_interval_s).is_err()
+    {
+        return Err(PyValueError::new_err("duration_s, rate_hz (<= 20000) and read_interval_s must be positive and finite"));
     }
     let interp = attach_311(py, pid)?;
     let table = opcode_table(&interp).map_err(to_py_err)?;
@@ -135,6 +138,7 @@ fn specialization_watch<'py>(
     out.set_item("passes", report.passes)?;
     out.set_item("thread_samples", report.thread_samples)?;
     out.set_item("running_samples", report.running_samples)?;
+    out.set_item("without_gil_samples", report.without_gil_samples)?;
     out.set_item("unfollowed_samples", report.unfollowed_samples)?;
     out.set_item("read_passes", report.read_passes)?;
     out.set_item("idle_read_passes", report.idle_read_passes)?;

@@ -7,16 +7,24 @@ Each command module has ``prepare_parser(parser)`` and ``run(args) -> int`` (mem
 
 from __future__ import annotations
 
-import argparse
-import importlib
-import os
 import sys
-from types import ModuleType
+
+try:
+    import argparse
+    import importlib
+    import os
+    import re
+    from types import ModuleType
+
+    from gilty._errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, CommandError, UsageError, exit_code_for_kind
+except KeyboardInterrupt:
+    # Ctrl-C while gilty is still importing, before main() can catch it: the same one line, not a
+    # traceback (the console script imports this module outside any handler of ours).
+    sys.stderr.write("gilty: interrupted\n")
+    raise SystemExit(130) from None
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing `typing` costs every CLI start ~15 ms
     from typing import NoReturn, Optional, Sequence
-
-from gilty._errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, CommandError, UsageError, exit_code_for_kind
 
 # Command name -> module, imported only when needed: importing every command (and what they import)
 # took most of a `gilty dump`'s wall time.
@@ -31,6 +39,10 @@ COMMAND_MODULES = {
     "specialization": "gilty.cli.specialization",
     "compare": "gilty.cli.compare",
 }
+
+
+# A word that is a negative value (-3, -.5, -inf, -10:10:5), never an option name.
+_NEGATIVE_VALUE = re.compile(r"-(\d|\.\d|inf|nan)", re.IGNORECASE)
 
 
 def command_module(name: str) -> ModuleType:
@@ -50,8 +62,35 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
+def _columns() -> int:
+    # What shutil.get_terminal_size() answers, without importing shutil: argparse's own formatter does,
+    # and shutil brings bz2, lzma and fnmatch into every start (several ms of a `gilty dump`).
+    try:
+        return int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        pass
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns
+    except (AttributeError, ValueError, OSError):
+        return 80
+
+
+class _Formatter(argparse.HelpFormatter):
+    def __init__(self, prog: str, **kwargs) -> None:
+        kwargs.setdefault("width", _columns() - 2)  # argparse keeps two columns free, as here
+        super().__init__(prog, **kwargs)
+
+
+class _RawDescriptionFormatter(_Formatter, argparse.RawDescriptionHelpFormatter):
+    pass
+
+
 class _Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors become a UsageError, so main prints them as one line."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see `{self.prog} --help`)")
@@ -76,7 +115,7 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
             name,
             help=doc.splitlines()[0] if doc else None,
             description=doc or None,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
+            formatter_class=_RawDescriptionFormatter,
         )
         module.prepare_parser(command_parser)
     return parser
@@ -91,6 +130,18 @@ def split_child_command(argv: list) -> tuple:
         return argv, None
     at = argv.index("--")
     return argv[:at], argv[at + 1 :]
+
+
+def join_negative_values(argv: list) -> list:
+    """``--ramp -10:10:5`` → ``--ramp=-10:10:5``: argparse takes a value that starts with ``-`` and is
+    not a plain number for an option, so a negative value would be reported as a missing one."""
+    out: list = []
+    for word in argv:
+        if out and out[-1].startswith("--") and "=" not in out[-1] and _NEGATIVE_VALUE.match(word):
+            out[-1] = f"{out[-1]}={word}"
+        else:
+            out.append(word)
+    return out
 
 
 def _is_native_error(error: BaseException) -> bool:
@@ -112,6 +163,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     try:
         own_args, child_argv = split_child_command(args_list)
+        own_args = join_negative_values(own_args)
         # The command is the first word that is not an option (the top level's only options take no value).
         first = next((a for a in own_args if not a.startswith("-")), None)
         only = first if first in COMMAND_MODULES and "-h" not in own_args[: own_args.index(first)] else None

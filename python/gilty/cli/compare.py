@@ -6,8 +6,10 @@
 
 A and B are both JSON reports of `gilty load`, or both of `gilty record`. Load runs are compared
 per step (matched by rate: throughput, p50/p90/p99, errors), per URL (matched by path) and per
-endpoint; recordings per thread name (state shares) and overall (GIL utilisation). Noise is
-estimated from each run's own seconds (docs/load.md, "Comparing runs").
+endpoint; recordings per role and thread name (state shares), per function (self time, idle left
+out) and overall (GIL utilisation). Noise is estimated from each run's own seconds (docs/load.md,
+"Comparing runs"). Two recordings also give a differential flame graph: `-o diff.svg` or
+`-o diff.html`.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("a", metavar="A.json", help="the first run (the baseline)")
     parser.add_argument("b", metavar="B.json", help="the second run")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the comparison to FILE instead of stdout")
-    add_format_argument(parser, ("text", "json"))
+    add_format_argument(parser, ("text", "json", "svg", "html"))
 
 
 def _read(path: str) -> tuple:
@@ -38,23 +40,44 @@ def _read(path: str) -> tuple:
     if isinstance(raw, dict) and "recording_format_version" in raw:
         try:
             return "recording", Recording.from_dict(raw)
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
+        except (ValueError, KeyError, TypeError, AttributeError, OverflowError, IndexError, RecursionError) as e:
             raise CommandError(f"{path}: the recording in it is damaged ({type(e).__name__}: {e})", EXIT_USAGE) from None
     raise CommandError(f"{path} is neither a `gilty load` nor a `gilty record` JSON report", EXIT_USAGE)
 
 
+def _format(fmt, path) -> str:
+    """text, json, or for two recordings the differential flame graph: svg, html (from -o's extension)."""
+    if fmt:
+        return fmt
+    lower = (path or "").lower()
+    for ext, name in ((".svg", "svg"), (".html", "html"), (".htm", "html")):
+        if lower.endswith(ext):
+            return name
+    return output_format(None, path)
+
+
 def run(args: argparse.Namespace) -> int:
-    fmt = output_format(args.format, args.output)
+    fmt = _format(args.format, args.output)
     kind_a, a = _read(args.a)
     kind_b, b = _read(args.b)
     if kind_a != kind_b:
         raise CommandError(f"cannot compare a {kind_a} report ({args.a}) with a {kind_b} report ({args.b})", EXIT_USAGE)
     try:
         rows = compare.compare_load(a, b) if kind_a == "load" else compare.compare_recordings(a, b)
-    except (KeyError, TypeError) as e:
+    except (ArithmeticError, LookupError, TypeError, ValueError, AttributeError, RecursionError) as e:
         raise CommandError(f"a report lacks a field the comparison needs ({type(e).__name__}: {e})", EXIT_USAGE) from None
     if not rows:
         raise CommandError(f"{args.a} and {args.b} have nothing in common to compare (no step at the same rate, no thread of the same name)", EXIT_USAGE)
+    if fmt in ("svg", "html"):
+        if kind_a != "recording":
+            raise CommandError(f"a differential flame graph ({fmt}) compares two recordings, not load runs", EXIT_USAGE)
+        try:
+            text = (compare_report.diff_svg(a, b, args.a, args.b) if fmt == "svg"
+                    else compare_report.diff_html(a, b, args.a, args.b, rows))
+        except ValueError as e:
+            raise CommandError(f"cannot draw the differential flame graph: {e}", EXIT_USAGE) from None
+        emit(text, args.output)
+        return EXIT_OK
     render = compare_report.render_json if fmt == "json" else compare_report.render_text
     emit(render(args.a, args.b, kind_a, rows), args.output)
     return EXIT_OK

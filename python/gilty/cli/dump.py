@@ -2,6 +2,7 @@
 
 gilty dump --pid 4242
 gilty dump --pid MASTER --subprocesses     # the master and every Python descendant
+gilty dump --pid 4242 --tasks              # and every asyncio task, as a tree per event loop
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ from gilty.report import dump
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
     add_pid_arguments(parser, required=True)
     add_format_argument(parser)
+    parser.add_argument("--tasks", action="store_true",
+                        help="also read every asyncio task: state, coroutine stack, what it awaits, who awaits it")
 
 
-def _snapshot(native, pid: int) -> tuple:
+def _snapshot(native, pid: int, tasks: bool = False) -> tuple:
     target = launch.attach(native, pid)
     target_info = {
         "pid": target.pid,
@@ -28,14 +31,17 @@ def _snapshot(native, pid: int) -> tuple:
         "executable": target.executable,
         "switch_interval_s": target.switch_interval_s,
     }
-    return target_info, target.dump()
+    snapshot = target.dump()
+    if tasks:
+        snapshot["tasks"] = target.tasks()
+    return target_info, snapshot
 
 
 def run(args: argparse.Namespace) -> int:
     native = launch.native_module()
     roots = list(dict.fromkeys(args.pid))
     if len(roots) == 1 and not args.subprocesses:
-        target_info, snapshot = _snapshot(native, roots[0])
+        target_info, snapshot = _snapshot(native, roots[0], args.tasks)
         renderer = dump.render_json if args.format == "json" else dump.render_text
         emit(renderer(target_info, snapshot, native.syscall_name), None)
         return EXIT_OK
@@ -47,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     dumps, skipped = [], []
     for pid in pids:
         try:
-            dumps.append(_snapshot(native, pid))
+            dumps.append(_snapshot(native, pid, args.tasks))
         except native.GiltyError as e:
             if pid in roots and getattr(e, "kind", None) == "no_such_process":
                 raise

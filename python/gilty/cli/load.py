@@ -36,11 +36,13 @@ import urllib.parse
 from dataclasses import asdict
 
 from gilty.sampling import launch
-from gilty._errors import EXIT_OK, EXIT_PARTIAL, CommandError, UsageError
-from gilty.cli.record import add_format_argument, emit, output_format, positive_float, positive_int
-from gilty.load import analysis, locust, profile
+from gilty._errors import EXIT_ALL_FAILED, EXIT_OK, EXIT_PARTIAL, CommandError, UsageError
+from gilty.cli.options import bounded_float, bounded_int, pid_number, seconds
+from gilty.cli.record import add_format_argument, emit, output_format, positive_int
+from gilty.load import analysis, locust, profile, ready
+from gilty.load.sites import app_fragments
 from gilty.report import load as load_report
-from gilty.load.plan import LoadOptions, native_plan, parse_header, parse_ramp, parse_slo, parse_url
+from gilty.load.plan import MAX_RATE, LoadOptions, native_plan, parse_header, parse_ramp, parse_slo, parse_url
 
 DEFAULT_DURATION_S = 10.0
 DEFAULT_STEP_S = 5.0
@@ -48,32 +50,36 @@ POLL_S = 0.05
 SERVER_START_TIMEOUT_S = 30.0
 SERVER_WARMUP_S = 1.0  # unmeasured load on a server gilty started, unless --warmup says otherwise
 ACCEPTS_CHILD_COMMAND = True
+# More would only exhaust file descriptors or CPUs before sending anything useful.
+MAX_CONNECTIONS = 100_000
+MAX_THREADS = 256
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.usage = ("gilty load URL[@WEIGHT] [URL ...] (--rate RPS | --ramp FROM:TO:STEP) [--duration S] [--slo p99=50ms] [options]\n"
                     "       gilty load [URL] --locustfile F [--users N] [--spawn-rate R] [--workers K] [--duration S] [options]")
     parser.add_argument("urls", nargs="*", metavar="URL", help="http:// URL to load; URL@WEIGHT to weight several (with --locustfile: the host)")
-    parser.add_argument("--rate", type=positive_float, metavar="RPS", help="requests started per second")
+    parser.add_argument("--rate", type=bounded_float(0.0, MAX_RATE), metavar="RPS", help="requests started per second")
     parser.add_argument("--ramp", metavar="FROM:TO:STEP", help="step the rate up, stopping after the first step that misses the SLO")
-    parser.add_argument("--duration", type=positive_float, metavar="S", help=f"seconds per run or per ramp step (default {DEFAULT_DURATION_S:g} / {DEFAULT_STEP_S:g})")
+    parser.add_argument("--duration", type=seconds, metavar="S", help=f"seconds per run or per ramp step (default {DEFAULT_DURATION_S:g} / {DEFAULT_STEP_S:g})")
     parser.add_argument("--slo", metavar="pXX=LIMIT", help="latency objective for --ramp, e.g. p99=50ms (errors must stay <= 1%%)")
     parser.add_argument("--arrivals", choices=("constant", "poisson"), default="constant", help="arrival process (default: constant)")
-    parser.add_argument("--seed", type=int, default=1, help="seed of the Poisson arrivals (default 1)")
+    parser.add_argument("--seed", type=bounded_int(0, 2**64 - 1), default=1, help="seed of the Poisson arrivals (default 1)")
     parser.add_argument("--max-in-flight", type=positive_int, default=1000, metavar="N", help="arrivals beyond N requests in flight are dropped and counted (default 1000)")
-    parser.add_argument("--timeout", type=positive_float, default=10.0, metavar="S", help="a request without a full answer after S seconds is a timeout (default 10)")
-    parser.add_argument("--connections", type=positive_int, default=64, metavar="N", help="keep-alive connections per host, at most (default 64); an arrival waits for a free one")
-    parser.add_argument("--threads", type=positive_int, default=1, metavar="N", help="generator threads (default 1)")
+    parser.add_argument("--timeout", type=seconds, default=10.0, metavar="S", help="a request without a full answer after S seconds is a timeout (default 10)")
+    parser.add_argument("--connections", type=bounded_int(1, MAX_CONNECTIONS), default=64, metavar="N", help="keep-alive connections per host, at most (default 64); an arrival waits for a free one")
+    parser.add_argument("--threads", type=bounded_int(1, MAX_THREADS), default=1, metavar="N", help="generator threads (default 1)")
     parser.add_argument("-X", "--method", default="GET", help="HTTP method (default GET)")
     parser.add_argument("-H", "--header", action="append", default=[], metavar="'NAME: VALUE'", help="a request header (repeatable)")
     parser.add_argument("--body", help="request body (text)")
-    parser.add_argument("--profile", type=positive_int, metavar="PID", help="sample this server process and its Python descendants during every step")
-    parser.add_argument("--warmup", type=positive_float, metavar="S", help=f"first load the server at the first rate for S seconds, unmeasured (lazy imports, caches, connections; default {SERVER_WARMUP_S:g} for a server gilty starts, else 0)")
-    parser.add_argument("--loop-lag", type=positive_float, default=20.0, metavar="MS", help="with a profile: report asyncio loop spans away from the selector longer than MS (default 20)")
+    parser.add_argument("--profile", type=pid_number, metavar="PID", help="sample this server process and its Python descendants during every step")
+    parser.add_argument("--warmup", type=seconds, metavar="S", help=f"first load the server at the first rate for S seconds, unmeasured (lazy imports, caches, connections; default {SERVER_WARMUP_S:g} for a server gilty starts, else 0)")
+    parser.add_argument("--app", action="append", default=[], metavar="PACKAGE", help="with a profile: this package (or module) is the application's code wherever it is installed, e.g. site-packages (repeatable)")
+    parser.add_argument("--loop-lag", type=bounded_float(0.0, 60_000.0), default=20.0, metavar="MS", help="with a profile: report asyncio loop spans away from the selector longer than MS (default 20)")
     parser.add_argument("--locustfile", metavar="F", help="run Locust headless with this locustfile instead (closed loop; see docs/load.md)")
-    parser.add_argument("--users", type=positive_int, default=10, metavar="N", help="with --locustfile: Locust users (default 10)")
-    parser.add_argument("--spawn-rate", type=positive_float, default=10.0, metavar="R", help="with --locustfile: users started per second (default 10)")
-    parser.add_argument("--workers", type=positive_int, default=1, metavar="K", help="with --locustfile: local Locust worker processes (default 1)")
+    parser.add_argument("--users", type=bounded_int(1, MAX_CONNECTIONS), default=10, metavar="N", help="with --locustfile: Locust users (default 10)")
+    parser.add_argument("--spawn-rate", type=bounded_float(0.0, MAX_RATE), default=10.0, metavar="R", help="with --locustfile: users started per second (default 10)")
+    parser.add_argument("--workers", type=bounded_int(1, MAX_THREADS), default=1, metavar="K", help="with --locustfile: local Locust worker processes (default 1)")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout (may also end the server command)")
     add_format_argument(parser, ("text", "json", "html"))
 
@@ -131,6 +137,31 @@ def _wait_until_listening(url: str, child, timeout_s: float = SERVER_START_TIMEO
     raise CommandError(f"the server did not answer on {host}:{port} within {timeout_s:g} s")
 
 
+def _app(args: argparse.Namespace) -> tuple:
+    """``--app`` names as path fragments; a name that is no package or module name is one line."""
+    for name in args.app:
+        if not name or not all(part.isidentifier() for part in name.split(".")):
+            raise UsageError(f"--app {name!r}: expected a package or module name, e.g. httpbin or shop.views")
+    return app_fragments(args.app)
+
+
+def _wait_for_workers(url: str, root: int, child=None):
+    """Every worker of the server answering before the load is measured (said on stderr, with how
+    long it took): load on workers still importing their application measures start-up."""
+    alive = (lambda: child.poll() is None) if child is not None else (lambda: True)
+    r = ready.wait_for_workers(url, root, SERVER_START_TIMEOUT_S, alive)
+    if r is None:
+        return None
+    n = len(r.workers)
+    what = f"{n} worker{'s' if n != 1 else ''}" if n != 1 or r.workers[0] != root else "the server"
+    if r.complete:
+        print(f"gilty: {what} answered in {r.seconds:.1f} s (pid{'s' if n != 1 else ''} {', '.join(map(str, r.workers))})", file=sys.stderr)
+    else:
+        print(f"gilty: warning: {len(r.answered)} of {n} workers answered within {r.seconds:.0f} s; "
+              f"not pid {', '.join(map(str, r.missing))}: their start-up may show in the first step", file=sys.stderr)
+    return r
+
+
 def _run_step(native, plan: dict, stop) -> dict:
     """One native run in a thread, so that Ctrl-C (seen by the main thread) can end it early."""
     native_stop = native.LoadStop()
@@ -171,6 +202,7 @@ def _run_locust(args: argparse.Namespace, fmt: str) -> int:
         raise UsageError("with a server command, give the URL it serves (Locust's host)")
     # Locust joins the host and each task's path: "http://h:p/" + "/" would ask for "//".
     host = parse_url(args.urls[0])[0].rstrip("/") if args.urls else None
+    app = _app(args)
     duration = args.duration or DEFAULT_DURATION_S
     run = locust.LocustRun(locust.LocustOptions(args.locustfile, args.users, args.spawn_rate, args.workers, duration, host))
     locust.locust_command()  # a missing Locust is one line before any server starts
@@ -180,16 +212,18 @@ def _run_locust(args: argparse.Namespace, fmt: str) -> int:
         try:
             pids = [args.profile] if args.profile is not None else None
             if child_argv is not None:
-                child = launch.start_command(child_argv)
+                child = launch.start_command(child_argv, die_with_gilty=True)
                 _wait_until_listening(host, child)
                 pids = [child.pid]
+            if pids is not None and host is not None:
+                _wait_for_workers(host, pids[0], child)
             print(f"gilty: Locust: {args.users} users, {args.workers} workers, {duration:g} s (closed loop)", file=sys.stderr)
             if pids is None:
                 result = _blocking(run.run, stop, run.stop)
             else:
                 native = launch.native_module()
                 result, recording = profile.profile_during(native, pids, run.run, stop, run.stop)
-                prof = profile.summarise_step(recording, args.loop_lag / 1e3)
+                prof = profile.summarise_step(recording, args.loop_lag / 1e3, app)
                 if prof is not None:
                     prof.memory = profile.memory_at_end(recording)
         finally:
@@ -236,7 +270,7 @@ def _blocking(call, stop, on_stop) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     take_trailing_output(args)
-    fmt = args.format or ("html" if (args.output or "").lower().endswith((".html", ".htm")) else output_format(None, args.output))
+    fmt = output_format(args.format, args.output, ("text", "json", "html"))
     if args.locustfile is not None:
         return _run_locust(args, fmt)
     if not args.urls:
@@ -244,6 +278,7 @@ def run(args: argparse.Namespace) -> int:
     if (args.rate is None) == (args.ramp is None):
         raise UsageError("give either --rate RPS or --ramp FROM:TO:STEP (see `gilty load --help`)")
     slo = parse_slo(args.slo)
+    app = _app(args)
     rates = [args.rate] if args.rate is not None else parse_ramp(args.ramp)
     duration = args.duration or (DEFAULT_DURATION_S if args.rate is not None else DEFAULT_STEP_S)
     options = LoadOptions(
@@ -264,15 +299,18 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("give either --profile PID or a server command after --, not both")
     steps, verdicts, profiles, recordings = [], [], [], []
     stopped = False
+    readiness = None
     with launch.StopSignals() as stop:
         child = None
         try:
             pids = [args.profile] if args.profile is not None else None
             if child_argv is not None:
-                child = launch.start_command(child_argv)
+                child = launch.start_command(child_argv, die_with_gilty=True)
                 _wait_until_listening(options.urls[0][0], child)
                 pids = [child.pid]
-            # A server gilty just started has answered once: its other workers may still be importing.
+            if pids is not None and not stop.requested:
+                readiness = _wait_for_workers(options.urls[0][0], pids[0], child)
+            # Every worker has answered once: lazy imports and caches of other routes may remain.
             warmup = args.warmup if args.warmup is not None else (SERVER_WARMUP_S if child is not None else None)
             if warmup and not stop.requested:
                 print(f"gilty: warming up at {rates[0]:g} rps for {warmup:g} s (not measured)", file=sys.stderr)
@@ -287,7 +325,7 @@ def run(args: argparse.Namespace) -> int:
                     step, prof = _run_step(native, plan, stop), None
                 else:
                     step, recording = _run_profiled_step(native, plan, stop, pids)
-                    prof = profile.summarise_step(recording, args.loop_lag / 1e3)
+                    prof = profile.summarise_step(recording, args.loop_lag / 1e3, app)
                     if prof is not None:
                         prof.memory = profile.memory_at_end(recording)
                     step["profile"] = None if prof is None else asdict(prof)
@@ -311,6 +349,13 @@ def run(args: argparse.Namespace) -> int:
         also = profile.other_causes(profiles[-1], knee.limit)
         if also:
             knee.explanation += ". Also: " + "; ".join(also)
+    if knee is not None:
+        notes = analysis.knee_notes(verdicts, knee)
+        started = profiles and profiles[-1] is not None and profile.startup_words(profiles[-1])
+        if started:
+            notes.append(started)
+        if notes:
+            knee.explanation += ". Note: " + "; ".join(notes)
     result = {
         "urls": options.urls,
         "arrivals": options.arrivals,
@@ -320,7 +365,13 @@ def run(args: argparse.Namespace) -> int:
         "stopped": stopped,
         "knee": knee,
         "profiles": profiles,
+        "workers_ready": None if readiness is None else asdict(readiness),
     }
+    few = [v for v in verdicts if v.few_answers]
+    if few:
+        v = few[0]
+        print(f"gilty: warning: {v.percentile.replace('_', '.')} at {', '.join(f'{x.rate:g}' for x in few)} rps rests on fewer than "
+              f"{analysis.min_answers(v.percentile)} answers ({v.answers} at {v.rate:g} rps): a longer --duration makes it a percentile", file=sys.stderr)
     for v in verdicts:
         if v.generator_behind:
             print(f"gilty: warning: at {v.rate:g} rps the generator fell behind its schedule; latencies include its delay", file=sys.stderr)
@@ -331,4 +382,13 @@ def run(args: argparse.Namespace) -> int:
     emit(text, args.output)
     if args.output is not None and knee is not None:
         print(f"gilty: {load_report.knee_line(result)}", file=sys.stderr)  # the answer, not only a file name
+    sent = sum(s["sent"] for s in steps)
+    if sent and not any(s["ok"] for s in steps):
+        errors: dict = {}
+        for s in steps:
+            for kind, n in s["errors"].items():
+                errors[kind] = errors.get(kind, 0) + n
+        what = ", ".join(f"{n} {kind}" for kind, n in sorted(errors.items(), key=lambda kv: -kv[1])[:3]) or "no answer"
+        print(f"gilty: error: every one of the {sent} requests failed ({what})", file=sys.stderr)
+        return EXIT_ALL_FAILED
     return EXIT_PARTIAL if stopped else EXIT_OK

@@ -18,7 +18,8 @@ from typing import Any, Callable, Optional
 
 from gilty.sampling import launch
 from gilty._errors import EXIT_OK, EXIT_PARTIAL, UsageError
-from gilty.cli.record import add_format_argument, emit, output_format, positive_float, positive_int
+from gilty.cli.options import bounded_float, pid_number, seconds
+from gilty.cli.record import add_format_argument, emit, output_format
 from gilty.report import memory_json, memory_text
 from gilty.memory.session import MemorySession
 
@@ -33,20 +34,20 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.usage = (
         "gilty memory --pid MASTER [--duration S] [--interval S] [--gc-poll MS] [-o FILE] [--format {text,json}]"
     )
-    parser.add_argument("--pid", type=positive_int, required=True, help="the master (parent) process of the tree")
+    parser.add_argument("--pid", type=pid_number, required=True, help="the master (parent) process of the tree")
     parser.add_argument(
-        "--duration", type=positive_float, metavar="S", help="stop after S seconds (default: until Ctrl-C or the master exits)"
+        "--duration", type=seconds, metavar="S", help="stop after S seconds (default: until Ctrl-C or the master exits)"
     )
     parser.add_argument(
         "--interval",
-        type=positive_float,
+        type=seconds,
         default=DEFAULT_INTERVAL_S,
         metavar="S",
         help="seconds between measurements of every process (default: %(default)g)",
     )
     parser.add_argument(
         "--gc-poll",
-        type=positive_float,
+        type=bounded_float(0.0, 60_000.0),
         default=DEFAULT_GC_POLL_MS,
         metavar="MS",
         help="milliseconds between reads of each process's GC flag (default: %(default)g)",

@@ -4,34 +4,82 @@ and little else, so that it starts quickly."""
 from __future__ import annotations
 
 import argparse
+import os
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing `typing` costs every CLI start ~15 ms
     from typing import Optional
 
-from gilty._errors import CommandError
+from gilty._errors import CommandError, UsageError
 from gilty.report import emit  # noqa: F401 - the commands' one way to write output
 
 FORMATS = ("text", "json")
 
+# Upper bounds of numbers on the command line: past them a value is a typo, and taking it would
+# overflow a Duration (a panic), build a huge list, or start more threads than the machine has.
+MAX_SECONDS = 1e7  # about 116 days: any duration, timeout or interval
+MAX_SAMPLING_HZ = 20_000.0  # the native samplers' own limit
+MIN_SAMPLING_HZ = 0.1
+MAX_COUNT = 10_000_000  # any count (connections, in-flight requests, users, sites listed)
+MAX_PID = 2**22  # the kernel's pid_max ceiling
+
+
+def _number(text: str, kind: type):
+    try:
+        return kind(text)
+    except ValueError:
+        what = "a whole number" if kind is int else "a number"
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+
+
+def bounded_int(low: int, high: int):
+    """An argparse type: a whole number in [low, high]."""
+
+    def parse(text: str) -> int:
+        value = _number(text, int)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text!r} must be between {low} and {high}")
+        return value
+
+    parse.__name__ = "whole number"
+    return parse
+
+
+def bounded_float(low: float, high: float, low_included: bool = False):
+    """An argparse type: a finite number above ``low`` (or at it) and at most ``high``; NaN and inf refused."""
+
+    def parse(text: str) -> float:
+        value = _number(text, float)
+        above = value >= low if low_included else value > low
+        if not (above and value <= high):  # false for NaN too
+            bound = "at least" if low_included else "greater than"
+            raise argparse.ArgumentTypeError(f"{text!r} must be a finite number {bound} {low:g} and at most {high:g}")
+        return value
+
+    parse.__name__ = "number"
+    return parse
+
 
 def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    value = _number(text, int)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
+    if value > MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"{text!r} is too large (at most {MAX_COUNT})")
     return value
 
 
 def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    value = _number(text, float)
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"{text!r} must be a finite number greater than 0")
     return value
+
+
+# The bounded types the commands share.
+seconds = bounded_float(0.0, MAX_SECONDS)
+sampling_rate = bounded_float(MIN_SAMPLING_HZ, MAX_SAMPLING_HZ, low_included=True)
+pid_number = bounded_int(1, MAX_PID)
+port_number = bounded_int(1, 65535)
 
 
 def add_format_argument(parser: argparse.ArgumentParser, choices: tuple = FORMATS) -> None:
@@ -43,20 +91,31 @@ def add_format_argument(parser: argparse.ArgumentParser, choices: tuple = FORMAT
     )
 
 
-def output_format(fmt: Optional[str], path: Optional[str]) -> str:
-    """The explicit --format, else chosen by the output file's extension (pyinstrument's habit)."""
+# File extensions of the formats the commands other than record and report write.
+_EXTENSIONS = ((".json", "json"), (".html", "html"), (".htm", "html"), (".txt", "text"))
+
+
+def output_format(fmt: Optional[str], path: Optional[str], choices: tuple = FORMATS) -> str:
+    """The explicit --format, else chosen by the output file's extension (pyinstrument's habit), else
+    text. An extension that names none of ``choices`` (``-o x.svg`` of a text report) is refused
+    before any work, as `gilty record` refuses it."""
     if fmt:
         return fmt
-    if path and path.lower().endswith(".json"):
-        return "json"
-    return "text"
+    if not path:
+        return "text"
+    lower = path.lower()
+    found = next((f for ext, f in _EXTENSIONS if lower.endswith(ext) and f in choices), None)
+    if found is None:
+        known = " ".join(ext for ext, f in _EXTENSIONS if f in choices)
+        raise UsageError(f"cannot tell the format of {path!r} from its extension ({known}); add --format FORMAT")
+    return found
 
 
 def add_pid_arguments(parser: argparse.ArgumentParser, required: bool = False) -> None:
     """``--pid`` (repeatable) and ``--subprocesses``, shared by record, top and dump."""
     parser.add_argument(
         "--pid",
-        type=positive_int,
+        type=pid_number,
         action="append",
         required=required,
         help="attach to this running process; give it several times for several processes",
@@ -75,10 +134,50 @@ def read_json_file(path: str, hint: str = ""):
 
     from gilty._errors import EXIT_USAGE
 
+    import stat
+
     try:
         with open(path, encoding="utf-8") as f:
+            # A device (/dev/zero, a terminal) never ends: only files and pipes are read.
+            mode = os.fstat(f.fileno()).st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
+                raise CommandError(f"{path} is not a file", EXIT_USAGE)
             return json.load(f)
     except OSError as e:
         raise CommandError(f"cannot read {path}: {e.strerror or e}", EXIT_USAGE) from None
     except (ValueError, UnicodeDecodeError) as e:
         raise CommandError(f"{path} is not JSON ({e}){hint}", EXIT_USAGE) from None
+    except RecursionError:
+        raise CommandError(f"{path} is nested too deeply to be a gilty report{hint}", EXIT_USAGE) from None
+
+
+def add_picture_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--idle`` and ``--merge-workers``: what the flame graphs, speedscope and collapsed stacks draw."""
+    parser.add_argument(
+        "--idle",
+        action="store_true",
+        help="draw idle samples too in flame graphs, speedscope and collapsed stacks (left out by default)",
+    )
+    parser.add_argument(
+        "--merge-workers",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="draw a master's identical workers as one process, their threads merged by name "
+        "(default: on when the recording holds workers)",
+    )
+    parser.add_argument(
+        "--no-lines",
+        dest="lines",
+        action="store_false",
+        help="in flame graphs and collapsed stacks, name frames `function (file.py)` without the line",
+    )
+
+
+def picture_options(args: argparse.Namespace):
+    from gilty.report.pictures import PictureOptions
+
+    return PictureOptions(
+        idle=bool(getattr(args, "idle", False)),
+        merge_workers=getattr(args, "merge_workers", None),
+        lines=bool(getattr(args, "lines", True)),
+    )

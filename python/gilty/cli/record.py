@@ -35,11 +35,15 @@ from gilty.sampling.analysis.gates import describe_failure, evaluate, parse_gate
 from gilty.cli.options import (  # noqa: F401 - re-exported for the other commands
     FORMATS,
     add_format_argument,
+    add_picture_arguments,
     add_pid_arguments,
     emit,
     output_format,
+    picture_options,
     positive_float,
     positive_int,
+    sampling_rate,
+    seconds,
 )
 from gilty.cli.progress import Progress
 from gilty.sampling.session import Recording, Session, TargetInfo
@@ -60,17 +64,18 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     )
     add_pid_arguments(parser)
     parser.add_argument(
-        "--duration", type=positive_float, metavar="S", help="stop after S seconds (default: until Ctrl-C or exit)"
+        "--duration", type=seconds, metavar="S", help="stop after S seconds (default: until Ctrl-C or exit)"
     )
     parser.add_argument(
         "--rate",
-        type=positive_float,
+        type=sampling_rate,
         default=DEFAULT_RATE_HZ,
         metavar="HZ",
         help="samples per second (default: %(default)g)",
     )
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
     add_format_argument(parser, reports.FORMAT_NAMES)
+    add_picture_arguments(parser)
     add_exact_argument(parser)
     parser.add_argument(
         "--fail-if",
@@ -198,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
         child = None
         try:
             if child_argv is not None:
-                child = launch.start_command(child_argv)
+                child = launch.start_command(child_argv, die_with_gilty=True)
                 target = launch.attach_to_command(native, child, child_argv, stop=stop)
             else:
                 target = launch.attach(native, args.pid)
@@ -236,7 +241,7 @@ def run(args: argparse.Namespace) -> int:
         recording.notes.append(hint)
         print(f"gilty: hint: {hint}", file=sys.stderr)
     status = judge(recording, args.gates, status, child_status if session.stopped_by == "target_exit" else None)
-    reports.write(recording, fmt, args.output)
+    reports.write(recording, fmt, args.output, picture_options(args))
     return status
 
 
@@ -273,14 +278,23 @@ def run_processes(args: argparse.Namespace, pids: list, child_argv: Optional[lis
         child = None
         try:
             if child_argv is not None:
-                child = launch.start_command(child_argv)
+                child = launch.start_command(child_argv, die_with_gilty=True)
                 pids = [child.pid]
             process_set = native.ProcessSet(pids, args.rate, follow=bool(args.subprocesses))
             recording.start_time = time.time()
             until = f"for {args.duration:g} s" if args.duration else "until Ctrl-C"
             what = "and its Python descendants" if args.subprocesses else ""
             print(f"gilty: recording pid {', '.join(map(str, pids))} {what} at {args.rate:g} Hz {until}".replace("  ", " "), file=sys.stderr)
-            processes.sample_processes(tracker, process_set, args.duration, stop, time.monotonic)
+            progress = Progress(sys.stderr)
+
+            def show_progress() -> None:
+                sessions = recording.sessions
+                progress.update(tracker.passes, sum(len(s.thread_names) for s in sessions), len(sessions))
+
+            try:
+                processes.sample_processes(tracker, process_set, args.duration, stop, time.monotonic, show_progress)
+            finally:
+                progress.clear()
         finally:
             child_status = launch.terminate(child) if child is not None else None
     if not recording.sessions:
@@ -301,5 +315,5 @@ def run_processes(args: argparse.Namespace, pids: list, child_argv: Optional[lis
         file=sys.stderr,
     )
     status = judge(recording, args.gates, status, child_status if recording.stopped_by == "target_exit" else None)
-    reports.write(recording, fmt, args.output)
+    reports.write(recording, fmt, args.output, picture_options(args))
     return status

@@ -1,12 +1,14 @@
-"""Write a saved recording in another format, without recording again.
+"""Write a saved report in another format, without recording again.
 
   gilty record --pid 4242 --duration 10 -o rec.json
   gilty report rec.json -o rec.html
   gilty report rec.json --format collapsed | flamegraph.pl > rec.svg
+  gilty report load.json -o load.html          # also `gilty load`, `gilty specialization`, `gilty compare` JSON
 
-FILE is a JSON report of `gilty record` (its "recording" key) or a saved Recording. The
-output format comes from --format, else from -o's extension (.html .svg .speedscope.json
-.trace.json .collapsed .folded .json .txt), else text.
+FILE is a JSON report of `gilty record` (its "recording" key) or a saved Recording, or the JSON
+report of `gilty load`, `gilty specialization` or `gilty compare`. The output format comes from
+--format, else from -o's extension (.html .svg .speedscope.json .trace.json .collapsed .folded
+.json .txt), else text; a load, specialization or compare report is text, JSON or HTML.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import argparse
 
 from gilty import report as reports
 from gilty._errors import EXIT_OK, EXIT_USAGE, CommandError
-from gilty.cli.options import read_json_file
+from gilty.cli.options import add_picture_arguments, picture_options, read_json_file
 from gilty.sampling.session import Recording
 
 
@@ -28,6 +30,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="output format (default: from OUT's extension, else text)",
     )
+    add_picture_arguments(parser)
 
 
 def load_recording(path: str) -> Recording:
@@ -44,14 +47,48 @@ def load_recording(path: str) -> Recording:
         return Recording.from_dict(raw)
     except ValueError as e:
         raise CommandError(f"{path}: {e}", EXIT_USAGE) from None
-    except (KeyError, TypeError, AttributeError) as e:
+    except (KeyError, TypeError, AttributeError, OverflowError, IndexError, RecursionError) as e:
         raise CommandError(f"{path}: the recording in it is damaged ({type(e).__name__}: {e})", EXIT_USAGE) from None
 
 
 def run(args: argparse.Namespace) -> int:
     fmt = reports.output_format(args.format, args.output)  # before reading: a bad -o costs nothing
+    data = read_json_file(args.file, "; give a report written by `gilty record -o FILE.json`")
+    kind = _other_kind(data)
+    if kind is not None:
+        from gilty.report import saved
+
+        try:
+            text = saved.render(kind, data, fmt)
+        except saved.NotThisFormat as e:
+            raise CommandError(f"{args.file}: {e}", EXIT_USAGE) from None
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise CommandError(f"{args.file}: the {kind} report in it is damaged ({type(e).__name__}: {e})", EXIT_USAGE) from None
+        reports.emit(text, args.output)
+        return EXIT_OK
     recording = load_recording(args.file)
     if not recording.sessions:
         raise CommandError(f"{args.file} holds a recording of no process", EXIT_USAGE)
-    reports.write(recording, fmt, args.output)
+    try:
+        text = reports.render(recording, fmt, picture_options(args))
+    except (ArithmeticError, LookupError, TypeError, ValueError, RecursionError) as e:
+        # The checks on loading cannot foresee every inconsistency of a hand-edited file; what a
+        # recorder wrote renders, so a failure here is the file's, said as one line.
+        raise CommandError(f"{args.file}: the recording cannot be drawn, it is damaged ({type(e).__name__}: {e})", EXIT_USAGE) from None
+    reports.emit(text, args.output)
     return EXIT_OK
+
+
+def _other_kind(data) -> "str | None":
+    """"load", "specialization" or "compare" for those commands' JSON reports; None otherwise."""
+    if not isinstance(data, dict):
+        return None
+    if data.get("kind") == "load" and isinstance(data.get("steps"), list):
+        return "load"
+    if data.get("kind") == "compare" and isinstance(data.get("rows"), list):
+        return "compare"
+    if str(data.get("schema", "")).startswith("gilty.specialization.report/") and isinstance(data.get("session"), dict):
+        return "specialization"
+    if str(data.get("schema", "")).startswith("gilty.specialization.opcache/") and isinstance(data.get("codes"), list):
+        return "opcache"  # Python 3.10's opcache report
+    return None

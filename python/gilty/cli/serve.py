@@ -19,7 +19,8 @@ import time
 
 from gilty.sampling import launch
 from gilty._errors import EXIT_OK, CommandError, UsageError
-from gilty.cli.record import add_pid_arguments, positive_float, positive_int
+from gilty.cli.options import port_number, sampling_rate
+from gilty.cli.record import add_pid_arguments
 from gilty.observe.sidecar import Totals, find_by_cmdline
 
 DEFAULT_RATE_HZ = 10.0
@@ -31,9 +32,9 @@ RESTART_POLL_S = 0.5
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.usage = "gilty serve --pid PID [--pid PID ...] [-s] [--rate HZ] [--bind ADDR] [--port PORT]"
     add_pid_arguments(parser, required=True)
-    parser.add_argument("--rate", type=positive_float, default=DEFAULT_RATE_HZ, metavar="HZ", help="samples per second (default: %(default)g)")
+    parser.add_argument("--rate", type=sampling_rate, default=DEFAULT_RATE_HZ, metavar="HZ", help="samples per second (default: %(default)g)")
     parser.add_argument("--bind", default="127.0.0.1", metavar="ADDR", help="address to listen on (default: loopback only)")
-    parser.add_argument("--port", type=positive_int, default=DEFAULT_PORT, help="port of /metrics (default: %(default)d)")
+    parser.add_argument("--port", type=port_number, default=DEFAULT_PORT, help="port of /metrics (default: %(default)d)")
 
 
 def _handler(totals: Totals):

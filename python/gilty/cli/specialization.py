@@ -20,7 +20,8 @@ import threading
 
 from gilty.sampling import launch
 from gilty._errors import EXIT_OK, EXIT_PARTIAL, EXIT_UNSUPPORTED, CommandError, exit_code_for_kind
-from gilty.cli.record import add_format_argument, emit, output_format, positive_float, positive_int
+from gilty.cli.options import bounded_float, pid_number, sampling_rate, seconds
+from gilty.cli.record import add_format_argument, emit, output_format, positive_int
 from gilty.specialization.analysis import analyse
 from gilty.specialization.session import ProcessWatch, SpecializationSession
 
@@ -34,15 +35,15 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.usage = (
         "gilty specialization --pid PID [--duration S] [--top N] [--format {text,json,html}] [-o FILE] [--subprocesses]"
     )
-    parser.add_argument("--pid", type=positive_int, required=True, help="the process to read")
-    parser.add_argument("--duration", type=positive_float, default=DEFAULT_DURATION_S, metavar="S",
+    parser.add_argument("--pid", type=pid_number, required=True, help="the process to read")
+    parser.add_argument("--duration", type=seconds, default=DEFAULT_DURATION_S, metavar="S",
                         help="seconds to sample (default: %(default)g)")
     parser.add_argument("--top", type=positive_int, default=10, metavar="N", help="sites and functions listed (default: %(default)d)")
-    parser.add_argument("--rate", type=positive_float, default=DEFAULT_RATE_HZ, metavar="HZ",
+    parser.add_argument("--rate", type=sampling_rate, default=DEFAULT_RATE_HZ, metavar="HZ",
                         help="samples of every thread per second (default: %(default)g)")
-    parser.add_argument("--read-interval", type=positive_float, default=DEFAULT_READ_INTERVAL_MS, metavar="MS",
+    parser.add_argument("--read-interval", type=bounded_float(0.0, 60_000.0), default=DEFAULT_READ_INTERVAL_MS, metavar="MS",
                         help="milliseconds between reads of the hot code objects (default: %(default)g)")
-    parser.add_argument("--subprocesses", action="store_true", help="also every Python descendant (a server's workers)")
+    parser.add_argument("-s", "--subprocesses", action="store_true", help="also every Python descendant (a server's workers)")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
     add_format_argument(parser, choices=("text", "json", "html"))
 
@@ -124,7 +125,7 @@ def _watch_all(native, pids: list, args) -> SpecializationSession:
 
 
 def run(args: argparse.Namespace) -> int:
-    fmt = args.format or ("html" if (args.output or "").lower().endswith((".html", ".htm")) else output_format(None, args.output))
+    fmt = output_format(args.format, args.output, ("text", "json", "html"))
     native = launch.native_module()
     if _check_target(native, args.pid) == (3, 10):
         return _run_opcache(native, args, fmt)

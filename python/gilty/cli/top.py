@@ -29,10 +29,12 @@ from gilty.cli.record import (
     add_exact_argument,
     add_pid_arguments,
     open_sampler,
-    positive_float,
+    sampling_rate,
+    seconds,
 )
 from gilty.report import console_processes
 from gilty.report.console import render_top
+from gilty.report.labels import displayed, displayed_session, terminal_text
 from gilty.sampling.session import Recording, Session, TargetInfo
 
 REFRESH_S = 1.0
@@ -49,13 +51,13 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--rate",
-        type=positive_float,
+        type=sampling_rate,
         default=DEFAULT_RATE_HZ,
         metavar="HZ",
         help="samples per second (default: %(default)g)",
     )
     parser.add_argument(
-        "--duration", type=positive_float, metavar="S", help="stop after S seconds (default: until Ctrl-C or exit)"
+        "--duration", type=seconds, metavar="S", help="stop after S seconds (default: until Ctrl-C or exit)"
     )
     add_exact_argument(parser)
 
@@ -65,7 +67,7 @@ def show(window: Session, elapsed_s: float, out: TextIO, tty: bool, sampler: Any
     exact_window = getattr(sampler, "exact_window", None) if sampler is not None else None
     if exact_window is not None and getattr(sampler, "exact_symbols", None):
         window.exact = exact_window()
-    frame = render_top(window, elapsed_s)
+    frame = terminal_text(render_top(displayed_session(window), elapsed_s))
     out.write(CLEAR_AND_HOME + frame if tty else frame + "\n")
     out.flush()
 
@@ -202,9 +204,10 @@ def watch_processes(
     def draw(now: float) -> None:
         width, height = size()
         frame = console_processes.render_top(
-            recording, now - started, state["sort"], width, height - 1 if tty_out else height,
+            displayed(recording), now - started, state["sort"], width, height - 1 if tty_out else height,
             keys=keys is not None and keys.active,
         )
+        frame = terminal_text(frame)
         out.write(CLEAR_AND_HOME + frame if tty_out else frame + "\n")
         out.flush()
 

@@ -13,6 +13,16 @@ LAG_SHARE_OF_PERIOD = 0.5
 LAG_SHARE_OF_SLO = 0.1
 LAG_WITHOUT_SLO_S = 0.005
 GENERATOR_CPU_SHARE = 0.9
+# A percentile pXX from fewer than FEW_ANSWERS_FACTOR / (1 - XX/100) answers rests on one or two
+# answers above it (a p99 from 30 answers is their maximum): the report says so. p50 needs 4, p90 20,
+# p99 200, p99.9 2000.
+FEW_ANSWERS_FACTOR = 2
+
+
+def min_answers(percentile: str) -> int:
+    """The fewest answers a percentile ("p99", "p99_9") is read from without a warning."""
+    q = float(percentile[1:].replace("_", ".")) / 100.0
+    return int(round(FEW_ANSWERS_FACTOR / (1.0 - q)))
 
 
 @dataclass
@@ -26,6 +36,9 @@ class StepVerdict:
     generator_behind: bool
     littles_l: float  # time-average requests in flight (sum of send-to-answer times / window)
     littles_lw: float  # answers per second x mean send-to-answer time
+    answers: int = 0  # the answers the percentile is read from
+    few_answers: bool = False  # fewer than min_answers(percentile): the percentile is not to be trusted
+    percentile: str = "p99"
 
 
 def error_share(step: dict) -> float:
@@ -60,7 +73,15 @@ def judge(step: dict, slo: Optional[tuple]) -> StepVerdict:
         generator_behind=generator_behind(step, slo),
         littles_l=step["in_flight_mean"],
         littles_lw=(step["completed"] / window) * mean,
+        answers=_answers(step),
+        few_answers=_answers(step) < min_answers(key),
+        percentile=key,
     )
+
+
+def _answers(step: dict) -> int:
+    # Latency is recorded for every answer, errors with a status included; timeouts have none.
+    return int(step.get("completed", step["ok"]))
 
 
 @dataclass
@@ -98,3 +119,15 @@ def find_knee(steps: list, verdicts: list, slo: Optional[tuple]) -> Knee:
         + "; the server completes at most "
         f"{max_tp:.0f} rps, i.e. about {c} requests at a time at its low-load service time",
     )
+
+
+def knee_notes(verdicts: list, knee: Knee) -> list:
+    """Caveats on the knee: the percentiles that decided it rest on too few answers."""
+    deciding = [v for v in verdicts if v.rate == knee.rate or not v.meets_slo][:2]
+    few = [v for v in deciding if v.few_answers]
+    if not few:
+        return []
+    key = few[0].percentile
+    return [f"{key.replace('_', '.')} at {' and '.join(f'{v.rate:g}' for v in few)} rps is read from "
+            f"{' and '.join(str(v.answers) for v in few)} answers (fewer than {min_answers(key)}): "
+            "it is about the slowest answer, not a percentile"]

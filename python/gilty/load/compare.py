@@ -24,6 +24,7 @@ from typing import Optional
 from urllib.parse import urlsplit
 
 from gilty.sampling.aggregate import PASS_GIL_HELD
+from gilty.sampling.processes import roles
 from gilty.sampling.session import GC, HOLDING_GIL, IDLE, NATIVE, STATE_NAMES, WAITING_GIL, Recording
 
 FORMAT_VERSION = 1
@@ -190,26 +191,32 @@ def _blocks(times) -> list:
 
 def recording_figures(recording: Recording) -> dict:
     """{(scope, metric): (whole-run value, [per-second values])} of a recording."""
-    held_blocks: dict = {}
-    held_total = [0, 0]
-    per_name: dict = {}  # thread name -> {"total": [passes by state], "blocks": {block: [passes by state]}}
+    # scope ("recording", and "role worker" etc. when the tree has roles) -> [held, passes, {block: [held, passes]}]
+    held: dict = {}
+    per_name: dict = {}  # scope -> {"total": [passes by state], "blocks": {block: [passes by state]}}
+    role_of = roles(recording)
+    with_roles = any(r != "main" for r in role_of.values())
     for s in recording.sessions:
         if not s.samples:
             continue
+        role = role_of.get(s.target.pid, "main")
         starts = _blocks(s.times)
         flags = s.pass_flags
-        for k, start in enumerate(starts):
-            end = starts[k + 1] if k + 1 < len(starts) else s.samples
-            if end - start < 0.5 * s.rate_hz * BLOCK_S:  # a cut-off last second
-                continue
-            held = sum(1 for f in flags[start:end] if f & PASS_GIL_HELD)
-            acc = held_blocks.setdefault(k, [0, 0])
-            acc[0] += held
-            acc[1] += end - start
-        held_total[0] += s.passes_with_gil_held()
-        held_total[1] += s.samples
+        for scope in ("recording", f"role {role}") if with_roles else ("recording",):
+            acc = held.setdefault(scope, [0, 0, {}])
+            for k, start in enumerate(starts):
+                end = starts[k + 1] if k + 1 < len(starts) else s.samples
+                if end - start < 0.5 * s.rate_hz * BLOCK_S:  # a cut-off last second
+                    continue
+                block = acc[2].setdefault(k, [0, 0])
+                block[0] += sum(1 for f in flags[start:end] if f & PASS_GIL_HELD)
+                block[1] += end - start
+            acc[0] += s.passes_with_gil_held()
+            acc[1] += s.samples
+        # A master's MainThread and its workers' are different threads: one row per role and name.
         for tid, runs in s.thread_runs.items():
-            entry = per_name.setdefault(s.thread_name(tid), {"total": [0] * len(STATE_NAMES), "blocks": {}})
+            scope = f"thread {s.thread_name(tid)}" if role == "main" else f"{role} thread {s.thread_name(tid)}"
+            entry = per_name.setdefault(scope, {"total": [0] * len(STATE_NAMES), "blocks": {}})
             for first, passes, state, _stack, _nr in runs.runs():
                 code = state if 0 <= state < len(STATE_NAMES) else len(STATE_NAMES) - 1
                 entry["total"][code] += passes
@@ -222,15 +229,16 @@ def recording_figures(recording: Recording) -> dict:
                     entry["blocks"].setdefault(k, [0] * len(STATE_NAMES))[code] += n
                     i += n
     out = {}
-    if held_total[1]:
-        out[("recording", "gil_utilisation")] = (held_total[0] / held_total[1], [h / n for h, n in held_blocks.values() if n])
-    for name, entry in per_name.items():
+    for scope, (h, n, blocks) in held.items():
+        if n:
+            out[(scope, "gil_utilisation")] = (h / n, [bh / bn for bh, bn in blocks.values() if bn])
+    for scope, entry in per_name.items():
         total = sum(entry["total"])
         if not total:
             continue
         for code, metric in _SHARE_STATES:
             blocks = [c[code] / sum(c) for c in entry["blocks"].values() if sum(c) >= 0.5 * recording.rate_hz * BLOCK_S]
-            out[(f"thread {name}", metric)] = (entry["total"][code] / total, blocks)
+            out[(scope, metric)] = (entry["total"][code] / total, blocks)
     return out
 
 
@@ -242,6 +250,11 @@ def compare_recordings(a: Recording, b: Recording) -> list:
         if max(va, vb) < 0.01:
             continue  # a state neither run was in
         rows.append(row(key[0], key[1], va, vb, _se(ba), _se(bb), abs_floor=0.01, blocks=min(len(ba), len(bb))))
+    # Where the not-idle time went, function by function (self time; counting noise).
+    from gilty.sampling.analysis.difference import function_changes
+
+    for name, metric, pa, pb, noise, beyond in function_changes(a, b):
+        rows.append(Row(f"function {name}", metric, pa, pb, pb - pa, noise, beyond))
     return rows
 
 

@@ -2,8 +2,12 @@
 charged to the handler the framework called (the first application frame inside the dispatch
 frame), whatever the thread was doing there: holding the GIL, waiting for it, blocked, in native code.
 
-The dispatch frames are the framework's own (function, file) pairs; a handler is any frame outside
-the standard library and site-packages, so decorators and wrappers from libraries are looked through.
+The dispatch frames are the framework's own (function, file) pairs. The handler is the first frame
+inside the dispatch that is the application's: outside the standard library and site-packages, or in
+a package named by ``--app``; failing that (an application installed into site-packages, as httpbin
+is in its Docker image) the first frame inside the dispatch that is not the framework's own code, the
+standard library's or generated code. Decorators and wrappers of the frameworks are looked through.
+Start-up stacks (importing, compiling, making dataclasses) are no endpoint's (gilty/load/startup.py).
 """
 
 from __future__ import annotations
@@ -12,40 +16,82 @@ import os
 from dataclasses import dataclass, field
 from typing import Optional
 
-from gilty.load.sites import is_library, library_prefixes, site_key
+from gilty.load.sites import is_library, library_prefixes, package_fragment, site_key
+from gilty.load.startup import startup_frame
 from gilty.sampling.session import HOLDING_GIL, GC, IDLE, STATE_NAMES, Session
 
-# (last component of the function's name, a path fragment of its file): the frame that calls the
-# handler. The last component, because 3.10 frames carry bare names and 3.11+ qualified ones.
+# (last component of the function's name, a path fragment of its file, calls the handler itself): the
+# frame that calls the handler. The last component, because 3.10 frames carry bare names and 3.11+
+# qualified ones. A frame that calls the handler itself (not a whole WSGI/ASGI application or any
+# function, as gunicorn's handle_request and AnyIO's worker thread do) has its callee taken as the
+# handler wherever the callee's file lives.
 DISPATCH_FRAMES = (
-    ("run_endpoint_function", "fastapi/routing.py"),  # FastAPI, async endpoints (sync ones: below)
-    ("run", "anyio/_backends/_asyncio.py"),  # a sync endpoint in AnyIO's worker thread (FastAPI/Starlette)
-    ("app", "starlette/routing.py"),  # Starlette's request_response
-    ("dispatch_request", "flask/"),  # Flask views
-    ("_get_response", "django/core/handlers/base.py"),  # Django views
-    ("handle_request", "gunicorn/workers/"),  # any WSGI app under gunicorn's sync/gthread workers
-    ("handle_one_request", "http/server.py"),  # the standard library's BaseHTTPRequestHandler.do_*
+    ("run_endpoint_function", "fastapi/routing.py", True),  # FastAPI, async endpoints (sync ones: below)
+    ("run", "anyio/_backends/_asyncio.py", False),  # a sync endpoint in AnyIO's worker thread (FastAPI/Starlette)
+    ("app", "starlette/routing.py", True),  # Starlette's request_response
+    ("dispatch_request", "flask/", True),  # Flask views
+    ("full_dispatch_request", "flask/", False),  # Flask, when dispatch_request is not seen
+    ("_get_response", "django/core/handlers/base.py", True),  # Django views
+    ("handle_request", "gunicorn/workers/", False),  # any WSGI app under gunicorn's sync/gthread workers
+    ("handle_one_request", "http/server.py", True),  # the standard library's BaseHTTPRequestHandler.do_*
 )
+# Packages whose own frames are the framework's machinery between the dispatch and the handler
+# (routing, decorators, sync/async adapters, protocol code); Django's contrib apps (the admin) have
+# views of their own.
+FRAMEWORK_CODE = ("flask/", "werkzeug/", "django/", "starlette/", "fastapi/", "anyio/", "asgiref/", "sniffio/",
+                  "gunicorn/", "uvicorn/", "h11/", "httptools/", "pydantic/", "pydantic_core/", "decorator.py",
+                  "itsdangerous/", "markupsafe/", "jinja2/", "blinker/", "sqlparse/")
+FRAMEWORK_VIEWS = ("django/contrib/",)
 FRAMEWORK = "(framework)"  # inside a dispatch frame but not (yet) in a handler
 TOP_ENDPOINTS = 10
 
 
-def _is_dispatch(frame: tuple) -> bool:
+def _dispatch(frame: tuple):
+    """None, or whether the dispatch frame calls the handler itself."""
     function, file, _line = frame
     last = function.rsplit(".", 1)[-1]
-    return any(last == name and fragment in file for name, fragment in DISPATCH_FRAMES)
+    return next((direct for name, fragment, direct in DISPATCH_FRAMES if last == name and fragment in file), None)
 
 
-def handler_frame(stack: list, prefixes: tuple) -> Optional[tuple]:
+def _generated(file: str) -> bool:
+    # `<string>` (dataclasses' and namedtuple's generated methods), `<decorator-gen-12>`, `<frozen ...>`
+    return file.startswith("<")
+
+
+def _framework_code(file: str, prefixes: tuple) -> bool:
+    if any(view in file for view in FRAMEWORK_VIEWS):
+        return False
+    stdlib = bool(prefixes) and file.startswith(prefixes) and "site-packages/" not in file
+    return stdlib or any(fragment in file for fragment in FRAMEWORK_CODE)
+
+
+def handler_frame(stack: list, prefixes: tuple, app: tuple = ()) -> Optional[tuple]:
     """The handler a stack (innermost first) is in: the first application frame inside the innermost
-    dispatch frame; ``FRAMEWORK`` inside a dispatch frame without one; None outside any dispatch."""
-    dispatch = next((i for i, f in enumerate(stack) if _is_dispatch(f)), None)
-    if dispatch is None:
+    dispatch frame, else the first frame there that is neither the framework's nor the standard
+    library's (an application installed in site-packages); ``FRAMEWORK`` inside a dispatch frame
+    without either; None outside any dispatch."""
+    found = next(((i, d) for i, f in enumerate(stack) if (d := _dispatch(f)) is not None), None)
+    if found is None:
         return None
-    for frame in reversed(stack[:dispatch]):  # from the dispatch frame inwards
-        if not is_library(frame[1], prefixes):
+    dispatch, direct = found
+    inner = [f for f in reversed(stack[:dispatch]) if not _generated(f[1])]  # from the dispatch frame inwards
+    for frame in inner:
+        if not is_library(frame[1], prefixes, app):
             return frame
+    if direct:
+        for frame in inner:
+            if not _framework_code(frame[1], prefixes):
+                return frame
     return FRAMEWORK
+
+
+def handler_app(frame, app: tuple) -> tuple:
+    """``app`` with the package of a handler found in site-packages added: its own frames are then the
+    application's when sites are named (`randint` called from `random_bytes`, not random's internals)."""
+    if not isinstance(frame, tuple) or any(fragment in frame[1] for fragment in FRAMEWORK_CODE):
+        return app  # an admin view does not make all of Django the application's
+    fragment = package_fragment(frame[1])
+    return app if not fragment or fragment in app else (*app, fragment)
 
 
 @dataclass
@@ -73,9 +119,10 @@ def _pass_seconds(session: Session) -> float:
     return session.duration_s / session.samples if session.samples else session.period_s
 
 
-def endpoint_table(sessions: list) -> list:
+def endpoint_table(sessions: list, app: tuple = ()) -> list:
     """[Endpoint] over the given sessions, most server time first; idle time of the framework row
-    is left out (a pool thread parked in its queue is not serving anyone)."""
+    is left out (a pool thread parked in its queue is not serving anyone), and so are start-up
+    stacks (a first request importing the views is start-up, not the view's work)."""
     acc: dict = {}
     for s in sessions:
         prefixes = library_prefixes(s)
@@ -83,7 +130,8 @@ def endpoint_table(sessions: list) -> list:
         handlers: dict = {}  # stack_id -> handler frame (stacks repeat across threads and states)
         for (_tid, state, stack_id), n in s.stack_counts().items():
             if stack_id not in handlers:
-                handlers[stack_id] = handler_frame(s.stack(stack_id), prefixes)
+                stack = s.stack(stack_id)
+                handlers[stack_id] = None if startup_frame(stack) else handler_frame(stack, prefixes, app)
             frame = handlers[stack_id]
             if frame is None or (frame == FRAMEWORK and state == IDLE):
                 continue
@@ -92,8 +140,9 @@ def endpoint_table(sessions: list) -> list:
             code = state if 0 <= state < len(STATE_NAMES) else len(STATE_NAMES) - 1
             a.counts[code] += n * seconds
             if state in (HOLDING_GIL, GC):
-                function, file, line, caller = site_key(s.stack(stack_id), prefixes)
-                place = file if is_library(file, prefixes) else f"{file}:{line}"
+                own = handler_app(frame, app)
+                function, file, line, caller = site_key(s.stack(stack_id), prefixes, own)
+                place = file if is_library(file, prefixes, own) else f"{file}:{line}"
                 label = f"{function} ({place})"
                 a.sites[label] = a.sites.get(label, 0.0) + n * seconds
     out = []
@@ -129,7 +178,7 @@ class BackgroundThread:
     top_site: Optional[str]
 
 
-def background_threads(sessions: list, skip_tids: set) -> list:
+def background_threads(sessions: list, skip_tids: set, app: tuple = ()) -> list:
     """Threads that hold the GIL outside any request handler (a logging or metrics thread), the busiest
     first; ``skip_tids`` ({(pid, tid)}) are left out (event-loop threads, whose callbacks run outside
     handlers by design)."""
@@ -145,12 +194,12 @@ def background_threads(sessions: list, skip_tids: set) -> list:
             if state not in (HOLDING_GIL, GC):
                 continue
             stack = s.stack(stack_id)
-            if stack and handler_frame(stack, prefixes) is not None:
+            if stack and (handler_frame(stack, prefixes, app) is not None or startup_frame(stack)):
                 continue
             acc[1] += n
             if stack:
-                function, file, line, _caller = site_key(stack, prefixes)
-                label = f"{function} ({file if is_library(file, prefixes) else f'{file}:{line}'})"
+                function, file, line, _caller = site_key(stack, prefixes, app)
+                label = f"{function} ({file if is_library(file, prefixes, app) else f'{file}:{line}'})"
                 acc[2][label] = acc[2].get(label, 0) + n
         for tid, (total, holding, sites) in per_tid.items():
             if total and holding / total >= BACKGROUND_HOLDING_SHARE:

@@ -19,6 +19,7 @@ from typing import Optional
 
 from gilty.sampling.analysis.syscalls import idle_label
 from gilty.load.sites import is_library, library_prefixes, site_key
+from gilty.load.startup import startup_frame
 from gilty.sampling.session import GC, HOLDING_GIL, IDLE, NATIVE, NO_STACK, WAITING_GIL, Session
 
 DEFAULT_THRESHOLD_S = 0.02
@@ -93,6 +94,11 @@ def _at_rest(session: Session, state: int, stack_id: int) -> bool:
     return bool(stack) and _is_selector(stack[0])
 
 
+def _starting(session: Session, stack_id: int) -> bool:
+    # A worker importing its application blocks its loop too, but that is start-up, not load.
+    return stack_id != NO_STACK and startup_frame(session.stack(stack_id)) is not None
+
+
 def _site(session: Session, stack_id: int, prefixes: tuple) -> tuple:
     """(site label, caller label) of a stack as the application sees it."""
     stack = session.stack(stack_id) if stack_id != NO_STACK else []
@@ -107,7 +113,7 @@ def _away_sites(session: Session, tid: int, prefixes: tuple) -> dict:
     """{state: {(site, caller): samples}} of a loop thread's samples away from its selector."""
     out: dict = {}
     for (t, state, stack_id), n in session.stack_counts().items():
-        if t != tid or _at_rest(session, state, stack_id):
+        if t != tid or _at_rest(session, state, stack_id) or _starting(session, stack_id):
             continue
         key = _site(session, stack_id, prefixes)
         by_site = out.setdefault(state, {})
@@ -123,7 +129,15 @@ def loop_lag(session: Session, tid: int, threshold_s: float = DEFAULT_THRESHOLD_
     spans: list = []  # [(first pass, last pass, [(passes, state, stack_id, nr)])]
     current = None
     rest = sampled = 0
+    starting: dict = {}
     for first, passes, state, stack_id, nr in runs.runs():
+        if stack_id not in starting:
+            starting[stack_id] = _starting(session, stack_id)
+        if starting[stack_id]:  # neither at rest nor lagging: start-up ends a span and is not counted
+            if current is not None:
+                spans.append(current)
+                current = None
+            continue
         sampled += passes
         if _at_rest(session, state, stack_id):
             rest += passes
@@ -150,15 +164,18 @@ def loop_lag(session: Session, tid: int, threshold_s: float = DEFAULT_THRESHOLD_
     # `_run_once`), so its time is spread over where the loop thread was, in the same state, in all its
     # samples away from the selector (from the step's stack counts); the first stack is the fallback.
     where = _away_sites(session, tid, prefixes)
+    # A span's measured length is shared among its parts by passes, so the culprits add up to lag_s
+    # (a share of it is at most 100 % by construction, however late the passes were taken).
     culprits: dict = {}
-    for _length, parts in long_spans:
+    for length, parts in long_spans:
+        span_passes = sum(p[0] for p in parts) or 1
         for passes, state, stack_id, nr in parts:
             doing = _doing(session, state, nr)
             spread = where.get(state) or {_site(session, stack_id, prefixes): 1}
             total = sum(spread.values())
             for (site, caller), n in spread.items():
                 key = (site, caller, doing)
-                culprits[key] = culprits.get(key, 0.0) + passes * period * n / total
+                culprits[key] = culprits.get(key, 0.0) + length * passes / span_passes * n / total
     lag_s = sum(length for length, _ in long_spans)
     sampled_s = sampled * period or 1.0
     ranked = sorted(culprits.items(), key=lambda kv: -kv[1])[:TOP_CULPRITS]

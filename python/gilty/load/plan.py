@@ -3,6 +3,8 @@ headers, body, arrivals and limits, and the rates of a ramp."""
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -10,6 +12,11 @@ from gilty._errors import UsageError
 
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_MAX_IN_FLIGHT = 1000
+# Requests started per second, at most: far above what one generator sends (docs/benchmarks.md), and
+# low enough that a schedule is never so dense its arrivals cannot be counted in time.
+MAX_RATE = 1e6
+MAX_RAMP_STEPS = 1000
+_NUMBERISH = re.compile(r"[-+.\d]|(nan|inf)", re.IGNORECASE)
 
 
 @dataclass
@@ -27,16 +34,27 @@ class LoadOptions:
 
 
 def parse_url(text: str) -> tuple:
-    """``URL`` or ``URL@WEIGHT`` → (url, weight)."""
-    url, sep, weight = text.rpartition("@")
-    if sep and url.startswith("http") and weight.replace(".", "", 1).isdigit():
-        value = float(weight)
-        if value <= 0:
-            raise UsageError(f"{text}: a weight must be greater than 0")
-        return url, value
+    """``URL`` or ``URL@WEIGHT`` → (url, weight).
+
+    An ``@`` after the host whose tail has no ``/``, ``?`` or ``#`` is a weight, and must be a finite
+    number greater than 0: ``URL@abc`` and ``URL@-1`` are errors, not part of the path (an ``@`` in
+    a path is written ``%40``).
+    """
     if not text.startswith("http://"):
         raise UsageError(f"{text}: only http:// URLs are supported")
-    return text, 1.0
+    host_end = text.find("/", len("http://"))
+    url, sep, weight = text.rpartition("@")
+    if not sep or any(c in weight for c in "/?#"):
+        return text, 1.0
+    if (host_end < 0 or len(url) < host_end) and not _NUMBERISH.match(weight):
+        return text, 1.0  # http://user@host: the @ of the host part, not a weight
+    try:
+        value = float(weight)
+    except ValueError:
+        value = float("nan")
+    if not (0 < value < float("inf")):
+        raise UsageError(f"{text}: the weight after @ must be a finite number greater than 0, not {weight!r} (write an @ in a path as %40)")
+    return url, value
 
 
 def parse_header(text: str) -> tuple:
@@ -52,15 +70,16 @@ def parse_ramp(text: str) -> list:
         start, stop, step = (float(x) for x in text.split(":"))
     except ValueError:
         raise UsageError(f"--ramp {text!r}: expected FROM:TO:STEP, e.g. 50:1000:50") from None
-    if not (0 < start <= stop and step > 0):
+    if not (0 < start <= stop and step > 0):  # false for NaN too
         raise UsageError(f"--ramp {text!r}: need 0 < FROM <= TO and STEP > 0")
-    rates, r = [], start
-    while r <= stop + 1e-9:
-        rates.append(round(r, 6))
-        r += step
-    if len(rates) > 1000:
-        raise UsageError(f"--ramp {text!r} has {len(rates)} steps; at most 1000")
-    return rates
+    if stop > MAX_RATE:
+        raise UsageError(f"--ramp {text!r}: at most {MAX_RATE:g} requests per second")
+    # Counted before any list is built: 1:100000000:1 must not build a hundred million rates first.
+    steps = (stop - start) / step  # inf for a subnormal STEP
+    if not steps < MAX_RAMP_STEPS:
+        raise UsageError(f"--ramp {text!r} has more than {MAX_RAMP_STEPS} steps")
+    count = math.floor(steps + 1e-9) + 1
+    return [round(start + i * step, 6) for i in range(count)]
 
 
 def parse_slo(text: Optional[str]) -> Optional[tuple]:

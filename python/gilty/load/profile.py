@@ -10,12 +10,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from gilty.sampling import processes
-from gilty.sampling.analysis.states import gc_share, gil_utilisation, mean_waiting_threads, thread_states
-from gilty.sampling.analysis.syscalls import IO_WAIT, SELECT_WAIT, idle_kind
-from gilty.load import endpoints, eventloop
+from gilty.sampling.analysis.states import gc_share, gil_utilisation, mean_waiting_threads
+from gilty.load import endpoints, eventloop, kinds
 from gilty.observe.monitor.memory_self import memory_self
 from gilty.load.sites import is_library, library_prefixes, site_key
-from gilty.sampling.session import GC, HOLDING_GIL, IDLE, STATE_NAMES, Recording
+from gilty.load.startup import startup_frame, startup_label
+from gilty.sampling.aggregate import ABSENT
+from gilty.sampling.session import GC, HOLDING_GIL, NATIVE, NO_STACK, STATE_NAMES, Recording
 
 PROFILE_RATE_HZ = 200.0
 TOP_SITES = 5
@@ -33,85 +34,176 @@ class Site:
 @dataclass
 class StepProfile:
     processes: int
-    busy_processes: int  # the processes that held the GIL in at least 5 % of passes (the workers doing the work)
+    busy_processes: int  # the busiest workers (working at least half as much as the busiest one), whose states name the cause
     gil_utilisation: float  # mean over the busy processes
     gc_share: float
     mean_waiting_threads: float
-    states: dict  # state name -> share of the busy processes' request-handling threads' samples
-    idle_kinds: dict  # idle kind -> share of the same samples
-    sites: list = field(default_factory=list)  # [Site], the busiest first
+    states: dict  # state name -> share of the busy processes' request-handling threads' samples (start-up left out)
+    idle_kinds: dict  # idle kind -> share of the same samples ("waiting for work", "I/O wait in a request", "sleep", ...)
+    sites: list = field(default_factory=list)  # [Site], the busiest first (GIL held)
     endpoints: list = field(default_factory=list)  # [endpoints.Endpoint], most server time first
     loops: list = field(default_factory=list)  # [eventloop.LoopLag], the most lagging first
     rate_hz: float = PROFILE_RATE_HZ  # of the sampling, so a reader can turn seconds back into samples
     memory: list = field(default_factory=list)  # [{"pid", "rss", "pss", "uss"}] bytes, read as the step ended
     background: list = field(default_factory=list)  # [endpoints.BackgroundThread]: GIL held outside requests
+    native_sites: list = field(default_factory=list)  # [Site] where the busy processes ran native code without the GIL
+    startup_share: float = 0.0  # of every working thread's samples (all processes): importing, compiling, making classes
+    startup_sites: list = field(default_factory=list)  # ["FileLoader.get_data (importlib)", ...], the most seen first
 
 
-def _busy(recording: Recording) -> list:
-    sessions = [s for s in recording.sessions if s.samples]
-    busy = [s for s in sessions if gil_utilisation(s) >= 0.05]
-    return busy or sessions
+# A process is one of the busiest when it worked (did anything but wait for work) at least this
+# share of what the busiest one did: idle workers must not dilute the states that name the cause.
+BUSIEST_SHARE = 0.5
+IDLE_THREAD_SHARE = 0.98  # a thread idle or waiting for work this much of its samples is a parked pool thread
 
 
-def summarise_step(recording: Recording, loop_threshold_s: float = eventloop.DEFAULT_THRESHOLD_S) -> Optional[StepProfile]:
-    sessions = _busy(recording)
-    if not sessions:
+def _tally(s, prefixes: tuple, app: tuple) -> tuple:
+    """({tid: {category: samples}}, {(state, stack_id, syscall): category}) over a session's runs."""
+    cache: dict = {}
+    per_thread: dict = {}
+    for (tid, _first, passes, state, stack_id, nr) in s.iter_runs():
+        if state == ABSENT:  # passes in which the thread was not seen
+            continue
+        category = kinds.classify(s, state, stack_id, nr, prefixes, app, cache)
+        bucket = per_thread.setdefault(tid, {})
+        bucket[category] = bucket.get(category, 0) + passes
+    return per_thread, cache
+
+
+def _working_threads(per_thread: dict, keep_parked: bool = False) -> dict:
+    """{category: samples} summed over the threads that did something (not parked all along, unless
+    ``keep_parked``)."""
+    out: dict = {}
+    for counts in per_thread.values():
+        total = sum(counts.values())
+        resting = sum(n for c, n in counts.items() if _is_idle_kind(c))
+        if total == 0 or (resting >= IDLE_THREAD_SHARE * total and not keep_parked):
+            continue
+        for c, n in counts.items():
+            out[c] = out.get(c, 0) + n
+    return out
+
+
+_STATE_SET = set(STATE_NAMES)
+
+
+def _is_idle_kind(category: str) -> bool:
+    return category not in _STATE_SET and category != kinds.STARTUP
+
+
+def _busiest(tallies: list) -> list:
+    """The sessions whose working threads worked (anything but waiting for work and start-up) at
+    least BUSIEST_SHARE of the busiest one's share."""
+    work = []
+    for s, counts in tallies:
+        total = sum(n for c, n in counts.items() if c != kinds.STARTUP)
+        worked = total - counts.get(kinds.WAITING_FOR_WORK, 0)
+        work.append((worked / total if total else 0.0, s, counts))
+    top = max((w for w, _s, _c in work), default=0.0)
+    if top <= 0:
+        return [(s, c) for _w, s, c in work]
+    return [(s, c) for w, s, c in work if w >= BUSIEST_SHARE * top]
+
+
+def _gil_utilisation_at_work(s) -> float:
+    """The share of passes with the GIL held, passes in which it was held by start-up code left out:
+    a worker importing its application holds the GIL, but that is not the load's doing."""
+    starting = sum(n for (_tid, state, stack_id), n in s.stack_counts().items()
+                   if state in (HOLDING_GIL, GC) and stack_id != NO_STACK and startup_frame(s.stack(stack_id)))
+    if not starting:
+        return gil_utilisation(s)
+    held = max(0, s.passes_with_gil_held() - starting)
+    return held / max(1, s.samples - starting)
+
+
+def _rank_sites(sites: dict, total: float) -> list:
+    ranked = sorted(sites.items(), key=lambda kv: -kv[1])[:TOP_SITES]
+    return [Site(f, file, line, caller, n / total) for (f, file, line, caller), n in ranked]
+
+
+def summarise_step(recording: Recording, loop_threshold_s: float = eventloop.DEFAULT_THRESHOLD_S, app: tuple = ()) -> Optional[StepProfile]:
+    live = [s for s in recording.sessions if s.samples]
+    if not live:
         return None
-    util = sum(gil_utilisation(s) for s in sessions) / len(sessions)
+    # Endpoints first: the packages of handlers found in site-packages are the application's when
+    # the sites are named below.
+    table = endpoints.endpoint_table(recording.sessions, app)
+    own = app
+    for e in table:
+        own = endpoints.handler_app((e.function, e.file, 0), own) if e.file else own
+    per_session = [(s, _tally(s, library_prefixes(s), own)[0]) for s in live]
+    # Every thread parked all along (a server waiting for work throughout): then they are the picture.
+    keep_parked = not any(_working_threads(per_thread) for _s, per_thread in per_session)
+    tallies, startup_sites, startup_n, working_n = [], {}, 0, 0
+    for s, per_thread in per_session:
+        counts = _working_threads(per_thread, keep_parked)
+        startup_n += counts.get(kinds.STARTUP, 0)
+        working_n += sum(counts.values())
+        tallies.append((s, counts))
+    for s in live:
+        for (_tid, _state, stack_id), n in s.stack_counts().items():
+            label = startup_label(s.stack(stack_id)) if stack_id != NO_STACK else None
+            if label:
+                startup_sites[label] = startup_sites.get(label, 0) + n
+    busiest = _busiest(tallies)
+    sessions = [s for s, _c in busiest]
+    util = sum(_gil_utilisation_at_work(s) for s in sessions) / len(sessions)
     gcs = sum(gc_share(s) for s in sessions) / len(sessions)
     waiting = sum(mean_waiting_threads(s) for s in sessions) / len(sessions)
-    # States of the threads that did something: pool threads parked all along would bury the signal.
-    counts = [0] * len(STATE_NAMES)
-    kinds: dict = {}
-    for s in sessions:
-        per_thread = thread_states(s)
-        for tid, st in per_thread.items():
-            if st.counts[IDLE] >= 0.98 * st.samples:
-                continue
-            for code, n in enumerate(st.counts):
-                counts[code] += n
-        for (tid, _first, passes, state, _stack, nr) in s.runs():
-            st = per_thread.get(tid)
-            if state == IDLE and st is not None and st.counts[IDLE] < 0.98 * st.samples:
-                kind = idle_kind(s.syscall_label(nr))
-                kinds[kind] = kinds.get(kind, 0) + passes
-    total = sum(counts) or 1
+    counts: dict = {}
+    for _s, c in busiest:
+        for category, n in c.items():
+            if category != kinds.STARTUP:
+                counts[category] = counts.get(category, 0) + n
+    total = sum(counts.values()) or 1
+    idle_total = sum(n for c, n in counts.items() if _is_idle_kind(c))
+    states = {name: counts.get(name, 0) / total for name in STATE_NAMES}
+    states["idle"] = idle_total / total
     sites: dict = {}
-    passes_total = sum(s.samples for s in sessions) or 1
+    native: dict = {}
     for s in sessions:
         prefixes = library_prefixes(s)
         for (tid, state, stack_id), n in s.stack_counts().items():
-            if state not in (HOLDING_GIL, GC):
+            if state not in (HOLDING_GIL, GC, NATIVE):
                 continue
             stack = s.stack(stack_id)
-            if not stack:
+            if not stack or startup_frame(stack):
                 continue
             # Pool a library function's lines: `quote` is one site whichever of its lines was sampled.
-            function, file, line, caller = site_key(stack, prefixes)
-            key = (function, file, line if not is_library(file, prefixes) else 0, caller)
-            sites[key] = sites.get(key, 0) + n
-    ranked = sorted(sites.items(), key=lambda kv: -kv[1])[:TOP_SITES]
-    loops = eventloop.loop_lags([s for s in recording.sessions if s.samples], loop_threshold_s)
+            function, file, line, caller = site_key(stack, prefixes, own)
+            key = (function, file, line if not is_library(file, prefixes, own) else 0, caller)
+            into = native if state == NATIVE else sites
+            into[key] = into.get(key, 0) + n
+    # Shares of the busy processes' sampling passes, or of the samples counted when a pass counted more
+    # than one thread here: a share is at most 100 % by construction.
+    passes_total = sum(s.samples for s in sessions) or 1
+    loops = eventloop.loop_lags(live, loop_threshold_s)
     return StepProfile(
         processes=len(recording.sessions),
         busy_processes=len(sessions),
         gil_utilisation=util,
         gc_share=gcs,
         mean_waiting_threads=waiting,
-        states={name: counts[code] / total for code, name in enumerate(STATE_NAMES)},
-        idle_kinds={k: n / total for k, n in sorted(kinds.items(), key=lambda kv: -kv[1])},
-        sites=[Site(f, file, line, caller, n / passes_total) for (f, file, line, caller), n in ranked],
+        states=states,
+        idle_kinds={k: n / total for k, n in sorted(counts.items(), key=lambda kv: -kv[1]) if _is_idle_kind(k)},
+        sites=_rank_sites(sites, max(passes_total, sum(sites.values()))),
+        native_sites=_rank_sites(native, max(passes_total, sum(native.values()))),
         # Every process, not only the busy ones: a worker whose loop is blocked in a sleep holds no GIL.
-        endpoints=endpoints.endpoint_table(recording.sessions),
+        endpoints=table,
         loops=loops,
         rate_hz=recording.rate_hz,
-        background=endpoints.background_threads(recording.sessions, {(lag.pid, lag.tid) for lag in loops}),
+        background=endpoints.background_threads(recording.sessions, {(lag.pid, lag.tid) for lag in loops}, own),
+        startup_share=startup_n / working_n if working_n else 0.0,
+        startup_sites=[label for label, _n in sorted(startup_sites.items(), key=lambda kv: -kv[1])[:3]],
     )
 
 
 # A loop away from its selector (in spans over the threshold) this much of the time is the limit: every
 # request on that worker waits for those spans whatever else the server could do.
 LOOP_LAG_LIMIT_SHARE = 0.3
+# Start-up seen in this share of a step's working samples is said beside the cause: the step measured
+# workers starting as well as load.
+STARTUP_NOTE_SHARE = 0.05
 
 
 def loop_words(loop: eventloop.LoopLag) -> str:
@@ -123,18 +215,23 @@ def loop_words(loop: eventloop.LoopLag) -> str:
             f"of the time in {loop.spans} spans over {loop.threshold_s * 1e3:g} ms (up to {loop.max_span_s * 1e3:.0f} ms){where}")
 
 
+def _site_words(top: Optional[Site]) -> str:
+    if top is None:
+        return ""
+    place = top.file if top.line == 0 else f"{top.file}:{top.line}"
+    where = f", {top.share:.0%} under `{top.function}` ({place})"
+    if top.caller:
+        where += f" called from `{top.caller}`"
+    return where
+
+
 def limit_from_profile(p: StepProfile) -> tuple:
-    """(limit name, plain words) for a step past the knee, from what the server's workers did."""
+    """(limit name, plain words) for a step past the knee, from what the busiest workers did (start-up
+    samples left out; see startup_words for those)."""
     n = p.busy_processes
     workers = f"the {n} busiest processes" if n != 1 else "the busiest process"
-    verb = (lambda plural: plural) if n != 1 else (lambda plural: {"spend": "spends", "hold": "holds", "are": "is", "run": "runs"}[plural])
-    top = p.sites[0] if p.sites else None
-    where = ""
-    if top is not None:
-        place = top.file if top.line == 0 else f"{top.file}:{top.line}"
-        where = f", {top.share:.0%} under `{top.function}` ({place})"
-        if top.caller:
-            where += f" called from `{top.caller}`"
+    verb = (lambda plural: plural) if n != 1 else (lambda plural: {"spend": "spends", "hold": "holds", "are": "is", "run": "runs", "wait": "waits"}[plural])
+    where = _site_words(p.sites[0] if p.sites else None)
     loop = p.loops[0] if p.loops else None
     if loop is not None and loop.lag_share >= LOOP_LAG_LIMIT_SHARE:
         return "event loop blocked", loop_words(loop)
@@ -148,12 +245,47 @@ def limit_from_profile(p: StepProfile) -> tuple:
         return "CPU in Python", f"{workers} {verb('hold')} the GIL {p.gil_utilisation:.0%} of the time{where}{queued}"
     if p.mean_waiting_threads >= 0.5 and waiting >= 0.25:
         return "GIL contention", f"threads of {workers} wait for the GIL {waiting:.0%} of the time{where}"
-    io = p.idle_kinds.get(IO_WAIT, 0) + p.idle_kinds.get(SELECT_WAIT, 0)
-    if io >= 0.5:
-        return "I/O wait on a dependency", f"{workers} {verb('are')} blocked in I/O {io:.0%} of the time while requests queue"
-    if p.states.get("native", 0) >= 0.5:
-        return "native code", f"{workers} {verb('run')} native code without the GIL {p.states['native']:.0%} of the time"
-    return "concurrency", f"{workers} {verb('are')} mostly idle ({p.states.get('idle', 0):.0%}, e.g. sleeping) while requests queue: too few requests are served at once"
+    kinds_ = p.idle_kinds
+    idle_for_work = kinds_.get(kinds.WAITING_FOR_WORK, 0)
+    if idle_for_work >= 0.5:
+        return "waiting for work", (f"{workers} {verb('wait')} for the next request {idle_for_work:.0%} of the time "
+                                    "(accept, or an event loop at its selector with nothing ready) while requests queue: "
+                                    "the requests wait before they reach the workers, or (asyncio) the handlers await something outside them")
+    working = max(1e-9, 1.0 - idle_for_work)
+    held = p.states.get("holding_gil", 0) + p.states.get("gc", 0)
+    native = p.states.get("native", 0)
+    dependency = kinds_.get(kinds.DEPENDENCY_WAIT, 0)
+    if dependency >= 0.5 * working:
+        return "I/O wait on a dependency", (f"{workers} {verb('are')} blocked in I/O inside their handlers {dependency:.0%} of the time "
+                                            "while requests queue")
+    if native >= 0.5 * working or (held + native >= 0.6 * working and native >= held):
+        nwhere = _site_words(p.native_sites[0] if p.native_sites else None)
+        return "native code", (f"{workers} {verb('run')} native code without the GIL {native:.0%} of the time{nwhere}"
+                               + (f"; Python with the GIL {held:.0%}" if held >= 0.1 else ""))
+    if held + native >= 0.6 * working:
+        return "CPU in Python", (f"{workers} {verb('hold')} the GIL {held:.0%} of the time{where}"
+                                 + (f"; native code without it {native:.0%}" if native >= 0.1 else ""))
+    top = next((e for e in p.endpoints if e.file), None)
+    where = f", most of it in `{top.label}`" if top is not None else ""
+    return "concurrency", (f"{workers} {verb('are')} mostly idle inside their requests ({p.states.get('idle', 0):.0%}, "
+                           f"{_top_idle(kinds_)}{where}) while requests queue: too few requests are served at once")
+
+
+def _top_idle(kinds_: dict) -> str:
+    rest = [(k, v) for k, v in kinds_.items() if k != kinds.WAITING_FOR_WORK and v > 0]
+    if not rest:
+        return "e.g. sleeping"
+    k, v = max(rest, key=lambda kv: kv[1])
+    return f"most in {k} {v:.0%}"
+
+
+def startup_words(p: StepProfile) -> Optional[str]:
+    """A sentence when a step caught workers starting, so start-up is not read as load."""
+    if p.startup_share < STARTUP_NOTE_SHARE:
+        return None
+    where = f" (`{p.startup_sites[0]}`)" if p.startup_sites else ""
+    return (f"{p.startup_share:.0%} of the workers' samples were start-up{where}: importing or compiling, not serving; "
+            "left out of the cause (a longer --warmup lets the workers finish starting)")
 
 
 def memory_at_end(recording: Recording) -> list:

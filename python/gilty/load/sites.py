@@ -16,7 +16,38 @@ def library_prefixes(session) -> tuple:
     return (f"{prefix}/lib/python",) if prefix else ()
 
 
-def is_library(file: str, prefixes: tuple) -> bool:
+def app_fragments(packages) -> tuple:
+    """Path fragments of the application's own code from ``--app`` names (``httpbin``, ``shop.views``):
+    its package directory or its module file, wherever it is installed."""
+    out = []
+    for name in packages or ():
+        path = name.strip().strip(".").replace(".", "/")
+        if path:
+            out += [f"/{path}/", f"/{path}.py"]
+    return tuple(out)
+
+
+def package_fragment(file: str) -> str:
+    """The fragment that names a file's top-level package inside site-packages (`/httpbin/` of
+    `.../site-packages/httpbin/core.py`); "" outside site-packages (such code is the application's already)."""
+    for marker in ("site-packages/", "dist-packages/"):
+        head, sep, rest = file.rpartition(marker)
+        if sep:
+            top, slash, _ = rest.partition("/")
+            return f"{marker}{top}/" if slash else f"{marker}{top}"
+    return ""
+
+
+def is_app(file: str, app: tuple) -> bool:
+    return any(fragment in file for fragment in app)
+
+
+def is_library(file: str, prefixes: tuple, app: tuple = ()) -> bool:
+    """Outside the application: the standard library, site-packages, frozen modules, console scripts;
+    code named by ``app`` (``--app``, or the package of a recognised handler) is the application's
+    wherever it is installed."""
+    if app and is_app(file, app):
+        return False
     # A console script pip wrote (`.venv/bin/gunicorn`, no .py) is the server's entry point, not the
     # application: a stack with nothing else outside libraries is the framework's own work.
     console_script = "/bin/" in file and not file.endswith(".py")
@@ -24,11 +55,11 @@ def is_library(file: str, prefixes: tuple) -> bool:
             or file.startswith("<frozen") or console_script)
 
 
-def site_key(stack: list, prefixes: tuple) -> tuple:
+def site_key(stack: list, prefixes: tuple, app: tuple = ()) -> tuple:
     """(function, file, line, caller label) of where the time goes, as the application sees it: inside
     a library, the library function the application called (`quote`) and the application frame that
     called it (`build_url`); in the application's own code, the innermost frame and its caller."""
-    k = next((i for i, f in enumerate(stack) if not is_library(f[1], prefixes)), None)
+    k = next((i for i, f in enumerate(stack) if not is_library(f[1], prefixes, app)), None)
     if k is None:
         function, file, line = stack[0]
         return function, file, line, None

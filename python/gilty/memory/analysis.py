@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Optional
 
 from gilty.memory.session import MemorySession, ProcessRecord, first_gc_state, last_frozen, last_gc_state
+from gilty.memory.since_fork import preload, since_fork_of
 
 MIB = 1 << 20
 # Below this per worker, copy-on-write is "little" in the summary.
@@ -107,6 +108,15 @@ def gc_of(rec: ProcessRecord) -> Optional[dict]:
         "longest_pause_s": max(durations) if durations else 0.0,
         "changes": config_changes(rec),
     }
+
+
+def full_collections(rec: ProcessRecord) -> int:
+    """Full (generation 2) collections during the run: counted by the interpreter, or seen by the poller."""
+    g = gc_of(rec)
+    if g is None:
+        return 0
+    counted = (g["collections_during_run"] or [0, 0, 0])[2]
+    return max(counted, g["windows_by_generation"]["2"])
 
 
 def config_changes(rec: ProcessRecord) -> list:
@@ -232,7 +242,9 @@ def warnings(session: MemorySession) -> list:
 
     master_unknown = master_little is None
     if master_little or master_unknown:
-        unfrozen = [w for w in workers if auto_gc_on(last_gc_state(w)) and froze_little(w)]
+        # Only workers that ran a full collection during the run: a warning about full collections
+        # copying the heap needs one to have happened (the risk alone is master_gc_unfrozen's).
+        unfrozen = [w for w in workers if auto_gc_on(last_gc_state(w)) and froze_little(w) and full_collections(w)]
         if unfrozen:
             copied = sum(cow_of(w)["during_gc_bytes"] for w in unfrozen)
             pids = [w.pid for w in unfrozen]
@@ -305,18 +317,19 @@ def summary(session: MemorySession) -> list:
     if tracked:
         new = max(0, growth - gc_b - out_b)
         lines.append(
-            f"Over {session.duration_s:.0f} s the workers' private memory (USS) grew by {mib(growth):.1f} MiB: "
+            f"During the recording ({session.duration_s:.0f} s) the workers' private memory (USS) grew by {mib(growth):.1f} MiB: "
             f"{mib(gc_b):.1f} MiB of pages shared with the master were copied during garbage collection, "
             f"{mib(out_b):.1f} MiB outside it (reference counting: code reading shared objects, and other writes), "
             f"and {mib(new):.1f} MiB is other growth (new allocations)."
         )
     else:
-        lines.append(f"Over {session.duration_s:.0f} s the workers' private memory (USS) grew by {mib(growth):.1f} MiB.")
+        lines.append(f"During the recording ({session.duration_s:.0f} s) the workers' private memory (USS) grew by {mib(growth):.1f} MiB.")
+    lines.extend(_since_fork_lines(session))
+    pre = preload(session)
     per_worker = (gc_b + out_b) / n
     if tracked and per_worker < SMALL_COW_BYTES:
-        lines.append(
-            f"Little was copied ({mib(per_worker):.1f} MiB per worker on average): the preloaded heap stays shared."
-        )
+        stays = ": the preloaded heap stays shared" if pre["verdict"] == "preloaded" else ""
+        lines.append(f"Little was copied during the recording ({mib(per_worker):.1f} MiB per worker on average){stays}.")
     elif tracked and gc_b >= out_b:
         if sav["freeze_would_keep_shared_bytes"]:
             lines.append(
@@ -349,4 +362,45 @@ def summary(session: MemorySession) -> list:
         lines.append(f"The master froze {count} objects (gc.freeze()): collections in the workers skip them.")
     if session.partial:
         lines.append(f"PARTIAL: {session.partial_reason}.")
+    return lines
+
+
+def _since_fork_lines(session: MemorySession) -> list:
+    """Since fork: the workers' pages against the master's, and whether they were preloaded."""
+    facts = [f for f in (since_fork_of(w) for w in session.workers if w.exited is None) if f]
+    if not facts:
+        return []
+    k = len(facts)
+
+    def avg(key: str) -> float:
+        return mib(sum(f[key] for f in facts) / k)
+
+    lines = [
+        f"Since fork (each worker's pages against the master's at the same addresses, at the end): a worker on "
+        f"average still shares {avg('shared_with_parent_bytes'):.1f} MiB with the master, has copied "
+        f"{avg('copied_bytes'):.1f} MiB of it and allocated {avg('new_bytes'):.1f} MiB of its own: "
+        f"{avg('private_bytes'):.1f} MiB private since fork."
+    ]
+    pre = preload(session)
+    n = len(session.workers)
+    if pre["verdict"] == "not_preloaded":
+        each = mib(pre["footprint_per_worker_bytes"] or 0)
+        save = mib(pre["would_save_bytes"] or 0)
+        if pre["gunicorn"]:
+            lines.append(
+                f"Not preloaded: each worker imported the application itself after fork ({pre['evidence']}). "
+                f"Each holds its own {each:.0f} MiB of imports and start-up objects; --preload would load them once "
+                f"in the master and share them: about {save:.0f} MiB saved for {n} workers, less what reference "
+                "counting and collections copy back (freeze before fork: gilty.memory.prefork)."
+            )
+        else:
+            lines.append(
+                f"Not preloaded: the workers built most of their memory after fork ({pre['evidence']}). Each holds "
+                f"its own {each:.0f} MiB; built in the master before forking it would be shared: about {save:.0f} MiB "
+                f"saved for {n} workers, less what reference counting and collections copy back."
+            )
+    elif pre["verdict"] == "preloaded":
+        lines.append(f"Preloaded: the workers found the application in the master's memory at fork ({pre['evidence']}).")
+    elif pre["verdict"] == "unclear":
+        lines.append(f"Preloaded or not is unclear: {pre['evidence']}.")
     return lines

@@ -45,6 +45,9 @@ class ProcessRecord:
     gc_windows: list = field(default_factory=list)
     # {"t", "reason", "enabled", "thresholds", "counts", "collections", "frozen_empty", "frozen_objects", "frozen_exact", ...}
     gc_snapshots: list = field(default_factory=list)
+    # Against the parent since fork, when found and at the end: {"t", "when", "parent", "share": {...} | None,
+    # "modules": [names] | None}
+    fork_facts: list = field(default_factory=list)
 
     @property
     def is_python(self) -> bool:
@@ -106,6 +109,8 @@ class MemorySession:
             self._process(w["pid"]).gc_windows.append(w)
         for g in batch.get("gc_snapshots", ()):
             self._process(g["pid"]).gc_snapshots.append(g)
+        for f in batch.get("fork_facts", ()):
+            self._process(f["pid"]).fork_facts.append(f)
         self.notes.extend(batch.get("notes", ()))
         if batch.get("master_exited") is not None:
             self.master_exited = batch["master_exited"]
@@ -175,3 +180,19 @@ def last_frozen(rec: ProcessRecord) -> Optional[dict]:
     snap = rec.gc_snapshots[-1]
     state = last_gc_state(rec) or snap
     return {"objects": snap["frozen_objects"], "exact": snap["frozen_exact"], "empty": state.get("frozen_empty", snap["frozen_empty"])}
+
+
+def last_fork_share(rec: ProcessRecord) -> Optional[dict]:
+    """The latest page comparison of a process with its parent (None: not a worker, or unreadable)."""
+    for f in reversed(rec.fork_facts):
+        if f.get("share"):
+            return dict(f["share"], t=f["t"])
+    return None
+
+
+def last_modules(rec: ProcessRecord) -> Optional[list]:
+    """The latest ``sys.modules`` names read from a process (None: not read)."""
+    for f in reversed(rec.fork_facts):
+        if f.get("modules") is not None:
+            return f["modules"]
+    return None

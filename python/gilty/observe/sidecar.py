@@ -25,11 +25,29 @@ class ThreadTotals:
         self.seconds = [0.0] * len(STATE_NAMES)
 
 
-class Totals:
-    """Counters by (pid, tid); threads of exited processes are forgotten (their series end)."""
+def live_tids(pid: int) -> Optional[set]:
+    """The threads the kernel lists for ``pid`` now, or None when it cannot be read."""
+    try:
+        return {int(t) for t in os.listdir(f"/proc/{pid}/task")}
+    except (OSError, ValueError):
+        return None
 
-    def __init__(self, period_s: float) -> None:
+
+class Totals:
+    """Counters by (pid, tid); threads that exited and threads of exited processes are forgotten
+    (their series end), so a sidecar on a server that starts and ends threads or workers all week
+    keeps as many series as there are live threads."""
+
+    # Threads are checked against the kernel's list at most this often per process.
+    PRUNE_INTERVAL_S = 1.0
+
+    def __init__(self, period_s: float, threads_of=live_tids, clock=None) -> None:
+        import time
+
         self.period_s = period_s
+        self._threads_of = threads_of
+        self._clock = clock or time.monotonic
+        self._pruned_at: dict = {}  # pid -> clock of the last check
         self.lock = threading.Lock()
         self.threads: dict = {}  # (pid, tid) -> ThreadTotals
         self.processes: dict = {}  # pid -> cmdline
@@ -43,7 +61,21 @@ class Totals:
     def exited(self, pid: int) -> None:
         with self.lock:
             self.processes.pop(pid, None)
+            self._pruned_at.pop(pid, None)
             for key in [k for k in self.threads if k[0] == pid]:
+                del self.threads[key]
+
+    def prune(self, pid: int) -> None:
+        """Forget the threads of ``pid`` that the kernel no longer lists (at most once a PRUNE_INTERVAL_S)."""
+        now = self._clock()
+        if now - self._pruned_at.get(pid, -self.PRUNE_INTERVAL_S) < self.PRUNE_INTERVAL_S:
+            return
+        self._pruned_at[pid] = now
+        live = self._threads_of(pid)
+        if live is None:
+            return  # unreadable (gone, or not ours): its exit event ends its series
+        with self.lock:
+            for key in [k for k in self.threads if k[0] == pid and k[1] not in live]:
                 del self.threads[key]
 
     def add(self, pid: int, batch: dict) -> None:
@@ -62,6 +94,7 @@ class Totals:
                     t.name = window.thread_names[tid]
                 for state, n in enumerate(per_state):
                     t.seconds[state] += n * self.period_s
+        self.prune(pid)
 
     def exposition(self) -> str:
         """Prometheus text format 0.0.4."""

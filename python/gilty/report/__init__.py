@@ -27,11 +27,16 @@ FORMATS = {
     "svg": ("flamegraph_svg:render", "a flame graph drawn by inferno"),
     "chrome": ("chrome_trace:render", "Chrome trace events for Perfetto / chrome://tracing"),
     "html": ("html_report:render", "one self-contained interactive HTML page"),
+    "pprof": ("pprof:render", "gzipped pprof profile.proto with state/pid/thread labels, for pprof and Pyroscope"),
 }
 FORMAT_NAMES = tuple(FORMATS)
+# Formats that draw stacks: they take ``report.pictures.PictureOptions`` (--idle, --merge-workers).
+PICTURE_FORMATS = ("speedscope", "collapsed", "svg", "html")
 
 # Longest suffix first: `x.speedscope.json` is speedscope, not json.
 EXTENSIONS = (
+    (".pb.gz", "pprof"),
+    (".pprof", "pprof"),
     (".speedscope.json", "speedscope"),
     (".trace.json", "chrome"),
     (".collapsed", "collapsed"),
@@ -88,27 +93,81 @@ def _render_json(recording: Recording) -> str:
     return json_report.render_recording(recording)
 
 
-def render(recording: Recording, fmt: str) -> str:
+def render(recording: Recording, fmt: str, options=None) -> str:
+    """``options`` (``report.pictures.PictureOptions``) reach the formats that draw stacks."""
+    if fmt != "json":
+        # Names from the target are made visible once here; the JSON report keeps them whole
+        # (JSON escapes every control character and, ASCII-only, every direction override).
+        from gilty.report.labels import displayed
+
+        recording = displayed(recording)
+    if options is not None and fmt in PICTURE_FORMATS:
+        return renderer(fmt)(recording, options=options)
     return renderer(fmt)(recording)
 
 
-def write(recording: Recording, fmt: str, path: Optional[str]) -> None:
+def write(recording: Recording, fmt: str, path: Optional[str], options=None) -> None:
     """Render ``recording`` as ``fmt`` to ``path`` (stdout when None).
 
-    The whole output is rendered before the file is opened: a failure leaves no half-written file.
+    The JSON report is written as it is rendered, a process at a time (its raw recording is most of a
+    long recording's memory); to a file that is still whole or absent (``emit``).
     """
-    emit(render(recording, fmt), path)
+    if fmt == "json" and path is not None:
+        from gilty.report import json_report
+
+        emit(json_report.render_recording_chunks(recording), path)
+        return
+    emit(render(recording, fmt, options), path)
 
 
-def emit(text: str, path: Optional[str]) -> None:
-    """Print to stdout, or write ``path`` and say so on stderr."""
+def emit(text, path: Optional[str]) -> None:
+    """Print to stdout, or write ``path`` and say so on stderr. ``bytes`` (pprof) are written as they are,
+    and never to a terminal.
+
+    No control or direction character gets through text (newlines and tabs aside): whatever a
+    renderer took from the target unescaped is written out visibly here.
+    """
+    binary = isinstance(text, bytes)
+    if not binary:
+        from gilty.report.labels import terminal_text
+
+        if isinstance(text, str):
+            text = terminal_text(text)
+        elif path is None:  # pieces (a streamed report): stdout gets them whole, as before
+            text = terminal_text("".join(text))
+        else:
+            text = (terminal_text(piece) for piece in text)
     if path is None:
-        sys.stdout.write(text)
+        if binary:
+            if sys.stdout.isatty():
+                raise CommandError("this format is binary; write it to a file with -o FILE, or pipe stdout elsewhere")
+            sys.stdout.buffer.write(text)
+        else:
+            sys.stdout.write(text)
         sys.stdout.flush()
         return
+    import os
+
+    # A file appears whole or not at all: written beside its place and renamed, so a kill -9 or a
+    # full disk mid-write leaves no half report (a device or pipe given as -o is written directly).
+    direct = os.path.exists(path) and not os.path.isfile(path)
+    partial = path if direct else os.path.join(os.path.dirname(path) or ".", f".{os.path.basename(path)}.{os.getpid()}.part")
     try:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
-    except OSError as e:
-        raise CommandError(f"cannot write {path}: {e.strerror or e}") from None
+        with open(partial, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as f:
+            if isinstance(text, (str, bytes)):
+                f.write(text)
+            else:
+                for piece in text:
+                    f.write(piece)
+        if not direct:
+            os.replace(partial, path)
+    except BaseException as e:
+        if not direct:
+            try:
+                os.unlink(partial)
+            except OSError:
+                pass
+        if isinstance(e, OSError):
+            raise CommandError(f"cannot write {path}: {e.strerror or e}") from None
+        raise
     print(f"gilty: wrote {path}", file=sys.stderr)

@@ -1,9 +1,15 @@
 """Chrome trace events (``.trace.json``) for Perfetto and chrome://tracing.
 
-Per process: its name, one track per thread with a slice per run of one state (its stack in
-``args``), a "GIL owner" track naming the thread that held the GIL, and, with exact tracing,
-a track of every garbage collection as traced. Times are microseconds from the start of the
-recording. Format: the "JSON Object Format" of the Trace Event Format document.
+Per process: its name, one track per thread with a slice per run of one state, beside it a
+"stack" track of nested slices, one per Python frame (a flame chart over time), a "GIL owner"
+track naming the thread that held the GIL, and, with exact tracing, a track of every garbage
+collection as traced. Times are microseconds from the start of the recording. Format: the
+"JSON Object Format" of the Trace Event Format document.
+
+Compact on purpose: a frame slice lasts as long as the frame stays on the stack, across runs
+(a thread handing the GIL back and forth in one function is one slice per frame, not one per
+run), names are ``function (file.py:line)``, and each file's whole path is written once, in
+``otherData.files``.
 """
 
 from __future__ import annotations
@@ -12,12 +18,15 @@ import json
 from typing import Optional
 
 from gilty import __version__
-from gilty.report.labels import command_text, stack_labels, state_name, thread_label
-from gilty.sampling.session import GC, HOLDING_GIL, IDLE, Recording, Session
+from gilty.report.labels import command_text, state_name, thread_label
+from gilty.report.pictures import FrameNames, frame_names
+from gilty.sampling.session import GC, HOLDING_GIL, IDLE, NO_STACK, Recording, Session
 
 # Pseudo-threads get ids above the kernel's PID_MAX_LIMIT (2^22), so no real thread has them.
 GIL_OWNER_TID = (1 << 22) + 1
 EXACT_GC_TID = (1 << 22) + 2
+# A thread's stack track: its tid plus this, above every real tid and both pseudo-threads.
+STACK_TRACK = 1 << 23
 US = 1e6
 
 
@@ -32,8 +41,10 @@ def _slice(name: str, cat: str, pid: int, tid: int, start_s: float, end_s: float
         "cat": cat,
         "pid": pid,
         "tid": tid,
-        "ts": round(start_s * US, 3),
-        "dur": round(max(end_s - start_s, 0.0) * US, 3),
+        # Whole microseconds, the end rounded on its own: a slice ending where the next begins
+        # ends on the same number, so nesting and tiling survive the rounding.
+        "ts": round(start_s * US),
+        "dur": max(round(end_s * US) - round(start_s * US), 0),
     }
     if args:
         event["args"] = args
@@ -89,24 +100,68 @@ def _exact_gc_slices(session: Session, offset: float) -> list:
     return events
 
 
-def session_events(session: Session, offset: float = 0.0) -> list:
+def _stack_slices(session: Session, tid: int, runs: list, names: FrameNames, offset: float) -> list:
+    """One thread's frames over time: nested slices, each as long as its frame stayed on the stack.
+
+    A run knows the stack of its first pass, so a frame is seen from the start of the first run
+    that had it to the end of the last consecutive run that still had it (same frame at the same
+    depth, every frame under it the same). A pass the thread was absent from ends every frame.
+    """
     pid = session.target.pid
+    track = tid + STACK_TRACK
+    out = []
+    open_frames: list = []  # [(label, start_s)], outermost first
+    last_end = None
+
+    def close(depth: int, at: float) -> None:
+        while len(open_frames) > depth:
+            label, start = open_frames.pop()
+            out.append((len(open_frames), _slice(label, "stack", pid, track, start, at)))
+
+    for _tid, first, passes, _state, stack_id, _nr in runs:
+        start = offset + session.pass_start(first)
+        end = offset + session.pass_end(first + passes - 1)
+        if last_end is not None and start - last_end > 1e-9:
+            close(0, last_end)  # the thread was not seen in between
+        labels = [names.short(f) for f in reversed(session.stack(stack_id))] if stack_id != NO_STACK else []
+        common = 0
+        while common < min(len(labels), len(open_frames)) and open_frames[common][0] == labels[common]:
+            common += 1
+        close(common, start)
+        open_frames.extend((label, start) for label in labels[common:])
+        last_end = end
+    if last_end is not None:
+        close(0, last_end)
+    # Parents before children at one timestamp, as viewers build the nesting in file order.
+    out.sort(key=lambda item: (item[1]["ts"], -item[1]["dur"], item[0]))
+    return [e for _depth, e in out]
+
+
+def session_events(session: Session, offset: float = 0.0, names: FrameNames = None) -> list:
+    pid = session.target.pid
+    names = names or frame_names_of(session)
     events = [
         _meta("process_name", pid, 0, {"name": f"python {pid} {command_text(session)}"}),
         _meta("process_labels", pid, 0, {"labels": f"Python {session.target.python_version}"}),
         _meta("thread_name", pid, GIL_OWNER_TID, {"name": "GIL owner"}),
         _meta("thread_sort_index", pid, GIL_OWNER_TID, {"sort_index": -2}),
     ]
-    for tid in session.tids():
+    for i, tid in enumerate(session.tids()):
         events.append(_meta("thread_name", pid, tid, {"name": thread_label(session, tid)}))
+        events.append(_meta("thread_sort_index", pid, tid, {"sort_index": 2 * i}))
+        events.append(_meta("thread_name", pid, tid + STACK_TRACK, {"name": thread_label(session, tid) + " stack"}))
+        events.append(_meta("thread_sort_index", pid, tid + STACK_TRACK, {"sort_index": 2 * i + 1}))
     runs = session.runs()
+    by_tid: dict = {}
+    for run in runs:
+        by_tid.setdefault(run[0], []).append(run)
     for tid, first, passes, state, stack_id, nr in runs:
-        args: dict = {"stack": stack_labels(session, stack_id)}
-        if state == IDLE:
-            args["syscall"] = session.syscall_label(nr)
+        args = {"syscall": session.syscall_label(nr)} if state == IDLE else None
         start = offset + session.pass_start(first)
         end = offset + session.pass_end(first + passes - 1)
         events.append(_slice(state_name(state), "gc" if state == GC else "state", pid, tid, start, end, args))
+    for tid, thread_runs in by_tid.items():
+        events.extend(_stack_slices(session, tid, thread_runs, names, offset))
     events.extend(_holder_slices(session, runs, offset))
     if session.exact:
         events.append(_meta("thread_name", pid, EXACT_GC_TID, {"name": "GC (exact)"}))
@@ -115,18 +170,34 @@ def session_events(session: Session, offset: float = 0.0) -> list:
     return events
 
 
+def frame_names_of(session: Session) -> FrameNames:
+    return FrameNames(session.frames.values())
+
+
 def trace(recording: Recording) -> dict:
     events = []
+    names = frame_names(recording)
     for session in recording.sessions:
         # Processes followed later start later on the shared time axis.
         offset = max(session.start_time - recording.start_time, 0.0)
-        events.extend(session_events(session, offset))
+        events.extend(session_events(session, offset, names))
+    files = sorted({str(f[1]) for s in recording.sessions for f in s.frames.values()})
     return {
         "traceEvents": events,
         "displayTimeUnit": "ms",
-        "otherData": {"exporter": f"gilty {__version__}", "rate_hz": recording.rate_hz, "pids": recording.pids},
+        "otherData": {
+            "exporter": f"gilty {__version__}",
+            "rate_hz": recording.rate_hz,
+            "pids": recording.pids,
+            "stack_track_offset": STACK_TRACK,
+            "files": files,  # the whole paths of the files frames name by their base name
+        },
     }
 
 
 def render(recording: Recording) -> str:
-    return json.dumps(trace(recording)) + "\n"
+    # One event per line: small, and still readable with grep.
+    doc = trace(recording)
+    events = ",\n".join(json.dumps(e, separators=(",", ":")) for e in doc.pop("traceEvents"))
+    rest = json.dumps(doc, separators=(",", ":"))[1:-1]
+    return '{"traceEvents":[\n' + events + "\n]," + rest + "}\n"

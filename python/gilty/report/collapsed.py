@@ -2,13 +2,17 @@
 
 One line per distinct (process, thread, state, stack), outermost frame first, the count being
 samples: the input flamegraph.pl, inferno and speedscope all read. The thread state sits under
-the thread so a flame graph splits each thread's time by state.
+the thread so a flame graph splits each thread's time by state. Idle samples are left out and a
+server's workers merged unless asked otherwise (``report/pictures.py``).
 """
 
 from __future__ import annotations
 
-from gilty.report.labels import process_label, stack_labels, state_name, thread_label
-from gilty.sampling.session import Recording, Session
+from typing import Callable, Optional
+
+from gilty.report.labels import frame_label, state_name
+from gilty.report.pictures import PictureOptions, stack_rows
+from gilty.sampling.session import Recording
 
 
 def clean(label: str) -> str:
@@ -21,23 +25,31 @@ def clean(label: str) -> str:
     return " ".join(label.replace(";", ":").splitlines())
 
 
-def session_lines(session: Session) -> list:
-    """The collapsed lines of one process, sorted (same recording, same text)."""
-    process = clean(process_label(session))
-    threads = {tid: clean(thread_label(session, tid)) for tid in session.tids()}
-    counts: dict = {}
-    for (tid, state, stack_id), n in session.stack_counts().items():
-        frames = [clean(label) for label in reversed(stack_labels(session, stack_id))]
-        key = ";".join([process, threads.get(tid) or clean(thread_label(session, tid)), state_name(state), *frames])
+def counts(
+    recording: Recording,
+    options: Optional[PictureOptions] = None,
+    name: Callable[[tuple], str] = frame_label,
+) -> dict:
+    """{collapsed stack: samples}; ``name`` names a frame (the whole path by default)."""
+    out: dict = {}
+    for group, thread, state, session, stack_id, n in stack_rows(recording, options):
+        frames = [clean(name(f)) for f in reversed(session.stack(stack_id))]
+        key = ";".join([clean(group.label), clean(thread), state_name(state), *frames])
         # Distinct stacks can share a label (same function, file and line): their counts add up.
-        counts[key] = counts.get(key, 0) + n
-    return [f"{key} {n}" for key, n in sorted(counts.items())]
+        out[key] = out.get(key, 0) + n
+    return out
 
 
-def lines(recording: Recording) -> list:
-    return [line for session in recording.sessions for line in session_lines(session)]
+def lines(recording: Recording, options: Optional[PictureOptions] = None, name: Callable[[tuple], str] = frame_label) -> list:
+    """The collapsed lines, sorted (same recording, same text)."""
+    return [f"{key} {n}" for key, n in sorted(counts(recording, options, name).items())]
 
 
-def render(recording: Recording) -> str:
-    out = lines(recording)
+def _whole_path(frame: tuple) -> str:
+    function, file, _line = frame
+    return f"{function} ({file})"
+
+
+def render(recording: Recording, options: Optional[PictureOptions] = None) -> str:
+    out = lines(recording, options, frame_label if options is None or options.lines else _whole_path)
     return "\n".join(out) + "\n" if out else ""

@@ -7,6 +7,7 @@ from dataclasses import asdict
 from typing import Optional
 
 from gilty.load.compare import FORMAT_VERSION, NOISE_METHOD, direction
+from gilty.report.labels import visible
 
 
 def _fmt(metric: str, v: Optional[float]) -> str:
@@ -21,16 +22,24 @@ def _fmt(metric: str, v: Optional[float]) -> str:
     return f"{v * 100:.1f} %"
 
 
+def _is_share(metric: str) -> bool:
+    return not metric.endswith("_s") and metric not in ("throughput", "rate", "max_throughput", "pss_mib", "server_threads")
+
+
 def render_text(label_a: str, label_b: str, kind: str, rows: list) -> str:
-    lines = [f"gilty compare ({kind}): A = {label_a}, B = {label_b}", ""]
+    lines = [f"gilty compare ({kind}): A = {visible(label_a, 0)}, B = {visible(label_b, 0)}", ""]
     lines.append(f"  {'SCOPE':<44} {'METRIC':<16} {'A':>11} {'B':>11} {'CHANGE':>11} {'NOISE':>10}")
     for r in rows:
         change = "-" if r.change is None else _fmt(r.metric, r.change)
         if r.change is not None and r.change > 0 and not change.startswith("-"):
             change = "+" + change
         noise = "?" if r.noise is None else _fmt(r.metric, r.noise)
+        if r.noise is not None and _is_share(r.metric) and r.noise >= 1.0:
+            noise = ">100 %"  # a share cannot move more than all of it: "too noisy to tell"
         mark = f"  <- beyond noise{', ' + direction(r) if direction(r) else ''}" if r.beyond_noise else ""
-        lines.append(f"  {r.scope:<44} {r.metric:<16} {_fmt(r.metric, r.a):>11} {_fmt(r.metric, r.b):>11} {change:>11} {noise:>10}{mark}")
+        scope = visible(r.scope)
+        scope = scope if len(scope) <= 44 else scope[:43] + "~"
+        lines.append(f"  {scope:<44} {r.metric:<16} {_fmt(r.metric, r.a):>11} {_fmt(r.metric, r.b):>11} {change:>11} {noise:>10}{mark}")
     lines.append("")
     lines.append(f"Noise: {NOISE_METHOD}; '?' where it cannot be estimated (never flagged).")
     flagged = [r for r in rows if r.beyond_noise]
@@ -48,3 +57,63 @@ def render_json(label_a: str, label_b: str, kind: str, rows: list) -> str:
         "noise_method": NOISE_METHOD,
         "rows": [dict(asdict(r), direction=direction(r) or None) for r in rows],
     }, indent=2) + "\n"
+
+
+# -- the differential flame graph (two recordings) -------------------------------------------
+
+
+def diff_svg(a, b, label_a: str, label_b: str) -> str:
+    """A differential flame graph drawn by inferno: B's stacks, widths of B (scaled to A's total),
+    red where B spent more than A, blue where less; the tooltip gives the change."""
+    from gilty.sampling import launch
+    from gilty.sampling.analysis.difference import differential_lines
+
+    lines = differential_lines(a, b)
+    if not lines:
+        raise ValueError("neither recording has a not-idle sample to draw")
+    native = launch.native_module()
+    subtitle = f"A = {label_a}, B = {label_b}; red: more time in B, blue: less; idle left out, lines ignored"
+    return native.flamegraph_svg(lines, "gilty compare: differential flame graph", subtitle, "samples")
+
+
+def diff_html(a, b, label_a: str, label_b: str, rows: list) -> str:
+    """One page: the function and thread changes as a table, and the differential flame graph
+    (the SVG inline, with its own script)."""
+    import html as html_mod
+
+    svg = diff_svg(a, b, label_a, label_b)
+    # Inline, so that its own script (zoom, search, labels) runs in the page: the XML prologue goes.
+    inline = svg[svg.index("<svg"):]
+    esc = html_mod.escape
+    body = []
+    for r in rows:
+        change = "-" if r.change is None else _fmt(r.metric, r.change)
+        if r.change is not None and r.change > 0 and not change.startswith("-"):
+            change = "+" + change
+        noise = "?" if r.noise is None else (">100 %" if _is_share(r.metric) and r.noise >= 1.0 else _fmt(r.metric, r.noise))
+        cls = ' class="beyond"' if r.beyond_noise else ""
+        body.append(
+            f"<tr{cls}><td class=name>{esc(r.scope)}</td><td class=name>{esc(r.metric)}</td>"
+            f"<td>{esc(_fmt(r.metric, r.a))}</td><td>{esc(_fmt(r.metric, r.b))}</td><td>{esc(change)}</td>"
+            f"<td>{esc(noise)}</td></tr>"
+        )
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>gilty compare</title>
+<style>
+body {{ font: 14px/1.45 system-ui, sans-serif; margin: 16px 24px; color: #1d232a; }}
+table {{ border-collapse: collapse; font-size: 13px; }} th, td {{ border: 1px solid #dde1e5; padding: 3px 8px; text-align: right; }}
+td.name, th.name {{ text-align: left; }} tr.beyond td {{ background: #fdf2f2; font-weight: 600; }}
+#diff-flamegraph {{ border: 1px solid #dde1e5; }} #diff-flamegraph > svg {{ width: 100%; height: auto; display: block; }}
+</style></head><body>
+<h1>gilty compare</h1>
+<p>A = {esc(label_a)}<br>B = {esc(label_b)}</p>
+<h2>Differential flame graph</h2>
+<p>Widths are B's time (scaled to A's total); red frames took more of B's time than of A's, blue less.
+Hover a frame for its change. Idle samples are left out; functions are matched without their line.</p>
+<div id="diff-flamegraph">{inline}</div>
+<h2>Figures</h2>
+<p>Bold rows differ beyond noise ({esc(NOISE_METHOD)}).</p>
+<table id="compare-rows"><thead><tr><th class=name>scope</th><th class=name>metric</th><th>A</th><th>B</th><th>change</th><th>noise</th></tr></thead>
+<tbody>{"".join(body)}</tbody></table>
+</body></html>
+"""

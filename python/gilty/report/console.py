@@ -62,6 +62,11 @@ def _header(summary: Summary, title: str) -> list:
         f"errors: {errors['torn_retried']} torn reads retried, {errors['torn_dropped']} dropped, "
         f"{errors['read_failed']} failed reads, {errors['late']} late samples"
     )
+    from gilty.report.console_processes import rate_warning
+
+    warning = rate_warning(session)
+    if warning:
+        lines.append(warning)
     lines.append(
         f"GIL utilisation {percent(summary.gil_utilisation)} (garbage collection {percent(summary.gc_share)}), "
         f"{summary.mean_waiting_threads:.2f} threads waiting for the GIL on average"
@@ -180,8 +185,10 @@ def render_recording(recording: Recording) -> str:
 def render_top(window: Session, elapsed_s: float) -> str:
     """One `gilty top` frame: state shares of the last window, per thread, and its top function."""
     target = window.target
+    from gilty.report.console_processes import BUSY_MIN, fit_function, function_table
+
     states = thread_states(window)
-    top = top_function_overall(window, states)
+    top = top_function_overall(window, states, busy_min=BUSY_MIN)
     lines = [
         f"gilty top: pid {target.pid}, Python {target.python_version}, {window.rate_hz:g} Hz, "
         f"{elapsed_s:.0f} s (Ctrl-C to stop)",
@@ -196,7 +203,7 @@ def render_top(window: Session, elapsed_s: float) -> str:
     rows = []
     for st in ordered:
         share = top.get(st.tid)
-        extra = f"{share.label()} [{share.state}]" if share else ""
+        extra = f"{fit_function(share.function, share.file, share.line, 60)} [{share.state}]" if share else ""
         e = exact.threads.get(st.tid) if exact is not None else None
         if e is not None:
             extra = f"exact hold {percent(e.hold_fraction)} wait {percent(e.wait_fraction + e.handoff_fraction)}  " + extra
@@ -204,6 +211,9 @@ def render_top(window: Session, elapsed_s: float) -> str:
             (window.thread_name(st.tid), st.tid, st.samples, [st.fraction(c) for c in range(len(STATE_NAMES))], extra)
         )
     lines += _state_table(rows, "TOP FUNCTION")
+    functions = function_table(Recording.of(window), 10, 120)
+    if functions:
+        lines += [""] + functions
     return "\n".join(lines) + "\n"
 
 

@@ -5,6 +5,7 @@ process's threads with pools on one line) and the `gilty top` frame that fits a 
 from __future__ import annotations
 
 import datetime
+import textwrap
 from typing import Optional
 
 from gilty.sampling.analysis import summarise
@@ -12,8 +13,9 @@ from gilty.sampling.analysis.functions import top_function_overall
 from gilty.sampling.analysis.pools import Pool, group_pools
 from gilty.sampling.analysis.states import gil_utilisation, mean_waiting_threads, thread_states
 from gilty.sampling.analysis.wording import percent
+from gilty.report.pictures import short_command
 from gilty.sampling.processes import roles
-from gilty.sampling.session import GC, HOLDING_GIL, IDLE, NATIVE, STATE_NAMES, WAITING_GIL, Recording, Session
+from gilty.sampling.session import GC, HOLDING_GIL, IDLE, NATIVE, STATE_NAMES, UNKNOWN, WAITING_GIL, Recording, Session
 
 PARTIAL_MARKER = "PARTIAL"
 POOL_NOTE = "×N: N threads named alike (a pool) on one line: SAMPLES summed, shares averaged over its threads"
@@ -58,54 +60,208 @@ def thread_pools(session: Session) -> list:
     )
 
 
-def _top_label(session: Session, pool: Pool, top: dict, short: bool = False) -> str:
+def _top_label(session: Session, pool: Pool, top: dict) -> str:
     shares = [top[tid] for tid in pool.tids if tid in top]
     if not shares:
         return ""
-    best = max(shares, key=lambda f: f.samples)
-    if short and best.function is not None:
-        # A terminal line has room for the function and where it is, not for the whole path.
-        return f"{best.function} ({best.file.rsplit('/', 1)[-1]}:{best.line})"
-    return f"{best.label()} [{best.state}]"
+    # A pool is named by a member at work, if any is: the busy function, not the idle wait.
+    best = max(shares, key=lambda f: (f.state != "idle", f.samples))
+    if best.function is None:
+        return f"{best.label()} [{best.state}]"
+    # The file's base name: a line has room for the function and where it is, not the whole path.
+    return f"{best.function} ({_base(best.file)}:{best.line}) [{best.state}]"
+
+
+def _base(path: Optional[str]) -> str:
+    return (path or "?").rsplit("/", 1)[-1]
 
 
 # -- the report -------------------------------------------------------------------------------
 
-PROCESS_HEADING = f"{'PID':>7} {'ROLE':<6} {'SAMPLES':>7} {'GIL':>5} {'HOLD':>5} {'WAIT':>5} {'NATIVE':>6} {'IDLE':>5}  COMMAND"
+# Every line of the text report fits this many characters (a wide terminal, a CI log).
+REPORT_WIDTH = 120
+# A thread not idle for this share of its samples is named by what it runs, not what it waits in.
+BUSY_MIN = 0.01
+
+PROCESS_HEADING = (
+    f"{'PID':>7} {'ROLE':<6} {'SAMPLES':>7} {'GIL':>5}  {'BUSIEST THREAD':<20} "
+    f"{'HOLD':>5} {'WAIT':>5} {'NATIVE':>6} {'IDLE':>5}  COMMAND"
+)
+PROCESS_NOTE = "HOLD WAIT NATIVE IDLE: shares of the process's busiest thread (the one least idle)"
 
 
-def _process_row(session: Session, role: str, width: int = 100) -> str:
-    f = process_shares(session)
+def _command(session: Session) -> str:
+    return short_command(session.target.cmdline or session.target.executable or "") or "python"
+
+
+def busiest_thread(session: Session, states: dict) -> Optional[int]:
+    """The thread least idle (most samples holding, waiting for the GIL or in native code).
+
+    Ties go to the one holding the GIL more, then to the first seen.
+    """
+    best = None
+    for tid in session.tids():
+        st = states.get(tid)
+        if st is None or not st.samples:
+            continue
+        busy = 1.0 - st.fraction(IDLE) - st.fraction(UNKNOWN)
+        key = (round(busy, 6), round(st.holding / st.samples, 6))
+        if best is None or key > best[0]:
+            best = (key, tid)
+    return None if best is None else best[1]
+
+
+def _process_row(session: Session, role: str, width: int = REPORT_WIDTH) -> str:
+    states = thread_states(session)
+    tid = busiest_thread(session, states)
+    name = ""
+    f = [0.0] * len(STATE_NAMES)
+    if tid is not None:
+        st = states[tid]
+        f = [st.fraction(code) for code in range(len(STATE_NAMES))]
+        name = session.thread_name(tid)
     line = (
-        f"{session.target.pid:>7} {_cut(role, 6):<6} {session.samples:>7} {percent(gil_utilisation(session)):>5} "
-        f"{_pct(f[HOLDING_GIL] + f[GC]):>5} {_pct(f[WAITING_GIL]):>5} {_pct(f[NATIVE]):>6} {_pct(f[IDLE]):>5}  "
+        f"{session.target.pid:>7} {_cut(role, 6):<6} {session.samples:>7} {percent(gil_utilisation(session)):>5}  "
+        f"{_cut(name, 20):<20} {_pct(f[HOLDING_GIL] + f[GC]):>5} {_pct(f[WAITING_GIL]):>5} {_pct(f[NATIVE]):>6} "
+        f"{_pct(f[IDLE]):>5}  "
     )
-    command = session.target.cmdline or session.target.executable
+    command = _command(session)
     if session.exited_at is not None:
         command = f"[exited at {session.exited_at:.1f} s] " + command
     return line + _cut(command, max(width - len(line), 10))
 
 
-THREAD_HEADING = f"{'THREAD':<26} {'TID':>8} {'SAMPLES':>7} " + " ".join(f"{h:>6}" for h in ("HOLD", "GC", "WAIT", "NATIVE", "IDLE"))
+THREAD_HEADING = f"  {'THREAD':<26} {'TID':>8} {'SAMPLES':>7} " + " ".join(f"{h:>6}" for h in ("HOLD", "GC", "WAIT", "NATIVE", "IDLE"))
 
 
-def _thread_lines(session: Session) -> list:
-    top = top_function_overall(session, thread_states(session))
-    pools = sorted(thread_pools(session), key=lambda p: (-sort_value(p.fractions, "hold"), p.tids[0]))
+def _thread_lines(session: Session, width: int = REPORT_WIDTH) -> list:
+    states = thread_states(session)
+    top = top_function_overall(session, states, busy_min=BUSY_MIN)
+    pools = sorted(thread_pools(session), key=lambda p: (-(1.0 - p.fractions[IDLE]), -sort_value(p.fractions, "hold"), p.tids[0]))
     lines = [THREAD_HEADING + "  TOP FUNCTION"]
     for p in pools:
         tid = str(p.tids[0]) if p.size == 1 else f"×{p.size}"
         f = p.fractions
-        lines.append(
-            f"{_cut(p.name, 26):<26} {tid:>8} {p.samples:>7} "
+        line = (
+            f"  {_cut(p.name, 26):<26} {tid:>8} {p.samples:>7} "
             + " ".join(f"{_pct(x):>6}" for x in (f[HOLDING_GIL], f[GC], f[WAITING_GIL], f[NATIVE], f[IDLE]))
-            + f"  {_top_label(session, p, top)}"
+            + "  "
         )
+        lines.append(line + _cut(_top_label(session, p, top), max(width - len(line), 10)))
     return lines
 
 
+TOP_FUNCTIONS_SHOWN = 10
+
+
+def function_rows(recording: Recording, skip_states: tuple = (IDLE,)) -> list:
+    """The innermost Python functions of every process's samples, most samples first.
+
+    [(samples, {state code: samples}, (function, file, line of most samples), {pid})]; samples
+    without a Python stack and those in ``skip_states`` are left out. One function of several
+    processes (forked workers run the same code) is one row.
+    """
+    rows: dict = {}
+    for s in recording.sessions:
+        for (_tid, state, stack_id), n in s.counts.items():
+            if state in skip_states:
+                continue
+            frame = s.innermost_frame(stack_id)
+            if frame is None:
+                continue
+            function, file, line = frame
+            entry = rows.setdefault((function, file), [0, {}, {}, set()])
+            entry[0] += n
+            entry[1][state] = entry[1].get(state, 0) + n
+            entry[2][line] = entry[2].get(line, 0) + n
+            entry[3].add(s.target.pid)
+    out = []
+    for (function, file), (n, by_state, lines, pids) in rows.items():
+        line = max(lines, key=lines.__getitem__)
+        out.append((n, by_state, (function, file, line), pids))
+    out.sort(key=lambda r: (-r[0], str(r[2])))
+    return out
+
+
+def _pids_text(pids: set, role_of: dict) -> str:
+    """``pid 4212``, ``4 workers``, ``master``, ``3 processes``: which processes ran a function."""
+    ordered = sorted(pids)
+    roles_seen = {role_of.get(p, "") for p in ordered}
+    role = roles_seen.pop() if len(roles_seen) == 1 else ""
+    if len(ordered) == 1:
+        return f"pid {ordered[0]}"
+    return f"{len(ordered)} {role}s" if role else f"{len(ordered)} processes"
+
+
+FUNCTION_HEADING = f"  {'SAMPLES':>8} {'SHARE':>6} {'HOLD':>6} {'WAIT':>6} {'NATIVE':>6}  {'IN':<12} FUNCTION"
+
+
+def top_function_lines(recording: Recording, limit: int = TOP_FUNCTIONS_SHOWN, width: int = REPORT_WIDTH) -> list:
+    """The "Top functions" section: what every process's threads ran or waited in, idle left out."""
+    rows = function_rows(recording)
+    if not rows:
+        return []
+    role_of = roles(recording)
+    total = sum(r[0] for r in rows)
+    lines = ["Top functions (innermost Python frame, idle samples left out; SHARE of the rest, HOLD counts GC)",
+             FUNCTION_HEADING]
+    for n, by_state, (function, file, line), pids in rows[:limit]:
+        share = lambda *codes: _pct(sum(by_state.get(c, 0) for c in codes) / n)  # noqa: E731
+        text = (
+            f"  {n:>8} {percent(n / total):>6} {share(HOLDING_GIL, GC):>6} {share(WAITING_GIL):>6} {share(NATIVE):>6}  "
+        )
+        text += f"{_cut(_pids_text(pids, role_of), 12):<12} "
+        lines.append(text + _cut(f"{function} ({_base(file)}:{line})", max(width - len(text), 10)))
+    if len(rows) > limit:
+        lines.append(f"  ... {len(rows) - limit} more functions (the JSON and HTML reports have them all)")
+    return lines
+
+
+def _headline(recording: Recording, role_of: dict) -> Optional[str]:
+    """Which process and thread did the most, in one line: the first thing a reader wants."""
+    best = None
+    for s in recording.sessions:
+        states = thread_states(s)
+        tid = busiest_thread(s, states)
+        if tid is None:
+            continue
+        st = states[tid]
+        key = (round(1.0 - st.fraction(IDLE) - st.fraction(UNKNOWN), 6), st.holding / st.samples)
+        if best is None or key > best[0]:
+            best = (key, s, tid, st)
+    if best is None:
+        return None
+    _key, s, tid, st = best
+    role = role_of.get(s.target.pid, "")
+    top = top_function_overall(s, thread_states(s), busy_min=BUSY_MIN).get(tid)
+    where = f"\n  mostly in {top.function} ({_base(top.file)}:{top.line}) [{top.state}]" if top and top.function else ""
+    return (
+        f"Busiest: pid {s.target.pid}{' (' + role + ')' if role else ''} {s.thread_name(tid)} (tid {tid}): "
+        f"GIL held {percent(st.holding / st.samples)}, waited {percent(st.fraction(WAITING_GIL))}, "
+        f"native {percent(st.fraction(NATIVE))}, idle {percent(st.fraction(IDLE))}{where}"
+    )
+
+
+def _fit(lines: list, width: int) -> list:
+    """Lines longer than ``width`` (verdicts, hints) wrapped, continued with an indent."""
+    out = []
+    for line in lines:
+        if len(line) <= width:
+            out.append(line)
+            continue
+        indent = len(line) - len(line.lstrip(" "))
+        out += textwrap.wrap(line, width, initial_indent="", subsequent_indent=" " * (indent + 4),
+                             break_long_words=True, break_on_hyphens=False) or [line[:width]]
+    return out
+
+
 def render(recording: Recording, title: str = "gilty record") -> str:
-    """The text report of a recording of several processes."""
+    """The text report of a recording of several processes.
+
+    First screen: the headline (busiest process and thread), the process table (role, busiest
+    thread's state split, a command line that tells them apart), then the top functions; the
+    threads of each process after that. Every line fits REPORT_WIDTH.
+    """
     started = datetime.datetime.fromtimestamp(recording.start_time).strftime("%Y-%m-%d %H:%M:%S")
     out = []
     if recording.partial:
@@ -115,30 +271,39 @@ def render(recording: Recording, title: str = "gilty record") -> str:
     out.append(f"{title}: {n} process{'es' if n != 1 else ''}{follow}, started {started}, "
                f"{recording.duration_s or 0.0:.1f} s at {recording.rate_hz:g} Hz")
     if recording.command:
-        out.append(f"command: {' '.join(recording.command)}")
+        out.append(_cut(f"command: {' '.join(recording.command)}", REPORT_WIDTH))
     for note in recording.notes:
         out.append(f"hint: {note}")
-    out.append("")
+    out += _rate_warnings(recording)
     role_of = roles(recording)
+    headline = _headline(recording, role_of)
+    if headline:
+        out += headline.split("\n")
+    out.append("")
     out.append(PROCESS_HEADING)
     for s in recording.sessions:
         out.append(_process_row(s, role_of.get(s.target.pid, "")))
     for skipped in recording.skipped:
         out.append(f"skipped pid {skipped['pid']}: {skipped['reason']}")
+    out.append(PROCESS_NOTE)
+    functions = top_function_lines(recording)
+    if functions:
+        out.append("")
+        out += functions
     pooled = False
     verdicts: dict = {}
     for s in recording.sessions:
         out.append("")
         exited = f", exited at {s.exited_at:.1f} s" if s.exited_at is not None else ""
-        out.append(
-            f"Process {s.target.pid} ({role_of.get(s.target.pid, '')}), Python {s.target.python_version}{exited}: "
-            f"{_cut(s.target.cmdline or s.target.executable, 60)}"
-        )
+        role = role_of.get(s.target.pid, "")
+        out.append(_cut(
+            f"Process {s.target.pid}{' (' + role + ')' if role else ''}, Python {s.target.python_version}{exited}: "
+            f"{_command(s)}", REPORT_WIDTH))
         if not s.samples:
             out.append("  no samples")
             continue
         lines = _thread_lines(s)
-        pooled = pooled or any("×" in line.split("  ")[0] for line in lines[1:])
+        pooled = pooled or any("×" in line[:38] for line in lines[1:])
         out += lines
         summary = summarise(s)
         if summary.verdict and summary.verdict.text:
@@ -153,12 +318,60 @@ def render(recording: Recording, title: str = "gilty record") -> str:
     if recording.partial:
         out.append("")
         out.append(f"{PARTIAL_MARKER}: {recording.partial_reason or 'the recording ended early'}")
-    return "\n".join(out) + "\n"
+    return "\n".join(_fit(out, REPORT_WIDTH)) + "\n"
+
+
+def rate_warning(session: Session) -> Optional[str]:
+    """One line when passes were missed enough that the rate achieved is under 90 % of the rate asked."""
+    late = int(session.errors.get("late", 0))
+    if not late or not session.samples or not session.duration_s:
+        return None
+    effective = session.samples / session.duration_s
+    if effective >= 0.9 * session.rate_hz:
+        return None
+    return (
+        f"warning: pid {session.target.pid} missed {late} passes: effective rate {effective:.0f} Hz of "
+        f"{session.rate_hz:g} Hz asked (the sampler could not keep up; lower --rate or record fewer processes)"
+    )
+
+
+def _rate_warnings(recording: Recording) -> list:
+    out = [w for w in (rate_warning(s) for s in recording.sessions) if w]
+    if len(out) > 3:
+        out = out[:2] + [f"warning: {len(out) - 2} more processes missed passes (the JSON report's errors count them)"]
+    return out
 
 
 # -- the top frame ----------------------------------------------------------------------------
 
-TOP_HEADING = f"{'THREAD':<24} {'TID':>7} {'HOLD':>5} {'WAIT':>5} {'NATIVE':>6} {'IDLE':>5} {'GC':>4}  TOP FUNCTION"
+TOP_HEADING = f"{'THREAD':<18} {'TID':>7} {'HOLD':>5} {'WAIT':>5} {'NATIVE':>6} {'IDLE':>5}  TOP FUNCTION"
+FUNCTIONS_HEADING = f"{'%OWN':>6} {'%TOTAL':>6}  FUNCTION (not-idle samples of every process in the window)"
+
+
+def fit_function(function: Optional[str], file: Optional[str], line: Optional[int], width: int) -> str:
+    """``function (file.py:line)`` in ``width``: the location goes before the function name is cut."""
+    if function is None:
+        return _cut("(no Python stack)", width)
+    for text in (f"{function} ({_base(file)}:{line})", f"{function} ({_base(file)})", function):
+        if len(text) <= width:
+            return text
+    return _cut(function, width)
+
+
+def function_table(recording: Recording, rows: int, width: int) -> list:
+    """py-spy top's table: each function's share of the not-idle samples with it innermost (%OWN)
+    and anywhere on the stack (%TOTAL), most own time first."""
+    from gilty.sampling.analysis.difference import functions
+
+    own, anywhere, total = functions(recording)
+    if not total or rows < 1:
+        return []
+    ranked = sorted(anywhere, key=lambda k: (-own.get(k, 0), -anywhere[k], k))[:rows]
+    out = [_cut(FUNCTIONS_HEADING, width)]
+    for name in ranked:
+        head = f"{percent(own.get(name, 0) / total):>6} {percent(anywhere[name] / total):>6}  "
+        out.append(head + _cut(name, width - len(head)))
+    return out
 
 
 def render_top(
@@ -172,7 +385,8 @@ def render_top(
     """One `gilty top` frame over the last window: at most ``height`` lines of at most ``width``.
 
     Processes and, within each, threads (pools on one line) are ordered by ``sort``; what does
-    not fit is counted in a last "+N more" line.
+    not fit is counted in a "+N more" line. Below them, room permitting, py-spy top's table of
+    functions by own and total time.
     """
     sessions = [s for s in recording.sessions if s.samples]
     role_of = roles(recording)
@@ -185,7 +399,7 @@ def render_top(
     blocks = []
     for s in sessions:
         pools = thread_pools(s)
-        top = top_function_overall(s, thread_states(s))
+        top = top_function_overall(s, thread_states(s), busy_min=BUSY_MIN)
         pools.sort(key=lambda p: (-sort_value(p.fractions, sort), p.tids[0]))
         shares = process_shares(s)
         exited = " exited" if s.exited_at is not None else ""
@@ -193,20 +407,26 @@ def render_top(
             f"pid {s.target.pid} {role_of.get(s.target.pid, '')}{exited}: GIL {percent(gil_utilisation(s))}, "
             f"{mean_waiting_threads(s):.1f} waiting, "
         )
-        title = _cut(title + (s.target.cmdline or s.target.executable), width)
+        title = _cut(title + _command(s), width)
         rows = []
         for p in pools:
             f = p.fractions
             tid = str(p.tids[0]) if p.size == 1 else f"×{p.size}"
             row = (
-                f"{_cut(p.name, 24):<24} {_cut(tid, 7):>7} {_pct(f[HOLDING_GIL] + f[GC]):>5} {_pct(f[WAITING_GIL]):>5} "
-                f"{_pct(f[NATIVE]):>6} {_pct(f[IDLE]):>5} {_pct(f[GC]):>4}  "
+                f"{_cut(p.name, 18):<18} {_cut(tid, 7):>7} {_pct(f[HOLDING_GIL] + f[GC]):>5} {_pct(f[WAITING_GIL]):>5} "
+                f"{_pct(f[NATIVE]):>6} {_pct(f[IDLE]):>5}  "
             )
-            rows.append(row + _cut(_top_label(s, p, top, short=True), width - len(row)))
+            members = [top[t] for t in p.tids if t in top]
+            best = max(members, key=lambda x: (x.state != "idle", x.samples)) if members else None
+            label = fit_function(best.function, best.file, best.line, width - len(row)) if best else ""
+            rows.append(row + label)
         blocks.append((sort_value(shares, sort), s.target.pid, title, rows))
     blocks.sort(key=lambda b: (-b[0], b[1]))
     lines = head + [TOP_HEADING[:width]]
-    budget = height - len(lines) - 1  # keep one line for "+N more"
+    # A third of the screen (at least 4 lines) for the function table when there is room.
+    table_rows = max(4, (height - len(lines)) // 3) if height - len(lines) >= 12 else 0
+    functions = function_table(recording, table_rows - 2, width) if table_rows else []
+    budget = height - len(lines) - 1 - (len(functions) + 1 if functions else 0)  # one line for "+N more"
     more_rows = 0
     more_procs = 0
     for _value, _pid, title, rows in blocks:
@@ -225,6 +445,9 @@ def render_top(
         lines.append(_cut(f"+{more_rows} more thread line{'s' if more_rows != 1 else ''}{extra}", width))
     if not sessions:
         lines.append("no samples in the last window")
+    if functions:
+        lines.append("")
+        lines += functions
     return "\n".join(lines) + "\n"
 
 

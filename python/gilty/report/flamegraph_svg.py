@@ -1,26 +1,115 @@
-"""An SVG flame graph, drawn by inferno (the native module) from the collapsed lines."""
+"""An SVG flame graph, drawn by inferno (the native module) from the collapsed lines.
+
+Frames read ``function (file.py:line)``, cut from the right when narrow so the function name
+stays; the tooltip gives the whole path. Each frame is coloured by the thread state it was
+seen in most (``pictures.STATE_COLOURS``), so the state split reads at a glance.
+"""
 
 from __future__ import annotations
 
-from gilty.sampling import launch
+import html
+import re
+from typing import Optional
+
 from gilty.report import collapsed
-from gilty.report.labels import process_label
+from gilty.report.labels import state_name
+from gilty.report.pictures import PictureOptions, frame_names, groups, stack_rows, state_colour
+from gilty.sampling import launch
 from gilty.sampling.session import Recording
 
+# One frame of inferno's output: <g><title>TEXT</title><rect ... fill="rgb(...)" .../>
+_FRAME = re.compile(r'<g><title>([^<]*)</title><rect ([^>]*?)fill="[^"]*"')
+# The title's tail inferno adds: " (1,234 samples, 12.34%)", or with a differential "...; +1.00%)".
+_TAIL = re.compile(r"^(.*) (\([\d,]+ [^,()]+, [-+\d.]+%(?:; [-+\d.]+%)?\))$", re.S)
 
-def title(recording: Recording) -> str:
-    if len(recording.sessions) == 1:
-        return f"gilty: {process_label(recording.sessions[0])}"
-    return f"gilty: {len(recording.sessions)} processes ({', '.join(f'pid {p}' for p in recording.pids)})"
+
+def title(recording: Recording, options: Optional[PictureOptions] = None) -> str:
+    shown = groups(recording, options)
+    if len(shown) == 1:
+        return f"gilty: {shown[0].label}"
+    parts = [
+        f"{len(g.sessions)} workers of pid {g.sessions[0].target.ppid}" if g.merged
+        else f"pid {g.sessions[0].target.pid}" + (f" ({g.role})" if g.role and g.role != "main" else "")
+        for g in shown
+    ]
+    return f"gilty: {len(recording.sessions)} processes: {', '.join(parts)}"
 
 
-def subtitle(recording: Recording) -> str:
+def subtitle(recording: Recording, options: Optional[PictureOptions] = None) -> str:
     duration = recording.duration_s
     if duration is None:
         duration = max((s.duration_s for s in recording.sessions), default=0.0)
-    return f"{duration:.1f} s at {recording.rate_hz:g} Hz; frames under each thread are split by thread state"
+    idle = "idle included" if options is not None and options.idle else "idle left out (--idle draws it)"
+    return f"{duration:.1f} s at {recording.rate_hz:g} Hz; each thread split by state, coloured by state; {idle}"
 
 
-def render(recording: Recording) -> str:
+def _xml(text: str) -> str:
+    return html.escape(text, quote=False)
+
+
+# inferno's script draws each label from its frame's title (the title minus its last "(...)"). With
+# the whole path in the title, the label is taken from the frame's data-label instead.
+_LABEL_FROM_TITLE = 'find_child(e, "title").textContent.replace(/\\([^(]*\\)$/,"")'
+_LABEL_FROM_DATA = '(e.getAttribute("data-label") || ' + _LABEL_FROM_TITLE + ")"
+
+
+def recolour(svg: str, colours: dict, tooltips: dict) -> str:
+    """Frames coloured from ``colours`` and, where inferno's script allows, titled from ``tooltips``
+    (both keyed by frame label)."""
+    long_titles = _LABEL_FROM_TITLE in svg
+    if long_titles:
+        svg = svg.replace(_LABEL_FROM_TITLE, _LABEL_FROM_DATA)
+
+    def one(m: re.Match) -> str:
+        text = html.unescape(m.group(1))
+        tail = _TAIL.match(text)
+        name, rest = (tail.group(1), " " + tail.group(2)) if tail else (text, "")
+        colour = colours.get(name)
+        fill = f'fill="{colour}"' if colour else m.group(0)[m.group(0).rindex("fill="):]
+        full = tooltips.get(name)
+        if not long_titles or full is None or full == name:
+            return f"<g><title>{m.group(1)}</title><rect {m.group(2)}{fill}"
+        label = html.escape(name, quote=True)
+        return f'<g data-label="{label}"><title>{_xml(full + rest)}</title><rect {m.group(2)}{fill}'
+
+    return _FRAME.sub(one, svg)
+
+
+def frame_styles(recording: Recording, options: Optional[PictureOptions]) -> tuple:
+    """({label: colour}, {label: tooltip}): each frame in the colour of its main state."""
+    names = frame_names(recording, options)
+    by_label: dict = {}
+    tooltips: dict = {}
+    for group, thread, state, session, stack_id, n in stack_rows(recording, options):
+        state_text = state_name(state)
+        for label in (group.label, thread):
+            by_label.setdefault(collapsed.clean(label), {})
+        by_label.setdefault(state_text, {}).setdefault(state_text, 0)
+        by_label[state_text][state_text] += n
+        for frame in session.stack(stack_id):
+            label = collapsed.clean(names.short(frame))
+            tooltips[label] = names.full(frame)
+            counts = by_label.setdefault(label, {})
+            counts[state_text] = counts.get(state_text, 0) + n
+    colours = {}
+    for label, counts in by_label.items():
+        if counts:
+            main = max(counts, key=counts.__getitem__)
+            colours[label] = state_colour(main, "" if label == main else label)
+        else:
+            colours[label] = "rgb(200,200,200)"  # process and thread frames: neutral
+    return colours, tooltips
+
+
+def render(recording: Recording, options: Optional[PictureOptions] = None) -> str:
     native = launch.native_module()
-    return native.flamegraph_svg(collapsed.lines(recording), title(recording), subtitle(recording), "samples")
+    names = frame_names(recording, options)
+    lines = collapsed.lines(recording, options, names.short)
+    if not lines and not (options and options.idle):
+        # Every sample idle: an empty picture says nothing, the idle one at least says where it waits.
+        options = PictureOptions(idle=True, merge_workers=options.merge_workers if options else None,
+                                 lines=options.lines if options else True)
+        lines = collapsed.lines(recording, options, names.short)
+    svg = native.flamegraph_svg(lines, title(recording, options), subtitle(recording, options), "samples")
+    colours, tooltips = frame_styles(recording, options)
+    return recolour(svg, colours, tooltips)

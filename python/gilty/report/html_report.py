@@ -16,7 +16,12 @@ from typing import Optional
 
 from gilty import __version__
 from gilty.sampling.analysis import summarise
+from gilty.sampling.analysis.functions import top_function_overall
+from gilty.sampling.analysis.states import thread_states
+from gilty.report.console_processes import BUSY_MIN, busiest_thread
 from gilty.report.labels import command_text, process_label
+from gilty.report.pictures import PictureOptions, merges, short_command
+from gilty.sampling.processes import roles
 from gilty.sampling.session import STATE_NAMES, WAITING_GIL, Recording, Session
 
 # Bands per thread on the timeline; longer recordings are downsampled to this many.
@@ -82,7 +87,34 @@ def _distribution(d: Optional[dict]) -> Optional[dict]:
     return {k: d.get(k) for k in ("count", "p50_s", "p90_s", "p99_s", "max_s")} | {"hist": hist}
 
 
-def _process(session: Session, frames: dict, frame_list: list) -> dict:
+# Verdict kinds that mean trouble (red) and those worth a look (amber); the rest is fine (green).
+BAD_KINDS = {"contention", "convoy"}
+WARN_KINDS = {"gc", "native", "unknown", "few_samples", "empty"}
+
+
+def severity(kinds: list) -> str:
+    if BAD_KINDS & set(kinds):
+        return "bad"
+    if WARN_KINDS & set(kinds):
+        return "warn"
+    return "ok"
+
+
+def _busiest(session: Session) -> Optional[dict]:
+    states = thread_states(session)
+    tid = busiest_thread(session, states)
+    if tid is None:
+        return None
+    top = top_function_overall(session, states, busy_min=BUSY_MIN).get(tid)
+    return {
+        "tid": tid,
+        "name": session.thread_name(tid),
+        "states": states[tid].fractions(),
+        "function": None if top is None or top.function is None else [top.function, top.file, top.line],
+    }
+
+
+def _process(session: Session, frames: dict, frame_list: list, role: str = "") -> dict:
     summary = summarise(session)
     runs_by_tid: dict = {}
     for run in session.runs():
@@ -134,6 +166,11 @@ def _process(session: Session, frames: dict, frame_list: list) -> dict:
         "pid": session.target.pid,
         "label": process_label(session),
         "command": command_text(session),
+        "short_command": short_command(session.target.cmdline or session.target.executable or "") or "python",
+        "role": role,
+        "ppid": session.target.ppid,
+        "busiest": _busiest(session),
+        "severity": severity(summary.verdict.kinds) if summary.verdict else "ok",
         "python_version": session.target.python_version,
         "duration_s": duration,
         "rate_hz": session.rate_hz,
@@ -151,10 +188,17 @@ def _process(session: Session, frames: dict, frame_list: list) -> dict:
     }
 
 
-def page_data(recording: Recording, load: Optional[dict] = None, specialization: Optional[dict] = None) -> dict:
+def page_data(
+    recording: Recording,
+    load: Optional[dict] = None,
+    specialization: Optional[dict] = None,
+    options: Optional[PictureOptions] = None,
+) -> dict:
     frames: dict = {}
     frame_list: list = []
-    processes = [_process(s, frames, frame_list) for s in recording.sessions]
+    role_of = roles(recording)
+    processes = [_process(s, frames, frame_list, role_of.get(s.target.pid, "")) for s in recording.sessions]
+    options = options or PictureOptions()
     duration = recording.duration_s
     if duration is None:
         duration = max((p["duration_s"] for p in processes), default=0.0)
@@ -167,6 +211,8 @@ def page_data(recording: Recording, load: Optional[dict] = None, specialization:
         "partial_reason": recording.partial_reason if recording.partial else None,
         "frames": frame_list,
         "processes": processes,
+        # What the flame graph starts with: idle hidden unless --idle; workers merged (one tree for all).
+        "options": {"idle": bool(options.idle), "merge_workers": merges(recording, options), "lines": bool(options.lines)},
         "load": load,  # a `gilty load` report (drawn by load.js), or None
         "specialization": specialization,  # a `gilty specialization` part (specialization.js), or None
     }
@@ -194,7 +240,12 @@ def title(recording: Recording, specialization: Optional[dict] = None) -> str:
     return "gilty: " + (labels[0] if len(labels) == 1 else f"{len(labels)} processes")
 
 
-def render(recording: Recording, load: Optional[dict] = None, specialization: Optional[dict] = None) -> str:
+def render(
+    recording: Recording,
+    load: Optional[dict] = None,
+    specialization: Optional[dict] = None,
+    options: Optional[PictureOptions] = None,
+) -> str:
     """The page of a recording; with ``load`` (a `gilty load` JSON report) also the load part, with
     ``specialization`` (``specialization_html.report_data``) the specialization part."""
     css, js = _inlined("report.css"), _inlined("dom.js") + "\n" + _inlined("report.js")
@@ -202,7 +253,7 @@ def render(recording: Recording, load: Optional[dict] = None, specialization: Op
         css, js = css + _inlined("load.css"), js + "\n" + _inlined("load.js")
     if specialization is not None:
         css, js = css + _inlined("specialization.css"), js + "\n" + _inlined("specialization.js")
-    parts = {"CSS": css, "JS": js, "DATA": script_json(page_data(recording, load, specialization))}
+    parts = {"CSS": css, "JS": js, "DATA": script_json(page_data(recording, load, specialization, options))}
     page = _asset("report.html").replace("@TITLE@", html.escape(title(recording, specialization)))
     # One pass: text substituted in is never searched for tokens again.
     return _TOKEN.sub(lambda m: parts[m.group(1)], page)

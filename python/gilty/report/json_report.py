@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import datetime
 import json
 from typing import Callable, Optional
@@ -150,16 +151,17 @@ def _thread(t, exact=None, pid=None, session: Optional[Session] = None) -> dict:
     }
 
 
-def report(session: Session, summary: Optional[Summary] = None, recording: Optional[Recording] = None) -> dict:
+def report(session: Session, summary: Optional[Summary] = None, recording: Optional[Recording] = None, raw: bool = True) -> dict:
     """The report as a JSON-able dict.
 
     ``recording`` (default: this session alone) is embedded whole under "recording", so that
-    `gilty report` can write every other format from the saved file without recording again.
+    `gilty report` can write every other format from the saved file without recording again
+    (not with ``raw=False``: the caller writes it itself).
     """
     summary = summary or summarise(session)
     target = session.target
     errors = session.errors
-    return {
+    out = {
         "format_version": FORMAT_VERSION,
         "target": {
             "pid": target.pid,
@@ -186,8 +188,10 @@ def report(session: Session, summary: Optional[Summary] = None, recording: Optio
         "threads": [_thread(t, summary.exact, target.pid, session) for t in summary.threads],
         "gc_exact": _gc_exact(summary.exact),
         "exact_overhead": _exact_overhead(summary.exact),
-        "recording": (recording or Recording.of(session)).to_dict(),
     }
+    if raw:
+        out["recording"] = (recording or Recording.of(session)).to_dict()
+    return out
 
 
 def render(session: Session, summary: Optional[Summary] = None, recording: Optional[Recording] = None) -> str:
@@ -217,14 +221,14 @@ def _weighted(reports: list, key: str) -> float:
     return sum(r[key] * r["samples"] for r in reports) / total if total else 0.0
 
 
-def recording_report(recording: Recording) -> dict:
+def recording_report(recording: Recording, raw: bool = True) -> dict:
     """The report of a Recording: for one process the report above, for several the merged figures
-    on top and one such report per process in ``processes`` (docs/json-format.md)."""
+    on top and one such report per process in ``processes`` (docs/json-format.md). With
+    ``raw=False`` without the "recording" (``render_recording_chunks`` streams it)."""
     role_of = roles(recording)
     per_process = []
     for s in recording.sessions:
-        r = report(s)
-        del r["recording"]  # the whole recording is embedded once, at the top
+        r = report(s, raw=False)  # the whole recording is embedded once, at the top
         r["process"] = _process_info(s, role_of.get(s.target.pid, ""))
         per_process.append(r)
     extra = {
@@ -237,9 +241,11 @@ def recording_report(recording: Recording) -> dict:
         ],
     }
     if len(recording.sessions) == 1 and not recording.subprocesses:
-        out = report(recording.sessions[0], recording=recording)
+        out = report(recording.sessions[0], recording=recording, raw=False)
         out.update(extra)
         out["processes"] = per_process
+        if raw:
+            out["recording"] = recording.to_dict()
         return out
     first = per_process[0]
     verdicts: dict = {}
@@ -280,7 +286,8 @@ def recording_report(recording: Recording) -> dict:
     }
     out.update(extra)
     out["processes"] = per_process
-    out["recording"] = recording.to_dict()
+    if raw:
+        out["recording"] = recording.to_dict()
     return out
 
 
@@ -293,7 +300,27 @@ def _dumps(data: dict) -> str:
 
 
 def render_recording(recording: Recording) -> str:
-    return _dumps(recording_report(recording))
+    return "".join(render_recording_chunks(recording))
+
+
+def render_recording_chunks(recording: Recording):
+    """The JSON report of ``render_recording`` in pieces, the same text: the raw recording is
+    written one process at a time, so that only one process's lists exist at once and the whole
+    text is never one string (a 3-minute, 9-process recording at 1000 Hz is a 25 MB file)."""
+    data = recording_report(recording, raw=False)
+    text = json.dumps(data, indent=2)
+    yield text[:-2] + ',\n  "recording": '
+    # Recording.to_dict without its processes ends in `"processes": []}`; they go in between.
+    shell = copy.copy(recording)
+    shell.sessions = []
+    head = json.dumps(shell.to_dict())
+    if not head.endswith('"processes": []}'):  # processes no longer last: write it whole
+        yield json.dumps(recording.to_dict()) + "\n}\n"
+        return
+    yield head[:-3] + "["
+    for i, session in enumerate(recording.sessions):
+        yield (", " if i else "") + json.dumps(session.to_dict())
+    yield "]}\n}\n"
 
 
 def render_dump(target_info: dict, snapshot: dict, syscall_name: Callable[[int], str]) -> str:

@@ -2,16 +2,95 @@
 
 Every stack format names things the same way, so a frame found in the flame graph can be
 searched for in the trace or the collapsed file.
+
+The target chooses its function, file, thread and module names and its command line: any of them
+may hold ESC, BEL, newlines, right-to-left overrides or 10 kB of text. ``visible`` is the one
+place such a name is made safe to show; ``displayed`` applies it to every name of a recording
+before a format other than JSON (which escapes every such character itself) draws it.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import os
+import re
 
-from gilty.sampling.session import STATE_NAMES, UNKNOWN, Session
+from gilty.sampling.thread_states import STATE_NAMES, UNKNOWN
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: `gilty dump` uses `visible` without the session module
+    from gilty.sampling.session import Recording, Session
 
 # Long command lines make unreadable root frames and track names; the JSON report keeps them whole.
 MAX_COMMAND_CHARS = 60
+# A longer name (a generated function, a 10 kB file name) is cut: a name is for finding, not reading.
+MAX_NAME_CHARS = 200
+
+# Characters a terminal or a browser acts on instead of showing: C0 and C1 controls, DEL, the
+# bidirectional overrides, embeddings, isolates and marks (U+202E turns a line around), line and
+# paragraph separators, the byte-order mark, and lone surrogates (an undecodable file name).
+_OTHER_HIDDEN = r"\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ufeff\ud800-\udfff"
+_HIDDEN_CHARS = re.compile(r"[\x00-\x1f" + _OTHER_HIDDEN + "]")
+# The same, but keeping the newline and tab of a whole rendered text (``terminal_text``).
+_HIDDEN_IN_TEXT = re.compile(r"[\x00-\x08\x0b-\x1f" + _OTHER_HIDDEN + "]")
+_SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(match: re.Match) -> str:
+    ch = match.group()
+    if ch in _SHORT_ESCAPES:
+        return _SHORT_ESCAPES[ch]
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def visible(text, limit: int = MAX_NAME_CHARS) -> str:
+    """``text`` with every control or direction character written out (``\\x1b``, ``\\n``, ``\\u202e``)
+    and cut to ``limit`` characters: a name from the target, safe on one line of a terminal or page."""
+    text = str(text)
+    if _HIDDEN_CHARS.search(text):
+        text = _HIDDEN_CHARS.sub(_escape, text)
+    if limit and len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return text
+
+
+def terminal_text(text: str) -> str:
+    """A whole rendered output with any control or direction character left in it written out
+    (newlines and tabs kept): the last guard before text is written, for names no renderer passed
+    through ``visible``."""
+    if _HIDDEN_IN_TEXT.search(text):
+        text = _HIDDEN_IN_TEXT.sub(_escape, text)
+    return text
+
+
+def _frame(frame: tuple) -> tuple:
+    function, file, line = frame
+    return (visible(function), visible(file), line)
+
+
+def displayed_session(session: Session) -> Session:
+    """A view of ``session`` (sharing its samples) whose names are all ``visible``."""
+    view = copy.copy(session)
+    view.frames = {k: _frame(f) for k, f in session.frames.items()}
+    view.thread_names = {tid: visible(name) for tid, name in session.thread_names.items()}
+    target = session.target
+    view.target = dataclasses.replace(
+        target, cmdline=visible(target.cmdline, 0), executable=visible(target.executable, 0)
+    )
+    if session.command:
+        view.command = [visible(word, 0) for word in session.command]
+    return view
+
+
+def displayed(recording: Recording) -> Recording:
+    """A view of ``recording`` whose every process, thread, function and file name is ``visible``."""
+    view = copy.copy(recording)
+    view.sessions = [displayed_session(s) for s in recording.sessions]
+    if recording.command:
+        view.command = [visible(word, 0) for word in recording.command]
+    return view
 
 
 def state_name(state: int) -> str:

@@ -22,6 +22,14 @@ def knee_line(run: dict) -> str:
 
 def render_text(run: dict) -> str:
     lines = [f"gilty load: {', '.join(u for u, _w in run['urls'])} ({run['arrivals']} arrivals, open loop)"]
+    ready = run.get("workers_ready")
+    if ready:
+        n = len(ready["workers"])
+        if ready["complete"]:
+            lines.append(f"Before the load, {n} worker{'s' if n != 1 else ''} answered in {ready['seconds']:.1f} s.")
+        else:
+            lines.append(f"Before the load, {len(ready['answered'])} of {n} workers answered within {ready['seconds']:.0f} s "
+                         f"(not pid {', '.join(map(str, ready['missing']))}): their start-up may show in the first step.")
     lines.append("")
     lines.append(f"{'RATE':>8} {'ACHIEVED':>9} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8} {'max ms':>9} {'ERR%':>6} {'DROP':>6} {'L':>7} {'λW':>7}  ")
     for step, v in zip(run["steps"], run["verdicts"]):
@@ -29,6 +37,8 @@ def render_text(run: dict) -> str:
         mark = "" if v.meets_slo else "  ✗ SLO"
         if v.generator_behind:
             mark += "  generator behind"
+        if getattr(v, "few_answers", False):
+            mark += f"  {v.percentile.replace('_', '.')} from {v.answers} answers"
         lines.append(
             f"{v.rate:>8g} {v.throughput:>9.1f} {_ms(lat['p50']):>8} {_ms(lat['p90']):>8} {_ms(lat['p99']):>8} "
             f"{_ms(lat['max']):>9} {v.error_share * 100:>6.1f} {step['dropped']:>6} {v.littles_l:>7.2f} {v.littles_lw:>7.2f}{mark}"
@@ -45,7 +55,7 @@ def render_text(run: dict) -> str:
     profiles = run.get("profiles") or []
     if any(p is not None for p in profiles):
         lines.append("")
-        lines.append("Server during each step (busiest processes; shares of their sampling passes):")
+        lines.append("Server during each step (the busiest workers; shares of their working threads' samples, start-up left out):")
         for step, p in zip(run["steps"], profiles):
             if p is not None:
                 lines.append(_profile_line(f"{step['requested_rate']:g} rps", p))
@@ -53,6 +63,12 @@ def render_text(run: dict) -> str:
     lines.append("")
     lines.append("Latency is measured from each request's intended start (coordinated omission corrected).")
     lines.append("L: time-average requests in flight; λW: answers per second × mean send-to-answer time (Little's law: L = λW).")
+    few = [v for v in run["verdicts"] if getattr(v, "few_answers", False)]
+    if few:
+        from gilty.load.analysis import min_answers
+
+        key = few[0].percentile
+        lines.append(f"{key.replace('_', '.')} from fewer than {min_answers(key)} answers (marked) is about the slowest answer, not a percentile.")
     errors: dict = {}
     for step in run["steps"]:
         for kind, n in step["errors"].items():
@@ -77,6 +93,7 @@ def report(run: dict) -> dict:
         "stopped": run.get("stopped", False),
         "steps": [dict(step, verdict=asdict(v)) for step, v in zip(run["steps"], run["verdicts"])],
         "knee": None if run.get("knee") is None else asdict(run["knee"]),
+        "workers_ready": run.get("workers_ready"),
     }
 
 
@@ -141,8 +158,12 @@ def _profile_line(label: str, p) -> str:
     mem = ""
     if p.memory:
         mem = f", PSS {sum(m['pss'] for m in p.memory) / 2**20:.0f} MiB / USS {sum(m['uss'] for m in p.memory) / 2**20:.0f} MiB in {len(p.memory)}"
+    for_work = p.idle_kinds.get("waiting for work", 0)
+    idle = f"idle {p.states.get('idle', 0):.0%}" + (f" (waiting for work {for_work:.0%})" if for_work >= 0.005 else "")
+    started = getattr(p, "startup_share", 0.0)
+    startup = f", start-up {started:.0%}" + (f" ({p.startup_sites[0]})" if p.startup_sites else "") if started >= 0.005 else ""
     return (f"{label:>12}: {p.busy_processes}/{p.processes} busy, GIL {p.gil_utilisation:.0%}, "
-            f"waiting {p.states.get('waiting_gil', 0):.0%}, gc {p.gc_share:.0%}, idle {p.states.get('idle', 0):.0%}{mem}{where}")
+            f"waiting {p.states.get('waiting_gil', 0):.0%}, gc {p.gc_share:.0%}, native {p.states.get('native', 0):.0%}, {idle}{startup}{mem}{where}")
 
 
 def render_locust_text(run: dict, prof) -> str:

@@ -6,6 +6,7 @@ import json
 
 from gilty.memory import analysis
 from gilty.memory.session import SAMPLE_FIELDS, MemorySession, ProcessRecord
+from gilty.memory.since_fork import preload, since_fork_of
 
 FORMAT_VERSION = 1
 # Keys of each entry of processes[].samples, in order: the time, then the measured fields.
@@ -34,6 +35,7 @@ def _process(rec: ProcessRecord) -> dict:
         "exited_s": _round(rec.exited),
         "samples": [_sample(s) for s in rec.samples],
         "cow": analysis.cow_of(rec),
+        "since_fork": since_fork_of(rec),
         "gc": _gc(rec),
         "gc_note": rec.gc_note,
         "cost": {k: (_round(v, 7) if isinstance(v, float) else v) for k, v in cost.items()},
@@ -81,6 +83,7 @@ def report(session: MemorySession) -> dict:
             for t in analysis.tree_timeline(session)
         ],
         "savings": analysis.savings(session),
+        "preload": preload(session),
         "warnings": analysis.warnings(session),
         "summary": analysis.summary(session),
         "cost": {

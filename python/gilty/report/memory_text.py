@@ -7,6 +7,7 @@ import textwrap
 from gilty.memory import analysis
 from gilty.memory.analysis import mib
 from gilty.memory.session import MemorySession, ProcessRecord
+from gilty.memory.since_fork import since_fork_of
 
 WIDTH = 100
 
@@ -23,7 +24,7 @@ def _label(rec: ProcessRecord) -> str:
 
 
 def _memory_table(session: MemorySession) -> list:
-    head = f"{'MiB':<26}{'RSS':>8}{'PSS':>8}{'USS':>8}{'shared':>8}{'growth':>9}{'CoW in GC':>11}{'outside GC':>12}"
+    head = f"{'MiB (growth: this run)':<26}{'RSS':>8}{'PSS':>8}{'USS':>8}{'shared':>8}{'growth':>9}{'CoW in GC':>11}{'outside GC':>12}"
     lines = [head]
     for rec in session.ordered():
         if not rec.samples:
@@ -43,6 +44,21 @@ def _memory_table(session: MemorySession) -> list:
         lines.append(
             f"{'tree (now)':<26}{_m(last['rss']):>8}{_m(last['pss']):>8}{_m(last['uss']):>8}"
             f"{'':>8}{mib(last['uss'] - first['uss']):>+9.1f}"
+        )
+    return lines
+
+
+def _since_fork_table(session: MemorySession) -> list:
+    """Per worker, its pages against the master's since fork (the growth column counts only the recording)."""
+    rows = [(rec, since_fork_of(rec)) for rec in session.workers]
+    rows = [(rec, f) for rec, f in rows if f]
+    if not rows:
+        return []
+    lines = [f"{'since fork, MiB':<26}{'shared w/ master':>17}{'copied':>9}{'new':>9}{'private':>9}"]
+    for rec, f in rows:
+        lines.append(
+            f"{_label(rec):<26}{_m(f['shared_with_parent_bytes']):>17}{_m(f['copied_bytes']):>9}"
+            f"{_m(f['new_bytes']):>9}{_m(f['private_bytes']):>9}"
         )
     return lines
 
@@ -114,6 +130,10 @@ def render(session: MemorySession) -> str:
     )
     lines.append("")
     lines.extend(_memory_table(session))
+    since = _since_fork_table(session)
+    if since:
+        lines.append("")
+        lines.extend(since)
     lines.append("")
     lines.extend(_gc_table(session))
     warns = analysis.warnings(session)

@@ -12,7 +12,7 @@ import os
 from collections import defaultdict
 from typing import Optional
 
-from gilty.specialization.analysis import Analysis, Site, analyse
+from gilty.specialization.analysis import Analysis, Site, analyse, nothing_ran_line
 from gilty.specialization.session import SpecializationSession
 
 # Source lines shown around a function's sites at most (a long function is cut to its hot part).
@@ -76,6 +76,8 @@ def report_data(session: SpecializationSession, top: int = 10, analysis: Analysi
         "skipped": {str(k): v for k, v in session.skipped.items()},
         "partial_reason": session.partial_reason,
         "verdict": a.verdict,
+        "nothing_ran": nothing_ran_line(session) if a.nothing_ran else None,
+        "generic_calls": a.generic_calls,
         "notes": a.notes,
         "families": [g.to_dict() for g in a.families],
         "functions": functions,

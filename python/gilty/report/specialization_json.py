@@ -13,6 +13,8 @@ def render(session: SpecializationSession, top: int = 10, analysis: Analysis = N
     doc = {
         "schema": "gilty.specialization.report/1",
         "verdict": a.verdict,
+        "nothing_ran": a.nothing_ran,
+        "generic_calls": a.generic_calls,
         "notes": a.notes,
         "sites": [s.to_dict() for s in a.sites],
         "functions": [g.to_dict() for g in a.functions],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from gilty.specialization.analysis import Analysis, Group, Site, analyse
+from gilty.specialization.analysis import Analysis, Group, Site, analyse, nothing_ran_line
 from gilty.specialization.session import SpecializationSession
 
 
@@ -14,8 +14,9 @@ def _pct(x) -> str:
 
 def _site_row(s: Site) -> str:
     where = f"{os.path.basename(s.filename)}:{s.line}"
+    name = f"{s.name[:25]} (callee)" if s.is_call else s.name[:34]
     return (
-        f"  {where:<28} {s.qualname[:28]:<28} {s.name[:34]:<34} {s.form:<11} {s.share:>6.1%} "
+        f"  {where:<28} {s.qualname[:28]:<28} {name:<34} {s.form:<11} {s.share:>6.1%} "
         f"{_pct(s.slow_path_estimate):>5} {s.counter_meaning}"
     )
 
@@ -38,20 +39,29 @@ def render(session: SpecializationSession, top: int = 10, analysis: Analysis = N
         r = w.raw
         out.append(
             f"gilty specialization: pid {w.pid}, Python {w.python_version}, {r['elapsed_s']:.1f} s, "
-            f"{r['running_samples']} running samples, {len(r['codes'])} hot code objects read {r['read_passes']} times"
+            f"{r['running_samples']} samples running Python (of {r['thread_samples']} thread samples), "
+            f"{len(r['codes'])} hot code objects read {r['read_passes']} times"
         )
     for pid, why in sorted(session.skipped.items()):
         out.append(f"skipped pid {pid}: {why}")
     if session.partial_reason:
         out.append(f"PARTIAL: {session.partial_reason}")
     out.append("")
-    out.append("Verdict:")
-    if a.verdict:
+    out.append("Verdict: (sites ranked by the time spent in the instruction itself while its thread ran Python)")
+    if a.nothing_ran:
+        out.append(f"  {nothing_ran_line(session)}")
+    elif a.verdict:
         out += [f"  {i}. {v}" for i, v in enumerate(a.verdict, 1)]
     else:
         out.append("  the hot sites stay specialized: no site was seen running the generic path or missing")
+    if a.generic_calls:
+        out.append("")
+        out.append("Calls on the generic path, not ranked: their time is the called C function's own work;")
+        out.append("specializing a call saves only the call's overhead:")
+        out += [f"  - {c}" for c in a.generic_calls]
     out.append("")
-    out.append(f"Hot sites (top {top} by time; slow = estimated share of executions on the generic path or missing):")
+    out.append(f"Hot sites (top {top} by time; slow = estimated share of executions on the generic path or missing; "
+               "a call's time is its callee's):")
     out.append(f"  {'where':<28} {'function':<28} {'instruction':<34} {'form':<11} {'time':>6} {'slow':>5} counter")
     by_time = sorted(a.sites, key=lambda s: (-s.samples, s.qualname, s.offset))
     out += [_site_row(s) for s in by_time[:top] if s.samples]

@@ -2,16 +2,20 @@
 
 The root frame of every stack is the thread's state (holding_gil, waiting_gil, native, idle,
 gc, unknown), so speedscope's left-heavy and sandwich views split a thread's time by state.
-Weights are seconds: samples times the sampling period.
+Weights are seconds: samples times the sampling period. Idle samples are left out and a
+server's workers merged unless asked otherwise (``report/pictures.py``); profiles come busiest
+first and the file opens on the busiest.
 """
 
 from __future__ import annotations
 
 import json
+from typing import Optional
 
 from gilty import __version__
-from gilty.report.labels import process_label, state_name, thread_label
-from gilty.sampling.session import STATE_NAMES, Recording, Session
+from gilty.report.labels import state_name
+from gilty.report.pictures import PictureOptions, groups, stack_rows
+from gilty.sampling.session import IDLE, STATE_NAMES, UNKNOWN, Recording
 
 SCHEMA_URL = "https://www.speedscope.app/file-format-schema.json"
 
@@ -39,45 +43,49 @@ class _FrameTable:
         return self.index(("frame", function, file, line), {"name": function, "file": file, "line": line})
 
 
-def _profiles(session: Session, table: _FrameTable) -> list:
-    period = session.period_s
-    by_tid: dict = {}
-    for (tid, state, stack_id), n in session.stack_counts().items():
+def _profiles(recording: Recording, table: _FrameTable, options: Optional[PictureOptions]) -> list:
+    """[(busy seconds, profile)] per drawn (process, thread)."""
+    by_thread: dict = {}
+    for group, thread, state, session, stack_id, n in stack_rows(recording, options):
         stack = [table.state(state)] + [table.python(f) for f in reversed(session.stack(stack_id))]
-        by_tid.setdefault(tid, []).append((stack, n * period))
+        entry = by_thread.setdefault((id(group), thread), (group, {}))
+        weights = entry[1]
+        weights[tuple(stack)] = weights.get(tuple(stack), 0.0) + n * session.period_s
     profiles = []
-    for tid in session.tids():
-        samples = sorted(by_tid.get(tid, []))  # same recording, same file
+    for (_gid, thread), (group, weights) in by_thread.items():
+        samples = sorted(weights.items())  # same recording, same file
         total = sum(w for _, w in samples)
-        profiles.append(
-            {
-                "type": "sampled",
-                "name": f"pid {session.target.pid} · {thread_label(session, tid)}",
-                "unit": "seconds",
-                "startValue": 0,
-                "endValue": total,
-                "samples": [stack for stack, _ in samples],
-                "weights": [w for _, w in samples],
-            }
-        )
+        busy = sum(w for stack, w in samples if stack[0] not in (table.state(IDLE), table.state(UNKNOWN)))
+        prefix = f"pid {group.sessions[0].target.pid}" if not group.merged else group.label
+        profiles.append((busy, {
+            "type": "sampled",
+            "name": f"{prefix} · {thread}",
+            "unit": "seconds",
+            "startValue": 0,
+            "endValue": total,
+            "samples": [list(stack) for stack, _ in samples],
+            "weights": [w for _, w in samples],
+        }))
     return profiles
 
 
-def profile_file(recording: Recording) -> dict:
+def profile_file(recording: Recording, options: Optional[PictureOptions] = None) -> dict:
     table = _FrameTable()
     for state in range(len(STATE_NAMES)):  # states first: the same indices in every file
         table.state(state)
-    profiles = [p for session in recording.sessions for p in _profiles(session, table)]
-    names = ", ".join(process_label(s) for s in recording.sessions)
+    ranked = _profiles(recording, table, options)
+    # Busiest first (stable: equal ones keep the recording's order), and the file opens on it.
+    ranked.sort(key=lambda item: -item[0])
+    names = ", ".join(g.label for g in groups(recording, options))
     return {
         "$schema": SCHEMA_URL,
         "shared": {"frames": table.frames},
-        "profiles": profiles,
+        "profiles": [p for _busy, p in ranked],
         "name": f"gilty: {names}",
         "activeProfileIndex": 0,
         "exporter": f"gilty {__version__}",
     }
 
 
-def render(recording: Recording) -> str:
-    return json.dumps(profile_file(recording)) + "\n"
+def render(recording: Recording, options: Optional[PictureOptions] = None) -> str:
+    return json.dumps(profile_file(recording, options)) + "\n"

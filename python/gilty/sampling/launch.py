@@ -38,18 +38,53 @@ def attach(native: ModuleType, pid: int) -> Any:
     return native.Target(pid)
 
 
-def start_command(argv: list) -> subprocess.Popen:
+# The guard of a command that must not outlive gilty: it waits for its stdin (a pipe only gilty
+# holds) to end, which happens when gilty exits however it exits, SIGKILL included, then stops
+# the command's process group as ``terminate`` would. Ctrl-C in the terminal is gilty's to handle.
+_GUARD = """
+import os, signal, sys, time
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+group = int(sys.argv[1])
+sys.stdin.buffer.read()
+for sig, wait_s in ((signal.SIGTERM, 2.0), (signal.SIGKILL, 0.0)):
+    try:
+        os.killpg(group, sig)
+    except OSError:
+        break
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(group, 0)
+        except OSError:
+            sys.exit(0)
+        time.sleep(0.02)
+"""
+
+
+def start_command(argv: list, die_with_gilty: bool = False) -> subprocess.Popen:
     """Start CMD with its stdout and stderr on gilty's stderr, so a JSON report on stdout stays clean.
 
     It gets its own session (and process group) so that stopping it reaches a whole wrapper
     chain (``sh -c 'python app.py'``) and a Ctrl-C meant for gilty is forwarded, not raced.
+    With ``die_with_gilty`` (a server `gilty load` started) a guard process stops the group
+    when gilty ends, even by SIGKILL: a process group has no parent-death signal of its own.
     """
     import subprocess  # here: only commands that start a child need it (`gilty dump` starts quicker)
+    import sys
 
     try:
-        return subprocess.Popen(argv, stdout=2, stderr=2, start_new_session=True)
+        child = subprocess.Popen(argv, stdout=2, stderr=2, start_new_session=True)
     except OSError as e:
         raise CommandError(f"cannot start {argv[0]!r}: {e.strerror or e}", EXIT_USAGE) from None
+    child.guard = None
+    if die_with_gilty:
+        # The guard's own session: a Ctrl-C or a kill of gilty's process group does not reach it
+        # before it has done its job.
+        child.guard = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", _GUARD, str(child.pid)],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )
+    return child
 
 
 def child_pids(pid: int) -> list:
@@ -163,7 +198,12 @@ def terminate(child: subprocess.Popen, steps: Optional[tuple] = None) -> Optiona
         deadline = time.monotonic() + wait_s
         while not done() and time.monotonic() < deadline:
             time.sleep(0.02)
-    return child.wait()
+    status = child.wait()
+    guard = getattr(child, "guard", None)
+    if guard is not None:
+        guard.stdin.close()  # the group is gone: the guard finds nothing to stop and exits
+        guard.wait()
+    return status
 
 
 class StopSignals:

@@ -10,6 +10,7 @@ grows with state changes, not samples, and reading them in order needs no sort.
 from __future__ import annotations
 
 import json
+import math
 import time
 from array import array
 from dataclasses import asdict, dataclass
@@ -402,7 +403,17 @@ class Session:
         session.exact = data.get("exact")
         sched = data.get("sched")
         if sched:
-            session.sched = {**sched, "threads": {int(k): list(v) for k, v in sched.get("threads", {}).items()}}
+            try:
+                threads = {int(k): [int(v[0]), int(v[1])] for k, v in sched.get("threads", {}).items()}
+                cgroup = sched.get("cgroup")
+                session.sched = {
+                    "seconds": float(sched.get("seconds", 0.0)),
+                    "threads": threads,
+                    "cgroup": None if cgroup is None else [int(x) for x in cgroup[:3]],
+                }
+            except (AttributeError, IndexError, TypeError, ValueError):
+                raise ValueError("sched is not {seconds, threads: {tid: [cpu ns, delay ns]}, cgroup}") from None
+        check_loaded(session)
         return session
 
     def save(self, path: str) -> None:
@@ -413,6 +424,69 @@ class Session:
     def load(cls, path: str) -> "Session":
         with open(path, encoding="utf-8") as f:
             return cls.from_dict(json.load(f))
+
+
+def _finite(value, what: str, low: float = 0.0, high: float = math.inf, low_included: bool = True) -> None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or not (value >= low if low_included else value > low) or value > high:
+        raise ValueError(f"{what} is {value!r}")
+
+
+def _whole(value, what: str, low: int = 0, high: int = 2**63) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise ValueError(f"{what} is {value!r}")
+
+
+def check_loaded(session: Session) -> None:
+    """Refuse a loaded session that no recorder could have written (a damaged or hand-edited file),
+    before any analysis divides by its rate or indexes with its states: ValueError, one line."""
+    _finite(session.rate_hz, "rate_hz", 0.0, 1e6, low_included=False)
+    _finite(session.start_time, "start_time", -math.inf)
+    if session._duration_s is not None:
+        _finite(session._duration_s, "duration_s")
+    passes = len(session.times)
+    if passes and not (all(map(math.isfinite, session.times)) and all(a <= b for a, b in zip(session.times, session.times[1:]))):
+        raise ValueError("times are not finite and increasing")
+    if len(session.pass_flags) > passes:
+        raise ValueError(f"{len(session.pass_flags)} pass flags for {passes} passes")
+    for tid, runs in session.thread_runs.items():
+        _whole(runs.start, f"thread {tid}'s first pass", 0, passes)
+        if runs.end > passes or len({len(c) for c in runs.columns()}) != 1:
+            raise ValueError(f"thread {tid}'s runs do not fit the {passes} passes")
+        if 0 in runs.passes:
+            raise ValueError(f"thread {tid} has a run of no passes")
+        if any(s >= len(STATE_NAMES) and s != ABSENT for s in runs.state):
+            raise ValueError(f"thread {tid} has an unknown state")
+        if any(s not in session.stacks and s != NO_STACK for s in set(runs.stack)):
+            raise ValueError(f"thread {tid}'s runs name a stack that is not in the recording")
+    for frame_id, frame in session.frames.items():
+        if len(frame) != 3 or not isinstance(frame[0], str) or not isinstance(frame[1], str):
+            raise ValueError(f"frame {frame_id} is not (function, file, line)")
+        _whole(frame[2], f"frame {frame_id}'s line", -1)
+    for stack_id, stack in session.stacks.items():
+        if any(f not in session.frames for f in stack):
+            raise ValueError(f"stack {stack_id} names a frame that is not in the recording")
+    for (tid, state, stack_id), n in session.counts.items():
+        _whole(tid, "a thread id", 0)
+        _whole(state, f"a state of thread {tid}", 0, len(STATE_NAMES) - 1)
+        _whole(n, f"a sample count of thread {tid}", 0, passes)
+        if stack_id != NO_STACK and stack_id not in session.stacks:
+            raise ValueError(f"thread {tid}'s samples name a stack that is not in the recording")
+    for (waiter, holder, stack_id), n in session.blame.items():
+        _whole(waiter, "a waiting thread id", 0)
+        if holder is not None:
+            _whole(holder, "a holding thread id", 0)
+        _whole(n, f"a blame count of thread {waiter}", 0, passes)
+        if stack_id != NO_STACK and stack_id not in session.stacks:
+            raise ValueError(f"thread {waiter}'s blame names a stack that is not in the recording")
+    if not all(isinstance(v, str) for v in session.thread_names.values()):
+        raise ValueError("a thread name is not text")
+    if not all(isinstance(v, str) for v in session.syscall_names.values()):
+        raise ValueError("a syscall name is not text")
+    for key, n in session.errors.items():
+        _whole(n, f"errors.{key}", 0)
+    if session.exact is not None and not isinstance(session.exact, dict):
+        raise ValueError("exact is not an object")
 
 
 RECORDING_FORMAT_VERSION = 1
@@ -505,6 +579,10 @@ class Recording:
         rec.notes = list(data.get("notes", []))
         rec.gates = data.get("gates")
         rec.command_status = data.get("command_status")
+        _finite(rec.rate_hz, "rate_hz", 0.0, 1e6, low_included=False)
+        _finite(rec.start_time, "start_time", -math.inf)
+        if rec.duration_s is not None:
+            _finite(rec.duration_s, "duration_s")
         return rec
 
     def save(self, path: str) -> None:

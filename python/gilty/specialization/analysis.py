@@ -51,6 +51,15 @@ MISSING_THRESHOLD = 0.05
 # BINARY_OP operators with a specialized form in 3.11-3.13 (BINARY_OP_ADD_INT, ..._INPLACE_ADD_UNICODE).
 SPECIALIZED_OPERATORS = {"+", "-", "*", "+=", "-=", "*="}
 ATTRIBUTE_FAMILIES = {"LOAD_ATTR", "STORE_ATTR", "LOAD_METHOD", "LOAD_SUPER_ATTR"}
+# Call instructions: a sample whose innermost Python frame stands at one is inside the called C
+# function (a Python callee would be the innermost frame itself), so its time is the callee's own
+# work, not the instruction's; specializing the call saves only the call's overhead. They are shown
+# apart and never ranked as slow sites.
+CALL_FAMILIES = {"CALL", "PRECALL"}
+# Specialized calls of Python functions: the callee gets a frame of its own, so a sample at the call
+# is the call's own dispatch and counts as the instruction's time.
+PYTHON_CALLEE_FORMS = {"CALL_PY_EXACT_ARGS", "CALL_PY_WITH_DEFAULTS", "CALL_PY_GENERAL", "CALL_BOUND_METHOD_EXACT_ARGS",
+                       "CALL_BOUND_METHOD_GENERAL", "CALL_ALLOC_AND_ENTER_INIT"}
 
 
 @dataclass
@@ -91,13 +100,24 @@ class Site:
         return self.form == "backoff"
 
     @property
+    def is_call(self) -> bool:
+        """A call whose samples are its (C) callee's: not one specialized for a Python callee."""
+        return self.family in CALL_FAMILIES and self.name not in PYTHON_CALLEE_FORMS
+
+    @property
+    def own_samples(self) -> int:
+        """Samples spent in the instruction itself (a call's samples are its callee's)."""
+        return 0 if self.is_call else self.samples
+
+    @property
     def cost(self) -> float:
-        """Samples spent on the slow path here (the ranking key of the verdict)."""
-        return self.samples * (self.slow_path_estimate or 0.0)
+        """Samples spent on the slow path in the instruction itself (the ranking key of the verdict)."""
+        return self.own_samples * (self.slow_path_estimate or 0.0)
 
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
-        d.update(missing_while_specialized=self.missing_while_specialized, in_backoff=self.in_backoff, cost=self.cost)
+        d.update(missing_while_specialized=self.missing_while_specialized, in_backoff=self.in_backoff, cost=self.cost,
+                 is_call=self.is_call, own_samples=self.own_samples)
         return d
 
 
@@ -295,18 +315,33 @@ def _same_site_groups(sites: list) -> list:
 
 def _verdict_line(group: list, total_running: int) -> str:
     s = max(group, key=lambda x: x.samples)
-    samples = sum(x.samples for x in group)
+    samples = sum(x.own_samples for x in group)
     cost = sum(x.cost for x in group)
     slow = cost / samples if samples else s.slow_path_estimate or 0.0
     what = f"misses ~{slow:.0%} of its executions" if s.form == "specialized" else f"runs the generic path ({s.form})"
     where = f"{len(group)} processes" if len(group) > 1 else "here"
     line = (f"{os.path.basename(s.filename)}:{s.line} {s.qualname}: {s.name} {what}, "
-            f"{samples / total_running:.1%} of running time {where}")
+            f"{samples / total_running:.1%} of the time spent running Python {where}")
     line += f" — `{s.source}`" if s.source else ""
     line += f"; likely cause: {s.cause}"
-    if s.family in ("CALL", "PRECALL"):
-        line += " (a CALL's time includes the callee's own work; specializing saves only the call overhead)"
     return line
+
+
+def _generic_calls(sites: list, total_running: int, top: int) -> list:
+    """Call sites on the generic path, by time: one short line each. Their time is the called C
+    function's own work, so they are listed apart from the verdict, not ranked in it."""
+    groups: dict = {}
+    for s in sites:
+        if s.is_call and s.samples and (s.slow_path_estimate or s.form == "backoff"):
+            groups.setdefault((s.filename, s.qualname, s.offset), []).append(s)
+    ordered = sorted(groups.values(), key=lambda g: (-sum(x.samples for x in g), g[0].qualname, g[0].offset))
+    out = []
+    for g in ordered[:top]:
+        s = max(g, key=lambda x: x.samples)
+        source = f" `{s.source}`" if s.source else ""
+        out.append(f"{os.path.basename(s.filename)}:{s.line} {s.qualname}:{source} {s.name} ({s.form}), "
+                   f"{sum(x.samples for x in g) / total_running:.1%} in the callee")
+    return out
 
 
 @dataclass
@@ -316,11 +351,17 @@ class Analysis:
     families: list  # Group per family, by samples
     verdict: list  # one line per costly site
     notes: list
+    # No thread ran Python (holding the GIL, on a CPU) in any process: nothing can be judged.
+    nothing_ran: bool = False
+    # Generic call sites, apart: their time is the callee's (see CALL_FAMILIES).
+    generic_calls: list = field(default_factory=list)
+    running_samples: int = 0
 
 
 def analyse(session: SpecializationSession, top: int = 10) -> Analysis:
     sites = [s for w in session.processes for s in sites_of(w)]
-    total_running = max(sum(w.raw["running_samples"] for w in session.processes), 1)
+    running = sum(w.raw["running_samples"] for w in session.processes)
+    total_running = max(running, 1)
     sites.sort(key=lambda s: (-s.cost, -s.samples, s.qualname, s.offset))
     functions: dict = {}
     families: dict = {}
@@ -334,8 +375,18 @@ def analyse(session: SpecializationSession, top: int = 10) -> Analysis:
     notes = []
     for w in session.processes:
         raw = w.raw
-        if raw["running_samples"] == 0:
-            notes.append(f"pid {w.pid}: no thread was seen running Python code; nothing is hot")
+        if raw["running_samples"] == 0 and len(session.processes) > 1:
+            notes.append(f"pid {w.pid}: nothing ran (no thread ran Python code holding the GIL)")
         if w.minor == (3, 11):
             notes.append(f"pid {w.pid}: Python 3.11 de-specializes after 53 misses (*_ADAPTIVE), so missing sites show as adaptive rather than specialized")
-    return Analysis(sites, fn_list, fam_list, verdict, notes)
+    return Analysis(sites, fn_list, fam_list, verdict, notes, nothing_ran=running == 0,
+                    generic_calls=_generic_calls(sites, total_running, top), running_samples=running)
+
+
+def nothing_ran_line(session: SpecializationSession) -> str:
+    """The verdict when no thread ran Python: said plainly, never "the hot sites stay specialized"."""
+    seconds = max((w.raw["elapsed_s"] for w in session.processes), default=0.0)
+    threads = sum(w.raw["thread_samples"] for w in session.processes)
+    without = sum(w.raw.get("without_gil_samples", 0) for w in session.processes)
+    return (f"nothing ran: in {seconds:.1f} s no thread ran Python code ({threads} thread samples: idle, blocked, "
+            f"or {without} on a CPU without the GIL), so there is nothing to say about specialization")

@@ -2,6 +2,7 @@
 //! samples, copy-on-write steps and GC windows of one measurement, and the run's totals.
 
 use super::cow::CowMethod;
+use super::fork_share::ForkShare;
 use super::gc_watch::PollerStats;
 use super::smaps::Rollup;
 use crate::gc_config::{FrozenCount, GcState};
@@ -159,6 +160,21 @@ pub struct GcSnapshot {
     pub frozen: FrozenCount,
 }
 
+/// A process against its parent since the fork, and the modules it has imported; taken when the
+/// process is found and again at the end of the run.
+#[derive(Debug, Clone)]
+pub struct ForkFacts {
+    pub pid: i32,
+    pub t: f64,
+    /// "found" or "final".
+    pub when: &'static str,
+    pub parent: i32,
+    /// Pages against the parent's (workers whose parent is still measured; None otherwise).
+    pub share: Option<ForkShare>,
+    /// `sys.modules` names (Python processes forked from the master's executable).
+    pub modules: Option<Vec<String>>,
+}
+
 /// Everything measured since the last `drain`.
 #[derive(Debug, Clone, Default)]
 pub struct Output {
@@ -168,6 +184,7 @@ pub struct Output {
     pub cow_steps: Vec<CowStep>,
     pub gc_windows: Vec<GcWindow>,
     pub gc_snapshots: Vec<GcSnapshot>,
+    pub fork_facts: Vec<ForkFacts>,
     /// Things the user should know that are not errors ("pid 12 exited before it could be measured").
     pub notes: Vec<String>,
     pub master_exited: Option<f64>,

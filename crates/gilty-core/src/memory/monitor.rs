@@ -15,6 +15,7 @@
 use super::cow::{covered_fraction, CowTracker, ScanDelta};
 use super::measurement::{Cost, CowStep, GcSnapshot, GcWindow, MonitorOptions, MonitorStats, Output, ProcessInfo, Role, Sample, ScanReason};
 use super::gc_watch::{GcEvent, GcPoller};
+use super::module_names::ModulesLocation;
 use super::pagemap::PagemapReader;
 use super::process_tree::descendants;
 use super::smaps::ProcFiles;
@@ -62,6 +63,8 @@ pub(super) struct Worker {
     pub(super) stats: MonitorStats,
     /// The master's GC location, found by `Monitor::start` (taken by the first `attach_gc`).
     pub(super) root_gc: Option<std::result::Result<(GcLocation, String), String>>,
+    /// Where the master keeps `sys.modules` (valid in its forks too).
+    pub(super) modules_at: Option<ModulesLocation>,
 }
 
 pub struct Monitor {
@@ -100,10 +103,14 @@ impl Monitor {
         }
         // A Python master must be readable too (reading its memory needs ptrace access, which
         // /proc/PID/smaps_rollup does not). Attached once here; its GC location is reused below.
+        let mut modules_at = None;
         let root_gc = match attach(root) {
             Err(e) if e.kind == ErrorKind::PermissionDenied => return Err(e),
             Err(e) => Err(e.message),
-            Ok(interp) => locate(&interp).map(|loc| (loc, interp.version_string())).map_err(|e| e.message),
+            Ok(interp) => {
+                modules_at = interp.main_interp().ok().map(|main_interp| ModulesLocation { layout: interp.layout, main_interp });
+                locate(&interp).map(|loc| (loc, interp.version_string())).map_err(|e| e.message)
+            }
         };
         let (tx, rx) = channel();
         let poller = GcPoller::start(opts.gc_poll, tx);
@@ -121,6 +128,7 @@ impl Monitor {
             stop: Arc::clone(&stop),
             stats: MonitorStats::default(),
             root_gc: Some(root_gc),
+            modules_at,
         };
         let mut first = vec![(root, 0, Role::Master)];
         first.extend(descendants(root).into_iter().map(|(pid, ppid)| (pid, ppid, Role::Worker)));
@@ -401,6 +409,10 @@ impl Worker {
     fn final_pass(&mut self) {
         self.drain_events();
         self.pass(ScanReason::Final);
+        let pids: Vec<i32> = self.order.clone();
+        for pid in pids {
+            self.fork_facts(pid, "final");
+        }
     }
 }
 

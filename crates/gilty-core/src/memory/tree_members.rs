@@ -3,7 +3,9 @@
 //! program), and marking exits.
 
 use super::cow::CowTracker;
-use super::measurement::{BaselineInfo, GcSnapshot, ProcessInfo, Role, ScanReason};
+use super::fork_share::fork_share;
+use super::measurement::{BaselineInfo, ForkFacts, GcSnapshot, ProcessInfo, Role, ScanReason};
+use super::module_names::module_names;
 use super::monitor::{Proc, Worker};
 use super::pagemap::PagemapReader;
 use super::process_tree::{cmdline, descendants};
@@ -41,6 +43,13 @@ fn gc_location(pid: i32, parent: Option<(&GcLocation, i32)>) -> std::result::Res
         },
         Err(e) => Err(e.message),
     }
+}
+
+/// `pid` is a fork of `root`'s program: same executable, and the mapping that holds `addr` starts at
+/// the same address in both (a spawned interpreter, laid out anew, is not).
+fn same_image(pid: i32, root: i32, addr: u64) -> bool {
+    let around = |p: i32| read_maps(p).ok().and_then(|maps| maps.into_iter().find(|m| m.start <= addr && addr < m.end).map(|m| (m.start, m.path)));
+    procfs::exe(pid).is_some() && procfs::exe(pid) == procfs::exe(root) && around(pid).is_some() && around(pid) == around(root)
 }
 
 impl Worker {
@@ -102,7 +111,28 @@ impl Worker {
                 self.emit(|o| o.processes.push(info));
             }
             self.measure(pid, ScanReason::Pass);
+            self.fork_facts(pid, "found");
         }
+    }
+
+    /// A process against its parent since fork (workers) and its imported modules (Python forks
+    /// of the master's executable).
+    pub(super) fn fork_facts(&mut self, pid: i32, when: &'static str) {
+        let Some(p) = self.procs.get(&pid) else { return };
+        if !p.alive {
+            return;
+        }
+        let parent = p.info.ppid;
+        let parent_alive = self.procs.get(&parent).map(|q| q.alive).unwrap_or(false);
+        let share = if p.info.role == Role::Worker && parent_alive && self.opts.pagemap { fork_share(pid, parent).ok() } else { None };
+        let modules = match (&self.modules_at, p.mem.as_ref()) {
+            (Some(at), Some(mem)) if p.info.python.is_some() && (pid == self.root || same_image(pid, self.root, at.main_interp)) => {
+                module_names(mem, at).ok()
+            }
+            _ => None,
+        };
+        let t = self.now_s();
+        self.emit(|o| o.fork_facts.push(ForkFacts { pid, t, when, parent, share, modules }));
     }
 
     /// Opens a process's /proc files and takes its page baseline; None if it already exited.

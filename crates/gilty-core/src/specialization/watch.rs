@@ -95,8 +95,12 @@ pub struct WatchedCode {
 
 pub struct WatchReport {
     pub passes: u64,
-    /// Thread samples taken while the thread was on a CPU with a Python frame.
+    /// Thread samples taken while the thread was on a CPU, held the GIL and stood in a Python frame:
+    /// it was running Python (the only samples that count).
     pub running_samples: u64,
+    /// Thread samples of threads on a CPU (or runnable) that did not hold the GIL: in C code that
+    /// released it (a socket send, a wait about to park) or waiting for it. Left out.
+    pub without_gil_samples: u64,
     /// Thread samples taken in all (idle threads included).
     pub thread_samples: u64,
     pub read_passes: u64,
@@ -174,6 +178,7 @@ pub fn watch(interp: &Interpreter, table: &OpcodeTable, opts: WatchOptions) -> W
     let start = Instant::now();
     let mut busy = Duration::ZERO;
     let (mut passes, mut running_samples, mut thread_samples, mut read_passes) = (0u64, 0u64, 0u64, 0u64);
+    let mut without_gil_samples = 0u64;
     let mut tids: Vec<i32> = Vec::new();
     let mut tids_at = start - Duration::from_secs(1);
     let mut next_read = start;
@@ -206,11 +211,21 @@ pub fn watch(interp: &Interpreter, table: &OpcodeTable, opts: WatchOptions) -> W
         }
         passes += 1;
         running_codes.clear();
+        // The GIL's holder, read once per pass: a thread runs Python only while it holds the GIL. A
+        // thread parked in C (a condition wait, a selector, a socket send) released it, even when
+        // the scheduler shows it runnable for a moment.
+        let holder = read_gil_holder(interp);
         if let Ok(threads) = python_threads(interp, &mut resolver, &tids) {
             for th in threads {
                 thread_samples += 1;
                 if let Some(tid) = th.tid {
                     if !run_states.running(interp.pid, tid) {
+                        continue;
+                    }
+                }
+                if let Some(h) = holder {
+                    if h != th.tstate {
+                        without_gil_samples += 1;
                         continue;
                     }
                 }
@@ -290,6 +305,7 @@ pub fn watch(interp: &Interpreter, table: &OpcodeTable, opts: WatchOptions) -> W
     WatchReport {
         passes,
         running_samples,
+        without_gil_samples,
         thread_samples,
         read_passes,
         idle_read_passes,
@@ -298,6 +314,18 @@ pub fn watch(interp: &Interpreter, table: &OpcodeTable, opts: WatchOptions) -> W
         codes: list,
         unfollowed_samples: unreadable.values().sum(),
     }
+}
+
+/// The thread state holding the GIL now: `Some(0)` when nobody holds it, `None` when the GIL cannot
+/// be read (then no sample is left out for it).
+fn read_gil_holder(interp: &Interpreter) -> Option<u64> {
+    let l = &interp.layout;
+    let mut buf = [0u8; 32];
+    crate::process::memory::Memory::read(&interp.mem, interp.gil.address(), &mut buf).ok()?;
+    let at = |o: u64, n: usize| buf.get(o as usize..o as usize + n);
+    let locked = i32::from_le_bytes(at(l.gil_locked, 4)?.try_into().ok()?);
+    let holder = u64::from_le_bytes(at(l.gil_last_holder, 8)?.try_into().ok()?);
+    Some(if locked != 0 { holder } else { 0 })
 }
 
 fn read_code(mem: &dyn crate::process::memory::Memory, l: &gilty_layouts::Layout, table: &OpcodeTable, w: &mut WatchedCode, at_rest: bool) {

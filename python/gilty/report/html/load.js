@@ -64,16 +64,18 @@
     svgAdd(svg, "line", { x1: x(knee.rate), y1: T, x2: x(knee.rate), y2: H - B, class: "knee", id: "load-knee-line" });
     svgAdd(svg, "text", { x: x(knee.rate) + 4, y: T + 12, class: "tick" }, "knee " + knee.rate + " rps");
   }
+  // Throughput first, so the latency points are drawn over it: a p99 point on the same pixel as a
+  // throughput point stays visible (drawn larger, with a white ring).
   const series = [
+    ["throughput", (s) => s.verdict.throughput, yt, "tp"],
     ["p50", (s) => s.latency_s.p50, y, "p50"],
     ["p99", (s) => s.latency_s.p99, y, "p99"],
-    ["throughput", (s) => s.verdict.throughput, yt, "tp"],
   ];
   for (const [name, get, scale, cls] of series) {
     const pts = steps.filter((s) => get(s) !== null).map((s) => x(s.requested_rate).toFixed(1) + "," + scale(get(s)).toFixed(1));
     svgAdd(svg, "polyline", { points: pts.join(" "), class: "series " + cls, "data-series": name });
     for (const s of steps) if (get(s) !== null) {
-      const dot = svgAdd(svg, "circle", { cx: x(s.requested_rate), cy: scale(get(s)), r: 3, class: "series " + cls });
+      const dot = svgAdd(svg, "circle", { cx: x(s.requested_rate), cy: scale(get(s)), r: cls === "p99" ? 4.5 : 3, class: "series point " + cls, "data-series": name });
       svgAdd(dot, "title", {}, name + " at " + s.requested_rate + " rps: " + (cls === "tp" ? get(s).toFixed(1) + " /s" : ms(get(s))));
     }
   }

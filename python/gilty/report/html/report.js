@@ -12,10 +12,11 @@
   const secs = (x) => (x === null || x === undefined) ? "–" : (x >= 1 ? x.toFixed(2) + " s" : (1000 * x).toFixed(1) + " ms");
   const stateColor = (s) => getComputedStyle(document.documentElement).getPropertyValue("--" + STATES[s]).trim() || "#999";
   // Frames show the file's base name; the tooltip and details line give the whole path.
+  const LINES = !DATA.options || DATA.options.lines !== false; // --no-lines: a function's lines are one frame
   const frameLabel = (i, whole) => {
     const f = DATA.frames[i];
     const file = whole ? f[1] : String(f[1]).split("/").pop();
-    return f[0] + " (" + file + ":" + f[2] + ")";
+    return f[0] + " (" + file + (LINES ? ":" + f[2] : "") + ")";
   };
 
   // -- header ---------------------------------------------------------------------------------
@@ -25,6 +26,7 @@
       "gilty: " + (procs.length === 1 ? procs[0].label : procs.length + " processes");
     const targets = document.getElementById("targets");
     for (const p of procs) add(targets, "div", {}, p.label + " — Python " + p.python_version);
+    if (procs.length > 1) document.getElementById("targets-box").open = false; // the table names them
     const summary = document.getElementById("summary");
     const item = (k, v) => { const d = add(summary, "div"); add(d, "dt", {}, k); add(d, "dd", {}, v); };
     item("duration", secs(DATA.duration_s));
@@ -40,11 +42,66 @@
     }
     const verdicts = document.getElementById("verdicts");
     if (DATA.partial_reason) add(verdicts, "p", { class: "partial" }, "PARTIAL: " + DATA.partial_reason);
+    // Equal verdicts of several processes (identical workers) are one box naming them all.
+    const byText = new Map();
     for (const p of procs) {
-      const text = (procs.length > 1 ? "pid " + p.pid + ": " : "") + (p.verdict || "(no verdict)");
-      add(verdicts, "div", { class: "verdict" }, text);
+      const key = p.verdict || "(no verdict)";
+      if (!byText.has(key)) byText.set(key, { pids: [], severity: p.severity || "ok" });
+      byText.get(key).pids.push(p.pid);
     }
+    // The most severe first; past two, the rest fold away so the flame graph stays on the first screen.
+    const rank = { bad: 0, warn: 1, ok: 2 };
+    const ordered = Array.from(byText).sort((a, b) => rank[a[1].severity] - rank[b[1].severity]);
+    let into = verdicts;
+    ordered.forEach(([text, v], i) => {
+      if (i === 2 && ordered.length > 3) {
+        const more = add(verdicts, "details", { id: "more-verdicts" });
+        add(more, "summary", {}, (ordered.length - 2) + " more verdicts");
+        into = more;
+      }
+      const who = procs.length > 1 ? "pid " + v.pids.join(", ") + ": " : "";
+      add(into, "div", { class: "verdict " + v.severity, "data-severity": v.severity }, who + text);
+    });
+    processTable();
     document.getElementById("footer").textContent = "made by " + DATA.generator;
+  }
+
+  const busyShare = (b) => b ? 1 - (b.states.idle || 0) - (b.states.unknown || 0) : 0;
+  const holdShare = (b) => b ? (b.states.holding_gil || 0) + (b.states.gc || 0) : 0;
+  const shortFrame = (f) => f ? f[0] + " (" + String(f[1]).split("/").pop() + ":" + f[2] + ")" : "";
+
+  // The first screen: which process and thread did the most, its role and state split, and where.
+  function processTable() {
+    if (!DATA.processes.length) return; // a specialization or load page without a recording
+    const procs = DATA.processes.slice().sort((a, b) =>
+      (busyShare(b.busiest) - busyShare(a.busiest)) || (holdShare(b.busiest) - holdShare(a.busiest)) || (a.pid - b.pid));
+    const top = procs[0];
+    if (top && top.busiest) {
+      const b = top.busiest;
+      document.getElementById("headline").textContent =
+        "Busiest: pid " + top.pid + (top.role ? " (" + top.role + ")" : "") + ", thread " + b.name +
+        ": holds the GIL " + pct(holdShare(b)) + ", waits " + pct(b.states.waiting_gil) +
+        ", native " + pct(b.states.native) + ", idle " + pct(b.states.idle) +
+        (b.function ? ", mostly in " + shortFrame(b.function) : "");
+    }
+    const box = document.getElementById("process-table");
+    const body = table(box, ["process", "role", "GIL", "busiest thread", "hold", "wait", "native", "idle", "top function", "command"]);
+    body.parentNode.id = "processes";
+    for (const p of procs) {
+      const b = p.busiest;
+      const tr = add(body, "tr", { "data-pid": p.pid, "data-role": p.role || "" });
+      add(tr, "td", { class: "name" }, "pid " + p.pid);
+      add(tr, "td", { class: "name role" }, p.role || "");
+      add(tr, "td", {}, pct(p.gil_utilisation));
+      add(tr, "td", { class: "name" }, b ? b.name + " (tid " + b.tid + ")" : "–");
+      add(tr, "td", {}, b ? pct(holdShare(b)) : "–");
+      add(tr, "td", {}, b ? pct(b.states.waiting_gil) : "–");
+      add(tr, "td", {}, b ? pct(b.states.native) : "–");
+      add(tr, "td", {}, b ? pct(b.states.idle) : "–");
+      const fn = add(tr, "td", { class: "name" }, b && b.function ? shortFrame(b.function) : "");
+      if (b && b.function) fn.title = b.function[0] + " (" + b.function[1] + ":" + b.function[2] + ")";
+      add(add(tr, "td", { class: "name", title: p.command }), "div", { class: "cmd" }, p.short_command || p.command);
+    }
   }
 
   function legend(parent) {
@@ -57,20 +114,23 @@
 
   // -- flame graph ----------------------------------------------------------------------------
   const flame = { zoom: [], tree: null };
-  const filters = { process: "all", thread: "all", states: new Set(STATES.map((_, i) => i)) };
+  // Idle is hidden unless the report was written with --idle: a server sleeps most of the time.
+  const shownByDefault = (name) => name !== "idle" || (DATA.options && DATA.options.idle);
+  const filters = { process: "all", thread: "all", search: "",
+    states: new Set(STATES.map((_, i) => i).filter((i) => shownByDefault(STATES[i]))) };
 
   function node(name, kind, state, full) { return { name, full: full || name, kind, state, value: 0, children: new Map() }; }
 
   function buildTree() {
     const root = node("all", "root", null);
     DATA.processes.forEach((p, pi) => {
-      if (filters.process !== "all" && Number(filters.process) !== pi) return;
+      if (!processShown(pi)) return;
       for (const [tid, state, path, n] of p.stacks) {
         if (filters.thread !== "all" && filters.thread !== pi + ":" + tid) continue;
         if (!filters.states.has(state)) continue;
         root.value += n;
         let cur = root;
-        const keys = [["s" + state, STATES[state], "state", null]].concat(path.map((f) => ["f" + f, frameLabel(f), "frame", frameLabel(f, true)]));
+        const keys = [["s" + state, STATES[state], "state", null]].concat(path.map((f) => [LINES ? "f" + f : "f" + frameLabel(f, true), frameLabel(f), "frame", frameLabel(f, true)]));
         for (const [key, name, kind, full] of keys) {
           let child = cur.children.get(key);
           if (!child) { child = node(name, kind, state, full); cur.children.set(key, child); }
@@ -148,13 +208,91 @@
     place(top, null, zoomKeys, 0, 0);
     box.style.height = ((depthMax + 1) * ROW + 4) + "px";
     if (!flame.tree.value) add(box, "p", { class: "hint" }, "No samples match these filters.");
+    highlight();
+    selfTime();
+  }
+
+  // The samples the flame graph shows, with the filters applied: [process, tid, state, path, n].
+  function shownSamples() {
+    const out = [];
+    DATA.processes.forEach((p, pi) => {
+      if (!processShown(pi)) return;
+      for (const [tid, state, path, n] of p.stacks) {
+        if (filters.thread !== "all" && filters.thread !== pi + ":" + tid) continue;
+        if (!filters.states.has(state)) continue;
+        out.push([pi, tid, state, path, n]);
+      }
+    });
+    return out;
+  }
+
+  // Search: frames whose name or path holds the text are outlined, the rest dimmed, and the share
+  // of the shown samples with such a frame anywhere on their stack is given.
+  function highlight() {
+    const q = filters.search.toLowerCase();
+    const result = document.getElementById("search-result");
+    for (const div of document.querySelectorAll("#flamegraph .frame")) {
+      div.classList.toggle("match", !!q && div.dataset.kind === "frame" && div.title.toLowerCase().split("\n")[0].includes(q));
+      div.classList.toggle("dim", !!q && !div.classList.contains("match"));
+    }
+    if (!q) { result.textContent = ""; return; }
+    let hit = 0, all = 0;
+    for (const [, , , path, n] of shownSamples()) {
+      all += n;
+      if (path.some((f) => frameLabel(f, true).toLowerCase().includes(q))) hit += n;
+    }
+    const frames = document.querySelectorAll("#flamegraph .frame.match").length;
+    result.textContent = frames + " frames match · " + hit + " samples, " + pct(all ? hit / all : 0) + " of those shown";
+  }
+
+  function selfTime() {
+    const rows = new Map();
+    let all = 0;
+    for (const [, , state, path, n] of shownSamples()) {
+      all += n;
+      const key = path.length ? "f" + path[path.length - 1] : "s" + state;
+      let r = rows.get(key);
+      if (!r) {
+        r = { name: path.length ? frameLabel(path[path.length - 1]) : "(no Python stack: " + STATES[state] + ")",
+              full: path.length ? frameLabel(path[path.length - 1], true) : STATES[state], self: 0, total: 0, states: {} };
+        rows.set(key, r);
+      }
+      r.self += n;
+      r.states[state] = (r.states[state] || 0) + n;
+      for (const f of new Set(path)) {
+        const k = "f" + f;
+        if (k === key) continue;
+        let o = rows.get(k);
+        if (!o) { o = { name: frameLabel(f), full: frameLabel(f, true), self: 0, total: 0, states: {} }; rows.set(k, o); }
+        o.total += n;
+      }
+      r.total += n;
+    }
+    const box = document.getElementById("self-time");
+    box.replaceChildren();
+    const ranked = Array.from(rows.values()).filter((r) => r.self).sort((a, b) => b.self - a.self || b.total - a.total).slice(0, 25);
+    if (!ranked.length) { add(box, "p", { class: "hint" }, "No samples match these filters."); return; }
+    const body = table(box, ["function", "self", "total"].concat(STATES.filter((_, i) => filters.states.has(i))));
+    body.parentNode.id = "self-time-table";
+    for (const r of ranked) {
+      const tr = add(body, "tr");
+      add(tr, "td", { class: "name", title: r.full }, r.name);
+      add(tr, "td", {}, pct(all ? r.self / all : 0));
+      add(tr, "td", {}, pct(all ? r.total / all : 0));
+      STATES.forEach((_, i) => { if (filters.states.has(i)) add(tr, "td", {}, r.states[i] ? pct(r.states[i] / r.self) : ""); });
+    }
+  }
+
+  // filters.process is "all" or a comma-separated list of process indices (merged workers).
+  function processShown(pi) {
+    return filters.process === "all" || filters.process.split(",").map(Number).includes(pi);
   }
 
   function fillThreads() {
     const sel = document.getElementById("filter-thread");
     sel.replaceChildren(el("option", { value: "all" }, "all threads"));
     DATA.processes.forEach((p, pi) => {
-      if (filters.process !== "all" && Number(filters.process) !== pi) return;
+      if (!processShown(pi)) return;
       for (const t of p.threads) {
         const label = (DATA.processes.length > 1 ? "pid " + p.pid + " · " : "") + t.name + " (tid " + t.tid + ")";
         add(sel, "option", { value: pi + ":" + t.tid }, label);
@@ -166,7 +304,28 @@
   function flameControls() {
     const proc = document.getElementById("filter-process");
     add(proc, "option", { value: "all" }, "all processes");
-    DATA.processes.forEach((p, pi) => add(proc, "option", { value: String(pi) }, p.label));
+    // With workers merged (the default for a server), a master's identical workers are one choice.
+    const merged = new Map();
+    if (DATA.options && DATA.options.merge_workers) {
+      DATA.processes.forEach((p, pi) => {
+        if (p.role !== "worker") return;
+        const key = p.ppid + "\u0000" + p.command;
+        if (!merged.has(key)) merged.set(key, []);
+        merged.get(key).push(pi);
+      });
+    }
+    const done = new Set();
+    DATA.processes.forEach((p, pi) => {
+      if (done.has(pi)) return;
+      const group = Array.from(merged.values()).find((g) => g.includes(pi) && g.length > 1);
+      if (group) {
+        group.forEach((i) => done.add(i));
+        add(proc, "option", { value: group.join(","), "data-group": "workers" },
+          group.length + " workers of pid " + p.ppid + " · " + (p.short_command || p.command));
+      } else {
+        add(proc, "option", { value: String(pi) }, p.label + (p.role && p.role !== "main" ? " (" + p.role + ")" : ""));
+      }
+    });
     proc.addEventListener("change", () => { filters.process = proc.value; fillThreads(); flame.zoom = []; drawFlame(); });
     fillThreads();
     const threadSel = document.getElementById("filter-thread");
@@ -175,7 +334,7 @@
     STATES.forEach((name, s) => {
       const label = add(states, "label");
       const box = add(label, "input", { type: "checkbox", value: String(s), "data-state": name });
-      box.checked = true;
+      box.checked = filters.states.has(s);
       box.addEventListener("change", () => {
         if (box.checked) filters.states.add(s); else filters.states.delete(s);
         drawFlame();
@@ -184,6 +343,8 @@
       label.appendChild(document.createTextNode(name));
     });
     document.getElementById("flame-reset").addEventListener("click", () => { flame.zoom = []; drawFlame(); });
+    const search = document.getElementById("flame-search");
+    search.addEventListener("input", () => { filters.search = search.value.trim(); highlight(); });
   }
 
   // -- timeline -------------------------------------------------------------------------------
@@ -227,18 +388,55 @@
       if (!waiters.length) continue;
       any = true;
       if (DATA.processes.length > 1) add(box, "div", { class: "tl-process" }, p.label);
-      const holders = [];
-      for (const t of waiters) for (const b of t.blame) if (!holders.includes(b.holder)) holders.push(b.holder);
-      const body = table(box, ["waiter \\ holder"].concat(holders));
+      // Threads named alike (ThreadPoolExecutor-0_0 .. _7) are one row and one column: a pool.
+      // As in the text report: differently numbered names make a pool from three threads on.
+      const byKey = new Map();
+      const note = (name) => {
+        if (name === null || name === undefined) return;
+        const k = String(name).replace(/\d+/g, "#");
+        if (!byKey.has(k)) byKey.set(k, new Set());
+        byKey.get(k).add(String(name));
+      };
+      for (const t of p.threads) note(t.name);
+      for (const t of waiters) for (const b of t.blame) note(b.holder);
+      const poolOf = (name) => {
+        if (name === null || name === undefined) return "(none)";
+        const k = String(name).replace(/\d+/g, "#");
+        const names = byKey.get(k);
+        return names && (names.size === 1 || names.size >= 3) ? k : String(name);
+      };
+      const rowsByPool = new Map();
       for (const t of waiters) {
+        const k = poolOf(t.name);
+        if (!rowsByPool.has(k)) rowsByPool.set(k, []);
+        rowsByPool.get(k).push(t);
+      }
+      const holderNames = new Map(); // pool -> set of holder names
+      for (const t of waiters) for (const b of t.blame) {
+        const k = poolOf(b.holder);
+        if (!holderNames.has(k)) holderNames.set(k, new Set());
+        holderNames.get(k).add(b.holder);
+      }
+      const label = (k, names) => names.size > 1 ? k + " ×" + names.size : Array.from(names)[0] === undefined ? k : String(Array.from(names)[0]);
+      const holders = Array.from(holderNames.keys());
+      const body = table(box, ["waiter \\ holder"].concat(holders.map((k) => label(k, holderNames.get(k)))));
+      body.parentNode.classList.add("blame-matrix");
+      for (const [k, members] of rowsByPool) {
         const tr = add(body, "tr");
-        add(tr, "td", { class: "name" }, t.name + " (tid " + t.tid + ")");
+        const name = members.length > 1 ? k + " ×" + members.length : members[0].name + " (tid " + members[0].tid + ")";
+        add(tr, "td", { class: "name" }, name);
+        const waited = members.reduce((s, t) => s + t.waiting_s, 0);
         for (const h of holders) {
-          const share = t.blame.filter((b) => b.holder === h).reduce((s, b) => s + b.fraction, 0);
-          const td = add(tr, "td", {}, share ? pct(share) + " · " + secs(share * t.waiting_s) : "");
+          let seconds = 0;
+          const fns = [];
+          for (const t of members) for (const b of t.blame) if (poolOf(b.holder) === h) {
+            seconds += b.fraction * t.waiting_s;
+            if (b.function) fns.push(b.function + ": " + secs(b.fraction * t.waiting_s));
+          }
+          const share = waited ? seconds / waited : 0;
+          const td = add(tr, "td", {}, share ? pct(share) + " · " + secs(seconds) : "");
           if (share) td.style.background = "rgba(217,83,79," + (0.1 + 0.6 * share).toFixed(2) + ")";
-          const fns = t.blame.filter((b) => b.holder === h && b.function).map((b) => b.function + ": " + pct(b.fraction));
-          if (fns.length) td.title = fns.join("\n");
+          if (fns.length) td.title = fns.slice(0, 20).join("\n");
         }
       }
     }

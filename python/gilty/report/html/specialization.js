@@ -41,8 +41,15 @@
   add(section, "p", { class: "hint" }, "Each specializable instruction's form, read from the target's adaptive bytecode " +
     "over the run; the number is the samples that found a thread executing it. Hover for the counter and the likely cause.");
   const verdict = add(section, "ol", { id: "spec-verdict" });
-  if (SPEC.verdict.length) for (const v of SPEC.verdict) add(verdict, "li", { class: "verdict" }, v);
+  if (SPEC.nothing_ran) add(section, "p", { class: "verdict" }, SPEC.nothing_ran);
+  else if (SPEC.verdict.length) for (const v of SPEC.verdict) add(verdict, "li", { class: "verdict" }, v);
   else add(section, "p", { class: "verdict" }, "The hot sites stay specialized.");
+  if (SPEC.generic_calls && SPEC.generic_calls.length) {
+    add(section, "p", { class: "hint" }, "Calls on the generic path, not ranked: their time is the called C function's own work; " +
+      "specializing a call saves only the call's overhead.");
+    const calls = add(section, "ul", { id: "spec-generic-calls" });
+    for (const c of SPEC.generic_calls) add(calls, "li", {}, c);
+  }
   for (const [pid, reason] of Object.entries(SPEC.skipped)) add(section, "p", { class: "hint" }, "pid " + pid + " not read: " + reason);
   for (const n of SPEC.notes) add(section, "p", { class: "hint" }, n);
 

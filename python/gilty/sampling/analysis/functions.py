@@ -72,11 +72,13 @@ def top_functions(session: Session, states: dict, limit: int = TOP_FUNCTIONS_PER
     return result
 
 
-def top_function_overall(session: Session, states: dict) -> dict:
+def top_function_overall(session: Session, states: dict, busy_min: Optional[float] = None) -> dict:
     """{tid: FunctionShare}: the single most frequent innermost function of each thread.
 
     Samples without a Python stack are skipped unless the thread has nothing else; the
-    reported state is the one that function was seen in most.
+    reported state is the one that function was seen in most. With ``busy_min``, a thread
+    that is not idle for at least that share of its samples is named by its busiest
+    function, its idle samples left out (the share is then of its not-idle samples' function).
     """
     counts = {((tid, state), stack_id): n for (tid, state, stack_id), n in session.counts.items()}
     by_thread: dict = {}
@@ -90,6 +92,14 @@ def top_function_overall(session: Session, states: dict) -> dict:
     result = {}
     for tid, functions in by_thread.items():
         with_stack = {k: v for k, v in functions.items() if k[0] is not None} or functions
+        if busy_min is not None:
+            # A worker that runs 20 % of the time and sleeps the rest is about what it runs.
+            total = states[tid].samples
+            busy = {k: v for k, v in with_stack.items() if sum(n for st, n in v[2].items() if st != IDLE) > 0}
+            busy_samples = total - states[tid].counts[IDLE] if IDLE < len(states[tid].counts) else total
+            if busy and total and busy_samples / total >= busy_min:
+                with_stack = {k: [sum(n for st, n in v[2].items() if st != IDLE), v[1],
+                                  {st: n for st, n in v[2].items() if st != IDLE}] for k, v in busy.items()}
         (function, file), (n, lines, by_state) = max(with_stack.items(), key=lambda item: (item[1][0], str(item[0])))
         state = most_frequent(by_state)
         result[tid] = FunctionShare(

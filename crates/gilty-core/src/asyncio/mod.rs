@@ -1,0 +1,260 @@
+//! asyncio tasks read from outside: every task of every loop, its coroutine stack down to the
+//! innermost suspended frame, what it awaits, and who awaits whom (docs/asyncio.md).
+//!
+//! The target runs while we read, and tasks come and go by the thousand per second. The whole
+//! picture is therefore read twice, each time through a fresh page cache: a task is reported only if
+//! both reads agree on everything reported about it (state, stack, what it awaits, its parent);
+//! others are dropped and counted. A task seen by one read only started or ended in between.
+
+mod objects;
+mod pages;
+mod registry;
+mod tree;
+
+use crate::frames::{Frame, WalkError};
+use crate::interpreter::Interpreter;
+use crate::process::memory::Memory;
+use crate::pyobjects::read_small_int;
+use gilty_layouts::asyncio_layout_for;
+use objects::{AsyncReader, Kind};
+use pages::PageCache;
+use pages::AddrMap;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Awaiting {
+    /// task, gather, taskgroup, sleep, lock, event, condition, semaphore, queue, executor,
+    /// stream, future (anything else), or coroutine (a non-future at the bottom of the chain).
+    pub kind: String,
+    /// The awaited object's type name.
+    pub type_name: String,
+    pub address: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskInfo {
+    pub id: u64,
+    pub name: String,
+    /// running, pending, cancelling, done, cancelled.
+    pub state: &'static str,
+    pub loop_addr: u64,
+    /// A pure-Python `asyncio.Task` (or subclass) rather than the C one.
+    pub python_impl: bool,
+    pub eager: bool,
+    /// The coroutine chain, innermost first (the innermost suspended frame is `stack[0]`).
+    pub stack: Vec<Frame>,
+    pub awaiting: Option<Awaiting>,
+    pub parent: Option<u64>,
+    /// How the parent awaits this task: await, gather, taskgroup, shield, wait_for, callback.
+    pub parent_via: Option<&'static str>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoopInfo {
+    pub address: u64,
+    pub type_name: String,
+    /// `threading.get_ident()` of the thread running the loop (the loop's `_thread_id`).
+    pub thread_ident: Option<u64>,
+    /// The OS thread id of that thread, when it is a Python thread of the target.
+    pub tid: Option<i32>,
+    pub running_task: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct TaskErrors {
+    /// Tasks the two reads disagreed on.
+    pub torn_dropped: u64,
+    /// Tasks that could not be read at all (freed under us, or an unexpected object).
+    pub unreadable: u64,
+    /// Tasks present in one read only (started or finished during the dump).
+    pub changed: u64,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct TasksSnapshot {
+    /// False when the target never imported asyncio.
+    pub asyncio_imported: bool,
+    pub loops: Vec<LoopInfo>,
+    pub tasks: Vec<TaskInfo>,
+    pub errors: TaskErrors,
+    /// Pages read from the target, both reads together.
+    pub pages_read: u64,
+    /// Other async frameworks the target imported (trio, gevent, curio): their tasks are not read.
+    pub other_frameworks: Vec<String>,
+}
+
+/// Frameworks with their own scheduler, whose tasks are not asyncio tasks.
+const OTHER_FRAMEWORKS: [&str; 3] = ["trio", "gevent", "curio"];
+
+/// Reads every task of the target twice and keeps what both reads agree on.
+pub fn read_tasks(interp: &Interpreter) -> crate::Result<TasksSnapshot> {
+    let a = asyncio_layout_for(interp.version.0, interp.version.1).ok_or_else(|| {
+        crate::Error::new(crate::ErrorKind::UnsupportedVersion, format!("no asyncio layout for Python {}", interp.version_string()))
+    })?;
+    let main = interp.main_interp()?;
+    let first = read_retrying(interp, a, main);
+    let second = read_retrying(interp, a, main);
+    let (first, second) = match (first, second) {
+        (Ok(x), Ok(y)) => (x, y),
+        (Err(e), _) | (_, Err(e)) => {
+            let pid = interp.pid;
+            if crate::process::procfs::is_gone(pid) {
+                return Err(crate::Error::new(crate::ErrorKind::TargetExited, format!("pid {pid} exited")));
+            }
+            return Err(crate::Error::new(crate::ErrorKind::UnrecognisedInterpreter, format!("pid {pid}: cannot read its asyncio tasks: {e}")));
+        }
+    };
+    let mut snap = merge(first, second);
+    for name in OTHER_FRAMEWORKS {
+        if matches!(interp.module_global(name, "__name__"), Ok(Some(_))) {
+            snap.other_frameworks.push(name.to_owned());
+        }
+    }
+    // Which OS thread runs each loop: the loop's `_thread_id` is a thread state's `thread_id`.
+    let tids = crate::process::procfs::thread_ids(interp.pid).unwrap_or_default();
+    let threads = crate::threads::python_threads(interp, &mut crate::threads::TidResolver::default(), &tids).unwrap_or_default();
+    for l in snap.loops.iter_mut() {
+        l.tid = l.thread_ident.and_then(|i| threads.iter().find(|t| t.ident == i)).and_then(|t| t.tid);
+    }
+    Ok(snap)
+}
+
+/// Reads of the registries themselves (a set or dict resized under us) are tried again a few times.
+const REGISTRY_TRIES: usize = 5;
+
+fn read_retrying(interp: &Interpreter, a: &gilty_layouts::AsyncLayout, main: u64) -> std::io::Result<OneRead> {
+    let mut last = None;
+    for _ in 0..REGISTRY_TRIES {
+        match one_read(interp, a, main) {
+            Ok(r) => return Ok(r),
+            Err(e) if crate::process::procfs::is_gone(interp.pid) => return Err(e),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap())
+}
+
+struct OneRead {
+    snap: TasksSnapshot,
+}
+
+fn merge(first: OneRead, second: OneRead) -> TasksSnapshot {
+    let mut out = second.snap;
+    out.pages_read += first.snap.pages_read;
+    out.errors.unreadable += first.snap.errors.unreadable;
+    let before: AddrMap<&TaskInfo> = first.snap.tasks.iter().map(|t| (t.id, t)).collect();
+    let after_ids: pages::AddrSet = out.tasks.iter().map(|t| t.id).collect();
+    out.errors.changed += first.snap.tasks.iter().filter(|t| !after_ids.contains(&t.id)).count() as u64;
+    let mut kept = Vec::with_capacity(out.tasks.len());
+    for t in out.tasks.drain(..) {
+        match before.get(&t.id) {
+            None => out.errors.changed += 1,
+            // The running task moves between the reads; what else is reported about it must agree.
+            Some(b) if t.state == "running" && b.state == "running" && b.name == t.name && b.parent == t.parent => kept.push(t),
+            Some(b) if **b == t => kept.push(t),
+            Some(_) => out.errors.torn_dropped += 1,
+        }
+    }
+    let kept_ids: pages::AddrSet = kept.iter().map(|t| t.id).collect();
+    // A parent that was dropped leaves its children without a parent rather than with a stale one.
+    for t in kept.iter_mut() {
+        if t.parent.is_some_and(|p| !kept_ids.contains(&p)) {
+            t.parent = None;
+            t.parent_via = None;
+        }
+    }
+    out.tasks = kept;
+    out
+}
+
+fn one_read(interp: &Interpreter, a: &gilty_layouts::AsyncLayout, main: u64) -> std::io::Result<OneRead> {
+    let cache = PageCache::new(&interp.mem);
+    let mem: &dyn Memory = &cache;
+    let probe = AsyncReader::new(mem, &interp.layout, a, Default::default(), interp.code_type);
+    let Some(classes) = registry::classes(&probe, main)? else {
+        return Ok(OneRead { snap: TasksSnapshot { pages_read: cache.pages() as u64, ..Default::default() } });
+    };
+    let r = AsyncReader::new(mem, &interp.layout, a, classes, interp.code_type);
+    check_sizes(&r)?;
+    let reg = registry::read(&r, main)?;
+    let current: AddrMap<u64> = reg.current.iter().map(|&(l, t)| (l, t)).collect();
+    let mut snap = TasksSnapshot { asyncio_imported: true, ..Default::default() };
+    let mut read = Vec::with_capacity(reg.tasks.len());
+    for &(task, eager) in &reg.tasks {
+        match tree::read_task(&r, task, eager) {
+            Ok(t) => read.push(t),
+            Err(_) => snap.errors.unreadable += 1,
+        }
+    }
+    let parents = tree::parents(&r, &read);
+    let mut loops: AddrMap<LoopInfo> = AddrMap::default();
+    for t in read {
+        let running = current.get(&t.fields.loop_addr) == Some(&t.id);
+        let state = match t.fields.state {
+            1 => "cancelled",
+            2 => "done",
+            _ if running => "running",
+            _ if t.fields.cancelling => "cancelling",
+            _ => "pending",
+        };
+        let loop_addr = t.fields.loop_addr;
+        loops.entry(loop_addr).or_insert_with(|| loop_info(&r, loop_addr, current.get(&loop_addr).copied()));
+        let (parent, via) = parents.get(&t.id).copied().map(|(p, v)| (Some(p), Some(v))).unwrap_or((None, None));
+        snap.tasks.push(TaskInfo {
+            id: t.id,
+            name: t.fields.name.clone(),
+            state,
+            loop_addr,
+            python_impl: t.fields.kind == Kind::PyTask,
+            eager: t.eager,
+            stack: t.chain.links.iter().rev().filter_map(|l| l.frame.clone()).collect(),
+            awaiting: t.awaiting.clone(),
+            parent,
+            parent_via: via,
+        });
+    }
+    snap.tasks.sort_by_key(|t| t.id);
+    let mut loops: Vec<LoopInfo> = loops.into_values().collect();
+    loops.sort_by_key(|l| l.address);
+    snap.loops = loops;
+    snap.pages_read = cache.pages() as u64;
+    Ok(OneRead { snap })
+}
+
+/// The C classes in the target must have the sizes the table was generated for (a build whose
+/// `_asyncio` differs is refused rather than misread).
+fn check_sizes(r: &AsyncReader) -> std::io::Result<()> {
+    for (cls, want, what) in [(r.classes.c_task, r.a.task_size, "Task"), (r.classes.c_future, r.a.future_size, "Future")] {
+        if cls == 0 {
+            continue;
+        }
+        let got = r.mem.read_i64(cls + r.l.type_basicsize)?;
+        if got as u64 != want {
+            return Err(std::io::Error::other(format!(
+                "_asyncio.{what} is {got} bytes in the target but {want} in gilty's table for this version (a modified build?)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn loop_info(r: &AsyncReader, address: u64, running_task: Option<u64>) -> LoopInfo {
+    let type_name = r.type_name(address).unwrap_or_default();
+    let thread_ident = r
+        .graph()
+        .get_attr(address, "_thread_id")
+        .ok()
+        .flatten()
+        .and_then(|v| read_small_int(r.mem, r.l, v).ok())
+        .filter(|&v| v > 0)
+        .map(|v| v as u64);
+    LoopInfo { address, type_name, thread_ident, tid: None, running_task }
+}
+
+impl From<WalkError> for std::io::Error {
+    fn from(e: WalkError) -> Self {
+        match e {
+            WalkError::Torn => std::io::Error::new(std::io::ErrorKind::InvalidData, "torn read"),
+            WalkError::Io(e) => e,
+        }
+    }
+}

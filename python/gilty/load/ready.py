@@ -1,0 +1,206 @@
+"""Waiting until every worker of a server answers, before any load is measured: a prefork master
+accepts connections as soon as it listens, while its workers may still be importing the application
+(and Django imports its views on each worker's first request). Load measured meanwhile is start-up.
+
+The workers are the processes of the server's tree that hold its listening socket (a master that
+forked them holds it too and is left out: it has a holder below it). Which worker took a connection is
+read from /proc: the accepted socket's inode (/proc/net/tcp, by the client's port) among each
+worker's open files. Each round opens a connection per worker plus one and sends the first line of
+a request only, so that a worker that accepted one holds it (a sync worker then takes no other) while
+gilty finds out which worker it is; then the request is completed and its answer read. Only /proc is
+read: nothing in the server is changed.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import urllib.parse
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+LISTEN, ESTABLISHED = "0A", "01"
+ROUND_TIMEOUT_S = 5.0
+STALL_S = 10.0  # give up when for this long no other worker answered and none still starting used CPU
+
+
+@dataclass
+class Readiness:
+    workers: list  # pids that hold the listening socket (the master left out)
+    answered: list  # those seen answering a request
+    seconds: float  # from the first answer until every worker had answered (or until gilty gave up)
+    complete: bool = True
+    rounds: int = 0
+    missing: list = field(default_factory=list)
+
+
+def _tcp_table() -> list:
+    """[(local port, remote port, state, inode)] of every TCP socket in this network namespace."""
+    out = []
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(name) as f:
+                next(f, None)
+                for line in f:
+                    cols = line.split()
+                    if len(cols) < 10:
+                        continue
+                    local, remote, state, inode = cols[1], cols[2], cols[3], cols[9]
+                    out.append((int(local.rsplit(":", 1)[1], 16), int(remote.rsplit(":", 1)[1], 16), state, inode))
+        except OSError:
+            continue
+    return out
+
+
+def _children_map() -> dict:
+    kids: dict = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        kids.setdefault(ppid, []).append(int(entry))
+    return kids
+
+
+def process_tree(root: int) -> list:
+    """``root`` and its descendants, parents first."""
+    kids = _children_map()
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop(0)
+        out.append(pid)
+        todo.extend(sorted(kids.get(pid, [])))
+    return out
+
+
+def _socket_inodes(pid: int) -> set:
+    out = set()
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if link.startswith("socket:["):
+                out.add(link[8:-1])
+    except OSError:
+        pass
+    return out
+
+
+def workers(root: int, port: int) -> list:
+    """Pids of ``root``'s tree that hold a socket listening on ``port``, less those with such a holder
+    below them (a master that forked its workers)."""
+    listening = {inode for lport, _r, state, inode in _tcp_table() if state == LISTEN and lport == port}
+    if not listening:
+        return []
+    tree = process_tree(root)
+    holders = [pid for pid in tree if _socket_inodes(pid) & listening]
+    kids = _children_map()
+
+    def below(pid):
+        todo, seen = list(kids.get(pid, [])), set()
+        while todo:
+            p = todo.pop()
+            if p not in seen:
+                seen.add(p)
+                todo.extend(kids.get(p, []))
+        return seen
+
+    return [pid for pid in holders if not (below(pid) & set(holders))]
+
+
+def _cpu_ticks(pids: set) -> dict:
+    """{pid: user + system clock ticks} from /proc/PID/stat."""
+    out = {}
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            out[pid] = int(fields[11]) + int(fields[12])
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+def _owner(server_port: int, client_port: int, pids: list) -> Optional[int]:
+    inodes = {inode for lport, rport, state, inode in _tcp_table()
+              if lport == server_port and rport == client_port and state == ESTABLISHED and inode != "0"}
+    if not inodes:
+        return None
+    for pid in pids:
+        if _socket_inodes(pid) & inodes:
+            return pid
+    return None
+
+
+def _round(host: str, port: int, path: str, pids: list, count: int, deadline: float) -> set:
+    """Opens ``count`` connections with a request's first lines, finds which worker accepted each,
+    completes the requests; returns the pids whose request got an HTTP answer."""
+    conns = []
+    try:
+        for _ in range(count):
+            c = socket.create_connection((host, port), timeout=max(0.5, min(ROUND_TIMEOUT_S, deadline - time.monotonic())))
+            c.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\n".encode())
+            conns.append([c, c.getsockname()[1], None])
+        until = min(deadline, time.monotonic() + 1.0)
+        while time.monotonic() < until and any(owner is None for _c, _p, owner in conns):
+            for entry in conns:
+                if entry[2] is None:
+                    entry[2] = _owner(port, entry[1], pids)
+            time.sleep(0.02)
+        answered = set()
+        for c, _p, owner in conns:
+            c.sendall(b"Connection: close\r\n\r\n")
+        for c, _p, owner in conns:
+            try:
+                head = c.recv(16)
+            except OSError:
+                head = b""
+            if head.startswith(b"HTTP/") and owner is not None:
+                answered.add(owner)
+        return answered
+    finally:
+        for c, _p, _o in conns:
+            c.close()
+
+
+def wait_for_workers(url: str, root: int, timeout_s: float, alive: Callable[[], bool] = lambda: True) -> Optional[Readiness]:
+    """Until every worker of ``root``'s tree has answered a GET of ``url`` (any status), at most
+    ``timeout_s``; None when no process of the tree is seen listening on the URL's port."""
+    parts = urllib.parse.urlsplit(url)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    start = time.monotonic()
+    deadline = start + timeout_s
+    answered: set = set()
+    rounds = 0
+    pids = workers(root, port)
+    if not pids:
+        return None
+    progress = start
+    ticks: dict = {}
+    while time.monotonic() < deadline and alive():
+        rounds += 1
+        try:
+            new = _round(host, port, path, pids, len(pids) + 1, deadline) - answered
+        except OSError:
+            new = set()
+            time.sleep(0.1)
+        busy = _cpu_ticks(set(pids) - answered - new)
+        if new or busy != ticks:  # a worker answered, or one still starting used CPU meanwhile
+            answered |= new
+            ticks = busy
+            progress = time.monotonic()
+        elif answered and time.monotonic() - progress > STALL_S:
+            break  # idle workers that never take a connection: a master accepts for them
+        pids = workers(root, port) or pids  # workers still being forked join the set
+        if set(pids) <= answered:
+            return Readiness(pids, sorted(answered & set(pids)), time.monotonic() - start, True, rounds)
+    return Readiness(pids, sorted(answered & set(pids)), time.monotonic() - start, False, rounds,
+                     sorted(set(pids) - answered))
