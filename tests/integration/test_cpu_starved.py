@@ -27,7 +27,8 @@ TARGET_CPU = 0
 TOLERANCE = 0.05
 # A run delay share below this and the target was not starved: the test would prove nothing.
 STARVED_MIN = 0.25
-DURATION_S = 4.0
+# Long enough that the waits still in progress at the end (not yet reported by the kernel) weigh little.
+DURATION_S = 6.0
 
 
 def _schedstat(pid: int) -> dict:
@@ -128,7 +129,8 @@ def test_starved_event_loop_at_its_selector_is_idle_or_waiting_for_a_cpu(interp,
         pytest.skip(f"the event loop was not starved (run delay {share:.0%} of the run)")
     states = main["states"]
     assert abs(states["cpu_wait"] - share) <= TOLERANCE, (states, share)
-    assert states["native"] <= 0.05, states
+    # Was 0.49 before cpu_wait; what is left is the lag of waits not yet reported (docs/states.md).
+    assert states["native"] <= 0.10, states
     assert states["waiting_gil"] <= 0.01, states
 
 
@@ -145,7 +147,7 @@ def test_starved_multiply_threads_are_not_native(interp, targets):
         # The placement of a wait the kernel has not yet reported lags by a few passes (docs/states.md):
         # on a machine loaded by other work, some of it lands on passes of the thread's way into or out
         # of its sleep.
-        assert t["states"]["native"] <= 0.15, t["states"]
+        assert t["states"]["native"] <= 0.20, t["states"]
     natives = [t["states"]["native"] for t in threads]
     print(f"{interp.id}: native {natives}, cpu_wait {[t['states']['cpu_wait'] for t in threads]}")
 
