@@ -29,7 +29,7 @@ pub const STILL_NS: u64 = 12_000_000;
 
 /// Debt is bounded: a thread that waited long and then went to sleep has no passes left to pay with,
 /// and its debt must not land on passes of a later, unrelated stretch.
-const MAX_OWED: f64 = 64.0;
+const MAX_OWED: f64 = 256.0;
 
 /// Passes taken as waiting ahead of the kernel's word for it (see "likely off a CPU").
 const PREPAID: f64 = 2.0;
