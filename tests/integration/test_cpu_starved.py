@@ -99,6 +99,14 @@ def _check_against_kernel(report: dict, kernel: dict, names: tuple, interp=None,
         if share < STARVED_MIN:
             pytest.skip(f"{t['name']} was not starved (run delay {share:.0%} of the run): the hog did not share its CPU")
         got = t["states"]["cpu_wait"]
+        own = t["run_delay_share"]
+        if own is not None and abs(own - share) > TARGET:
+            # The kernel's counter over gilty's own passes and over the test's window (which also holds
+            # gilty's start and end) disagree: the load moved between them, the reference does not hold.
+            pytest.skip(
+                f"{t['name']}: run delay {share:.3f} over the test's window but {own:.3f} over gilty's passes "
+                f"(cpu_wait {got:.3f}): the machine's load changed during the run"
+            )
         if interp is not None:
             note(interp, f"{what} {t['name']}: cpu_wait - run delay (points)", round(100 * (got - share), 1))
         assert abs(got - share) <= TOLERANCE, (
