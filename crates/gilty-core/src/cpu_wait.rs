@@ -71,7 +71,10 @@ impl CpuWaitTrack {
             // short of a CPU) since the last one: the part of the wait that fell in the pause had no
             // passes to count it.
             let span = self.last_at.map(|(at, _)| now_ns.saturating_sub(at)).unwrap_or(0);
-            let counted = wait.saturating_sub(span.saturating_sub(period_ns));
+            // Ordinary jitter (a pass late by less than a period) is no pause: subtracting it would
+            // bias every thread's share down.
+            let paused = if span > 2 * period_ns { span - period_ns } else { 0 };
+            let counted = wait.saturating_sub(paused);
             self.owed = (self.owed + counted as f64 / period_ns.max(1) as f64).min(MAX_OWED);
             if let Some((at, was_runnable)) = self.last_at {
                 let (ran, span) = (now.run_ns.saturating_sub(last.run_ns), now_ns.saturating_sub(at));
