@@ -1,12 +1,14 @@
 """`gilty dump` against `py-spy dump` on the same target: wall time and CPU time, interleaved.
 
-    .venv/bin/python bench/dump_time.py [--python PATH] [--runs 7] [--threads 32]
+    .venv/bin/python bench/dump_time.py [--python PATH] [--runs 7] [--threads 32] [--locals]
 
 Starts bench/targets/mixed32.py (--threads threads about 15 frames deep), then runs
 `gilty dump --pid` and `py-spy dump --pid` alternately --runs times each. Reported per tool: the
 median and range of wall time and of CPU time (user + system of the dump process, from wait4), and
 for gilty the split of one in-process run: Python start + imports, attach, one snapshot.
-CPU time depends little on what else the machine runs; wall time does.
+CPU time depends little on what else the machine runs; wall time does. --locals adds
+`gilty dump --locals` and `py-spy dump --locals` to the interleaved runs, and the split then also
+times one snapshot with locals.
 
 gilty runs with its bytecode cached (PYTHONPYCACHEPREFIX in a temporary directory, filled by a first
 run that is not counted), as it is once installed from a wheel; --no-bytecode-cache measures it
@@ -47,13 +49,14 @@ def split(pid: int, env: dict) -> dict:
         "from gilty import _native\n"
         "t1 = time.monotonic(); target = _native.Target(%d); t2 = time.monotonic()\n"
         "target.dump(); t3 = time.monotonic()\n"
-        "print(t1 - t0, t2 - t1, t3 - t2)\n" % pid
+        "target.dump(locals=True); t4 = time.monotonic()\n"
+        "print(t1 - t0, t2 - t1, t3 - t2, t4 - t3)\n" % pid
     )
     t0 = time.monotonic()
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout.split()
     total = time.monotonic() - t0
-    imports, attach, snap = (float(x) for x in out)
-    return {"process_s": total, "imports_s": imports, "attach_s": attach, "snapshot_s": snap}
+    imports, attach, snap, snap_locals = (float(x) for x in out)
+    return {"process_s": total, "imports_s": imports, "attach_s": attach, "snapshot_s": snap, "locals_snapshot_s": snap_locals}
 
 
 def summary(xs: list) -> str:
@@ -66,6 +69,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--threads", type=int, default=32)
     parser.add_argument("--no-bytecode-cache", action="store_true")
+    parser.add_argument("--locals", action="store_true", help="also time `dump --locals` (gilty and py-spy)")
     args = parser.parse_args()
     env = dict(os.environ)
     cache_dir = tempfile.TemporaryDirectory(prefix="gilty-pyc-")
@@ -87,6 +91,10 @@ def main() -> int:
         tools = {"gilty dump": [gilty, "dump", "--pid", str(pid)]}
         if py_spy:
             tools["py-spy dump"] = [py_spy, "dump", "--pid", str(pid)]
+        if args.locals:
+            tools["gilty dump --locals"] = [gilty, "dump", "--pid", str(pid), "--locals"]
+            if py_spy:
+                tools["py-spy dump --locals"] = [py_spy, "dump", "--pid", str(pid), "--locals"]
         results = {name: ([], []) for name in tools}
         timed(tools["gilty dump"], env)  # fills the bytecode cache
         for _ in range(args.runs):
@@ -113,6 +121,8 @@ def main() -> int:
         "gilty in one process: %.0f ms in all; Python start + imports %.0f ms, attach %.1f ms, snapshot %.1f ms"
         % tuple(1000 * parts[k] for k in ("process_s", "imports_s", "attach_s", "snapshot_s"))
     )
+    if args.locals:
+        print("one snapshot with locals: %.1f ms" % (1000 * parts["locals_snapshot_s"]))
     return 0
 
 

@@ -136,6 +136,7 @@ FIELDS: list[tuple[str, dict[str, str]]] = [
     ("code_linetable", {"*": "offsetof(PyCodeObject, co_linetable)"}),
     ("code_code", {"3.10": "offsetof(PyCodeObject, co_code)"}),
     ("code_code_adaptive", {"3.11+": "offsetof(PyCodeObject, co_code_adaptive)"}),
+    ("code_version", {"3.12+": "offsetof(PyCodeObject, co_version)"}),
     # objects
     ("object_type", {"*": "offsetof(PyObject, ob_type)"}),
     ("varobject_size", {"*": "offsetof(PyVarObject, ob_size)"}),
@@ -170,6 +171,38 @@ FIELDS: list[tuple[str, dict[str, str]]] = [
     ("dictkeys_nentries", {"*": "offsetof(struct _dictkeysobject, dk_nentries)"}),
     ("dictkeys_indices", {"*": "offsetof(struct _dictkeysobject, dk_indices)"}),
     ("module_dict", {"*": "offsetof(PyModuleObject, md_dict)"}),
+]
+
+# `gilty dump --locals`: a frame's variable names and slots, and the builtin objects it shows by
+# value. Kept in its own block so that other additions merge cleanly.
+FIELDS += [
+    ("code_nlocalsplus", {"3.11+": "offsetof(PyCodeObject, co_nlocalsplus)"}),
+    ("code_localsplusnames", {"3.11+": "offsetof(PyCodeObject, co_localsplusnames)"}),
+    ("code_localspluskinds", {"3.11+": "offsetof(PyCodeObject, co_localspluskinds)"}),
+    ("code_nlocals", {"*": "offsetof(PyCodeObject, co_nlocals)"}),
+    ("code_kwonlyargcount", {"*": "offsetof(PyCodeObject, co_kwonlyargcount)"}),
+    ("code_flags", {"*": "offsetof(PyCodeObject, co_flags)"}),
+    ("code_cellvars", {"3.10": "offsetof(PyCodeObject, co_cellvars)"}),
+    ("code_freevars", {"3.10": "offsetof(PyCodeObject, co_freevars)"}),
+    ("float_value", {"*": "offsetof(PyFloatObject, ob_fval)"}),
+    ("list_items", {"*": "offsetof(PyListObject, ob_item)"}),
+    ("set_used", {"*": "offsetof(PySetObject, used)"}),
+    ("set_mask", {"*": "offsetof(PySetObject, mask)"}),
+    ("set_table", {"*": "offsetof(PySetObject, table)"}),
+    ("setentry_size", {"*": "sizeof(setentry)"}),
+    ("setentry_key", {"*": "offsetof(setentry, key)"}),
+    ("cell_ref", {"*": "offsetof(PyCellObject, ob_ref)"}),
+]
+
+# Handling an exception (`dump`'s per-thread flag): the thread state's exception-info stack, which
+# `sys.exc_info()` reads. Its own block, for easy merges.
+FIELDS += [
+    ("tstate_exc_info", {"*": "offsetof(PyThreadState, exc_info)"}),
+    ("err_stackitem_exc", {
+        "3.10": "offsetof(_PyErr_StackItem, exc_type)",
+        "3.11+": "offsetof(_PyErr_StackItem, exc_value)",
+    }),
+    ("err_stackitem_previous", {"*": "offsetof(_PyErr_StackItem, previous_item)"}),
 ]
 
 # Headers per version (the include dir is include/python3.X; internal headers include each

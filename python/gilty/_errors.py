@@ -24,6 +24,7 @@ EXIT_INTERRUPTED = 130  # Ctrl-C outside a recording: 128 + SIGINT, as shells re
 EXIT_CODE_BY_KIND = {
     "no_such_process": EXIT_NO_SUCH_PROCESS,
     "not_python": EXIT_NOT_PYTHON,
+    "not_initialised": EXIT_NOT_PYTHON,
     "unsupported_version": EXIT_UNSUPPORTED,
     "unrecognised_interpreter": EXIT_UNSUPPORTED,
     "permission_denied": EXIT_PERMISSION_DENIED,

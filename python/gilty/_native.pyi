@@ -45,6 +45,7 @@ class Batch(TypedDict):
 ErrorKind = Literal[
     "no_such_process",
     "not_python",
+    "not_initialised",
     "unsupported_version",
     "unrecognised_interpreter",
     "permission_denied",

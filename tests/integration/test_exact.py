@@ -95,6 +95,32 @@ def record_exact(pid: int, duration: float, rate: float = RATE_HZ, label: str = 
     return report
 
 
+def run_delays(pid: int) -> dict:
+    """{tid: (seconds spent runnable but waiting for a CPU, times run on a CPU)} from schedstat."""
+    out = {}
+    for tid in task_ids(pid):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                _on_cpu, delay_ns, slices = (int(x) for x in f.read().split())
+        except (OSError, ValueError):
+            continue
+        out[tid] = (delay_ns / 1e9, slices)
+    return out
+
+
+def record_with_run_delays(pid: int, duration: float, label: str) -> dict:
+    """``record_exact``, plus report["_run_delay"] = {tid: (run delay s, slices)} over the record: how
+    long the machine kept each thread of the target from a CPU while it was recorded."""
+    before, started = run_delays(pid), time.monotonic()
+    report = record_exact(pid, duration, label=label)
+    after = run_delays(pid)
+    report["_run_delay_over_s"] = time.monotonic() - started  # gilty's start-up and exit included
+    report["_run_delay"] = {
+        tid: (after[tid][0] - before[tid][0], after[tid][1] - before[tid][1]) for tid in after if tid in before
+    }
+    return report
+
+
 def sampled_and_exact(thread: dict) -> dict:
     """{"hold": (sampled, exact), "wait": (sampled, exact)} as fractions of the record."""
     s, e = thread["states"], thread["exact"]
@@ -131,7 +157,7 @@ class Recordings:
             try:
                 with running_target(self.interp, script, *args) as proc:
                     time.sleep(0.3)  # steady state
-                    report = record_exact(proc.pid, DURATION_S, label=f"{self.interp.id}-{case}")
+                    report = record_with_run_delays(proc.pid, DURATION_S, label=f"{self.interp.id}-{case}")
                     report["_tids"] = task_ids(proc.pid)
             except BaseException as e:  # pytest.fail / AssertionError: do not record again for each test
                 self.failed[case] = str(e)[:2000]
@@ -251,7 +277,7 @@ def switch_reports(recordings):
             continue
         with running_target(recordings.interp, "exact_experiment2.py", repr(interval)) as proc:
             time.sleep(0.3)
-            out[interval] = record_exact(proc.pid, SWITCH_DURATION_S, label=f"{recordings.interp.id}-switch-{interval}")
+            out[interval] = record_with_run_delays(proc.pid, SWITCH_DURATION_S, label=f"{recordings.interp.id}-switch-{interval}")
     return out
 
 
@@ -264,16 +290,50 @@ def test_switch_interval_is_the_targets(switch_reports):
 
 # Guards: exact waits mis-timed (wrong units, mis-paired entry/return, waits merged across wake-ups).
 # An I/O thread woken from sleep waits one switch interval for the CPU thread to be asked to drop, so
-# its median wait is about the interval: within +-30%, and it moves with it.
+# its median wait is about the interval: within +-30%, and it moves with it. Other jobs on the CPUs
+# lengthen every wait by the time the I/O thread, or the CPU thread it waits on, sits runnable
+# without a CPU: that is measured over the same record (/proc/PID/task/TID/schedstat). When an I/O
+# thread waited more than IO_RUN_DELAY_SHARE of the interval per time slice, or the CPU thread (always
+# runnable) sat without a CPU more than CPU_RUNNABLE_MAX of the time, the upper bound cannot hold and
+# is skipped, with the figures. Measured on the shared 2-CPU box: with other engineers' jobs only,
+# 0.12-0.60 ms per slice and 16-59 % runnable, p50 1.01-1.13x the interval; with 8 busy loops added,
+# 1.6-7.7 ms and 93-96 %, p50 9-33 ms at both intervals. A wait never gets shorter on a busy machine:
+# the lower bound holds always.
+IO_RUN_DELAY_SHARE = 0.2
+CPU_RUNNABLE_MAX = 0.75
+
+
+def machine_delay(report: dict, interval: float) -> tuple:
+    """(largest mean run delay per slice of an I/O thread, share of the time the CPU thread sat runnable)."""
+    per_slice = []
+    for name in ("io1", "io2"):
+        delay, slices = report["_run_delay"].get(thread_named(report, name)["tid"], (0.0, 0))
+        per_slice.append(delay / slices if slices else 0.0)
+    cpu_delay, _ = report["_run_delay"].get(thread_named(report, "cpu1")["tid"], (0.0, 0))
+    return max(per_slice), cpu_delay / report["_run_delay_over_s"]
+
+
 def test_io_wait_p50_follows_the_switch_interval(pyenv_interp, switch_reports):
     p50 = {}
+    busy = []
     for interval, r in switch_reports.items():
+        io_delay, cpu_share = machine_delay(r, interval)
+        measured = f"{interval * 1e3:g} ms: I/O thread run delay {io_delay * 1e3:.3f} ms per slice, CPU thread runnable {cpu_share:.1%} of the time"
+        print(measured)
+        if io_delay > IO_RUN_DELAY_SHARE * interval or cpu_share > CPU_RUNNABLE_MAX:
+            busy.append(measured)
         for name in ("io1", "io2"):
             e = thread_named(r, name)["exact"]
             p50[(interval, name)] = e["wait"]["p50_s"]
             note(pyenv_interp, f"switch {interval * 1e3:g} ms: io wait p50/interval", round(e["wait"]["p50_s"] / interval, 3))
+    shown = {f"{k[0] * 1e3:g} ms {k[1]}": f"{v * 1e3:.3f} ms" for k, v in p50.items()}
+    print(f"io wait p50: {shown}")
     for (interval, name), value in p50.items():
-        assert 0.7 * interval <= value <= 1.3 * interval, f"{name}: wait p50 {value * 1e3:.3f} ms at a {interval * 1e3:g} ms interval ({p50})"
+        assert 0.7 * interval <= value, f"{name}: wait p50 {value * 1e3:.3f} ms at a {interval * 1e3:g} ms interval ({shown})"
+    if busy:
+        pytest.skip(f"the machine kept the target's threads from a CPU ({'; '.join(busy)}): waits {shown}")
+    for (interval, name), value in p50.items():
+        assert value <= 1.3 * interval, f"{name}: wait p50 {value * 1e3:.3f} ms at a {interval * 1e3:g} ms interval ({shown})"
     for name in ("io1", "io2"):
         assert p50[(0.005, name)] < p50[(0.010, name)], p50
 

@@ -309,7 +309,8 @@ def test_trace_is_trace_event_format_with_stack_slices_per_thread(outputs):
     handler_tracks = {names[(e["pid"], e["tid"])] for e in stacks if e["name"].startswith("busy_handler (serverapp.py:")}
     assert any(t.startswith("MainThread (tid ") for t in handler_tracks), handler_tracks
     # No event repeats absolute paths: names carry base names, the paths are listed once.
-    assert not any("/" in e["name"] for e in stacks)
+    # (A base name shared by two packages keeps its package, `fastapi/applications.py`: never a whole path.)
+    assert not any("(/" in e["name"] for e in stacks), [e["name"] for e in stacks if "(/" in e["name"]][:5]
     assert any(f.endswith("/tests/targets/server_app/serverapp.py") for f in doc["otherData"]["files"])
     size_mb = outputs["chrome"].stat().st_size / 1e6
     print(f"trace: {size_mb:.2f} MB for {RECORD_S} s, {size_mb * 60 / RECORD_S:.1f} MB per minute")

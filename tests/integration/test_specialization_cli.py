@@ -60,7 +60,17 @@ def site_at(report: dict, marker: str, family: str = "LOAD_ATTR") -> dict:
 
 
 def test_miss_estimate_is_within_ten_points_of_the_true_rate(report, truth, interp):
-    sites = {marker: site_at(report, marker) for marker in ("alternating", "mix_90_10")}
+    markers = ["alternating", "mix_90_10", "rotate_three", "rotate_four"]
+    if interp.version[:2] >= (3, 12):
+        # Four classes in turn re-specialize for only two of them on 3.12+ (the 53rd miss lands two
+        # classes on), so the reads hold the same two specializations half the time each as a random
+        # two-class mix: 1 - sum(p_k^2) says 0.5 for a true 0.76, and nothing in the site's bytes tells
+        # the two apart (docs/specialization.md#miss-estimate). Its error is printed, not asserted.
+        markers.remove("rotate_four")
+        four = site_at(report, "rotate_four")
+        note(interp, "spec miss estimate error rotate_four (3.12+, not asserted)",
+             round(abs(four["slow_path_estimate"] - truth["rotate_four"]), 3))
+    sites = {marker: site_at(report, marker) for marker in markers}
     starved = {m: s["reads"] for m, s in sites.items() if s["reads"] < MIN_ESTIMATE_READS}
     if starved:
         # Reads are taken while the site's code runs on a CPU: a busy machine can starve the target.
@@ -162,7 +172,8 @@ def test_html_report_is_the_shared_report_with_annotated_source(interp, tmp_path
         pytest.skip("the page does not depend on the target's version: checked on pyenv 3.12 only (suite time)")
     out_json, page = tmp_path / "run.json", tmp_path / "spec.html"
     with running_target(interp.path, SCRIPT, "run", str(out_json)) as proc:
-        rc, out, err = run_gilty("specialization", "--pid", proc.pid, "--duration", "2", "-o", str(page))
+        # --top 20: the page annotates the hottest functions only, and the target has 11 hot ones.
+        rc, out, err = run_gilty("specialization", "--pid", proc.pid, "--duration", "2", "--top", "20", "-o", str(page))
     assert rc == 0, err
     text = page.read_text(encoding="utf-8")
     data = json.loads(re.search(r'<script type="application/json" id="gilty-data">(.*?)</script>', text, re.S).group(1))

@@ -1,9 +1,12 @@
-"""A parent whose forked child spins for 1 s and exits (the parent reaps it), then the parent idles.
+"""A parent that, on SIGUSR1, forks a child that spins for 1 s and exits (the parent reaps it), then
+the parent idles.
 
-Prints "ready" once the child runs.
+Prints "ready" once the handler is set. The test sends SIGUSR1 once gilty says it is recording, so
+the child is born inside the recording however long gilty took to start on a busy machine.
 """
 
 import os
+import signal
 import time
 
 
@@ -19,11 +22,15 @@ def parent_wait():
         time.sleep(0.2)  # LINE:parent_wait
 
 
-if __name__ == "__main__":
+def fork_child(signum, frame):
     child = os.fork()
     if child == 0:
         short_spin(1.0)
         os._exit(0)
-    print("ready", flush=True)
     os.waitpid(child, 0)
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGUSR1, fork_child)
+    print("ready", flush=True)
     parent_wait()

@@ -30,6 +30,21 @@ class Other:
         self.x = 2
 
 
+class Third:
+    def __init__(self):
+        self.z = 0
+        self.w = 0
+        self.x = 3
+
+
+class Fourth:
+    def __init__(self):
+        self.v = 0
+        self.z = 0
+        self.w = 0
+        self.x = 4
+
+
 class Fallback:
     def __getattr__(self, name):
         return 3
@@ -73,6 +88,20 @@ def mix_90_10(objs):
     t = 0
     for o in objs:
         t += o.x  # LINE:mix_90_10
+    return t
+
+
+def rotate_three(objs):
+    t = 0
+    for o in objs:
+        t += o.x  # LINE:rotate_three
+    return t
+
+
+def rotate_four(objs):
+    t = 0
+    for o in objs:
+        t += o.x  # LINE:rotate_four
     return t
 
 
@@ -121,10 +150,11 @@ def class_modified(objs):
     return t
 
 
-HOT = [mono_attr, alternating, mix_90_10, getattr_fallback, property_read, int_float, builtin_len, use_global,
+HOT = [mono_attr, alternating, mix_90_10, rotate_three, rotate_four, getattr_fallback, property_read, int_float, builtin_len, use_global,
        class_modified]
 
-plain, other, fallback, with_property, modified = Plain(), Other(), Fallback(), WithProperty(), Modified()
+plain, other, third, fourth = Plain(), Other(), Third(), Fourth()
+fallback, with_property, modified = Fallback(), WithProperty(), Modified()
 BATCH = 60
 # The 90/10 mix runs in windows of 61 that continue its 10-long pattern from call to call. With calls
 # of 60, every call would end at the same few points of 3.11's de-specialization cycle (560
@@ -135,6 +165,9 @@ BATCHES = {
     mono_attr: [plain] * BATCH,
     alternating: [plain, other] * (BATCH // 2),
     mix_90_10: MIX,
+    # Three and four receiver classes in turn, the attribute at a different instance-values slot in each.
+    rotate_three: [plain, other, third] * (BATCH // 3),
+    rotate_four: [plain, other, third, fourth] * (BATCH // 4),
     getattr_fallback: [fallback] * BATCH,
     property_read: [with_property] * BATCH,
     int_float: list(range(BATCH)),
@@ -188,11 +221,14 @@ def site_state(f):
     raise AssertionError("no LOAD_ATTR site")
 
 
+POLYMORPHIC = (alternating, mix_90_10, rotate_three, rotate_four)
+
+
 def true_slow_rates(executions):
     """Per polymorphic site, the share of executions that did not hit a specialization in place: the
     site's batch fed one receiver per call, its state read after each."""
     out = {}
-    for f in (alternating, mix_90_10):
+    for f in POLYMORPHIC:
         batch = BATCHES[f]
         for i in range(100):
             f(batch[i % len(batch) : i % len(batch) + 1])

@@ -16,6 +16,7 @@ from gilty.cli import main, split_child_command
 KIND_EXIT_CODES = [
     ("no_such_process", 3),
     ("not_python", 4),
+    ("not_initialised", 4),
     ("unsupported_version", 5),
     ("unrecognised_interpreter", 5),
     ("permission_denied", 6),

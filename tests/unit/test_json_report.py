@@ -135,6 +135,7 @@ def _snapshot():
                 "state": IDLE,
                 "syscall": FUTEX,
                 "stack": [("wait", "threading.py", 320), ("main", "app.py", 9)],
+                "handling_exception": "ValueError",
             },
             {"tid": 2, "name": "metrics", "state": HOLD, "syscall": -1, "stack": [("spin", "app.py", 12)]},
             {"tid": 3, "name": "sleeper", "state": IDLE, "syscall": CLOCK_NANOSLEEP, "stack": []},
@@ -165,17 +166,59 @@ def _tasks():
 TARGET_INFO = {"pid": 4242, "python_version": "3.12.1", "executable": "/usr/bin/python3", "switch_interval_s": 0.005}
 
 
+def _snapshot_with_locals():
+    """As `Target.dump(locals=True)` gives it: per frame (variables, None) or (None, error); a
+    thread whose stack kept moving has `locals_error` instead."""
+    snap = _snapshot()
+    main, metrics, _ = snap["threads"]
+    main["locals"] = [([("self", True, "<Condition at 0x7f00>"), ("waiter", False, "None")], None), (None, "bad code object")]
+    metrics["locals_error"] = "the stack moved while its variables were read"
+    main["positions"] = [(320, 320, 8, 30), None]
+    snap["threads"][2]["positions_error"] = "the stack kept moving"
+    return snap
+
+
 def test_dump_keys_match_the_documentation():
     documented = documented_keys("Snapshot")
-    dump = json.loads(json_report.render_dump(TARGET_INFO, _snapshot(), syscall_name))
-    present = key_paths(dump)
-    # Without --tasks: every documented key except the asyncio object's.
-    assert {k for k in documented if not k.startswith("asyncio")} - present == set()
-    assert present - documented == set()
-    with_tasks = json.loads(json_report.render_dump(TARGET_INFO, dict(_snapshot(), tasks=_tasks()), syscall_name))
-    present = key_paths(with_tasks)
+    plain = key_paths(json.loads(json_report.render_dump(TARGET_INFO, _snapshot(), syscall_name)))
+    # Without --tasks, --locals or positions: every documented key except those.
+    optional = ("asyncio", "threads[].locals_error", "threads[].positions_error", "threads[].stack[].locals", "threads[].stack[].position")
+    assert {k for k in documented if not k.startswith(optional)} - plain == set()
+    assert plain - documented == set()
+    full = dict(_snapshot_with_locals(), tasks=_tasks())
+    present = key_paths(json.loads(json_report.render_dump(TARGET_INFO, full, syscall_name)))
     assert documented - present == set()
     assert present - documented == set()
+
+
+def test_dump_locals_values():
+    dump = json_report.dump_report(TARGET_INFO, _snapshot_with_locals(), syscall_name)
+    main, metrics, _ = dump["threads"]
+    assert main["stack"][0]["locals"] == [
+        {"name": "self", "arg": True, "repr": "<Condition at 0x7f00>"},
+        {"name": "waiter", "arg": False, "repr": "None"},
+    ]
+    assert main["stack"][1]["locals"] is None and main["stack"][1]["locals_error"] == "bad code object"
+    assert main["stack"][0]["position"] == {"line": 320, "end_line": 320, "column": 8, "end_column": 30}
+    assert main["stack"][1]["position"] is None
+    assert metrics["locals_error"].startswith("the stack moved") and "locals" not in metrics["stack"][0]
+
+
+def test_dump_locals_text():
+    from gilty.report import dump as dump_text
+
+    out = dump_text.render_text(TARGET_INFO, _snapshot_with_locals(), syscall_name).splitlines()
+    at = out.index("    wait (threading.py:320)")
+    assert out[at + 1 : at + 6] == [
+        "        Arguments:",
+        "            self: <Condition at 0x7f00>",
+        "        Locals:",
+        "            waiter: None",
+        "    main (app.py:9)",
+    ], out
+    assert out[at + 6] == "        (variables not read: bad code object)", out
+    assert "    (variables not read: the stack moved while its variables were read)" in out, out
+    assert out[2].endswith("(idle: lock wait (futex); handling ValueError)"), out[2]
 
 
 def test_dump_tasks_text_tree():
@@ -193,6 +236,7 @@ def test_dump_values():
     assert main["state"] == "idle" and main["syscall"] == "futex" and main["idle_kind"] == "lock wait"
     assert main["stack"][0] == {"function": "wait", "file": "threading.py", "line": 320}
     assert metrics["state"] == "holding_gil" and metrics["syscall"] is None and metrics["idle_kind"] is None
+    assert main["handling_exception"] == "ValueError" and metrics["handling_exception"] is None
     assert sleeper["idle_kind"] == "sleep" and sleeper["stack"] == []
 
 

@@ -84,6 +84,40 @@ def test_311_prefers_reads_at_rest():
     assert analyse(session(w)).sites[0].slow_path_estimate == pytest.approx(0.3 * 85 / 32, abs=0.005)
 
 
+def test_311_reads_aliased_with_the_cycle_are_put_back_on_the_whole_adaptive_run():
+    # Four classes in turn fed in calls of 60 on 3.11: cycle 102 (17 hits), so reads between calls
+    # meet every 6th execution of it, 17 phases, 6 of them adaptive (counter values 1, 7, ..., 31,
+    # as read in-process after each call): 6/17 = 0.353 adaptive instead of 32/102 = 0.314, an
+    # estimate of 0.94 for a true 85/102 = 0.833.
+    rest = 1700
+    h = hist(rest, [rest - 600], forms={"backoff": 600, "specialized": rest - 600})
+    h.update(rest_reads=rest, rest_specialized=rest - 600, rest_generic_values={v: 100 for v in range(1, 32, 6)})
+    w = watch("3.11.7", RULES_311, [ins(4, "LOAD_ATTR_INSTANCE_VALUE", "LOAD_ATTR", "specialized", 100, h)])
+    assert analyse(session(w)).sites[0].slow_path_estimate == pytest.approx(85 / 102, abs=0.005)
+    # A few reads off the lattice (the code entered between the sampling pass and the read).
+    h.update(rest_specialized=rest - 605, rest_generic_values={**{v: 100 for v in range(1, 32, 6)}, 4: 3, 22: 2})
+    w = watch("3.11.7", RULES_311, [ins(4, "LOAD_ATTR_INSTANCE_VALUE", "LOAD_ATTR", "specialized", 100, h)])
+    assert analyse(session(w)).sites[0].slow_path_estimate == pytest.approx(85 / 102, abs=0.005)
+    # Three classes in calls of 60: cycle 111, every 3rd execution, 11 of 37 phases adaptive.
+    h.update(rest_reads=3700, rest_specialized=3700 - 1100, rest_generic_values={v: 100 for v in range(1, 32, 3)})
+    w = watch("3.11.7", RULES_311, [ins(4, "LOAD_ATTR_INSTANCE_VALUE", "LOAD_ATTR", "specialized", 100, h)])
+    assert analyse(session(w)).sites[0].slow_path_estimate == pytest.approx(85 / 111, abs=0.005)
+
+
+def test_311_unaliased_or_sparse_reads_are_taken_as_they_are():
+    f = 32 / 137
+    h = hist(1000, [round(1000 * (1 - f))])
+    # Reads that met all but a few of the run's values (a chance gap): no pattern, no correction.
+    h.update(rest_reads=1000, rest_specialized=round(1000 * (1 - f)),
+             rest_generic_values={v: 8 for v in range(32) if v not in (5, 17, 18)})
+    w = watch("3.11.7", RULES_311, [ins(4, "LOAD_ATTR_INSTANCE_VALUE", "LOAD_ATTR", "specialized", 100, h)])
+    assert analyse(session(w)).sites[0].slow_path_estimate == pytest.approx(85 / 137, abs=0.005)
+    # Too few adaptive reads to tell a pattern from chance, even if they happen to fall on even values.
+    h.update(rest_generic_values={0: 10, 2: 10, 4: 10})
+    w = watch("3.11.7", RULES_311, [ins(4, "LOAD_ATTR_INSTANCE_VALUE", "LOAD_ATTR", "specialized", 100, h)])
+    assert analyse(session(w)).sites[0].slow_path_estimate == pytest.approx(85 / 137, abs=0.005)
+
+
 def test_monomorphic_is_clean_and_too_few_reads_give_no_estimate():
     w = watch("3.12.1", RULES_312, [
         ins(4, "LOAD_ATTR_INSTANCE_VALUE", "LOAD_ATTR", "specialized", 100, hist(200, [200]), value=52),

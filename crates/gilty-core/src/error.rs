@@ -6,6 +6,9 @@ use std::fmt;
 pub enum ErrorKind {
     NoSuchProcess,
     NotPython,
+    /// A Python process whose interpreter is not initialised yet (or no longer has a thread state):
+    /// worth trying again until it is, or until it exits.
+    NotInitialised,
     UnsupportedVersion,
     UnrecognisedInterpreter,
     PermissionDenied,
@@ -20,6 +23,7 @@ impl ErrorKind {
         match self {
             ErrorKind::NoSuchProcess => "no_such_process",
             ErrorKind::NotPython => "not_python",
+            ErrorKind::NotInitialised => "not_initialised",
             ErrorKind::UnsupportedVersion => "unsupported_version",
             ErrorKind::UnrecognisedInterpreter => "unrecognised_interpreter",
             ErrorKind::PermissionDenied => "permission_denied",

@@ -15,21 +15,22 @@ use crate::threads::WalkHead;
 use gilty_layouts::Layout;
 use std::collections::HashMap;
 use std::io;
-use std::time::{Duration, Instant};
-
-/// How long a decoded code object is trusted without re-reading its header. A frame keeps its code
-/// object alive, so an address can only change meaning if the object is freed and another allocated
-/// there; re-checking every entry this often bounds how long such a reuse could be misreported, and
-/// saves one read per frame per pass.
-const RECHECK_CODE_AFTER: Duration = Duration::from_millis(200);
 
 /// Deeper chains are taken as a cycle read from memory that changed under us.
 pub const MAX_DEPTH: usize = 2048;
 const MAX_LINETABLE: usize = 1 << 20;
 /// Most of a data-stack chunk read in one go (the newest part; older frames are read as needed).
 const MAX_CHUNK_READ: u64 = 256 << 10;
+/// Bytes past the data stack's top read with it: frames the thread pushes between the walk's first
+/// read and a later read of its current frame are then in the same copy.
+const CHUNK_MARGIN: u64 = 2048;
+/// Copies of a moving stack compared (see `read_chain`) before it is given up as torn.
+const SNAPSHOT_ROUNDS: usize = 4;
 /// `_PyInterpreterFrame.owner` value of the shim frame a C caller pushes (3.12+, pycore_frame.h).
 const FRAME_OWNED_BY_CSTACK: u8 = 3;
+/// 3.13 `co_flags` bit of the code objects the interpreter makes for itself (Include/cpython/code.h),
+/// such as the `__init__` cleanup shim pushed under every specialised `Foo()` call.
+const CO_NO_MONITORING_EVENTS: u32 = 0x0200_0000;
 /// 3.10 `PyFrameObject.f_state` values (Include/cpython/frameobject.h).
 const FRAME_CREATED: i8 = -2;
 const FRAME_SUSPENDED: i8 = -1;
@@ -63,11 +64,30 @@ impl From<io::Error> for WalkError {
     }
 }
 
+/// What identifies a code object at an address, compared with the object there at its first use in
+/// every pass (threads of one pass share their code objects, and a pass lasts well under a
+/// millisecond): its
+/// name, file and line-table pointers, first line and size (3.10: its bytecode object instead), and
+/// on 3.12+ its `co_version`, which the interpreter numbers afresh for every code object it makes. A
+/// code object freed and another made at its address (`exec`, `compile`, a class defined again)
+/// misses unless all of these match, and then it is read again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct CodeKey {
+    filename: u64,
+    name: u64,
+    linetable: u64,
+    firstlineno: i32,
+    argcount: i32,
+    /// 3.10: `co_code`; 3.11: `ob_size` (code units); 3.12+: `co_version`.
+    identity: u64,
+}
+
 struct CodeInfo {
-    /// Pointers that identify the code object's contents; a reused address with other contents misses.
-    key: (u64, u64, u64),
-    /// When the key was last compared with the object in memory.
-    checked: Instant,
+    key: CodeKey,
+    /// The pass (`CodeCache::new_pass`) in which the key was last compared with the object.
+    checked_pass: u64,
+    /// Interpreter-owned code (3.13 shims): its frames are not shown, as tracebacks leave them out.
+    shim: bool,
     /// `co_qualname` (3.11+) or `co_name` (3.10).
     function: String,
     /// 3.10: whether the class comes from the first argument.
@@ -77,15 +97,37 @@ struct CodeInfo {
     linetable: Vec<u8>,
 }
 
-/// Decoded code objects by address, checked against their name/file/table pointers on every use;
-/// and (3.10) class names of methods' first arguments.
+/// Decoded code objects by address, checked against the object at that address once per pass (see
+/// `CodeKey`); (3.10) class names of methods' first arguments; and (3.10) the pages that held each
+/// thread's frames at its last walk (see `FrameWalker::read_chain`).
 #[derive(Default)]
 pub struct CodeCache {
     map: HashMap<u64, CodeInfo>,
     types: TypeNames,
+    frame_pages: HashMap<u64, Vec<(u64, usize)>>,
+    /// Sampling passes begun; a code object is compared with its address once per pass.
+    pass: u64,
 }
 
+/// Most pages remembered per thread: a deep 3.10 stack's frames beyond them are read as needed.
+const MAX_FRAME_PAGES: usize = 8;
+
 impl CodeCache {
+    /// A new sampling pass: every code object is compared with its address again at its first use.
+    pub fn new_pass(&mut self) {
+        self.pass += 1;
+    }
+
+    fn remember_pages(&mut self, tstate: u64, mut pages: Vec<(u64, usize)>) {
+        // Only page-sized blocks: frame objects, not a large read that went straight through.
+        pages.retain(|&(_, len)| len <= 4096);
+        pages.truncate(MAX_FRAME_PAGES);
+        if self.frame_pages.len() > 4096 {
+            self.frame_pages.clear(); // thread states come and go: never grow without bound
+        }
+        self.frame_pages.insert(tstate, pages);
+    }
+
     pub fn len(&self) -> usize {
         self.map.len()
     }
@@ -107,6 +149,8 @@ pub struct FrameWalker<'a> {
     pub code_type: Option<u64>,
     frame_read_len: usize,
     code_read_len: usize,
+    /// Copies compared beyond the first by the last walk (0: accepted as first read; see `read_chain`).
+    pub rounds: std::cell::Cell<usize>,
 }
 
 impl<'a> FrameWalker<'a> {
@@ -138,6 +182,9 @@ impl<'a> FrameWalker<'a> {
             Some(l.code_firstlineno),
             Some(l.code_linetable),
             l.code_code,
+            l.code_version,
+            Some(l.code_flags),
+            Some(l.varobject_size),
             Some(l.object_type),
         ]
         .iter()
@@ -146,7 +193,7 @@ impl<'a> FrameWalker<'a> {
         .copied()
         .unwrap()
             + 8;
-        FrameWalker { mem, layout, code_type, frame_read_len: frame_read_len as usize, code_read_len: code_read_len as usize }
+        FrameWalker { mem, layout, code_type, frame_read_len: frame_read_len as usize, code_read_len: code_read_len as usize, rounds: Default::default() }
     }
 
     /// Address of the innermost frame of a thread state (already read into `tstate_bytes` when possible).
@@ -188,15 +235,21 @@ impl<'a> FrameWalker<'a> {
             }
         };
         let first = match (l.tstate_cframe, l.cframe_current_frame) {
-            (Some(_), Some(cf_off)) if ptr != 0 => reads.read_u64(ptr + cf_off)?,
+            // Not through `reads`: the C-stack page would be copied again with the frames.
+            (Some(_), Some(cf_off)) if ptr != 0 => self.mem.read_u64(ptr + cf_off)?,
             (Some(_), _) => 0,
             _ => ptr,
         };
         if chunk != 0 && top > chunk {
             // A very deep stack: the newest frames are the ones every walk visits.
             let from = chunk.max(top.saturating_sub(MAX_CHUNK_READ));
-            // Failing here only costs the shortcut: the walk reads frame by frame.
-            let _ = reads.load(from, (top - from) as usize);
+            // With a margin past the top, up to a page boundary (the chunk is page-aligned memory);
+            // without it if the chunk ends there. Failing only costs the shortcut: the walk then
+            // reads frame by frame.
+            let end = (top + CHUNK_MARGIN + 4095) & !4095;
+            if reads.load(from, (end - from) as usize).is_err() {
+                let _ = reads.load(from, (top - from) as usize);
+            }
         }
         Ok(first)
     }
@@ -227,7 +280,11 @@ impl<'a> FrameWalker<'a> {
     pub fn walk_from(&self, tstate: u64, head: Option<WalkHead>, moving: bool, cache: &mut CodeCache) -> Result<Walked, WalkError> {
         // Read the whole chain first and check it before decoding anything: the window in which the
         // thread can move its stack under us is then only as long as the reads themselves.
-        let chain = self.read_chain(tstate, head, moving)?;
+        let pages = cache.frame_pages.get(&tstate).cloned().unwrap_or_default();
+        let (chain, used) = self.read_chain(tstate, head, moving, &pages)?;
+        if l_is_310(self.layout) {
+            cache.remember_pages(tstate, used);
+        }
         let mut out = Vec::with_capacity(chain.len());
         let mut top = None;
         // Code objects, their names and line tables tend to share pages (unmarshalled together).
@@ -245,79 +302,161 @@ impl<'a> FrameWalker<'a> {
 
     /// (code, instruction, first local) of every frame with code, innermost first, checked as
     /// `walk` describes.
-    fn read_chain(&self, tstate: u64, head: Option<WalkHead>, moving: bool) -> Result<Vec<(u64, i64, u64)>, WalkError> {
+    ///
+    /// The whole chain is read from one copy (`reads`: 3.11+ the data-stack chunk in one read, other
+    /// frames a page at a time), then the thread's current frame is read again. If it is the frame the
+    /// walk started from, the stack is taken as it was read (3.10 frames that may have moved are
+    /// compared with a second copy first, see below). A thread that calls all the time has moved by
+    /// then on nearly every walk; its stack is not dropped for that. Instead the same memory is read
+    /// again, a second copy, and the chain from the current frame just read (which the thread was in
+    /// between the two copies) must be in both copies, every frame's code, link, owner and
+    /// instruction the same in both (the innermost frame's instruction excepted: it runs). Each frame
+    /// then held those values all through the time between its two copies, and all those spans
+    /// contain the moment the current frame was read: the chain is the thread's stack at that
+    /// moment, whatever the thread did before or after. If the current frame moved out of the copies,
+    /// or a frame changed between them, the current frame is read again and the next copy is compared
+    /// with the last, up to `SNAPSHOT_ROUNDS` times.
+    ///
+    /// `pages` (3.10) are the blocks that held this thread's frames at its last walk: a thread that may
+    /// move has them in the first copy, so that a chain that moved to frames on another of its pages
+    /// can be compared at once. Returns the chain and the blocks the accepted copy held.
+    fn read_chain(&self, tstate: u64, head: Option<WalkHead>, moving: bool, pages: &[(u64, usize)]) -> Result<(Vec<(u64, i64, u64)>, Vec<(u64, usize)>), WalkError> {
+        let l = self.layout;
+        self.rounds.set(0);
+        let reads = BlockCache::new(self.mem);
+        if moving {
+            for &(at, len) in pages {
+                // A page freed since only costs its read.
+                let _ = reads.load(at, len);
+            }
+        }
+        let first = self.start_walk(tstate, head, &reads)?;
+        let walked = self.chain(&reads, first);
+        // A fresh read, not the cached one: did the stack move while we read it?
+        let (mut top, mut depth) = if first != 0 || walked.is_err() { self.top_frame_and_depth(tstate)? } else { (0, None) };
+        let moved = !matches!(&walked, Ok(chain) if top == first && !too_deep(chain, depth));
+        if let Ok(chain) = &walked {
+            // 3.10: a stack that moved and came back to the same frame can leave a chain of frames
+            // each live when read but never all at once, deeper than the thread is; every frame's
+            // evaluation counts in the recursion counter, so a real chain is never longer. And frame
+            // objects are heap blocks read a page at a time, so a chain can join pages read at
+            // different moments: a thread that may run has its frames compared with a second copy.
+            let recheck_links = moving;
+            if top == first && !too_deep(chain, depth) && !recheck_links {
+                return Ok((frames_with_code(l, chain), reads.ranges()));
+            }
+        }
+        let mut before = reads;
+        for round in 1..=SNAPSHOT_ROUNDS {
+            let after = before.reread()?;
+            if moved || round > 1 {
+                self.rounds.set(round);
+            }
+            if let Some(chain) = self.stable_chain(&before, &after, top, depth)? {
+                return Ok((frames_with_code(l, &chain), after.ranges()));
+            }
+            (top, depth) = self.top_frame_and_depth(tstate)?;
+            before = after;
+        }
+        Err(WalkError::Torn)
+    }
+
+    /// The chain from `top` (the current frame, read after `before` was copied and before `after`)
+    /// if it is whole in `before` and every frame is the same in `after` (see `read_chain`); None
+    /// when it is not. Frames missing from `before` are loaded into `after`, for the next round.
+    fn stable_chain(&self, before: &BlockCache, after: &BlockCache, top: u64, depth: Option<i64>) -> Result<Option<Vec<RawFrame>>, WalkError> {
+        let copied = CopiedOnly { cache: before, missed: std::cell::Cell::new(None) };
+        let chain = match self.chain(&copied, top) {
+            Ok(chain) => chain,
+            Err(WalkError::Torn) => {
+                // The chain went past what `before` holds: have `after` hold all of it as it is now,
+                // so that the next round can compare it.
+                if copied.missed.get().is_some() {
+                    let _ = self.chain(after, top);
+                }
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        };
+        if too_deep(&chain, depth) {
+            return Ok(None);
+        }
+        let mut chain = chain;
+        let mut buf = vec![0u8; self.frame_read_len];
+        for (i, f) in chain.iter_mut().enumerate() {
+            if !after.read_cached(f.addr, &mut buf) {
+                return Ok(None);
+            }
+            let g = self.raw_frame(f.addr, &buf);
+            let same = if i == 0 {
+                (f.code, f.previous, f.owner, f.entry) == (g.code, g.previous, g.owner, g.entry)
+            } else {
+                (f.code, f.previous, f.owner, f.entry, f.instr, f.state) == (g.code, g.previous, g.owner, g.entry, g.instr, g.state)
+            };
+            if !same {
+                return Ok(None);
+            }
+            if i == 0 {
+                // The innermost frame where the later copy has it: the nearer to decoding, the less
+                // likely its code object was replaced at the same address in between.
+                f.instr = g.instr;
+            }
+        }
+        Ok(Some(chain))
+    }
+
+    /// The fields of the frame at `addr` whose first `frame_read_len` bytes are `buf`.
+    fn raw_frame(&self, addr: u64, buf: &[u8]) -> RawFrame {
+        let l = self.layout;
+        let instr: i64 = if l.version.1 == 10 { i32_at(buf, l.frame_instr) as i64 } else { u64_at(buf, l.frame_instr) as i64 };
+        RawFrame {
+            addr,
+            code: u64_at(buf, l.frame_code),
+            previous: u64_at(buf, l.frame_previous),
+            instr,
+            state: l.frame_state.map(|off| buf[off as usize] as i8).unwrap_or(0),
+            owner: l.frame_owner.map(|off| buf[off as usize]).unwrap_or(0),
+            entry: l.frame_is_entry.map(|off| buf[off as usize]).unwrap_or(0),
+            first_local: match (l.code_qualname, l.frame_localsplus) {
+                (None, Some(off)) => u64_at(buf, off),
+                _ => 0,
+            },
+        }
+    }
+
+    /// Every frame from `first` down, innermost first, read through `mem`, with the checks that
+    /// need no second read: no cycle, not too deep, 3.10 frames live, the outermost frame where a
+    /// thread's stack starts.
+    fn chain(&self, mem: &dyn Memory, first: u64) -> Result<Vec<RawFrame>, WalkError> {
         let l = self.layout;
         let mut out = Vec::new();
-        let reads = BlockCache::new(self.mem);
-        let first = self.start_walk(tstate, head, &reads)?;
         let mut frame = first;
         let mut buf = vec![0u8; self.frame_read_len];
-        let mut depth = 0;
-        // 3.10: (frame, previous, state) of every frame, to be read again once the walk is done.
-        let mut links: Vec<(u64, u64, i8)> = Vec::new();
         while frame != 0 {
-            depth += 1;
-            if depth > MAX_DEPTH {
+            if out.len() >= MAX_DEPTH {
                 return Err(WalkError::Torn);
             }
-            reads.read(frame, &mut buf)?;
-            let code = u64_at(&buf, l.frame_code);
-            let previous = u64_at(&buf, l.frame_previous);
-            if let Some(off) = l.frame_state {
-                let state = buf[off as usize] as i8;
-                links.push((frame, previous, state));
-                let live = matches!(state, FRAME_EXECUTING | FRAME_UNWINDING)
-                    || (frame == first && matches!(state, FRAME_CREATED | FRAME_SUSPENDED));
+            mem.read(frame, &mut buf)?;
+            let f = self.raw_frame(frame, &buf);
+            if l.frame_state.is_some() {
+                let live = matches!(f.state, FRAME_EXECUTING | FRAME_UNWINDING)
+                    || (frame == first && matches!(f.state, FRAME_CREATED | FRAME_SUSPENDED));
                 // A frame that is only being set up with nothing before it is a spare frame caught
                 // mid-reuse (3.10 keeps freed frames and relinks them), not a thread's first frame
                 // being entered: dropping that rare real case costs one sample.
-                if !live || (previous == 0 && matches!(state, FRAME_CREATED | FRAME_SUSPENDED)) {
+                if !live || (f.previous == 0 && matches!(f.state, FRAME_CREATED | FRAME_SUSPENDED)) {
                     return Err(WalkError::Torn);
                 }
             }
-            let owner = l.frame_owner.map(|off| buf[off as usize]);
-            if previous == 0 && !self.is_thread_bottom(&buf, owner) {
+            let owner = l.frame_owner.map(|_| f.owner);
+            if f.previous == 0 && !self.is_thread_bottom(&buf, owner) {
                 return Err(WalkError::Torn);
             }
-            let skip = l.version.1 >= 12 && owner == Some(FRAME_OWNED_BY_CSTACK);
-            if !skip && code != 0 {
-                let instr: i64 = if l.version.1 == 10 { i32_at(&buf, l.frame_instr) as i64 } else { u64_at(&buf, l.frame_instr) as i64 };
-                let first_local = match (l.code_qualname, l.frame_localsplus) {
-                    (None, Some(off)) => u64_at(&buf, off),
-                    _ => 0,
-                };
-                out.push((code, instr, first_local));
-            }
-            if previous == frame {
+            if f.previous == frame {
                 return Err(WalkError::Torn);
             }
-            frame = previous;
-        }
-        // A fresh read, not the cached one: did the stack move while we read it?
-        if first != 0 {
-            let (top, recursion_depth) = self.top_frame_and_depth(tstate)?;
-            if top != first {
-                return Err(WalkError::Torn);
-            }
-            // 3.10: a stack that moved and came back to the same frame can leave a chain of frames
-            // each live when read but never all at once, deeper than the thread is. Every frame's
-            // evaluation counts in the recursion counter, so a real chain is never longer.
-            if recursion_depth.is_some_and(|d| depth as i64 > d) {
-                return Err(WalkError::Torn);
-            }
-        }
-        // 3.10: frame objects are heap blocks read a page at a time, so the chain can join pages read
-        // at different moments of a stack that moved and came back. Each frame's link and state read
-        // again now must be what the walk saw.
-        if moving && !links.is_empty() {
-            let again = BlockCache::new(self.mem);
-            let state_off = l.frame_state.unwrap_or_default() as usize;
-            for &(frame, previous, state) in &links {
-                again.read(frame, &mut buf)?;
-                if u64_at(&buf, l.frame_previous) != previous || buf[state_off] as i8 != state {
-                    return Err(WalkError::Torn);
-                }
-            }
+            frame = f.previous;
+            out.push(f);
         }
         Ok(out)
     }
@@ -423,24 +562,47 @@ impl<'a> FrameWalker<'a> {
         self.frame_at(code, instr, 0, cache, mem)
     }
 
-    /// Decodes one frame; `Ok(None)` for a 3.13 frame whose executable is not a code object.
+    /// Decodes one frame; `Ok(None)` for a 3.13 frame whose executable is not a code object or is
+    /// an interpreter shim.
     /// `first_local` is the frame's first local variable (3.10 only, else 0).
     fn frame_at(&self, code: u64, instr: i64, first_local: u64, cache: &mut CodeCache, mem: &dyn Memory) -> Result<Option<Frame>, WalkError> {
         let l = self.layout;
-        let fresh = cache.map.get(&code).map(|info| info.checked.elapsed() < RECHECK_CODE_AFTER).unwrap_or(false);
-        if !fresh && !self.refresh_code(code, cache, mem)? {
+        // Checked every pass: an address decoded once may hold another code object by now.
+        let checked = cache.map.get(&code).is_some_and(|c| c.checked_pass == cache.pass);
+        if checked && cache.map.get(&code).is_some_and(|c| c.shim) {
+            return Ok(None);
+        }
+        if !checked && !self.refresh_code(code, cache, mem)? {
             return Ok(None);
         }
         let info = cache.map.get(&code).unwrap();
         let mut frame = self.located(info, code, instr).ok_or(WalkError::Torn)?;
-        if let Some(class) = cache.types.class_of(self.mem, l, info.first_arg, first_local) {
+        if let Some(class) = cache.types.class_of(mem, l, info.first_arg, first_local) {
             frame.function = format!("{class}.{}", frame.function);
         }
         Ok(Some(frame))
     }
 
-    /// Makes sure `cache` holds the code object at `code`, as it is now; false for a 3.13
-    /// executable that is not a code object.
+    /// The identity of the code object whose header is `head` (see `CodeKey`).
+    fn code_key(&self, head: &[u8]) -> CodeKey {
+        let l = self.layout;
+        let identity = match (l.code_version, l.code_code) {
+            (Some(off), _) => u32::from_le_bytes(head[off as usize..off as usize + 4].try_into().unwrap()) as u64,
+            (None, Some(off)) => u64_at(head, off),
+            (None, None) => u64_at(head, l.varobject_size),
+        };
+        CodeKey {
+            filename: u64_at(head, l.code_filename),
+            name: u64_at(head, l.code_qualname.unwrap_or(l.code_name)),
+            linetable: u64_at(head, l.code_linetable),
+            firstlineno: i32_at(head, l.code_firstlineno),
+            argcount: i32_at(head, l.code_argcount),
+            identity,
+        }
+    }
+
+    /// Makes sure `cache` holds the code object at `code`, as it is now; false for a frame not to
+    /// show: a 3.13 executable that is not a code object, or interpreter-owned shim code.
     fn refresh_code(&self, code: u64, cache: &mut CodeCache, mem: &dyn Memory) -> Result<bool, WalkError> {
         let l = self.layout;
         let mut head = vec![0u8; self.code_read_len];
@@ -453,23 +615,24 @@ impl<'a> FrameWalker<'a> {
                 return Err(WalkError::Torn);
             }
         }
-        let name_ptr = u64_at(&head, l.code_qualname.unwrap_or(l.code_name));
-        let key = (u64_at(&head, l.code_filename), name_ptr, u64_at(&head, l.code_linetable));
-        match cache.map.get_mut(&code) {
-            Some(c) if c.key == key => c.checked = Instant::now(),
-            _ => {
-                let function = read_unicode(mem, l, key.1)?;
-                let file = read_unicode(mem, l, key.0)?;
-                let linetable = read_bytes(mem, l, key.2, MAX_LINETABLE)?;
-                let firstlineno = i32_at(&head, l.code_firstlineno);
-                let first_arg = match l.code_varnames {
-                    Some(off) => self.first_arg(u64_at(&head, off), i32_at(&head, l.code_argcount)),
-                    None => FirstArg::Plain,
-                };
-                cache.map.insert(code, CodeInfo { key, checked: Instant::now(), function, first_arg, file, firstlineno, linetable });
-            }
+        let key = self.code_key(&head);
+        let pass = cache.pass;
+        if let Some(c) = cache.map.get_mut(&code).filter(|c| c.key == key) {
+            c.checked_pass = pass;
+            return Ok(!c.shim);
         }
-        Ok(true)
+        // 3.13+: `CO_NO_MONITORING_EVENTS` marks the code objects the interpreter makes for itself (the
+        // `__init__` cleanup shim of `CALL_ALLOC_AND_ENTER_INIT`); earlier versions use the bit otherwise.
+        let shim = l.version.1 >= 13 && i32_at(&head, l.code_flags) as u32 & CO_NO_MONITORING_EVENTS != 0;
+        let function = read_unicode(mem, l, key.name)?;
+        let file = read_unicode(mem, l, key.filename)?;
+        let linetable = read_bytes(mem, l, key.linetable, MAX_LINETABLE)?;
+        let first_arg = match l.code_varnames {
+            Some(off) => self.first_arg(u64_at(&head, off), key.argcount),
+            None => FirstArg::Plain,
+        };
+        cache.map.insert(code, CodeInfo { key, checked_pass: pass, shim, function, first_arg, file, firstlineno: key.firstlineno, linetable });
+        Ok(!shim)
     }
 
     /// 3.10: what the first parameter (`co_varnames[0]`) says about the code's class; read once per
@@ -500,4 +663,57 @@ impl<'a> FrameWalker<'a> {
         };
         Some(Frame { function: info.function.clone(), file: info.file.clone(), line })
     }
+}
+
+/// One frame as read: where it is and the fields a walk checks and decodes.
+#[derive(Debug, Clone, Copy)]
+struct RawFrame {
+    addr: u64,
+    code: u64,
+    previous: u64,
+    instr: i64,
+    /// 3.10 `f_state` (else 0).
+    state: i8,
+    /// 3.11+ `owner` (else 0).
+    owner: u8,
+    /// 3.11 `is_entry` (else 0).
+    entry: u8,
+    /// 3.10: the first local (a method's `self`/`cls`), else 0.
+    first_local: u64,
+}
+
+/// (code, instruction, first local) of the frames that have code, leaving out 3.12+ shim frames.
+fn frames_with_code(l: &Layout, chain: &[RawFrame]) -> Vec<(u64, i64, u64)> {
+    chain
+        .iter()
+        .filter(|f| !(l.version.1 >= 12 && f.owner == FRAME_OWNED_BY_CSTACK) && f.code != 0)
+        .map(|f| (f.code, f.instr, f.first_local))
+        .collect()
+}
+
+/// 3.10: a chain longer than the thread's recursion counter (read with its current frame) mixes
+/// moments (see `read_chain`).
+fn too_deep(chain: &[RawFrame], recursion_depth: Option<i64>) -> bool {
+    recursion_depth.is_some_and(|d| chain.len() as i64 > d)
+}
+
+/// Reads served only from what a `BlockCache` already holds; a miss is a torn read, remembered in
+/// `missed` (the copy did not reach that far).
+struct CopiedOnly<'a, 'b> {
+    cache: &'a BlockCache<'b>,
+    missed: std::cell::Cell<Option<u64>>,
+}
+
+impl Memory for CopiedOnly<'_, '_> {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> io::Result<()> {
+        if self.cache.read_cached(addr, buf) {
+            return Ok(());
+        }
+        self.missed.set(Some(addr));
+        Err(io::Error::new(io::ErrorKind::InvalidData, "not in the copy"))
+    }
+}
+
+fn l_is_310(l: &Layout) -> bool {
+    l.frame_state.is_some()
 }

@@ -264,11 +264,11 @@ impl Interpreter {
         let pid = self.pid;
         let interp = self.main_interp()?;
         if interp == 0 {
-            return Err(Error::new(ErrorKind::NotPython, format!("pid {pid} has not initialised its Python interpreter yet")));
+            return Err(Error::new(ErrorKind::NotInitialised, format!("pid {pid} has not initialised its Python interpreter yet")));
         }
         let head = self.read_ptr(interp + self.layout.interp_threads_head, "the thread list")?;
         if head == 0 {
-            return Err(Error::new(ErrorKind::NotPython, format!("pid {pid} has no Python thread state yet (starting up or shutting down)")));
+            return Err(Error::new(ErrorKind::NotInitialised, format!("pid {pid} has no Python thread state yet (starting up or shutting down)")));
         }
         let back = self.read_ptr(head + self.layout.tstate_interp, "a thread state")?;
         if back != interp {

@@ -11,12 +11,7 @@
 use crate::process::memory::Memory;
 use crate::pyobjects::read_c_string;
 use gilty_layouts::Layout;
-use std::collections::HashMap;
-use std::time::{Duration, Instant};
 
-/// How long a type's name is trusted without re-reading its `tp_name` pointer (types are rarely
-/// freed, but a reused address must not keep an old name for long).
-const RECHECK_TYPE_AFTER: Duration = Duration::from_millis(500);
 /// `Py_TPFLAGS_TYPE_SUBCLASS` (Include/object.h): set on `type` and every metaclass.
 const TPFLAGS_TYPE_SUBCLASS: u64 = 1 << 31;
 const MAX_TYPE_NAME: usize = 256;
@@ -43,17 +38,13 @@ impl FirstArg {
     }
 }
 
-struct TypeName {
-    name_ptr: u64,
-    name: Option<String>,
-    checked: Instant,
-}
-
-/// Class names by type address; metaclass flags by address. One read per method frame when warm.
+/// Class names of methods' first arguments. Nothing is kept by address: a class defined again (or
+/// any type freed and another made at its address) must not keep the old name, so the type's flags,
+/// name pointer and name are read on every use, through the walk's page cache (`mem`), where the
+/// type object and its name usually share a page already read.
 #[derive(Default)]
 pub struct TypeNames {
-    names: HashMap<u64, TypeName>,
-    metatypes: HashMap<u64, (bool, Instant)>,
+    name: String,
 }
 
 impl TypeNames {
@@ -67,39 +58,16 @@ impl TypeNames {
             FirstArg::Instance => ob_type,
             _ => {
                 // `cls` is only a class if its type is a metaclass.
-                if !self.is_metatype(mem, l, ob_type) {
+                let flags = mem.read_u64(ob_type + l.type_flags).ok()?;
+                if flags & TPFLAGS_TYPE_SUBCLASS == 0 {
                     return None;
                 }
                 arg
             }
         };
-        self.name_of(mem, l, class)
-    }
-
-    fn is_metatype(&mut self, mem: &dyn Memory, l: &Layout, ty: u64) -> bool {
-        if let Some(&(is, checked)) = self.metatypes.get(&ty) {
-            if checked.elapsed() < RECHECK_TYPE_AFTER {
-                return is;
-            }
-        }
-        let is = mem.read_u64(ty + l.type_flags).map(|f| f & TPFLAGS_TYPE_SUBCLASS != 0).unwrap_or(false);
-        self.metatypes.insert(ty, (is, Instant::now()));
-        is
-    }
-
-    fn name_of(&mut self, mem: &dyn Memory, l: &Layout, ty: u64) -> Option<&str> {
-        let fresh = self.names.get(&ty).map(|t| t.checked.elapsed() < RECHECK_TYPE_AFTER).unwrap_or(false);
-        if !fresh {
-            let name_ptr = mem.read_u64(ty + l.type_name).ok()?;
-            match self.names.get_mut(&ty) {
-                Some(t) if t.name_ptr == name_ptr => t.checked = Instant::now(),
-                _ => {
-                    let name = read_c_string(mem, name_ptr, MAX_TYPE_NAME).ok().and_then(|s| bare_class_name(&s));
-                    self.names.insert(ty, TypeName { name_ptr, name, checked: Instant::now() });
-                }
-            }
-        }
-        self.names.get(&ty).and_then(|t| t.name.as_deref())
+        let name_ptr = mem.read_u64(class + l.type_name).ok()?;
+        self.name = read_c_string(mem, name_ptr, MAX_TYPE_NAME).ok().and_then(|s| bare_class_name(&s))?;
+        Some(&self.name)
     }
 }
 

@@ -14,12 +14,16 @@ use std::time::{Duration, Instant};
 
 /// How often descendants are listed (and members checked for exit between passes).
 const SCAN_EVERY: Duration = Duration::from_millis(300);
+/// How often a process found initialising its interpreter is tried again: a short-lived command
+/// must not be missed for a whole `SCAN_EVERY`.
+const INIT_POLL: Duration = Duration::from_millis(10);
 /// Longest sleep between two checks of the deadline, whatever the sampling period.
 const SLICE: Duration = Duration::from_millis(100);
 /// A process not (yet) recognisable as Python is reported as skipped after this long: a shell that
 /// forks and then execs Python, or an interpreter still initialising, gets that long to become one.
 const SKIP_GRACE: Duration = Duration::from_secs(1);
-/// A process whose executable looks like Python is retried this long after it was first seen.
+/// A process whose executable looks like Python is retried this long after it was first seen; one
+/// whose interpreter is mapped but not initialised yet is retried until it is, or until it exits.
 const INIT_RETRY: Duration = Duration::from_secs(5);
 
 /// Something that happened to the set, stamped on the set's clock (seconds since it was created).
@@ -40,13 +44,16 @@ pub struct Collected {
     pub finished: bool,
 }
 
-/// A descendant that is not sampled yet; retried when its executable changes (exec).
+/// A descendant (or a root) that is not sampled yet; retried when its executable changes (exec),
+/// and on every scan while its interpreter is initialising.
 struct Pending {
     ppid: i32,
     exe: Option<String>,
     since: Instant,
     reported: bool,
     reason: String,
+    /// The last attempt found a Python interpreter not initialised yet.
+    initialising: bool,
 }
 
 pub struct ProcessSet {
@@ -103,6 +110,17 @@ impl ProcessSet {
             let ppid = stat_of(pid).map(|s| s.ppid).unwrap_or(0);
             match attach(pid) {
                 Ok(interp) => set.add_member(pid, ppid, interp),
+                // The command just started may still be loading or initialising its interpreter, or
+                // be a wrapper about to exec one: kept and retried by every scan like a descendant.
+                // A wrapper that does not look like Python is said to be skipped at once, as before.
+                Err(e) if follow && matches!(e.kind, ErrorKind::NotPython | ErrorKind::UnrecognisedInterpreter | ErrorKind::NotInitialised) => {
+                    let now = Instant::now();
+                    set.consider_failure(pid, ppid, e.kind, e.message.clone(), now);
+                    if let Some(p) = set.pending.get_mut(&pid).filter(|p| !p.initialising && !looks_like_python(&p.exe)) {
+                        p.reported = true;
+                        set.events.push(Event::Skipped { pid, ppid, t: 0.0, reason: e.message });
+                    }
+                }
                 Err(e) if follow && e.kind != ErrorKind::NoSuchProcess => {
                     set.events.push(Event::Skipped { pid, ppid, t: 0.0, reason: e.message });
                 }
@@ -149,10 +167,11 @@ impl ProcessSet {
                 self.done.insert(pid);
             }
             // Not Python yet (a forked shell about to exec, an interpreter still initialising).
-            ErrorKind::NotPython | ErrorKind::UnrecognisedInterpreter => {
+            ErrorKind::NotPython | ErrorKind::UnrecognisedInterpreter | ErrorKind::NotInitialised => {
                 let exe = procfs::exe(pid);
-                let entry = self.pending.entry(pid).or_insert(Pending { ppid, exe: exe.clone(), since: now, reported: false, reason: String::new() });
+                let entry = self.pending.entry(pid).or_insert(Pending { ppid, exe: exe.clone(), since: now, reported: false, reason: String::new(), initialising: false });
                 entry.reason = reason;
+                entry.initialising = kind == ErrorKind::NotInitialised;
                 if entry.exe != exe {
                     entry.exe = exe;
                     entry.since = now;
@@ -189,6 +208,12 @@ impl ProcessSet {
                 }
             }
         }
+        // Roots not attached yet (a command still starting) are retried like descendants.
+        for &root in &self.roots {
+            if !self.members.contains_key(&root) && !self.done.contains(&root) && !procfs::is_gone(root) {
+                found.push((root, stat_of(root).map(|s| s.ppid).unwrap_or(0)));
+            }
+        }
         let present: HashSet<i32> = found.iter().map(|&(p, _)| p).collect();
         self.pending.retain(|pid, _| present.contains(pid));
         for (pid, ppid) in found {
@@ -207,7 +232,7 @@ impl ProcessSet {
                 None => true,
                 Some(p) => {
                     let exe = procfs::exe(pid);
-                    exe != p.exe || (looks_like_python(&p.exe) && now - p.since < INIT_RETRY)
+                    exe != p.exe || p.initialising || (looks_like_python(&p.exe) && now - p.since < INIT_RETRY)
                 }
             };
             if retry {
@@ -216,7 +241,7 @@ impl ProcessSet {
             let t = self.elapsed();
             if let Some(p) = self.pending.get_mut(&pid) {
                 let waited = now - p.since >= if looks_like_python(&p.exe) { INIT_RETRY } else { SKIP_GRACE };
-                if waited && !p.reported {
+                if waited && !p.reported && !p.initialising {
                     p.reported = true;
                     self.events.push(Event::Skipped { pid, ppid: p.ppid, t, reason: p.reason.clone() });
                 }
@@ -257,7 +282,8 @@ impl ProcessSet {
         let _realtime = crate::realtime::RealtimeGuard::enter();
         loop {
             let now = Instant::now();
-            if self.last_scan.map(|t| now - t >= SCAN_EVERY).unwrap_or(true) {
+            let every = if self.pending.values().any(|p| p.initialising) { INIT_POLL } else { SCAN_EVERY };
+            if self.last_scan.map(|t| now - t >= every).unwrap_or(true) {
                 if self.follow {
                     self.scan();
                 } else {
@@ -274,7 +300,7 @@ impl ProcessSet {
                 break;
             }
             if due > now {
-                std::thread::sleep((due - now).min(SLICE).min(deadline - now));
+                std::thread::sleep((due - now).min(SLICE).min(INIT_POLL.max(self.period)).min(deadline - now));
                 continue;
             }
             let t = self.elapsed();

@@ -19,10 +19,9 @@ use std::time::{Duration, Instant};
 
 /// How often the OS thread list and Python thread names are re-read.
 const REFRESH_EVERY: Duration = Duration::from_millis(250);
-/// Walks of one thread's stack per pass before it is dropped as torn. A thread that calls and
-/// returns all the time while holding the GIL moves its stack during most walks (a walk takes one
-/// read per frame); each further attempt is another chance to read it between two moves.
-const READ_ATTEMPTS: usize = 4;
+/// Walks of one thread's stack per pass before it is dropped as torn. Each walk already compares up
+/// to `frames::SNAPSHOT_ROUNDS` further copies of a stack that moved (see `FrameWalker::read_chain`).
+const READ_ATTEMPTS: usize = 1;
 
 #[derive(Debug, Clone, Default)]
 pub struct Errors {
@@ -489,6 +488,7 @@ impl Sampler {
     }
 
     fn observe_with(&mut self, stacks: bool) -> std::io::Result<Vec<Observed>> {
+        self.code_cache.new_pass();
         self.passes += 1;
         let (main, pythreads) = self.interpreter_threads(stacks)?;
         let gil = self.read_gil()?;
@@ -510,7 +510,7 @@ impl Sampler {
             if Some(tid) == self.ignored_tid {
                 continue;
             }
-            let py = pythreads.iter().find(|p| p.tid == Some(tid)).copied();
+            let py = self.thread_state_of(&pythreads, tid, &gil);
             let tstate = py.map(|p| p.tstate).unwrap_or(0);
             let track = self.tracks.entry(tid).or_insert_with(|| Track {
                 reader: SyscallReader::open(pid, tid).ok(),
@@ -673,6 +673,26 @@ impl Sampler {
         Ok(out)
     }
 
+    /// The thread state an OS thread runs Python code in. Usually its only one; but an embedding
+    /// program can leave a thread more than one carrying its id (one it made and one the
+    /// interpreter made, or a stale one mapped through glibc after a fork: `threads.rs`), so among
+    /// several the GIL holder wins, then one with a Python frame.
+    fn thread_state_of(&self, pythreads: &[PyThread], tid: i32, gil: &GilView) -> Option<PyThread> {
+        let mut found = pythreads.iter().filter(|p| p.tid == Some(tid));
+        let first = *found.next()?;
+        let others: Vec<PyThread> = found.copied().collect();
+        if others.is_empty() {
+            return Some(first);
+        }
+        let all = std::iter::once(first).chain(others);
+        let candidates: Vec<PyThread> = all.collect();
+        if let Some(holder) = candidates.iter().find(|p| gil.locked && gil.last_holder == p.tstate) {
+            return Some(*holder);
+        }
+        let walker = FrameWalker::new(&self.interp.mem, &self.interp.layout, self.interp.code_type);
+        candidates.iter().find(|p| walker.top_frame(p.tstate).is_ok_and(|f| f != 0)).copied().or(Some(first))
+    }
+
     fn top_position(&self, tstate: u64) -> Option<(u64, i64)> {
         FrameWalker::new(&self.interp.mem, &self.interp.layout, self.interp.code_type).top_position(tstate).ok().flatten()
     }
@@ -697,7 +717,7 @@ impl Sampler {
             let from = if attempt == 0 { head } else { None };
             match walker.walk_from(tstate, from, moving, &mut self.code_cache) {
                 Ok((frames, top)) => {
-                    if attempt > 0 {
+                    if attempt > 0 || walker.rounds.get() > 0 {
                         self.batch.errors.torn_retried += 1;
                     }
                     return (Some(frames), top);

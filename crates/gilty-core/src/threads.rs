@@ -97,6 +97,21 @@ pub fn python_threads(interp: &Interpreter, resolver: &mut TidResolver, tids: &[
         is = mem.read_u64(is + l.interp_next)?;
         interps += 1;
     }
+    // 3.11+: `native_thread_id` is set when the thread state is bound to its thread, and again in a
+    // forked child only by `PyOS_AfterFork_Child`, which an embedding server may not call (uWSGI does
+    // not unless told to): a worker's main thread state then carries its master's id. Such a state,
+    // and 3.10's (no native id), are mapped through glibc's `struct pthread` instead, which the child's
+    // glibc keeps right.
+    let stale = |t: &PyThread| t.ident != 0 && !t.tid.is_some_and(|x| tids.contains(&x));
+    if l.tstate_native_thread_id.is_some() && out.iter().any(stale) && !tids.is_empty() {
+        let idents: Vec<u64> = out.iter().filter(|t| t.ident != 0 && t.tid.is_some_and(|x| tids.contains(&x))).map(|t| t.ident).collect();
+        let off = if idents.is_empty() { Some(GLIBC_TID_OFFSET) } else { resolver.resolve_offset(mem, &idents, tids) };
+        if let Some(off) = off {
+            for t in out.iter_mut().filter(|t| t.ident != 0 && !t.tid.is_some_and(|x| tids.contains(&x))) {
+                t.tid = mem.read_i32(t.ident + off).ok().filter(|x| tids.contains(x));
+            }
+        }
+    }
     if l.tstate_native_thread_id.is_none() {
         let idents: Vec<u64> = out.iter().map(|t| t.ident).filter(|&p| p != 0).collect();
         if let Some(off) = resolver.resolve_offset(mem, &idents, tids) {

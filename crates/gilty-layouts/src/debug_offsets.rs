@@ -220,7 +220,7 @@ impl Merge<'_> {
 /// Fields the block does not carry keep the table's value: `runtime_interpreters_main`,
 /// `runtime_gil`, all `gc_*` except `gc_collecting`, `gil_size`/`interval`/`switch_number`/
 /// `cond`/`mutex`/`switch_cond`/`switch_mutex`, `tstate_frame`/`tstate_cframe`/
-/// `cframe_current_frame`, `tstate_recursion_depth`, `tstate_state`, `frame_state`, `frame_is_entry`, `code_code`, `code_varnames`, `type_basicsize`, `type_dictoffset`,
+/// `cframe_current_frame`, `tstate_recursion_depth`, `tstate_state`, `frame_state`, `frame_is_entry`, `code_code`, `code_varnames`, `code_version`, `code_flags`, `type_basicsize`, `type_dictoffset`,
 /// `heaptype_cached_keys`, `unicode_compact_size`, `dict_used`, all `dictkeys_*`, `module_dict`.
 pub fn apply(base: &Layout, d: &DebugOffsets) -> (Layout, Vec<String>) {
     let mut out = *base;

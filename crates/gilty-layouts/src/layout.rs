@@ -107,6 +107,9 @@ pub struct Layout {
     pub code_code: Option<u64>,
     /// 3.11+: offset of the inline `co_code_adaptive` array.
     pub code_code_adaptive: Option<u64>,
+    /// 3.12+: `uint32_t co_version`, set from an interpreter-wide counter when the code object is
+    /// created: a new code object at a reused address has another.
+    pub code_version: Option<u64>,
 
     // --- objects (Include/object.h, cpython/unicodeobject.h, ...)
     pub object_type: u64,
@@ -139,4 +142,43 @@ pub struct Layout {
     pub dictkeys_nentries: u64,
     pub dictkeys_indices: u64,
     pub module_dict: u64,
+
+    // --- dump --locals: a frame's variables and the builtin objects whose values are shown
+    /// 3.11+: `int co_nlocalsplus` (locals + cells + free variables).
+    pub code_nlocalsplus: Option<u64>,
+    /// 3.11+: `co_localsplusnames`, a tuple of str, one per `localsplus` slot.
+    pub code_localsplusnames: Option<u64>,
+    /// 3.11+: `co_localspluskinds`, a bytes object, one kind byte per slot (CO_FAST_*).
+    pub code_localspluskinds: Option<u64>,
+    /// `int co_nlocals`.
+    pub code_nlocals: u64,
+    /// `int co_kwonlyargcount`.
+    pub code_kwonlyargcount: u64,
+    /// `int co_flags` (CO_VARARGS, CO_VARKEYWORDS tell `*args` / `**kwargs` apart from locals).
+    pub code_flags: u64,
+    /// 3.10: `co_cellvars` and `co_freevars`, tuples of str naming the slots after the locals.
+    pub code_cellvars: Option<u64>,
+    pub code_freevars: Option<u64>,
+    /// `double ob_fval` of PyFloatObject.
+    pub float_value: u64,
+    /// `PyObject **ob_item` of PyListObject.
+    pub list_items: u64,
+    /// PySetObject: `used` (live keys), `mask` (slots - 1), `table` (`setentry *`).
+    pub set_used: u64,
+    pub set_mask: u64,
+    pub set_table: u64,
+    /// sizeof(setentry) and offsetof(setentry, key).
+    pub setentry_size: u64,
+    pub setentry_key: u64,
+    /// `PyObject *ob_ref` of PyCellObject.
+    pub cell_ref: u64,
+
+    // --- handling an exception: the thread's exception-info stack (`sys.exc_info()`)
+    /// `_PyErr_StackItem *exc_info`: the top of the thread's (or running generator's) stack.
+    pub tstate_exc_info: u64,
+    /// `_PyErr_StackItem`: 3.10 `exc_type` (a type), 3.11+ `exc_value` (the exception); NULL or
+    /// None when that level handles nothing.
+    pub err_stackitem_exc: u64,
+    /// `_PyErr_StackItem *previous_item`.
+    pub err_stackitem_previous: u64,
 }

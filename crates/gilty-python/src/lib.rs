@@ -88,14 +88,29 @@ impl Target {
         s.interp.switch_interval_s().map_err(|_| exited_err(pid))
     }
 
-    /// Every thread once: {"t": float, "threads": [{"tid","name","state","syscall","stack"}]}.
-    fn dump<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    /// Every thread once: {"t": float, "threads": [{"tid","name","state","syscall","stack"}]}, and
+    /// for Python threads "handling_exception" (the type name, or None).
+    /// With `locals`, each thread also has "locals" (per frame, innermost first, a list of
+    /// (name, is_argument, repr) or None with the frame's error) or "locals_error". With
+    /// `positions`, "positions" (per frame, (line, end_line, column, end_column) or None; 3.11+).
+    #[pyo3(signature = (locals = false, positions = false))]
+    fn dump<'py>(&self, py: Python<'py>, locals: bool, positions: bool) -> PyResult<Bound<'py, PyDict>> {
         let pid = self.pid;
-        let (t, snap) = {
+        let (t, snap, mut vars, handled) = {
             let mut guard = self.inner.lock().unwrap();
             let s: &mut CoreSampler = &mut guard;
             let snap = py.allow_threads(|| s.snapshot());
-            (s.elapsed(), snap)
+            let want = gilty_core::locals::Want { variables: locals, positions };
+            let vars = match &snap {
+                Ok(threads) if locals || positions => {
+                    let stacks: Vec<(i32, &[gilty_core::frames::Frame])> = threads.iter().map(|t| (t.tid, t.stack.as_slice())).collect();
+                    Some(py.allow_threads(|| gilty_core::locals::locals_for_threads(&s.interp, &stacks, want)).map_err(|_| exited_err(pid))?)
+                }
+                _ => None,
+            };
+            // What each thread is handling, read right after its stack; a failed read leaves it unknown.
+            let handled = if snap.is_ok() { py.allow_threads(|| gilty_core::exceptions::handled_by_tid(&s.interp)).unwrap_or_default() } else { Default::default() };
+            (s.elapsed(), snap, vars, handled)
         };
         let snap = snap.map_err(|_| exited_err(pid))?;
         let threads = PyList::empty(py);
@@ -110,6 +125,41 @@ impl Target {
                 stack.append(PyTuple::new(py, [f.function.into_pyobject(py)?.into_any(), f.file.into_pyobject(py)?.into_any(), f.line.into_pyobject(py)?.into_any()])?)?;
             }
             d.set_item("stack", stack)?;
+            if let Some(found) = handled.get(&th.tid) {
+                d.set_item("handling_exception", found.as_deref())?;
+            }
+            if let Some(vars) = vars.as_mut() {
+                match vars.remove(&th.tid) {
+                    Some(Ok(frames)) => {
+                        if positions {
+                            let at = PyList::empty(py);
+                            for f in &frames {
+                                match f.position {
+                                    Some(p) => at.append((p.line, p.end_line, p.column, p.end_column))?,
+                                    None => at.append(py.None())?,
+                                }
+                            }
+                            d.set_item("positions", at)?;
+                        }
+                        let per_frame = PyList::empty(py);
+                        for f in frames.into_iter().filter(|_| locals) {
+                            match f.error {
+                                Some(e) => per_frame.append((py.None(), e))?,
+                                None => {
+                                    let vs: Vec<(String, bool, String)> = f.variables.into_iter().map(|v| (v.name, v.arg, v.repr)).collect();
+                                    per_frame.append((vs, py.None()))?
+                                }
+                            }
+                        }
+                        if locals {
+                            d.set_item("locals", per_frame)?;
+                        }
+                    }
+                    Some(Err(e)) if locals => d.set_item("locals_error", e)?,
+                    Some(Err(e)) => d.set_item("positions_error", e)?,
+                    None => {}
+                }
+            }
             threads.append(d)?;
         }
         let out = PyDict::new(py);

@@ -102,6 +102,7 @@ fn history_dict<'py>(py: Python<'py>, h: &SiteHistory) -> PyResult<Bound<'py, Py
     d.set_item("changes", h.changes)?;
     d.set_item("rest_reads", h.rest_reads)?;
     d.set_item("rest_specialized", h.rest_specialized)?;
+    d.set_item("rest_generic_values", h.rest_generic_values.clone())?;
     Ok(d)
 }
 

@@ -2,6 +2,7 @@
 
 gilty dump --pid 4242
 gilty dump --pid MASTER --subprocesses     # the master and every Python descendant
+gilty dump --pid 4242 --locals             # with each frame's arguments and local variables
 gilty dump --pid 4242 --tasks              # and every asyncio task, as a tree per event loop
 """
 
@@ -21,9 +22,14 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     add_format_argument(parser)
     parser.add_argument("--tasks", action="store_true",
                         help="also read every asyncio task: state, coroutine stack, what it awaits, who awaits it")
+    parser.add_argument(
+        "--locals",
+        action="store_true",
+        help="show each frame's arguments and local variables (builtins by value, other objects by type and address)",
+    )
 
 
-def _snapshot(native, pid: int, tasks: bool = False) -> tuple:
+def _snapshot(native, pid: int, tasks: bool = False, with_locals: bool = False, positions: bool = False) -> tuple:
     target = launch.attach(native, pid)
     target_info = {
         "pid": target.pid,
@@ -31,7 +37,8 @@ def _snapshot(native, pid: int, tasks: bool = False) -> tuple:
         "executable": target.executable,
         "switch_interval_s": target.switch_interval_s,
     }
-    snapshot = target.dump()
+    # Positions (3.11+ column ranges) are in the JSON form only: the text keeps py-spy's layout.
+    snapshot = target.dump(locals=with_locals, positions=positions) if with_locals or positions else target.dump()
     if tasks:
         snapshot["tasks"] = target.tasks()
     return target_info, snapshot
@@ -41,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     native = launch.native_module()
     roots = list(dict.fromkeys(args.pid))
     if len(roots) == 1 and not args.subprocesses:
-        target_info, snapshot = _snapshot(native, roots[0], args.tasks)
+        target_info, snapshot = _snapshot(native, roots[0], args.tasks, args.locals, args.format == "json")
         renderer = dump.render_json if args.format == "json" else dump.render_text
         emit(renderer(target_info, snapshot, native.syscall_name), None)
         return EXIT_OK
@@ -53,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     dumps, skipped = [], []
     for pid in pids:
         try:
-            dumps.append(_snapshot(native, pid, args.tasks))
+            dumps.append(_snapshot(native, pid, args.tasks, args.locals, args.format == "json"))
         except native.GiltyError as e:
             if pid in roots and getattr(e, "kind", None) == "no_such_process":
                 raise

@@ -33,11 +33,18 @@ def render_text(target_info: dict, snapshot: dict, syscall_name: Callable[[int],
     for thread in snapshot["threads"]:
         lines.append("")
         state = _dump_state(thread["state"], thread.get("syscall", -1), syscall_name)
+        if thread.get("handling_exception"):
+            state += f"; handling {visible(thread['handling_exception'])}"
         lines.append(f"Thread {thread['tid']} '{visible(thread['name'])}' ({state})")
         if not thread["stack"]:
             lines.append("    (no Python stack)")
-        for function, file, line in thread["stack"]:
+        if thread.get("locals_error"):
+            lines.append(f"    (variables not read: {thread['locals_error']})")
+        frame_locals = thread.get("locals") or [None] * len(thread["stack"])
+        for (function, file, line), variables in zip(thread["stack"], frame_locals):
             lines.append(f"    {visible(function)} ({visible(file)}:{line})")
+            if variables is not None:
+                lines.extend(_locals_lines(*variables))
     text = "\n".join(lines) + "\n"
     if "tasks" in snapshot:
         from gilty.report import tasks  # only with --tasks
@@ -45,6 +52,33 @@ def render_text(target_info: dict, snapshot: dict, syscall_name: Callable[[int],
         names = {t["tid"]: visible(t["name"]) for t in snapshot["threads"]}
         text += "\n" + tasks.render_text(snapshot["tasks"], names)
     return text
+
+
+def _locals_lines(variables: list | None, error: str | None) -> list[str]:
+    """py-spy's layout: the arguments, then the other locals, under each frame."""
+    if variables is None:
+        return [f"        (variables not read: {error})"]
+    out = []
+    args = [(n, r) for n, is_arg, r in variables if is_arg]
+    others = [(n, r) for n, is_arg, r in variables if not is_arg]
+    for title, group in (("Arguments", args), ("Locals", others)):
+        if group:
+            out.append(f"        {title}:")
+            out.extend(f"            {visible(name)}: {visible(text, 0)}" for name, text in group)
+    return out
+
+
+def _frame_json(frame: tuple, variables: tuple | None, position: tuple | None, with_positions: bool) -> dict:
+    function, file, line = frame
+    out = {"function": function, "file": file, "line": line}
+    if with_positions:
+        out["position"] = None if position is None else dict(zip(("line", "end_line", "column", "end_column"), position))
+    if variables is not None:
+        found, error = variables
+        out["locals"] = None if found is None else [{"name": n, "arg": a, "repr": r} for n, a, r in found]
+        if error is not None:
+            out["locals_error"] = error
+    return out
 
 
 def dump_report(target_info: dict, snapshot: dict, syscall_name: Callable[[int], str]) -> dict:
@@ -61,15 +95,28 @@ def dump_report(target_info: dict, snapshot: dict, syscall_name: Callable[[int],
                 "state": _state_name(state),
                 "syscall": name,
                 "idle_kind": idle_kind(name) if name is not None and state == IDLE else None,
-                "stack": [{"function": f, "file": file, "line": line} for f, file, line in thread["stack"]],
+                "handling_exception": thread.get("handling_exception"),
+                "stack": _stack_json(thread),
             }
         )
+        for key in ("locals_error", "positions_error"):
+            if key in thread:
+                threads[-1][key] = thread[key]
     report = {"format_version": FORMAT_VERSION, "target": target_info, "threads": threads}
     if "tasks" in snapshot:
         from gilty.report import tasks  # only with --tasks
 
         report["asyncio"] = tasks.tasks_report(snapshot["tasks"])
     return report
+
+
+def _stack_json(thread: dict) -> list:
+    stack = thread["stack"]
+    # A thread whose frames could not be read again has positions: none, and says why.
+    with_positions = "positions" in thread or "positions_error" in thread
+    variables = thread.get("locals") or [None] * len(stack)
+    positions = thread.get("positions") or [None] * len(stack)
+    return [_frame_json(f, v, p, with_positions) for f, v, p in zip(stack, variables, positions)]
 
 
 def render_json(target_info: dict, snapshot: dict, syscall_name: Callable[[int], str]) -> str:

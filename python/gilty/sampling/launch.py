@@ -120,19 +120,24 @@ def attach_to_command(
 ) -> Any:
     """Attach to the Python process CMD became: CMD's own pid, else its nearest Python descendant.
 
-    Retries while candidates are "not_python" (interpreter not loaded or initialised yet);
-    any other error is final. ``stop`` (a ``StopSignals``) ends the wait on Ctrl-C/SIGTERM.
+    Retries while candidates are "not_python" (interpreter not loaded yet) for ``timeout_s``, and
+    for as long as one is "not_initialised" (its interpreter is loaded and starting: it will be
+    Python, or exit); any other error is final. ``stop`` (a ``StopSignals``) ends the wait on
+    Ctrl-C/SIGTERM.
     """
     if timeout_s is None:
         timeout_s = FIND_PYTHON_TIMEOUT_S
     deadline = time.monotonic() + timeout_s
     while True:
+        initialising = False
         for pid in [child.pid, *child_pids(child.pid)]:
             try:
                 return native.Target(pid)
             except native.GiltyError as e:
+                kind = getattr(e, "kind", None)
+                initialising = initialising or kind == "not_initialised"
                 # A candidate that vanished between listing and attaching is not an error.
-                if getattr(e, "kind", None) in ("not_python", "no_such_process"):
+                if kind in ("not_python", "not_initialised", "no_such_process"):
                     continue
                 raise
         if stop is not None and stop.requested:
@@ -143,7 +148,7 @@ def attach_to_command(
                 f"{argv[0]!r} exited (status {code}) before a Python interpreter could be attached",
                 EXIT_TARGET_EXITED,
             )
-        if time.monotonic() >= deadline:
+        if time.monotonic() >= deadline and not initialising:
             raise CommandError(
                 f"no Python interpreter found in {argv[0]!r} (pid {child.pid}) or its children after {timeout_s:g} s",
                 EXIT_NOT_PYTHON,

@@ -24,7 +24,10 @@ Reads are taken in time, not per execution: the generic path takes longer than a
 while its code runs is found adaptive more often than it executes adaptive. A read taken while no
 running thread stands in the site's code object finds the state its last execution left, which
 weighs the states per call boundary instead; so f comes from those reads ("at rest") when there
-are enough of them (docs/specialization.md#miss-estimate).
+are enough of them (docs/specialization.md#miss-estimate). Reads at call boundaries of a site fed a
+fixed pattern in calls of a fixed length (three classes in turn in calls of 60: cycle 111) meet only
+every s-th execution of the cycle; the adaptive counter values they saw show it, and
+``aliasing_factor`` puts f back on the whole adaptive run.
 
 The counter adds what the reads between two re-specializations show: misses counted from its
 decrements (a lower bound) and misses since the last specialization.
@@ -33,6 +36,7 @@ decrements (a lower bound) and misses since the last specialization.
 from __future__ import annotations
 
 import linecache
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Optional
@@ -45,6 +49,11 @@ MIN_READS = 10
 # and they are at least this share of all reads (else from all reads).
 MIN_REST_READS = 100
 MIN_REST_SHARE = 0.3
+# 3.11: reads at rest that found the site adaptive, at least, before the counter values they saw are
+# taken to show aliasing: unaliased, this many reads meet ~28 of the 32 values of the adaptive run.
+MIN_ALIASING_READS = 64
+# ... and the share of those reads that may fall off the lattice of an aliased pattern.
+OFF_LATTICE_SHARE = 0.1
 # A specialized site whose estimated misses reach this share is "missing while specialized".
 MISSING_THRESHOLD = 0.05
 # Attribute families whose specializations key on the receiver's type.
@@ -192,6 +201,34 @@ def _source_line(filename: str, line: Optional[int], pid: int) -> str:
     return ""
 
 
+def aliasing_factor(values: Optional[dict], adaptive_run: int) -> float:
+    """3.11: how much the reads at rest over-weigh the adaptive executions they met.
+
+    Each counter value of the adaptive run (31 down to 0) marks one of its ``adaptive_run``
+    executions. Reads at call boundaries of a target that feeds the site a fixed pattern in calls of
+    a fixed length meet the cycle only every s-th execution (s shares a factor of the call length and
+    the cycle): they then see adaptive values s apart, each standing for s executions, and the
+    d values seen stand for d * s executions of the run, not all of them. Scaling the adaptive share
+    by adaptive_run / (d * s) puts it back on the whole run. A few reads off the lattice are allowed
+    and left out: they were taken inside a call (entered after the sampling pass, or preempted in it
+    on a loaded machine, so not seen running) and lean towards the slower adaptive executions. Applied only when the reads found
+    the site adaptive often enough (MIN_ALIASING_READS) that a lattice cannot come from chance.
+    """
+    generic = sum((values or {}).values())
+    run = {int(v): n for v, n in (values or {}).items() if n and int(v) < adaptive_run}
+    total = sum(run.values())
+    if len(run) < 2 or total < MIN_ALIASING_READS:
+        return 1.0
+    for stride in range(adaptive_run // 2, 1, -1):  # the widest lattice that holds the reads
+        for residue in range(stride):
+            on = [v for v in run if v % stride == residue]
+            on_reads = sum(run[v] for v in on)
+            if on_reads >= (1.0 - OFF_LATTICE_SHARE) * total:
+                # The reads off the lattice are left out too: they landed inside a call (time-weighted).
+                return adaptive_run / (len(on) * stride) * (generic - total + on_reads) / generic
+    return 1.0
+
+
 def _estimates(spec_share: float, specs: list, minor: tuple, rules: dict, history: Optional[dict] = None) -> tuple:
     """(miss rate while specialized, share of executions on the slow path) from a site's reads."""
     spec_reads = sum(specs)
@@ -202,10 +239,10 @@ def _estimates(spec_share: float, specs: list, minor: tuple, rules: dict, histor
         f = 1.0 - spec_share
         h = history or {}
         rest = h.get("rest_reads", 0)
-        if rest >= MIN_REST_READS and rest >= MIN_REST_SHARE * h.get("reads", 0):
-            f = 1.0 - h.get("rest_specialized", 0) / rest
         # Executions per cycle that leave the site adaptive: the deopting miss and the deferred ones.
         adaptive_run = (adaptive_start >> rules.get("value_shift", 4)) + 1
+        if rest >= MIN_REST_READS and rest >= MIN_REST_SHARE * h.get("reads", 0):
+            f = (1.0 - h.get("rest_specialized", 0) / rest) * aliasing_factor(h.get("rest_generic_values"), adaptive_run)
         misses = rules.get("specialized_start", 53)
         slow = min(1.0, f * (adaptive_run + misses) / adaptive_run)
         miss = min(1.0, misses * f / (adaptive_run * (1.0 - f))) if f < 1.0 else 1.0

@@ -39,6 +39,26 @@ impl<'a> BlockCache<'a> {
         self.blocks.borrow().len()
     }
 
+    /// The same blocks read again from the target: a second copy of everything this one holds.
+    pub fn reread(&self) -> io::Result<BlockCache<'a>> {
+        let again = BlockCache::new(self.inner);
+        for (start, bytes) in self.blocks.borrow().iter() {
+            again.load(*start, bytes.len())?;
+        }
+        Ok(again)
+    }
+
+    /// (start, length) of every block read, oldest first.
+    pub fn ranges(&self) -> Vec<(u64, usize)> {
+        self.blocks.borrow().iter().map(|(start, bytes)| (*start, bytes.len())).collect()
+    }
+
+    /// Copies `[addr, addr + buf.len())` out of the blocks already read; false (and no read of the
+    /// target) when they do not hold it.
+    pub fn read_cached(&self, addr: u64, buf: &mut [u8]) -> bool {
+        self.copy_from_cache(addr, buf)
+    }
+
     fn copy_from_cache(&self, addr: u64, buf: &mut [u8]) -> bool {
         let blocks = self.blocks.borrow();
         for (start, bytes) in blocks.iter().rev() {

@@ -45,6 +45,10 @@ pub struct SiteHistory {
     pub rest_reads: u32,
     /// Of those, the reads that found a specialization in place.
     pub rest_specialized: u32,
+    /// The other reads at rest, per counter value. On 3.11 each value of an adaptive run marks one
+    /// execution of it, so the values seen show whether the reads met only some of those executions
+    /// (a target feeding the site a fixed pattern in calls of a fixed length).
+    pub rest_generic_values: BTreeMap<u16, u32>,
     last: Option<(Option<u64>, u16)>,
 }
 
@@ -55,6 +59,9 @@ impl SiteHistory {
         if at_rest {
             self.rest_reads += 1;
             self.rest_specialized += (form == Form::Specialized) as u32;
+            if form != Form::Specialized {
+                *self.rest_generic_values.entry(counter.value).or_default() += 1;
+            }
         }
         *self.forms.entry(form.as_str()).or_default() += 1;
         *self.names.entry(ins.name).or_default() += 1;

@@ -1,0 +1,47 @@
+//! Whether a thread is handling an exception: inside an `except` block, or a `finally` block run
+//! because an exception is propagating. That is what `sys.exc_info()` reports: the topmost level of
+//! the thread's exception-info stack (`tstate->exc_info`, one level per running generator or
+//! coroutine) that holds an exception (Python/errors.c `_PyErr_GetTopmostException`).
+
+use crate::object_repr::{ObjectRepr, TypeCache};
+use crate::process::memory::Memory;
+use gilty_layouts::Layout;
+use std::io;
+
+/// Deeper stacks are taken as a cycle read from memory that changed under us.
+const MAX_LEVELS: usize = 4096;
+
+/// The type name of the exception the thread at `tstate` is handling, or None.
+pub fn handled_exception(mem: &dyn Memory, l: &Layout, tstate: u64, types: &TypeCache) -> io::Result<Option<String>> {
+    let reprs = ObjectRepr::new(mem, l, types);
+    let mut item = mem.read_u64(tstate + l.tstate_exc_info)?;
+    for _ in 0..MAX_LEVELS {
+        if item == 0 {
+            return Ok(None);
+        }
+        let exc = mem.read_u64(item + l.err_stackitem_exc)?;
+        if exc != 0 && !reprs.is_none(exc)? {
+            // 3.10 keeps the exception's type here; 3.11+ the exception itself.
+            return Ok(Some(if l.version.1 == 10 { reprs.type_object_name(exc)? } else { reprs.type_name(exc)? }));
+        }
+        item = mem.read_u64(item + l.err_stackitem_previous)?;
+    }
+    Err(io::Error::new(io::ErrorKind::InvalidData, "exception-info stack too deep"))
+}
+
+/// `handled_exception` of every Python thread, by OS thread id (threads whose tid is unknown are left out).
+pub fn handled_by_tid(interp: &crate::interpreter::Interpreter) -> io::Result<std::collections::HashMap<i32, Option<String>>> {
+    let tids = crate::process::procfs::thread_ids(interp.pid)?;
+    let threads = crate::threads::python_threads(interp, &mut crate::threads::TidResolver::default(), &tids)?;
+    let types = TypeCache::default();
+    let mut out = std::collections::HashMap::new();
+    for t in threads {
+        if let Some(tid) = t.tid {
+            // A failed read leaves the thread out rather than calling it not handling anything.
+            if let Ok(found) = handled_exception(&interp.mem, &interp.layout, t.tstate, &types) {
+                out.insert(tid, found);
+            }
+        }
+    }
+    Ok(out)
+}
