@@ -59,6 +59,7 @@ class BatchBuilder:
         exited: bool = False,
         errors: dict | None = None,
         late: int = 0,
+        sched: dict | None = None,
     ) -> dict:
         if times is None:
             times = [self.next_time + i * self.period for i in range(len(passes))]
@@ -96,6 +97,7 @@ class BatchBuilder:
             "errors": {"torn_retried": 0, "torn_dropped": 0, "read_failed": 0, **(errors or {})},
             "exited": exited,
             "late": late,
+            **({"sched": sched} if sched is not None else {}),
         }
 
 
@@ -135,5 +137,9 @@ def contention_session(n_passes: int = 400) -> tuple:
             p[4] = io_state
         passes.append(p)
     half = n_passes // 2
-    session = make_session([b.batch(passes[:half]), b.batch(passes[half:])])
+    # What the kernel counted: the spinner ran throughout, the io threads a little, nobody queued for
+    # a CPU; a cgroup with a quota that never ran out.
+    seconds = half * b.period
+    sched = {"seconds": seconds, "threads": [(2, int(seconds * 1e9), 0), (3, 1000, 0), (4, 1000, 0)], "cgroup": (10, 0, 0)}
+    session = make_session([b.batch(passes[:half], sched=sched), b.batch(passes[half:], sched=sched)])
     return session, b

@@ -39,6 +39,7 @@ def test_fractions_count_each_state():
         "native": 1 / 8,
         "idle": 1 / 8,
         "unknown": 2 / 8,  # an unknown state code counts as unknown rather than vanishing
+        "cpu_wait": 0.0,
     }
     assert st.holding == 3
 

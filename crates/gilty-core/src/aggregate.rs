@@ -24,6 +24,8 @@ pub const ABSENT: u8 = 255;
 pub const PASS_GIL_HELD: u8 = 1;
 /// Pass flag: some thread was collecting garbage.
 pub const PASS_IN_GC: u8 = 2;
+/// Pass flag: the thread holding the GIL was waiting for a CPU (`cpu_wait`); PASS_GIL_HELD is set too.
+pub const PASS_HOLDER_CPU_WAIT: u8 = 4;
 
 /// One thread in one pass, as classified.
 #[derive(Debug, Clone, Copy)]
@@ -32,6 +34,8 @@ pub struct Seen {
     pub state: ThreadState,
     pub stack: i32,
     pub syscall: i32,
+    /// The thread holds the GIL: `holding_gil`, `gc`, or `cpu_wait` while holding it.
+    pub holds: bool,
 }
 
 /// Sample counts keyed in first-seen order, so that the Python side's dicts keep that order.
@@ -144,10 +148,13 @@ impl Aggregate {
         let pass = self.passes;
         self.passes += 1;
         // Two holders in one pass would be a torn read; the first one seen is kept.
-        let holder = threads.iter().find(|t| matches!(t.state, ThreadState::HoldingGil | ThreadState::Gc));
+        let holder = threads.iter().find(|t| t.holds);
         let mut flags = if holder.is_some() { PASS_GIL_HELD } else { 0 };
         if threads.iter().any(|t| t.state == ThreadState::Gc) {
             flags |= PASS_IN_GC;
+        }
+        if holder.map(|h| h.state == ThreadState::CpuWait).unwrap_or(false) {
+            flags |= PASS_HOLDER_CPU_WAIT;
         }
         self.pass_flags.push(flags);
         let (holder_tid, holder_stack) = holder.map(|h| (h.tid, h.stack)).unwrap_or((NONE, NONE));
@@ -201,7 +208,7 @@ mod tests {
     use ThreadState::*;
 
     fn seen(tid: i32, state: ThreadState, stack: i32, syscall: i32) -> Seen {
-        Seen { tid, state, stack, syscall }
+        Seen { tid, state, stack, syscall, holds: matches!(state, HoldingGil | Gc) }
     }
 
     fn runs_of(a: &Aggregate) -> Vec<(i32, u32, u32, u8, i32, i16)> {
@@ -248,5 +255,15 @@ mod tests {
         a.close();
         assert_eq!(a.blame.entries, vec![((3, 1, 9), 1), ((3, 2, 8), 1)]);
         assert_eq!(a.pass_flags, vec![PASS_GIL_HELD | PASS_IN_GC, PASS_GIL_HELD]);
+    }
+
+    #[test]
+    fn a_holder_waiting_for_a_cpu_still_holds_the_gil() {
+        let mut a = Aggregate::default();
+        a.add_pass(&[seen(3, WaitingGil, 7, 202), Seen { holds: true, ..seen(2, CpuWait, 8, NONE) }]);
+        a.add_pass(&[seen(3, CpuWait, 7, NONE)]);
+        a.close();
+        assert_eq!(a.blame.entries, vec![((3, 2, 8), 1)]);
+        assert_eq!(a.pass_flags, vec![PASS_GIL_HELD | PASS_HOLDER_CPU_WAIT, 0]);
     }
 }

@@ -13,6 +13,8 @@ pub enum ThreadState {
     Native = 3,
     Idle = 4,
     Unknown = 5,
+    /// Runnable, on a run queue, waiting for a CPU (the host or its cgroup has none to give it).
+    CpuWait = 6,
 }
 
 impl ThreadState {
@@ -24,6 +26,7 @@ impl ThreadState {
             ThreadState::Native => "native",
             ThreadState::Idle => "idle",
             ThreadState::Unknown => "unknown",
+            ThreadState::CpuWait => "cpu_wait",
         }
     }
 }
@@ -34,6 +37,8 @@ pub struct GilView {
     pub locked: bool,
     pub last_holder: u64,
     pub switch_number: u64,
+    /// Tids owning the GIL's `mutex` and `switch_mutex` (-1: free or unknown).
+    pub mutex_owners: [i32; 2],
 }
 
 /// What the previous sample concluded about a thread.
@@ -57,11 +62,22 @@ pub struct Observation {
     /// For a thread running now that was idle in the previous pass: whether it has had a CPU since it
     /// went idle (its CPU time grew). None when not asked or unknown.
     pub ran_since_idle: Option<bool>,
+    /// From the thread's scheduler counters: it is runnable and this pass goes to waiting for a CPU
+    /// (see `sampler::CpuWaitTrack`). Applies only to a thread not blocked in a syscall.
+    pub cpu_wait: bool,
+    /// The thread owns the GIL's `mutex` or `switch_mutex`: it is inside take_gil() or drop_gil().
+    pub owns_gil_mutex: bool,
 }
 
 /// Classifies one thread. `futex_range` is [start, end) of the GIL struct's condition variables and mutexes.
 pub fn classify(obs: &Observation, gil: &GilView, gc_collecting: bool, futex_range: (u64, u64), prev: Option<History>) -> ThreadState {
-    if obs.tstate != 0 && gil.locked && gil.last_holder == obs.tstate {
+    let holds = obs.tstate != 0 && gil.locked && gil.last_holder == obs.tstate;
+    // A runnable thread without a CPU runs nothing: not Python, not C, not take_gil. (A holder is
+    // runnable: it is classified without its syscall.)
+    if obs.cpu_wait && (holds || obs.syscall == SyscallState::Running) {
+        return ThreadState::CpuWait;
+    }
+    if holds {
         return if gc_collecting { ThreadState::Gc } else { ThreadState::HoldingGil };
     }
     match obs.syscall {
@@ -69,6 +85,11 @@ pub fn classify(obs: &Observation, gil: &GilView, gc_collecting: bool, futex_ran
         SyscallState::Blocked { .. } => ThreadState::Idle,
         SyscallState::Unavailable => ThreadState::Unknown,
         SyscallState::Running => {
+            // Holding the GIL's own mutex without the GIL: between the futex and the GIL in take_gil(),
+            // or handing the GIL over in drop_gil(). No C code of the program runs there.
+            if obs.owns_gil_mutex && obs.tstate != 0 {
+                return ThreadState::WaitingGil;
+            }
             // A waiter woken by drop_gil is "running" before it is scheduled and re-checks the GIL. It
             // cannot have taken the GIL since the last sample unless the GIL changed hands to it:
             // take_gil bumps switch_number whenever the holder changes. No change, or one change that
@@ -112,10 +133,10 @@ mod tests {
     const RANGE: (u64, u64) = (0x5020, 0x50d0);
 
     fn obs(syscall: SyscallState) -> Observation {
-        Observation { tstate: ME, syscall, in_handoff: false, ran_since_idle: None }
+        Observation { tstate: ME, syscall, in_handoff: false, ran_since_idle: None, cpu_wait: false, owns_gil_mutex: false }
     }
     fn gil(locked: bool, holder: u64, sw: u64) -> GilView {
-        GilView { locked, last_holder: holder, switch_number: sw }
+        GilView { locked, last_holder: holder, switch_number: sw, mutex_owners: [-1, -1] }
     }
 
     #[test]
@@ -161,7 +182,7 @@ mod tests {
     #[test]
     fn woken_from_idle_and_ran_is_waiting_until_it_had_the_gil() {
         let prev = Some(History { state: ThreadState::Idle, switch_number: 7, was_last_holder: false });
-        let ran = Observation { tstate: ME, syscall: SyscallState::Running, in_handoff: false, ran_since_idle: Some(true) };
+        let ran = Observation { ran_since_idle: Some(true), ..obs(SyscallState::Running) };
         let not_yet = Observation { ran_since_idle: Some(false), ..ran };
         assert_eq!(classify(&ran, &gil(true, OTHER, 8), false, RANGE, prev), ThreadState::WaitingGil);
         // Still on its way out of the syscall: not a GIL wait.
@@ -179,10 +200,34 @@ mod tests {
     #[test]
     fn running_without_gil_on_a_backward_jump_is_the_handoff() {
         let prev = Some(History { state: ThreadState::HoldingGil, switch_number: 7, was_last_holder: true });
-        let at_jump = Observation { tstate: ME, syscall: SyscallState::Running, in_handoff: true, ran_since_idle: None };
+        let at_jump = Observation { in_handoff: true, ..obs(SyscallState::Running) };
         assert_eq!(classify(&at_jump, &gil(true, OTHER, 8), false, RANGE, prev), ThreadState::WaitingGil);
         // A thread without a Python frame cannot be in the eval loop's handoff.
-        let no_ts = Observation { tstate: 0, syscall: SyscallState::Running, in_handoff: true, ran_since_idle: None };
+        let no_ts = Observation { tstate: 0, in_handoff: true, ..obs(SyscallState::Running) };
         assert_eq!(classify(&no_ts, &gil(true, OTHER, 8), false, RANGE, prev), ThreadState::Native);
+    }
+
+    #[test]
+    fn runnable_without_a_cpu_is_cpu_wait_whatever_it_holds() {
+        let g = gil(true, ME, 7);
+        let waiting = Observation { cpu_wait: true, ..obs(SyscallState::Running) };
+        // The holder, a thread running without the GIL, a C thread: none runs without a CPU.
+        assert_eq!(classify(&waiting, &g, false, RANGE, None), ThreadState::CpuWait);
+        assert_eq!(classify(&waiting, &g, true, RANGE, None), ThreadState::CpuWait);
+        assert_eq!(classify(&waiting, &gil(true, OTHER, 7), false, RANGE, None), ThreadState::CpuWait);
+        let prev = Some(History { state: ThreadState::WaitingGil, switch_number: 7, was_last_holder: false });
+        assert_eq!(classify(&waiting, &gil(true, OTHER, 7), false, RANGE, prev), ThreadState::CpuWait);
+        // A thread blocked in a syscall is not runnable: the flag cannot apply.
+        let blocked = Observation { cpu_wait: true, ..obs(SyscallState::Blocked { nr: 230, arg0: 1 }) };
+        assert_eq!(classify(&blocked, &gil(true, OTHER, 7), false, RANGE, None), ThreadState::Idle);
+    }
+
+    #[test]
+    fn owner_of_the_gil_mutex_without_the_gil_is_in_the_handoff() {
+        let inside = Observation { owns_gil_mutex: true, ..obs(SyscallState::Running) };
+        assert_eq!(classify(&inside, &gil(false, OTHER, 7), false, RANGE, None), ThreadState::WaitingGil);
+        assert_eq!(classify(&obs(SyscallState::Running), &gil(false, OTHER, 7), false, RANGE, None), ThreadState::Native);
+        // The holder owns it briefly too (taking or dropping): it holds the GIL.
+        assert_eq!(classify(&inside, &gil(true, ME, 7), false, RANGE, None), ThreadState::HoldingGil);
     }
 }

@@ -5,6 +5,7 @@ pub mod aggregate;
 pub mod asyncio;
 pub mod classify;
 pub mod clock;
+pub mod cpu_wait;
 pub mod elf;
 pub mod error;
 pub mod exceptions;

@@ -5,12 +5,13 @@
 use crate::aggregate::{Aggregate, Seen, NONE};
 use crate::classify::{classify, GilView, History, Observation, ThreadState};
 use crate::clock::monotonic_ns;
+use crate::cpu_wait::CpuWaitTrack;
 use crate::exact::tracing::ExactTracing;
 use crate::exact::ExactSummary;
 use crate::frames::{CodeCache, Frame, FrameWalker, WalkError};
 use crate::interpreter::Interpreter;
 use crate::process::memory::Memory;
-use crate::process::procfs::{self, Schedstat, SchedstatReader, SyscallReader, SyscallState};
+use crate::process::procfs::{self, CgroupCpu, Schedstat, SchedstatReader, SyscallReader, SyscallState};
 use crate::threads::{python_threads, PyThread, TidResolver, WalkHead};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -44,6 +45,25 @@ pub struct Batch {
     pub errors: Errors,
     pub exited: bool,
     pub late: u64,
+    /// What the kernel's scheduler counted over the batch (None for an empty batch).
+    pub sched: Option<SchedTotals>,
+}
+
+/// Scheduler figures over one batch, from counters read at its first pass and at its end.
+#[derive(Debug, Clone, Default)]
+pub struct SchedTotals {
+    pub seconds: f64,
+    /// (tid, CPU time ns, run-queue delay ns) grown over the batch, for threads read at both ends.
+    pub threads: Vec<(i32, u64, u64)>,
+    /// The target's cgroup CPU bandwidth counters grown over the batch (None without a CPU controller).
+    pub cgroup: Option<CgroupCpu>,
+}
+
+/// Counters at one instant: when, per thread (run ns, delay ns), and the cgroup's.
+struct SchedMark {
+    at: Instant,
+    threads: HashMap<i32, (u64, u64)>,
+    cgroup: Option<CgroupCpu>,
 }
 
 /// One thread as seen in one snapshot (for `dump`).
@@ -63,8 +83,8 @@ struct Stack {
     frames: Arc<Vec<Frame>>,
 }
 
-/// One thread in one pass: (tid, state, syscall number or -1, stack unless absent or torn).
-type Observed = (i32, ThreadState, i64, Option<Stack>);
+/// One thread in one pass: (tid, state, syscall number or -1, stack unless absent or torn, holds the GIL).
+type Observed = (i32, ThreadState, i64, Option<Stack>, bool);
 
 /// What a blocked thread looked like when last read, with its scheduling counters read just before and
 /// the GIL's `switch_number` of that pass. Its stack is not walked again while either
@@ -97,13 +117,10 @@ struct Track {
     still: Option<Still>,
     /// States-only passes: the thread state and syscall last read (see `waiting_still`).
     last_wait: Option<(u64, SyscallState)>,
-    /// Consecutive scheduler-counter reads that found the thread had run (see `SCHED_PROBE_EVERY`).
-    sched_moved: u8,
+    /// Whether it has a CPU when runnable (see `cpu_wait`).
+    cpu: CpuWaitTrack,
 }
 
-/// How often the scheduler counters of a thread that kept running between passes are read anyway
-/// (on two passes in a row, so that the second can find them unchanged).
-const SCHED_PROBE_EVERY: u64 = 4;
 
 /// CPU time a woken thread must have had to count as past its syscall's return (a few µs of kernel exit).
 const RAN_AFTER_WAKE_NS: u64 = 2_000;
@@ -135,6 +152,12 @@ pub struct Sampler {
     exact: Option<ExactTracing>,
     /// Probe file descriptors being closed in the background (joined on drop).
     closing: Vec<std::thread::JoinHandle<()>>,
+    /// When the previous pass observed the threads, and the mean interval between passes (ns).
+    last_observe_ns: Option<u64>,
+    mean_interval_ns: f64,
+    /// Scheduler counters at the batch's start: its first pass, or the end of the batch before.
+    batch_mark: Option<SchedMark>,
+    next_mark: Option<SchedMark>,
 }
 
 impl Drop for Sampler {
@@ -171,6 +194,10 @@ impl Sampler {
             start_mono_ns: monotonic_ns(),
             exact: None,
             closing: Vec::new(),
+            batch_mark: None,
+            next_mark: None,
+            last_observe_ns: None,
+            mean_interval_ns: 0.0,
         }
     }
 
@@ -180,6 +207,7 @@ impl Sampler {
         self.next_due = None;
         self.start = Instant::now();
         self.start_mono_ns = monotonic_ns();
+        self.next_mark = None;
     }
 
     pub fn elapsed(&self) -> f64 {
@@ -222,7 +250,52 @@ impl Sampler {
     pub fn take_batch(&mut self) -> Batch {
         self.batch.threads = self.names.iter().map(|(t, n)| (*t, n.clone())).collect();
         self.batch.aggregate.close();
+        if let Some(start) = self.batch_mark.take() {
+            let end = self.sched_mark();
+            // The next batch counts from here, so that a wait the kernel adds to a thread's delay in a
+            // batch but which began in the pause between batches has its time counted too.
+            let next = SchedMark { at: end.at, threads: end.threads.clone(), cgroup: end.cgroup };
+            self.batch.sched = Some(SchedTotals {
+                seconds: (end.at - start.at).as_secs_f64(),
+                threads: end
+                    .threads
+                    .iter()
+                    .filter_map(|(tid, &(run, delay))| {
+                        let &(run0, delay0) = start.threads.get(tid)?;
+                        Some((*tid, run.saturating_sub(run0), delay.saturating_sub(delay0)))
+                    })
+                    .collect(),
+                cgroup: match (start.cgroup, end.cgroup) {
+                    (Some(a), Some(b)) => Some(CgroupCpu {
+                        nr_periods: b.nr_periods.saturating_sub(a.nr_periods),
+                        nr_throttled: b.nr_throttled.saturating_sub(a.nr_throttled),
+                        throttled_ns: b.throttled_ns.saturating_sub(a.throttled_ns),
+                    }),
+                    _ => None,
+                },
+            });
+            self.next_mark = Some(next);
+        }
         std::mem::take(&mut self.batch)
+    }
+
+    /// Every known thread's scheduler counters and the target cgroup's, now (a read per thread: taken
+    /// at a batch's ends only).
+    fn sched_mark(&mut self) -> SchedMark {
+        let pid = self.interp.pid;
+        let mut threads = HashMap::new();
+        for &tid in &self.os_tids {
+            let reader = self.tracks.get_mut(&tid).and_then(|t| t.schedstat.get_or_insert_with_result(|| SchedstatReader::open(pid, tid)));
+            let reading = match reader {
+                Some(r) => r.read(),
+                None => SchedstatReader::open(pid, tid).ok().and_then(|mut r| r.read()),
+            };
+            if let Some(s) = reading {
+                threads.insert(tid, (s.run_ns, s.delay_ns));
+            }
+        }
+        let cgroup = procfs::cgroup_cpu_stat_path(pid).and_then(|p| procfs::read_cgroup_cpu(&p));
+        SchedMark { at: Instant::now(), threads, cgroup }
     }
 
     /// One pass stamped `t` seconds on the caller's clock (a `ProcessSet` samples several processes
@@ -267,11 +340,18 @@ impl Sampler {
     fn read_gil(&self) -> std::io::Result<GilView> {
         let l = &self.interp.layout;
         let g = self.interp.gil.address();
-        let mut buf = [0u8; 32];
-        self.interp.mem.read(g, &mut buf)?;
+        // The whole struct in one read: its mutexes say who is inside take_gil()/drop_gil().
+        let mut buf = [0u8; 256];
+        let size = (l.gil_size as usize).clamp(32, buf.len());
+        self.interp.mem.read(g, &mut buf[..size])?;
         let u64_at = |o: u64| u64::from_le_bytes(buf[o as usize..o as usize + 8].try_into().unwrap());
-        let locked = i32::from_le_bytes(buf[l.gil_locked as usize..l.gil_locked as usize + 4].try_into().unwrap());
-        Ok(GilView { locked: locked != 0, last_holder: u64_at(l.gil_last_holder), switch_number: u64_at(l.gil_switch_number) })
+        let i32_at = |o: u64| if o as usize + 4 <= size { i32::from_le_bytes(buf[o as usize..o as usize + 4].try_into().unwrap()) } else { 0 };
+        let locked = i32_at(l.gil_locked);
+        // glibc's pthread_mutex_t records its owner's tid at offset 8 (`__data.__owner`, x86-64 and
+        // aarch64); 0 when free. Only compared with the target's tids, so another libc reads as "nobody".
+        const MUTEX_OWNER: u64 = 8;
+        let owners = [i32_at(l.gil_mutex + MUTEX_OWNER), i32_at(l.gil_switch_mutex + MUTEX_OWNER)].map(|t| if t > 0 { t } else { -1 });
+        Ok(GilView { locked: locked != 0, last_holder: u64_at(l.gil_last_holder), switch_number: u64_at(l.gil_switch_number), mutex_owners: owners })
     }
 
     fn gc_collecting(&self, main_interp: u64) -> std::io::Result<bool> {
@@ -296,17 +376,23 @@ impl Sampler {
                 return true;
             }
         };
+        if self.batch.times.is_empty() {
+            self.batch_mark = Some(match self.next_mark.take() {
+                Some(mark) => mark,
+                None => self.sched_mark(),
+            });
+        }
         self.batch.times.push(t);
         let t_ns = self.start_mono_ns + (t * 1e9) as u64;
         let mut seen = Vec::with_capacity(snapshot.len());
-        for (tid, state, syscall, stack) in snapshot {
+        for (tid, state, syscall, stack, holds) in snapshot {
             let stack_id = stack.as_ref().map(|s| s.id as i32).unwrap_or(NONE);
-            if let (Some(exact), ThreadState::HoldingGil | ThreadState::Gc) = (self.exact.as_mut(), state) {
+            if let (Some(exact), true) = (self.exact.as_mut(), holds) {
                 let top = stack.as_ref().and_then(|s| s.frames.first());
                 let frame = top.and_then(|f| self.frame_ids.get(f).copied()).unwrap_or(u32::MAX);
                 exact.recorder.note_holder_sample(t_ns, tid, frame);
             }
-            seen.push(Seen { tid, state, stack: stack_id, syscall: syscall as i32 });
+            seen.push(Seen { tid, state, stack: stack_id, syscall: syscall as i32, holds });
         }
         self.batch.aggregate.add_pass(&seen);
         if let Some(exact) = self.exact.as_mut() {
@@ -378,7 +464,7 @@ impl Sampler {
     /// the GIL stands, which classification needs (the in-process monitor's pass).
     pub fn states_once(&mut self) -> std::io::Result<Vec<(i32, String, ThreadState)>> {
         let obs = self.observe_with(false)?;
-        Ok(obs.into_iter().map(|(tid, state, _, _)| (tid, self.names.get(&tid).cloned().unwrap_or_default(), state)).collect())
+        Ok(obs.into_iter().map(|(tid, state, _, _, _)| (tid, self.names.get(&tid).cloned().unwrap_or_default(), state)).collect())
     }
 
     /// The main interpreter and every thread state: read each pass when stacks are walked (a walk
@@ -410,6 +496,14 @@ impl Sampler {
         self.refresh(&pythreads);
         let range = self.interp.gil_futex_range();
         let pid = self.interp.pid;
+        let now_ns = monotonic_ns();
+        // The mean interval between passes (turns run-queue delay into passes: see `cpu_wait`).
+        if let Some(prev) = self.last_observe_ns {
+            let interval = now_ns.saturating_sub(prev) as f64;
+            self.mean_interval_ns = if self.mean_interval_ns > 0.0 { 0.95 * self.mean_interval_ns + 0.05 * interval } else { interval };
+        }
+        self.last_observe_ns = Some(now_ns);
+        let period_ns = if self.mean_interval_ns > 0.0 { self.mean_interval_ns as u64 } else { self.period.as_nanos() as u64 };
         let mut out = Vec::with_capacity(self.os_tids.len());
         let os_tids = self.os_tids.clone();
         for tid in os_tids {
@@ -425,7 +519,7 @@ impl Sampler {
                 idle_run_ns: None,
                 still: None,
                 last_wait: None,
-                sched_moved: 0,
+                cpu: CpuWaitTrack::default(),
             });
             let holds = tstate != 0 && gil.locked && gil.last_holder == tstate;
             let gil_wait = |s: SyscallState| matches!(s, SyscallState::Blocked { nr, arg0 } if nr == crate::syscalls::FUTEX && arg0 >= range.0 && arg0 < range.1);
@@ -444,24 +538,17 @@ impl Sampler {
                     }
                 }
             }
-            // Read before the syscall and the stack, so that the same counters next pass mean the thread
-            // has not run since before they were read (see `Still`).
-            // A thread whose counters moved at each of the last reads (a GIL waiter wakes every switch
-            // interval) is asked only every SCHED_PROBE_EVERY passes: the read would not spare a walk.
-            // Two passes in a row: the second compares with the first.
-            let probe = track.sched_moved < 2 || self.passes % SCHED_PROBE_EVERY <= 1;
-            let sched = if reused.is_none() && stacks && !holds && tstate != 0 && probe {
-                track.schedstat.get_or_insert_with_result(|| SchedstatReader::open(pid, tid)).and_then(|r| r.read())
-            } else {
-                None
-            };
-            // Not switched in since it was last seen blocked: still in that syscall (or woken and not yet
-            // run, which is still waiting for what it blocked on), its stack unchanged. Spares reading
-            // the syscall file, the dearest read of a pass (the kernel formats nine numbers).
+            // Read each pass, before the syscall and the stack: the same counters next pass mean the
+            // thread has not run since before they were read (see `Still`), and the same switch count
+            // means it has not been switched in since it was last seen blocked (see `cpu_wait`). Not for
+            // a GIL waiter still blocked where it was (found above): with many waiters that read would be
+            // most of a pass, and its baseline from when it blocked stays valid until it wakes.
+            let sched = if reused.is_some() { None } else { track.schedstat.get_or_insert_with_result(|| SchedstatReader::open(pid, tid)).and_then(|r| r.read()) };
+            // Not switched in since it was last seen blocked: its stack is unchanged. Its syscall file
+            // is read all the same: it may have been woken and be waiting for a CPU (`cpu_wait`).
             if reused.is_none() && syscall_now.is_none() {
                 if let (Some(st), Some(now)) = (&track.still, sched) {
                     if st.tstate == tstate && st.sched == Some(now) {
-                        syscall_now = Some(st.syscall);
                         reused = Some((st.stack.clone(), st.top));
                     }
                 }
@@ -485,12 +572,18 @@ impl Sampler {
                     (Some(st), Some(now)) => st.tstate == tstate && st.sched == Some(now) && st.syscall == syscall,
                     _ => false,
                 };
-                // Counted only against a previous read (the first read of a probe has none).
-                if sched.is_some() && track.still.as_ref().map(|st| st.sched.is_some()).unwrap_or(false) {
-                    track.sched_moved = if unchanged { 0 } else { track.sched_moved.saturating_add(1) };
-                }
                 reused = if unchanged { track.still.as_ref().map(|st| (st.stack.clone(), st.top)) } else { None };
             }
+            let runnable = holds || syscall == SyscallState::Running;
+            let reading = match sched {
+                Some(s) => Some(s),
+                // Woken since the last pass: read now (a switch-in after the syscall read moves the count,
+                // so this errs towards "has had a CPU").
+                None if runnable => track.schedstat.get_or_insert_with_result(|| SchedstatReader::open(pid, tid)).and_then(|r| r.read()),
+                None => None,
+            };
+            let cpu_wait = track.cpu.observe(reading, now_ns, period_ns, runnable);
+            let owns_gil_mutex = gil.mutex_owners.contains(&tid);
             let history = track.history;
             let was_idle = history.map(|h| h.state == ThreadState::Idle).unwrap_or(false);
             let blocked_not_gil = matches!(syscall, SyscallState::Blocked { nr, arg0 } if !(nr == crate::syscalls::FUTEX && arg0 >= range.0 && arg0 < range.1));
@@ -545,12 +638,22 @@ impl Sampler {
                     }
                 })
                 .unwrap_or(false);
+            // 3.10's recursion counter misses C calls made through a type's own vectorcall (a NumPy
+            // ufunc such as an FFT): such a thread runs C code without the GIL at a CALL with the
+            // counter at 0. A thread in the handoff does not run for long; one that was running
+            // without the GIL at the last pass, has been on a CPU most of the time since, and cannot
+            // have taken the GIL from anyone since (switch_number unchanged) has been running C code.
+            let in_c_code = self.tracks.get(&tid).map(|t| t.cpu.busy).unwrap_or(false)
+                && history.map(|h| matches!(h.state, ThreadState::Native | ThreadState::WaitingGil | ThreadState::CpuWait) && h.switch_number == gil.switch_number).unwrap_or(false);
+            // The handoff hands the GIL to another thread: with nobody holding it, a running thread
+            // outside the GIL's mutexes is not in one (an FFT thread alone with a sleeping main thread).
+            let other_holds = gil.locked && gil.last_holder != tstate;
             let in_handoff = !holds
                 && tstate != 0
                 && syscall == SyscallState::Running
                 && (top.and_then(|(code, instr)| self.opcode_at(code, instr)).map(|op| self.handoff_opcodes.contains(&op)).unwrap_or(false)
-                    || (!settled && self.no_call_in_progress(tstate)));
-            let state = classify(&Observation { tstate, syscall, in_handoff, ran_since_idle }, &gil, gc, range, history);
+                    || (!settled && !in_c_code && other_holds && self.no_call_in_progress(tstate)));
+            let state = classify(&Observation { tstate, syscall, in_handoff, ran_since_idle, cpu_wait, owns_gil_mutex }, &gil, gc, range, history);
             if let Some(track) = self.tracks.get_mut(&tid) {
                 track.history = Some(History { state, switch_number: gil.switch_number, was_last_holder: tstate != 0 && gil.last_holder == tstate });
                 track.last_wait = if stacks { None } else { Some((tstate, syscall)) };
@@ -565,7 +668,7 @@ impl Sampler {
                 SyscallState::Blocked { nr, .. } => nr,
                 _ => -1,
             };
-            out.push((tid, state, nr, stack));
+            out.push((tid, state, nr, stack, holds));
         }
         Ok(out)
     }
@@ -655,7 +758,7 @@ impl Sampler {
         let obs = self.observe()?;
         Ok(obs
             .into_iter()
-            .map(|(tid, state, syscall, stack)| ThreadSnapshot {
+            .map(|(tid, state, syscall, stack, _)| ThreadSnapshot {
                 tid,
                 name: self.names.get(&tid).cloned().unwrap_or_default(),
                 state,

@@ -271,6 +271,15 @@ pub(crate) fn batch_dict<'py>(py: Python<'py>, batch: &Batch) -> PyResult<Bound<
     out.set_item("errors", errors)?;
     out.set_item("exited", batch.exited)?;
     out.set_item("late", batch.late)?;
+    if let Some(sched) = &batch.sched {
+        let d = PyDict::new(py);
+        d.set_item("seconds", sched.seconds)?;
+        d.set_item("threads", &sched.threads)?;
+        if let Some(c) = sched.cgroup {
+            d.set_item("cgroup", (c.nr_periods, c.nr_throttled, c.throttled_ns))?;
+        }
+        out.set_item("sched", d)?;
+    }
     Ok(out)
 }
 
@@ -321,6 +330,7 @@ fn exact_dict<'py>(py: Python<'py>, summary: &ExactSummary, lost: u64, threads_a
         d.set_item("wait", distribution_dict(py, &t.wait)?)?;
         d.set_item("acquisitions", t.acquisitions)?;
         d.set_item("handoff_s", t.handoff_ns as f64 / 1e9)?;
+        d.set_item("wait_unheld_s", t.wait_unheld_ns as f64 / 1e9)?;
         d.set_item("forced_switches", t.forced_switches)?;
         let blame = PyList::empty(py);
         for b in &t.blame {

@@ -16,8 +16,8 @@ from gilty.report.dump import render_text as dump_text
 from gilty.sampling.session import IDLE, STATE_NAMES, WAITING_GIL, Recording, Session
 
 PARTIAL_MARKER = "PARTIAL"
-# Column headings for the six states, in state-code order.
-STATE_HEADINGS = ("HOLD", "GC", "WAIT", "NATIVE", "IDLE", "UNKNOWN")
+# Column headings for the seven states, in state-code order.
+STATE_HEADINGS = ("HOLD", "GC", "WAIT", "NATIVE", "IDLE", "UNKNOWN", "CPUWAIT")
 NAME_WIDTH = 20
 # Shares that would print as "<1%" are left out of the detail sections (the JSON keeps them).
 SHOWN_MIN = 0.005
@@ -71,6 +71,8 @@ def _header(summary: Summary, title: str) -> list:
         f"GIL utilisation {percent(summary.gil_utilisation)} (garbage collection {percent(summary.gc_share)}), "
         f"{summary.mean_waiting_threads:.2f} threads waiting for the GIL on average"
     )
+    if summary.saturation is not None:
+        lines.append(summary.saturation.line())
     return lines
 
 

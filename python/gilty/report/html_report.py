@@ -180,6 +180,7 @@ def _process(session: Session, frames: dict, frame_list: list, role: str = "") -
         "gc_share": summary.gc_share,
         "mean_waiting_threads": summary.mean_waiting_threads,
         "verdict": summary.verdict.text if summary.verdict else "",
+        "saturation": summary.saturation.line() if summary.saturation else None,
         "threads": threads,
         "stacks": samples,
         "exact_gc": gc,

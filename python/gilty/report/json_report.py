@@ -44,6 +44,7 @@ def _exact_thread(e) -> Optional[dict]:
         "wait_fraction": _round(e.wait_fraction),
         "handoff_s": _round(e.handoff_s),
         "handoff_fraction": _round(e.handoff_fraction),
+        "wait_unheld_s": _round(e.wait_unheld_s),
         "acquisitions": e.acquisitions,
         "forced_switches": e.forced_switches,
         "wait": _distribution(e.wait),
@@ -98,13 +99,23 @@ def _exact_overhead(exact) -> Optional[dict]:
     }
 
 
-def _thread(t, exact=None, pid=None) -> dict:
+def _run_delay_share(session: Session, tid: int) -> Optional[float]:
+    """The kernel's run-queue delay of the thread over the recording, as a share of its duration."""
+    seconds = session.sched.get("seconds") or 0.0
+    counters = session.sched["threads"].get(tid)
+    if not seconds or counters is None:
+        return None
+    return _round(counters[1] / 1e9 / seconds)
+
+
+def _thread(t, exact=None, pid=None, session: Optional[Session] = None) -> dict:
     return {
         "pid": pid,
         "tid": t.tid,
         "name": t.name,
         "samples": t.samples,
         "states": {name: _round(t.states.fraction(code)) for code, name in enumerate(STATE_NAMES)},
+        "run_delay_share": _run_delay_share(session, t.tid) if session is not None else None,
         "idle_syscalls": {name: _round(share) for name, share in t.idle_syscalls.items()},
         "idle_kinds": {kind: _round(share) for kind, share in t.idle_kinds.items()},
         "top_functions": [
@@ -173,7 +184,8 @@ def report(session: Session, summary: Optional[Summary] = None, recording: Optio
         "switch_interval_s": target.switch_interval_s,
         "verdict": summary.verdict.text if summary.verdict else "",
         "verdict_kinds": list(summary.verdict.kinds) if summary.verdict else [],
-        "threads": [_thread(t, summary.exact, target.pid) for t in summary.threads],
+        "saturation": summary.saturation.to_dict() if summary.saturation else None,
+        "threads": [_thread(t, summary.exact, target.pid, session) for t in summary.threads],
         "gc_exact": _gc_exact(summary.exact),
         "exact_overhead": _exact_overhead(summary.exact),
     }
@@ -262,6 +274,12 @@ def recording_report(recording: Recording, raw: bool = True) -> dict:
         "switch_interval_s": first["switch_interval_s"],
         "verdict": " ".join(f"[pid {', '.join(map(str, pids))}] {text}" for text, pids in verdicts.items()),
         "verdict_kinds": kinds,
+        # The process that waited longest for a CPU speaks for the host.
+        "saturation": max(
+            (r["saturation"] for r in per_process if r["saturation"]),
+            key=lambda sat: sat["run_delay_ms_per_s"],
+            default=None,
+        ),
         "threads": [t for r in per_process for t in r["threads"]],
         "gc_exact": None,
         "exact_overhead": None,

@@ -18,6 +18,8 @@ ABSENT = 255  # run state of passes in which a thread was not seen, between two 
 
 PASS_GIL_HELD = 1  # some thread held the GIL (running Python or collecting garbage)
 PASS_IN_GC = 2  # some thread was collecting garbage
+PASS_HOLDER_CPU_WAIT = 4  # the GIL's holder was waiting for a CPU (PASS_GIL_HELD is set too)
+CPU_WAIT = 6
 
 # Array typecodes of the run columns, in the order the native batch sends them. A thread's runs
 # tile its passes, so no first-pass column is needed: the batch's thread_slices give the first.
@@ -25,23 +27,30 @@ RUN_COLUMNS = (("passes", "I"), ("state", "B"), ("stack", "i"), ("syscall", "h")
 
 
 def aggregate_rows(n_passes: int, rows: Iterable[tuple]) -> dict:
-    """Batch fields for ``n_passes`` passes from rows (pass, tid, state, stack_id, syscall).
+    """Batch fields for ``n_passes`` passes from rows (pass, tid, state, stack_id, syscall[, holds]).
 
     Rows are taken in pass order and, within a pass, in the order the threads were read (which
-    decides the holder blamed when a torn read shows two).
+    decides the holder blamed when a torn read shows two). ``holds`` (default: the state is
+    holding_gil or gc) marks the GIL's holder, which may also be in ``cpu_wait``.
     """
     by_pass: list = [[] for _ in range(n_passes)]
+    holders: list = [[] for _ in range(n_passes)]
     for row in rows:
-        by_pass[row[0]].append(row[1:])
+        by_pass[row[0]].append(row[1:5])
+        holds = row[5] if len(row) > 5 else row[2] in (HOLDING_GIL, GC)
+        if holds:
+            holders[row[0]].append((row[1], row[3], row[2]))
     open_runs: dict = {}  # tid -> [first_pass, passes, state, stack, syscall]
     closed: list = []
     counts: dict = {}
     blame: dict = {}
     flags = bytearray(n_passes)
     for p, threads in enumerate(by_pass):
-        holder = next(((tid, stack) for tid, state, stack, _nr in threads if state in (HOLDING_GIL, GC)), (NONE, NONE))
+        holder = holders[p][0][:2] if holders[p] else (NONE, NONE)
         if holder[0] != NONE:
             flags[p] |= PASS_GIL_HELD
+            if holders[p][0][2] == CPU_WAIT:
+                flags[p] |= PASS_HOLDER_CPU_WAIT
         if any(state == GC for _tid, state, _stack, _nr in threads):
             flags[p] |= PASS_IN_GC
         for tid, state, stack, nr in threads:

@@ -16,9 +16,9 @@ from array import array
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Mapping, Optional
 
-from gilty.sampling.aggregate import ABSENT, PASS_GIL_HELD, PASS_IN_GC, RUN_COLUMNS
+from gilty.sampling.aggregate import ABSENT, PASS_GIL_HELD, PASS_HOLDER_CPU_WAIT, PASS_IN_GC, RUN_COLUMNS
 
-from gilty.sampling.thread_states import GC, HOLDING_GIL, IDLE, NATIVE, STATE_NAMES, UNKNOWN, WAITING_GIL  # noqa: F401
+from gilty.sampling.thread_states import CPU_WAIT, GC, HOLDING_GIL, IDLE, NATIVE, STATE_NAMES, UNKNOWN, WAITING_GIL  # noqa: F401
 
 NO_STACK = -1  # stack_id of a sample without a Python stack
 NO_SYSCALL = -1  # syscall of a sample that is running or where it does not apply
@@ -31,6 +31,7 @@ SESSION_FORMAT_VERSION = 2
 # bytes.translate tables that turn pass flags into 1 where a flag is set, else 0, for counting.
 _HELD = bytes(1 if f & PASS_GIL_HELD else 0 for f in range(256))
 _IN_GC = bytes(1 if f & PASS_IN_GC else 0 for f in range(256))
+_HOLDER_CPU_WAIT = bytes(1 if f & PASS_HOLDER_CPU_WAIT else 0 for f in range(256))
 
 
 class ThreadRuns:
@@ -141,6 +142,10 @@ class Session:
         self.partial_reason: Optional[str] = None
         # Raw summary of exact (uprobe) tracing from ``Sampler.exact_summary()``; None without --exact.
         self.exact: Optional[dict] = None
+        # What the kernel's scheduler counted while sampling (docs/states.md, "Waiting for a CPU"):
+        # seconds covered, per tid [CPU ns, run-queue delay ns], and the cgroup's
+        # [periods, throttled periods, throttled ns] (None without a CPU controller).
+        self.sched: dict = {"seconds": 0.0, "threads": {}, "cgroup": None}
 
     # -- building ---------------------------------------------------------------------------
 
@@ -174,8 +179,22 @@ class Session:
         for key in ("torn_retried", "torn_dropped", "read_failed"):
             self.errors[key] += int(errors.get(key, 0))
         self.errors["late"] += int(batch.get("late", 0))
+        sched = batch.get("sched")
+        if sched:
+            self._add_sched(sched)
         if batch.get("exited"):
             self.exited = True
+
+    def _add_sched(self, sched: Mapping[str, Any]) -> None:
+        self.sched["seconds"] += float(sched.get("seconds", 0.0))
+        threads = self.sched["threads"]
+        for tid, run_ns, delay_ns in sched.get("threads", ()):
+            total = threads.setdefault(tid, [0, 0])
+            total[0] += run_ns
+            total[1] += delay_ns
+        if sched.get("cgroup") is not None:
+            old = self.sched["cgroup"] or [0, 0, 0]
+            self.sched["cgroup"] = [a + b for a, b in zip(old, sched["cgroup"])]
 
     def _merge_runs(self, batch: Mapping[str, Any], offset: int) -> None:
         """Append a batch's runs to each thread's; a run starting at the batch's first pass that
@@ -297,6 +316,10 @@ class Session:
         """Passes in which some thread held the GIL (running Python or collecting garbage)."""
         return self.pass_flags.translate(_HELD).count(1)
 
+    def passes_holder_cpu_wait(self) -> int:
+        """Passes in which the thread holding the GIL was waiting for a CPU."""
+        return self.pass_flags.translate(_HOLDER_CPU_WAIT).count(1)
+
     def passes_in_gc(self) -> int:
         """Passes in which some thread was collecting garbage."""
         return self.pass_flags.translate(_IN_GC).count(1)
@@ -346,6 +369,7 @@ class Session:
             "partial": self.partial,
             "partial_reason": self.partial_reason,
             "exact": self.exact,
+            "sched": {**self.sched, "threads": {str(k): v for k, v in self.sched["threads"].items()}},
         }
 
     @classmethod
@@ -377,6 +401,18 @@ class Session:
         session.partial = bool(data.get("partial"))
         session.partial_reason = data.get("partial_reason")
         session.exact = data.get("exact")
+        sched = data.get("sched")
+        if sched:
+            try:
+                threads = {int(k): [int(v[0]), int(v[1])] for k, v in sched.get("threads", {}).items()}
+                cgroup = sched.get("cgroup")
+                session.sched = {
+                    "seconds": float(sched.get("seconds", 0.0)),
+                    "threads": threads,
+                    "cgroup": None if cgroup is None else [int(x) for x in cgroup[:3]],
+                }
+            except (AttributeError, IndexError, TypeError, ValueError):
+                raise ValueError("sched is not {seconds, threads: {tid: [cpu ns, delay ns]}, cgroup}") from None
         check_loaded(session)
         return session
 

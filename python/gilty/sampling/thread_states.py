@@ -10,4 +10,5 @@ WAITING_GIL = 2
 NATIVE = 3
 IDLE = 4
 UNKNOWN = 5
-STATE_NAMES = ("holding_gil", "gc", "waiting_gil", "native", "idle", "unknown")
+CPU_WAIT = 6  # runnable, waiting for a CPU (host saturated or cgroup quota spent)
+STATE_NAMES = ("holding_gil", "gc", "waiting_gil", "native", "idle", "unknown", "cpu_wait")

@@ -63,6 +63,9 @@ pub struct ThreadExact {
     pub wait: Distribution,
     /// Time inside drop_gil (handing the GIL over), total ns.
     pub handoff_ns: u64,
+    /// Time inside take_gil while no other thread held the GIL, total ns: not a wait for the GIL but
+    /// for a CPU to run on (or the hand-over itself). Left out of `wait`.
+    pub wait_unheld_ns: u64,
     pub acquisitions: u64,
     pub forced_switches: u64,
     pub blame: Vec<BlameEntry>,
@@ -238,15 +241,21 @@ impl ExactRecorder {
         for h in &self.holds {
             holds_by.entry(h.tid).or_default().push(h.end - h.start);
         }
+        // A wait counts while another thread holds the GIL: time in take_gil with the GIL free is the
+        // waiter not yet running (no CPU for it), which on a starved host can be most of the wait.
         let mut waits_by: HashMap<i32, Vec<u64>> = HashMap::new();
+        let mut unheld_by: HashMap<i32, u64> = HashMap::new();
         for w in &self.waits {
-            waits_by.entry(w.tid).or_default().push(w.end - w.start);
+            let held = held_by_others(w, &self.holds);
+            waits_by.entry(w.tid).or_default().push(held);
+            *unheld_by.entry(w.tid).or_default() += (w.end - w.start).saturating_sub(held);
         }
         let blame = blame(&self.waits, &self.holds, &self.holder_samples);
         let forced = forced_switches(&self.waits, &self.acquisitions, switch_interval_ns);
         for (tid, t) in per_thread.iter_mut() {
             t.hold = distribution(holds_by.remove(tid).unwrap_or_default());
             t.wait = distribution(waits_by.remove(tid).unwrap_or_default());
+            t.wait_unheld_ns = unheld_by.get(tid).copied().unwrap_or(0);
             t.forced_switches = forced.get(tid).copied().unwrap_or(0);
             t.blame = blame.get(tid).cloned().unwrap_or_default();
         }
@@ -263,6 +272,20 @@ impl ExactRecorder {
             gc_by_generation: by_gen.into_iter().map(|(g, d)| (g, distribution(d))).collect(),
         }
     }
+}
+
+/// Time within `w` during which another thread held the GIL (`holds` sorted, not overlapping).
+fn held_by_others(w: &Interval, holds: &[Interval]) -> u64 {
+    let mut i = holds.partition_point(|h| h.end <= w.start);
+    let mut total = 0;
+    while i < holds.len() && holds[i].start < w.end {
+        let h = holds[i];
+        i += 1;
+        if h.tid != w.tid {
+            total += w.end.min(h.end).saturating_sub(w.start.max(h.start));
+        }
+    }
+    total
 }
 
 /// For every wait interval, the time each other thread held the GIL within it, and that holder's
@@ -323,7 +346,8 @@ fn forced_switches(waits: &[Interval], acquisitions: &[u64], interval_ns: u64) -
     let threshold = interval_ns - interval_ns / 50;
     for w in waits {
         let lo = acquisitions.partition_point(|&a| a <= w.start);
-        let hi = acquisitions.partition_point(|&a| a < w.end);
+        // A wait of no length whose acquisition is stamped at its start would give lo > hi.
+        let hi = acquisitions.partition_point(|&a| a < w.end).max(lo);
         let mut last = w.start;
         let mut n = 0;
         for &a in &acquisitions[lo..hi] {
@@ -386,6 +410,23 @@ mod tests {
     }
 
     #[test]
+    fn time_in_take_gil_with_the_gil_free_is_not_a_wait_for_it() {
+        use TraceKind::*;
+        let mut r = ExactRecorder::new(0);
+        r.start_at(0, None);
+        // One thread: it drops the GIL at 1 ms, enters take_gil at 2 ms and, with no CPU, gets it at
+        // 9 ms. Nobody else held it: no wait for the GIL.
+        for e in [ev(1, 0, TakeEnter), ev(1, 0, TakeReturn), ev(1, 1_000_000, DropEnter), ev(1, 1_000_100, DropReturn), ev(1, 2_000_000, TakeEnter), ev(1, 9_000_000, TakeReturn)] {
+            r.feed(&e);
+        }
+        let s = r.finish(10_000_000, 5_000_000);
+        let t1 = s.threads.iter().find(|t| t.tid == 1).unwrap();
+        assert_eq!(t1.wait.total_ns, 0);
+        assert_eq!(t1.wait.max_ns, 0);
+        assert_eq!(t1.wait_unheld_ns, 7_000_000);
+    }
+
+    #[test]
     fn no_hold_is_invented_for_a_thread_that_was_waiting_at_attach() {
         use TraceKind::*;
         let mut r = ExactRecorder::new(0);
@@ -412,7 +453,9 @@ mod tests {
         r.feed(&ev(1, 15_000, DropEnter));
         let w2 = r.take_window(20_000, 5_000_000);
         assert_eq!(w1.threads[0].hold.total_ns, 9_000);
-        assert_eq!(w1.threads[0].wait.total_ns, 1_000);
+        // Its 1 µs in take_gil had nobody holding the GIL: not a wait for it.
+        assert_eq!(w1.threads[0].wait.total_ns, 0);
+        assert_eq!(w1.threads[0].wait_unheld_ns, 1_000);
         assert_eq!(w2.threads[0].hold.total_ns, 5_000);
         assert_eq!(w2.wall_ns, 10_000);
     }

@@ -109,6 +109,9 @@ impl SchedstatReader {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Schedstat {
     pub run_ns: u64,
+    /// Time spent runnable on a run queue, waiting for a CPU (the second field). The kernel adds a
+    /// wait when it ends (the thread is switched in), so a wait going on is not in it yet.
+    pub delay_ns: u64,
     /// Times the thread was switched in (the third field).
     pub pcount: u64,
 }
@@ -117,10 +120,80 @@ fn parse_schedstat(text: &[u8]) -> Option<Schedstat> {
     let mut fields = text.split(|b| b.is_ascii_whitespace()).filter(|f| !f.is_empty());
     let mut next = || -> Option<u64> { std::str::from_utf8(fields.next()?).ok()?.parse().ok() };
     let run_ns = next()?;
-    let _wait_ns = next();
+    let delay_ns = next().unwrap_or(0);
     let pcount = next().unwrap_or(0);
     // A kernel without scheduler statistics prints "0 0 0": no counter to compare.
-    (run_ns != 0).then_some(Schedstat { run_ns, pcount })
+    (run_ns != 0).then_some(Schedstat { run_ns, delay_ns, pcount })
+}
+
+/// CPU bandwidth counters of a process's cgroup (`cpu.stat`): enforcement periods, periods in which
+/// the group ran out of quota, and the time its threads were held off the CPU for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CgroupCpu {
+    pub nr_periods: u64,
+    pub nr_throttled: u64,
+    pub throttled_ns: u64,
+}
+
+/// The `cpu.stat` file of `pid`'s cgroup: cgroup v2 (`0::/path` under a cgroup2 mount), else the v1
+/// `cpu` controller's. None when neither exists (no CPU controller, or the process is gone).
+pub fn cgroup_cpu_stat_path(pid: i32) -> Option<String> {
+    let groups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mut v2 = None;
+    let mut v1 = None;
+    for line in groups.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (Some(id), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next()) else { continue };
+        if id == "0" && controllers.is_empty() {
+            v2 = Some(path.to_owned());
+        } else if controllers.split(',').any(|c| c == "cpu") {
+            v1 = Some(path.to_owned());
+        }
+    }
+    // Mount points from mountinfo (field 5), by filesystem type (after the " - " separator).
+    let mount_of = |want_v2: bool| {
+        mounts.lines().find_map(|l| {
+            let (pre, post) = l.split_once(" - ")?;
+            let fstype = post.split_whitespace().next()?;
+            let point = pre.split_whitespace().nth(4)?;
+            let opts = post.split_whitespace().nth(2).unwrap_or("");
+            let ok = if want_v2 { fstype == "cgroup2" } else { fstype == "cgroup" && opts.split(',').any(|o| o == "cpu") };
+            ok.then(|| point.to_owned())
+        })
+    };
+    let candidates = [(v2, true), (v1, false)];
+    candidates.into_iter().find_map(|(path, want_v2)| {
+        let file = format!("{}{}/cpu.stat", mount_of(want_v2)?, path?.trim_end_matches('/'));
+        // A v2 group without the cpu controller has a cpu.stat without the throttling lines.
+        let text = std::fs::read_to_string(&file).ok()?;
+        parse_cgroup_cpu(&text).map(|_| file)
+    })
+}
+
+/// Parses v2 (`throttled_usec`) and v1 (`throttled_time`, ns) cpu.stat; None without throttling counters.
+pub fn parse_cgroup_cpu(text: &str) -> Option<CgroupCpu> {
+    let mut c = CgroupCpu::default();
+    let mut seen = false;
+    for line in text.lines() {
+        let Some((k, v)) = line.split_once(' ') else { continue };
+        let Ok(v) = v.trim().parse::<u64>() else { continue };
+        match k {
+            "nr_periods" => c.nr_periods = v,
+            "nr_throttled" => {
+                c.nr_throttled = v;
+                seen = true;
+            }
+            "throttled_usec" => c.throttled_ns = v * 1000,
+            "throttled_time" => c.throttled_ns = v,
+            _ => {}
+        }
+    }
+    seen.then_some(c)
+}
+
+pub fn read_cgroup_cpu(path: &str) -> Option<CgroupCpu> {
+    parse_cgroup_cpu(&std::fs::read_to_string(path).ok()?)
 }
 
 pub fn read_small(path: &str) -> io::Result<String> {
@@ -135,12 +208,22 @@ mod tests {
 
     #[test]
     fn parses_schedstat() {
-        assert_eq!(parse_schedstat(b"123456 789 10\n"), Some(Schedstat { run_ns: 123456, pcount: 10 }));
+        assert_eq!(parse_schedstat(b"123456 789 10\n"), Some(Schedstat { run_ns: 123456, delay_ns: 789, pcount: 10 }));
         assert_eq!(parse_schedstat(b""), None);
         assert_eq!(parse_schedstat(b"0 0 0\n"), None);
         let me = std::process::id() as i32;
         let mut r = SchedstatReader::open(me, me).unwrap();
         assert!(r.run_ns().unwrap() > 0);
+    }
+
+    #[test]
+    fn parses_cgroup_cpu_stat_v1_and_v2() {
+        let v2 = "usage_usec 100\nuser_usec 60\nsystem_usec 40\nnr_periods 50\nnr_throttled 20\nthrottled_usec 3000\n";
+        assert_eq!(parse_cgroup_cpu(v2), Some(CgroupCpu { nr_periods: 50, nr_throttled: 20, throttled_ns: 3_000_000 }));
+        let v1 = "nr_periods 7\nnr_throttled 2\nthrottled_time 1234\nnr_bursts 0\n";
+        assert_eq!(parse_cgroup_cpu(v1), Some(CgroupCpu { nr_periods: 7, nr_throttled: 2, throttled_ns: 1234 }));
+        // A v2 group whose cpu controller is off lists usage only.
+        assert_eq!(parse_cgroup_cpu("usage_usec 1\nuser_usec 1\nsystem_usec 0\n"), None);
     }
 
     #[test]

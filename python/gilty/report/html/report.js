@@ -37,6 +37,9 @@
       item("garbage collection", pct(procs[0].gc_share));
       item("threads waiting (mean)", procs[0].mean_waiting_threads.toFixed(2));
     }
+    for (const p of procs) {
+      if (p.saturation) item((procs.length > 1 ? "pid " + p.pid + " " : "") + "CPU", p.saturation);
+    }
     const verdicts = document.getElementById("verdicts");
     if (DATA.partial_reason) add(verdicts, "p", { class: "partial" }, "PARTIAL: " + DATA.partial_reason);
     // Equal verdicts of several processes (identical workers) are one box naming them all.
@@ -145,8 +148,8 @@
     return h;
   }
   function frameColor(n) {
-    if (n.kind !== "frame") return stateColor(n.state === null ? STATES.length - 1 : n.state);
-    const base = { 0: [6, 70], 1: [280, 45], 2: [36, 85], 3: [210, 60], 4: [210, 8], 5: [190, 5] }[n.state] || [0, 0];
+    if (n.kind !== "frame") return stateColor(n.state === null ? STATES.indexOf("unknown") : n.state);
+    const base = { 0: [6, 70], 1: [280, 45], 2: [36, 85], 3: [210, 60], 4: [210, 8], 5: [190, 5], 6: [150, 45] }[n.state] || [0, 0];
     const h = hue(n.name);
     return "hsl(" + (base[0] + (h % 20) - 10) + "," + base[1] + "%," + (62 + (h >> 5) % 22) + "%)";
   }

@@ -38,6 +38,9 @@ class ExactThread:
     wait: dict  # {"p50_s", "p90_s", "p99_s", "max_s", "count", "log2_hist_ns": {lower_ns: count}}
     hold: dict
     blame: list = field(default_factory=list)  # [ExactBlame], most waiting first
+    # In take_gil while no other thread held the GIL: waiting for a CPU (or the hand-over), not for
+    # the GIL; left out of wait_s.
+    wait_unheld_s: float = 0.0
 
 
 @dataclass
@@ -105,6 +108,7 @@ def summarise_exact(session: Session) -> Optional[ExactSummary]:
             wait=_distribution(t["wait"]),
             hold=_distribution(t["hold"]),
             blame=blame,
+            wait_unheld_s=t.get("wait_unheld_s", 0.0),
         )
     return ExactSummary(
         wall_s=wall,

@@ -23,7 +23,7 @@ from gilty._errors import UsageError
 THREAD_METRICS = {
     "holding_gil": "holding_gil", "hold": "holding_gil",
     "waiting_gil": "waiting_gil", "wait": "waiting_gil",
-    "gc": "gc", "native": "native", "idle": "idle", "unknown": "unknown",
+    "gc": "gc", "native": "native", "idle": "idle", "unknown": "unknown", "cpu_wait": "cpu_wait",
 }
 PROCESS_METRICS = {
     "gil_utilisation": "gil_utilisation", "gil": "gil_utilisation",

@@ -6,6 +6,7 @@ from gilty.sampling.analysis.blame import BlameShare, blame, blame_counts
 from gilty.sampling.analysis.convoy import ConvoyStats, convoys
 from gilty.sampling.analysis.exact import summarise_exact
 from gilty.sampling.analysis.functions import FunctionShare, top_functions
+from gilty.sampling.analysis.saturation import saturation
 from gilty.sampling.analysis.states import (
     gc_share,
     gil_utilisation,
@@ -57,6 +58,7 @@ def summarise(session: Session) -> Summary:
         mean_waiting_threads=mean_waiting_threads(session),
         threads=threads,
         exact=summarise_exact(session),
+        saturation=saturation(session),
     )
     summary.verdict = verdict(summary)
     return summary

@@ -7,6 +7,7 @@ from typing import Optional
 
 from gilty.sampling.analysis.convoy import ConvoyStats
 from gilty.sampling.analysis.exact import ExactSummary
+from gilty.sampling.analysis.saturation import Saturation
 from gilty.sampling.analysis.states import ThreadStates
 from gilty.sampling.session import Session
 
@@ -45,6 +46,7 @@ class Summary:
     threads: list  # [ThreadSummary], most GIL-holding first
     verdict: Optional[Verdict] = None
     exact: Optional[ExactSummary] = None  # exact (uprobe) figures, with --exact
+    saturation: Optional[Saturation] = None  # the kernel's run-queue delay and cgroup throttling
 
     @property
     def samples(self) -> int:

@@ -10,7 +10,7 @@ from gilty.sampling.analysis.convoy import RESOLVED_SAMPLES_PER_EPISODE
 from gilty.sampling.analysis.functions import most_frequent
 from gilty.sampling.analysis.wording import label_list, milliseconds, percent, percent_range, short_labels, thread_label
 from gilty.sampling.analysis.summary_model import Verdict
-from gilty.sampling.session import GC, IDLE, NATIVE, UNKNOWN, WAITING_GIL
+from gilty.sampling.session import CPU_WAIT, GC, IDLE, NATIVE, UNKNOWN, WAITING_GIL
 
 if TYPE_CHECKING:
     from gilty.sampling.analysis.summary_model import Summary, ThreadSummary
@@ -47,6 +47,10 @@ def _contention(summary: "Summary", waiters: list, labels: dict) -> str:
 
     if by_holder[None] > total_wait / 2 or not named:
         return f"{waiting}, but in most of those samples no thread was seen holding it (GIL hand-offs in progress)."
+    sat = summary.saturation
+    if sat is not None and sat.holder_cpu_wait_share >= WAITER_MIN:
+        # The GIL is held, but its holder has no CPU to run on: the wait is the host's as much as the GIL's.
+        waiting += f" (in {percent(sat.holder_cpu_wait_share)} of all passes the holder itself was waiting for a CPU)"
 
     holder_tid = named[0][0]
     # Shares are of the other waiters' waits: a holder never blames itself.
@@ -142,6 +146,20 @@ def _gc(summary: "Summary", labels: dict) -> str:
     return f"Garbage collection holds the GIL {percent(summary.gc_share)} of the time{mostly}."
 
 
+def _cpu_starved(summary: "Summary", starved: list, labels: dict) -> str:
+    sat = summary.saturation
+    line = f" ({sat.line()})" if sat is not None else ""
+    if starved:
+        shares = percent_range([t.states.fraction(CPU_WAIT) for t in starved])
+        one = len(starved) == 1
+        who = f"{'Thread' if one else 'Threads'} {label_list([labels[t.tid] for t in starved])} {'waits' if one else 'wait'}"
+        return (
+            f"CPU starved: {who} for a CPU {shares} of {'its' if one else 'their'} time{line}; "
+            "that time is neither GIL contention nor native code."
+        )
+    return f"CPU starved{line}."
+
+
 def verdict(summary: "Summary") -> "Verdict":
 
     session = summary.session
@@ -152,6 +170,15 @@ def verdict(summary: "Summary") -> "Verdict":
     kinds: list = []
     threads = summary.threads
     labels = short_labels(threads)
+    # Runnable threads without a CPU: the host or the cgroup's quota, not the GIL. Said first, since
+    # every other share is of the time left.
+    starved = sorted(
+        (t for t in threads if t.states.fraction(CPU_WAIT) >= WAITER_MIN),
+        key=lambda t: (-t.states.fraction(CPU_WAIT), t.tid),
+    )
+    if starved or (summary.saturation is not None and summary.saturation.saturated):
+        kinds.append("cpu_starved")
+        sentences.append(_cpu_starved(summary, starved, labels))
     waiters = sorted(
         (t for t in threads if t.states.fraction(WAITING_GIL) >= WAITER_MIN),
         key=lambda t: (-t.states.fraction(WAITING_GIL), t.tid),
@@ -162,10 +189,12 @@ def verdict(summary: "Summary") -> "Verdict":
     else:
         kinds.append("no_contention")
         most = max(t.states.fraction(WAITING_GIL) for t in threads)
-        sentences.append(
+        text = (
             f"No GIL contention: the GIL is busy {percent(summary.gil_utilisation)} of the time and no thread "
-            f"waits for it more than {percent(most)} of its time."
+            f"waits for it more than {percent(most)} of its time"
         )
+        # Threads held up all the same: say by what, so "no contention" does not read as "all is well".
+        sentences.append(text + ("; the time lost is spent waiting for a CPU." if "cpu_starved" in kinds else "."))
 
     # Most episodes first: the threads that keep waking into a GIL wait are the convoy's victims.
     convoy_threads = sorted((t for t in threads if t.convoy.is_convoy), key=lambda t: (-t.convoy.episodes, t.tid))
