@@ -219,7 +219,7 @@ def test_profiled_knee_names_cpu_in_python_and_the_code():
         port = free_port()
         run = load_json(
             f"http://127.0.0.1:{port}/", "--ramp", "30:200:30", "--duration", 2, "--slo", "p99=100ms",
-            "--", sys.executable, script, port, 60, timeout=240,
+            "--", sys.executable, script, port, 150, timeout=240,
         )
         reason = profiled_run_is_clean(run)
         if not reason:
@@ -234,7 +234,8 @@ def test_profiled_knee_names_cpu_in_python_and_the_code():
     assert knee["rate"] is not None and knee["limit"] in ("CPU in Python", "GIL contention"), knee
     assert "quote" in knee["explanation"] and "http_cpu_server.py" in knee["explanation"], knee["explanation"]
     last = run["steps"][-1]["profile"]
-    assert last["gil_utilisation"] + last["states"]["waiting_gil"] >= 0.85, last
+    # Threads queueing for the GIL on a CPU-starved machine read as waiting for a CPU (docs/states.md).
+    assert last["gil_utilisation"] + last["states"]["waiting_gil"] + last["states"].get("cpu_wait", 0.0) >= 0.85, last
     first = run["steps"][0]["profile"]
     assert first["gil_utilisation"] < last["gil_utilisation"]
     # Per endpoint: the standard library's handle_one_request dispatches to the handler's do_GET.
