@@ -262,38 +262,22 @@ fn index_width_log2(log2_size: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::process::memory::BufferMemory;
+    use crate::process::memory::Garbage;
 
     /// Garbage memory (random words, many of them pointers back into the buffer) must give errors or
     /// empty results, never a panic, a hang or a huge allocation.
     #[test]
     fn garbage_memory_is_bounded() {
-        const BASE: u64 = 0x10000;
-        const LEN: u64 = 1 << 16;
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut garbage = Garbage::new(0x9e37_79b9_7f4a_7c15u64);
+        const BASE: u64 = Garbage::BASE;
+        const LEN: u64 = Garbage::LEN;
         for (major, minor) in gilty_layouts::SUPPORTED.iter().copied() {
             let l = gilty_layouts::layout_for(major, minor).unwrap();
             for _ in 0..20 {
-                let mut bytes = Vec::with_capacity(LEN as usize);
-                for _ in 0..LEN / 8 {
-                    let r = next();
-                    let word = match r % 4 {
-                        0 | 1 => BASE + (r >> 8) % LEN / 8 * 8, // pointer into the buffer
-                        2 => (r >> 8) & 0xff,                  // small number
-                        _ => r,
-                    };
-                    bytes.extend_from_slice(&word.to_le_bytes());
-                }
-                let mem = BufferMemory { base: BASE, bytes };
+                let mem = garbage.buffer();
                 let r = Reader::new(&mem, l);
                 for _ in 0..200 {
-                    let addr = BASE + next() % LEN / 8 * 8;
+                    let addr = BASE + garbage.next() % LEN / 8 * 8;
                     let _ = r.dict_items(addr);
                     let _ = r.dict_get_str(addr, "threading");
                     let _ = r.get_attr(addr, "_name");

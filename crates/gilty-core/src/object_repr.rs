@@ -447,34 +447,18 @@ mod tests {
     /// `<unreadable ...>`, never a panic, a hang or a huge allocation; the same for whole frames.
     #[test]
     fn garbage_memory_is_bounded() {
-        use crate::process::memory::BufferMemory;
-        const BASE: u64 = 0x10000;
-        const LEN: u64 = 1 << 16;
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        use crate::process::memory::Garbage;
+        let mut garbage = Garbage::new(0x2545_f491_4f6c_dd1du64);
+        const BASE: u64 = Garbage::BASE;
+        const LEN: u64 = Garbage::LEN;
         for (major, minor) in gilty_layouts::SUPPORTED.iter().copied() {
             let l = gilty_layouts::layout_for(major, minor).unwrap();
             for _ in 0..10 {
-                let mut bytes = Vec::with_capacity(LEN as usize);
-                for _ in 0..LEN / 8 {
-                    let r = next();
-                    let word = match r % 4 {
-                        0 | 1 => BASE + (r >> 8) % LEN / 8 * 8,
-                        2 => (r >> 8) & 0xff,
-                        _ => r,
-                    };
-                    bytes.extend_from_slice(&word.to_le_bytes());
-                }
-                let mem = BufferMemory { base: BASE, bytes };
+                let mem = garbage.buffer();
                 let types = TypeCache::default();
                 let reprs = ObjectRepr::new(&mem, l, &types);
                 for _ in 0..200 {
-                    let addr = BASE + next() % LEN / 8 * 8;
+                    let addr = BASE + garbage.next() % LEN / 8 * 8;
                     assert!(reprs.repr(addr).chars().count() <= MAX_REPR + 1);
                     let _ = crate::locals::thread_locals(&mem, l, None, addr, &types, crate::locals::Want { variables: true, positions: true });
                 }

@@ -426,40 +426,24 @@ impl<'a> AsyncReader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::process::memory::BufferMemory;
+    use crate::process::memory::Garbage;
 
     /// Garbage memory (random words, many of them pointers back into the buffer) must give errors or
     /// bounded results, never a panic, a hang or a huge allocation, on every version's layout.
     #[test]
     fn garbage_memory_is_bounded() {
-        const BASE: u64 = 0x10000;
-        const LEN: u64 = 1 << 16;
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut garbage = Garbage::new(0x2545_f491_4f6c_dd1du64);
+        const BASE: u64 = Garbage::BASE;
+        const LEN: u64 = Garbage::LEN;
         for (major, minor) in gilty_layouts::SUPPORTED.iter().copied() {
             let l = gilty_layouts::layout_for(major, minor).unwrap();
             let a = gilty_layouts::asyncio_layout_for(major, minor).unwrap();
             for _ in 0..10 {
-                let mut bytes = Vec::with_capacity(LEN as usize);
-                for _ in 0..LEN / 8 {
-                    let r = next();
-                    let word = match r % 4 {
-                        0 | 1 => BASE + (r >> 8) % LEN / 8 * 8,
-                        2 => (r >> 8) & 0xff,
-                        _ => r,
-                    };
-                    bytes.extend_from_slice(&word.to_le_bytes());
-                }
-                let mem = BufferMemory { base: BASE, bytes };
+                let mem = garbage.buffer();
                 let classes = Classes { c_task: BASE + 0x100, py_task: BASE + 0x200, c_future: BASE + 0x300, py_future: BASE + 0x400, gathering_future: BASE + 0x500, partial: BASE + 0x600, partial_func: 16, partial_args: 24 };
                 let r = AsyncReader::new(&mem, l, a, classes, None);
                 for _ in 0..200 {
-                    let addr = BASE + next() % LEN / 8 * 8;
+                    let addr = BASE + garbage.next() % LEN / 8 * 8;
                     let _ = r.chain(addr);
                     let _ = r.task_fields(addr, Kind::CTask);
                     let _ = r.task_fields(addr, Kind::PyTask);

@@ -73,6 +73,45 @@ pub struct BufferMemory {
     pub bytes: Vec<u8>,
 }
 
+/// Random words for robustness tests of the readers: half point back into the buffer (aligned), a
+/// quarter are small numbers, the rest anything, so a reader meets cycles, wild pointers and huge counts.
+#[cfg(test)]
+pub struct Garbage {
+    seed: u64,
+}
+
+#[cfg(test)]
+impl Garbage {
+    pub const BASE: u64 = 0x10000;
+    pub const LEN: u64 = 1 << 16;
+
+    pub fn new(seed: u64) -> Garbage {
+        Garbage { seed }
+    }
+
+    /// xorshift64: reproducible from the seed.
+    pub fn next(&mut self) -> u64 {
+        self.seed ^= self.seed << 13;
+        self.seed ^= self.seed >> 7;
+        self.seed ^= self.seed << 17;
+        self.seed
+    }
+
+    pub fn buffer(&mut self) -> BufferMemory {
+        let mut bytes = Vec::with_capacity(Self::LEN as usize);
+        for _ in 0..Self::LEN / 8 {
+            let r = self.next();
+            let word = match r % 4 {
+                0 | 1 => Self::BASE + (r >> 8) % Self::LEN / 8 * 8,
+                2 => (r >> 8) & 0xff,
+                _ => r,
+            };
+            bytes.extend_from_slice(&word.to_le_bytes());
+        }
+        BufferMemory { base: Self::BASE, bytes }
+    }
+}
+
 impl Memory for BufferMemory {
     fn read(&self, addr: u64, buf: &mut [u8]) -> io::Result<()> {
         let off = addr.checked_sub(self.base).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))? as usize;
