@@ -43,6 +43,6 @@ def test_record_of_a_command_exits_with_its_status():
 
 
 def test_a_bad_gate_is_one_line_before_attaching():
-    rc, _out, err = run_gilty("record", "--pid", 999999999, "--fail-if", "waiting>0.2")
+    rc, _out, err = run_gilty("record", "--pid", 4194303, "--fail-if", "waiting>0.2")  # pid_max - 1: no such process
     assert rc == 2
     assert "unknown metric 'waiting'" in assert_one_error_line(err)
