@@ -4,7 +4,8 @@
 use crate::classify::ThreadState;
 use std::collections::HashMap;
 
-pub const STATES: usize = 6;
+/// One count per `ThreadState` (cpu_wait, code 6, is the last).
+pub const STATES: usize = ThreadState::CpuWait as usize + 1;
 /// Seconds of history kept; the longest window reported.
 pub const RING_SECONDS: usize = 60;
 
