@@ -90,6 +90,7 @@ def test_twin_folds_the_same_rows_into_the_same_aggregate(recording):
 
     assert twin.runs() == recording.runs()
     assert twin.pass_flags == recording.pass_flags
+    assert twin.held_cpu_wait == recording.held_cpu_wait
 
     holders_per_pass = Counter(p for (p, _tid), (state, _s, _n) in grid.items() if state in (HOLDING_GIL, GC))
     if any(n > 1 for n in holders_per_pass.values()):

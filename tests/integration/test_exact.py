@@ -127,7 +127,9 @@ def sampled_and_exact(thread: dict) -> dict:
     exact_hold = e["hold_fraction"] if e else 0.0  # null: no GIL event at all during the record
     # The sampler's waiting_gil covers both take_gil and drop_gil's wait for the requester.
     exact_wait = e["wait_fraction"] + e["handoff_fraction"] if e else 0.0
-    return {"hold": (s["holding_gil"] + s["gc"], exact_hold), "wait": (s["waiting_gil"], exact_wait)}
+    # A holder preempted by the kernel still holds the GIL: exact tracing counts that time as a hold.
+    held = s["holding_gil"] + s["gc"] + (thread.get("cpu_wait_holding_gil") or 0.0)
+    return {"hold": (held, exact_hold), "wait": (s["waiting_gil"], exact_wait)}
 
 
 # -- test 2: the sampler against exact tracing --------------------------------------------------

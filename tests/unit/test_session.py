@@ -108,6 +108,7 @@ def test_save_and_load_round_trip(tmp_path):
     assert loaded.runs() == session.runs()
     assert loaded.stack_counts() == session.stack_counts()
     assert loaded.blame == session.blame and loaded.pass_flags == session.pass_flags
+    assert loaded.held_cpu_wait == session.held_cpu_wait
     assert list(loaded.times) == list(session.times)
     assert loaded.innermost_frame(s1) == ("f", "a.py", 1)
     assert loaded.thread_names == {1: "main"}
@@ -160,3 +161,15 @@ def test_recording_round_trips_every_process():
     assert back.subprocesses
     assert back.session(99).runs() == c.runs()
     assert back.session(a.target.pid).runs() == a.runs()
+
+
+def test_a_holder_waiting_for_a_cpu_is_counted_as_holding():
+    from gilty.sampling.aggregate import aggregate_rows
+
+    cpu_wait = 6
+    # pass 0: tid 2 holds the GIL without a CPU while 3 waits; pass 1: tid 3 runnable, no holder.
+    rows = [(0, 3, WAIT, NO_STACK, NO_SYSCALL), (0, 2, cpu_wait, NO_STACK, NO_SYSCALL, True),
+            (1, 3, cpu_wait, NO_STACK, NO_SYSCALL)]
+    session = make_session([{"times": [0.0, 0.001], **aggregate_rows(2, rows)}])
+    assert session.held_cpu_wait == {2: 1}
+    assert session.passes_holder_cpu_wait() == 1

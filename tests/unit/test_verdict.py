@@ -124,3 +124,29 @@ def test_no_single_holder_among_many():
     text = summarise(make_session([b.batch(passes)])).verdict.text
     assert "Thread 'waiter' waits for the GIL 100% of its time; no single thread holds it most of that time" in text
     assert "(largest holders: 'a' 33%, 'b' 33%, 'c' 33%)" in text
+
+
+CPU_WAIT = 6
+
+
+def test_starvation_smaller_than_contention_is_said_after_it():
+    # A busy host costs each thread a few percent; the GIL holder's 60% stays the headline.
+    b = BatchBuilder(names={1: "metrics", 2: "io", 3: "hasher"})
+    spin = b.stack(("aggregate", "app.py", 9))
+    passes = (
+        [{1: (HOLD, spin), 2: WAIT, 3: NATIVE}] * 40
+        + [{1: (HOLD, spin), 2: IDLE, 3: CPU_WAIT}] * 8
+        + [{1: (IDLE, -1, CLOCK_NANOSLEEP), 2: IDLE, 3: NATIVE}] * 52
+    )
+    verdict = summarise(make_session([b.batch(passes)])).verdict
+    assert verdict.text.startswith("Thread 'metrics' (tid 1) holds the GIL 48% of the time;"), verdict.text
+    assert "CPU starved: Thread 'hasher' waits for a CPU 8% of its time" in verdict.text
+    assert verdict.text.index("holds the GIL") < verdict.text.index("CPU starved")
+
+
+def test_starvation_larger_than_contention_is_said_first():
+    b = BatchBuilder(names={1: "metrics", 2: "io"})
+    passes = [{1: HOLD, 2: WAIT}] * 10 + [{1: CPU_WAIT, 2: CPU_WAIT}] * 40 + [{1: HOLD, 2: IDLE}] * 50
+    verdict = summarise(make_session([b.batch(passes)])).verdict
+    assert verdict.text.startswith("CPU starved: Threads"), verdict.text
+    assert verdict.kinds[:2] == ["cpu_starved", "contention"]

@@ -137,8 +137,11 @@ pub struct Aggregate {
     pub counts: OrderedCounts<(i32, u8, i32)>,
     /// (waiter tid, holder tid or NONE, holder stack or NONE) -> waiting_gil samples.
     pub blame: OrderedCounts<(i32, i32, i32)>,
-    /// One byte per pass: PASS_GIL_HELD | PASS_IN_GC.
+    /// One byte per pass: PASS_GIL_HELD | PASS_IN_GC | PASS_HOLDER_CPU_WAIT.
     pub pass_flags: Vec<u8>,
+    /// tid -> passes in which that thread held the GIL while waiting for a CPU (`cpu_wait`): still a
+    /// hold in the GIL's sense, so hold shares can be compared with exact tracing's.
+    pub held_cpu_wait: OrderedCounts<i32>,
     open: HashMap<i32, OpenRun>,
 }
 
@@ -153,8 +156,9 @@ impl Aggregate {
         if threads.iter().any(|t| t.state == ThreadState::Gc) {
             flags |= PASS_IN_GC;
         }
-        if holder.map(|h| h.state == ThreadState::CpuWait).unwrap_or(false) {
+        if let Some(h) = holder.filter(|h| h.state == ThreadState::CpuWait) {
             flags |= PASS_HOLDER_CPU_WAIT;
+            self.held_cpu_wait.add(h.tid);
         }
         self.pass_flags.push(flags);
         let (holder_tid, holder_stack) = holder.map(|h| (h.tid, h.stack)).unwrap_or((NONE, NONE));
@@ -265,5 +269,7 @@ mod tests {
         a.close();
         assert_eq!(a.blame.entries, vec![((3, 2, 8), 1)]);
         assert_eq!(a.pass_flags, vec![PASS_GIL_HELD | PASS_HOLDER_CPU_WAIT, 0]);
+        // Thread 3's cpu_wait in the second pass was not a hold.
+        assert_eq!(a.held_cpu_wait.entries, vec![(2, 1)]);
     }
 }

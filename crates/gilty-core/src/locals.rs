@@ -123,8 +123,9 @@ const MAX_LINETABLE: usize = 1 << 20;
 /// `instr_ptr`, both pointers into `co_code_adaptive`; the same index the stack's line comes from).
 fn position(mem: &dyn Memory, l: &Layout, frame: u64, code: u64) -> io::Result<Option<Position>> {
     let Some(adaptive) = l.code_code_adaptive else { return Ok(None) };
+    // Wrapping: on a torn or garbage frame either pointer may be anything.
     let instr = mem.read_u64(frame + l.frame_instr)? as i64;
-    let index = (instr - (code + adaptive) as i64) / 2;
+    let index = instr.wrapping_sub(code.wrapping_add(adaptive) as i64) / 2;
     if index < 0 {
         return Ok(None); // created, no instruction run yet
     }

@@ -249,6 +249,7 @@ pub(crate) fn batch_dict<'py>(py: Python<'py>, batch: &Batch) -> PyResult<Bound<
     let blame: Vec<(i32, i32, i32, u64)> = agg.blame.entries.iter().map(|&((w, h, k), n)| (w, h, k, n)).collect();
     out.set_item("blame", blame)?;
     out.set_item("pass_flags", PyBytes::new(py, &agg.pass_flags))?;
+    out.set_item("held_cpu_wait", &agg.held_cpu_wait.entries)?;
     let stacks = PyDict::new(py);
     for (id, frames) in &batch.new_stacks {
         stacks.set_item(id, PyList::new(py, frames)?)?;

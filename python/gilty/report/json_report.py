@@ -108,6 +108,10 @@ def _run_delay_share(session: Session, tid: int) -> Optional[float]:
     return _round(counters[1] / 1e9 / seconds)
 
 
+def _held_cpu_wait_share(session: Session, t) -> float:
+    return _round(session.held_cpu_wait.get(t.tid, 0) / t.samples) if t.samples else 0.0
+
+
 def _thread(t, exact=None, pid=None, session: Optional[Session] = None) -> dict:
     return {
         "pid": pid,
@@ -116,6 +120,8 @@ def _thread(t, exact=None, pid=None, session: Optional[Session] = None) -> dict:
         "samples": t.samples,
         "states": {name: _round(t.states.fraction(code)) for code, name in enumerate(STATE_NAMES)},
         "run_delay_share": _run_delay_share(session, t.tid) if session is not None else None,
+        # Part of cpu_wait in which the thread held the GIL: a hold for exact tracing, not for HOLD.
+        "cpu_wait_holding_gil": _held_cpu_wait_share(session, t) if session is not None else None,
         "idle_syscalls": {name: _round(share) for name, share in t.idle_syscalls.items()},
         "idle_kinds": {kind: _round(share) for kind, share in t.idle_kinds.items()},
         "top_functions": [

@@ -44,6 +44,7 @@ def aggregate_rows(n_passes: int, rows: Iterable[tuple]) -> dict:
     closed: list = []
     counts: dict = {}
     blame: dict = {}
+    held_cpu_wait: dict = {}  # tid -> passes it held the GIL in cpu_wait
     flags = bytearray(n_passes)
     for p, threads in enumerate(by_pass):
         holder = holders[p][0][:2] if holders[p] else (NONE, NONE)
@@ -51,6 +52,7 @@ def aggregate_rows(n_passes: int, rows: Iterable[tuple]) -> dict:
             flags[p] |= PASS_GIL_HELD
             if holders[p][0][2] == CPU_WAIT:
                 flags[p] |= PASS_HOLDER_CPU_WAIT
+                held_cpu_wait[holder[0]] = held_cpu_wait.get(holder[0], 0) + 1
         if any(state == GC for _tid, state, _stack, _nr in threads):
             flags[p] |= PASS_IN_GC
         for tid, state, stack, nr in threads:
@@ -82,4 +84,5 @@ def aggregate_rows(n_passes: int, rows: Iterable[tuple]) -> dict:
         "counts": [(*key, n) for key, n in counts.items()],
         "blame": [(*key, n) for key, n in blame.items()],
         "pass_flags": bytes(flags),
+        "held_cpu_wait": list(held_cpu_wait.items()),
     }

@@ -126,7 +126,9 @@ class Session:
         self.counts: dict = {}  # (tid, state, stack_id) -> samples, keys in first-seen order
         # (waiter tid, holder tid or None, holder stack_id) -> waiting_gil samples of the same pass
         self.blame: dict = {}
-        self.pass_flags = bytearray()  # one byte per pass: PASS_GIL_HELD | PASS_IN_GC
+        self.pass_flags = bytearray()  # one byte per pass: PASS_GIL_HELD | PASS_IN_GC | PASS_HOLDER_CPU_WAIT
+        # tid -> passes in which it held the GIL while waiting for a CPU (counted as cpu_wait, still a hold)
+        self.held_cpu_wait: dict = {}
 
         self.stacks: dict = {} if stacks is None else stacks  # stack_id -> [frame_id, ...] innermost first
         self.frames: dict = {} if frames is None else frames  # frame_id -> (function, file, line)
@@ -158,6 +160,8 @@ class Session:
         offset = len(self.times)
         self.times.extend(batch["times"])
         self.pass_flags += batch.get("pass_flags", b"")
+        for tid, n in batch.get("held_cpu_wait", ()):
+            self.held_cpu_wait[tid] = self.held_cpu_wait.get(tid, 0) + n
         if batch.get("thread_slices"):
             self._merge_runs(batch, offset)
             if syscall_name is not None:
@@ -357,6 +361,7 @@ class Session:
             "counts": [[*key, n] for key, n in self.counts.items()],
             "blame": [[*key, n] for key, n in self.blame.items()],
             "pass_flags": list(self.pass_flags),
+            "held_cpu_wait": [[tid, n] for tid, n in self.held_cpu_wait.items()],
             # JSON object keys are strings; from_dict turns them back into ints.
             "stacks": {str(k): list(v) for k, v in self.stacks.items()},
             "frames": {str(k): list(v) for k, v in self.frames.items()},
@@ -390,6 +395,7 @@ class Session:
         session.counts = {(tid, state, stack_id): n for tid, state, stack_id, n in data["counts"]}
         session.blame = {(waiter, holder, stack_id): n for waiter, holder, stack_id, n in data["blame"]}
         session.pass_flags = bytearray(data["pass_flags"])
+        session.held_cpu_wait = {tid: n for tid, n in data.get("held_cpu_wait", ())}
         session.stacks = {int(k): list(v) for k, v in data["stacks"].items()}
         session.frames = {int(k): tuple(v) for k, v in data["frames"].items()}
         session.thread_names = {int(k): v for k, v in data["thread_names"].items()}

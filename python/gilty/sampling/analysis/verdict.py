@@ -170,22 +170,30 @@ def verdict(summary: "Summary") -> "Verdict":
     kinds: list = []
     threads = summary.threads
     labels = short_labels(threads)
-    # Runnable threads without a CPU: the host or the cgroup's quota, not the GIL. Said first, since
-    # every other share is of the time left.
+    # Runnable threads without a CPU: the host or the cgroup's quota, not the GIL. The larger finding
+    # is said first: starvation before contention only when some thread loses more time to it than
+    # any thread loses waiting for the GIL (a busy 2-CPU host costs every thread a few percent).
     starved = sorted(
         (t for t in threads if t.states.fraction(CPU_WAIT) >= WAITER_MIN),
         key=lambda t: (-t.states.fraction(CPU_WAIT), t.tid),
     )
-    if starved or (summary.saturation is not None and summary.saturation.saturated):
-        kinds.append("cpu_starved")
-        sentences.append(_cpu_starved(summary, starved, labels))
     waiters = sorted(
         (t for t in threads if t.states.fraction(WAITING_GIL) >= WAITER_MIN),
         key=lambda t: (-t.states.fraction(WAITING_GIL), t.tid),
     )
+    starvation = None
+    if starved or (summary.saturation is not None and summary.saturation.saturated):
+        kinds.append("cpu_starved")
+        starvation = _cpu_starved(summary, starved, labels)
+        worst_cpu_wait = starved[0].states.fraction(CPU_WAIT) if starved else 0.0
+        if not waiters or worst_cpu_wait > waiters[0].states.fraction(WAITING_GIL):
+            sentences.append(starvation)
+            starvation = None
     if waiters:
         kinds.append("contention")
         sentences.append(_contention(summary, waiters, labels))
+        if starvation is not None:
+            sentences.append(starvation)
     else:
         kinds.append("no_contention")
         most = max(t.states.fraction(WAITING_GIL) for t in threads)
