@@ -4,6 +4,7 @@ ThreadPoolExecutor ("ThreadPoolExecutor-0_N") and also starts a one-off thread o
 gunicorn's gthread worker, which has a pool of its own."""
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 _POOL = None
@@ -24,6 +25,8 @@ def _work(n: int) -> int:
 
 
 def _one_off(out: list) -> None:
+    # Lives long enough (10 ms) for a 50 Hz sampler to see many of them.
+    time.sleep(0.01)
     out.append(_work(5_000))
 
 
