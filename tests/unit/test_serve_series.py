@@ -114,3 +114,20 @@ def test_process_gil_and_gc_figures():
     text = totals.exposition()
     assert 'gilty_process_gil_utilisation_ratio{pid="7",role="main",process="app"} 0.000000' in text
     assert 'gilty_process_gil_held_seconds_total{pid="7",role="main",process="app"} 0.600000' in text
+
+
+def test_retitled_and_spawned_workers_are_workers():
+    totals = Totals(1.0 / RATE, memory_of=lambda pid: None)
+    totals.attached(1, "gunicorn: master [app:app]")
+    totals.attached(2, "gunicorn: worker [app:app]", ppid=1)  # setproctitle, the only worker alive
+    totals.attached(3, "/venv/bin/python /venv/bin/uvicorn app:app --workers 2")
+    totals.attached(4, "/venv/bin/python -c from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=5)", ppid=3)
+    totals.attached(5, "/venv/bin/python /opt/helper.py", ppid=3)
+    up = [line for line in series(totals.exposition()) if line.startswith("gilty_process_up")]
+    assert up == [
+        'gilty_process_up{pid="1",role="master",process="gunicorn"} 1',
+        'gilty_process_up{pid="2",role="worker",process="gunicorn"} 1',
+        'gilty_process_up{pid="3",role="master",process="uvicorn"} 1',
+        'gilty_process_up{pid="4",role="worker",process="uvicorn"} 1',
+        'gilty_process_up{pid="5",role="child",process="helper"} 1',
+    ]

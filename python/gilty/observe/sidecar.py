@@ -103,10 +103,12 @@ class Totals:
         new = roles_of([(pid, p.ppid, p.cmdline) for pid, p in procs.items()])
         roles = sticky_roles({pid: p.role for pid, p in procs.items()}, new)
         for pid, p in procs.items():
-            p.role = roles[pid]
             parent = procs.get(p.ppid) if p.ppid else None
             if p.name == GENERIC and parent is not None:
                 p.name = parent.name
+            # Retitled workers ("gunicorn: worker [app]" under a "gunicorn: master" title) and
+            # multiprocessing's spawned ones differ from their parent's command line, not its name.
+            p.role = "worker" if roles[pid] == "child" and parent is not None and p.name == parent.name else roles[pid]
 
     def exited(self, pid: int) -> None:
         with self.lock:
