@@ -142,6 +142,41 @@ def test_series_stay_bounded_while_pools_churn_and_workers_respawn(fleet):
     assert any("ThreadPoolExecutor-#_#" in threads for threads in names_seen.values()), names_seen
 
 
+def test_uvicorn_spawned_workers_are_workers_and_its_helper_is_not():
+    """uvicorn --workers starts its workers with multiprocessing's spawn ("python -c from
+    multiprocessing.spawn import spawn_main; ..." with a different pipe number each) beside a
+    resource tracker: neither their command lines nor a twin say "worker"; their name does."""
+    uvicorn = shutil.which("uvicorn", path=str(Path(sys.executable).parent)) or shutil.which("uvicorn")
+    if uvicorn is None:
+        pytest.skip("uvicorn not installed (requirements-dev.txt)")
+    app_port, metrics_port = free_port(), free_port()
+    server = subprocess.Popen([uvicorn, "--workers", "2", "--host", "127.0.0.1", "--port", str(app_port),
+                               "--app-dir", str(TARGETS / "server_app"), "serverapp:api"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=str(REPO))
+    sidecar = None
+    try:
+        wait_until(lambda: urllib.request.urlopen(f"http://127.0.0.1:{app_port}/", timeout=5).getcode(), "uvicorn did not answer")
+        sidecar = subprocess.Popen([*gilty_command(), "serve", "-s", "--pid", str(server.pid), "--port", str(metrics_port)],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=gilty_env())
+        def all_four():
+            up = [labels for m, labels, _v in scrape(metrics_port) if m == "gilty_process_up"]
+            return up if len(up) >= 4 else None
+
+        up = wait_until(all_four, "the sidecar did not list the master, 2 workers and the resource tracker")
+        by_role = sorted((l["role"], l["process"]) for l in up)
+        assert by_role == [("child", "resource_tracker"), ("master", "uvicorn"), ("worker", "uvicorn"), ("worker", "uvicorn")], up
+        assert next(l for l in up if l["role"] == "master")["pid"] == str(server.pid)
+    finally:
+        for proc in (sidecar, server):
+            if proc is not None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+
+
 # -- the dashboard -----------------------------------------------------------------------------
 
 _METRIC = re.compile(r"\b(gilty_\w+)")

@@ -122,12 +122,12 @@ def test_retitled_and_spawned_workers_are_workers():
     totals.attached(2, "gunicorn: worker [app:app]", ppid=1)  # setproctitle, the only worker alive
     totals.attached(3, "/venv/bin/python /venv/bin/uvicorn app:app --workers 2")
     totals.attached(4, "/venv/bin/python -c from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=5)", ppid=3)
-    totals.attached(5, "/venv/bin/python /opt/helper.py", ppid=3)
+    totals.attached(5, "/venv/bin/python -B -c from multiprocessing.resource_tracker import main;main(6)", ppid=3)
     up = [line for line in series(totals.exposition()) if line.startswith("gilty_process_up")]
     assert up == [
         'gilty_process_up{pid="1",role="master",process="gunicorn"} 1',
         'gilty_process_up{pid="2",role="worker",process="gunicorn"} 1',
         'gilty_process_up{pid="3",role="master",process="uvicorn"} 1',
         'gilty_process_up{pid="4",role="worker",process="uvicorn"} 1',
-        'gilty_process_up{pid="5",role="child",process="helper"} 1',
+        'gilty_process_up{pid="5",role="child",process="resource_tracker"} 1',
     ]

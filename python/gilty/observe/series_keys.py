@@ -11,6 +11,7 @@ from gilty.sampling.analysis.pools import MIN_NUMBERED_POOL, pool_key
 _PYTHON = re.compile(r"^(python|pypy)[\d.]*[a-z]?$")
 # Options of the interpreter that take a value, so the script is found after them.
 _WITH_VALUE = {"-W", "-X", "-Q"}
+_MP_HELPER = re.compile(r"multiprocessing\.(resource_tracker|forkserver)\b")
 # A process whose own name says nothing ("python -c ...", as multiprocessing's spawn starts its
 # children) takes its parent's.
 GENERIC = "python"
@@ -34,7 +35,10 @@ def process_name(cmdline: str) -> str:
         if arg.startswith("-m") and len(arg) > 2:
             return arg[2:][:MAX_NAME]
         if arg.startswith("-c") or arg == "-":
-            return GENERIC
+            # multiprocessing's helpers are not workers: name them ("python -c from
+            # multiprocessing.resource_tracker import main;main(6)"); spawned workers stay generic.
+            helper = _MP_HELPER.search(cmdline)
+            return helper.group(1) if helper else GENERIC
         if arg in _WITH_VALUE:
             i += 2
             continue
