@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, TARGETS, free_port, gilty_command, gilty_env, run_gilty, running_target
+from test_metrics_export import PROMETHEUS, _query, _start_prometheus
 
 DASHBOARD = REPO / "deploy" / "grafana" / "gilty-dashboard.json"
 # Labels the Prometheus server adds to every scraped series (its target labels).
@@ -67,9 +68,11 @@ def wait_until(check, what: str):
 
 
 @pytest.fixture(scope="module")
-def fleet():
-    """A churning, respawning gunicorn under load and its sidecar; yields the scrapes taken under load."""
+def fleet(tmp_path_factory):
+    """A churning, respawning gunicorn under load and its sidecar, scraped by a real Prometheus when
+    one is installed; yields the scrapes taken under load and Prometheus's API port (or None)."""
     app_port, metrics_port = free_port(), free_port()
+    prom = prom_port = None
     server = subprocess.Popen(
         [gunicorn(), "-w", "2", "-k", "gthread", "--threads", "4", "--max-requests", "80", "-b", f"127.0.0.1:{app_port}",
          "--chdir", str(TARGETS), "fleet_app:app"],
@@ -83,6 +86,8 @@ def fleet():
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=gilty_env(),
         )
         wait_until(lambda: sum(1 for m, _l, _v in scrape(metrics_port) if m == "gilty_process_up") >= 3, "the sidecar did not list 3 processes")
+        if PROMETHEUS is not None:
+            prom, prom_port = _start_prometheus(tmp_path_factory.mktemp("prometheus"), metrics_port, "gilty")
 
         def one(_):
             # A gthread worker leaving after --max-requests drops the connections it had queued.
@@ -99,9 +104,9 @@ def fleet():
             for start in range(0, REQUESTS, 40):
                 list(clients.map(one, range(start, start + 40)))
                 scrapes.append(scrape(metrics_port))
-        yield {"server": server.pid, "scrapes": scrapes}
+        yield {"server": server.pid, "scrapes": scrapes, "prometheus": prom_port}
     finally:
-        for proc in (sidecar, server):
+        for proc in (prom, sidecar, server):
             if proc is not None:
                 proc.terminate()
                 try:
@@ -238,6 +243,36 @@ def test_dashboard_queries_ask_only_for_what_the_sidecar_exports(fleet):
     # The panels the fleet page promises.
     assert {"gilty_process_gil_held_seconds_total", "gilty_gil_wait_seconds_total", "gilty_process_gc_seconds_total",
             "gilty_process_private_bytes", "gilty_process_shared_bytes"} <= panels_using
+
+
+def _runnable(expr: str) -> str:
+    """A dashboard expression as Prometheus can run it: Grafana's variables at "all", its interval
+    at 5 s, and a ``label_values(selector, label)`` variable as the series query it stands for."""
+    expr = expr.replace("$__rate_interval", "5s")
+    expr = re.sub(r"\$\w+", ".*", expr)
+    m = re.fullmatch(r"label_values\((.*),\s*(\w+)\s*\)", expr.strip())
+    return f"count by ({m.group(2)}) ({m.group(1)})" if m else expr
+
+
+@pytest.mark.skipif(PROMETHEUS is None, reason="Prometheus server not installed (Debian package prometheus; make system-deps)")
+def test_dashboard_queries_run_on_a_real_prometheus(fleet):
+    port = fleet["prometheus"]
+    # Enough scrapes (twice a second) for a 5 s rate.
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        try:
+            if _query(port, "count_over_time(up[5s]) >= 8"):
+                break
+        except OSError:
+            pass
+        time.sleep(0.5)
+    else:
+        pytest.fail("Prometheus did not scrape the sidecar 8 times")
+    for where, expr, _legend in _promql(json.loads(DASHBOARD.read_text())):
+        result = _query(port, _runnable(expr))  # asserts Prometheus accepted it
+        assert result, f"{where}: no series for {_runnable(expr)}"
+        for row in result:
+            assert "role" not in row["metric"] or row["metric"]["role"] in ("master", "worker"), (where, row)
 
 
 def _pprof_labels(data: bytes) -> dict:
