@@ -2,18 +2,45 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
 import threading
 import time
 
 import pytest
 
-from conftest import TARGETS, parse_json, run_gilty, thread_named
+from conftest import TARGETS, gilty_command, gilty_env, parse_json, run_gilty, thread_named
 
 pytestmark = pytest.mark.interpreter
 
-SHORT_TARGET = "exits_soon.py"  # runs ~1.5 s (or argv[1] s), then exits 0
-# For --pid: long enough that gilty has surely attached before the target leaves, even on a busy box.
-PID_TARGET_RUN_S = "3"
+SHORT_TARGET = "exits_soon.py"  # runs ~1.5 s (or argv[1] s), then exits 0; SIGUSR1: exits argv[2] s later
+# For --pid: the target would run this long, but is told (SIGUSR1) to end 1 s after gilty says it
+# records: gilty has attached before the target leaves however long its start-up took.
+PID_TARGET_RUN_S = "60"
+PID_TARGET_LEFT_S = "1"
+
+
+def record_until_target_exits(proc) -> tuple:
+    """``gilty record --pid --duration 10`` on ``proc``, which is told to exit once gilty records;
+    (exit status, stdout, stderr, seconds from gilty's start to its end)."""
+    started = time.monotonic()
+    gilty = subprocess.Popen(
+        gilty_command() + ["record", "--pid", str(proc.pid), "--duration", "10", "--rate", "200", "--format", "json"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=gilty_env(),
+    )
+    err = []
+    for line in gilty.stderr:
+        err.append(line)
+        if line.startswith("gilty: recording pid"):
+            proc.popen.send_signal(signal.SIGUSR1)
+            break
+    try:
+        out, rest = gilty.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        gilty.kill()
+        gilty.communicate()
+        pytest.fail(f"gilty did not end within 30 s of a target that exits; stderr: {''.join(err)}")
+    return gilty.returncode, out, "".join(err) + rest, time.monotonic() - started
 
 
 # Guards: launch mode not finding the Python process it started, not stopping when the command
@@ -39,11 +66,11 @@ def test_launch_mode_records_until_the_command_exits(interp):
 # Guards: a target that exits before --duration ends: the result must be printed and marked
 # partial (exit 8), not lost, not passed off as complete, and without a traceback.
 def test_pid_target_exiting_mid_record_gives_partial_result(interp, targets):
-    proc = targets(interp, SHORT_TARGET, PID_TARGET_RUN_S)
+    proc = targets(interp, SHORT_TARGET, PID_TARGET_RUN_S, PID_TARGET_LEFT_S)
     # Reap the target as soon as it exits, as a real parent would (no zombie left for gilty to see).
     reaper = threading.Thread(target=proc.popen.wait, daemon=True)
     reaper.start()
-    rc, out, err = run_gilty("record", "--pid", proc.pid, "--duration", 10, "--rate", 200, "--format", "json", timeout=30)
+    rc, out, err, _took = record_until_target_exits(proc)
     assert rc == 8, f"exit {rc}; stderr:\n{err}"
     assert "Traceback" not in err, err
     report = parse_json(out)
@@ -64,11 +91,10 @@ def test_pid_target_exiting_mid_record_gives_partial_result(interp, targets):
 # Guards: same as above, for a target whose parent has not reaped it yet (a zombie: /proc/PID exists
 # but has no memory): gilty must still notice the exit instead of sampling a ghost until --duration.
 def test_zombie_target_counts_as_exited(interp, targets):
-    proc = targets(interp, SHORT_TARGET, PID_TARGET_RUN_S)
-    started = time.monotonic()
-    rc, out, err = run_gilty("record", "--pid", proc.pid, "--duration", 10, "--rate", 200, "--format", "json", timeout=30)
+    proc = targets(interp, SHORT_TARGET, PID_TARGET_RUN_S, PID_TARGET_LEFT_S)
+    rc, out, err, took = record_until_target_exits(proc)
     assert rc == 8, f"exit {rc}; stderr:\n{err}"
-    assert time.monotonic() - started < 9
+    assert took < 9
     assert parse_json(out)["partial"] is True
 
 
