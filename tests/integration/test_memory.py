@@ -197,16 +197,27 @@ def _wait_line(stream, prefix: str, timeout: float) -> tuple:
     return t, seen
 
 
-def run_memory(master: int, duration: float, action: Optional[Callable[[], object]] = None, extra=()) -> tuple:
-    """``gilty memory --format json`` on ``master`` while ``action`` runs; (rc, report, stderr, action result)."""
+def run_memory(
+    master: int, duration: float, action: Optional[Callable[[], object]] = None, extra=(), stop_after_action_s: Optional[float] = None
+) -> tuple:
+    """``gilty memory --format json`` on ``master`` while ``action`` runs; (rc, report, stderr, action result).
+
+    With ``stop_after_action_s`` the run is ended by Ctrl-C (SIGINT) once the action has returned and at
+    least that many seconds have passed since gilty said it measures, instead of waiting out
+    ``duration`` (then only an upper bound): gilty takes one last measurement of every process when
+    stopped, so what the action changed is in the report however long it took."""
     cmd = gilty_command() + ["memory", "--pid", str(master), "--duration", str(duration), "--format", "json", *extra]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=gilty_env(), cwd=str(REPO))
     reader, err_lines = _wait_line(proc.stderr, "gilty: measuring", timeout=30)
+    measuring = time.monotonic()
     result = None
     try:
         time.sleep(0.5)
         if action is not None:
             result = action()
+        if stop_after_action_s is not None:
+            time.sleep(max(0.0, measuring + stop_after_action_s - time.monotonic()))
+            proc.send_signal(signal.SIGINT)
         # communicate() reads stderr too, racing the reader thread for the last lines: keep both halves.
         out, err_rest = proc.communicate(timeout=duration + 60)
     except BaseException:
@@ -237,11 +248,16 @@ def gunicorn_python(interp):
     return _gunicorn_python(interp)
 
 
+# A phase's run lasts at least this long (passes at 0, 1 and 2 s, and the last one when stopped: the
+# JSON shape test wants 3 samples per process), and ends once every worker has answered.
+PHASE_MIN_S = 2.5
+
+
 def _phases(tree: GunicornTree) -> dict:
     """Two gilty runs: one while every worker runs gc.collect(), one while every worker reads every object."""
     phases = {}
     for name, path in (("collect", "/collect?once=1"), ("touch", "/touch?once=1")):
-        rc, report, err, hit = run_memory(tree.master, 5.0, lambda: tree.in_every_worker(path))
+        rc, report, err, hit = run_memory(tree.master, 60.0, lambda: tree.in_every_worker(path), stop_after_action_s=PHASE_MIN_S)
         assert rc == 0 and report, f"gilty memory exited {rc}:\n{err}"
         phases[name] = (report, hit)
     return phases
