@@ -8,12 +8,13 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 
 import pytest
 
-from conftest import assert_one_error_line, line_of, note, parse_json, run_gilty, running_target
+from conftest import assert_one_error_line, gilty_command, gilty_env, line_of, note, parse_json, run_gilty, running_target
 
 pytestmark = pytest.mark.interpreter
 
@@ -205,9 +206,26 @@ def test_html_report_is_the_shared_report_with_annotated_source(interp, tmp_path
 def test_target_exiting_midway_gives_a_partial_report(interp):
     if interp.version[:2] < (3, 11):
         pytest.skip(f"Python {interp.minor_str} has no specializing interpreter (PEP 659 is 3.11+)")
-    # The target exits 6 s after it is ready: time for gilty to start and attach even on a loaded machine.
-    with running_target(interp.path, "exits_soon.py", "6") as proc:
-        rc, out, err = run_gilty("specialization", "--pid", proc.pid, "--duration", "12", "--format", "json", timeout=60)
+    # The target exits 2 s after gilty says it samples (SIGUSR1), not at a fixed time after it is
+    # ready: gilty has started and attached before it leaves even on a loaded machine.
+    with running_target(interp.path, "exits_soon.py", "60", "2") as proc:
+        gilty = subprocess.Popen(
+            gilty_command() + ["specialization", "--pid", str(proc.pid), "--duration", "12", "--format", "json"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=gilty_env(),
+        )
+        err = ""
+        for line in gilty.stderr:
+            err += line
+            if line.startswith("gilty: sampling pid"):
+                proc.popen.send_signal(signal.SIGUSR1)
+                break
+        try:
+            out, rest = gilty.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            gilty.kill()
+            gilty.communicate()
+            pytest.fail(f"gilty specialization did not end within 60 s; stderr: {err}")
+        rc, err = gilty.returncode, err + rest
     assert rc == 8, err
     assert "Traceback" not in err
     report = parse_json(out)
