@@ -3,9 +3,10 @@
 Each target is started, recorded once and killed per interpreter (module-scoped fixtures), so only
 one target burns CPU at a time. Targets in a steady state (one sleep, one lock wait, one hash loop,
 GC churn, short sleeps) are recorded for 1 s; the two whose threads trade the GIL (spinners,
-Experiment 2's convoy) for 3 s, where the GIL's unfairness and the count of wake-ups need it. Thresholds come from runs on the 2-CPU dev box, idle and with other
-jobs running: the values measured are in each test's comment, and the session summary prints the
-values of the current run ("gilty: measured values behind the thresholds").
+Experiment 2's convoy) for 3 s, where the GIL's unfairness and the count of wake-ups need it.
+Thresholds come from runs on the 2-CPU dev box, idle and with other jobs running: the values
+measured are in each test's comment, and the session summary prints the values of the current run
+("gilty: measured values behind the thresholds").
 """
 
 from __future__ import annotations
