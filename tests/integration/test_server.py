@@ -116,20 +116,41 @@ def _tree_cpu(master: int) -> tuple:
     return own, reaped + sum(sum(_cpu_s(child)) for child in _children(master))
 
 
-def _record_under_load(server: Server, *extra: str, requests: int = REQUESTS) -> tuple:
+# After the load, gilty records this long before it is stopped (Ctrl-C): three of its rescans for
+# children (every 0.3 s), so the workers alive at the end of the load are found.
+AFTER_LOAD_S = 1.0
+
+
+def _record_under_load(server: Server, *extra: str, requests: int = REQUESTS, until_load_ends: bool = False) -> tuple:
+    """gilty records the server's tree while ``requests`` are sent: for 5 s from its start, or with
+    ``until_load_ends`` from when it says it records until AFTER_LOAD_S after the last answer."""
     cpu_before, wall_before = _tree_cpu(server.master), time.monotonic()
+    duration = "60" if until_load_ends else "5"
     proc = subprocess.Popen(
-        gilty_command() + ["record", "--pid", str(server.master), "--duration", "5", "--rate", "200",
+        gilty_command() + ["record", "--pid", str(server.master), "--duration", duration, "--rate", "200",
                            "--format", "json", *extra],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=gilty_env(),
     )
     started = time.monotonic()
-    time.sleep(0.5)
+    head = b""
+    if until_load_ends:
+        for line in proc.stderr:
+            head += line
+            if line.startswith(b"gilty: recording"):
+                break
+    else:
+        time.sleep(0.5)
     before = set(_children(server.master))
     ok = server.load(requests)
-    # Workers alive now, while gilty has time left to find them (it rescans every 0.3 s).
-    during = set(_children(server.master)) if time.monotonic() - started < 4.0 else set()
+    if until_load_ends:
+        during = set(_children(server.master))  # gilty runs on until told to stop: time to find them
+        time.sleep(AFTER_LOAD_S)
+        proc.send_signal(signal.SIGINT)
+    else:
+        # Workers alive now, while gilty has time left to find them (it rescans every 0.3 s).
+        during = set(_children(server.master)) if time.monotonic() - started < 4.0 else set()
     out, err = proc.communicate(timeout=60)
+    err = head + err
     cpu_after, wall = _tree_cpu(server.master), time.monotonic() - wall_before
     # Shares of one CPU over gilty's run, measured beside it: the reference for the hint.
     shares = tuple((b - a) / wall for a, b in zip(cpu_before, cpu_after))
@@ -140,7 +161,7 @@ def _record_under_load(server: Server, *extra: str, requests: int = REQUESTS) ->
 def test_server_workers_are_recorded_with_their_handler(server_python, worker_class, app):
     server = Server(server_python, app, worker_class)
     try:
-        rc, out, err, seen, ok, _shares = _record_under_load(server, "--subprocesses")
+        rc, out, err, seen, ok, _shares = _record_under_load(server, "--subprocesses", until_load_ends=True)
     finally:
         server.stop()
     assert rc == 0, err
