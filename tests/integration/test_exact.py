@@ -121,15 +121,29 @@ def record_with_run_delays(pid: int, duration: float, label: str) -> dict:
     return report
 
 
-def sampled_and_exact(thread: dict) -> dict:
+def sampled_and_exact(thread: dict, case: str = "") -> dict:
     """{"hold": (sampled, exact), "wait": (sampled, exact)} as fractions of the record."""
     s, e = thread["states"], thread["exact"]
     exact_hold = e["hold_fraction"] if e else 0.0  # null: no GIL event at all during the record
     # The sampler's waiting_gil covers both take_gil and drop_gil's wait for the requester.
     exact_wait = e["wait_fraction"] + e["handoff_fraction"] if e else 0.0
-    # A holder preempted by the kernel still holds the GIL: exact tracing counts that time as a hold.
-    held = s["holding_gil"] + s["gc"] + (thread.get("cpu_wait_holding_gil") or 0.0)
-    return {"hold": (held, exact_hold), "wait": (s["waiting_gil"], exact_wait)}
+    # Exact tracing does not see the CPU: a holder preempted by the kernel still holds the GIL, and a
+    # thread that always wants the GIL, runnable without a CPU and not holding it, is in take_gil
+    # (woken, not yet run) or drop_gil. The sampler calls both cpu_wait (busy host, e.g. CI).
+    held_cpu_wait = thread.get("cpu_wait_holding_gil") or 0.0
+    held = s["holding_gil"] + s["gc"] + held_cpu_wait
+    waited = s["waiting_gil"]
+    if thread["name"] in ALWAYS_WANTING.get(case, ()):
+        waited += max(0.0, s["cpu_wait"] - held_cpu_wait)
+    return {"hold": (held, exact_hold), "wait": (waited, exact_wait)}
+
+
+def unattributed_cpu_wait(thread: dict, case: str) -> float:
+    """cpu_wait the comparison cannot place: not holding the GIL, of a thread that does not always
+    want it (it may have been in take_gil or in its own native code when the kernel held it off)."""
+    if thread["name"] in ALWAYS_WANTING.get(case, ()):
+        return 0.0
+    return max(0.0, thread["states"]["cpu_wait"] - (thread.get("cpu_wait_holding_gil") or 0.0))
 
 
 # -- test 2: the sampler against exact tracing --------------------------------------------------
@@ -166,7 +180,7 @@ class Recordings:
                 raise
             self.reports[case] = report
             for t in report["threads"]:
-                for what, (sampled, exact) in sampled_and_exact(t).items():
+                for what, (sampled, exact) in sampled_and_exact(t, case).items():
                     note(self.interp, f"{case}/{t['name']}: {what} sampled-exact", round(sampled - exact, 4))
         return self.reports[case]
 
@@ -202,13 +216,16 @@ def _cases_threads_quantities():
 def test_sampled_matches_exact(recordings, case, name, what):
     report = recordings.get(case)
     thread = thread_named(report, name)
-    sampled, exact = sampled_and_exact(thread)[what]
-    detail = f"{case}/{name} {what}: sampled {sampled:.4f}, exact {exact:.4f} (states {thread['states']}, exact {thread['exact'] and {k: thread['exact'][k] for k in ('hold_fraction', 'wait_fraction', 'acquisitions', 'forced_switches')}})"
+    sampled, exact = sampled_and_exact(thread, case)[what]
+    # A wait may hide in the cpu_wait the sampler cannot place: the exact figure lies between.
+    spare = unattributed_cpu_wait(thread, case) if what == "wait" else 0.0
+    gap = 0.0 if sampled <= exact <= sampled + spare else min(abs(exact - sampled), abs(exact - sampled - spare))
+    detail = f"{case}/{name} {what}: sampled {sampled:.4f} (+{spare:.4f} unplaced cpu_wait), exact {exact:.4f} (states {thread['states']}, exact {thread['exact'] and {k: thread['exact'][k] for k in ('hold_fraction', 'wait_fraction', 'acquisitions', 'forced_switches')}})"
     # 3.10 runs its eval breaker after calls and on entering a frame too, so a thread forced off the GIL
     # can stand on any such instruction: until the sampler read the thread's recursion counter there
     # (FrameWalker::calls_in_progress), one not yet blocked was classified native (3-10% for the
     # gc-churner), which this used to let pass as an expected failure.
-    assert abs(sampled - exact) <= tolerance_for(report), f"{detail}; sampler: {report['samples']} passes, {report['errors']['late']} late"
+    assert gap <= tolerance_for(report), f"{detail}; sampler: {report['samples']} passes, {report['errors']['late']} late"
 
 
 # Threads that want the GIL all the time (pure-Python busy loops): what exact mode does not count as
@@ -229,7 +246,7 @@ def test_sampled_wait_is_exact_non_hold(recordings, case):
     bad = []
     for name in ALWAYS_WANTING[case]:
         t = thread_named(report, name)
-        sampled = t["states"]["waiting_gil"]
+        sampled = sampled_and_exact(t, case)["wait"][0]
         non_hold = 1.0 - t["exact"]["hold_fraction"]
         note(recordings.interp, f"{case}/{name}: wait sampled-(1-hold)", round(sampled - non_hold, 4))
         if abs(sampled - non_hold) > tolerance_for(report):

@@ -20,6 +20,7 @@ import urllib.request
 import pytest
 
 from conftest import free_port, start_target
+from timing_reference import Pressure, busy
 
 PROMETHEUS = shutil.which("prometheus")
 
@@ -50,6 +51,7 @@ def _query(port: int, promql: str) -> list:
 @pytest.mark.skipif(PROMETHEUS is None, reason="Prometheus server not installed (Debian package prometheus; make system-deps)")
 def test_prometheus_scrapes_hold_and_wait(tmp_path):
     app_port = free_port()
+    pressure = Pressure()
     target = start_target(sys.executable, "metrics_spinners.py", "prometheus", str(app_port))
     prom, prom_port = _start_prometheus(tmp_path, app_port, "gilty")
     try:
@@ -77,8 +79,13 @@ def test_prometheus_scrapes_hold_and_wait(tmp_path):
             # Each spinner holds about half of the time both spend on the GIL, and waits the other half.
             share = rates["hold"] / (rates["hold"] + rates["wait"])
             assert 0.3 <= share <= 0.7, (thread, rates, seen)
-            # hold + wait cover most of every second (the rest: handoffs read as native on a busy machine)
-            assert rates["hold"] + rates["wait"] >= 0.6, (thread, rates, seen)
+            # hold + wait cover most of every second (the rest: handoffs read as native, and time
+            # runnable without a CPU, on a busy machine)
+            covered = rates["hold"] + rates["wait"] + seen.get((thread, "cpu_wait"), 0.0)
+            why = busy(pressure.share())
+            if covered < 0.6 and why:
+                pytest.skip(f"the machine was too busy for the spinners to run ({why}): {thread} {rates}, states {seen}")
+            assert covered >= 0.6, (thread, rates, seen)
         gc_series = _query(prom_port, "gilty_process_private_bytes")
         assert gc_series and float(gc_series[0]["value"][1]) > 0
     finally:
