@@ -14,12 +14,14 @@
 
 pub mod attr;
 pub mod error;
+mod keeper;
 pub mod ring;
 pub mod symbols;
 mod thread_events;
+mod tracefs;
 pub mod tracer;
 mod worker;
 
 pub use error::TraceError;
 pub use symbols::{resolve, ProbeTarget, ResolvedSymbol};
-pub use tracer::{Event, ProbeSpec, Reg, Tracer};
+pub use tracer::{Event, ProbeKind, ProbeSpec, Reg, Tracer, FORCE_PMU_ENV};

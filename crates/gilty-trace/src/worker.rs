@@ -13,6 +13,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::error::TraceError;
+use crate::keeper::Keeper;
 use crate::thread_events::{list_tids, monotonic_ns, open_thread, Probe, ThreadSlot};
 
 /// How often the worker looks for new threads.
@@ -48,13 +49,17 @@ pub(crate) struct Worker {
 }
 
 impl Worker {
-    pub fn start(pid: i32, probes: Arc<Vec<Probe>>, pages: usize, known: HashSet<i32>) -> Worker {
+    /// `keeper` (named probes) is dropped when the worker ends, after it has closed every event.
+    pub fn start(pid: i32, probes: Arc<Vec<Probe>>, pages: usize, known: HashSet<i32>, keeper: Option<Keeper>) -> Worker {
         let (tx, rx) = channel();
         let pending = Arc::new(Mutex::new(Pending::default()));
         let p2 = pending.clone();
         let handle = std::thread::Builder::new()
             .name("gilty-trace".into())
-            .spawn(move || run(pid, &probes, pages, known, &p2, rx))
+            .spawn(move || {
+                run(pid, &probes, pages, known, &p2, rx);
+                drop(keeper); // the target's probes are out: the keeper may close its anchors and delete them
+            })
             .expect("spawn gilty-trace worker");
         Worker { tx, pending, handle }
     }
