@@ -26,8 +26,17 @@ const RETRY_MS: u32 = 10;
 
 /// Gilty's end of the lifeline: dropping it tells the keeper to clean up.
 pub(crate) struct Keeper {
-    _lifeline: OwnedFd,
+    lifeline: OwnedFd,
     pub pid: i32,
+}
+
+impl Drop for Keeper {
+    /// One byte before the end of file says "closed on purpose, my events are gone": the keeper need not
+    /// wait for this process to exit.
+    fn drop(&mut self) {
+        // SAFETY: one byte from a local to our own pipe fd.
+        unsafe { libc::write(self.lifeline.as_raw_fd(), b"x".as_ptr().cast(), 1) };
+    }
 }
 
 /// `enum perf_type_id`: `PERF_TYPE_TRACEPOINT = 2`.
@@ -72,6 +81,7 @@ pub(crate) fn start(root: &Path, ids: &[u64], remove_lines: &[String]) -> Result
         .map_err(|_| failed("tracefs path has a NUL".into()))?;
     let lines: Vec<&[u8]> = remove_lines.iter().map(|l| l.as_bytes()).collect();
     let mut anchors: Vec<RawFd> = vec![-1; attrs.len()];
+    let owner = std::process::id() as libc::pid_t;
     let (life_r, life_w) = pipe().map_err(|e| failed(format!("pipe: {e}")))?;
     let (stat_r, stat_w) = pipe().map_err(|e| failed(format!("pipe: {e}")))?;
     // SAFETY: fork in a multi-threaded process; the children only make async-signal-safe system calls on
@@ -87,7 +97,7 @@ pub(crate) fn start(root: &Path, ids: &[u64], remove_lines: &[String]) -> Result
             if second != 0 {
                 libc::_exit(if second < 0 { 1 } else { 0 });
             }
-            keeper_main(life_r.as_raw_fd(), stat_w.as_raw_fd(), &attrs, &mut anchors, &events, &lines)
+            keeper_main(owner, life_r.as_raw_fd(), stat_w.as_raw_fd(), &attrs, &mut anchors, &events, &lines)
         }
     }
     let mut st = 0;
@@ -112,11 +122,11 @@ pub(crate) fn start(root: &Path, ids: &[u64], remove_lines: &[String]) -> Result
         let e = std::io::Error::from_raw_os_error(buf[0]);
         return Err(StartError { message: format!("the probe keeper could not open its events: {e}"), keeper_removes: true });
     }
-    Ok(Keeper { _lifeline: life_w, pid: buf[1] })
+    Ok(Keeper { lifeline: life_w, pid: buf[1] })
 }
 
 /// The keeper's whole life. Raw system calls only (see the module comment).
-unsafe fn keeper_main(life: RawFd, stat: RawFd, attrs: &[PerfEventAttr], anchors: &mut [RawFd], events: &CString, lines: &[&[u8]]) -> ! {
+unsafe fn keeper_main(owner: libc::pid_t, life: RawFd, stat: RawFd, attrs: &[PerfEventAttr], anchors: &mut [RawFd], events: &CString, lines: &[&[u8]]) -> ! {
     // Keep only the two pipe ends: gilty's stdout, sockets and perf fds must not stay open here.
     let (lo, hi) = (life.min(stat) as u32, life.max(stat) as u32);
     if lo > 0 {
@@ -141,15 +151,28 @@ unsafe fn keeper_main(life: RawFd, stat: RawFd, attrs: &[PerfEventAttr], anchors
         *fd = r as RawFd;
     }
     let msg = [err, libc::getpid()];
+    // Opened while gilty is surely alive (it waits for the status above), so it names gilty even if
+    // its pid is reused later.
+    let owner_fd = libc::syscall(libc::SYS_pidfd_open, owner, 0) as RawFd;
     libc::write(stat, msg.as_ptr().cast(), std::mem::size_of_val(&msg));
     libc::close(stat);
     if err == 0 {
         let mut b = [0u8; 16];
+        let mut on_purpose = false;
         loop {
             let n = libc::read(life, b.as_mut_ptr().cast(), b.len());
+            if n > 0 {
+                on_purpose = true;
+            }
             if n == 0 || (n < 0 && *libc::__errno_location() != libc::EINTR) {
                 break;
             }
+        }
+        // Gilty died: the kernel closes its fds (the pipe possibly first) before the exit is signalled
+        // on the pidfd. Closing the anchors only then keeps gilty's closes the instant ones.
+        if !on_purpose && owner_fd >= 0 {
+            let mut p = libc::pollfd { fd: owner_fd, events: libc::POLLIN, revents: 0 };
+            while libc::poll(&mut p, 1, REMOVE_FOR_MS as i32) < 0 && *libc::__errno_location() == libc::EINTR {}
         }
     }
     for &fd in anchors.iter() {
