@@ -3,6 +3,8 @@ takes to exit; the same after SIGKILL of gilty.
 
     .venv/bin/python bench/exact_close.py [--python PATH] [--duration 2] [--rounds 3]
 
+Each round runs both probe paths: "named" (tracefs probes and their keeper, the default) and "pmu"
+(GILTY_TRACE_PMU=1, the uprobe PMU, one private probe per event and thread: what gilty did before).
 Target: bench/targets/seven_threads.py (7 threads). Probes are seen from outside, read only: the first
 byte of take_gil, drop_gil and gc_collect_main in the target (/proc/PID/mem; an entry or return probe
 puts an int3 there) and gilty's entries in /sys/kernel/tracing/uprobe_events. Times are from the moment
@@ -94,13 +96,22 @@ def start_target(python: str):
     return proc
 
 
-def normal_run(python: str, duration: float) -> dict:
+def gilty_env(path: str) -> dict:
+    env = dict(os.environ)
+    env.pop("GILTY_TRACE_PMU", None)
+    if path == "pmu":
+        env["GILTY_TRACE_PMU"] = "1"
+    return env
+
+
+def normal_run(python: str, duration: float, path: str) -> dict:
     target = start_target(python)
     try:
         addrs = function_addresses(target.pid)
         assert not probed(target.pid, addrs)
         gilty = subprocess.Popen([GILTY, "record", "--exact", "--pid", str(target.pid), "--duration", str(duration),
-                                  "--rate", "1000", "--format", "json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                  "--rate", "1000", "--format", "json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 env=gilty_env(path))
         wait_until(lambda: probed(target.pid, addrs), 30)
         buf = b""
         report_at = None
@@ -139,12 +150,13 @@ def normal_run(python: str, duration: float) -> dict:
         target.wait()
 
 
-def killed_run(python: str) -> dict:
+def killed_run(python: str, path: str) -> dict:
     target = start_target(python)
     try:
         addrs = function_addresses(target.pid)
         gilty = subprocess.Popen([GILTY, "record", "--exact", "--pid", str(target.pid), "--duration", "60",
-                                  "--format", "json"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                  "--format", "json"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                 env=gilty_env(path))
         wait_until(lambda: probed(target.pid, addrs), 30)
         time.sleep(1.0)
         killed = time.monotonic()
@@ -168,18 +180,18 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=2.0)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
-    rows = {"normal": [], "sigkill": []}
+    rows = {}
     for _ in range(args.rounds):
-        rows["normal"].append(normal_run(args.python, args.duration))
-        print("normal ", rows["normal"][-1], flush=True)
-        rows["sigkill"].append(killed_run(args.python))
-        print("sigkill", rows["sigkill"][-1], flush=True)
-    for kind, rs in rows.items():
+        for path in ("pmu", "named"):
+            for kind, run in (("normal", lambda: normal_run(args.python, args.duration, path)),
+                              ("sigkill", lambda: killed_run(args.python, path))):
+                rows.setdefault((path, kind), []).append(run())
+                print(f"{path:5} {kind:7}", rows[(path, kind)][-1], flush=True)
+    for (path, kind), rs in rows.items():
         for key in rs[0]:
             vals = [r[key] for r in rs if isinstance(r[key], float)]
             if vals:
-                print(f"{kind:8} {key:24} median {statistics.median(vals):7.3f}  [{min(vals):.3f}, {max(vals):.3f}]")
-
+                print(f"{path:5} {kind:8} {key:24} median {statistics.median(vals):7.3f}  [{min(vals):.3f}, {max(vals):.3f}]")
 
 if __name__ == "__main__":
     main()

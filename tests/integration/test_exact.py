@@ -2,7 +2,7 @@
 
 Every recording runs a target with few threads for a few seconds at 1000 Hz, then kills it, so only
 one target burns CPU at a time; each (interpreter, case) is recorded once per module. Removing the
-uprobes costs the kernel ~0.1 s per probe and thread, which gilty waits for before it exits.
+probes is tested in test_exact_close.py.
 Measured values are kept with ``note`` and printed at the end of the session; the thresholds and what
 was measured on the 2-CPU dev box are in docs/exact.md, "## Accuracy".
 """

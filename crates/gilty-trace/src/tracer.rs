@@ -1,7 +1,7 @@
 //! Per-thread uprobe perf events and their ring buffers.
 //!
-//! For every thread of the target and every probe: `perf_event_open(attr, pid = tid, cpu = -1)` with the
-//! uprobe PMU. The first probe's fd of a thread is mmap'd as that thread's ring buffer; the other probes of
+//! For every thread of the target and every probe: `perf_event_open(attr, pid = tid, cpu = -1)`, of the
+//! probe's tracepoint when it is named in tracefs, else with the uprobe PMU. The first probe's fd of a thread is mmap'd as that thread's ring buffer; the other probes of
 //! the thread are redirected into it with `PERF_EVENT_IOC_SET_OUTPUT`. Samples carry
 //! `PERF_SAMPLE_IDENTIFIER | TID | TIME` (and `REGS_USER` when registers are requested); the identifier maps
 //! back to the probe through `PERF_EVENT_IOC_ID`.
@@ -24,12 +24,14 @@
 //! and hands its fds to the worker to close (so a reused tid is a new thread, not a stale one).
 //!
 //! ## Cost of closing
-//! Closing a uprobe perf event is slow: ~0.1 s per fd measured here, and closes from several threads do
-//! not overlap (the kernel's `perf_uprobe_destroy` unregisters the event's private trace_uprobe and waits
-//! for RCU grace periods under the global `event_mutex`). So no fd is ever closed in `poll`; the worker closes retired
-//! threads' fds, and `drop` waits for threads × probes × ~0.1 s ([`Tracer::close_in_background`] does not).
-//! While the worker is closing, a perf_event_open for a new thread waits for the same mutex — which is why
-//! attaching also happens in the worker, never in `poll`.
+//! Removing a probe is slow: ~0.1 s measured here, and removals from several threads do not overlap (the
+//! kernel unregisters the probe and waits for RCU grace periods under the global `event_mutex`). With the
+//! uprobe PMU every fd carries its own probe, so every close pays it. With named probes (`tracefs.rs`) only
+//! a probe's last event pays it, and the keeper process holds those (`keeper.rs`): every close here is
+//! instant. Either way no fd is closed in `poll`; the worker closes retired threads' fds, and `drop` waits
+//! for them ([`Tracer::close_in_background`] does not). While the kernel removes a probe, a
+//! perf_event_open for a new thread waits for the same mutex — which is why attaching also happens in the
+//! worker, never in `poll`.
 //!
 //! ## Enable order
 //! Return probes are enabled before entry probes (first at attach, then for each late thread), so the only
@@ -265,9 +267,10 @@ impl Tracer {
         self.last_error.as_ref()
     }
 
-    /// Stops sampling at once and removes the probes in a background thread; returns its handle. Removing
-    /// a uprobe perf event costs the kernel ~0.1 s (synchronous RCU grace periods under a global mutex, so
-    /// closes do not overlap): threads × probes × ~0.1 s in all. `drop` does the same but waits.
+    /// Stops sampling at once and closes the events in a background thread; returns its handle. Named
+    /// probes: instant (the keeper pays the removals later). Uprobe PMU: ~0.1 s per event in the kernel
+    /// (synchronous RCU grace periods under a global mutex, so closes do not overlap), threads × probes ×
+    /// ~0.1 s in all. `drop` does the same but waits.
     pub fn close_in_background(mut self) -> JoinHandle<()> {
         self.shutdown().expect("worker present until shutdown")
     }
@@ -308,8 +311,8 @@ impl Tracer {
 }
 
 impl Drop for Tracer {
-    /// Disables every event at once, then closes every fd (the kernel removes the uprobes) and waits for
-    /// that: ~0.1 s per thread per probe. Use [`Tracer::close_in_background`] not to wait.
+    /// Disables every event at once, then closes every fd and waits for that (~0.1 s per thread per probe
+    /// with the uprobe PMU). Use [`Tracer::close_in_background`] not to wait.
     fn drop(&mut self) {
         if let Some(h) = self.shutdown() {
             let _ = h.join();

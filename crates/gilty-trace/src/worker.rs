@@ -2,8 +2,9 @@
 //! - every `RESCAN_INTERVAL` it lists `/proc/PID/task` and attaches threads it has not seen (perf_event_open
 //!   of every probe, mmap, SET_OUTPUT, enable) and leaves them for `poll` to take over;
 //! - it closes the fds of threads that exited (handed over by `poll`) and, at shutdown, of all threads.
-//!   Each close of a uprobe perf event takes ~0.1 s in the kernel; closing is done one fd at a time with a
-//!   rescan between fds, so a new thread waits at most about one close before it is attached.
+//!   Each close of a uprobe PMU event takes ~0.1 s in the kernel (named probes: instant); closing is done
+//!   one fd at a time with a rescan between fds, so a new thread waits at most about one close before it
+//!   is attached.
 
 use std::collections::{HashSet, VecDeque};
 use std::os::fd::OwnedFd;
