@@ -16,7 +16,7 @@
 
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::attr::{self, PerfEventAttr};
 
@@ -28,14 +28,34 @@ const RETRY_MS: u32 = 10;
 pub(crate) struct Keeper {
     lifeline: OwnedFd,
     pub pid: i32,
+    /// The keeper's pidfd: tells whether it is still there to delete the probes.
+    pidfd: Option<OwnedFd>,
+    root: PathBuf,
+    remove_lines: Vec<String>,
+}
+
+impl Keeper {
+    fn alive(&self) -> bool {
+        let Some(fd) = &self.pidfd else { return false };
+        let mut p = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd, zero timeout. Readable = the process has exited.
+        unsafe { libc::poll(&mut p, 1, 0) == 0 }
+    }
 }
 
 impl Drop for Keeper {
     /// One byte before the end of file says "closed on purpose, my events are gone": the keeper need not
-    /// wait for this process to exit.
+    /// wait for this process to exit. If the keeper was killed, its anchors are closed and the
+    /// definitions are deleted here instead.
     fn drop(&mut self) {
-        // SAFETY: one byte from a local to our own pipe fd.
-        unsafe { libc::write(self.lifeline.as_raw_fd(), b"x".as_ptr().cast(), 1) };
+        if self.alive() {
+            // SAFETY: one byte from a constant to our own pipe fd.
+            unsafe { libc::write(self.lifeline.as_raw_fd(), b"x".as_ptr().cast(), 1) };
+            return;
+        }
+        for line in &self.remove_lines {
+            let _ = crate::tracefs::command(&self.root, line.trim_end());
+        }
     }
 }
 
@@ -122,7 +142,11 @@ pub(crate) fn start(root: &Path, ids: &[u64], remove_lines: &[String]) -> Result
         let e = std::io::Error::from_raw_os_error(buf[0]);
         return Err(StartError { message: format!("the probe keeper could not open its events: {e}"), keeper_removes: true });
     }
-    Ok(Keeper { lifeline: life_w, pid: buf[1] })
+    // SAFETY: pidfd_open on the pid the keeper just reported; -1 (it already died) is handled as dead.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, buf[1], 0) };
+    // SAFETY: a new fd from the kernel, owned here.
+    let pidfd = (pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) });
+    Ok(Keeper { lifeline: life_w, pid: buf[1], pidfd, root: root.to_owned(), remove_lines: remove_lines.to_vec() })
 }
 
 /// The keeper's whole life. Raw system calls only (see the module comment).

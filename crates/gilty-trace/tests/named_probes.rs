@@ -1,6 +1,7 @@
 //! Named probes (tracefs + keeper): the int3s leave the target as soon as the tracer is dropped, the
 //! drop does not wait for the kernel's slow probe removal (compared with the uprobe PMU path on the same
-//! target, in the same test), and the keeper deletes the definitions and exits afterwards.
+//! target, in the same test), and the keeper deletes the definitions and exits afterwards (or the tracer
+//! does, when the keeper was killed).
 //! One #[test]: it sets the environment variable that forces the PMU path.
 
 mod common;
@@ -94,4 +95,14 @@ fn named_probes_leave_at_once_and_are_deleted_by_the_keeper() {
     // The keeper then removes the probes (one slow removal each) and exits.
     wait_for("definitions deleted", || my_definitions() == 0);
     wait_for("keeper exited", || !running(keeper));
+
+    // A killed keeper: the tracer deletes the definitions itself when dropped.
+    let tracer = Tracer::attach(target.pid, &specs, 16).expect("attach (named, second)");
+    let keeper = tracer.keeper_pid().expect("a keeper");
+    assert_eq!(my_definitions(), specs.len());
+    unsafe { libc::kill(keeper, libc::SIGKILL) };
+    wait_for("keeper killed", || !running(keeper));
+    drop(tracer);
+    assert_eq!(my_definitions(), 0, "{}", std::fs::read_to_string(UPROBE_EVENTS).unwrap());
+    assert_eq!((target.text_byte(&lib, take.offset), target.text_byte(&lib, drop_gil.offset)), original);
 }
