@@ -29,7 +29,7 @@ def free_port() -> int:
 
 def series(port: int) -> int:
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    return len(set(re.findall(r'gilty_gil_hold_seconds_total\{pid="(\d+)",thread="[^"]*",tid="(\d+)"', text)))
+    return len(set(re.findall(r'gilty_gil_hold_seconds_total\{pid="(\d+)",role="[^"]*",process="[^"]*",thread="[^"]*",tid="(\d+)"', text)))
 
 
 def rss_mib(pid: int) -> float:
@@ -50,7 +50,7 @@ def main() -> None:
     )
     time.sleep(3)
     gilty = [str(REPO / ".venv" / "bin" / "gilty")]
-    sidecar = subprocess.Popen([*gilty, "serve", "-s", "--pid", str(server.pid), "--port", str(metrics_port), "--rate", "50"],
+    sidecar = subprocess.Popen([*gilty, "serve", "-s", "--pid", str(server.pid), "--port", str(metrics_port), "--rate", "50", "--per-thread"],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(3)
     print("| minute | requests | series | sidecar RSS (MiB) |")

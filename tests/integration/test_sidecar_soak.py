@@ -32,7 +32,7 @@ def gunicorn() -> str:
 
 def thread_series(port: int) -> set:
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    return set(re.findall(r'gilty_gil_hold_seconds_total\{pid="(\d+)",thread="[^"]*",tid="(\d+)"', text))
+    return set(re.findall(r'gilty_gil_hold_seconds_total\{pid="(\d+)",role="[^"]*",process="[^"]*",thread="[^"]*",tid="(\d+)"', text))
 
 
 def live_threads(master: int) -> int:
@@ -76,7 +76,7 @@ def test_series_follow_live_threads_on_a_respawning_server():
     try:
         wait_until(lambda: urllib.request.urlopen(f"http://127.0.0.1:{app_port}/", timeout=5).read(), "gunicorn did not answer")
         sidecar = subprocess.Popen(
-            [*gilty_command(), "serve", "-s", "--pid", str(server.pid), "--port", str(metrics_port), "--rate", "50"],
+            [*gilty_command(), "serve", "-s", "--pid", str(server.pid), "--port", str(metrics_port), "--rate", "50", "--per-thread"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=gilty_env(),
         )
         wait_until(lambda: thread_series(metrics_port), "the sidecar served no series")

@@ -4,8 +4,9 @@
   gilty serve --pid 4242 --rate 20 --bind 0.0.0.0 --port 9500
 
 Samples the process (and with -s its Python descendants: workers replaced after --max-requests are
-picked up) at a low rate for as long as it runs, and serves per-thread GIL hold / wait seconds and
-every state's seconds. When the process itself exits, gilty waits for a process with the same command
+picked up) at a low rate for as long as it runs, and serves GIL hold / wait seconds and every state's
+seconds per thread name (pools of numbered threads folded; --per-thread: per thread id), labelled with
+the process's role and short name, and per process its GIL utilisation, GC time and memory. When the process itself exits, gilty waits for a process with the same command
 line (a restart), re-attaches, and says so in one line. Stops on Ctrl-C or SIGTERM.
 """
 
@@ -30,11 +31,13 @@ RESTART_POLL_S = 0.5
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
-    parser.usage = "gilty serve --pid PID [--pid PID ...] [-s] [--rate HZ] [--bind ADDR] [--port PORT]"
+    parser.usage = "gilty serve --pid PID [--pid PID ...] [-s] [--rate HZ] [--bind ADDR] [--port PORT] [--per-thread]"
     add_pid_arguments(parser, required=True)
     parser.add_argument("--rate", type=sampling_rate, default=DEFAULT_RATE_HZ, metavar="HZ", help="samples per second (default: %(default)g)")
     parser.add_argument("--bind", default="127.0.0.1", metavar="ADDR", help="address to listen on (default: loopback only)")
     parser.add_argument("--port", type=port_number, default=DEFAULT_PORT, help="port of /metrics (default: %(default)d)")
+    parser.add_argument("--per-thread", action="store_true",
+                        help="one series per thread id (label tid) instead of one per thread name with numbered pools folded")
 
 
 def _handler(totals: Totals):
@@ -71,7 +74,7 @@ def _sample(native, pids: list, follow: bool, rate: float, totals: Totals, stop)
         got = process_set.collect(SLICE_S)
         for event in got["events"]:
             if event["kind"] == "attached":
-                totals.attached(event["pid"], event["cmdline"])
+                totals.attached(event["pid"], event["cmdline"], event.get("ppid") or None)
         for pid, batch in got["batches"].items():
             totals.add(pid, batch)
         for event in got["events"]:
@@ -89,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     missing = [pid for pid, cmd in roots.items() if not cmd]
     if missing:
         raise CommandError(f"no process with pid {missing[0]}", 3)
-    totals = Totals(1.0 / args.rate)
+    totals = Totals(1.0 / args.rate, per_thread=bool(args.per_thread))
     try:
         server = http.server.ThreadingHTTPServer((args.bind, args.port), _handler(totals))
     except OSError as e:

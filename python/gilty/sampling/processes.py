@@ -75,34 +75,28 @@ class ProcessTracker:
 
 
 def roles(recording: Recording) -> dict:
-    """{pid: "master" | "worker" | "child" | "main"} where the tree makes it obvious.
+    """{pid: "master" | "worker" | "child" | "main"} where the tree makes it obvious (``roles_of``)."""
+    return roles_of([(s.target.pid, s.target.ppid, s.target.cmdline) for s in recording.sessions])
 
-    A recorded process with recorded children is a master; a child with its parent's or a
-    sibling's command line (a forked worker) is a worker; any other child is a child; the rest
-    are main.
-    """
-    by_pid = {s.target.pid: s for s in recording.sessions}
-    parents = {s.target.ppid for s in recording.sessions}
+
+def roles_of(members: list) -> dict:
+    """Roles of (pid, ppid, cmdline) triples: a process with a listed child is a master; a child with
+    its parent's or a sibling's command line (a forked worker, a pool of workers) is a worker; any
+    other child is a child; the rest are main. ``gilty serve`` uses it without a Recording."""
+    by_pid = {pid: (ppid, cmdline) for pid, ppid, cmdline in members}
+    parents = {ppid for ppid, _ in by_pid.values()}
     out = {}
-    for pid, s in by_pid.items():
-        parent = by_pid.get(s.target.ppid) if s.target.ppid else None
+    for pid, (ppid, cmdline) in by_pid.items():
+        parent = by_pid.get(ppid) if ppid else None
         if pid in parents:
             out[pid] = "master"
         elif parent is not None:
-            same = bool(s.target.cmdline) and s.target.cmdline == parent.target.cmdline
-            out[pid] = "worker" if same or _twins(recording, s) else "child"
+            same = bool(cmdline) and cmdline == parent[1]
+            twins = bool(cmdline) and any(p != pid and pp == ppid and c == cmdline for p, (pp, c) in by_pid.items())
+            out[pid] = "worker" if same or twins else "child"
         else:
             out[pid] = "main"
     return out
-
-
-def _twins(recording: Recording, session: Session) -> bool:
-    """Another child of the same parent runs the same command line (a pool of workers)."""
-    t = session.target
-    return any(
-        s is not session and s.target.ppid == t.ppid and t.cmdline and s.target.cmdline == t.cmdline
-        for s in recording.sessions
-    )
 
 
 # -- the "use --subprocesses" hint -------------------------------------------------------------
