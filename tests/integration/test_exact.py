@@ -2,7 +2,7 @@
 
 Every recording runs a target with few threads for a few seconds at 1000 Hz, then kills it, so only
 one target burns CPU at a time; each (interpreter, case) is recorded once per module. Removing the
-uprobes costs the kernel ~0.1 s per probe and thread, which gilty waits for before it exits.
+probes is tested in test_exact_close.py.
 Measured values are kept with ``note`` and printed at the end of the session; the thresholds and what
 was measured on the 2-CPU dev box are in docs/exact.md, "## Accuracy".
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import signal
 import statistics
 import subprocess
@@ -438,7 +439,12 @@ def test_gc_automatic_collections(pyenv_interp, gc_report):
 
 
 def take_gil_address(pid: int) -> int:
-    """Address of take_gil in ``pid``: the mapped file defining it, its symbol value and its mapping."""
+    return function_address(pid, "take_gil")
+
+
+def function_address(pid: int, function: str) -> int:
+    """Address of ``function`` (take_gil, drop_gil...) in ``pid``: the mapped file defining it, its symbol
+    value and its mapping."""
     maps = []
     for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
         parts = line.split(None, 5)
@@ -452,7 +458,7 @@ def take_gil_address(pid: int) -> int:
             files.append(path)
     for path in files:
         nm = subprocess.run(["nm", "--defined-only", path], capture_output=True, text=True).stdout
-        m = re.search(r"^([0-9a-f]+) [tT] take_gil$", nm, re.M)
+        m = re.search(rf"^([0-9a-f]+) [tT] {function}$", nm, re.M)
         if not m:
             continue
         value = int(m.group(1), 16)
@@ -463,12 +469,12 @@ def take_gil_address(pid: int) -> int:
             off, vaddr, memsz = (int(x, 16) for x in s.groups())
             if vaddr <= value < vaddr + memsz:
                 offset = value - vaddr + off
-        assert offset is not None, f"take_gil at {value:#x} is in no LOAD segment of {path}"
+        assert offset is not None, f"{function} at {value:#x} is in no LOAD segment of {path}"
         for lo, hi, perms, moff, mpath in maps:
             if mpath == path and "x" in perms and moff <= offset < moff + (hi - lo):
                 return lo + offset - moff
-        raise AssertionError(f"{path}: take_gil (file offset {offset:#x}) is not mapped executable in {pid}")
-    raise AssertionError(f"no mapped interpreter file of {pid} defines take_gil: {files}")
+        raise AssertionError(f"{path}: {function} (file offset {offset:#x}) is not mapped executable in {pid}")
+    raise AssertionError(f"no mapped interpreter file of {pid} defines {function}: {files}")
 
 
 def first_byte(pid: int, addr: int) -> int:
@@ -510,6 +516,19 @@ def relative_rate(proc, control, n: int) -> float:
 INT3 = 0xCC
 
 
+def wait_for_line(stream, prefix: bytes, deadline: float) -> None:
+    """Reads ``stream`` (a pipe) until a line starting with ``prefix``; fails at ``deadline`` or its end."""
+    buf = b""
+    fd = stream.fileno()
+    while not any(line.startswith(prefix) for line in buf.split(b"\n")):
+        left = deadline - time.monotonic()
+        assert left > 0, f"no line {prefix!r} in time; got {buf!r}"
+        if select.select([fd], [], [], left)[0]:
+            chunk = os.read(fd, 4096)
+            assert chunk, f"stream ended without a line {prefix!r}; got {buf!r}"
+            buf += chunk
+
+
 # Guards: probes (int3 at take_gil) left in a target when gilty is killed and cannot clean up, which
 # would slow every GIL handoff of the target for the rest of its life.
 def test_sigkill_mid_record_leaves_no_probes(pyenv_interp, targets):
@@ -534,6 +553,10 @@ def test_sigkill_mid_record_leaves_no_probes(pyenv_interp, targets):
             assert gilty.poll() is None, f"gilty exited {gilty.returncode}: {gilty.stderr.read().decode()}"
             assert time.monotonic() < deadline, "take_gil never got its int3: gilty did not attach"
             time.sleep(0.01)
+        # The int3 goes in with the first thread's events; they record (and cost the target most) once
+        # all are enabled, when gilty says it is recording. Opening them can wait for the kernel to
+        # finish removing an earlier tracer's probes (the keeper of the previous record, say).
+        wait_for_line(gilty.stderr, b"gilty: recording", deadline)
         attached = relative_rate(proc, control, 3)
         time.sleep(max(0.0, started + 1.5 - time.monotonic()))
         assert gilty.poll() is None, f"gilty exited {gilty.returncode} before the kill: {gilty.stderr.read().decode()}"
