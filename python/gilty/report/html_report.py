@@ -27,6 +27,10 @@ from gilty.sampling.session import STATE_NAMES, WAITING_GIL, Recording, Session
 
 # Bands per thread on the timeline; longer recordings are downsampled to this many.
 MAX_BANDS = 2000
+# Bands on the whole page: every band is an element the browser lays out (about 15 µs each in
+# Chromium), so with many threads each gets fewer columns, though never fewer than MIN_BANDS.
+PAGE_BANDS = 40000
+MIN_BANDS = 200
 _TOKEN = re.compile(r"/\*@(CSS|JS|DATA)@\*/")
 
 
@@ -43,10 +47,15 @@ def script_json(value) -> str:
 # -- data -------------------------------------------------------------------------------------
 
 
-def bands(session: Session, tid: int, duration: float) -> list:
-    """[[start_s, end_s, state], ...] of one thread, at most MAX_BANDS.
+def band_limit(threads: int) -> int:
+    """Bands per thread on a page of ``threads`` threads."""
+    return max(MIN_BANDS, min(MAX_BANDS, PAGE_BANDS // max(threads, 1)))
 
-    Over the limit, time is cut into MAX_BANDS equal slots, each showing the state that filled
+
+def bands(session: Session, tid: int, duration: float, limit: Optional[int] = None) -> list:
+    """[[start_s, end_s, state], ...] of one thread, at most ``limit`` (default MAX_BANDS).
+
+    Over the limit, time is cut into ``limit`` equal slots, each showing the state that filled
     most of it, and neighbouring slots in one state are merged again.
 
     One pass over the thread's run columns, holding at most MAX_BANDS bands or the slots' shares:
@@ -56,7 +65,7 @@ def bands(session: Session, tid: int, duration: float) -> list:
     times = session.times
     if runs is None or not times:
         return []
-    limit = MAX_BANDS
+    limit = MAX_BANDS if limit is None else limit
     slot = duration / limit if duration > 0 else 0.0
     n = len(times)
     tail = times[-1] + session.period_s  # end of the last pass
@@ -151,7 +160,7 @@ def _busiest(session: Session) -> Optional[dict]:
     }
 
 
-def _process(session: Session, frames: dict, frame_list: list, role: str = "") -> dict:
+def _process(session: Session, frames: dict, frame_list: list, role: str = "", limit: int = MAX_BANDS) -> dict:
     summary = summarise(session)
     duration = session.duration_s
     threads = []
@@ -179,7 +188,7 @@ def _process(session: Session, frames: dict, frame_list: list, role: str = "") -
                     "hold_s": exact.hold_s, "wait_s": exact.wait_s,
                     "hold": _distribution(exact.hold), "wait": _distribution(exact.wait),
                 },
-                "bands": bands(session, t.tid, duration),
+                "bands": bands(session, t.tid, duration, limit),
             }
         )
     samples = []
@@ -231,7 +240,8 @@ def page_data(
     frames: dict = {}
     frame_list: list = []
     role_of = roles(recording)
-    processes = [_process(s, frames, frame_list, role_of.get(s.target.pid, "")) for s in recording.sessions]
+    limit = band_limit(sum(len(s.thread_runs) for s in recording.sessions))
+    processes = [_process(s, frames, frame_list, role_of.get(s.target.pid, ""), limit) for s in recording.sessions]
     options = options or PictureOptions()
     duration = recording.duration_s
     if duration is None:
