@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/html_big.py --record /tmp/big.json --duration 420 --rate 1000 --threads 200
     .venv/bin/python bench/html_big.py --reuse /tmp/big.json \\
-        [--variant before=/tmp/gilty-before] [--variant after=python] [--json FILE]
+        [--variant before=/tmp/gilty-before] [--variant after=python] [--chromium] [--json FILE]
 
 --record first records bench/targets/mixed32.py (--threads threads: 4 spinning, the rest napping
 1-5 ms, so every thread changes state every few passes: runs grow with time) with
@@ -13,7 +13,9 @@ recording saved before. Then, for each ``--variant NAME=DIR`` (a ``python/`` tre
     gilty report FILE -o out.html        gilty report FILE -o out.txt        gilty report FILE --format json
 
 each under /usr/bin/time -v: wall seconds and peak RSS (MiB), and the HTML's size. The figures that
-matter are the ratios to the text render of the same variant in the same run.
+matter are the ratios to the text render of the same variant in the same run. With --chromium, each
+variant's page is then opened in headless Chromium (the DevTools harness of
+tests/integration/test_html_chromium.py): seconds to its load event and the timeline bands drawn.
 """
 
 from __future__ import annotations
@@ -72,6 +74,33 @@ def shape(path: str) -> dict:
     }
 
 
+def chromium_load(pages: dict) -> dict:
+    """Seconds until each page's load event in headless Chromium (the tests' DevTools harness),
+    whether its script finished, and how many timeline bands it drew."""
+    sys.path[:0] = [os.path.join(REPO, "tests"), os.path.join(REPO, "tests", "integration")]
+    import time
+    from pathlib import Path
+
+    from test_html_chromium import Browser
+
+    out = {}
+    with tempfile.TemporaryDirectory() as profile:
+        browser = Browser(Path(profile))
+        try:
+            for name, page in pages.items():
+                start = time.monotonic()
+                browser.open(Path(page))
+                out[name] = {
+                    "load_s": round(time.monotonic() - start, 2),
+                    "ready": browser.js("document.body.dataset.ready") == "1",
+                    "errors": len(browser.errors()),
+                    "bands": browser.js("document.querySelectorAll('#timeline .tl-band').length"),
+                }
+        finally:
+            browser.close()
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     source = parser.add_mutually_exclusive_group(required=True)
@@ -83,6 +112,7 @@ def main() -> int:
     parser.add_argument("--python", default=DEFAULT_TARGET_PYTHON, help="the target's interpreter")
     parser.add_argument("--variant", action="append", metavar="NAME=DIR",
                         help="a gilty python/ tree to import (repeatable; default: this checkout's python/)")
+    parser.add_argument("--chromium", action="store_true", help="also load each variant's page in headless Chromium")
     parser.add_argument("--json", metavar="FILE", help="also write the results here")
     args = parser.parse_args()
 
@@ -99,12 +129,16 @@ def main() -> int:
                                ("json", ["--format", "json", "-o", f"{out}/x.json"])):
                 row[fmt] = timed(os.path.abspath(tree), "report", path, *extra)
             row["html_mib"] = round(os.path.getsize(f"{out}/x.html") / 2**20, 1)
+            os.rename(f"{out}/x.html", f"{out}/{name}.html")
             row["html_over_text"] = {
                 "wall": round(row["html"]["wall_s"] / max(row["text"]["wall_s"], 1e-3), 2),
                 "rss": round(row["html"]["peak_rss_mib"] / max(row["text"]["peak_rss_mib"], 1e-3), 2),
             }
             results["variants"][name] = row
             print(json.dumps({name: row}), flush=True)
+        if args.chromium:
+            results["chromium"] = chromium_load({name: f"{out}/{name}.html" for name, _tree in variants})
+            print(json.dumps({"chromium": results["chromium"]}), flush=True)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(results, f, indent=2)
