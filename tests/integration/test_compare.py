@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from conftest import TARGETS, free_port, gilty_command, gilty_env
-from timing_reference import TRANSPORT_S, Pressure, busy, quantile, within_server_time
+from timing_reference import TRANSPORT_S, Pressure, assert_unless_busy, busy, quantile, within_server_time
 
 
 def gilty(*args, timeout=120) -> subprocess.CompletedProcess:
@@ -106,6 +106,8 @@ def test_recordings_side_by_side(tmp_path, interp):
     why = busy(pressure.share())
     same = compare(a, again)
     assert same["compared"] == "recording"
+    if any(k[0] == "thread worker" for k in flagged(same)) and why:
+        pytest.skip(f"the machine was too busy to repeat a recording ({why}): {same['rows']}")
     assert not any(k[0] == "thread worker" for k in flagged(same)), same["rows"]
     changed = compare(a, busier)
     rows = {(r["scope"], r["metric"]): r for r in changed["rows"]}
@@ -115,7 +117,9 @@ def test_recordings_side_by_side(tmp_path, interp):
         pytest.skip(f"the machine was too busy for the change to stand out of 3 one-second blocks ({why}): "
                     f"{[rows.get(k) for k in expected]}")
     assert expected <= flagged(changed), changed["rows"]
-    assert 0.25 <= rows[("thread worker", "holding_gil")]["change"] <= 0.5
+    # Busy for 30 % then 70 % of the wall clock: running Python, or (busy host) runnable without a CPU.
+    busier_by = sum(rows[("thread worker", m)]["change"] for m in ("holding_gil", "cpu_wait") if ("thread worker", m) in rows)
+    assert_unless_busy(0.25 <= busier_by <= 0.5, pressure, f"worker busier by {busier_by:.3f}: {changed['rows']}")
     # Its sleeping share falls by as much, but other jobs on the CPUs blur sleep into native and
     # runnable time, so only its direction is asserted.
     assert rows[("thread worker", "idle")]["change"] < -0.1
@@ -168,9 +172,11 @@ def test_one_added_function_is_found_and_drawn_red(tmp_path, interp):
     # steady() still runs as long, but is now a smaller share of the not-idle time.
     assert rows[("function steady (extra_function.py)", "total_share")]["change"] < 0
     functions = [r for r in result["rows"] if r["scope"].startswith("function ")]
-    # The largest change is the added function. (Other rows may move too on a loaded machine: a
-    # start-up that takes longer is a larger share of one run's not-idle samples.)
-    assert functions[0]["scope"] == "function extra_work (extra_function.py)", functions[:3]
+    # The added function is the largest rise, and listed among the first two (steady()'s share falls
+    # by about as much: which of the two is first depends on the machine's load).
+    rises = sorted((r for r in functions if r["change"] > 0), key=lambda r: -r["change"])
+    assert rises[0]["scope"] == "function extra_work (extra_function.py)", rises[:3]
+    assert "function extra_work (extra_function.py)" in [r["scope"] for r in functions[:2]], functions[:3]
 
     svg_path = tmp_path / "diff.svg"
     done = gilty("compare", a, b, "-o", svg_path)

@@ -2,7 +2,7 @@
 
 Every recording runs a target with few threads for a few seconds at 1000 Hz, then kills it, so only
 one target burns CPU at a time; each (interpreter, case) is recorded once per module. Removing the
-uprobes costs the kernel ~0.1 s per probe and thread, which gilty waits for before it exits.
+probes is tested in test_exact_close.py.
 Measured values are kept with ``note`` and printed at the end of the session; the thresholds and what
 was measured on the 2-CPU dev box are in docs/exact.md, "## Accuracy".
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import signal
 import statistics
 import subprocess
@@ -121,15 +122,29 @@ def record_with_run_delays(pid: int, duration: float, label: str) -> dict:
     return report
 
 
-def sampled_and_exact(thread: dict) -> dict:
+def sampled_and_exact(thread: dict, case: str = "") -> dict:
     """{"hold": (sampled, exact), "wait": (sampled, exact)} as fractions of the record."""
     s, e = thread["states"], thread["exact"]
     exact_hold = e["hold_fraction"] if e else 0.0  # null: no GIL event at all during the record
     # The sampler's waiting_gil covers both take_gil and drop_gil's wait for the requester.
     exact_wait = e["wait_fraction"] + e["handoff_fraction"] if e else 0.0
-    # A holder preempted by the kernel still holds the GIL: exact tracing counts that time as a hold.
-    held = s["holding_gil"] + s["gc"] + (thread.get("cpu_wait_holding_gil") or 0.0)
-    return {"hold": (held, exact_hold), "wait": (s["waiting_gil"], exact_wait)}
+    # Exact tracing does not see the CPU: a holder preempted by the kernel still holds the GIL, and a
+    # thread that always wants the GIL, runnable without a CPU and not holding it, is in take_gil
+    # (woken, not yet run) or drop_gil. The sampler calls both cpu_wait (busy host, e.g. CI).
+    held_cpu_wait = thread.get("cpu_wait_holding_gil") or 0.0
+    held = s["holding_gil"] + s["gc"] + held_cpu_wait
+    waited = s["waiting_gil"]
+    if thread["name"] in ALWAYS_WANTING.get(case, ()):
+        waited += max(0.0, s["cpu_wait"] - held_cpu_wait)
+    return {"hold": (held, exact_hold), "wait": (waited, exact_wait)}
+
+
+def unattributed_cpu_wait(thread: dict, case: str) -> float:
+    """cpu_wait the comparison cannot place: not holding the GIL, of a thread that does not always
+    want it (it may have been in take_gil or in its own native code when the kernel held it off)."""
+    if thread["name"] in ALWAYS_WANTING.get(case, ()):
+        return 0.0
+    return max(0.0, thread["states"]["cpu_wait"] - (thread.get("cpu_wait_holding_gil") or 0.0))
 
 
 # -- test 2: the sampler against exact tracing --------------------------------------------------
@@ -166,7 +181,7 @@ class Recordings:
                 raise
             self.reports[case] = report
             for t in report["threads"]:
-                for what, (sampled, exact) in sampled_and_exact(t).items():
+                for what, (sampled, exact) in sampled_and_exact(t, case).items():
                     note(self.interp, f"{case}/{t['name']}: {what} sampled-exact", round(sampled - exact, 4))
         return self.reports[case]
 
@@ -202,13 +217,16 @@ def _cases_threads_quantities():
 def test_sampled_matches_exact(recordings, case, name, what):
     report = recordings.get(case)
     thread = thread_named(report, name)
-    sampled, exact = sampled_and_exact(thread)[what]
-    detail = f"{case}/{name} {what}: sampled {sampled:.4f}, exact {exact:.4f} (states {thread['states']}, exact {thread['exact'] and {k: thread['exact'][k] for k in ('hold_fraction', 'wait_fraction', 'acquisitions', 'forced_switches')}})"
+    sampled, exact = sampled_and_exact(thread, case)[what]
+    # A wait may hide in the cpu_wait the sampler cannot place: the exact figure lies between.
+    spare = unattributed_cpu_wait(thread, case) if what == "wait" else 0.0
+    gap = 0.0 if sampled <= exact <= sampled + spare else min(abs(exact - sampled), abs(exact - sampled - spare))
+    detail = f"{case}/{name} {what}: sampled {sampled:.4f} (+{spare:.4f} unplaced cpu_wait), exact {exact:.4f} (states {thread['states']}, exact {thread['exact'] and {k: thread['exact'][k] for k in ('hold_fraction', 'wait_fraction', 'acquisitions', 'forced_switches')}})"
     # 3.10 runs its eval breaker after calls and on entering a frame too, so a thread forced off the GIL
     # can stand on any such instruction: until the sampler read the thread's recursion counter there
     # (FrameWalker::calls_in_progress), one not yet blocked was classified native (3-10% for the
     # gc-churner), which this used to let pass as an expected failure.
-    assert abs(sampled - exact) <= tolerance_for(report), f"{detail}; sampler: {report['samples']} passes, {report['errors']['late']} late"
+    assert gap <= tolerance_for(report), f"{detail}; sampler: {report['samples']} passes, {report['errors']['late']} late"
 
 
 # Threads that want the GIL all the time (pure-Python busy loops): what exact mode does not count as
@@ -229,7 +247,7 @@ def test_sampled_wait_is_exact_non_hold(recordings, case):
     bad = []
     for name in ALWAYS_WANTING[case]:
         t = thread_named(report, name)
-        sampled = t["states"]["waiting_gil"]
+        sampled = sampled_and_exact(t, case)["wait"][0]
         non_hold = 1.0 - t["exact"]["hold_fraction"]
         note(recordings.interp, f"{case}/{name}: wait sampled-(1-hold)", round(sampled - non_hold, 4))
         if abs(sampled - non_hold) > tolerance_for(report):
@@ -421,7 +439,12 @@ def test_gc_automatic_collections(pyenv_interp, gc_report):
 
 
 def take_gil_address(pid: int) -> int:
-    """Address of take_gil in ``pid``: the mapped file defining it, its symbol value and its mapping."""
+    return function_address(pid, "take_gil")
+
+
+def function_address(pid: int, function: str) -> int:
+    """Address of ``function`` (take_gil, drop_gil...) in ``pid``: the mapped file defining it, its symbol
+    value and its mapping."""
     maps = []
     for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
         parts = line.split(None, 5)
@@ -435,7 +458,7 @@ def take_gil_address(pid: int) -> int:
             files.append(path)
     for path in files:
         nm = subprocess.run(["nm", "--defined-only", path], capture_output=True, text=True).stdout
-        m = re.search(r"^([0-9a-f]+) [tT] take_gil$", nm, re.M)
+        m = re.search(rf"^([0-9a-f]+) [tT] {function}$", nm, re.M)
         if not m:
             continue
         value = int(m.group(1), 16)
@@ -446,12 +469,12 @@ def take_gil_address(pid: int) -> int:
             off, vaddr, memsz = (int(x, 16) for x in s.groups())
             if vaddr <= value < vaddr + memsz:
                 offset = value - vaddr + off
-        assert offset is not None, f"take_gil at {value:#x} is in no LOAD segment of {path}"
+        assert offset is not None, f"{function} at {value:#x} is in no LOAD segment of {path}"
         for lo, hi, perms, moff, mpath in maps:
             if mpath == path and "x" in perms and moff <= offset < moff + (hi - lo):
                 return lo + offset - moff
-        raise AssertionError(f"{path}: take_gil (file offset {offset:#x}) is not mapped executable in {pid}")
-    raise AssertionError(f"no mapped interpreter file of {pid} defines take_gil: {files}")
+        raise AssertionError(f"{path}: {function} (file offset {offset:#x}) is not mapped executable in {pid}")
+    raise AssertionError(f"no mapped interpreter file of {pid} defines {function}: {files}")
 
 
 def first_byte(pid: int, addr: int) -> int:
@@ -493,6 +516,19 @@ def relative_rate(proc, control, n: int) -> float:
 INT3 = 0xCC
 
 
+def wait_for_line(stream, prefix: bytes, deadline: float) -> None:
+    """Reads ``stream`` (a pipe) until a line starting with ``prefix``; fails at ``deadline`` or its end."""
+    buf = b""
+    fd = stream.fileno()
+    while not any(line.startswith(prefix) for line in buf.split(b"\n")):
+        left = deadline - time.monotonic()
+        assert left > 0, f"no line {prefix!r} in time; got {buf!r}"
+        if select.select([fd], [], [], left)[0]:
+            chunk = os.read(fd, 4096)
+            assert chunk, f"stream ended without a line {prefix!r}; got {buf!r}"
+            buf += chunk
+
+
 # Guards: probes (int3 at take_gil) left in a target when gilty is killed and cannot clean up, which
 # would slow every GIL handoff of the target for the rest of its life.
 def test_sigkill_mid_record_leaves_no_probes(pyenv_interp, targets):
@@ -517,6 +553,10 @@ def test_sigkill_mid_record_leaves_no_probes(pyenv_interp, targets):
             assert gilty.poll() is None, f"gilty exited {gilty.returncode}: {gilty.stderr.read().decode()}"
             assert time.monotonic() < deadline, "take_gil never got its int3: gilty did not attach"
             time.sleep(0.01)
+        # The int3 goes in with the first thread's events; they record (and cost the target most) once
+        # all are enabled, when gilty says it is recording. Opening them can wait for the kernel to
+        # finish removing an earlier tracer's probes (the keeper of the previous record, say).
+        wait_for_line(gilty.stderr, b"gilty: recording", deadline)
         attached = relative_rate(proc, control, 3)
         time.sleep(max(0.0, started + 1.5 - time.monotonic()))
         assert gilty.poll() is None, f"gilty exited {gilty.returncode} before the kill: {gilty.stderr.read().decode()}"

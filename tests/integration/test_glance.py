@@ -169,10 +169,11 @@ def test_svg_labels_keep_the_function_name_idle_off_workers_merged(browser, outp
     handler = [(t, text) for t, text in shown if t.startswith("busy_handler (")]
     assert handler and "/tests/targets/server_app/serverapp.py:" in handler[0][0]
     assert any(text.startswith("busy_handler (serverapp.py:") for _t, text in handler), handler
-    # Coloured by state: a frame mostly holding the GIL is red-orange, one idle would be grey.
+    # Coloured by state: a frame mostly holding the GIL is red-orange, one idle would be grey; on a
+    # busy host the handler may be mostly runnable without a CPU, which is green.
     fill = next(f for t, _x, f in python if t.startswith("busy_handler ("))
     r, g, b = (int(x) for x in fill[4:-1].split(","))
-    assert r > g and r > b, fill
+    assert (r > g and r > b) or (g > r and g > b), fill
 
 
 HTML_FRAMES_JS = "Array.from(document.querySelectorAll('#flamegraph .frame')).map(e => [e.textContent, e.title, e.dataset.kind])"

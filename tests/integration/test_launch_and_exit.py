@@ -10,6 +10,7 @@ import time
 import pytest
 
 from conftest import TARGETS, gilty_command, gilty_env, parse_json, run_gilty, thread_named
+from timing_reference import Pressure, assert_unless_busy
 
 pytestmark = pytest.mark.interpreter
 
@@ -47,19 +48,23 @@ def record_until_target_exits(proc) -> tuple:
 # exits (hanging until a timeout), or reporting the natural end of the command as an error.
 def test_launch_mode_records_until_the_command_exits(interp):
     argv = [interp.path, str(TARGETS / SHORT_TARGET)]
+    pressure = Pressure()
     started = time.monotonic()
-    rc, out, err = run_gilty("record", "--rate", 200, "--format", "json", "--", *argv, timeout=30)
+    rc, out, err = run_gilty("record", "--rate", 200, "--format", "json", "--", *argv, timeout=60)
     elapsed = time.monotonic() - started
     assert rc == 0, f"exit {rc}; stderr:\n{err}"
     assert "Traceback" not in err, err
-    assert elapsed < 10, f"gilty took {elapsed:.1f} s for a 1.5 s command"
     report = parse_json(out)
+    # The command spins 1.5 s by its own clock; gilty ends with it, not at some later timeout.
+    assert_unless_busy(elapsed < 10, pressure, f"gilty took {elapsed:.1f} s for a 1.5 s command")
     assert report["command"] == argv, report["command"]
     assert report["partial"] is False and report["stopped_by"] == "target_exit", report
-    assert 0.5 <= report["duration_s"] <= 5, report["duration_s"]
+    assert 0.5 <= report["duration_s"] <= elapsed, (report["duration_s"], elapsed)
     assert report["samples"] >= 50, report["samples"]
     spinner = thread_named(report, "short-spinner")
-    assert spinner["states"]["holding_gil"] >= 0.5, spinner["states"]  # the only runnable thread
+    # The only runnable thread: it holds the GIL, with or without a CPU (cpu_wait on a busy host).
+    held = spinner["states"]["holding_gil"] + (spinner.get("cpu_wait_holding_gil") or 0.0)
+    assert held >= 0.5, spinner["states"]
     assert report["target"]["python_version"].startswith(interp.minor_str), report["target"]
 
 

@@ -77,7 +77,9 @@ def test_server_time_is_charged_to_each_endpoint(run):
     # about 20 ms per request x ~27 requests
     assert 0.25 <= block["total_s"] <= 1.5, block
     # URL building is Python: the GIL is held (or waited for), under quote() called from build_url.
-    assert urls["share_holding"] + urls["seconds"].get("waiting_gil", 0) / urls["total_s"] >= 0.7, urls
+    # On a busy host part of that is runnable without a CPU (cpu_wait), which is neither idle nor native.
+    python_time = urls["share_holding"] + (urls["seconds"].get("waiting_gil", 0) + urls["seconds"].get("cpu_wait", 0)) / urls["total_s"]
+    assert python_time >= 0.7, urls
     assert urls["top_site"].startswith("quote ("), urls
 
 

@@ -20,6 +20,7 @@ import urllib.request
 import pytest
 
 from conftest import free_port, start_target
+from timing_reference import Pressure, assert_unless_busy, busy
 
 PROMETHEUS = shutil.which("prometheus")
 
@@ -50,6 +51,7 @@ def _query(port: int, promql: str) -> list:
 @pytest.mark.skipif(PROMETHEUS is None, reason="Prometheus server not installed (Debian package prometheus; make system-deps)")
 def test_prometheus_scrapes_hold_and_wait(tmp_path):
     app_port = free_port()
+    pressure = Pressure()
     target = start_target(sys.executable, "metrics_spinners.py", "prometheus", str(app_port))
     prom, prom_port = _start_prometheus(tmp_path, app_port, "gilty")
     try:
@@ -76,9 +78,14 @@ def test_prometheus_scrapes_hold_and_wait(tmp_path):
         for thread, rates in by_thread.items():
             # Each spinner holds about half of the time both spend on the GIL, and waits the other half.
             share = rates["hold"] / (rates["hold"] + rates["wait"])
-            assert 0.3 <= share <= 0.7, (thread, rates, seen)
-            # hold + wait cover most of every second (the rest: handoffs read as native on a busy machine)
-            assert rates["hold"] + rates["wait"] >= 0.6, (thread, rates, seen)
+            assert_unless_busy(0.3 <= share <= 0.7, pressure, f"{thread}: {rates}, states {seen}")
+            # hold + wait cover most of every second (the rest: handoffs read as native, and time
+            # runnable without a CPU, on a busy machine)
+            covered = rates["hold"] + rates["wait"] + seen.get((thread, "cpu_wait"), 0.0)
+            why = busy(pressure.share())
+            if covered < 0.6 and why:
+                pytest.skip(f"the machine was too busy for the spinners to run ({why}): {thread} {rates}, states {seen}")
+            assert covered >= 0.6, (thread, rates, seen)
         gc_series = _query(prom_port, "gilty_process_private_bytes")
         assert gc_series and float(gc_series[0]["value"][1]) > 0
     finally:
@@ -110,6 +117,7 @@ def test_otlp_exporter_sends_gilty_metrics():
     url = f"http://127.0.0.1:{server.server_address[1]}/v1/metrics"
     _OtlpReceiver.received = []
     try:
+        pressure = Pressure()
         target = start_target(sys.executable, "metrics_spinners.py", "otlp", url, "2.5")
         target.popen.wait(timeout=60)
         assert target.popen.returncode == 0, target.stderr_text()
@@ -134,7 +142,7 @@ def test_otlp_exporter_sends_gilty_metrics():
     for spinner in ("spinner-0", "spinner-1"):
         hold, wait = last[("gilty.gil.hold", spinner)], last[("gilty.gil.wait", spinner)]
         # cumulative seconds over ~2.5 s of spinning: about half each
-        assert 0.6 <= hold / (hold + wait) * 2 <= 1.4, (hold, wait)
+        assert_unless_busy(0.6 <= hold / (hold + wait) * 2 <= 1.4, pressure, f"{spinner}: held {hold:.3f} s, waited {wait:.3f} s")
         assert hold + wait >= 1.0
 
 
@@ -148,6 +156,7 @@ def _gilty_serve(pid: int, port: int) -> subprocess.Popen:
 @pytest.mark.skipif(PROMETHEUS is None, reason="Prometheus server not installed (Debian package prometheus; make system-deps)")
 def test_prometheus_scrapes_the_sidecar_and_it_survives_a_restart(tmp_path):
     serve_port = free_port()
+    pressure = Pressure()
     target = start_target(sys.executable, "spinners.py")
     sidecar = _gilty_serve(target.pid, serve_port)
     prom, prom_port = _start_prometheus(tmp_path, serve_port, "gilty-serve")
@@ -165,7 +174,7 @@ def test_prometheus_scrapes_the_sidecar_and_it_survives_a_restart(tmp_path):
         for row in holds:
             hold, wait = float(row["value"][1]), waits[row["metric"]["thread"]]
             assert row["metric"]["pid"] == str(target.pid)
-            assert 0.3 <= hold / (hold + wait) <= 0.7 and hold + wait >= 0.6, (row, waits)
+            assert_unless_busy(0.3 <= hold / (hold + wait) <= 0.7 and hold + wait >= 0.6, pressure, f"{row}, waits {waits}")
         # The target restarts with the same command line: the sidecar waits, re-attaches, says so once.
         target.stop()
         restarted = start_target(sys.executable, "spinners.py")

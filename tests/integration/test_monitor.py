@@ -11,6 +11,7 @@ import subprocess
 import pytest
 
 from conftest import TARGETS, note
+from timing_reference import Pressure, assert_unless_busy
 from wheel_env import venv_with_wheel
 
 pytestmark = pytest.mark.interpreter
@@ -19,6 +20,7 @@ pytestmark = pytest.mark.interpreter
 @pytest.fixture(scope="module")
 def stats(interp) -> dict:
     python = venv_with_wheel(interp) / "bin" / "python"
+    pressure = Pressure()
     done = subprocess.run(
         [str(python), str(TARGETS / "monitor_spinners.py"), "0.001", "2.0", "5"],
         capture_output=True,
@@ -28,7 +30,7 @@ def stats(interp) -> dict:
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == "ready"
-    return json.loads(lines[1])
+    return {**json.loads(lines[1]), "_pressure": pressure}
 
 
 def _thread(stats: dict, name: str) -> dict:
@@ -43,8 +45,9 @@ def test_spinners_share_the_gil(interp, stats):
         hold = total["holding_gil"] + total["gc"]
         note(interp, f"monitor {name} hold", round(hold, 3))
         note(interp, f"monitor {name} wait", round(total["waiting_gil"], 3))
-        assert 0.3 <= hold <= 0.7, total
-        assert 0.3 <= total["waiting_gil"] <= 0.7, total
+        # On a busy host part of both is runnable without a CPU (cpu_wait): the turns stay even.
+        assert 0.3 <= hold / (hold + total["waiting_gil"]) <= 0.7, total
+        assert_unless_busy(0.3 <= hold <= 0.7 and 0.3 <= total["waiting_gil"] <= 0.7, stats["_pressure"], f"{name}: {total}")
         # seconds are the time the passes stood for: about the 2 s the thread ran
         assert 1.0 <= sum(_thread(stats, name)["seconds"].values()) <= 3.5
 

@@ -6,6 +6,7 @@ one-class control site out."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import threading
 import time
@@ -80,7 +81,13 @@ def test_worker_under_load_names_the_sites_that_do_not_stay_specialized(interp):
     for line in report["verdict"]:
         site = line.split(": ", 2)[1] if line.count(": ") >= 2 else line
         assert not site.startswith(("CALL", "PRECALL")), line
-        assert not line.startswith(("threading.py", "selectors.py", f"{SCRIPT}:{line_of(SCRIPT, 'parked')} ")), line
+        assert not line.startswith(f"{SCRIPT}:{line_of(SCRIPT, 'parked')} "), line
+        # A thread woken from a condition wait runs a few instructions of threading.py with the GIL
+        # before it returns; on a busy host the kernel may hold it off there (runnable, holding the
+        # GIL), so such a line may show, but only as the small share it is, never as a parked thread's.
+        if line.startswith(("threading.py", "selectors.py")):
+            share = float(re.search(r"(\d+(?:\.\d+)?)% of the time spent running Python", line).group(1))
+            assert share < 1.0, line
     (mono,) = [s for s in report["sites"] if s["line"] == line_of(SCRIPT, "mono_total") and s["family"] == "LOAD_ATTR"
                and s["filename"].endswith(SCRIPT)]
     assert mono["form"] == "specialized" and not mono["cost"], mono

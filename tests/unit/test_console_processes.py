@@ -244,3 +244,16 @@ def test_compare_text_says_too_noisy_rather_than_a_share_over_100_percent():
     text = compare_report.render_text("a.json", "b.json", "recording", rows)
     assert "292.6 %" not in text and ">100 %" in text
     assert "2.0 %" in text  # a noise under 100 % is printed as it is
+
+
+def test_compare_has_a_cpu_wait_row_when_a_run_waited_for_a_cpu():
+    from gilty.load.compare import recording_figures
+
+    cpu_wait = 6
+    b = BatchBuilder(names={1: "worker"})
+    session = Session(target(pid=7), 100.0, start_time=1_700_000_000.0)
+    session.add_batch({"times": [i / 100 for i in range(300)], **b.batch([{1: HOLD}] * 100 + [{1: cpu_wait}] * 200)})
+    figures = recording_figures(Recording([session], rate_hz=100.0))
+    share, per_second = figures[("thread worker", "cpu_wait")]
+    assert round(share, 3) == round(200 / 300, 3)
+    assert per_second == [0.0, 1.0, 1.0]

@@ -211,3 +211,19 @@ def test_workers_waiting_for_work_all_along_say_so():
     p = profile.summarise_step(Recording([_worker(b, 40, plan), _worker(b, 41, plan)], rate_hz=100.0))
     assert p.idle_kinds[kinds.WAITING_FOR_WORK] == 1.0
     assert profile.limit_from_profile(p)[0] == "waiting for work"
+
+
+def test_a_busy_host_does_not_turn_cpu_demand_into_concurrency():
+    # The same Django worker on a host whose CPUs are taken: a third of its time runnable without one.
+    b = BatchBuilder(names={1: "MainThread"})
+    view = ("report", "/srv/site/shop/views.py", 14)
+    sqlite = b.stack(("CursorWrapper.execute", f"{SITE}/django/db/backends/utils.py", 79), view)
+    python = b.stack(("JsonResponse.__init__", f"{SITE}/django/http/response.py", 732), view)
+    wait = b.stack(*SYNC_WAIT)
+    cpu_wait = 6
+    plan = [(HOLD, python)] * 15 + [(NATIVE, sqlite)] * 25 + [(cpu_wait, sqlite)] * 35 + [(IDLE, wait, PSELECT6)] * 25
+    p = profile.summarise_step(Recording([_worker(b, 30, plan)], rate_hz=100.0))
+    limit, words = profile.limit_from_profile(p)
+    # before: held + native (40 %) is under 60 % of the working time (75 %), so "concurrency: mostly idle"
+    assert limit == "native code", (limit, words)
+    assert "35% of the time runnable without a CPU" in words, words

@@ -1,25 +1,30 @@
 //! Exact event tracing of a live CPython process.
 //!
-//! Uprobes are created through the kernel's uprobe PMU (`perf_event_open` with the PMU type read from
-//! `/sys/bus/event_source/devices/uprobe/type`), one set of perf events per thread of the target, each
-//! thread's events writing into one mmap'd ring buffer that [`Tracer::poll`] drains without blocking.
-//! No bpftrace, BCC or tracefs is involved; closing the fds (drop, or our own death) removes the probes.
+//! Uprobes are defined by name in tracefs (`uprobe_events`) and opened per thread as tracepoint perf
+//! events, or, without tracefs, created through the kernel's uprobe PMU (`perf_event_open` with the PMU
+//! type read from `/sys/bus/event_source/devices/uprobe/type`). Each thread's events write into one
+//! mmap'd ring buffer that [`Tracer::poll`] drains without blocking. No bpftrace or BCC is involved;
+//! closing the fds (drop, or our own death) takes the probes out of the target.
 //!
 //! Events are per thread without `inherit` (with the uprobe PMU, inherit makes the target's `clone()` fail:
 //! see `tracer.rs`); a background thread attaches threads created later within milliseconds and does the
-//! slow closing (~0.1 s per perf event in the kernel).
+//! closing. Removing a probe costs the kernel ~0.1 s; with named probes a keeper process pays it once per
+//! probe after gilty is gone (`tracefs.rs`, `keeper.rs`), with the PMU gilty pays it per probe and thread.
 //!
 //! Modules: [`symbols`] turns a function name into a (file, offset) probe target; [`attr`] is the
-//! `perf_event_attr` ABI; [`ring`] reads the ring buffers; [`tracer`] ties them together.
+//! `perf_event_attr` ABI; [`ring`] reads the ring buffers; `tracefs` defines named probes and `keeper`
+//! holds their last events; [`tracer`] ties them together.
 
 pub mod attr;
 pub mod error;
+mod keeper;
 pub mod ring;
 pub mod symbols;
 mod thread_events;
+mod tracefs;
 pub mod tracer;
 mod worker;
 
 pub use error::TraceError;
 pub use symbols::{resolve, ProbeTarget, ResolvedSymbol};
-pub use tracer::{Event, ProbeSpec, Reg, Tracer};
+pub use tracer::{Event, ProbeKind, ProbeSpec, Reg, Tracer, FORCE_PMU_ENV};

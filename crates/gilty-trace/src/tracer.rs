@@ -1,7 +1,7 @@
 //! Per-thread uprobe perf events and their ring buffers.
 //!
-//! For every thread of the target and every probe: `perf_event_open(attr, pid = tid, cpu = -1)` with the
-//! uprobe PMU. The first probe's fd of a thread is mmap'd as that thread's ring buffer; the other probes of
+//! For every thread of the target and every probe: `perf_event_open(attr, pid = tid, cpu = -1)`, of the
+//! probe's tracepoint when it is named in tracefs, else with the uprobe PMU. The first probe's fd of a thread is mmap'd as that thread's ring buffer; the other probes of
 //! the thread are redirected into it with `PERF_EVENT_IOC_SET_OUTPUT`. Samples carry
 //! `PERF_SAMPLE_IDENTIFIER | TID | TIME` (and `REGS_USER` when registers are requested); the identifier maps
 //! back to the probe through `PERF_EVENT_IOC_ID`.
@@ -24,12 +24,14 @@
 //! and hands its fds to the worker to close (so a reused tid is a new thread, not a stale one).
 //!
 //! ## Cost of closing
-//! Closing a uprobe perf event is slow: ~0.1 s per fd measured here, and closes from several threads do
-//! not overlap (the kernel's `perf_uprobe_destroy` unregisters the event's private trace_uprobe and waits
-//! for RCU grace periods under the global `event_mutex`). So no fd is ever closed in `poll`; the worker closes retired
-//! threads' fds, and `drop` waits for threads × probes × ~0.1 s ([`Tracer::close_in_background`] does not).
-//! While the worker is closing, a perf_event_open for a new thread waits for the same mutex — which is why
-//! attaching also happens in the worker, never in `poll`.
+//! Removing a probe is slow: ~0.1 s measured here, and removals from several threads do not overlap (the
+//! kernel unregisters the probe and waits for RCU grace periods under the global `event_mutex`). With the
+//! uprobe PMU every fd carries its own probe, so every close pays it. With named probes (`tracefs.rs`) only
+//! a probe's last event pays it, and the keeper process holds those (`keeper.rs`): every close here is
+//! instant. Either way no fd is closed in `poll`; the worker closes retired threads' fds, and `drop` waits
+//! for them ([`Tracer::close_in_background`] does not). While the kernel removes a probe, a
+//! perf_event_open for a new thread waits for the same mutex — which is why attaching also happens in the
+//! worker, never in `poll`.
 //!
 //! ## Enable order
 //! Return probes are enabled before entry probes (first at attach, then for each late thread), so the only
@@ -44,7 +46,9 @@ use std::thread::JoinHandle;
 
 use crate::attr::{self, PerfEventAttr, UprobePmu};
 use crate::error::TraceError;
+use crate::keeper::{self, Keeper};
 use crate::symbols::ProbeTarget;
+use crate::tracefs::{self, Definition, Group};
 use crate::thread_events::{list_tids, open_thread, Probe, ThreadSlot};
 use crate::worker::Worker;
 
@@ -105,6 +109,17 @@ pub struct Tracer {
     late: Vec<(i32, u64)>,
     last_error: Option<TraceError>,
     worker: Option<Worker>,
+    kind: ProbeKind,
+    keeper_pid: Option<i32>,
+}
+
+/// How the probes were created.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProbeKind {
+    /// Named probes in tracefs, anchored by the keeper process: closing is instant (see `tracefs.rs`).
+    Named,
+    /// The uprobe PMU, one private probe per perf event (slow to close); the string says why not named.
+    Pmu(String),
 }
 
 const SAMPLE_BASE: u64 = attr::PERF_SAMPLE_IDENTIFIER | attr::PERF_SAMPLE_TID | attr::PERF_SAMPLE_TIME;
@@ -120,8 +135,14 @@ impl Tracer {
         if pages == 0 || !pages.is_power_of_two() {
             return Err(TraceError::Io(format!("ring buffer pages must be a power of two, got {pages}")));
         }
-        let pmu = UprobePmu::from_sysfs()?;
-        let probes = Arc::new(probes.iter().map(|s| build_probe(&pmu, s)).collect::<Result<Vec<_>, _>>()?);
+        // Declared before the threads' events, so dropped after them on an early return: the keeper
+        // must outlive every event of its probes.
+        let (sources, keeper, kind): (Vec<Source>, Option<Keeper>, ProbeKind) = match named_probes(probes) {
+            Ok((ids, keeper)) => (ids.into_iter().map(Source::Tracepoint).collect(), Some(keeper), ProbeKind::Named),
+            Err(why) => (vec![Source::Pmu(UprobePmu::from_sysfs()?); probes.len()], None, ProbeKind::Pmu(why)),
+        };
+        let probes =
+            Arc::new(probes.iter().zip(&sources).map(|(s, src)| build_probe(src, s)).collect::<Result<Vec<_>, _>>()?);
         let mut threads: HashMap<i32, ThreadSlot> = HashMap::new();
         let gone = || TraceError::TargetGone(format!("process {pid} exited"));
         // Two passes: threads started while the first pass was opening events are caught by the second.
@@ -151,7 +172,8 @@ impl Tracer {
             }
         }
         let known = threads.keys().copied().collect();
-        let worker = Worker::start(pid, probes.clone(), pages, known);
+        let keeper_pid = keeper.as_ref().map(|k| k.pid);
+        let worker = Worker::start(pid, probes.clone(), pages, known, keeper);
         let mut t = Tracer {
             pages,
             probes,
@@ -163,6 +185,8 @@ impl Tracer {
             late: Vec::new(),
             last_error: None,
             worker: Some(worker),
+            kind,
+            keeper_pid,
         };
         for (tid, slot) in threads {
             t.insert(tid, slot);
@@ -243,11 +267,23 @@ impl Tracer {
         self.last_error.as_ref()
     }
 
-    /// Stops sampling at once and removes the probes in a background thread; returns its handle. Removing
-    /// a uprobe perf event costs the kernel ~0.1 s (synchronous RCU grace periods under a global mutex, so
-    /// closes do not overlap): threads × probes × ~0.1 s in all. `drop` does the same but waits.
+    /// Stops sampling at once and closes the events in a background thread; returns its handle. Named
+    /// probes: instant (the keeper pays the removals later). Uprobe PMU: ~0.1 s per event in the kernel
+    /// (synchronous RCU grace periods under a global mutex, so closes do not overlap), threads × probes ×
+    /// ~0.1 s in all. `drop` does the same but waits.
     pub fn close_in_background(mut self) -> JoinHandle<()> {
         self.shutdown().expect("worker present until shutdown")
+    }
+
+    /// How the probes were created (named in tracefs, or the uprobe PMU and why).
+    pub fn probe_kind(&self) -> &ProbeKind {
+        &self.kind
+    }
+
+    /// The process holding the named probes' anchors (None with the uprobe PMU). It exits once this
+    /// tracer is closed (or its process dead) and the probes are deleted.
+    pub fn keeper_pid(&self) -> Option<i32> {
+        self.keeper_pid
     }
 
     /// Data pages per ring buffer.
@@ -275,8 +311,8 @@ impl Tracer {
 }
 
 impl Drop for Tracer {
-    /// Disables every event at once, then closes every fd (the kernel removes the uprobes) and waits for
-    /// that: ~0.1 s per thread per probe. Use [`Tracer::close_in_background`] not to wait.
+    /// Disables every event at once, then closes every fd and waits for that (~0.1 s per thread per probe
+    /// with the uprobe PMU). Use [`Tracer::close_in_background`] not to wait.
     fn drop(&mut self) {
         if let Some(h) = self.shutdown() {
             let _ = h.join();
@@ -284,7 +320,52 @@ impl Drop for Tracer {
     }
 }
 
-fn build_probe(pmu: &UprobePmu, spec: &ProbeSpec) -> Result<Probe, TraceError> {
+/// Where a probe's perf events come from.
+#[derive(Debug, Clone, Copy)]
+enum Source {
+    /// The uprobe PMU: the event carries the path and offset, and its own probe.
+    Pmu(UprobePmu),
+    /// A named probe's tracepoint id.
+    Tracepoint(u64),
+}
+
+/// Set to force the uprobe PMU (e.g. to compare with it).
+pub const FORCE_PMU_ENV: &str = "GILTY_TRACE_PMU";
+
+/// Defines the probes in tracefs and starts their keeper: (tracepoint ids, keeper), or why not.
+fn named_probes(specs: &[ProbeSpec]) -> Result<(Vec<u64>, Keeper), String> {
+    if std::env::var_os(FORCE_PMU_ENV).is_some_and(|v| !v.is_empty()) {
+        return Err(format!("{FORCE_PMU_ENV} is set"));
+    }
+    let root = tracefs::root().ok_or("no tracefs (not mounted and not root)")?;
+    tracefs::remove_stale(&root);
+    let defs: Vec<Definition> = specs
+        .iter()
+        .enumerate()
+        .map(|(i, s)| Definition {
+            name: tracefs::event_name(i, &s.name),
+            ret: s.ret,
+            path: s.target.path.clone(),
+            offset: s.target.offset,
+        })
+        .collect();
+    let group = Group::define(&root, &defs)?;
+    match keeper::start(&root, &group.ids, &group.remove_lines()) {
+        Ok(k) => {
+            let ids = group.ids.clone();
+            group.hand_over();
+            Ok((ids, k))
+        }
+        Err(e) => {
+            if e.keeper_removes {
+                group.hand_over();
+            }
+            Err(e.message)
+        }
+    }
+}
+
+fn build_probe(source: &Source, spec: &ProbeSpec) -> Result<Probe, TraceError> {
     if spec.regs.len() > 4 {
         return Err(TraceError::Io(format!("probe {}: at most 4 registers", spec.name)));
     }
@@ -297,15 +378,25 @@ fn build_probe(pmu: &UprobePmu, spec: &ProbeSpec) -> Result<Probe, TraceError> {
         .map(|r| (mask & ((1u64 << r.perf_index()) - 1)).count_ones() as usize)
         .collect();
     // config1 points into `path`'s heap buffer, which stays put when the CString is moved into the Probe.
+    let (type_, config, config1, config2) = match *source {
+        Source::Pmu(pmu) => (
+            pmu.type_,
+            if spec.ret { 1u64 << pmu.retprobe_bit } else { 0 },
+            path.as_ptr() as u64,
+            spec.target.offset,
+        ),
+        // The probe (and whether it is a return probe) is the tracepoint's definition.
+        Source::Tracepoint(id) => (keeper::PERF_TYPE_TRACEPOINT, id, 0, 0),
+    };
     let a = PerfEventAttr {
-        type_: pmu.type_,
+        type_,
         size: attr::PERF_ATTR_SIZE_VER7,
-        config: if spec.ret { 1u64 << pmu.retprobe_bit } else { 0 },
+        config,
         sample_period: 1,
         sample_type: SAMPLE_BASE | if mask != 0 { attr::PERF_SAMPLE_REGS_USER } else { 0 },
         flags: attr::FLAG_DISABLED | attr::FLAG_USE_CLOCKID,
-        config1: path.as_ptr() as u64,
-        config2: spec.target.offset,
+        config1,
+        config2,
         sample_regs_user: mask,
         clockid: libc::CLOCK_MONOTONIC,
         ..Default::default()
@@ -391,7 +482,7 @@ mod tests {
             ret: true,
             regs: vec![Reg::Di, Reg::Ax, Reg::Si],
         };
-        let p = build_probe(&pmu, &spec).unwrap();
+        let p = build_probe(&Source::Pmu(pmu), &spec).unwrap();
         assert_eq!(p.attr.sample_regs_user, 0b110001);
         assert_eq!(p.reg_pos, vec![2, 0, 1]);
         assert_eq!(p.attr.config, 1);

@@ -2,8 +2,9 @@
 //! - every `RESCAN_INTERVAL` it lists `/proc/PID/task` and attaches threads it has not seen (perf_event_open
 //!   of every probe, mmap, SET_OUTPUT, enable) and leaves them for `poll` to take over;
 //! - it closes the fds of threads that exited (handed over by `poll`) and, at shutdown, of all threads.
-//!   Each close of a uprobe perf event takes ~0.1 s in the kernel; closing is done one fd at a time with a
-//!   rescan between fds, so a new thread waits at most about one close before it is attached.
+//!   Each close of a uprobe PMU event takes ~0.1 s in the kernel (named probes: instant); closing is done
+//!   one fd at a time with a rescan between fds, so a new thread waits at most about one close before it
+//!   is attached.
 
 use std::collections::{HashSet, VecDeque};
 use std::os::fd::OwnedFd;
@@ -13,6 +14,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::error::TraceError;
+use crate::keeper::Keeper;
 use crate::thread_events::{list_tids, monotonic_ns, open_thread, Probe, ThreadSlot};
 
 /// How often the worker looks for new threads.
@@ -48,13 +50,17 @@ pub(crate) struct Worker {
 }
 
 impl Worker {
-    pub fn start(pid: i32, probes: Arc<Vec<Probe>>, pages: usize, known: HashSet<i32>) -> Worker {
+    /// `keeper` (named probes) is dropped when the worker ends, after it has closed every event.
+    pub fn start(pid: i32, probes: Arc<Vec<Probe>>, pages: usize, known: HashSet<i32>, keeper: Option<Keeper>) -> Worker {
         let (tx, rx) = channel();
         let pending = Arc::new(Mutex::new(Pending::default()));
         let p2 = pending.clone();
         let handle = std::thread::Builder::new()
             .name("gilty-trace".into())
-            .spawn(move || run(pid, &probes, pages, known, &p2, rx))
+            .spawn(move || {
+                run(pid, &probes, pages, known, &p2, rx);
+                drop(keeper); // the target's probes are out: the keeper may close its anchors and delete them
+            })
             .expect("spawn gilty-trace worker");
         Worker { tx, pending, handle }
     }

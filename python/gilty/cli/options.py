@@ -128,8 +128,9 @@ def add_pid_arguments(parser: argparse.ArgumentParser, required: bool = False) -
     )
 
 
-def read_json_file(path: str, hint: str = ""):
-    """The JSON document in ``path``; an unreadable or non-JSON file is one line, exit 2."""
+def read_json_file(path: str, hint: str = "", object_hook=None):
+    """The JSON document in ``path`` (``object_hook`` as json.load's); an unreadable or non-JSON
+    file is one line, exit 2."""
     import json
 
     from gilty._errors import EXIT_USAGE
@@ -142,7 +143,7 @@ def read_json_file(path: str, hint: str = ""):
             mode = os.fstat(f.fileno()).st_mode
             if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
                 raise CommandError(f"{path} is not a file", EXIT_USAGE)
-            return json.load(f)
+            return json.load(f, object_hook=object_hook)
     except OSError as e:
         raise CommandError(f"cannot read {path}: {e.strerror or e}", EXIT_USAGE) from None
     except (ValueError, UnicodeDecodeError) as e:

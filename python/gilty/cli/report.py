@@ -18,7 +18,7 @@ import argparse
 from gilty import report as reports
 from gilty._errors import EXIT_OK, EXIT_USAGE, CommandError
 from gilty.cli.options import add_picture_arguments, picture_options, read_json_file
-from gilty.sampling.session import Recording
+from gilty.sampling.session import Recording, compact_runs
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
@@ -33,9 +33,11 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     add_picture_arguments(parser)
 
 
-def load_recording(path: str) -> Recording:
-    """The Recording saved in ``path``; a file that holds none is one line, exit 2."""
-    data = read_json_file(path, "; give a report written by `gilty record -o FILE.json`")
+def load_recording(path: str, data=None) -> Recording:
+    """The Recording saved in ``path`` (``data``: its JSON, when already read); a file that holds
+    none is one line, exit 2."""
+    if data is None:
+        data = read_json_file(path, "; give a report written by `gilty record -o FILE.json`", compact_runs)
     raw = data.get("recording", data) if isinstance(data, dict) else None
     if not isinstance(raw, dict) or "recording_format_version" not in raw:
         raise CommandError(
@@ -53,7 +55,7 @@ def load_recording(path: str) -> Recording:
 
 def run(args: argparse.Namespace) -> int:
     fmt = reports.output_format(args.format, args.output)  # before reading: a bad -o costs nothing
-    data = read_json_file(args.file, "; give a report written by `gilty record -o FILE.json`")
+    data = read_json_file(args.file, "; give a report written by `gilty record -o FILE.json`", compact_runs)
     kind = _other_kind(data)
     if kind is not None:
         from gilty.report import saved
@@ -66,7 +68,9 @@ def run(args: argparse.Namespace) -> int:
             raise CommandError(f"{args.file}: the {kind} report in it is damaged ({type(e).__name__}: {e})", EXIT_USAGE) from None
         reports.emit(text, args.output)
         return EXIT_OK
-    recording = load_recording(args.file)
+    # The JSON read above, not a second copy: a long recording's JSON is larger than its Recording.
+    recording = load_recording(args.file, data)
+    del data
     if not recording.sessions:
         raise CommandError(f"{args.file} holds a recording of no process", EXIT_USAGE)
     try:

@@ -15,6 +15,7 @@ objects have one and whether each LOAD_GLOBAL / LOAD_ATTR / LOAD_METHOD entry is
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import threading
 
@@ -98,6 +99,9 @@ def _watch_all(native, pids: list, args) -> SpecializationSession:
     results: dict = {}
 
     def one(pid: int) -> None:
+        # The kernel hands a process-wide Ctrl-C to any thread that does not block it; one sleeping in
+        # native code would leave the main thread asleep in join() for the whole --duration.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         try:
             results[pid] = native.specialization_watch(
                 pid, args.duration, rate_hz=args.rate, read_interval_s=args.read_interval / 1e3, max_codes=MAX_CODES
@@ -109,7 +113,8 @@ def _watch_all(native, pids: list, args) -> SpecializationSession:
     for t in threads:
         t.start()
     for t in threads:
-        t.join()
+        while t.is_alive():  # a timed join lets a signal handler run in the main thread
+            t.join(0.2)
     for pid in pids:
         r = results[pid]
         if isinstance(r, BaseException):

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 from gilty.sampling.aggregate import PASS_GIL_HELD
 from gilty.sampling.processes import roles
-from gilty.sampling.session import GC, HOLDING_GIL, IDLE, NATIVE, STATE_NAMES, WAITING_GIL, Recording
+from gilty.sampling.session import CPU_WAIT, GC, HOLDING_GIL, IDLE, NATIVE, STATE_NAMES, WAITING_GIL, Recording
 
 FORMAT_VERSION = 1
 Z = 2.0
@@ -173,7 +173,8 @@ def compare_load(a: dict, b: dict) -> list:
 
 # -- recordings --------------------------------------------------------------------------------
 
-_SHARE_STATES = ((HOLDING_GIL, "holding_gil"), (WAITING_GIL, "waiting_gil"), (NATIVE, "native"), (IDLE, "idle"), (GC, "gc"))
+_SHARE_STATES = ((HOLDING_GIL, "holding_gil"), (WAITING_GIL, "waiting_gil"), (NATIVE, "native"), (IDLE, "idle"), (GC, "gc"),
+                 (CPU_WAIT, "cpu_wait"))
 
 
 def _blocks(times) -> list:

@@ -254,6 +254,12 @@ def limit_from_profile(p: StepProfile) -> tuple:
     working = max(1e-9, 1.0 - idle_for_work)
     held = p.states.get("holding_gil", 0) + p.states.get("gc", 0)
     native = p.states.get("native", 0)
+    # Runnable without a CPU (a busy host or a spent quota): the thread was running Python or native
+    # code when the kernel held it off, so that time is CPU demand, split in proportion.
+    cpu_wait = p.states.get("cpu_wait", 0)
+    if cpu_wait and held + native > 0:
+        held, native = held + cpu_wait * held / (held + native), native + cpu_wait * native / (held + native)
+    starved = f" ({cpu_wait:.0%} of the time runnable without a CPU: the host is busy)" if cpu_wait >= 0.1 else ""
     dependency = kinds_.get(kinds.DEPENDENCY_WAIT, 0)
     if dependency >= 0.5 * working:
         return "I/O wait on a dependency", (f"{workers} {verb('are')} blocked in I/O inside their handlers {dependency:.0%} of the time "
@@ -261,10 +267,10 @@ def limit_from_profile(p: StepProfile) -> tuple:
     if native >= 0.5 * working or (held + native >= 0.6 * working and native >= held):
         nwhere = _site_words(p.native_sites[0] if p.native_sites else None)
         return "native code", (f"{workers} {verb('run')} native code without the GIL {native:.0%} of the time{nwhere}"
-                               + (f"; Python with the GIL {held:.0%}" if held >= 0.1 else ""))
+                               + (f"; Python with the GIL {held:.0%}" if held >= 0.1 else "") + starved)
     if held + native >= 0.6 * working:
         return "CPU in Python", (f"{workers} {verb('hold')} the GIL {held:.0%} of the time{where}"
-                                 + (f"; native code without it {native:.0%}" if native >= 0.1 else ""))
+                                 + (f"; native code without it {native:.0%}" if native >= 0.1 else "") + starved)
     top = next((e for e in p.endpoints if e.file), None)
     where = f", most of it in `{top.label}`" if top is not None else ""
     return "concurrency", (f"{workers} {verb('are')} mostly idle inside their requests ({p.states.get('idle', 0):.0%}, "

@@ -112,7 +112,8 @@ def _blame_section(summary: Summary) -> list:
             if n / waited < SHOWN_MIN:
                 continue
             if holder is None:
-                lines.append(f"    {percent(n / waited):>5}  (no holder seen)")
+                # Said once, so a reader does not take it for a thread gilty failed to see.
+                lines.append(f"    {percent(n / waited):>5}  (no holder seen: the GIL was between holders, being handed over)")
                 continue
             lines.append(f"    {percent(n / waited):>5}  {summary.session.thread_name(holder)} (tid {holder})")
             for b in t.blame:

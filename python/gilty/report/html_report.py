@@ -22,10 +22,15 @@ from gilty.report.console_processes import BUSY_MIN, busiest_thread
 from gilty.report.labels import command_text, process_label
 from gilty.report.pictures import PictureOptions, merges, short_command
 from gilty.sampling.processes import roles
+from gilty.sampling.aggregate import ABSENT
 from gilty.sampling.session import STATE_NAMES, WAITING_GIL, Recording, Session
 
 # Bands per thread on the timeline; longer recordings are downsampled to this many.
 MAX_BANDS = 2000
+# Bands on the whole page: every band is an element the browser lays out (about 15 µs each in
+# Chromium), so with many threads each gets fewer columns, though never fewer than MIN_BANDS.
+PAGE_BANDS = 40000
+MIN_BANDS = 200
 _TOKEN = re.compile(r"/\*@(CSS|JS|DATA)@\*/")
 
 
@@ -42,41 +47,82 @@ def script_json(value) -> str:
 # -- data -------------------------------------------------------------------------------------
 
 
-def bands(session: Session, tid_runs: list, duration: float) -> list:
-    """[[start_s, end_s, state], ...] of one thread, at most MAX_BANDS.
+def band_limit(threads: int) -> int:
+    """Bands per thread on a page of ``threads`` threads."""
+    return max(MIN_BANDS, min(MAX_BANDS, PAGE_BANDS // max(threads, 1)))
 
-    Over the limit, time is cut into MAX_BANDS equal slots, each showing the state that filled
+
+def bands(session: Session, tid: int, duration: float, limit: Optional[int] = None) -> list:
+    """[[start_s, end_s, state], ...] of one thread, at most ``limit`` (default MAX_BANDS).
+
+    Over the limit, time is cut into ``limit`` equal slots, each showing the state that filled
     most of it, and neighbouring slots in one state are merged again.
+
+    One pass over the thread's run columns, holding at most MAX_BANDS bands or the slots' shares:
+    a long recording has millions of runs, and a list of them all cost more than the recording.
     """
-    exact = []
-    for _tid, first, passes, state, _stack, _nr in tid_runs:
-        start, end = session.pass_start(first), session.pass_end(first + passes - 1)
-        if exact and exact[-1][2] == state and abs(exact[-1][1] - start) < 1e-9:
-            exact[-1][1] = end
-        else:
-            exact.append([start, end, state])
-    if len(exact) <= MAX_BANDS or duration <= 0:
-        return [[round(a, 6), round(b, 6), s] for a, b, s in exact]
-    slot = duration / MAX_BANDS
-    share = [dict() for _ in range(MAX_BANDS)]  # per slot: state -> seconds
-    for start, end, state in exact:
-        i = min(int(start / slot), MAX_BANDS - 1)
-        while i < MAX_BANDS and start < end:
+    runs = session.thread_runs.get(tid)
+    times = session.times
+    if runs is None or not times:
+        return []
+    limit = MAX_BANDS if limit is None else limit
+    slot = duration / limit if duration > 0 else 0.0
+    n = len(times)
+    tail = times[-1] + session.period_s  # end of the last pass
+    exact: list = []
+    share = None  # per state, seconds in each slot; once the bands are over the limit
+
+    def fold(start: float, end: float, state: int) -> None:
+        seconds = share[state]
+        i = min(int(start / slot), limit - 1)
+        while i < limit and start < end:
             slot_end = (i + 1) * slot
-            piece = min(end, slot_end) - start
-            share[i][state] = share[i].get(state, 0.0) + piece
-            start = min(end, slot_end)
+            cut = end if end < slot_end else slot_end
+            seconds[i] += cut - start
+            start = cut
             i += 1
-    out: list = []
-    for i, seconds in enumerate(share):
-        if not seconds:
-            continue
-        state = max(seconds, key=seconds.get)
-        a, b = i * slot, (i + 1) * slot
-        if out and out[-1][2] == state and abs(out[-1][1] - round(a, 6)) < 1e-6:
-            out[-1][1] = round(b, 6)
+
+    # The band being grown: runs of one state that touch (an ABSENT gap or a syscall change
+    # between them is not a new band) are one.
+    cur, ps, pe = -1, 0.0, 0.0
+    first = runs.start
+    for passes, state in zip(runs.passes, runs.state):
+        nxt = first + passes
+        if state != ABSENT:
+            start = times[first]
+            if state == cur and abs(pe - start) < 1e-9:
+                pe = times[nxt] if nxt < n else tail
+            else:
+                if cur >= 0:
+                    if share is not None:
+                        fold(ps, pe, cur)
+                    else:
+                        exact.append([ps, pe, cur])
+                        if len(exact) > limit and slot > 0:
+                            share = [[0.0] * limit for _ in STATE_NAMES]
+                            for band in exact:
+                                fold(*band)
+                            exact = []
+                cur, ps, pe = state, start, times[nxt] if nxt < n else tail
+        first = nxt
+    if cur >= 0:
+        if share is not None:
+            fold(ps, pe, cur)
         else:
-            out.append([round(a, 6), round(b, 6), state])
+            exact.append([ps, pe, cur])
+    if share is None:
+        return [[round(a, 6), round(b, 6), s] for a, b, s in exact]
+    out: list = []
+    for i, seconds in enumerate(zip(*share)):
+        most = max(seconds)
+        if most <= 0:
+            continue
+        state = seconds.index(most)
+        a, b = round(i * slot, 6), round((i + 1) * slot, 6)
+        if out and out[-1][2] == state and abs(out[-1][1] - a) < 1e-6:
+            out[-1][1] = b
+        else:
+            out.append([a, b, state])
     return out
 
 
@@ -114,11 +160,8 @@ def _busiest(session: Session) -> Optional[dict]:
     }
 
 
-def _process(session: Session, frames: dict, frame_list: list, role: str = "") -> dict:
+def _process(session: Session, frames: dict, frame_list: list, role: str = "", limit: int = MAX_BANDS) -> dict:
     summary = summarise(session)
-    runs_by_tid: dict = {}
-    for run in session.runs():
-        runs_by_tid.setdefault(run[0], []).append(run)
     duration = session.duration_s
     threads = []
     for t in summary.threads:
@@ -145,7 +188,7 @@ def _process(session: Session, frames: dict, frame_list: list, role: str = "") -
                     "hold_s": exact.hold_s, "wait_s": exact.wait_s,
                     "hold": _distribution(exact.hold), "wait": _distribution(exact.wait),
                 },
-                "bands": bands(session, runs_by_tid.get(t.tid, []), duration),
+                "bands": bands(session, t.tid, duration, limit),
             }
         )
     samples = []
@@ -197,7 +240,8 @@ def page_data(
     frames: dict = {}
     frame_list: list = []
     role_of = roles(recording)
-    processes = [_process(s, frames, frame_list, role_of.get(s.target.pid, "")) for s in recording.sessions]
+    limit = band_limit(sum(len(s.thread_runs) for s in recording.sessions))
+    processes = [_process(s, frames, frame_list, role_of.get(s.target.pid, ""), limit) for s in recording.sessions]
     options = options or PictureOptions()
     duration = recording.duration_s
     if duration is None:

@@ -123,7 +123,7 @@ def server_sections(labels: list, profiles: list) -> list:
     if last is not None and last.endpoints:
         lines.append("")
         lines.append(f"Server time per endpoint at {labels[last_index]} (thread-seconds by state; the handler under the framework's dispatch):")
-        states = ("holding_gil", "waiting_gil", "idle", "native", "gc")
+        states = ("holding_gil", "waiting_gil", "idle", "native", "gc", "cpu_wait")
         lines.append(f"  {'ENDPOINT':<34} {'TOTAL s':>8} " + " ".join(f"{n.upper():>11}" for n in states) + "  TOP SITE (GIL held)")
         for e in last.endpoints:
             cells = " ".join(f"{e.seconds.get(n, 0.0):>11.2f}" for n in states)

@@ -176,6 +176,7 @@ STATE_COLOURS = {
     "native": (210, 60),
     "idle": (210, 8),
     "unknown": (190, 5),
+    "cpu_wait": (150, 45),  # green, as in the HTML report: runnable, no CPU
 }
 
 

@@ -74,6 +74,22 @@ class ThreadRuns:
             first += passes
 
 
+_RUN_KEYS = {"start", *(name for name, _code in RUN_COLUMNS)}
+
+
+def compact_runs(obj: dict) -> dict:
+    """``json.load``'s object_hook for a saved recording: a thread's runs become arrays as soon as
+    they are parsed, so a long recording never holds its runs as lists of ints (8 bytes a value
+    and more, against 1-4) all at once. Values that do not fit are left as they are, for the
+    checks on loading to name."""
+    if obj.keys() == _RUN_KEYS:
+        try:
+            return {"start": obj["start"], **{name: array(code, obj[name]) for name, code in RUN_COLUMNS}}
+        except (OverflowError, TypeError):
+            return obj
+    return obj
+
+
 Frame = tuple  # (function: str, file: str, line: int)
 
 
@@ -389,8 +405,12 @@ class Session:
         session.times = array("d", data["times"])
         for tid, columns in data["runs"].items():
             runs = session.thread_runs[int(tid)] = ThreadRuns(columns["start"])
-            for (name, _code), column in zip(RUN_COLUMNS, runs.columns()):
-                column.extend(columns[name])
+            for (name, code), column in zip(RUN_COLUMNS, runs.columns()):
+                values = columns[name]
+                if isinstance(values, array) and values.typecode == code:
+                    setattr(runs, name, values)  # parsed into an array already (compact_runs): kept, not copied
+                else:
+                    column.extend(values)
             runs.end += sum(runs.passes)
         session.counts = {(tid, state, stack_id): n for tid, state, stack_id, n in data["counts"]}
         session.blame = {(waiter, holder, stack_id): n for waiter, holder, stack_id, n in data["blame"]}

@@ -10,7 +10,13 @@
   const { el, add } = GILTY_DOM;
   const pct = (x) => (x === null || x === undefined) ? "–" : (100 * x).toFixed(1) + " %";
   const secs = (x) => (x === null || x === undefined) ? "–" : (x >= 1 ? x.toFixed(2) + " s" : (1000 * x).toFixed(1) + " ms");
-  const stateColor = (s) => getComputedStyle(document.documentElement).getPropertyValue("--" + STATES[s]).trim() || "#999";
+  // Read once: asking for computed style after each added band made the browser recompute the
+  // style of the whole page every time, seconds for a long recording's timeline.
+  const STATE_COLORS = (() => {
+    const style = getComputedStyle(document.documentElement);
+    return STATES.map((name) => style.getPropertyValue("--" + name).trim() || "#999");
+  })();
+  const stateColor = (s) => STATE_COLORS[s] || "#999";
   // Frames show the file's base name; the tooltip and details line give the whole path.
   const LINES = !DATA.options || DATA.options.lines !== false; // --no-lines: a function's lines are one frame
   const frameLabel = (i, whole) => {
