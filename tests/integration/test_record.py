@@ -219,7 +219,8 @@ def test_experiment1_io_threads_are_idle(interp, experiment1):
         note(interp, "exp1 io: idle", t["states"]["idle"])
         note(interp, "exp1 io: waiting_gil", t["states"]["waiting_gil"])
         assert t["states"]["idle"] >= 0.75, (name, t["states"])
-        assert t["states"]["idle"] + t["states"]["native"] >= 0.95, (name, t["states"])
+        # The rest of a woken thread's time, on a busy host, is runnable without a CPU.
+        assert t["states"]["idle"] + t["states"]["native"] + t["states"]["cpu_wait"] >= 0.95, (name, t["states"])
         assert t["states"]["waiting_gil"] <= 0.05, (name, t["states"])
         assert t["convoy"]["is_convoy"] is False, (name, t["convoy"])
     assert "contention" not in experiment1["verdict_kinds"] and "convoy" not in experiment1["verdict_kinds"], experiment1["verdict"]
@@ -258,7 +259,9 @@ def test_experiment2_io_threads_wait_in_a_convoy(interp, experiment2):
     assert "convoy" in experiment2["verdict_kinds"], experiment2["verdict"]
     # cpu1 holds the GIL 0.96-0.99 on an idle box; 0.79 seen when other jobs kept woken I/O threads
     # holding the GIL while off-CPU.
-    assert states(experiment2, "cpu1")["holding_gil"] >= 0.6, states(experiment2, "cpu1")
+    # A holder the kernel preempts still holds the GIL (cpu_wait_holding_gil).
+    cpu1 = thread_named(experiment2, "cpu1")
+    assert cpu1["states"]["holding_gil"] + (cpu1.get("cpu_wait_holding_gil") or 0.0) >= 0.6, cpu1["states"]
 
 
 # Guards: a mis-measured convoy wait (wrong timestamps, episodes merged across sleeps, units): the
