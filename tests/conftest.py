@@ -13,6 +13,7 @@ import os
 import re
 import selectors
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -24,6 +25,12 @@ from pathlib import Path
 from typing import Optional
 
 import pytest
+
+# A suite started in the background of a script (`cmd &`, nohup) inherits SIGINT ignored, and so would
+# every gilty it starts: the Ctrl-C trials would then test nothing but that. A terminal's foreground
+# process has it at the default, which is what the tests stand for.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 REPO = Path(__file__).resolve().parent.parent
 TARGETS = REPO / "tests" / "targets"
