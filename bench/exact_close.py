@@ -5,7 +5,7 @@ takes to exit; the same after SIGKILL of gilty.
 
 Each round runs both probe paths: "named" (tracefs probes and their keeper, the default) and "pmu"
 (GILTY_TRACE_PMU=1, the uprobe PMU, one private probe per event and thread: what gilty did before).
-Target: bench/targets/seven_threads.py (7 threads). Probes are seen from outside, read only: the first
+Target: tests/targets/exact_seven_threads.py (7 threads). Probes are seen from outside, read only: the first
 byte of take_gil, drop_gil and gc_collect_main in the target (/proc/PID/mem; an entry or return probe
 puts an int3 there) and gilty's entries in /sys/kernel/tracing/uprobe_events. Times are from the moment
 the JSON report is complete on gilty's stdout (normal run) or from the SIGKILL.
@@ -26,7 +26,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 GILTY = os.path.join(REPO, ".venv", "bin", "gilty")
-TARGET = os.path.join(HERE, "targets", "seven_threads.py")
+TARGET = os.path.join(REPO, "tests", "targets", "exact_seven_threads.py")  # the one test_exact_close.py uses
 UPROBE_EVENTS = "/sys/kernel/tracing/uprobe_events"
 FUNCTIONS = ("take_gil", "drop_gil", "gc_collect_main")
 INT3 = 0xCC
