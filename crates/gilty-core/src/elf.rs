@@ -28,15 +28,15 @@ fn collect_symbols<'d>(syms: impl Iterator<Item = object::Symbol<'d, 'd>>, into:
     }
 }
 
-/// A file mapped read-only. Mapped, not read: a libpython with debug information is ~30 MB, and
+/// A file mapped read-only (also the native unwinder's module files). Mapped, not read: a libpython with debug information is ~30 MB, and
 /// copying it made attaching (and so `gilty dump`) take tens of milliseconds more than it needs.
-struct Mapped {
+pub struct Mapped {
     ptr: *mut libc::c_void,
     len: usize,
 }
 
 impl Mapped {
-    fn open(path: &str) -> std::io::Result<Mapped> {
+    pub fn open(path: &str) -> std::io::Result<Mapped> {
         let file = std::fs::File::open(path)?;
         let len = file.metadata()?.len() as usize;
         if len == 0 {
@@ -52,12 +52,16 @@ impl Mapped {
         Ok(Mapped { ptr, len })
     }
 
-    fn bytes(&self) -> &[u8] {
+    pub fn bytes(&self) -> &[u8] {
         // SAFETY: `ptr` maps `len` readable bytes until drop. A file truncated while mapped would
         // fault; interpreter binaries are not rewritten in place (installers replace the file).
         unsafe { std::slice::from_raw_parts(self.ptr as *const u8, self.len) }
     }
 }
+
+// SAFETY: a read-only mapping, never written through, unmapped only on drop.
+unsafe impl Send for Mapped {}
+unsafe impl Sync for Mapped {}
 
 impl Drop for Mapped {
     fn drop(&mut self) {

@@ -151,6 +151,8 @@ pub struct FrameWalker<'a> {
     code_read_len: usize,
     /// Copies compared beyond the first by the last walk (0: accepted as first read; see `read_chain`).
     pub rounds: std::cell::Cell<usize>,
+    /// Per frame of the last walk: whether it is the outermost of its evaluation-loop call.
+    pub call_ends: std::cell::RefCell<Vec<bool>>,
 }
 
 impl<'a> FrameWalker<'a> {
@@ -193,7 +195,7 @@ impl<'a> FrameWalker<'a> {
         .copied()
         .unwrap()
             + 8;
-        FrameWalker { mem, layout, code_type, frame_read_len: frame_read_len as usize, code_read_len: code_read_len as usize, rounds: Default::default() }
+        FrameWalker { mem, layout, code_type, frame_read_len: frame_read_len as usize, code_read_len: code_read_len as usize, rounds: Default::default(), call_ends: Default::default() }
     }
 
     /// Address of the innermost frame of a thread state (already read into `tstate_bytes` when possible).
@@ -289,14 +291,22 @@ impl<'a> FrameWalker<'a> {
         let mut top = None;
         // Code objects, their names and line tables tend to share pages (unmarshalled together).
         let code_reads = BlockCache::new(self.mem);
-        for &(code, instr, first_local) in &chain {
+        let mut ends = Vec::with_capacity(chain.len());
+        for &(code, instr, first_local, call_end) in &chain {
             if let Some(f) = self.frame_at(code, instr, first_local, cache, &code_reads)? {
                 if top.is_none() {
                     top = Some((code, instr));
                 }
                 out.push(f);
+                ends.push(call_end);
+            } else if call_end {
+                // A hidden frame ended its call: the frame inside it is then the call's outermost.
+                if let Some(last) = ends.last_mut() {
+                    *last = true;
+                }
             }
         }
+        self.call_ends.replace(ends);
         Ok((out, top))
     }
 
@@ -320,7 +330,7 @@ impl<'a> FrameWalker<'a> {
     /// `pages` (3.10) are the blocks that held this thread's frames at its last walk: a thread that may
     /// move has them in the first copy, so that a chain that moved to frames on another of its pages
     /// can be compared at once. Returns the chain and the blocks the accepted copy held.
-    fn read_chain(&self, tstate: u64, head: Option<WalkHead>, moving: bool, pages: &[(u64, usize)]) -> Result<(Vec<(u64, i64, u64)>, Vec<(u64, usize)>), WalkError> {
+    fn read_chain(&self, tstate: u64, head: Option<WalkHead>, moving: bool, pages: &[(u64, usize)]) -> Result<(Vec<(u64, i64, u64, bool)>, Vec<(u64, usize)>), WalkError> {
         let l = self.layout;
         self.rounds.set(0);
         let reads = BlockCache::new(self.mem);
@@ -683,11 +693,25 @@ struct RawFrame {
 }
 
 /// (code, instruction, first local) of the frames that have code, leaving out 3.12+ shim frames.
-fn frames_with_code(l: &Layout, chain: &[RawFrame]) -> Vec<(u64, i64, u64)> {
+/// The fourth value says whether the frame is the outermost one of its evaluation-loop call (see
+/// `native::merge`): every frame on 3.10, an entry frame on 3.11, the frame above a C-stack shim on
+/// 3.12+ (and the thread's outermost frame on any).
+fn frames_with_code(l: &Layout, chain: &[RawFrame]) -> Vec<(u64, i64, u64, bool)> {
+    let shim = |f: &RawFrame| l.version.1 >= 12 && f.owner == FRAME_OWNED_BY_CSTACK;
     chain
         .iter()
-        .filter(|f| !(l.version.1 >= 12 && f.owner == FRAME_OWNED_BY_CSTACK) && f.code != 0)
-        .map(|f| (f.code, f.instr, f.first_local))
+        .enumerate()
+        .filter(|(_, f)| !shim(f) && f.code != 0)
+        .map(|(i, f)| {
+            let ends = if l.frame_state.is_some() {
+                true
+            } else if l.frame_is_entry.is_some() {
+                f.entry == 1 || i + 1 == chain.len()
+            } else {
+                chain.get(i + 1).is_none_or(shim)
+            };
+            (f.code, f.instr, f.first_local, ends)
+        })
         .collect()
 }
 

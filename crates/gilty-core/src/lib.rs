@@ -18,6 +18,7 @@ pub mod linetable;
 pub mod locals;
 pub mod memory;
 pub mod method_class;
+pub mod native;
 pub mod object_graph;
 pub mod object_repr;
 pub mod process;

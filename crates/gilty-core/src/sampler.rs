@@ -782,3 +782,11 @@ impl<T> GetOrInsertResult<T> for Option<T> {
         self.as_mut()
     }
 }
+
+impl Sampler {
+    /// Every Python thread's mixed native + Python stack, for `dump --native` (see `native::snapshot`).
+    /// Err: kernel sampling is not permitted here (one line saying what to change).
+    pub fn native_snapshot(&mut self, wait: Duration) -> Result<Vec<crate::native::snapshot::NativeThread>, String> {
+        crate::native::snapshot::take(&self.interp, &mut self.code_cache, &mut self.tid_resolver, wait)
+    }
+}

@@ -205,6 +205,19 @@ fn file_offset(file: &object::File, vaddr: u64) -> Option<u64> {
     None
 }
 
+/// The path of an installed separate debug file (build-id path or `.gnu_debuglink`, under each of
+/// `roots`) that belongs to `file` (same build-id, or the debuglink CRC), if any.
+pub fn matching_debug_file(file: &object::File, path_in_target: &str, roots: &[String]) -> Option<String> {
+    for cand in debug_candidates(file, path_in_target, roots) {
+        let Ok(bytes) = std::fs::read(&cand.path) else { continue };
+        let Ok(dfile) = object::File::parse(&*bytes) else { continue };
+        if debug_file_matches(file, &dfile, &bytes, cand.crc) {
+            return Some(cand.path);
+        }
+    }
+    None
+}
+
 struct DebugCandidate {
     path: String,
     /// CRC from .gnu_debuglink, when found that way.

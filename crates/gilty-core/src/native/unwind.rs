@@ -1,0 +1,272 @@
+//! Unwinding one thread's user stack, copied at one moment, into return addresses (framehop, from
+//! `.eh_frame` / `.debug_frame` CFI, frame pointers where a module has none), and naming them.
+//!
+//! The modules are the target's file-backed executable mappings from `/proc/PID/maps`, read again
+//! when an address falls in no known module (a library loaded since) and dropped when a mapping is
+//! gone (a library unloaded). An address in no module (an anonymous executable mapping, a library
+//! unloaded before we looked) is `[unknown]`.
+
+use super::module::{ModuleFile, Slice};
+use crate::process::maps::{read_maps, MapEntry};
+use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
+use framehop::{FrameAddress, Unwinder};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Deepest native stack followed.
+const MAX_FRAMES: usize = 512;
+
+/// User registers at the sample: the three framehop needs on x86-64.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Regs {
+    pub ip: u64,
+    pub sp: u64,
+    pub bp: u64,
+}
+
+/// A native frame, named as far as the file's symbols allow.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct NativeFrame {
+    /// The function, or None (a stripped file's local function, or no module).
+    pub function: Option<String>,
+    /// The file's path, or None for an address in no file.
+    pub library: Option<String>,
+    /// Offset of the address from the file's load address (its address as linked), or the address
+    /// itself when in no file.
+    pub offset: u64,
+}
+
+impl NativeFrame {
+    pub fn library_name(&self) -> Option<&str> {
+        self.library.as_deref().map(|p| p.rsplit('/').next().unwrap_or(p))
+    }
+    /// `function`, or `lib+0xOFFSET`, or `[unknown]`.
+    pub fn label(&self) -> String {
+        match (&self.function, self.library_name()) {
+            (Some(f), _) => f.clone(),
+            (None, Some(lib)) => format!("{lib}+{:#x}", self.offset),
+            (None, None) => "[unknown]".to_owned(),
+        }
+    }
+}
+
+struct Loaded {
+    start: u64,
+    end: u64,
+    bias: u64,
+    file: Arc<ModuleFile>,
+}
+
+/// The unwinder of one target process, with its modules.
+pub struct ProcessUnwinder {
+    pid: i32,
+    unwinder: UnwinderX86_64<Slice>,
+    cache: CacheX86_64,
+    /// Executable mappings, sorted by start.
+    loaded: Vec<Loaded>,
+    /// Files by path, kept across refreshes (a library mapped again is not parsed again).
+    files: HashMap<String, Option<Arc<ModuleFile>>>,
+    debug_roots: Vec<String>,
+    /// Refreshes of the module list so far.
+    pub refreshes: u64,
+}
+
+fn root_of(pid: i32) -> String {
+    // Our own root when the target shares it; its /proc root otherwise (containers).
+    let ours = std::fs::read_link("/proc/self/root").ok();
+    let theirs = std::fs::read_link(format!("/proc/{pid}/root")).ok();
+    if ours == theirs {
+        String::new()
+    } else {
+        format!("/proc/{pid}/root")
+    }
+}
+
+impl ProcessUnwinder {
+    pub fn new(pid: i32) -> crate::Result<ProcessUnwinder> {
+        let root = root_of(pid);
+        let debug_roots = if root.is_empty() { vec![String::new()] } else { vec![root, String::new()] };
+        let mut u = ProcessUnwinder {
+            pid,
+            unwinder: UnwinderX86_64::new(),
+            cache: CacheX86_64::new(),
+            loaded: Vec::new(),
+            files: HashMap::new(),
+            debug_roots,
+            refreshes: 0,
+        };
+        u.refresh()?;
+        Ok(u)
+    }
+
+    /// Reads `/proc/PID/maps` again: adds new executable file mappings, drops those gone.
+    pub fn refresh(&mut self) -> crate::Result<()> {
+        let maps = read_maps(self.pid)?;
+        self.refreshes += 1;
+        let wanted: Vec<&MapEntry> = maps
+            .iter()
+            .filter(|m| m.perms.as_bytes().get(2) == Some(&b'x'))
+            .filter(|m| m.path.as_deref().is_some_and(|p| p.starts_with('/') && !p.ends_with(" (deleted)")))
+            .collect();
+        // Gone, or now something else at that address.
+        let keep: Vec<bool> = self
+            .loaded
+            .iter()
+            .map(|l| wanted.iter().any(|m| m.start == l.start && m.end == l.end && m.path.as_deref() == Some(l.file.path.as_str())))
+            .collect();
+        let mut i = 0;
+        self.loaded.retain(|l| {
+            let k = keep[i];
+            i += 1;
+            if !k {
+                self.unwinder.remove_module(l.start);
+            }
+            k
+        });
+        for m in wanted {
+            if self.loaded.iter().any(|l| l.start == m.start) {
+                continue;
+            }
+            let path = m.path.clone().unwrap();
+            let roots = &self.debug_roots;
+            let pid_root = &roots[0];
+            let file = self
+                .files
+                .entry(path.clone())
+                .or_insert_with(|| ModuleFile::load(&format!("{pid_root}{path}"), &path, roots).ok().map(Arc::new))
+                .clone();
+            let Some(file) = file else { continue };
+            let Some(bias) = file.bias(m.start, m.offset) else { continue };
+            self.unwinder.add_module(file.framehop_module(m.start..m.end, bias));
+            self.loaded.push(Loaded { start: m.start, end: m.end, bias, file });
+        }
+        self.loaded.sort_by_key(|l| l.start);
+        Ok(())
+    }
+
+    fn module_at(&self, addr: u64) -> Option<&Loaded> {
+        let i = self.loaded.partition_point(|l| l.start <= addr);
+        self.loaded.get(i.checked_sub(1)?).filter(|l| addr < l.end)
+    }
+
+    /// Whether every address is in a known module; if not, the module list is read again once.
+    pub fn ensure_known(&mut self, addrs: &[u64]) {
+        if addrs.iter().any(|&a| self.module_at(a).is_none()) {
+            let _ = self.refresh();
+        }
+    }
+
+    /// The return addresses of a stack copied at `stack_base` (innermost first, the first being the
+    /// instruction pointer), and whether the walk reached the stack's end (false: it stopped at a
+    /// frame it could not unwind, or at `MAX_FRAMES`).
+    pub fn unwind(&mut self, regs: Regs, stack_base: u64, stack: &[u8]) -> (Vec<FrameAddress>, bool) {
+        if self.module_at(regs.ip).is_none() {
+            self.ensure_known(&[regs.ip]);
+        }
+        let mut read = |addr: u64| -> Result<u64, ()> {
+            let off = addr.checked_sub(stack_base).ok_or(())? as usize;
+            let b = stack.get(off..off.checked_add(8).ok_or(())?).ok_or(())?;
+            Ok(u64::from_le_bytes(b.try_into().unwrap()))
+        };
+        let mut out = Vec::new();
+        let mut iter = self.unwinder.iter_frames(regs.ip, UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp), &mut self.cache, &mut read);
+        loop {
+            match iter.next() {
+                Ok(Some(f)) => {
+                    out.push(f);
+                    if out.len() >= MAX_FRAMES {
+                        return (out, false);
+                    }
+                }
+                Ok(None) => return (out, true),
+                Err(_) => return (out, false),
+            }
+        }
+    }
+
+    /// Names a frame: the function holding its address (a return address looks up the call
+    /// instruction before it).
+    pub fn symbolize(&self, frame: FrameAddress) -> NativeFrame {
+        let addr = frame.address_for_lookup();
+        let Some(l) = self.module_at(addr) else {
+            return NativeFrame { function: None, library: None, offset: frame.address() };
+        };
+        let svma = addr.wrapping_sub(l.bias);
+        let function = l.file.symbols.lookup(svma).map(|(name, _)| name.to_owned());
+        NativeFrame { function, library: Some(l.file.path.clone()), offset: frame.address().wrapping_sub(l.bias) }
+    }
+
+    /// The file mapped at `addr`, if any.
+    pub fn library_at(&self, addr: u64) -> Option<&str> {
+        self.module_at(addr).map(|l| l.file.path.as_str())
+    }
+
+    pub fn module_count(&self) -> usize {
+        self.loaded.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[inline(never)]
+    fn copy_own_stack(depth: u32, out: &mut Option<(Regs, u64, Vec<u8>)>) -> u32 {
+        if depth > 0 {
+            return copy_own_stack(depth - 1, out) + 1;
+        }
+        // Registers of this frame and the stack above it, as a sample would give them.
+        let (ip, sp, bp): (u64, u64, u64);
+        // SAFETY: reads three registers and a label's address; writes nothing else.
+        unsafe {
+            std::arch::asm!("lea {ip}, [rip]", "mov {sp}, rsp", "mov {bp}, rbp", ip = out(reg) ip, sp = out(reg) sp, bp = out(reg) bp);
+        }
+        // As the kernel would: as much as can be read above sp (the stack's top may be near).
+        let mut len = 64 * 1024;
+        let mut copy = vec![0u8; len];
+        while len > 64 {
+            let local = libc::iovec { iov_base: copy.as_mut_ptr() as *mut libc::c_void, iov_len: len };
+            let remote = libc::iovec { iov_base: sp as *mut libc::c_void, iov_len: len };
+            // SAFETY: reads our own memory into `copy` through the kernel, which checks the range.
+            let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+            if n == len as isize {
+                break;
+            }
+            len /= 2;
+        }
+        copy.truncate(len);
+        *out = Some((Regs { ip, sp, bp }, sp, copy));
+        0
+    }
+
+    #[test]
+    fn unwinds_and_names_own_stack() {
+        // A thread with a big stack, so the 64 KiB copy never runs past its top.
+        std::thread::Builder::new()
+            .stack_size(8 << 20)
+            .spawn(|| {
+                let mut got = None;
+                std::hint::black_box(copy_own_stack(3, &mut got));
+                let (regs, base, stack) = got.unwrap();
+                let mut u = ProcessUnwinder::new(std::process::id() as i32).unwrap();
+                assert!(u.module_count() > 0);
+                let (frames, complete) = u.unwind(regs, base, &stack);
+                let names: Vec<String> = frames.iter().map(|f| u.symbolize(*f).label()).collect();
+                // The compiler may fold the recursion and inline the closure; the ends must be there.
+                assert!(names[0].contains("copy_own_stack"), "{names:?}");
+                assert!(names.iter().any(|n| n == "start_thread"), "{names:?}");
+                assert!(complete && names.len() >= 4, "{names:?}");
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+
+    #[test]
+    fn address_in_no_module_is_unknown() {
+        let u = ProcessUnwinder::new(std::process::id() as i32).unwrap();
+        let f = u.symbolize(FrameAddress::from_instruction_pointer(0x10));
+        assert_eq!(f.label(), "[unknown]");
+        assert_eq!(f.library, None);
+    }
+}
