@@ -93,9 +93,20 @@ impl Target {
     /// With `locals`, each thread also has "locals" (per frame, innermost first, a list of
     /// (name, is_argument, repr) or None with the frame's error) or "locals_error". With
     /// `positions`, "positions" (per frame, (line, end_line, column, end_column) or None; 3.11+).
-    #[pyo3(signature = (locals = false, positions = false))]
-    fn dump<'py>(&self, py: Python<'py>, locals: bool, positions: bool) -> PyResult<Bound<'py, PyDict>> {
+    /// With `native`, each Python thread has "native_stack" (innermost first: ("py", function, file,
+    /// line) or ("c", function or None, library or None, offset)) or "native_error"; a target where
+    /// kernel sampling is not permitted raises (permission_denied) instead.
+    #[pyo3(signature = (locals = false, positions = false, native = false))]
+    fn dump<'py>(&self, py: Python<'py>, locals: bool, positions: bool, native: bool) -> PyResult<Bound<'py, PyDict>> {
         let pid = self.pid;
+        let mixed = if native {
+            let mut guard = self.inner.lock().unwrap();
+            let s: &mut CoreSampler = &mut guard;
+            let got = py.allow_threads(|| s.native_snapshot(std::time::Duration::from_millis(500)));
+            Some(got.map_err(|m| to_py_err(CoreError::new(ErrorKind::PermissionDenied, m)))?)
+        } else {
+            None
+        };
         let (t, snap, mut vars, handled) = {
             let mut guard = self.inner.lock().unwrap();
             let s: &mut CoreSampler = &mut guard;
@@ -127,6 +138,12 @@ impl Target {
             d.set_item("stack", stack)?;
             if let Some(found) = handled.get(&th.tid) {
                 d.set_item("handling_exception", found.as_deref())?;
+            }
+            if let Some(nt) = mixed.as_ref().and_then(|m| m.iter().find(|n| n.tid == th.tid)) {
+                match &nt.stack {
+                    Ok(frames) => d.set_item("native_stack", mixed_stack(py, frames)?)?,
+                    Err(e) => d.set_item("native_error", e)?,
+                }
             }
             if let Some(vars) = vars.as_mut() {
                 match vars.remove(&th.tid) {
@@ -167,6 +184,19 @@ impl Target {
         out.set_item("threads", threads)?;
         Ok(out)
     }
+}
+
+/// A mixed stack as tuples: ("py", function, file, line) or ("c", function, library, offset).
+fn mixed_stack<'py>(py: Python<'py>, frames: &[gilty_core::native::MixedFrame]) -> PyResult<Bound<'py, PyList>> {
+    use gilty_core::native::MixedFrame;
+    let out = PyList::empty(py);
+    for f in frames {
+        match f {
+            MixedFrame::Python(p) => out.append(("py", p.function.as_str(), p.file.as_str(), p.line))?,
+            MixedFrame::Native(n) => out.append(("c", n.function.as_deref(), n.library.as_deref(), n.offset))?,
+        }
+    }
+    Ok(out)
 }
 
 /// Samples a Target at a fixed rate; `collect(seconds)` returns one batch (see docs/json-format.md).

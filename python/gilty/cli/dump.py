@@ -3,6 +3,7 @@
 gilty dump --pid 4242
 gilty dump --pid MASTER --subprocesses     # the master and every Python descendant
 gilty dump --pid 4242 --locals             # with each frame's arguments and local variables
+gilty dump --pid 4242 --native             # with each thread's C frames between its Python frames
 gilty dump --pid 4242 --tasks              # and every asyncio task, as a tree per event loop
 """
 
@@ -27,9 +28,15 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="show each frame's arguments and local variables (builtins by value, other objects by type and address)",
     )
+    parser.add_argument(
+        "--native",
+        action="store_true",
+        help="show each thread's native (C) frames between its Python frames, sampled by the kernel (perf events; the target is not stopped)",
+    )
 
 
-def _snapshot(native, pid: int, tasks: bool = False, with_locals: bool = False, positions: bool = False) -> tuple:
+def _snapshot(native, pid: int, tasks: bool = False, with_locals: bool = False, positions: bool = False,
+              with_native: bool = False) -> tuple:
     target = launch.attach(native, pid)
     target_info = {
         "pid": target.pid,
@@ -38,7 +45,12 @@ def _snapshot(native, pid: int, tasks: bool = False, with_locals: bool = False, 
         "switch_interval_s": target.switch_interval_s,
     }
     # Positions (3.11+ column ranges) are in the JSON form only: the text keeps py-spy's layout.
-    snapshot = target.dump(locals=with_locals, positions=positions) if with_locals or positions else target.dump()
+    if with_native:
+        snapshot = target.dump(locals=with_locals, positions=positions, native=True)
+    elif with_locals or positions:
+        snapshot = target.dump(locals=with_locals, positions=positions)
+    else:
+        snapshot = target.dump()
     if tasks:
         snapshot["tasks"] = target.tasks()
     return target_info, snapshot
@@ -48,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     native = launch.native_module()
     roots = list(dict.fromkeys(args.pid))
     if len(roots) == 1 and not args.subprocesses:
-        target_info, snapshot = _snapshot(native, roots[0], args.tasks, args.locals, args.format == "json")
+        target_info, snapshot = _snapshot(native, roots[0], args.tasks, args.locals, args.format == "json", args.native)
         renderer = dump.render_json if args.format == "json" else dump.render_text
         emit(renderer(target_info, snapshot, native.syscall_name), None)
         return EXIT_OK
@@ -60,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     dumps, skipped = [], []
     for pid in pids:
         try:
-            dumps.append(_snapshot(native, pid, args.tasks, args.locals, args.format == "json"))
+            dumps.append(_snapshot(native, pid, args.tasks, args.locals, args.format == "json", args.native))
         except native.GiltyError as e:
             if pid in roots and getattr(e, "kind", None) == "no_such_process":
                 raise

@@ -36,6 +36,11 @@ def render_text(target_info: dict, snapshot: dict, syscall_name: Callable[[int],
         if thread.get("handling_exception"):
             state += f"; handling {visible(thread['handling_exception'])}"
         lines.append(f"Thread {thread['tid']} '{visible(thread['name'])}' ({state})")
+        if "native_stack" in thread:
+            lines.extend(f"    {_mixed_text(f)}" for f in thread["native_stack"])
+            continue
+        if "native_error" in thread:
+            lines.append(f"    (native stack missing: {thread['native_error']})")
         if not thread["stack"]:
             lines.append("    (no Python stack)")
         if thread.get("locals_error"):
@@ -52,6 +57,32 @@ def render_text(target_info: dict, snapshot: dict, syscall_name: Callable[[int],
         names = {t["tid"]: visible(t["name"]) for t in snapshot["threads"]}
         text += "\n" + tasks.render_text(snapshot["tasks"], names)
     return text
+
+
+def native_label(function: str | None, library: str | None, offset: int) -> str:
+    """A native frame's name: its function, else `library+0xOFFSET`, else `[unknown]`."""
+    if function:
+        return function
+    if library:
+        return f"{library.rsplit('/', 1)[-1]}+{offset:#x}"
+    return "[unknown]"
+
+
+def _mixed_text(frame: tuple) -> str:
+    kind, function, where, at = frame
+    if kind == "py":
+        return f"{visible(function)} ({visible(where)}:{at})"
+    label = visible(native_label(function, where, at))
+    lib = where.rsplit("/", 1)[-1] if where else None
+    return f"{label} ({visible(lib)}+{at:#x})" if function and lib else label
+
+
+def _mixed_json(frame: tuple) -> dict:
+    kind, function, where, at = frame
+    if kind == "py":
+        return {"kind": "python", "function": function, "file": where, "line": at}
+    return {"kind": "native", "function": function, "library": where, "offset": at,
+            "label": native_label(function, where, at)}
 
 
 def _locals_lines(variables: list | None, error: str | None) -> list[str]:
@@ -84,6 +115,7 @@ def _frame_json(frame: tuple, variables: tuple | None, position: tuple | None, w
 def dump_report(target_info: dict, snapshot: dict, syscall_name: Callable[[int], str]) -> dict:
     """The JSON form of one `gilty dump` snapshot."""
     threads = []
+    missing = 0
     for thread in snapshot["threads"]:
         state = thread["state"]
         syscall = thread.get("syscall", -1)
@@ -99,10 +131,16 @@ def dump_report(target_info: dict, snapshot: dict, syscall_name: Callable[[int],
                 "stack": _stack_json(thread),
             }
         )
-        for key in ("locals_error", "positions_error"):
+        for key in ("locals_error", "positions_error", "native_error"):
             if key in thread:
                 threads[-1][key] = thread[key]
+        if "native_stack" in thread:
+            threads[-1]["native_stack"] = [_mixed_json(f) for f in thread["native_stack"]]
+        elif "native_error" in thread:
+            missing += 1
     report = {"format_version": FORMAT_VERSION, "target": target_info, "threads": threads}
+    if any("native_stack" in t or "native_error" in t for t in snapshot["threads"]):
+        report["errors"] = {"native_missing": missing}
     if "tasks" in snapshot:
         from gilty.report import tasks  # only with --tasks
 

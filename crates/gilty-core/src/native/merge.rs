@@ -62,15 +62,15 @@ pub fn python_calls<'a>(frames: &'a [Frame], call_ends: &[bool]) -> Vec<&'a [Fra
     out
 }
 
-/// The mixed stack, innermost first. `interpreter` is the path of the file holding the interpreter
-/// (the executable or libpython).
-pub fn merge(native: &[NativeFrame], python: &[Frame], call_ends: &[bool], interpreter: &str) -> Result<Vec<MixedFrame>, MergeError> {
+/// The mixed stack, innermost first. `interpreter`: the paths of the files holding the interpreter
+/// (libpython and the executable, or the executable alone).
+pub fn merge(native: &[NativeFrame], python: &[Frame], call_ends: &[bool], interpreter: &[&str]) -> Result<Vec<MixedFrame>, MergeError> {
     let calls = python_calls(python, call_ends);
     let evals = native.iter().filter(|f| is_eval_frame(f)).count();
     if evals != calls.len() {
         return Err(MergeError::Mismatch { native_calls: evals, python_calls: calls.len() });
     }
-    let in_interp = |f: &NativeFrame| f.library.as_deref() == Some(interpreter);
+    let in_interp = |f: &NativeFrame| f.library.as_deref().is_some_and(|l| interpreter.contains(&l));
     let in_system = |f: &NativeFrame| f.library.as_deref().is_some_and(is_system_library);
     let mut out = Vec::with_capacity(native.len() + python.len());
     let mut calls = calls.into_iter();
@@ -135,7 +135,7 @@ mod tests {
         ];
         let python = [p("work"), p("helper"), p("<module>")];
         // work and helper run in one loop call (helper called work from Python); <module> in another.
-        let m = merge(&native, &python, &[false, true, true], PY).unwrap();
+        let m = merge(&native, &python, &[false, true, true], &[PY]).unwrap();
         assert_eq!(labels(&m), ["inner_spin", "middle", "outer", "py:work", "py:helper", "py:<module>"]);
     }
 
@@ -148,16 +148,16 @@ mod tests {
             n("_PyEval_EvalFrameDefault", PY),
             n("start_thread", LIBC),
         ];
-        let m = merge(&native, &[p("run")], &[true], PY).unwrap();
+        let m = merge(&native, &[p("run")], &[true], &[PY]).unwrap();
         assert_eq!(labels(&m), ["pthread_cond_timedwait", "take_gil", "PyEval_RestoreThread", "py:run"]);
     }
 
     #[test]
     fn count_mismatch_is_an_error() {
         let native = [n("inner", EXT), n("_PyEval_EvalFrameDefault", PY)];
-        let err = merge(&native, &[p("a"), p("b")], &[true, true], PY).unwrap_err();
+        let err = merge(&native, &[p("a"), p("b")], &[true, true], &[PY]).unwrap_err();
         assert_eq!(err, MergeError::Mismatch { native_calls: 1, python_calls: 2 });
-        assert!(merge(&native, &[], &[], PY).is_err());
+        assert!(merge(&native, &[], &[], &[PY]).is_err());
     }
 
     #[test]

@@ -1,28 +1,32 @@
 //! One mixed (native + Python) stack per Python thread, for `gilty dump --native`, never stopping
-//! the target.
+//! the target. What makes a native stack and a Python stack one moment:
 //!
-//! Per thread, in this order: a blocked thread's registers and stack (`blocked.rs`), its Python stack
-//! (first read), then kernel samples of every thread for up to `wait` (a running thread is sampled
-//! within a millisecond of CPU time), then its Python stack again (second read). A kernel sample was
-//! taken between the two reads; it is merged only when both reads are the same stack, the innermost
-//! frame at the same instruction, and the native stack's evaluation-loop frames match the Python
-//! stack's calls (`merge.rs`). A blocked thread's copy is merged when its context-switch count did not
-//! move from before its registers to after the second read. Anything else keeps the Python stack
-//! and says why the native part is missing.
+//! - a thread blocked in a system call: its registers and stack memory from `/proc`, then its Python
+//!   stack, with its context-switch count unchanged from before the first read to after the last
+//!   (it did not run, so nothing moved);
+//! - a running thread: a kernel sample (`perf.rs`) taken between two reads of its Python stack
+//!   `BRACKET` apart that are the same frames with the innermost at the same instruction;
+//! - and in both, the native stack's evaluation-loop frames match the Python stack's calls
+//!   (`merge.rs`).
+//!
+//! Anything else keeps the Python stack and says why the native part is missing.
 
-use super::blocked::{read_blocked, switches, BlockedStack};
+use super::blocked::{read_blocked, switches};
 use super::merge::{merge, MixedFrame};
-use super::perf::{permission_hint, PerfSample, PerfSampler, DEFAULT_STACK_BYTES};
+use super::perf::{permission_hint, PerfSampler, DEFAULT_STACK_BYTES};
 use super::unwind::{NativeFrame, ProcessUnwinder, Regs};
+use crate::clock::monotonic_ns;
 use crate::frames::{CodeCache, Frame, FrameWalker};
 use crate::interpreter::Interpreter;
 use crate::process::procfs;
 use crate::threads::{python_threads, TidResolver};
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-/// Kernel sampling period while a dump waits for running threads.
-const DUMP_PERIOD_NS: u64 = 1_000_000;
+/// Kernel sampling period (CPU time) while a dump looks at one running thread.
+const DUMP_PERIOD_NS: u64 = 200_000;
+/// Time between the two Python reads that bracket a kernel sample: about two sampling periods, so a
+/// running thread is sampled in it, and short, so the thread has little time to move.
+const BRACKET: Duration = Duration::from_micros(400);
 
 #[derive(Debug, Clone)]
 pub struct NativeThread {
@@ -35,13 +39,13 @@ type Walk = (Vec<Frame>, Vec<bool>, Option<(u64, i64)>);
 
 fn walk(interp: &Interpreter, cache: &mut CodeCache, tstate: u64) -> Option<Walk> {
     let walker = FrameWalker::new(&interp.mem, &interp.layout, interp.code_type);
+    cache.new_pass();
     let (frames, top) = walker.walk(tstate, cache).ok()?;
     let ends = walker.call_ends.take();
     Some((frames, ends, top))
 }
 
-/// Unwinds a copied stack and names its frames, innermost first; None if the walk stopped before
-/// the stack's end with no frame at all.
+/// Unwinds a copied stack and names its frames, innermost first.
 pub fn native_frames(unwinder: &mut ProcessUnwinder, regs: Regs, stack: &[u8]) -> Vec<NativeFrame> {
     let (addrs, _complete) = unwinder.unwind(regs, regs.sp, stack);
     let raw: Vec<u64> = addrs.iter().map(|a| a.address()).collect();
@@ -49,77 +53,83 @@ pub fn native_frames(unwinder: &mut ProcessUnwinder, regs: Regs, stack: &[u8]) -
     addrs.into_iter().map(|a| unwinder.symbolize(a)).collect()
 }
 
-/// Mixed stacks of every Python thread. Err: kernel sampling is not permitted (what to change).
+/// A native stack and the Python stack of the same moment, or why there is none.
+type Matched = Result<(Regs, Vec<u8>, Walk), String>;
+
+/// A thread blocked in a system call: registers and stack from /proc, the Python stack read after
+/// them, and the context-switch count unchanged from before the registers to after the Python read.
+fn blocked_moment(interp: &Interpreter, cache: &mut CodeCache, tid: i32, tstate: u64) -> Option<Matched> {
+    let b = read_blocked(interp.pid, tid, &interp.mem)?;
+    let py = walk(interp, cache, tstate);
+    let after = switches(interp.pid, tid);
+    Some(match py {
+        Some(py) if after == Some(b.switches_before) => Ok((b.regs, b.stack, py)),
+        Some(_) => Err("the thread ran while its blocked stack was read".to_owned()),
+        None => Err("the Python stack could not be read".to_owned()),
+    })
+}
+
+/// A running thread: a kernel sample taken between two Python reads `BRACKET` apart that agree
+/// (same frames, innermost at the same instruction), tried until `deadline`.
+fn sampled_moment(interp: &Interpreter, cache: &mut CodeCache, perf: &mut PerfSampler, tid: i32, tstate: u64, deadline: Instant) -> Matched {
+    let mut samples = Vec::new();
+    let mut moved = 0;
+    loop {
+        samples.clear();
+        perf.drain(&mut samples); // older samples: not bracketed
+        let t0 = monotonic_ns();
+        let first = walk(interp, cache, tstate);
+        std::thread::sleep(BRACKET);
+        let second = walk(interp, cache, tstate);
+        let t1 = monotonic_ns();
+        samples.clear();
+        perf.drain(&mut samples);
+        let inside = samples.iter().find(|s| s.tid == tid && s.time_ns >= t0 && s.time_ns <= t1);
+        match (first, second, inside) {
+            (Some(a), Some(b), Some(s)) if a == b => return Ok((s.regs, s.stack.clone(), a)),
+            (Some(a), Some(b), _) if a != b => moved += 1,
+            (None, _, _) | (_, None, _) => return Err("the Python stack could not be read".to_owned()),
+            _ => {}
+        }
+        if Instant::now() >= deadline {
+            return Err(if moved > 0 {
+                format!("the Python stack moved around every kernel sample ({moved} tries)")
+            } else {
+                "no kernel sample of the thread (not running, not in a system call)".to_owned()
+            });
+        }
+    }
+}
+
+/// Mixed stacks of every Python thread, each looked at for at most `wait`. Err: kernel sampling is
+/// not permitted (what to change).
 pub fn take(interp: &Interpreter, cache: &mut CodeCache, resolver: &mut TidResolver, wait: Duration) -> Result<Vec<NativeThread>, String> {
     let pid = interp.pid;
     let gone = |e: std::io::Error| format!("pid {pid}: {e}");
     let tids = procfs::thread_ids(pid).map_err(gone)?;
     let threads = python_threads(interp, resolver, &tids).map_err(gone)?;
     let mut unwinder = ProcessUnwinder::new(pid).map_err(|e| e.message)?;
-    let mut perf = PerfSampler::new(DUMP_PERIOD_NS, DEFAULT_STACK_BYTES);
-
-    struct Per {
-        tid: i32,
-        tstate: u64,
-        blocked: Option<BlockedStack>,
-        first: Option<Walk>,
-    }
-    let mut per = Vec::new();
+    let interp_files = [interp.binary.as_str(), interp.executable.as_str()];
+    let mut out = Vec::new();
     for t in &threads {
         let Some(tid) = t.tid else { continue };
-        if let Err(e) = perf.add_thread(tid) {
-            if !matches!(e.raw_os_error(), Some(libc::ESRCH)) {
-                return Err(permission_hint(&e));
+        let matched = match blocked_moment(interp, cache, tid, t.tstate) {
+            Some(m) => m,
+            None => {
+                // One thread at a time: its events exist only while it is looked at.
+                let mut perf = PerfSampler::new(DUMP_PERIOD_NS, DEFAULT_STACK_BYTES);
+                match perf.add_thread(tid) {
+                    Ok(()) => sampled_moment(interp, cache, &mut perf, tid, t.tstate, Instant::now() + wait),
+                    Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Err("the thread exited".to_owned()),
+                    Err(e) => return Err(permission_hint(&e)),
+                }
             }
-        }
-        cache.new_pass();
-        let blocked = read_blocked(pid, tid, &interp.mem);
-        let first = walk(interp, cache, t.tstate);
-        per.push(Per { tid, tstate: t.tstate, blocked, first });
-    }
-    // Wait until every thread not seen blocked has a sample, or `wait` passes.
-    let start = Instant::now();
-    let mut samples: Vec<PerfSample> = Vec::new();
-    loop {
-        perf.drain(&mut samples);
-        let missing = per.iter().any(|p| p.blocked.is_none() && !samples.iter().any(|s| s.tid == p.tid));
-        if !missing || start.elapsed() >= wait {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    perf.retain(&[]);
-    let mut first_sample: HashMap<i32, PerfSample> = HashMap::new();
-    for s in samples {
-        first_sample.entry(s.tid).or_insert(s);
-    }
-    let interp_path = interp.binary.clone();
-    let mut out = Vec::new();
-    for p in per {
-        cache.new_pass();
-        let second = walk(interp, cache, p.tstate);
-        let switches_after = switches(pid, p.tid);
-        let stack = match (&p.first, &second) {
-            (Some(a), Some(b)) if a == b => {
-                let (py, ends, _) = a;
-                let source = if let Some(s) = first_sample.get(&p.tid) {
-                    Ok((s.regs, &s.stack[..]))
-                } else if let Some(bl) = p.blocked.as_ref().filter(|bl| Some(bl.switches_before) == switches_after) {
-                    Ok((bl.regs, &bl.stack[..]))
-                } else if p.blocked.is_some() {
-                    Err("the thread ran while its blocked stack was read".to_owned())
-                } else {
-                    Err(format!("no kernel sample of the thread within {} ms (not running, not in a system call)", wait.as_millis()))
-                };
-                source.and_then(|(regs, stack)| {
-                    let native = native_frames(&mut unwinder, regs, stack);
-                    merge(&native, py, ends, &interp_path).map_err(|e| e.to_string())
-                })
-            }
-            (Some(_), Some(_)) => Err("the Python stack changed around the native sample".to_owned()),
-            _ => Err("the Python stack could not be read".to_owned()),
         };
-        out.push(NativeThread { tid: p.tid, stack });
+        let stack = matched.and_then(|(regs, stack, (py, ends, _))| {
+            let native = native_frames(&mut unwinder, regs, &stack);
+            merge(&native, &py, &ends, &interp_files).map_err(|e| e.to_string())
+        });
+        out.push(NativeThread { tid, stack });
     }
     Ok(out)
 }

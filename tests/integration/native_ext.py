@@ -1,0 +1,36 @@
+"""Builds the test C extension (tests/targets/native_chain/native_chain.c) for one interpreter with gcc
+and that interpreter's own headers; skips, saying why, when gcc or the headers are missing."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import TARGETS
+
+SOURCE = TARGETS / "native_chain" / "native_chain.c"
+
+
+def build_native_chain(interpreter: str, out_dir: Path) -> Path:
+    """The directory holding `native_chain<EXT_SUFFIX>` built for `interpreter`."""
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        pytest.skip("gcc is not installed (apt-get install gcc)")
+    probe = subprocess.run(
+        [interpreter, "-c", "import sysconfig; print(sysconfig.get_paths()['include']); print(sysconfig.get_config_var('EXT_SUFFIX'))"],
+        capture_output=True, text=True, timeout=30,
+    )
+    include, suffix = probe.stdout.split()
+    if not (Path(include) / "Python.h").exists():
+        pytest.skip(f"no Python.h in {include} for {interpreter} (Debian: apt-get install python3-dev; see the Makefile's system-deps)")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / f"native_chain{suffix}"
+    # No inlining and no sibling calls: outer -> middle -> inner_spin keep a frame each, as -g keeps lines.
+    cmd = [gcc, "-shared", "-fPIC", "-O1", "-g", "-fno-inline", "-fno-optimize-sibling-calls",
+           f"-I{include}", str(SOURCE), "-o", str(target)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, f"{' '.join(cmd)} failed:\n{done.stderr}"
+    return out_dir
