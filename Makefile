@@ -8,6 +8,9 @@ STAMP := $(VENV)/.installed
 # prometheus scrapes the exporters; chromium loads the HTML report headless; wrk and nginx are the
 # load generator's yardstick (bench/load_vs_wrk.py).
 APT_PACKAGES := bpftrace prometheus chromium wrk nginx
+# Debian packages with no command of their own to look for (checked with dpkg): gcc and Debian's
+# python3.11 headers build the C extension of the native-stack tests (tests/integration/native_ext.py).
+APT_DEV_PACKAGES := gcc python3.11-dev
 # google's pprof reads gilty's pprof output back in the tests; built from the Go module proxy.
 PPROF_VERSION := v0.0.0-20261105003125-4bf881d7fb0b
 PPROF := $(VENV)/bin/pprof
@@ -28,6 +31,7 @@ $(STAMP): $(VPY) requirements-dev.txt
 
 system-deps:  ## install the Debian packages the tests use (when root and missing)
 	@missing=""; for p in $(APT_PACKAGES); do command -v $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	for p in $(APT_DEV_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	  else echo "not root: skipping apt-get install of$$missing (tests that need them will skip)"; fi; \

@@ -124,3 +124,68 @@ def test_cli_text_and_json(interp, ext_dir):
     assert frames[0]["library"].endswith(".so") and frames[0]["offset"] > 0 and frames[0]["label"] == "inner_spin"
     assert frames[3]["line"] == call_line
     assert report["errors"]["native_missing"] == sum("native_error" in t for t in report["threads"])
+
+
+def dump_json_native(pid: int) -> dict:
+    rc, out, err = run_gilty("dump", "--pid", pid, "--native", "--format", "json", timeout=60)
+    if rc != 0 and "not permitted" in err:
+        pytest.skip(err.strip())
+    assert rc == 0 and "Traceback" not in err, f"gilty dump --native exited {rc}:\n{err}"
+    return parse_json(out)
+
+
+def check_accounted(report: dict) -> None:
+    """Every thread has a merged stack or says why not, and the errors count the ones that say why."""
+    for t in report["threads"]:
+        if t["stack"]:
+            assert "native_stack" in t or "native_error" in t, t
+    assert report["errors"]["native_missing"] == sum("native_error" in t for t in report["threads"])
+
+
+@pytest.mark.parametrize("hazard", ["dlclose", "threads", "anon"])
+def test_hazards_never_crash(interp, ext_dir, hazard):
+    """A library unloaded during the dump, threads that exit mid-sample, code in an anonymous
+    executable mapping: the dump completes, unreachable frames are [unknown], and they are counted."""
+    if interp.id != "3.12.1":
+        pytest.skip("kernel and loader behaviour, checked on pyenv 3.12 only (suite time)")
+    with running_target(interp, "native_hazards.py", str(ext_dir), hazard) as proc:
+        reports = [dump_json_native(proc.pid) for _ in range(4)]
+        assert proc.alive(), "the target died"
+    for report in reports:
+        check_accounted(report)
+    if hazard == "anon":
+        anon_line = line_of("native_hazards.py", "anon")
+        for report in reports:
+            t = thread_named(report, "anon")
+            assert "native_error" in t, t
+            if "native_stack" in t:
+                frames = t["native_stack"]
+                unknown = [i for i, f in enumerate(frames) if f["kind"] == "native" and f["label"] == "[unknown]"]
+                assert unknown, frames
+                below = [f for f in frames[unknown[-1] + 1:] if f["kind"] == "python"]
+                assert below and below[0]["function"] == "anon" and below[0]["line"] == anon_line, frames
+
+
+def test_numpy_fft_names_pocketfft(interp):
+    """NumPy (from the registry, pinned in requirements-dev.txt): the FFT thread's C frames name
+    pocketfft's functions, under NumPy's Python line that calls them."""
+    if interp.id != "3.12.1":
+        pytest.skip("NumPy's frames are version-independent: checked on pyenv 3.12 only (suite time)")
+    from package_venvs import venv_python
+    from test_numpy_states import _numpy_pin
+
+    python = venv_python(interp, "numpy", (_numpy_pin(),), "import numpy")
+    with running_target(python, "starved.py", "-", "fft") as proc:
+        reports = [dump_json_native(proc.pid) for _ in range(10)]
+    named = 0
+    for report in reports:
+        check_accounted(report)
+        frames = thread_named(report, "fft").get("native_stack") or []
+        libs = [i for i, f in enumerate(frames) if f["kind"] == "native" and "pocketfft" in os.path.basename(f["library"] or "")]
+        if not libs:
+            continue
+        assert all(frames[i]["function"] for i in libs), frames
+        caller = next(f for f in frames[libs[-1]:] if f["kind"] == "python")
+        assert "numpy" in caller["file"] and "fft" in caller["file"], frames
+        named += 1
+    assert named >= 3, f"pocketfft frames in {named} of 10 dumps"

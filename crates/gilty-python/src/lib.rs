@@ -141,7 +141,12 @@ impl Target {
             }
             if let Some(nt) = mixed.as_ref().and_then(|m| m.iter().find(|n| n.tid == th.tid)) {
                 match &nt.stack {
-                    Ok(frames) => d.set_item("native_stack", mixed_stack(py, frames)?)?,
+                    Ok(frames) => {
+                        d.set_item("native_stack", mixed_stack(py, frames)?)?;
+                        if let Some(why) = &nt.partial {
+                            d.set_item("native_error", why)?;
+                        }
+                    }
                     Err(e) => d.set_item("native_error", e)?,
                 }
             }

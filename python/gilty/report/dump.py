@@ -37,6 +37,8 @@ def render_text(target_info: dict, snapshot: dict, syscall_name: Callable[[int],
             state += f"; handling {visible(thread['handling_exception'])}"
         lines.append(f"Thread {thread['tid']} '{visible(thread['name'])}' ({state})")
         if "native_stack" in thread:
+            if "native_error" in thread:
+                lines.append(f"    (native stack partly [unknown]: {thread['native_error']})")
             lines.extend(f"    {_mixed_text(f)}" for f in thread["native_stack"])
             continue
         if "native_error" in thread:
@@ -136,7 +138,7 @@ def dump_report(target_info: dict, snapshot: dict, syscall_name: Callable[[int],
                 threads[-1][key] = thread[key]
         if "native_stack" in thread:
             threads[-1]["native_stack"] = [_mixed_json(f) for f in thread["native_stack"]]
-        elif "native_error" in thread:
+        if "native_error" in thread:
             missing += 1
     report = {"format_version": FORMAT_VERSION, "target": target_info, "threads": threads}
     if any("native_stack" in t or "native_error" in t for t in snapshot["threads"]):

@@ -97,6 +97,23 @@ pub fn merge(native: &[NativeFrame], python: &[Frame], call_ends: &[bool], inter
     Ok(out)
 }
 
+/// `merge` for a native stack whose unwind stopped early (a frame in an anonymous executable
+/// mapping, or in a library unloaded since): the frames it reached, one `[unknown]` frame for what
+/// it could not reach, then the Python calls the native stack did not reach. Only when it reached no
+/// more evaluation-loop frames than the Python stack has calls; else `Mismatch`.
+pub fn merge_truncated(native: &[NativeFrame], python: &[Frame], call_ends: &[bool], interpreter: &[&str]) -> Result<Vec<MixedFrame>, MergeError> {
+    let calls = python_calls(python, call_ends);
+    let evals = native.iter().filter(|f| is_eval_frame(f)).count();
+    if evals > calls.len() {
+        return Err(MergeError::Mismatch { native_calls: evals, python_calls: calls.len() });
+    }
+    let reached: usize = calls[..evals].iter().map(|c| c.len()).sum();
+    let mut out = merge(native, &python[..reached], &call_ends[..reached.min(call_ends.len())], interpreter)?;
+    out.push(MixedFrame::Native(NativeFrame { function: None, library: None, offset: 0 }));
+    out.extend(python[reached..].iter().cloned().map(MixedFrame::Python));
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,6 +183,15 @@ mod tests {
         assert!(!is_eval_frame(&n("_PyEval_EvalFrame", PY)));
         let unnamed = NativeFrame { function: None, library: Some(PY.into()), offset: 5 };
         assert_eq!(unnamed.label(), "python3.11+0x5");
+    }
+
+    #[test]
+    fn truncated_unwind_keeps_python_below_unknown() {
+        let native = [NativeFrame { function: None, library: None, offset: 0x7f00 }];
+        let m = merge_truncated(&native, &[p("anon"), p("run")], &[true, true], &[PY]).unwrap();
+        assert_eq!(labels(&m), ["[unknown]", "[unknown]", "py:anon", "py:run"]);
+        let deeper = [n("inner", EXT), n("_PyEval_EvalFrameDefault", PY), n("_PyEval_EvalFrameDefault", PY)];
+        assert!(merge_truncated(&deeper, &[p("a")], &[true], &[PY]).is_err());
     }
 
     #[test]

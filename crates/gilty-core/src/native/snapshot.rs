@@ -12,7 +12,7 @@
 //! Anything else keeps the Python stack and says why the native part is missing.
 
 use super::blocked::{read_blocked, switches};
-use super::merge::{merge, MixedFrame};
+use super::merge::{merge, merge_truncated, MixedFrame};
 use super::perf::{permission_hint, PerfSampler, DEFAULT_STACK_BYTES};
 use super::unwind::{NativeFrame, ProcessUnwinder, Regs};
 use crate::clock::monotonic_ns;
@@ -33,6 +33,8 @@ pub struct NativeThread {
     pub tid: i32,
     /// The mixed stack, innermost first, or why there is none.
     pub stack: Result<Vec<MixedFrame>, String>,
+    /// With a stack: why part of it is `[unknown]` (the unwind stopped early), if it is.
+    pub partial: Option<String>,
 }
 
 type Walk = (Vec<Frame>, Vec<bool>, Option<(u64, i64)>);
@@ -45,12 +47,13 @@ fn walk(interp: &Interpreter, cache: &mut CodeCache, tstate: u64) -> Option<Walk
     Some((frames, ends, top))
 }
 
-/// Unwinds a copied stack and names its frames, innermost first.
-pub fn native_frames(unwinder: &mut ProcessUnwinder, regs: Regs, stack: &[u8]) -> Vec<NativeFrame> {
-    let (addrs, _complete) = unwinder.unwind(regs, regs.sp, stack);
+/// Unwinds a copied stack and names its frames, innermost first; and whether the unwind reached
+/// the stack's end.
+pub fn native_frames(unwinder: &mut ProcessUnwinder, regs: Regs, stack: &[u8]) -> (Vec<NativeFrame>, bool) {
+    let (addrs, complete) = unwinder.unwind(regs, regs.sp, stack);
     let raw: Vec<u64> = addrs.iter().map(|a| a.address()).collect();
     unwinder.ensure_known(&raw);
-    addrs.into_iter().map(|a| unwinder.symbolize(a)).collect()
+    (addrs.into_iter().map(|a| unwinder.symbolize(a)).collect(), complete)
 }
 
 /// A native stack and the Python stack of the same moment, or why there is none.
@@ -125,11 +128,20 @@ pub fn take(interp: &Interpreter, cache: &mut CodeCache, resolver: &mut TidResol
                 }
             }
         };
+        let mut partial = None;
         let stack = matched.and_then(|(regs, stack, (py, ends, _))| {
-            let native = native_frames(&mut unwinder, regs, &stack);
-            merge(&native, &py, &ends, &interp_files).map_err(|e| e.to_string())
+            let (native, complete) = native_frames(&mut unwinder, regs, &stack);
+            match merge(&native, &py, &ends, &interp_files) {
+                Ok(m) => Ok(m),
+                Err(_) if !complete => {
+                    let at = native.last().map(|f| f.label()).unwrap_or_else(|| "[unknown]".into());
+                    partial = Some(format!("the native unwind stopped after {at} (no unwind information there)"));
+                    merge_truncated(&native, &py, &ends, &interp_files).map_err(|e| e.to_string())
+                }
+                Err(e) => Err(e.to_string()),
+            }
         });
-        out.push(NativeThread { tid, stack });
+        out.push(NativeThread { tid, stack, partial });
     }
     Ok(out)
 }
