@@ -3,7 +3,8 @@
 Per process: its name, one track per thread with a slice per run of one state, beside it a
 "stack" track of nested slices, one per Python frame (a flame chart over time), a "GIL owner"
 track naming the thread that held the GIL, and, with exact tracing, a track of every garbage
-collection as traced. Times are microseconds from the start of the recording. Format: the
+collection as traced, and with ``--tasks`` one track per asyncio task, a slice from the first to
+the last pass it was seen in. Times are microseconds from the start of the recording. Format: the
 "JSON Object Format" of the Trace Event Format document.
 
 Compact on purpose: a frame slice lasts as long as the frame stays on the stack, across runs
@@ -18,6 +19,7 @@ import json
 from typing import Optional
 
 from gilty import __version__
+from gilty.report import task_view
 from gilty.report.labels import command_text, state_name, thread_label
 from gilty.report.pictures import FrameNames, frame_names
 from gilty.sampling.session import GC, HOLDING_GIL, IDLE, NO_STACK, Recording, Session
@@ -167,6 +169,7 @@ def session_events(session: Session, offset: float = 0.0, names: FrameNames = No
         events.append(_meta("thread_name", pid, EXACT_GC_TID, {"name": "GC (exact)"}))
         events.append(_meta("thread_sort_index", pid, EXACT_GC_TID, {"sort_index": -1}))
         events.extend(_exact_gc_slices(session, offset))
+    events.extend(task_view.chrome_events(session, pid, offset, _slice))
     return events
 
 

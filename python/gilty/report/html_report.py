@@ -19,6 +19,7 @@ from gilty.sampling.analysis import summarise
 from gilty.sampling.analysis.functions import top_function_overall
 from gilty.sampling.analysis.states import thread_states
 from gilty.report.console_processes import BUSY_MIN, busiest_thread
+from gilty.report import task_view
 from gilty.report.labels import command_text, process_label
 from gilty.report.pictures import PictureOptions, merges, short_command
 from gilty.sampling.processes import roles
@@ -228,6 +229,7 @@ def _process(session: Session, frames: dict, frame_list: list, role: str = "", l
         "stacks": samples,
         "exact_gc": gc,
         "memory": None,  # hook: a memory recording of the same processes, when there is one
+        "tasks": task_view.html_data(session),  # `record --tasks`: drawn by tasks.js
     }
 
 
@@ -297,6 +299,8 @@ def render(
         css, js = css + _inlined("load.css"), js + "\n" + _inlined("load.js")
     if specialization is not None:
         css, js = css + _inlined("specialization.css"), js + "\n" + _inlined("specialization.js")
+    if task_view.sessions_with_tasks(recording):
+        js = js + "\n" + _inlined("tasks.js")
     parts = {"CSS": css, "JS": js, "DATA": script_json(page_data(recording, load, specialization, options))}
     page = _asset("report.html").replace("@TITLE@", html.escape(title(recording, specialization)))
     # One pass: text substituted in is never searched for tokens again.

@@ -164,6 +164,8 @@ class Session:
         # seconds covered, per tid [CPU ns, run-queue delay ns], and the cgroup's
         # [periods, throttled periods, throttled ns] (None without a CPU controller).
         self.sched: dict = {"seconds": 0.0, "threads": {}, "cgroup": None}
+        # The asyncio task view (``record --tasks``; gilty.sampling.tasks.TaskView), None when not asked.
+        self.tasks: Optional[Any] = None
 
     # -- building ---------------------------------------------------------------------------
 
@@ -202,6 +204,12 @@ class Session:
         sched = batch.get("sched")
         if sched:
             self._add_sched(sched)
+        if batch.get("tasks") is not None:
+            if self.tasks is None:
+                from gilty.sampling.tasks import TaskView
+
+                self.tasks = TaskView()
+            self.tasks.add_batch(batch["tasks"])
         if batch.get("exited"):
             self.exited = True
 
@@ -391,6 +399,7 @@ class Session:
             "partial_reason": self.partial_reason,
             "exact": self.exact,
             "sched": {**self.sched, "threads": {str(k): v for k, v in self.sched["threads"].items()}},
+            **({"tasks": self.tasks.to_dict()} if self.tasks is not None else {}),
         }
 
     @classmethod
@@ -439,6 +448,12 @@ class Session:
                 }
             except (AttributeError, IndexError, TypeError, ValueError):
                 raise ValueError("sched is not {seconds, threads: {tid: [cpu ns, delay ns]}, cgroup}") from None
+        if data.get("tasks") is not None:
+            from gilty.sampling.tasks import TaskView
+
+            session.tasks = TaskView.from_dict(data["tasks"])
+            if any(s != NO_STACK and s not in session.stacks for _p, s, _st, _a in session.tasks.counts):
+                raise ValueError("the task view's samples name a stack that is not in the recording")
         check_loaded(session)
         return session
 
