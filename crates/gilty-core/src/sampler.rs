@@ -216,13 +216,25 @@ impl Sampler {
         if gilty_layouts::asyncio_layout_for(major, minor).is_none() {
             return Err(crate::Error::new(crate::ErrorKind::UnsupportedVersion, format!("no asyncio layout for Python {}", self.interp.version_string())));
         }
-        self.tasks = Some(TaskRecorder::default());
+        if self.tasks.is_none() {
+            self.tasks = Some(TaskRecorder::default());
+        }
         Ok(())
+    }
+
+    /// Stops reading tasks (a later `Sampler` of the same target without tasks).
+    pub fn disable_tasks(&mut self) {
+        self.tasks = None;
     }
 
     /// The pass's tasks, charged with the states and stacks its thread read found (`task_record`).
     fn sample_tasks(&mut self, t: f64, snapshot: &[Observed]) {
         let Some(mut rec) = self.tasks.take() else { return };
+        if !rec.due() {
+            self.tasks = Some(rec);
+            return;
+        }
+        let started = Instant::now();
         let samples = {
             let (main, pythreads) = &self.last_threads;
             let threads: Vec<ThreadSeen> = snapshot
@@ -236,6 +248,7 @@ impl Sampler {
                 .collect();
             crate::task_record::observe(&self.interp, *main, &threads, &mut rec.batch.errors)
         };
+        rec.after_read(started.elapsed().as_nanos() as u64, self.period.as_nanos() as u64);
         let ids: Vec<(u32, Option<u32>)> =
             samples.iter().map(|s| (self.intern_stack(&s.frames), s.awaiting.as_ref().map(|(_, site)| self.intern_frame(site)))).collect();
         rec.add_pass(t, &samples, &ids);

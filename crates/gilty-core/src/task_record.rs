@@ -27,8 +27,14 @@ pub const TASK_READY: u8 = 101;
 /// `await_id` of a sample that awaits nothing.
 pub const NO_AWAIT: i32 = -1;
 
-/// Pages per read of a pass's page cache (bench/asyncio_record.py measured 1, 4 and 32).
-pub const PASS_CHUNK_PAGES: u64 = 4;
+/// Pages per read of a pass's page cache: a pass over a thousand tasks cost 12 ms in single pages,
+/// 17 ms in 4-page and 22 ms in 32-page chunks (bench/asyncio_record_tasks.py, 3.12).
+pub const PASS_CHUNK_PAGES: u64 = 1;
+/// Share of the sampling period the task reads may take on average: with more tasks than that
+/// allows, tasks are read every Nth pass and each read stands for N passes (`TaskRecorder::stride`).
+pub const PERIOD_BUDGET: f64 = 0.25;
+/// Longest stride: tasks are read at least every 50 passes (every half second at 100 Hz).
+pub const MAX_STRIDE: u32 = 50;
 
 /// Deepest task tree path kept (a longer parent chain is taken as a cycle of stale edges).
 const MAX_PATH: usize = 64;
@@ -163,8 +169,10 @@ pub fn samples_of(snap: &TasksSnapshot, threads: &[ThreadSeen], errors: &mut Tas
 /// What one batch's task samples fold into (the task view's part of a `Batch`).
 #[derive(Debug, Default)]
 pub struct TaskAggregate {
-    /// Passes in which the tasks were read.
+    /// Passes the task reads stand for (a read every Nth pass stands for N).
     pub passes: u32,
+    /// Task reads made.
+    pub reads: u32,
     /// (path id, stack id, state, await id or NO_AWAIT) -> samples.
     pub counts: OrderedCounts<(u32, i32, u8, i32)>,
     /// Path ids first used in this batch: (id, names outermost first).
@@ -185,9 +193,37 @@ pub struct TaskRecorder {
     await_ids: HashMap<(String, u32), u32>,
     lifetimes: HashMap<(u64, String), (f64, f64, u64)>,
     pub batch: TaskAggregate,
+    /// Passes each task read stands for (1: every pass), and passes left until the next read.
+    stride: u32,
+    skip: u32,
+    /// Mean CPU-side cost of a task read (ns).
+    cost_ns: f64,
 }
 
 impl TaskRecorder {
+    /// Whether this pass reads the tasks (see `PERIOD_BUDGET`).
+    pub fn due(&mut self) -> bool {
+        if self.skip > 0 {
+            self.skip -= 1;
+            return false;
+        }
+        true
+    }
+
+    /// After a read that took `cost_ns`: how many passes the next reads stand for, so that task
+    /// reads take at most `PERIOD_BUDGET` of the sampling period on average.
+    pub fn after_read(&mut self, cost_ns: u64, period_ns: u64) {
+        self.cost_ns = if self.cost_ns > 0.0 { 0.8 * self.cost_ns + 0.2 * cost_ns as f64 } else { cost_ns as f64 };
+        let allowed = PERIOD_BUDGET * period_ns.max(1) as f64;
+        self.stride = ((self.cost_ns / allowed).ceil() as u32).clamp(1, MAX_STRIDE);
+        self.skip = self.stride - 1;
+    }
+
+    /// Passes the current read stands for.
+    pub fn weight(&self) -> u32 {
+        self.stride.max(1)
+    }
+
     fn path_id(&mut self, path: &[String]) -> u32 {
         if let Some(&id) = self.path_ids.get(path) {
             return id;
@@ -212,7 +248,9 @@ impl TaskRecorder {
     /// Folds one pass's samples in; `ids` holds, per sample, its stack's id and its await site's
     /// frame id in the sampler's tables.
     pub fn add_pass(&mut self, t: f64, samples: &[TaskSample], ids: &[(u32, Option<u32>)]) {
-        self.batch.passes += 1;
+        let weight = self.weight();
+        self.batch.passes += weight;
+        self.batch.reads += 1;
         for (s, &(stack, site)) in samples.iter().zip(ids) {
             let path = self.path_id(&s.path);
             let stack = stack as i32;
@@ -220,10 +258,10 @@ impl TaskRecorder {
                 (Some((kind, _)), Some(f)) => self.await_id(kind, f),
                 _ => NO_AWAIT,
             };
-            self.batch.counts.add((path, stack, s.state, await_id));
+            self.batch.counts.add_n((path, stack, s.state, await_id), weight as u64);
             let life = self.lifetimes.entry((s.id, s.name.clone())).or_insert((t, t, 0));
             life.1 = t;
-            life.2 += 1;
+            life.2 += weight as u64;
         }
     }
 
@@ -306,7 +344,7 @@ mod tests {
         r.add_pass(0.0, &[s.clone()], &[(5, Some(9))]);
         r.add_pass(0.01, &[s.clone()], &[(5, Some(9))]);
         let b = r.take_batch();
-        assert_eq!(b.passes, 2);
+        assert_eq!((b.passes, b.reads), (2, 2));
         assert_eq!(b.counts.entries, vec![((0, 5, TASK_AWAITING, 0), 2)]);
         assert_eq!(b.new_paths, vec![(0, vec!["a".to_owned()])]);
         assert_eq!(b.new_awaits, vec![(0, "sleep".to_owned(), 9)]);
@@ -316,5 +354,28 @@ mod tests {
         // Ids are sent once.
         assert!(b.new_paths.is_empty() && b.new_awaits.is_empty());
         assert_eq!(b.counts.entries, vec![((0, 5, TASK_AWAITING, 0), 1)]);
+    }
+
+    #[test]
+    fn reads_that_cost_more_than_the_budget_are_spread_over_passes() {
+        let mut r = TaskRecorder::default();
+        assert!(r.due());
+        // A read of 10 ms at a 10 ms period: a quarter of the period allows one read every 4 passes.
+        r.after_read(10_000_000, 10_000_000);
+        assert_eq!(r.weight(), 4);
+        let due: Vec<bool> = (0..8).map(|_| r.due()).collect();
+        assert_eq!(due, [false, false, false, true, true, true, true, true]);
+        let site = frame("f", "/a.py", 1);
+        let s = TaskSample { id: 1, name: "a".into(), path: vec!["a".into()], frames: vec![site.clone()], state: TASK_READY, awaiting: None, tid: None };
+        r.add_pass(0.0, &[s], &[(0, None)]);
+        let b = r.take_batch();
+        // That read stands for four passes.
+        assert_eq!((b.passes, b.reads), (4, 1));
+        assert_eq!(b.counts.entries, vec![((0, 0, TASK_READY, NO_AWAIT), 4)]);
+        // Cheap reads bring the stride back to 1.
+        for _ in 0..40 {
+            r.after_read(100_000, 10_000_000);
+        }
+        assert_eq!(r.weight(), 1);
     }
 }

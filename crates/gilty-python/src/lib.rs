@@ -192,6 +192,8 @@ impl Sampler {
             s.set_rate(rate_hz);
             if tasks {
                 s.enable_tasks().map_err(to_py_err)?;
+            } else {
+                s.disable_tasks();
             }
             if exact {
                 py.allow_threads(|| s.enable_exact()).map_err(to_py_err)?

@@ -94,6 +94,7 @@ fn build<'py, 'a>(py: Python<'py>, snap: &'a TasksSnapshot) -> PyResult<Bound<'p
 pub(crate) fn aggregate_dict<'py>(py: Python<'py>, agg: &gilty_core::task_record::TaskAggregate) -> PyResult<Bound<'py, PyDict>> {
     let out = PyDict::new(py);
     out.set_item("passes", agg.passes)?;
+    out.set_item("reads", agg.reads)?;
     let counts: Vec<(u32, i32, u8, i32, u64)> = agg.counts.entries.iter().map(|&((p, s, st, a), n)| (p, s, st, a, n)).collect();
     out.set_item("counts", counts)?;
     let paths = PyDict::new(py);

@@ -85,6 +85,7 @@ def report(session) -> Optional[dict]:
         })
     return {
         "passes": view.passes,
+        "reads": view.reads,
         "samples": total,
         "mean_tasks": round(total / view.passes, 3) if view.passes else 0.0,
         "state_seconds": {k: round(v, 6) for k, v in state_seconds(session).items()},

@@ -33,7 +33,8 @@ class TaskView:
     """Task samples of one process: counts per (path, stack, state, await), and each task's life."""
 
     def __init__(self) -> None:
-        self.passes = 0
+        self.passes = 0  # passes the task reads stand for
+        self.reads = 0  # task reads made (fewer than passes when reads were spread: task_record.rs)
         self.counts: dict = {}  # (path_id, stack_id, state, await_id) -> samples
         self.paths: dict = {}  # path_id -> (name, ...) outermost first
         self.awaits: dict = {}  # await_id -> (kind, frame_id of the await site)
@@ -42,6 +43,7 @@ class TaskView:
 
     def add_batch(self, batch: Mapping[str, Any]) -> None:
         self.passes += int(batch.get("passes", 0))
+        self.reads += int(batch.get("reads", 0))
         counts = self.counts
         for path, stack, state, await_id, n in batch.get("counts", ()):
             key = (path, stack, state, await_id)
@@ -88,6 +90,7 @@ class TaskView:
     def to_dict(self) -> dict:
         return {
             "passes": self.passes,
+            "reads": self.reads,
             "counts": [[*key, n] for key, n in self.counts.items()],
             "paths": {str(k): list(v) for k, v in self.paths.items()},
             "awaits": {str(k): list(v) for k, v in self.awaits.items()},
@@ -102,6 +105,7 @@ class TaskView:
         try:
             view = cls()
             view.passes = int(data["passes"])
+            view.reads = int(data.get("reads", view.passes))
             view.counts = {(int(p), int(s), int(st), int(a)): int(n) for p, s, st, a, n in data["counts"]}
             view.paths = {int(k): tuple(str(x) for x in v) for k, v in data["paths"].items()}
             view.awaits = {int(k): (str(v[0]), int(v[1])) for k, v in data["awaits"].items()}

@@ -51,8 +51,8 @@ thread_local! {
     static SPARE: RefCell<Vec<Box<[u8]>>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Spare buffers kept for the next cache (8 MiB).
-const MAX_SPARE: usize = 64;
+/// Spare buffers kept for the next cache (a sampling pass makes a cache every pass).
+const MAX_SPARE_BYTES: usize = 8 << 20;
 
 fn chunk_buffer(chunk_pages: u64) -> Box<[u8]> {
     let len = (chunk_pages * PAGE) as usize;
@@ -65,7 +65,7 @@ impl Drop for PageCache<'_> {
         SPARE.with(|s| {
             let mut s = s.borrow_mut();
             for bytes in chunks.into_values().flatten() {
-                if s.len() >= MAX_SPARE {
+                if s.len() * bytes.len() >= MAX_SPARE_BYTES {
                     break;
                 }
                 s.push(bytes);
