@@ -15,7 +15,7 @@ from typing import Optional
 
 from gilty import __version__
 from gilty.report import task_view
-from gilty.report.labels import state_name
+from gilty.report.labels import state_name, visible
 from gilty.report.pictures import PictureOptions, groups, stack_rows
 from gilty.sampling.session import IDLE, STATE_NAMES, UNKNOWN, Recording
 
@@ -78,7 +78,7 @@ def _task_profiles(recording: Recording, table: _FrameTable) -> list:
     for session in task_view.sessions_with_tasks(recording):
         weights: dict = {}
         for path, stack_id, state, await_ref, n in session.tasks.rows():
-            stack = [table.index(("task", p), {"name": f"task {p}"}) for p in path]
+            stack = [table.index(("task", p), {"name": f"task {visible(p)}"}) for p in path]
             stack += [table.python(f) for f in reversed(session.stack(stack_id))]
             leaf = task_view.leaf_label(session, state, await_ref)
             stack.append(table.index(("leaf", leaf), {"name": leaf}))

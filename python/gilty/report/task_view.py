@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from gilty.report.labels import frame_label, process_label
+from gilty.report.labels import frame_label, process_label, visible
 from gilty.sampling.tasks import AWAITING, READY, state_name
 
 # Rows of the longest-lived tasks and the most-awaited sites in the JSON report and the HTML page.
@@ -37,8 +37,8 @@ def leaf_label(session, state: int, await_ref: Optional[tuple]) -> str:
 
 
 def stack_labels(session, path: tuple, stack_id: int, state: int, await_ref: Optional[tuple], name=frame_label) -> list:
-    """Labels of one task stack, outermost first."""
-    return [f"task {p}" for p in path] + [name(f) for f in reversed(session.stack(stack_id))] + [leaf_label(session, state, await_ref)]
+    """Labels of one task stack, outermost first (task names made ``visible``: the target names them)."""
+    return [f"task {visible(p)}" for p in path] + [name(f) for f in reversed(session.stack(stack_id))] + [leaf_label(session, state, await_ref)]
 
 
 def sessions_with_tasks(recording) -> list:
@@ -114,8 +114,8 @@ def chrome_events(session, pid: int, offset: float, slice_fn) -> list:
     lives = sorted(view.lifetimes.items(), key=lambda kv: kv[1][0])
     for i, ((task_id, name), (first, last, n)) in enumerate(lives[:5000]):
         track = 1_000_000_000 + i
-        events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": track, "args": {"name": f"task {name}"}})
-        events.append(slice_fn(f"task {name}", "asyncio_task", pid, track, offset + first, offset + last + session.period_s,
+        events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": track, "args": {"name": f"task {visible(name)}"}})
+        events.append(slice_fn(f"task {visible(name)}", "asyncio_task", pid, track, offset + first, offset + last + session.period_s,
                                {"id": hex(task_id), "samples": n}))
     return events
 
