@@ -37,7 +37,7 @@ def one_thread(tmp_path_factory):
     out = tmp_path_factory.mktemp("phases")
     rec = _record(out)
     paths = {"json": rec}
-    for fmt, name in (("speedscope", "rec.speedscope.json"), ("html", "rec.html")):
+    for fmt, name in (("speedscope", "rec.speedscope.json"), ("html", "rec.html"), ("chrome", "rec.trace.json")):
         rc, _out, err = run_gilty("report", rec, "-o", out / name)
         assert rc == 0, err
         paths[fmt] = out / name
@@ -90,6 +90,17 @@ def test_speedscope_lists_phase_a_before_phase_b_with_the_recorded_weights(one_t
         weight = sum(active["weights"][i] for i in index)
         assert weight == pytest.approx(samples * period, rel=1e-9), function
     assert active["endValue"] == pytest.approx(sum(active["weights"]))
+
+
+def test_chrome_trace_stack_track_moves_from_phase_a_to_phase_b(one_thread):
+    doc = json.loads(one_thread["chrome"].read_text())
+    stacks = [e for e in doc["traceEvents"] if e["ph"] == "X" and e.get("cat") == "stack"]
+    a = [e for e in stacks if e["name"].startswith("phase_a (")]
+    b = [e for e in stacks if e["name"].startswith("phase_b (")]
+    # One state throughout: a run alone would give the whole recording phase_a's stack.
+    assert a and b, sorted({e["name"] for e in stacks})
+    assert max(e["ts"] for e in a) < min(e["ts"] for e in b)
+    assert sum(e["dur"] for e in b) > 0.5 * PHASE_S * 1e6
 
 
 # -- HTML time range in Chromium -------------------------------------------------------------

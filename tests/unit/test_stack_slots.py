@@ -91,3 +91,18 @@ def test_html_page_slots_bounded(monkeypatch):
     assert len(edges) == 3
     data = html_report.page_data(rec)["processes"][0]
     assert len(data["stack_slots"]) == len(data["stacks"])
+
+
+def test_chrome_trace_stack_track_follows_the_slots_within_one_run():
+    from gilty.report import chrome_trace
+
+    s = phases_session()
+    assert len(s.thread_runs[1]) == 1  # one state throughout: one run, holding phase_a's stack
+    events = chrome_trace.trace(Recording.of(s))["traceEvents"]
+    track = [e for e in events if e.get("cat") == "stack" and e["tid"] == 1 + chrome_trace.STACK_TRACK]
+    a = [e for e in track if e["name"].startswith("phase_a (")]
+    b = [e for e in track if e["name"].startswith("phase_b (")]
+    assert len(a) == 1 and len(b) == 1, [e["name"] for e in track]
+    assert a[0]["ts"] + a[0]["dur"] == b[0]["ts"] == 300_000  # the fourth slot's edge, 30 passes at 100 Hz
+    main = [e for e in track if e["name"].startswith("main (")]
+    assert len(main) == 2  # main() at another line in each phase
