@@ -199,3 +199,28 @@ def test_html_time_range_with_merged_workers(browser, workers):
     assert "phase_b" in shown and "phase_a" not in shown, shown
     assert 0 < browser.js(TOTAL_JS) < whole
     assert browser.errors() == []
+
+
+# -- compare of two recordings of several processes -------------------------------------------
+
+
+def test_compare_of_two_subprocess_recordings_keeps_roles_apart(workers, tmp_path):
+    again = _record(tmp_path, "-s")
+    rc, out, err = run_gilty("compare", workers["json"], again, "--format", "json")
+    assert rc == 0, err
+    rows = json.loads(out)["rows"]
+    scopes = {r["scope"] for r in rows}
+    # The master's main thread (waiting for its workers) and the workers' (spinning) are rows of their own.
+    assert any(s.startswith("master thread ") for s in scopes) and any(s.startswith("worker thread ") for s in scopes), scopes
+    assert not any(s.startswith("thread ") for s in scopes), scopes
+    assert "role worker" in scopes, scopes
+    util = {r["scope"]: r["a"] for r in rows if r["metric"] == "gil_utilisation"}
+    assert util["role worker"] > util["recording"], util
+    # The text never prints a share's noise over 100 %.
+    rc, text, err = run_gilty("compare", workers["json"], again)
+    assert rc == 0, err
+    import re
+
+    noise = [float(m) for m in re.findall(r"(\d+\.\d) %\s+(?:<-|$)", text, re.M)]
+    assert all(n <= 100.0 for n in noise), text
+    print(text)
