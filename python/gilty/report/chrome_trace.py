@@ -102,26 +102,27 @@ def _exact_gc_slices(session: Session, offset: float) -> list:
 
 
 def _slot_stacks(session: Session) -> tuple:
-    """(first pass of each stack slot, per slot {(tid, state): the stack seen most in it})."""
+    """(first pass of each stack slot, per slot {(tid, state): the stack first seen in it}).
+
+    A slot's counts are in first-seen order, so for a thread whose run goes on across the slot's
+    first pass, the first stack of (tid, state) in the slot is its stack at that pass."""
     slots = session.stack_slots
     if slots is None:
         return [], []
-    most = []
+    first = []
     for counts in slots.counts:
-        best: dict = {}
-        for (tid, state, stack_id), n in counts.items():
-            seen = best.get((tid, state))
-            if seen is None or n > seen[1]:
-                best[(tid, state)] = (stack_id, n)
-        most.append({key: stack_id for key, (stack_id, _n) in best.items()})
-    return list(slots.first), most
+        seen: dict = {}
+        for (tid, state, stack_id) in counts:
+            seen.setdefault((tid, state), stack_id)
+        first.append(seen)
+    return list(slots.first), first
 
 
-def _pieces(runs: list, slot_first: list, slot_most: list):
+def _pieces(runs: list, slot_first: list, slot_stack: list):
     """(first pass, passes, stack_id) of a thread's runs cut at stack-slot edges: a run keeps the stack
-    of its first pass only, so past a slot edge the piece takes the stack the thread was seen in most
-    in that slot (in the run's state), and a thread that stays in one state while its functions
-    change (a CPU-bound phase after another) shows the change at slot resolution."""
+    of its first pass only, so past a slot edge the piece takes the thread's stack at that edge
+    (``_slot_stacks``), and a thread that stays in one state while its functions change (a
+    CPU-bound phase after another) shows the change at slot resolution."""
     for tid, first, passes, state, stack_id, _nr in runs:
         end = first + passes
         k = bisect_right(slot_first, first)  # the next slot edge after the run's start
@@ -129,7 +130,7 @@ def _pieces(runs: list, slot_first: list, slot_most: list):
         while k < len(slot_first) and slot_first[k] < end:
             yield start, slot_first[k] - start, stack_id
             start = slot_first[k]
-            stack_id = slot_most[k].get((tid, state), stack_id)
+            stack_id = slot_stack[k].get((tid, state), stack_id)
             k += 1
         yield start, end - start, stack_id
 
