@@ -224,3 +224,21 @@ def test_compare_of_two_subprocess_recordings_keeps_roles_apart(workers, tmp_pat
     noise = [float(m) for m in re.findall(r"(\d+\.\d) %\s+(?:<-|$)", text, re.M)]
     assert all(n <= 100.0 for n in noise), text
     print(text)
+
+
+def test_html_of_a_recording_saved_without_stack_slots_says_so(browser, one_thread, tmp_path):
+    doc = json.loads(one_thread["json"].read_text())
+    for p in doc["recording"]["processes"]:
+        del p["stack_slots"]  # as an older gilty saved it
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(doc))
+    page = tmp_path / "old.html"
+    rc, _out, err = run_gilty("report", old, "-o", page)
+    assert rc == 0, err
+    browser.open(page)
+    assert browser.js("document.body.dataset.ready") == "1" and browser.errors() == []
+    assert "keeps no stacks over time" in browser.js("document.getElementById('range-hint').textContent")
+    whole = browser.js(TOTAL_JS)
+    drag(browser, 0.72, 0.97)
+    assert browser.js(TOTAL_JS) == whole and {"phase_a", "phase_b"} <= functions(browser)
+    assert browser.errors() == []
