@@ -98,7 +98,7 @@ def _profiles(recording: Recording, table: _FrameTable, options: Optional[Pictur
             "startValue": 0,
             "endValue": total,
             "samples": [list(stack) for stack in samples],
-            "weights": weights,
+            "weights": [round(w, 9) for w in weights],  # to the nanosecond: 0.3, not 0.30000000000000004
         }))
     return profiles
 
@@ -122,4 +122,4 @@ def profile_file(recording: Recording, options: Optional[PictureOptions] = None)
 
 
 def render(recording: Recording, options: Optional[PictureOptions] = None) -> str:
-    return json.dumps(profile_file(recording, options)) + "\n"
+    return json.dumps(profile_file(recording, options), separators=(",", ":")) + "\n"
