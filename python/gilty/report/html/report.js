@@ -254,6 +254,7 @@
     }
     return mask;
   }
+  let shadeTo = null; // (from s, to s) -> draws the timeline's shade; set once the timeline is drawn
   const hasSlots = () => DATA.processes.some((p) => p.slot_edges && p.slot_edges.length > 1);
 
   function setRange(range) {
@@ -274,6 +275,7 @@
         : "No samples between " + secs(range[0]) + " and " + secs(range[1]);
       label.dataset.from = lo <= hi ? lo : range[0];
       label.dataset.to = lo <= hi ? hi : range[1];
+      if (lo <= hi && shadeTo) shadeTo(lo, hi); // the shade snaps to the slots shown
     } else {
       label.textContent = "";
       delete label.dataset.from;
@@ -448,11 +450,14 @@
       return Math.min(Math.max((x - r.left) / r.width, 0), 1);
     };
     const draw = (a, b) => {
+      a = Math.min(Math.max(a, 0), 1);
+      b = Math.min(Math.max(b, 0), 1);
       const r = track.getBoundingClientRect(), outer = box.getBoundingClientRect();
       shade.style.left = (r.left - outer.left + Math.min(a, b) * r.width) + "px";
       shade.style.width = (Math.abs(b - a) * r.width) + "px";
       shade.hidden = false;
     };
+    shadeTo = (lo, hi) => draw(lo / span, hi / span);
     box.addEventListener("mousedown", (ev) => {
       if (ev.button !== 0 || !ev.target.closest(".tl-track")) return;
       from = at(ev.clientX);
