@@ -11,6 +11,7 @@ Screenshots are kept in the test's tmp dir.
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from pathlib import Path
 
@@ -219,8 +220,6 @@ def test_compare_of_two_subprocess_recordings_keeps_roles_apart(workers, tmp_pat
     # The text never prints a share's noise over 100 %.
     rc, text, err = run_gilty("compare", workers["json"], again)
     assert rc == 0, err
-    import re
-
     noise = [float(m) for m in re.findall(r"(\d+\.\d) %\s+(?:<-|$)", text, re.M)]
     assert all(n <= 100.0 for n in noise), text
     print(text)
