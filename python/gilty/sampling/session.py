@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, Mapping, Optional
 
 from gilty.sampling.aggregate import ABSENT, PASS_GIL_HELD, PASS_HOLDER_CPU_WAIT, PASS_IN_GC, RUN_COLUMNS
+from gilty.sampling.stack_slots import StackSlots
 
 from gilty.sampling.thread_states import CPU_WAIT, GC, HOLDING_GIL, IDLE, NATIVE, STATE_NAMES, UNKNOWN, WAITING_GIL  # noqa: F401
 
@@ -140,6 +141,8 @@ class Session:
         self.times = array("d")
         self.thread_runs: dict = {}  # tid -> ThreadRuns; first_pass indexes self.times
         self.counts: dict = {}  # (tid, state, stack_id) -> samples, keys in first-seen order
+        # The same counts per stretch of time (stack_slots.py); None for a recording saved without them.
+        self.stack_slots: Optional[StackSlots] = StackSlots()
         # (waiter tid, holder tid or None, holder stack_id) -> waiting_gil samples of the same pass
         self.blame: dict = {}
         self.pass_flags = bytearray()  # one byte per pass: PASS_GIL_HELD | PASS_IN_GC | PASS_HOLDER_CPU_WAIT
@@ -190,6 +193,8 @@ class Session:
         for tid, state, stack_id, n in batch.get("counts", ()):
             key = (tid, state, stack_id)
             counts[key] = counts.get(key, 0) + n
+        if self.stack_slots is not None and batch["times"]:
+            self.stack_slots.add(offset, batch.get("counts", ()))
         blame = self.blame
         for waiter, holder, stack_id, n in batch.get("blame", ()):
             key = (waiter, None if holder == NO_HOLDER else holder, stack_id)
@@ -383,6 +388,7 @@ class Session:
                 for tid, runs in self.thread_runs.items()
             },
             "counts": [[*key, n] for key, n in self.counts.items()],
+            "stack_slots": None if self.stack_slots is None else self.stack_slots.to_dict(),
             "blame": [[*key, n] for key, n in self.blame.items()],
             "pass_flags": list(self.pass_flags),
             "held_cpu_wait": [[tid, n] for tid, n in self.held_cpu_wait.items()],
@@ -426,6 +432,9 @@ class Session:
         session.pass_flags = bytearray(data["pass_flags"])
         session.held_cpu_wait = {tid: n for tid, n in data.get("held_cpu_wait", ())}
         session.stacks = {int(k): list(v) for k, v in data["stacks"].items()}
+        slots = data.get("stack_slots")
+        session.stack_slots = None if slots is None else StackSlots.from_dict(
+            slots, len(session.times), session.stacks, NO_STACK, len(STATE_NAMES))
         session.frames = {int(k): tuple(v) for k, v in data["frames"].items()}
         session.thread_names = {int(k): v for k, v in data["thread_names"].items()}
         session.syscall_names = {int(k): v for k, v in data["syscall_names"].items()}
