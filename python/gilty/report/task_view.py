@@ -128,6 +128,7 @@ def html_data(session) -> Optional[dict]:
     return {
         "label": process_label(session),
         "passes": data["passes"],
+        "reads": data["reads"],
         "mean_tasks": data["mean_tasks"],
         "state_seconds": data["state_seconds"],
         "longest_lived": data["longest_lived"],

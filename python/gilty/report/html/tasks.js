@@ -13,7 +13,8 @@
   const main = document.querySelector("main");
   main.appendChild(section);
   add(section, "h2", {}, "Tasks");
-  add(section, "p", { class: "hint" }, "Every asyncio task read in every sampling pass. Task-seconds add up over " +
+  add(section, "p", { class: "hint" }, "Every asyncio task, read in each sampling pass (every Nth pass when a read " +
+    "would cost more than a quarter of the period; each read then stands for N passes). Task-seconds add up over " +
     "tasks that wait at the same time; a running task is charged with its thread's state.");
   function table(parent, head, rows) {
     const t = add(parent, "table", {});
@@ -31,7 +32,7 @@
     const box = add(section, "div", { class: "tasks-process" });
     if (procs.length > 1 || DATA.processes.length > 1) add(box, "h3", {}, d.label);
     const states = Object.entries(d.state_seconds).sort((a, b) => b[1] - a[1]);
-    add(box, "p", {}, d.mean_tasks + " tasks per pass over " + d.passes + " passes; task-seconds: " +
+    add(box, "p", {}, d.mean_tasks + " tasks per pass over " + d.passes + " passes (" + d.reads + " task reads); task-seconds: " +
       states.map(([k, v]) => k + " " + secs(v)).join(", ") + ".");
     const errs = Object.entries(d.errors).filter(([, v]) => v > 0);
     if (errs.length) add(box, "p", { class: "hint" }, "Dropped reads: " + errs.map(([k, v]) => k + " " + v).join(", ") + ".");
