@@ -117,6 +117,9 @@ def test_every_format_carries_the_task_view(interp, tmp_path, tree):
     assert sum(e.get("cat") == "asyncio_task" for e in trace["traceEvents"]) == len(truth["tasks"])
     assert "tasks-section" in outs["html"] and '"await_sites"' in outs["html"]
     assert "task sleeper-0" in outs["svg"]
+    rc, text, err = run_gilty("report", str(saved), timeout=120)
+    assert rc == 0, err
+    assert "asyncio tasks: 13 per pass" in text and "awaiting sleep at sleeper (" in text, text
 
 
 def test_a_running_task_takes_its_threads_state_and_stack(interp, targets):

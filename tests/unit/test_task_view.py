@@ -96,6 +96,15 @@ def test_stack_formats_draw_the_task_view():
     assert sorted(e["name"] for e in events if e.get("cat") == "asyncio_task") == ["task busy", "task req-1"]
 
 
+def test_text_report_has_the_task_section():
+    from gilty.report import console
+
+    text = console.render(_session())
+    assert "asyncio tasks: 2.2 per pass over 10 passes" in text, text
+    assert "45.5%  awaiting sleep at helper (/srv/app.py:12)" in text, text
+    assert "torn_dropped 1" in text
+
+
 def test_a_task_name_is_shown_visibly():
     s = _session()
     s.tasks.paths[1] = ("\x1b[2Jevil",)
