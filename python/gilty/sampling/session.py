@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, Mapping, Optional
 
 from gilty.sampling.aggregate import ABSENT, PASS_GIL_HELD, PASS_HOLDER_CPU_WAIT, PASS_IN_GC, RUN_COLUMNS
+from gilty.sampling.stack_slots import StackSlots
 
 from gilty.sampling.thread_states import CPU_WAIT, GC, HOLDING_GIL, IDLE, NATIVE, STATE_NAMES, UNKNOWN, WAITING_GIL  # noqa: F401
 
@@ -140,6 +141,8 @@ class Session:
         self.times = array("d")
         self.thread_runs: dict = {}  # tid -> ThreadRuns; first_pass indexes self.times
         self.counts: dict = {}  # (tid, state, stack_id) -> samples, keys in first-seen order
+        # The same counts per stretch of time (stack_slots.py); None for a recording saved without them.
+        self.stack_slots: Optional[StackSlots] = StackSlots()
         # (waiter tid, holder tid or None, holder stack_id) -> waiting_gil samples of the same pass
         self.blame: dict = {}
         self.pass_flags = bytearray()  # one byte per pass: PASS_GIL_HELD | PASS_IN_GC | PASS_HOLDER_CPU_WAIT
@@ -164,6 +167,8 @@ class Session:
         # seconds covered, per tid [CPU ns, run-queue delay ns], and the cgroup's
         # [periods, throttled periods, throttled ns] (None without a CPU controller).
         self.sched: dict = {"seconds": 0.0, "threads": {}, "cgroup": None}
+        # The asyncio task view (``record --tasks``; gilty.sampling.tasks.TaskView), None when not asked.
+        self.tasks: Optional[Any] = None
 
     # -- building ---------------------------------------------------------------------------
 
@@ -188,6 +193,8 @@ class Session:
         for tid, state, stack_id, n in batch.get("counts", ()):
             key = (tid, state, stack_id)
             counts[key] = counts.get(key, 0) + n
+        if self.stack_slots is not None and batch["times"]:
+            self.stack_slots.add(offset, batch.get("counts", ()))
         blame = self.blame
         for waiter, holder, stack_id, n in batch.get("blame", ()):
             key = (waiter, None if holder == NO_HOLDER else holder, stack_id)
@@ -202,6 +209,12 @@ class Session:
         sched = batch.get("sched")
         if sched:
             self._add_sched(sched)
+        if batch.get("tasks") is not None:
+            if self.tasks is None:
+                from gilty.sampling.tasks import TaskView
+
+                self.tasks = TaskView()
+            self.tasks.add_batch(batch["tasks"])
         if batch.get("exited"):
             self.exited = True
 
@@ -375,6 +388,7 @@ class Session:
                 for tid, runs in self.thread_runs.items()
             },
             "counts": [[*key, n] for key, n in self.counts.items()],
+            "stack_slots": None if self.stack_slots is None else self.stack_slots.to_dict(),
             "blame": [[*key, n] for key, n in self.blame.items()],
             "pass_flags": list(self.pass_flags),
             "held_cpu_wait": [[tid, n] for tid, n in self.held_cpu_wait.items()],
@@ -391,6 +405,7 @@ class Session:
             "partial_reason": self.partial_reason,
             "exact": self.exact,
             "sched": {**self.sched, "threads": {str(k): v for k, v in self.sched["threads"].items()}},
+            **({"tasks": self.tasks.to_dict()} if self.tasks is not None else {}),
         }
 
     @classmethod
@@ -417,6 +432,9 @@ class Session:
         session.pass_flags = bytearray(data["pass_flags"])
         session.held_cpu_wait = {tid: n for tid, n in data.get("held_cpu_wait", ())}
         session.stacks = {int(k): list(v) for k, v in data["stacks"].items()}
+        slots = data.get("stack_slots")
+        session.stack_slots = None if slots is None else StackSlots.from_dict(
+            slots, len(session.times), session.stacks, NO_STACK, len(STATE_NAMES))
         session.frames = {int(k): tuple(v) for k, v in data["frames"].items()}
         session.thread_names = {int(k): v for k, v in data["thread_names"].items()}
         session.syscall_names = {int(k): v for k, v in data["syscall_names"].items()}
@@ -439,6 +457,12 @@ class Session:
                 }
             except (AttributeError, IndexError, TypeError, ValueError):
                 raise ValueError("sched is not {seconds, threads: {tid: [cpu ns, delay ns]}, cgroup}") from None
+        if data.get("tasks") is not None:
+            from gilty.sampling.tasks import TaskView
+
+            session.tasks = TaskView.from_dict(data["tasks"])
+            if any(s != NO_STACK and s not in session.stacks for _p, s, _st, _a in session.tasks.counts):
+                raise ValueError("the task view's samples name a stack that is not in the recording")
         check_loaded(session)
         return session
 
