@@ -38,16 +38,22 @@ class _FrameTable:
         name = state_name(state)
         return self.index(("state", name), {"name": name})
 
-    def python(self, frame: tuple) -> int:
+    def python(self, frame: tuple, position: Optional[tuple] = None) -> int:
+        """``position``: the (line, end_line, column, end_column) most seen for the frame (3.11+), whose
+        first column becomes speedscope's 1-based ``col``; a frame is one entry per line, as ever."""
         function, file, line = frame
-        return self.index(("frame", function, file, line), {"name": function, "file": file, "line": line})
+        entry = {"name": function, "file": file, "line": line}
+        if position is not None and position[2] is not None:
+            entry["col"] = position[2] + 1
+        return self.index(("frame", function, file, line), entry)
 
 
 def _profiles(recording: Recording, table: _FrameTable, options: Optional[PictureOptions]) -> list:
     """[(busy seconds, profile)] per drawn (process, thread)."""
     by_thread: dict = {}
     for group, thread, state, session, stack_id, n in stack_rows(recording, options):
-        stack = [table.state(state)] + [table.python(f) for f in reversed(session.stack(stack_id))]
+        stack = [table.state(state)] + [table.python(session.frames[f], session.frame_position(f))
+                                        for f in reversed(session.stacks.get(stack_id, ()))]
         entry = by_thread.setdefault((id(group), thread), (group, {}))
         weights = entry[1]
         weights[tuple(stack)] = weights.get(tuple(stack), 0.0) + n * session.period_s
