@@ -13,6 +13,11 @@ times one snapshot with locals.
 gilty runs with its bytecode cached (PYTHONPYCACHEPREFIX in a temporary directory, filled by a first
 run that is not counted), as it is once installed from a wheel; --no-bytecode-cache measures it
 compiling its modules on every start instead (PYTHONDONTWRITEBYTECODE=1 with an editable install).
+
+--instructions also counts the instructions each command executes under valgrind's callgrind (one
+run each): unlike times, the counts do not move with the machine's load, so they compare the two
+tools on a busy machine; `python -c pass` and `python -c "import argparse"` in the same venv are
+counted beside them, the floor any Python command line starts from.
 """
 
 from __future__ import annotations
@@ -59,6 +64,16 @@ def split(pid: int, env: dict) -> dict:
     return {"process_s": total, "imports_s": imports, "attach_s": attach, "snapshot_s": snap, "locals_snapshot_s": snap_locals}
 
 
+def instructions(cmd: list, env: dict) -> int:
+    """Instructions executed by cmd (and its threads), counted by callgrind."""
+    out = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *cmd],
+                         capture_output=True, text=True, env=env).stderr
+    for line in out.splitlines():
+        if "Collected :" in line:
+            return int(line.split(":")[-1])
+    raise RuntimeError(f"no callgrind total for {cmd}: {out[-300:]}")
+
+
 def summary(xs: list) -> str:
     return f"{1000 * statistics.median(xs):.0f} ms [{1000 * min(xs):.0f}, {1000 * max(xs):.0f}]"
 
@@ -70,6 +85,7 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=32)
     parser.add_argument("--no-bytecode-cache", action="store_true")
     parser.add_argument("--locals", action="store_true", help="also time `dump --locals` (gilty and py-spy)")
+    parser.add_argument("--instructions", action="store_true", help="also count instructions with callgrind")
     args = parser.parse_args()
     env = dict(os.environ)
     cache_dir = tempfile.TemporaryDirectory(prefix="gilty-pyc-")
@@ -105,6 +121,12 @@ def main() -> int:
                 results[name][0].append(wall)
                 results[name][1].append(cpu)
         parts = split(pid, env)
+        counts = {}
+        if args.instructions and shutil.which("valgrind"):
+            floor = {"python -c pass": [sys.executable, "-c", "pass"],
+                     "python -c 'import argparse'": [sys.executable, "-c", "import argparse"]}
+            for name, cmd in {**tools, **floor}.items():
+                counts[name] = instructions(cmd, env)
     finally:
         target.send_signal(signal.SIGTERM)
         try:
@@ -123,6 +145,11 @@ def main() -> int:
     )
     if args.locals:
         print("one snapshot with locals: %.1f ms" % (1000 * parts["locals_snapshot_s"]))
+    if counts:
+        print("| command | instructions (callgrind) |")
+        print("|---|---:|")
+        for name, n in counts.items():
+            print(f"| {name} | {n / 1e6:.1f} M |")
     return 0
 
 

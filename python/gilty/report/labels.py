@@ -11,8 +11,6 @@ before a format other than JSON (which escapes every such character itself) draw
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import os
 import re
 
@@ -72,6 +70,11 @@ def _frame(frame: tuple) -> tuple:
 
 def displayed_session(session: Session) -> Session:
     """A view of ``session`` (sharing its samples) whose names are all ``visible``."""
+    # Imported here: dataclasses pulls in inspect, about half of `gilty dump`'s start-up, which
+    # needs only `visible`.
+    import copy
+    import dataclasses
+
     view = copy.copy(session)
     view.frames = {k: _frame(f) for k, f in session.frames.items()}
     view.thread_names = {tid: visible(name) for tid, name in session.thread_names.items()}
@@ -86,6 +89,8 @@ def displayed_session(session: Session) -> Session:
 
 def displayed(recording: Recording) -> Recording:
     """A view of ``recording`` whose every process, thread, function and file name is ``visible``."""
+    import copy
+
     view = copy.copy(recording)
     view.sessions = [displayed_session(s) for s in recording.sessions]
     if recording.command:
