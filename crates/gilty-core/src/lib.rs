@@ -20,6 +20,7 @@ pub mod memory;
 pub mod method_class;
 pub mod object_graph;
 pub mod object_repr;
+pub mod positions;
 pub mod process;
 pub mod process_set;
 pub mod pyobjects;

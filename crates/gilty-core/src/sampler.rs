@@ -2,7 +2,7 @@
 //! stack, classify each thread, intern stacks, and fold the pass into the batch's `Aggregate`.
 //! Never stops the target.
 
-use crate::aggregate::{Aggregate, OrderedCounts, Seen, NONE};
+use crate::aggregate::{Aggregate, Seen, NONE};
 use crate::classify::{classify, GilView, History, Observation, ThreadState};
 use crate::clock::monotonic_ns;
 use crate::cpu_wait::CpuWaitTrack;
@@ -12,6 +12,7 @@ use crate::frames::{CodeCache, Frame, FrameWalker, WalkError};
 use crate::interpreter::Interpreter;
 use crate::exceptions::HandlingCheck;
 use crate::linetable::Position;
+use crate::positions::PositionTally;
 use crate::process::memory::Memory;
 use crate::process::procfs::{self, CgroupCpu, Schedstat, SchedstatReader, SyscallReader, SyscallState};
 use crate::threads::{python_threads, PyThread, TidResolver, WalkHead};
@@ -43,9 +44,9 @@ pub struct Batch {
     pub aggregate: Aggregate,
     pub new_stacks: Vec<(u32, Vec<u32>)>,
     pub new_frames: Vec<(u32, Frame)>,
-    /// (frame id, instruction position) -> walks that found the frame there (3.11+). Kept beside the
+    /// (frame id, instruction position, walks that found the frame there) (3.11+). Kept beside the
     /// frames, not in them, so that stacks differing only in a column are one stack.
-    pub positions: OrderedCounts<(u32, Position)>,
+    pub positions: Vec<(u32, Position, u64)>,
     pub threads: Vec<(i32, String)>,
     pub errors: Errors,
     pub exited: bool,
@@ -155,6 +156,7 @@ pub struct Sampler {
     frame_ids: HashMap<Frame, u32>,
     stack_ids: HashMap<Vec<u32>, u32>,
     handling_check: HandlingCheck,
+    positions: PositionTally,
     batch: Batch,
     handoff_opcodes: &'static [u8],
     start_mono_ns: u64,
@@ -199,6 +201,7 @@ impl Sampler {
             frame_ids: HashMap::new(),
             stack_ids: HashMap::new(),
             handling_check: HandlingCheck::default(),
+            positions: PositionTally::default(),
             batch: Batch::default(),
             handoff_opcodes: gilty_layouts::handoff_opcodes(interp_version.0, interp_version.1),
             start_mono_ns: monotonic_ns(),
@@ -259,6 +262,7 @@ impl Sampler {
     /// Ends the current batch (closing its open runs) and starts the next one.
     pub fn take_batch(&mut self) -> Batch {
         self.batch.threads = self.names.iter().map(|(t, n)| (*t, n.clone())).collect();
+        self.batch.positions = self.positions.take();
         self.batch.aggregate.close();
         if let Some(start) = self.batch_mark.take() {
             let end = self.sched_mark();
@@ -770,7 +774,7 @@ impl Sampler {
             };
             // An instruction without a location (no end line) says nothing beyond the frame's line.
             if let Some(Some(p)) = positions.get(i).filter(|p| p.is_some_and(|p| p.end_line.is_some())) {
-                self.batch.positions.add((id, *p));
+                self.positions.add(id, *p);
             }
             ids.push(id);
         }

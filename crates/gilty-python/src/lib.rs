@@ -264,7 +264,7 @@ pub(crate) fn batch_dict<'py>(py: Python<'py>, batch: &Batch) -> PyResult<Bound<
     out.set_item("frames", frames)?;
     // (frame id, line, end line, column, end column, walks): columns None where the table has none.
     let positions: Vec<(u32, i32, Option<i32>, Option<i32>, Option<i32>, u64)> =
-        batch.positions.entries.iter().map(|&((id, p), n)| (id, p.line, p.end_line, p.column, p.end_column, n)).collect();
+        batch.positions.iter().map(|&(id, p, n)| (id, p.line, p.end_line, p.column, p.end_column, n)).collect();
     out.set_item("positions", positions)?;
     let threads = PyDict::new(py);
     for (tid, name) in &batch.threads {
