@@ -1,7 +1,7 @@
 """Instructions per sampling pass, counted by callgrind: a figure the machine's load does not move.
 
     .venv/bin/python bench/pass_instructions.py [--python PATH ...] [--build NAME=PYTHONPATH ...]
-                                                [--seconds 8 24] [--rate 100]
+                                                [--seconds 8 24] [--rate 100] [--repeats 1]
 
 For each interpreter and each build, starts bench/targets/mixed32.py (32 threads) and runs
 bench/gilty_sampler.py against it under `valgrind --tool=callgrind`, counting only inside
@@ -12,7 +12,8 @@ every code object (paid once) drops out. Kernel work (the reads' system calls) i
 
 --build NAME=PYTHONPATH puts another build of gilty first on the sampler's path (a copy of
 `python/` from an earlier commit, with its `_native` built there); the default is this checkout.
-Builds are run one after the other per interpreter, so their targets see the same machine.
+Builds are run one after the other per interpreter, so their targets see the same machine;
+--repeats N runs that round N times, for the spread between runs of one build.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ def main() -> int:
     parser.add_argument("--build", action="append", default=[], help="NAME=PYTHONPATH of another build")
     parser.add_argument("--seconds", type=float, nargs=2, default=[8.0, 24.0])
     parser.add_argument("--rate", type=float, default=100.0)
+    parser.add_argument("--repeats", type=int, default=1)
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         print("valgrind is not installed", file=sys.stderr)
@@ -77,10 +79,11 @@ def main() -> int:
     print("|---|---|---:|---:|")
     for python in args.python or pyenv_pythons():
         name = os.path.basename(os.path.dirname(os.path.dirname(python))) or python
-        for build, pythonpath in builds:
-            (i1, n1), (i2, n2) = (count(python, pythonpath, s, args.rate) for s in args.seconds)
-            per_pass = (i2 - i1) / (n2 - n1) if n2 > n1 else float("nan")
-            print(f"| {name} | {build} | {n1}, {n2} | {per_pass:,.0f} |", flush=True)
+        for _ in range(args.repeats):
+            for build, pythonpath in builds:
+                (i1, n1), (i2, n2) = (count(python, pythonpath, s, args.rate) for s in args.seconds)
+                per_pass = (i2 - i1) / (n2 - n1) if n2 > n1 else float("nan")
+                print(f"| {name} | {build} | {n1}, {n2} | {per_pass:,.0f} |", flush=True)
     return 0
 
 

@@ -285,7 +285,7 @@ impl<'a> FrameWalker<'a> {
     /// `co_positions()` has them; None on 3.10 and for a frame that has run no instruction yet), in
     /// the order of the frames. Decoded in the same pass over the location table as the line.
     pub fn walk_with_positions(&self, tstate: u64, head: Option<WalkHead>, moving: bool, cache: &mut CodeCache) -> Result<(Walked, Vec<Option<Position>>), WalkError> {
-        let mut positions = Vec::new();
+        let mut positions = Vec::with_capacity(32);
         let walked = self.walk_located(tstate, head, moving, cache, Some(&mut positions))?;
         Ok((walked, positions))
     }

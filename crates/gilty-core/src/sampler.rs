@@ -744,7 +744,13 @@ impl Sampler {
         for attempt in 0..READ_ATTEMPTS {
             // Only the first attempt may start from the earlier head: a retry reads everything anew.
             let from = if attempt == 0 { head } else { None };
-            match walker.walk_with_positions(tstate, from, moving, &mut self.code_cache) {
+            // 3.10's line table has no columns: nothing to collect.
+            let walked = if self.interp.version.1 >= 11 {
+                walker.walk_with_positions(tstate, from, moving, &mut self.code_cache)
+            } else {
+                walker.walk_from(tstate, from, moving, &mut self.code_cache).map(|w| (w, Vec::new()))
+            };
+            match walked {
                 Ok(((frames, top), positions)) => {
                     if attempt > 0 || walker.rounds.get() > 0 {
                         self.batch.errors.torn_retried += 1;
