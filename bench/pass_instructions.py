@@ -1,7 +1,7 @@
 """Instructions per sampling pass, counted by callgrind: a figure the machine's load does not move.
 
     .venv/bin/python bench/pass_instructions.py [--python PATH ...] [--build NAME=PYTHONPATH ...]
-                                                [--seconds 8 24] [--rate 100] [--repeats 1]
+                                                [--seconds 6 18] [--rate 10] [--repeats 1]
 
 For each interpreter and each build, starts bench/targets/mixed32.py (32 threads) and runs
 bench/gilty_sampler.py against it under `valgrind --tool=callgrind`, counting only inside
@@ -9,6 +9,10 @@ bench/gilty_sampler.py against it under `valgrind --tool=callgrind`, counting on
 Two runs of different lengths per (interpreter, build): the instructions per pass are the
 difference of their counts over the difference of their passes, so the first passes' decoding of
 every code object (paid once) drops out. Kernel work (the reads' system calls) is not counted.
+The rate is one callgrind keeps up with, so that passes are spaced alike in every run: a pass that
+comes later finds more threads moved since the last (more stacks walked, fewer kept) and carries
+more of the work done per unit of time (the thread-name refresh every 250 ms), so builds compared
+at the rate they happen to reach differ by their speed under callgrind, not by their code.
 
 --build NAME=PYTHONPATH puts another build of gilty first on the sampler's path (a copy of
 `python/` from an earlier commit, with its `_native` built there); the default is this checkout.
@@ -67,8 +71,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--python", action="append")
     parser.add_argument("--build", action="append", default=[], help="NAME=PYTHONPATH of another build")
-    parser.add_argument("--seconds", type=float, nargs=2, default=[8.0, 24.0])
-    parser.add_argument("--rate", type=float, default=100.0)
+    parser.add_argument("--seconds", type=float, nargs=2, default=[6.0, 18.0])
+    parser.add_argument("--rate", type=float, default=10.0)
     parser.add_argument("--repeats", type=int, default=1)
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
