@@ -6,6 +6,7 @@ same parent edges, with C tasks, pure-Python tasks and (3.12+) eager tasks."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -140,15 +141,26 @@ def test_trio_is_named_not_read(interp, targets):
 CHURN_DUMPS = 12
 
 
+def read_count(path: Path) -> list:
+    """The churn target's "CREATED MONOTONIC" line; it rewrites the file every 0.2 s, so a read can
+    land between its truncation and its write: read again."""
+    for _ in range(50):
+        fields = path.read_text().split()
+        if len(fields) == 2:
+            return fields
+        time.sleep(0.01)
+    raise AssertionError(f"{path} never held a count")
+
+
 @pytest.fixture(scope="module")
 def churn(interp, tmp_path_factory):
     truth_path = tmp_path_factory.mktemp("churn") / "truth.json"
     with running_target(interp, "asyncio_churn.py", str(truth_path)) as proc:
         truth = json.loads(truth_path.read_text())
         count_path = Path(str(truth_path) + ".count")
-        first = count_path.read_text().split()
+        first = read_count(count_path)
         dumps = [dump_tasks(proc.pid)["asyncio"] for _ in range(CHURN_DUMPS)]
-        last = count_path.read_text().split()
+        last = read_count(count_path)
         rate = (int(last[0]) - int(first[0])) / max(float(last[1]) - float(first[1]), 1e-9)
         yield truth, dumps, rate
 

@@ -257,3 +257,24 @@ def test_compare_has_a_cpu_wait_row_when_a_run_waited_for_a_cpu():
     share, per_second = figures[("thread worker", "cpu_wait")]
     assert round(share, 3) == round(200 / 300, 3)
     assert per_second == [0.0, 1.0, 1.0]
+
+
+def test_commands_cut_alike_show_what_tells_them_apart():
+    base = "python -m celery -A proj.tasks.application worker --loglevel=info --concurrency=4 --hostname=w1 -Q "
+    commands = [base + "mail", base + "billing", "python manage.py runserver"]
+    shown = console_processes.tell_apart(commands, 45)
+    assert all(len(s) <= 45 for s in shown), shown
+    assert shown[0] != shown[1] and shown[0].endswith("…-Q mail") and shown[1].endswith("…-Q billing"), shown
+    assert shown[0].startswith("python -m celery")
+    assert shown[2] == "python manage.py runserver"
+    # Identical commands (forked workers) and commands that fit stay as they are.
+    assert console_processes.tell_apart([base + "mail"] * 2, 45) == [base[:44] + "~"] * 2
+    # In the report: the process table's rows differ where the commands do.
+    rec = _recording(workers=2)
+    for s, queue in zip(rec.sessions[1:], ("mail", "billing")):
+        s.target.cmdline = base + queue
+    text = console.render_recording(rec)
+    heading = text.splitlines().index(console_processes.PROCESS_HEADING)
+    rows = text.splitlines()[heading + 2: heading + 4]
+    assert rows[0].endswith("-Q mail") and rows[1].endswith("-Q billing"), rows
+    assert max(len(line) for line in text.splitlines()) <= console_processes.REPORT_WIDTH

@@ -55,11 +55,15 @@ impl<K> Default for OrderedCounts<K> {
 
 impl<K: Hash + Eq + Copy> OrderedCounts<K> {
     pub fn add(&mut self, key: K) {
+        self.add_n(key, 1);
+    }
+
+    pub fn add_n(&mut self, key: K, n: u64) {
         match self.index.get(&key) {
-            Some(&i) => self.entries[i].1 += 1,
+            Some(&i) => self.entries[i].1 += n,
             None => {
                 self.index.insert(key, self.entries.len());
-                self.entries.push((key, 1));
+                self.entries.push((key, n));
             }
         }
     }

@@ -28,6 +28,7 @@ pub mod realtime;
 pub mod sampler;
 pub mod specialization;
 pub mod syscalls;
+pub mod task_record;
 pub mod thread_names;
 pub mod threads;
 

@@ -71,6 +71,8 @@ pub struct ProcessSet {
     events: Vec<Event>,
     exited_batches: Vec<(i32, Batch)>,
     late: u64,
+    /// Every member reads its asyncio tasks in each pass (`enable_tasks`).
+    tasks: bool,
 }
 
 fn stat_of(pid: i32) -> Option<crate::memory::smaps::Stat> {
@@ -101,6 +103,7 @@ impl ProcessSet {
             events: Vec::new(),
             exited_batches: Vec::new(),
             late: 0,
+            tasks: false,
         };
         for &pid in roots {
             if set.roots.contains(&pid) {
@@ -156,7 +159,20 @@ impl ProcessSet {
         };
         self.events.push(event);
         self.pending.remove(&pid);
-        self.members.insert(pid, Sampler::new(interp, self.rate_hz));
+        let mut sampler = Sampler::new(interp, self.rate_hz);
+        if self.tasks {
+            // A version without an asyncio layout is sampled without its tasks.
+            let _ = sampler.enable_tasks();
+        }
+        self.members.insert(pid, sampler);
+    }
+
+    /// Every member, now and later, reads its asyncio tasks in each pass (`record --tasks`).
+    pub fn enable_tasks(&mut self) {
+        self.tasks = true;
+        for s in self.members.values_mut() {
+            let _ = s.enable_tasks();
+        }
     }
 
     /// Records why `pid` could not be attached: skipped at once for good, or kept to retry.

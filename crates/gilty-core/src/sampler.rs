@@ -16,6 +16,7 @@ use crate::positions::PositionTally;
 use crate::process::memory::Memory;
 use crate::process::procfs::{self, CgroupCpu, Schedstat, SchedstatReader, SyscallReader, SyscallState};
 use crate::threads::{python_threads, PyThread, TidResolver, WalkHead};
+use crate::task_record::{TaskAggregate, TaskRecorder, ThreadSeen};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -53,6 +54,8 @@ pub struct Batch {
     pub late: u64,
     /// What the kernel's scheduler counted over the batch (None for an empty batch).
     pub sched: Option<SchedTotals>,
+    /// The asyncio task view of the batch's passes (`record --tasks`; None when not asked).
+    pub tasks: Option<TaskAggregate>,
 }
 
 /// Scheduler figures over one batch, from counters read at its first pass and at its end.
@@ -169,6 +172,10 @@ pub struct Sampler {
     /// Scheduler counters at the batch's start: its first pass, or the end of the batch before.
     batch_mark: Option<SchedMark>,
     next_mark: Option<SchedMark>,
+    /// Asyncio tasks read in every pass (`enable_tasks`), with the main interpreter and thread
+    /// states of the pass's thread read.
+    tasks: Option<TaskRecorder>,
+    last_threads: (u64, Vec<PyThread>),
 }
 
 impl Drop for Sampler {
@@ -211,7 +218,64 @@ impl Sampler {
             next_mark: None,
             last_observe_ns: None,
             mean_interval_ns: 0.0,
+            tasks: None,
+            last_threads: (0, Vec::new()),
         }
+    }
+
+    /// Reads every asyncio task in every pass from now on (`record --tasks`).
+    pub fn enable_tasks(&mut self) -> crate::Result<()> {
+        let (major, minor, _) = self.interp.version;
+        if gilty_layouts::asyncio_layout_for(major, minor).is_none() {
+            return Err(crate::Error::new(crate::ErrorKind::UnsupportedVersion, format!("no asyncio layout for Python {}", self.interp.version_string())));
+        }
+        if self.tasks.is_none() {
+            self.tasks = Some(TaskRecorder::default());
+        }
+        Ok(())
+    }
+
+    /// Stops reading tasks (a later `Sampler` of the same target without tasks).
+    pub fn disable_tasks(&mut self) {
+        self.tasks = None;
+    }
+
+    /// The pass's tasks, charged with the states and stacks its thread read found (`task_record`).
+    fn sample_tasks(&mut self, t: f64, snapshot: &[Observed]) {
+        let Some(mut rec) = self.tasks.take() else { return };
+        if !rec.due() {
+            self.tasks = Some(rec);
+            return;
+        }
+        let started = Instant::now();
+        let samples = {
+            let (main, pythreads) = &self.last_threads;
+            let threads: Vec<ThreadSeen> = snapshot
+                .iter()
+                .map(|(tid, state, _, stack, _)| ThreadSeen {
+                    tid: *tid,
+                    ident: pythreads.iter().find(|p| p.tid == Some(*tid)).map(|p| p.ident),
+                    state: *state,
+                    frames: stack.as_ref().map(|s| s.frames.as_slice()),
+                })
+                .collect();
+            crate::task_record::observe(&self.interp, *main, &threads, &mut rec.batch.errors)
+        };
+        rec.after_read(started.elapsed().as_nanos() as u64, self.period.as_nanos() as u64);
+        let ids: Vec<(u32, Option<u32>)> =
+            samples.iter().map(|s| (self.intern_stack(&s.frames), s.awaiting.as_ref().map(|(_, site)| self.intern_frame(site)))).collect();
+        rec.add_pass(t, &samples, &ids);
+        self.tasks = Some(rec);
+    }
+
+    fn intern_frame(&mut self, f: &Frame) -> u32 {
+        if let Some(&id) = self.frame_ids.get(f) {
+            return id;
+        }
+        let id = self.frame_ids.len() as u32;
+        self.frame_ids.insert(f.clone(), id);
+        self.batch.new_frames.push((id, f.clone()));
+        id
     }
 
     /// Starts a new recording at `rate_hz`: the clock restarts at 0; caches carry over.
@@ -264,6 +328,7 @@ impl Sampler {
         self.batch.threads = self.names.iter().map(|(t, n)| (*t, n.clone())).collect();
         self.batch.positions = self.positions.take();
         self.batch.aggregate.close();
+        self.batch.tasks = self.tasks.as_mut().map(|r| r.take_batch());
         if let Some(start) = self.batch_mark.take() {
             let end = self.sched_mark();
             // The next batch counts from here, so that a wait the kernel adds to a thread's delay in a
@@ -398,6 +463,7 @@ impl Sampler {
         }
         self.batch.times.push(t);
         let t_ns = self.start_mono_ns + (t * 1e9) as u64;
+        self.sample_tasks(t, &snapshot);
         let mut seen = Vec::with_capacity(snapshot.len());
         for (tid, state, syscall, stack, holds, handling) in snapshot {
             let stack_id = stack.as_ref().map(|s| s.id as i32).unwrap_or(NONE);
@@ -505,6 +571,9 @@ impl Sampler {
         self.code_cache.new_pass();
         self.passes += 1;
         let (main, pythreads) = self.interpreter_threads(stacks)?;
+        if self.tasks.is_some() {
+            self.last_threads = (main, pythreads.clone());
+        }
         let gil = self.read_gil()?;
         let gc = self.gc_collecting(main)?;
         self.refresh(&pythreads);

@@ -181,8 +181,8 @@ struct Sampler {
 #[pymethods]
 impl Sampler {
     #[new]
-    #[pyo3(signature = (target, rate_hz, exact = false))]
-    fn new(py: Python<'_>, target: &Target, rate_hz: f64, exact: bool) -> PyResult<Self> {
+    #[pyo3(signature = (target, rate_hz, exact = false, tasks = false))]
+    fn new(py: Python<'_>, target: &Target, rate_hz: f64, exact: bool, tasks: bool) -> PyResult<Self> {
         if !(rate_hz > 0.0 && rate_hz <= 20_000.0) {
             return Err(pyo3::exceptions::PyValueError::new_err("rate_hz must be in (0, 20000]"));
         }
@@ -190,6 +190,11 @@ impl Sampler {
             let mut guard = target.inner.lock().unwrap();
             let s: &mut CoreSampler = &mut guard;
             s.set_rate(rate_hz);
+            if tasks {
+                s.enable_tasks().map_err(to_py_err)?;
+            } else {
+                s.disable_tasks();
+            }
             if exact {
                 py.allow_threads(|| s.enable_exact()).map_err(to_py_err)?
             } else {
@@ -286,6 +291,9 @@ pub(crate) fn batch_dict<'py>(py: Python<'py>, batch: &Batch) -> PyResult<Bound<
             d.set_item("cgroup", (c.nr_periods, c.nr_throttled, c.throttled_ns))?;
         }
         out.set_item("sched", d)?;
+    }
+    if let Some(t) = &batch.tasks {
+        out.set_item("tasks", tasks::aggregate_dict(py, t)?)?;
     }
     Ok(out)
 }

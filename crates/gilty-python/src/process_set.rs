@@ -44,12 +44,15 @@ fn event_dict<'py>(py: Python<'py>, e: &Event) -> PyResult<Bound<'py, PyDict>> {
 impl ProcessSet {
     /// Attaches to `pids` (and, with `follow`, every Python descendant, now and later).
     #[new]
-    #[pyo3(signature = (pids, rate_hz, follow = false))]
-    fn new(py: Python<'_>, pids: Vec<i32>, rate_hz: f64, follow: bool) -> PyResult<Self> {
+    #[pyo3(signature = (pids, rate_hz, follow = false, tasks = false))]
+    fn new(py: Python<'_>, pids: Vec<i32>, rate_hz: f64, follow: bool, tasks: bool) -> PyResult<Self> {
         if !(rate_hz > 0.0 && rate_hz <= 20_000.0) {
             return Err(pyo3::exceptions::PyValueError::new_err("rate_hz must be in (0, 20000]"));
         }
-        let set = py.allow_threads(|| CoreSet::new(&pids, rate_hz, follow)).map_err(to_py_err)?;
+        let mut set = py.allow_threads(|| CoreSet::new(&pids, rate_hz, follow)).map_err(to_py_err)?;
+        if tasks {
+            set.enable_tasks();
+        }
         Ok(ProcessSet { inner: Mutex::new(set) })
     }
 

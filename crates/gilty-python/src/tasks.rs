@@ -87,3 +87,33 @@ fn build<'py, 'a>(py: Python<'py>, snap: &'a TasksSnapshot) -> PyResult<Bound<'p
     out.set_item("other_frameworks", snap.other_frameworks.clone())?;
     Ok(out)
 }
+
+/// One batch's task view (`record --tasks`): {"passes", "counts": [(path, stack, state, await, n)],
+/// "paths": {id: [names]}, "awaits": {id: (kind, frame id)}, "lifetimes": [(id, name, first s,
+/// last s, samples)], "errors": {...}} (docs/json-format.md, "Batches").
+pub(crate) fn aggregate_dict<'py>(py: Python<'py>, agg: &gilty_core::task_record::TaskAggregate) -> PyResult<Bound<'py, PyDict>> {
+    let out = PyDict::new(py);
+    out.set_item("passes", agg.passes)?;
+    out.set_item("reads", agg.reads)?;
+    let counts: Vec<(u32, i32, u8, i32, u64)> = agg.counts.entries.iter().map(|&((p, s, st, a), n)| (p, s, st, a, n)).collect();
+    out.set_item("counts", counts)?;
+    let paths = PyDict::new(py);
+    for (id, names) in &agg.new_paths {
+        paths.set_item(id, names)?;
+    }
+    out.set_item("paths", paths)?;
+    let awaits = PyDict::new(py);
+    for (id, kind, frame) in &agg.new_awaits {
+        awaits.set_item(id, (kind.as_str(), frame))?;
+    }
+    out.set_item("awaits", awaits)?;
+    out.set_item("lifetimes", &agg.lifetimes)?;
+    let e = PyDict::new(py);
+    e.set_item("torn_dropped", agg.errors.torn_dropped)?;
+    e.set_item("unreadable", agg.errors.unreadable)?;
+    e.set_item("changed", agg.errors.changed)?;
+    e.set_item("running_unmatched", agg.errors.running_unmatched)?;
+    e.set_item("read_failed", agg.errors.read_failed)?;
+    out.set_item("errors", e)?;
+    Ok(out)
+}

@@ -75,6 +75,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", type=pid_number, metavar="PID", help="sample this server process and its Python descendants during every step")
     parser.add_argument("--warmup", type=seconds, metavar="S", help=f"first load the server at the first rate for S seconds, unmeasured (lazy imports, caches, connections; default {SERVER_WARMUP_S:g} for a server gilty starts, else 0)")
     parser.add_argument("--app", action="append", default=[], metavar="PACKAGE", help="with a profile: this package (or module) is the application's code wherever it is installed, e.g. site-packages (repeatable)")
+    parser.add_argument("--tasks", action="store_true", help="with a profile: also read every asyncio task in each pass, and split each endpoint's requests' time into running, waiting for the GIL and awaiting (what, at which line)")
     parser.add_argument("--loop-lag", type=bounded_float(0.0, 60_000.0), default=20.0, metavar="MS", help="with a profile: report asyncio loop spans away from the selector longer than MS (default 20)")
     parser.add_argument("--locustfile", metavar="F", help="run Locust headless with this locustfile instead (closed loop; see docs/load.md)")
     parser.add_argument("--users", type=bounded_int(1, MAX_CONNECTIONS), default=10, metavar="N", help="with --locustfile: Locust users (default 10)")
@@ -103,7 +104,7 @@ def take_trailing_output(args: argparse.Namespace) -> None:
           "give gilty's -o before --)", file=sys.stderr)
 
 
-def _run_profiled_step(native, plan: dict, stop, pids: list) -> tuple:
+def _run_profiled_step(native, plan: dict, stop, pids: list, tasks: bool = False) -> tuple:
     native_stop = native.LoadStop()
 
     def load():
@@ -112,7 +113,7 @@ def _run_profiled_step(native, plan: dict, stop, pids: list) -> tuple:
         except ValueError as e:
             raise UsageError(str(e)) from None
 
-    return profile.profile_during(native, pids, load, stop, native_stop.set)
+    return profile.profile_during(native, pids, load, stop, native_stop.set, tasks=tasks)
 
 
 def _wait_until_listening(url: str, child, timeout_s: float = SERVER_START_TIMEOUT_S) -> None:
@@ -222,7 +223,7 @@ def _run_locust(args: argparse.Namespace, fmt: str) -> int:
                 result = _blocking(run.run, stop, run.stop)
             else:
                 native = launch.native_module()
-                result, recording = profile.profile_during(native, pids, run.run, stop, run.stop)
+                result, recording = profile.profile_during(native, pids, run.run, stop, run.stop, tasks=args.tasks)
                 prof = profile.summarise_step(recording, args.loop_lag / 1e3, app)
                 if prof is not None:
                     prof.memory = profile.memory_at_end(recording)
@@ -324,7 +325,7 @@ def run(args: argparse.Namespace) -> int:
                 if pids is None:
                     step, prof = _run_step(native, plan, stop), None
                 else:
-                    step, recording = _run_profiled_step(native, plan, stop, pids)
+                    step, recording = _run_profiled_step(native, plan, stop, pids, args.tasks)
                     prof = profile.summarise_step(recording, args.loop_lag / 1e3, app)
                     if prof is not None:
                         prof.memory = profile.memory_at_end(recording)

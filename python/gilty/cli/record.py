@@ -60,7 +60,7 @@ CHUNK_S = 0.25
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.usage = (
         "gilty record (--pid PID [--pid PID ...] | -- CMD [ARG ...]) [-s] [--duration S] [--rate HZ] [--exact] "
-        "[-o FILE] [--format FORMAT]"
+        "[--tasks] [-o FILE] [--format FORMAT]"
     )
     add_pid_arguments(parser)
     parser.add_argument(
@@ -77,6 +77,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     add_format_argument(parser, reports.FORMAT_NAMES)
     add_picture_arguments(parser)
     add_exact_argument(parser)
+    add_tasks_argument(parser)
     parser.add_argument(
         "--fail-if",
         action="append",
@@ -91,6 +92,14 @@ def add_exact_argument(parser: argparse.ArgumentParser) -> None:
         "--exact",
         action="store_true",
         help="also trace every GIL acquisition and garbage collection with uprobes (root; needs interpreter symbols)",
+    )
+
+
+def add_tasks_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--tasks",
+        action="store_true",
+        help="also read every asyncio task in each pass: wall time per task, by await site (docs/asyncio.md)",
     )
 
 
@@ -165,12 +174,14 @@ def finish(session: Session, launched: bool) -> int:
     return EXIT_OK
 
 
-def open_sampler(native: Any, target: Any, rate_hz: float, exact: bool) -> Any:
-    """A Sampler, with uprobe tracing attached when ``exact``; a refusal is one line, exit 9."""
+def open_sampler(native: Any, target: Any, rate_hz: float, exact: bool, tasks: bool = False) -> Any:
+    """A Sampler, with uprobe tracing attached when ``exact`` and asyncio tasks read in every pass
+    when ``tasks``; a refusal is one line, exit 9."""
+    extra = {"tasks": True} if tasks else {}
     if not exact:
-        return native.Sampler(target, rate_hz)
+        return native.Sampler(target, rate_hz, **extra)
     try:
-        return native.Sampler(target, rate_hz, exact=True)
+        return native.Sampler(target, rate_hz, exact=True, **extra)
     except native.GiltyError as e:
         if getattr(e, "kind", None) == "exact_unavailable":
             raise CommandError(f"{e} (record without --exact to sample only)", EXIT_EXACT_UNAVAILABLE) from None
@@ -192,6 +203,8 @@ def run(args: argparse.Namespace) -> int:
     fmt = reports.output_format(args.format, args.output)  # a bad -o fails before recording
     args.gates = [parse_gate(text) for text in args.fail_if]  # a bad gate too
     if args.subprocesses or len(pids) > 1:
+        if getattr(args, "tasks", False):
+            raise UsageError("--tasks reads one process's event loops: leave out --subprocesses and give one --pid")
         if args.exact:
             raise UsageError("--exact traces one process: leave out --subprocesses and give one --pid")
         return run_processes(args, pids, child_argv, fmt)
@@ -211,7 +224,7 @@ def run(args: argparse.Namespace) -> int:
             session = Session(TargetInfo.from_native(target), args.rate)
             session.command = child_argv
             session.requested_duration_s = args.duration
-            sampler = open_sampler(native, target, args.rate, args.exact)
+            sampler = open_sampler(native, target, args.rate, args.exact, getattr(args, "tasks", False))
             # Cheap (/proc/PID/stat only): were Python children doing the work we are not recording?
             children_cpu = processes.ChildrenCpu(session.target.pid)
             until = f"for {args.duration:g} s" if args.duration else "until Ctrl-C"

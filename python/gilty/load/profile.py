@@ -11,7 +11,7 @@ from typing import Any, Callable, Optional
 
 from gilty.sampling import processes
 from gilty.sampling.analysis.states import gc_share, gil_utilisation, mean_waiting_threads
-from gilty.load import endpoints, eventloop, kinds
+from gilty.load import endpoints, eventloop, kinds, task_endpoints
 from gilty.observe.monitor.memory_self import memory_self
 from gilty.load.sites import is_library, library_prefixes, site_key
 from gilty.load.startup import startup_frame, startup_label
@@ -49,6 +49,8 @@ class StepProfile:
     native_sites: list = field(default_factory=list)  # [Site] where the busy processes ran native code without the GIL
     startup_share: float = 0.0  # of every working thread's samples (all processes): importing, compiling, making classes
     startup_sites: list = field(default_factory=list)  # ["FileLoader.get_data (importlib)", ...], the most seen first
+    # With --tasks: [task_endpoints.TaskEndpoint], per endpoint where its requests' tasks spent their time
+    task_endpoints: list = field(default_factory=list)
 
 
 # A process is one of the busiest when it worked (did anything but wait for work) at least this
@@ -195,6 +197,7 @@ def summarise_step(recording: Recording, loop_threshold_s: float = eventloop.DEF
         background=endpoints.background_threads(recording.sessions, {(lag.pid, lag.tid) for lag in loops}, own),
         startup_share=startup_n / working_n if working_n else 0.0,
         startup_sites=[label for label, _n in sorted(startup_sites.items(), key=lambda kv: -kv[1])[:3]],
+        task_endpoints=task_endpoints.task_endpoint_table(live, own),
     )
 
 
@@ -225,9 +228,24 @@ def _site_words(top: Optional[Site]) -> str:
     return where
 
 
+# An endpoint whose requests' tasks spend this share of their time in one await names that await as
+# the cause of a limit that is time spent outside the workers' CPU (waiting for work, concurrency, I/O).
+AWAIT_CAUSE_SHARE = 0.5
+
+
 def limit_from_profile(p: StepProfile) -> tuple:
     """(limit name, plain words) for a step past the knee, from what the busiest workers did (start-up
-    samples left out; see startup_words for those)."""
+    samples left out; see startup_words for those); with tasks recorded, a limit outside the CPU says
+    which await the requests spend their time in."""
+    name, words = _limit_from_profile(p)
+    awaited = [e for e in getattr(p, "task_endpoints", []) if e.awaits and e.awaits[0]["share"] >= AWAIT_CAUSE_SHARE]
+    if awaited and name in ("waiting for work", "concurrency", "I/O wait on a dependency"):
+        top = max(awaited, key=lambda e: e.task_s * e.awaits[0]["share"])
+        words = f"{words}: {task_endpoints.await_words(top)}"
+    return name, words
+
+
+def _limit_from_profile(p: StepProfile) -> tuple:
     n = p.busy_processes
     workers = f"the {n} busiest processes" if n != 1 else "the busiest process"
     verb = (lambda plural: plural) if n != 1 else (lambda plural: {"spend": "spends", "hold": "holds", "are": "is", "run": "runs", "wait": "waits"}[plural])
@@ -325,13 +343,15 @@ def profile_during(
     user_stop: Any,
     on_user_stop: Callable[[], None],
     rate_hz: float = PROFILE_RATE_HZ,
+    tasks: bool = False,
 ) -> tuple:
-    """Runs ``run_step`` (the load, in a thread) while sampling ``pids`` and their Python descendants;
-    returns (step result, Recording). ``on_user_stop`` is called when the user stops the run."""
+    """Runs ``run_step`` (the load, in a thread) while sampling ``pids`` and their Python descendants
+    (with ``tasks``, their asyncio tasks in every pass too); returns (step result, Recording).
+    ``on_user_stop`` is called when the user stops the run."""
     recording = Recording(rate_hz=rate_hz)
     recording.subprocesses = True
     tracker = processes.ProcessTracker(recording, native.syscall_name, None)
-    process_set = native.ProcessSet(pids, rate_hz, follow=True)
+    process_set = native.ProcessSet(pids, rate_hz, follow=True, **({"tasks": True} if tasks else {}))
     recording.start_time = time.time()
     done = threading.Event()
     out: dict = {}

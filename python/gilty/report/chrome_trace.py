@@ -3,21 +3,24 @@
 Per process: its name, one track per thread with a slice per run of one state, beside it a
 "stack" track of nested slices, one per Python frame (a flame chart over time), a "GIL owner"
 track naming the thread that held the GIL, and, with exact tracing, a track of every garbage
-collection as traced. Times are microseconds from the start of the recording. Format: the
+collection as traced, and with ``--tasks`` one track per asyncio task, a slice from the first to
+the last pass it was seen in. Times are microseconds from the start of the recording. Format: the
 "JSON Object Format" of the Trace Event Format document.
 
 Compact on purpose: a frame slice lasts as long as the frame stays on the stack, across runs
 (a thread handing the GIL back and forth in one function is one slice per frame, not one per
-run), names are ``function (file.py:line)``, and each file's whole path is written once, in
+run; a run is cut at stack-slot edges only where its stack changed), names are ``function (file.py:line)``, and each file's whole path is written once, in
 ``otherData.files``.
 """
 
 from __future__ import annotations
 
 import json
+from bisect import bisect_right
 from typing import Optional
 
 from gilty import __version__
+from gilty.report import task_view
 from gilty.report.labels import command_text, state_name, thread_label
 from gilty.report.pictures import FrameNames, frame_names
 from gilty.sampling.session import GC, HOLDING_GIL, IDLE, NO_STACK, Recording, Session
@@ -100,12 +103,47 @@ def _exact_gc_slices(session: Session, offset: float) -> list:
     return events
 
 
-def _stack_slices(session: Session, tid: int, runs: list, names: FrameNames, offset: float) -> list:
+def _slot_stacks(session: Session) -> tuple:
+    """(first pass of each stack slot, per slot {(tid, state): the stack first seen in it}).
+
+    A slot's counts are in first-seen order, so for a thread whose run goes on across the slot's
+    first pass, the first stack of (tid, state) in the slot is its stack at that pass."""
+    slots = session.stack_slots
+    if slots is None:
+        return [], []
+    first = []
+    for counts in slots.counts:
+        seen: dict = {}
+        for (tid, state, stack_id) in counts:
+            seen.setdefault((tid, state), stack_id)
+        first.append(seen)
+    return list(slots.first), first
+
+
+def _pieces(runs: list, slot_first: list, slot_stack: list):
+    """(first pass, passes, stack_id) of a thread's runs cut at stack-slot edges: a run keeps the stack
+    of its first pass only, so past a slot edge the piece takes the thread's stack at that edge
+    (``_slot_stacks``), and a thread that stays in one state while its functions change (a
+    CPU-bound phase after another) shows the change at slot resolution."""
+    for tid, first, passes, state, stack_id, _nr in runs:
+        end = first + passes
+        k = bisect_right(slot_first, first)  # the next slot edge after the run's start
+        start = first
+        while k < len(slot_first) and slot_first[k] < end:
+            yield start, slot_first[k] - start, stack_id
+            start = slot_first[k]
+            stack_id = slot_stack[k].get((tid, state), stack_id)
+            k += 1
+        yield start, end - start, stack_id
+
+
+def _stack_slices(session: Session, tid: int, runs: list, names: FrameNames, offset: float, slot_stacks=([], [])) -> list:
     """One thread's frames over time: nested slices, each as long as its frame stayed on the stack.
 
     A run knows the stack of its first pass, so a frame is seen from the start of the first run
-    that had it to the end of the last consecutive run that still had it (same frame at the same
-    depth, every frame under it the same). A pass the thread was absent from ends every frame.
+    (or piece of a run past a stack-slot edge, ``_pieces``) that had it to the end of the last
+    consecutive one that still had it (same frame at the same depth, every frame under it the
+    same). A pass the thread was absent from ends every frame.
     """
     pid = session.target.pid
     track = tid + STACK_TRACK
@@ -118,7 +156,7 @@ def _stack_slices(session: Session, tid: int, runs: list, names: FrameNames, off
             label, start = open_frames.pop()
             out.append((len(open_frames), _slice(label, "stack", pid, track, start, at)))
 
-    for _tid, first, passes, _state, stack_id, _nr in runs:
+    for first, passes, stack_id in _pieces(runs, *slot_stacks):
         start = offset + session.pass_start(first)
         end = offset + session.pass_end(first + passes - 1)
         if last_end is not None and start - last_end > 1e-9:
@@ -160,13 +198,15 @@ def session_events(session: Session, offset: float = 0.0, names: FrameNames = No
         start = offset + session.pass_start(first)
         end = offset + session.pass_end(first + passes - 1)
         events.append(_slice(state_name(state), "gc" if state == GC else "state", pid, tid, start, end, args))
+    slot_stacks = _slot_stacks(session)
     for tid, thread_runs in by_tid.items():
-        events.extend(_stack_slices(session, tid, thread_runs, names, offset))
+        events.extend(_stack_slices(session, tid, thread_runs, names, offset, slot_stacks))
     events.extend(_holder_slices(session, runs, offset))
     if session.exact:
         events.append(_meta("thread_name", pid, EXACT_GC_TID, {"name": "GC (exact)"}))
         events.append(_meta("thread_sort_index", pid, EXACT_GC_TID, {"sort_index": -1}))
         events.extend(_exact_gc_slices(session, offset))
+    events.extend(task_view.chrome_events(session, pid, offset, _slice))
     return events
 
 

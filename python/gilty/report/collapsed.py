@@ -1,7 +1,8 @@
 """Collapsed stacks (``.collapsed`` / ``.folded``): ``process;thread;state;frame;... count``.
 
 One line per distinct (process, thread, state, stack), outermost frame first, the count being
-samples: the input flamegraph.pl, inferno and speedscope all read. The thread state sits under
+samples; a recording made with ``--tasks`` adds the task view's stacks under ``asyncio tasks``
+(``report/task_view.py``): the input flamegraph.pl, inferno and speedscope all read. The thread state sits under
 the thread so a flame graph splits each thread's time by state. Idle samples are left out and a
 server's workers merged unless asked otherwise (``report/pictures.py``).
 """
@@ -10,7 +11,8 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from gilty.report.labels import frame_label, state_name
+from gilty.report import task_view
+from gilty.report.labels import frame_label, process_label, state_name
 from gilty.report.pictures import PictureOptions, stack_rows
 from gilty.sampling.session import Recording
 
@@ -36,6 +38,10 @@ def counts(
         frames = [clean(name(f)) for f in reversed(session.stack(stack_id))]
         key = ";".join([clean(group.label), clean(thread), state_name(state), *frames])
         # Distinct stacks can share a label (same function, file and line): their counts add up.
+        out[key] = out.get(key, 0) + n
+    # The task view (`record --tasks`), beside the threads: process;asyncio tasks;task ...;leaf.
+    for session, labels, n in task_view.rows(recording, name):
+        key = ";".join([clean(process_label(session)), task_view.TASKS_LABEL, *(clean(x) for x in labels)])
         out[key] = out.get(key, 0) + n
     return out
 

@@ -159,6 +159,25 @@ def _convoy_section(summary: Summary) -> list:
     return lines
 
 
+def _tasks_section(session: Session) -> list:
+    """`record --tasks`: task-seconds by state and the most-awaited sites."""
+    from gilty.report import task_view
+    from gilty.report.labels import visible
+
+    data = task_view.report(session)
+    if data is None:
+        return []
+    states = ", ".join(f"{k} {v:.2f} s" for k, v in sorted(data["state_seconds"].items(), key=lambda kv: -kv[1]))
+    out = [f"asyncio tasks: {data['mean_tasks']:g} per pass over {data['passes']} passes; task-seconds: {states or 'none'}"]
+    for site in data["await_sites"][:5]:
+        out.append(f"  {site['share']:>6.1%}  awaiting {site['kind']} at {visible(site['function'])} "
+                   f"({visible(site['file'])}:{site['line']})")
+    dropped = sum(data["errors"].values())
+    if dropped:
+        out.append(f"  (reads that moved under gilty, left out: {', '.join(f'{k} {v}' for k, v in data['errors'].items() if v)})")
+    return out
+
+
 def render(session: Session, summary: Optional[Summary] = None, title: str = "gilty record") -> str:
     """The text summary of a recording."""
     summary = summary or summarise(session)
@@ -174,7 +193,7 @@ def render(session: Session, summary: Optional[Summary] = None, title: str = "gi
         ]
     )
     sections = (_functions_section(summary), _blame_section(summary), _convoy_section(summary),
-                _error_paths_section(summary), exact_sections(summary))
+                _error_paths_section(summary), exact_sections(summary), _tasks_section(session))
     for section in sections:
         if section:
             out.append("")

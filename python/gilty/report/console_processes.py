@@ -111,7 +111,8 @@ def busiest_thread(session: Session, states: dict) -> Optional[int]:
     return None if best is None else best[1]
 
 
-def _process_row(session: Session, role: str, width: int = REPORT_WIDTH) -> str:
+def _process_cells(session: Session, role: str) -> tuple:
+    """(the row up to its command, the command) of the process table."""
     states = thread_states(session)
     tid = busiest_thread(session, states)
     name = ""
@@ -128,7 +129,36 @@ def _process_row(session: Session, role: str, width: int = REPORT_WIDTH) -> str:
     command = _command(session)
     if session.exited_at is not None:
         command = f"[exited at {session.exited_at:.1f} s] " + command
+    return line, command
+
+
+def _process_row(session: Session, role: str, width: int = REPORT_WIDTH) -> str:
+    line, command = _process_cells(session, role)
     return line + _cut(command, max(width - len(line), 10))
+
+
+def tell_apart(commands: list, width: int) -> list:
+    """Each command cut to ``width``; where two would read the same cut but differ, the words they
+    share after the first few are left out (``…``) so that what tells them apart shows:
+    ``python -m celery -A proj worker…-Q mail`` and ``…-Q billing``, not the same text twice."""
+    cut = [_cut(c, width) for c in commands]
+    out = []
+    for i, c in enumerate(commands):
+        twins = [o for j, o in enumerate(commands) if j != i and o != c and cut[j] == cut[i]]
+        text = cut[i]
+        if twins:
+            words = c.split()
+            k = 0  # words shared with every twin
+            while k < len(words) and all(o.split()[k: k + 1] == [words[k]] for o in twins):
+                k += 1
+            if k > 1 and words[k - 1].startswith("-"):
+                k -= 1  # the option goes with its value: "-Q mail", not "mail"
+            tail = " ".join(words[k:])
+            room = width - len(tail) - 1
+            if k and room >= min(len(words[0]), 8):
+                text = _cut(" ".join(words[:k])[:room] + "…" + tail, width)
+        out.append(text)
+    return out
 
 
 THREAD_HEADING = f"  {'THREAD':<26} {'TID':>8} {'SAMPLES':>7} " + " ".join(f"{h:>6}" for h in ("HOLD", "GC", "WAIT", "NATIVE", "IDLE"))
@@ -281,8 +311,11 @@ def render(recording: Recording, title: str = "gilty record") -> str:
         out += headline.split("\n")
     out.append("")
     out.append(PROCESS_HEADING)
-    for s in recording.sessions:
-        out.append(_process_row(s, role_of.get(s.target.pid, "")))
+    cells = [_process_cells(s, role_of.get(s.target.pid, "")) for s in recording.sessions]
+    if cells:
+        width = max(REPORT_WIDTH - max(len(line) for line, _c in cells), 10)
+        for (line, _c), command in zip(cells, tell_apart([c for _l, c in cells], width)):
+            out.append(line + command)
     for skipped in recording.skipped:
         out.append(f"skipped pid {skipped['pid']}: {skipped['reason']}")
     out.append(PROCESS_NOTE)

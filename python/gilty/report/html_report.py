@@ -19,11 +19,13 @@ from gilty.sampling.analysis import summarise
 from gilty.sampling.analysis.functions import top_function_overall
 from gilty.sampling.analysis.states import thread_states
 from gilty.report.console_processes import BUSY_MIN, busiest_thread
+from gilty.report import task_view
 from gilty.report.labels import command_text, process_label
 from gilty.report.pictures import PictureOptions, merges, short_command
 from gilty.sampling.processes import roles
 from gilty.sampling.aggregate import ABSENT
 from gilty.sampling.session import STATE_NAMES, WAITING_GIL, Recording, Session
+from gilty.sampling.stack_slots import slot_spans
 
 # Bands per thread on the timeline; longer recordings are downsampled to this many.
 MAX_BANDS = 2000
@@ -31,6 +33,14 @@ MAX_BANDS = 2000
 # Chromium), so with many threads each gets fewer columns, though never fewer than MIN_BANDS.
 PAGE_BANDS = 40000
 MIN_BANDS = 200
+# Stack counts over time, for selecting a time range on the timeline: each process's recording is cut
+# into at most PAGE_SLOTS slots (whole stack slots of the recording, sampling/stack_slots.py), and a
+# stack's samples are listed per slot it was seen in. Over PAGE_SLOT_VALUES (slot, samples) pairs on
+# the page, the slots are made coarser (half as many) until it fits: page size and load time stay
+# bounded whatever the recording's length.
+PAGE_SLOTS = 512
+MIN_PAGE_SLOTS = 16
+PAGE_SLOT_VALUES = 150_000
 _TOKEN = re.compile(r"/\*@(CSS|JS|DATA)@\*/")
 
 
@@ -126,6 +136,40 @@ def bands(session: Session, tid: int, duration: float, limit: Optional[int] = No
     return out
 
 
+def slot_series(session: Session, limit: int) -> tuple:
+    """(edges, {(tid, state, stack_id): [slot, samples, slot, samples, ...]}) with at most ``limit``
+    slots: ``edges`` are the slots' bounds in seconds (one more than slots). Empty for a recording
+    saved without stack slots."""
+    spans = slot_spans(session)
+    if not spans:
+        return [], {}
+    group = max(1, -(-len(spans) // max(limit, 1)))
+    edges = [round(spans[i][0], 6) for i in range(0, len(spans), group)] + [round(spans[-1][1], 6)]
+    series: dict = {}
+    for k, counts in enumerate(session.stack_slots.counts):
+        j = k // group
+        for key, n in counts.items():
+            values = series.get(key)
+            if values is None:
+                values = series[key] = []
+            if values and values[-2] == j:
+                values[-1] += n
+            else:
+                values += (j, n)
+    return edges, series
+
+
+def page_slots(recording: Recording) -> list:
+    """``slot_series`` of each session, as fine as PAGE_SLOT_VALUES allows."""
+    limit = PAGE_SLOTS
+    while True:
+        out = [slot_series(s, limit) for s in recording.sessions]
+        values = sum(len(v) // 2 for _edges, series in out for v in series.values())
+        if values <= PAGE_SLOT_VALUES or limit <= MIN_PAGE_SLOTS:
+            return out
+        limit //= 2
+
+
 def _distribution(d: Optional[dict]) -> Optional[dict]:
     if not d:
         return None
@@ -170,7 +214,8 @@ def _add_positions(session: Session, frames: dict, frame_list: list) -> None:
             frame_list[index].append(list(position))
 
 
-def _process(session: Session, frames: dict, frame_list: list, role: str = "", limit: int = MAX_BANDS) -> dict:
+def _process(session: Session, frames: dict, frame_list: list, role: str = "", limit: int = MAX_BANDS,
+             slots: tuple = ([], {})) -> dict:
     summary = summarise(session)
     duration = session.duration_s
     threads = []
@@ -203,6 +248,7 @@ def _process(session: Session, frames: dict, frame_list: list, role: str = "", l
             }
         )
     samples = []
+    edges, series = slots
     for (tid, state, stack_id), n in session.stack_counts().items():
         path = []
         for frame in reversed(session.stack(stack_id)):  # outermost first, as the tree is built
@@ -211,9 +257,9 @@ def _process(session: Session, frames: dict, frame_list: list, role: str = "", l
                 index = frames[frame] = len(frame_list)
                 frame_list.append(list(frame))
             path.append(index)
-        samples.append([tid, state, path, n])
+        samples.append(([tid, state, path, n], series.get((tid, state, stack_id), [])))
     _add_positions(session, frames, frame_list)
-    samples.sort()
+    samples.sort(key=lambda item: item[0])
     gc = []
     if summary.exact:
         gc = [[c["start_s"], c["duration_s"], c.get("generation")] for c in summary.exact.collections]
@@ -237,9 +283,13 @@ def _process(session: Session, frames: dict, frame_list: list, role: str = "", l
         "verdict": summary.verdict.text if summary.verdict else "",
         "saturation": summary.saturation.line() if summary.saturation else None,
         "threads": threads,
-        "stacks": samples,
+        "stacks": [entry for entry, _slots in samples],
+        # Per stack (same order), its samples per time slot: [slot, samples, slot, samples, ...].
+        "stack_slots": [slots for _entry, slots in samples],
+        "slot_edges": edges,
         "exact_gc": gc,
         "memory": None,  # hook: a memory recording of the same processes, when there is one
+        "tasks": task_view.html_data(session),  # `record --tasks`: drawn by tasks.js
     }
 
 
@@ -253,7 +303,10 @@ def page_data(
     frame_list: list = []
     role_of = roles(recording)
     limit = band_limit(sum(len(s.thread_runs) for s in recording.sessions))
-    processes = [_process(s, frames, frame_list, role_of.get(s.target.pid, ""), limit) for s in recording.sessions]
+    processes = [
+        _process(s, frames, frame_list, role_of.get(s.target.pid, ""), limit, slots)
+        for s, slots in zip(recording.sessions, page_slots(recording))
+    ]
     options = options or PictureOptions()
     duration = recording.duration_s
     if duration is None:
@@ -309,6 +362,8 @@ def render(
         css, js = css + _inlined("load.css"), js + "\n" + _inlined("load.js")
     if specialization is not None:
         css, js = css + _inlined("specialization.css"), js + "\n" + _inlined("specialization.js")
+    if task_view.sessions_with_tasks(recording):
+        js = js + "\n" + _inlined("tasks.js")
     parts = {"CSS": css, "JS": js, "DATA": script_json(page_data(recording, load, specialization, options))}
     page = _asset("report.html").replace("@TITLE@", html.escape(title(recording, specialization)))
     # One pass: text substituted in is never searched for tokens again.

@@ -10,7 +10,7 @@ from typing import Callable, Optional
 from gilty.sampling.analysis import Summary, summarise
 from gilty.sampling.analysis.syscalls import idle_kind
 from gilty.sampling.processes import roles
-from gilty.report import dump
+from gilty.report import dump, task_view
 from gilty.sampling.session import IDLE, STATE_NAMES, Recording, Session
 
 # Shared with gilty dump's JSON (defined there so that `gilty dump` imports nothing heavy).
@@ -218,6 +218,7 @@ def report(session: Session, summary: Optional[Summary] = None, recording: Optio
         "threads": [_thread(t, summary.exact, target.pid, session, frame_ids) for t in summary.threads],
         "gc_exact": _gc_exact(summary.exact),
         "exact_overhead": _exact_overhead(summary.exact),
+        "tasks": task_view.report(session),
     }
     if raw:
         out["recording"] = (recording or Recording.of(session)).to_dict()
@@ -313,6 +314,7 @@ def recording_report(recording: Recording, raw: bool = True) -> dict:
         "threads": [t for r in per_process for t in r["threads"]],
         "gc_exact": None,
         "exact_overhead": None,
+        "tasks": None,  # per process, under "processes"
     }
     out.update(extra)
     out["processes"] = per_process

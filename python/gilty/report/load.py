@@ -129,6 +129,18 @@ def server_sections(labels: list, profiles: list) -> list:
             cells = " ".join(f"{e.seconds.get(n, 0.0):>11.2f}" for n in states)
             site = f"{e.top_site} {e.top_site_share:.0%}" if e.top_site else ""
             lines.append(f"  {e.label:<34} {e.total_s:>8.2f} {cells}  {site}")
+    if last is not None and getattr(last, "task_endpoints", None):
+        lines.append("")
+        lines.append(f"Requests' asyncio tasks per endpoint at {labels[last_index]} (shares of the tasks' wall time; --tasks):")
+        cols = ("holding_gil", "waiting_gil", "native", "ready", "awaiting")
+        lines.append(f"  {'ENDPOINT':<34} {'TASK s':>8} " + " ".join(f"{n.upper():>11}" for n in cols) + "  TOP AWAIT")
+        for e in last.task_endpoints:
+            cells = " ".join(f"{e.states.get(n, 0.0):>11.0%}" for n in cols)
+            top = e.awaits[0] if e.awaits else None
+            what = f"{top['kind']} {top['share']:.0%} at {top['function']} ({top['file'].rsplit('/', 1)[-1]}:{top['line']})" if top else ""
+            if top and top["code"]:
+                what += f": {top['code']}"
+            lines.append(f"  {e.label:<34} {e.task_s:>8.2f} {cells}  {what}")
     loop_lines = []
     for label, p in zip(labels, profiles):
         for loop in (p.loops if p is not None else []):

@@ -2,9 +2,12 @@
 
 The root frame of every stack is the thread's state (holding_gil, waiting_gil, native, idle,
 gc, unknown), so speedscope's left-heavy and sandwich views split a thread's time by state.
-Weights are seconds: samples times the sampling period. Idle samples are left out and a
-server's workers merged unless asked otherwise (``report/pictures.py``); profiles come busiest
-first and the file opens on the busiest.
+Samples are in time order (per stack slot, ``sampling/stack_slots.py``), so speedscope's Time Order
+view shows what a thread did when; weights are seconds: samples times the sampling period. Idle
+samples are left out and a server's workers merged unless asked otherwise (``report/pictures.py``);
+profiles come busiest first and the file opens on the busiest. A recording made with ``--tasks``
+adds, last, one "asyncio tasks" profile per process: each sample a task stack, weights in
+task-seconds (``report/task_view.py``).
 """
 
 from __future__ import annotations
@@ -13,9 +16,11 @@ import json
 from typing import Optional
 
 from gilty import __version__
-from gilty.report.labels import state_name
-from gilty.report.pictures import PictureOptions, groups, stack_rows
+from gilty.report import task_view
+from gilty.report.labels import state_name, visible
+from gilty.report.pictures import PictureOptions, drawn, groups, thread_name
 from gilty.sampling.session import IDLE, STATE_NAMES, UNKNOWN, Recording
+from gilty.sampling.stack_slots import slot_spans
 
 SCHEMA_URL = "https://www.speedscope.app/file-format-schema.json"
 
@@ -48,20 +53,51 @@ class _FrameTable:
         return self.index(("frame", function, file, line), entry)
 
 
+def timed_rows(session):
+    """[(start_s, {(tid, state, stack_id): samples})] of a session in time order: its stack slots, or
+    for a recording saved without them, the whole recording as one slot."""
+    if session.stack_slots is None or not len(session.stack_slots):
+        return [(0.0, session.stack_counts())]
+    return [(span[0], counts) for span, counts in zip(slot_spans(session), session.stack_slots.counts)]
+
+
 def _profiles(recording: Recording, table: _FrameTable, options: Optional[PictureOptions]) -> list:
-    """[(busy seconds, profile)] per drawn (process, thread)."""
-    by_thread: dict = {}
-    for group, thread, state, session, stack_id, n in stack_rows(recording, options):
-        stack = [table.state(state)] + [table.python(session.frames[f], session.frame_position(f))
-                                        for f in reversed(session.stacks.get(stack_id, ()))]
-        entry = by_thread.setdefault((id(group), thread), (group, {}))
-        weights = entry[1]
-        weights[tuple(stack)] = weights.get(tuple(stack), 0.0) + n * session.period_s
+    """[(busy seconds, profile)] per drawn (process, thread), samples in time order."""
+    by_thread: dict = {}  # (group, thread name) -> (group, [(start_s, order, stack, weight)])
+    order = 0
+    for group in groups(recording, options):
+        for s in group.sessions:
+            names: dict = {}
+            stacks: dict = {}  # (state, stack_id) -> frame indices, built once per session
+            for start, counts in timed_rows(s):
+                for (tid, state, stack_id), n in counts.items():
+                    if not n or not drawn(state, options):
+                        continue
+                    name = names.get(tid)
+                    if name is None:
+                        name = names[tid] = thread_name(group, s, tid)
+                    stack = stacks.get((state, stack_id))
+                    if stack is None:
+                        stack = stacks[(state, stack_id)] = (table.state(state),) + tuple(
+                            table.python(s.frames[f], s.frame_position(f)) for f in reversed(s.stacks.get(stack_id, ())))
+                    entry = by_thread.setdefault((id(group), name), (group, []))
+                    entry[1].append((start, order, stack, n * s.period_s))
+                    order += 1
     profiles = []
-    for (_gid, thread), (group, weights) in by_thread.items():
-        samples = sorted(weights.items())  # same recording, same file
-        total = sum(w for _, w in samples)
-        busy = sum(w for stack, w in samples if stack[0] not in (table.state(IDLE), table.state(UNKNOWN)))
+    not_busy = (table.state(IDLE), table.state(UNKNOWN))
+    for (_gid, thread), (group, rows) in by_thread.items():
+        # Merged workers: each worker's slots interleaved by time (one session's are in order already).
+        rows.sort(key=lambda r: (r[0], r[1]))
+        samples: list = []
+        weights: list = []
+        for _start, _order, stack, w in rows:
+            if samples and samples[-1] == stack:  # one stack going on from one slot into the next
+                weights[-1] += w
+            else:
+                samples.append(stack)
+                weights.append(w)
+        total = sum(weights)
+        busy = sum(w for stack, w in zip(samples, weights) if stack[0] not in not_busy)
         prefix = f"pid {group.sessions[0].target.pid}" if not group.merged else group.label
         profiles.append((busy, {
             "type": "sampled",
@@ -69,17 +105,44 @@ def _profiles(recording: Recording, table: _FrameTable, options: Optional[Pictur
             "unit": "seconds",
             "startValue": 0,
             "endValue": total,
+            "samples": [list(stack) for stack in samples],
+            "weights": [round(w, 9) for w in weights],  # to the nanosecond: 0.3, not 0.30000000000000004
+        }))
+    return profiles
+
+
+def _task_profiles(recording: Recording, table: _FrameTable) -> list:
+    """[(busy seconds, profile)]: one "asyncio tasks" profile per process recorded with --tasks,
+    each sample a task stack (``report/task_view.py``): task path, coroutine chain, leaf."""
+    out = []
+    for session in task_view.sessions_with_tasks(recording):
+        weights: dict = {}
+        for path, stack_id, state, await_ref, n in session.tasks.rows():
+            stack = [table.index(("task", p), {"name": f"task {visible(p)}"}) for p in path]
+            stack += [table.python(f) for f in reversed(session.stack(stack_id))]
+            leaf = task_view.leaf_label(session, state, await_ref)
+            stack.append(table.index(("leaf", leaf), {"name": leaf}))
+            weights[tuple(stack)] = weights.get(tuple(stack), 0.0) + n * session.period_s
+        samples = sorted(weights.items())
+        total = sum(w for _, w in samples)
+        # Ranked after every thread: task-seconds add up over concurrent tasks.
+        out.append((-1.0, {
+            "type": "sampled",
+            "name": f"pid {session.target.pid} · {task_view.TASKS_LABEL}",
+            "unit": "seconds",
+            "startValue": 0,
+            "endValue": total,
             "samples": [list(stack) for stack, _ in samples],
             "weights": [w for _, w in samples],
         }))
-    return profiles
+    return out
 
 
 def profile_file(recording: Recording, options: Optional[PictureOptions] = None) -> dict:
     table = _FrameTable()
     for state in range(len(STATE_NAMES)):  # states first: the same indices in every file
         table.state(state)
-    ranked = _profiles(recording, table, options)
+    ranked = _profiles(recording, table, options) + _task_profiles(recording, table)
     # Busiest first (stable: equal ones keep the recording's order), and the file opens on it.
     ranked.sort(key=lambda item: -item[0])
     names = ", ".join(g.label for g in groups(recording, options))
@@ -94,4 +157,4 @@ def profile_file(recording: Recording, options: Optional[PictureOptions] = None)
 
 
 def render(recording: Recording, options: Optional[PictureOptions] = None) -> str:
-    return json.dumps(profile_file(recording, options)) + "\n"
+    return json.dumps(profile_file(recording, options), separators=(",", ":")) + "\n"

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, Mapping, Optional
 
 from gilty.sampling.aggregate import ABSENT, PASS_GIL_HELD, PASS_HOLDER_CPU_WAIT, PASS_IN_GC, RUN_COLUMNS
+from gilty.sampling.stack_slots import StackSlots
 
 from gilty.sampling.thread_states import CPU_WAIT, GC, HOLDING_GIL, IDLE, NATIVE, STATE_NAMES, UNKNOWN, WAITING_GIL  # noqa: F401
 
@@ -145,6 +146,8 @@ class Session:
         self.times = array("d")
         self.thread_runs: dict = {}  # tid -> ThreadRuns; first_pass indexes self.times
         self.counts: dict = {}  # (tid, state, stack_id) -> samples, keys in first-seen order
+        # The same counts per stretch of time (stack_slots.py); None for a recording saved without them.
+        self.stack_slots: Optional[StackSlots] = StackSlots()
         # (waiter tid, holder tid or None, holder stack_id) -> waiting_gil samples of the same pass
         self.blame: dict = {}
         self.pass_flags = bytearray()  # one byte per pass: PASS_GIL_HELD | PASS_IN_GC | PASS_HOLDER_CPU_WAIT
@@ -175,6 +178,8 @@ class Session:
         # seconds covered, per tid [CPU ns, run-queue delay ns], and the cgroup's
         # [periods, throttled periods, throttled ns] (None without a CPU controller).
         self.sched: dict = {"seconds": 0.0, "threads": {}, "cgroup": None}
+        # The asyncio task view (``record --tasks``; gilty.sampling.tasks.TaskView), None when not asked.
+        self.tasks: Optional[Any] = None
 
     # -- building ---------------------------------------------------------------------------
 
@@ -205,6 +210,8 @@ class Session:
             handling[key] = handling.get(key, 0) + n
         for frame_id, line, end_line, column, end_column, n in batch.get("positions", ()):
             self._add_position(frame_id, (line, end_line, column, end_column), n)
+        if self.stack_slots is not None and batch["times"]:
+            self.stack_slots.add(offset, batch.get("counts", ()))
         blame = self.blame
         for waiter, holder, stack_id, n in batch.get("blame", ()):
             key = (waiter, None if holder == NO_HOLDER else holder, stack_id)
@@ -219,6 +226,12 @@ class Session:
         sched = batch.get("sched")
         if sched:
             self._add_sched(sched)
+        if batch.get("tasks") is not None:
+            if self.tasks is None:
+                from gilty.sampling.tasks import TaskView
+
+                self.tasks = TaskView()
+            self.tasks.add_batch(batch["tasks"])
         if batch.get("exited"):
             self.exited = True
 
@@ -410,6 +423,7 @@ class Session:
                 for tid, runs in self.thread_runs.items()
             },
             "counts": [[*key, n] for key, n in self.counts.items()],
+            "stack_slots": None if self.stack_slots is None else self.stack_slots.to_dict(),
             "blame": [[*key, n] for key, n in self.blame.items()],
             "pass_flags": list(self.pass_flags),
             "held_cpu_wait": [[tid, n] for tid, n in self.held_cpu_wait.items()],
@@ -428,6 +442,7 @@ class Session:
             "partial_reason": self.partial_reason,
             "exact": self.exact,
             "sched": {**self.sched, "threads": {str(k): v for k, v in self.sched["threads"].items()}},
+            **({"tasks": self.tasks.to_dict()} if self.tasks is not None else {}),
         }
 
     @classmethod
@@ -462,6 +477,9 @@ class Session:
         except (AttributeError, IndexError, TypeError, ValueError):
             raise ValueError("handling or frame_positions is not as a recorder writes it") from None
         session.stacks = {int(k): list(v) for k, v in data["stacks"].items()}
+        slots = data.get("stack_slots")
+        session.stack_slots = None if slots is None else StackSlots.from_dict(
+            slots, len(session.times), session.stacks, NO_STACK, len(STATE_NAMES))
         session.frames = {int(k): tuple(v) for k, v in data["frames"].items()}
         session.thread_names = {int(k): v for k, v in data["thread_names"].items()}
         session.syscall_names = {int(k): v for k, v in data["syscall_names"].items()}
@@ -484,6 +502,12 @@ class Session:
                 }
             except (AttributeError, IndexError, TypeError, ValueError):
                 raise ValueError("sched is not {seconds, threads: {tid: [cpu ns, delay ns]}, cgroup}") from None
+        if data.get("tasks") is not None:
+            from gilty.sampling.tasks import TaskView
+
+            session.tasks = TaskView.from_dict(data["tasks"])
+            if any(s != NO_STACK and s not in session.stacks for _p, s, _st, _a in session.tasks.counts):
+                raise ValueError("the task view's samples name a stack that is not in the recording")
         check_loaded(session)
         return session
 

@@ -7,7 +7,7 @@
 //! others are dropped and counted. A task seen by one read only started or ended in between.
 
 mod objects;
-mod pages;
+pub mod pages;
 mod registry;
 mod tree;
 
@@ -91,19 +91,7 @@ pub fn read_tasks(interp: &Interpreter) -> crate::Result<TasksSnapshot> {
         crate::Error::new(crate::ErrorKind::UnsupportedVersion, format!("no asyncio layout for Python {}", interp.version_string()))
     })?;
     let main = interp.main_interp()?;
-    let first = read_retrying(interp, a, main);
-    let second = read_retrying(interp, a, main);
-    let (first, second) = match (first, second) {
-        (Ok(x), Ok(y)) => (x, y),
-        (Err(e), _) | (_, Err(e)) => {
-            let pid = interp.pid;
-            if crate::process::procfs::is_gone(pid) {
-                return Err(crate::Error::new(crate::ErrorKind::TargetExited, format!("pid {pid} exited")));
-            }
-            return Err(crate::Error::new(crate::ErrorKind::UnrecognisedInterpreter, format!("pid {pid}: cannot read its asyncio tasks: {e}")));
-        }
-    };
-    let mut snap = merge(first, second);
+    let mut snap = read_agreed(interp, a, main, pages::DUMP_CHUNK_PAGES)?;
     for name in OTHER_FRAMEWORKS {
         if matches!(interp.module_global(name, "__name__"), Ok(Some(_))) {
             snap.other_frameworks.push(name.to_owned());
@@ -118,13 +106,39 @@ pub fn read_tasks(interp: &Interpreter) -> crate::Result<TasksSnapshot> {
     Ok(snap)
 }
 
+/// The tasks as two reads agree on them, without the extras of a dump (other frameworks, loop
+/// threads): what a sampling pass reads (`crate::task_record`). Reads of `chunk_pages` pages at a
+/// time: a pass over a thousand tasks costs least in small chunks, a dump of ten thousand in large.
+pub fn read_tasks_agreed(interp: &Interpreter, main: u64, chunk_pages: u64) -> crate::Result<TasksSnapshot> {
+    let a = asyncio_layout_for(interp.version.0, interp.version.1).ok_or_else(|| {
+        crate::Error::new(crate::ErrorKind::UnsupportedVersion, format!("no asyncio layout for Python {}", interp.version_string()))
+    })?;
+    read_agreed(interp, a, main, chunk_pages)
+}
+
+fn read_agreed(interp: &Interpreter, a: &gilty_layouts::AsyncLayout, main: u64, chunk_pages: u64) -> crate::Result<TasksSnapshot> {
+    let first = read_retrying(interp, a, main, chunk_pages);
+    let second = read_retrying(interp, a, main, chunk_pages);
+    let (first, second) = match (first, second) {
+        (Ok(x), Ok(y)) => (x, y),
+        (Err(e), _) | (_, Err(e)) => {
+            let pid = interp.pid;
+            if crate::process::procfs::is_gone(pid) {
+                return Err(crate::Error::new(crate::ErrorKind::TargetExited, format!("pid {pid} exited")));
+            }
+            return Err(crate::Error::new(crate::ErrorKind::UnrecognisedInterpreter, format!("pid {pid}: cannot read its asyncio tasks: {e}")));
+        }
+    };
+    Ok(merge(first, second))
+}
+
 /// Reads of the registries themselves (a set or dict resized under us) are tried again a few times.
 const REGISTRY_TRIES: usize = 5;
 
-fn read_retrying(interp: &Interpreter, a: &gilty_layouts::AsyncLayout, main: u64) -> std::io::Result<OneRead> {
+fn read_retrying(interp: &Interpreter, a: &gilty_layouts::AsyncLayout, main: u64, chunk_pages: u64) -> std::io::Result<OneRead> {
     let mut last = None;
     for _ in 0..REGISTRY_TRIES {
-        match one_read(interp, a, main) {
+        match one_read(interp, a, main, chunk_pages) {
             Ok(r) => return Ok(r),
             Err(e) if crate::process::procfs::is_gone(interp.pid) => return Err(e),
             Err(e) => last = Some(e),
@@ -166,8 +180,8 @@ fn merge(first: OneRead, second: OneRead) -> TasksSnapshot {
     out
 }
 
-fn one_read(interp: &Interpreter, a: &gilty_layouts::AsyncLayout, main: u64) -> std::io::Result<OneRead> {
-    let cache = PageCache::new(&interp.mem);
+fn one_read(interp: &Interpreter, a: &gilty_layouts::AsyncLayout, main: u64, chunk_pages: u64) -> std::io::Result<OneRead> {
+    let cache = PageCache::with_chunk(&interp.mem, chunk_pages);
     let mem: &dyn Memory = &cache;
     let probe = AsyncReader::new(mem, &interp.layout, a, Default::default(), interp.code_type);
     let Some(classes) = registry::classes(&probe, main)? else {

@@ -33,14 +33,15 @@ pub type AddrMap<V> = HashMap<u64, V, BuildHasherDefault<AddrHasher>>;
 pub type AddrSet = std::collections::HashSet<u64, BuildHasherDefault<AddrHasher>>;
 
 const PAGE: u64 = 4096;
-/// Pages read together on a miss: one read of the target costs far more than the bytes it copies,
-/// and a task's neighbours on the heap are usually the next tasks read.
-const CHUNK_PAGES: u64 = 32;
+/// Pages read together on a miss in a dump: one read of the target costs far more than the bytes
+/// it copies, and a task's neighbours on the heap are usually the next tasks read.
+pub const DUMP_CHUNK_PAGES: u64 = 32;
 
 pub struct PageCache<'a> {
     inner: &'a dyn Memory,
     /// Whole chunks by chunk number (None: the chunk is not all mapped, see `pages`).
     chunks: RefCell<AddrMap<Option<Box<[u8]>>>>,
+    chunk_pages: u64,
     /// Single pages of chunks that could not be read whole (None: unreadable page).
     pages: RefCell<AddrMap<Option<Box<[u8]>>>>,
 }
@@ -50,11 +51,12 @@ thread_local! {
     static SPARE: RefCell<Vec<Box<[u8]>>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Spare buffers kept for the next cache (8 MiB).
-const MAX_SPARE: usize = 64;
+/// Spare buffers kept for the next cache (a sampling pass makes a cache every pass).
+const MAX_SPARE_BYTES: usize = 8 << 20;
 
-fn chunk_buffer() -> Box<[u8]> {
-    SPARE.with(|s| s.borrow_mut().pop()).unwrap_or_else(|| vec![0u8; (CHUNK_PAGES * PAGE) as usize].into_boxed_slice())
+fn chunk_buffer(chunk_pages: u64) -> Box<[u8]> {
+    let len = (chunk_pages * PAGE) as usize;
+    SPARE.with(|s| s.borrow_mut().pop()).filter(|b| b.len() == len).unwrap_or_else(|| vec![0u8; len].into_boxed_slice())
 }
 
 impl Drop for PageCache<'_> {
@@ -63,7 +65,7 @@ impl Drop for PageCache<'_> {
         SPARE.with(|s| {
             let mut s = s.borrow_mut();
             for bytes in chunks.into_values().flatten() {
-                if s.len() >= MAX_SPARE {
+                if s.len() * bytes.len() >= MAX_SPARE_BYTES {
                     break;
                 }
                 s.push(bytes);
@@ -74,26 +76,32 @@ impl Drop for PageCache<'_> {
 
 impl<'a> PageCache<'a> {
     pub fn new(inner: &'a dyn Memory) -> Self {
-        PageCache { inner, chunks: RefCell::new(AddrMap::default()), pages: RefCell::new(AddrMap::default()) }
+        Self::with_chunk(inner, DUMP_CHUNK_PAGES)
+    }
+
+    /// A cache that reads `chunk_pages` pages (at least 1) on each miss.
+    pub fn with_chunk(inner: &'a dyn Memory, chunk_pages: u64) -> Self {
+        PageCache { inner, chunks: RefCell::new(AddrMap::default()), chunk_pages: chunk_pages.max(1), pages: RefCell::new(AddrMap::default()) }
     }
 
     /// Pages read from the target so far.
     pub fn pages(&self) -> usize {
-        let whole = self.chunks.borrow().values().filter(|c| c.is_some()).count() * CHUNK_PAGES as usize;
+        let whole = self.chunks.borrow().values().filter(|c| c.is_some()).count() * self.chunk_pages as usize;
         whole + self.pages.borrow().values().filter(|p| p.is_some()).count()
     }
 
     /// Copies from one page into `buf`; false when the page cannot be read. A read is one moment of
     /// the target: what was read once is served from the copy.
     fn copy_page(&self, page: u64, off: usize, buf: &mut [u8]) -> bool {
-        let chunk_no = page / CHUNK_PAGES;
+        let n = self.chunk_pages;
+        let chunk_no = page / n;
         let mut chunks = self.chunks.borrow_mut();
         let chunk = chunks.entry(chunk_no).or_insert_with(|| {
-            let mut bytes = chunk_buffer();
-            self.inner.read(chunk_no * CHUNK_PAGES * PAGE, &mut bytes).ok().map(|_| bytes)
+            let mut bytes = chunk_buffer(n);
+            self.inner.read(chunk_no * n * PAGE, &mut bytes).ok().map(|_| bytes)
         });
         if let Some(bytes) = chunk {
-            let at = ((page % CHUNK_PAGES) * PAGE) as usize + off;
+            let at = ((page % n) * PAGE) as usize + off;
             buf.copy_from_slice(&bytes[at..at + buf.len()]);
             return true;
         }

@@ -139,6 +139,27 @@
       add(tr, "td", { class: "name" }, e.top_site ? e.top_site + " " + pct(e.top_site_share) : "");
     }
   }
+  if (last && (last.profile.task_endpoints || []).length) {
+    add(section, "h2", {}, "Requests' asyncio tasks per endpoint at " + last.requested_rate + " rps");
+    add(section, "p", { class: "hint" }, "Shares of the wall time of each endpoint's requests' tasks (--tasks): running, " +
+      "waiting for the GIL, ready to run, and awaiting, with the await they spend most time in.");
+    const t = add(section, "table", { id: "load-task-endpoints" });
+    const cols = ["holding_gil", "waiting_gil", "native", "ready", "awaiting"];
+    const hr = add(t, "tr");
+    add(hr, "th", { class: "name" }, "endpoint");
+    add(hr, "th", {}, "task-seconds");
+    for (const name of cols) add(hr, "th", {}, name);
+    add(hr, "th", { class: "name" }, "top await");
+    for (const e of last.profile.task_endpoints) {
+      const tr = add(t, "tr");
+      add(tr, "td", { class: "name" }, e.function + " (" + String(e.file).split("/").pop() + ")");
+      add(tr, "td", {}, e.task_s.toFixed(2) + " s");
+      for (const name of cols) add(tr, "td", {}, pct(e.states[name] || 0));
+      const a = e.awaits[0];
+      add(tr, "td", { class: "name" }, a ? a.kind + " " + pct(a.share) + " at " + a.function + " (" +
+        String(a.file).split("/").pop() + ":" + a.line + ")" + (a.code ? ": " + a.code : "") : "");
+    }
+  }
   const loops = steps.flatMap((s) => (s.profile ? s.profile.loops : []).map((l) => [s, l]));
   if (loops.length) {
     add(section, "h2", {}, "Event loops");

@@ -128,29 +128,24 @@
   const flame = { zoom: [], tree: null };
   // Idle is hidden unless the report was written with --idle: a server sleeps most of the time.
   const shownByDefault = (name) => name !== "idle" || (DATA.options && DATA.options.idle);
-  const filters = { process: "all", thread: "all", search: "",
+  const filters = { process: "all", thread: "all", search: "", range: null,
     states: new Set(STATES.map((_, i) => i).filter((i) => shownByDefault(STATES[i]))) };
 
   function node(name, kind, state, full) { return { name, full: full || name, kind, state, value: 0, children: new Map() }; }
 
   function buildTree() {
     const root = node("all", "root", null);
-    DATA.processes.forEach((p, pi) => {
-      if (!processShown(pi)) return;
-      for (const [tid, state, path, n] of p.stacks) {
-        if (filters.thread !== "all" && filters.thread !== pi + ":" + tid) continue;
-        if (!filters.states.has(state)) continue;
-        root.value += n;
-        let cur = root;
-        const keys = [["s" + state, STATES[state], "state", null]].concat(path.map((f) => [LINES ? "f" + f : "f" + frameLabel(f, true), frameLabel(f), "frame", frameLabel(f, true)]));
-        for (const [key, name, kind, full] of keys) {
-          let child = cur.children.get(key);
-          if (!child) { child = node(name, kind, state, full); cur.children.set(key, child); }
-          child.value += n;
-          cur = child;
-        }
+    for (const [, , state, path, n] of shownSamples()) {
+      root.value += n;
+      let cur = root;
+      const keys = [["s" + state, STATES[state], "state", null]].concat(path.map((f) => [LINES ? "f" + f : "f" + frameLabel(f, true), frameLabel(f), "frame", frameLabel(f, true)]));
+      for (const [key, name, kind, full] of keys) {
+        let child = cur.children.get(key);
+        if (!child) { child = node(name, kind, state, full); cur.children.set(key, child); }
+        child.value += n;
+        cur = child;
       }
-    });
+    }
     return root;
   }
 
@@ -225,17 +220,77 @@
   }
 
   // The samples the flame graph shows, with the filters applied: [process, tid, state, path, n].
+  // With a time range chosen on the timeline, n counts only the slots whose middle lies in it.
   function shownSamples() {
     const out = [];
     DATA.processes.forEach((p, pi) => {
       if (!processShown(pi)) return;
-      for (const [tid, state, path, n] of p.stacks) {
-        if (filters.thread !== "all" && filters.thread !== pi + ":" + tid) continue;
-        if (!filters.states.has(state)) continue;
-        out.push([pi, tid, state, path, n]);
-      }
+      const mask = rangeMask(p);
+      p.stacks.forEach(([tid, state, path, n], si) => {
+        if (filters.thread !== "all" && filters.thread !== pi + ":" + tid) return;
+        if (!filters.states.has(state)) return;
+        let count = n;
+        if (mask) {
+          const slots = p.stack_slots[si];
+          count = 0;
+          for (let i = 0; i < slots.length; i += 2) if (mask[slots[i]]) count += slots[i + 1];
+          if (!count) return;
+        }
+        out.push([pi, tid, state, path, count]);
+      });
     });
     return out;
+  }
+
+  // -- time range -----------------------------------------------------------------------------
+  // filters.range is null (the whole recording) or [from, to] in seconds; each process's slots
+  // (p.slot_edges) are in it when their middle is.
+  const rangeMasks = new Map();
+  function rangeMask(p) {
+    if (!filters.range) return null;
+    let mask = rangeMasks.get(p);
+    if (!mask) {
+      const e = p.slot_edges || [];
+      mask = new Uint8Array(Math.max(e.length - 1, 0));
+      for (let j = 0; j + 1 < e.length; j++) {
+        const mid = (e[j] + e[j + 1]) / 2;
+        mask[j] = mid >= filters.range[0] && mid <= filters.range[1] ? 1 : 0;
+      }
+      rangeMasks.set(p, mask);
+    }
+    return mask;
+  }
+  let shadeTo = null; // (from s, to s) -> draws the timeline's shade; set once the timeline is drawn
+  const hasSlots = () => DATA.processes.some((p) => p.slot_edges && p.slot_edges.length > 1);
+
+  function setRange(range) {
+    filters.range = range;
+    rangeMasks.clear();
+    const label = document.getElementById("range-label");
+    const reset = document.getElementById("range-reset");
+    const shade = document.getElementById("tl-selection");
+    if (range) {
+      // The slots actually taken: from the first chosen slot's start to the last one's end.
+      let lo = Infinity, hi = -Infinity;
+      for (const p of DATA.processes) {
+        const mask = rangeMask(p), e = p.slot_edges || [];
+        for (let j = 0; j < mask.length; j++) if (mask[j]) { lo = Math.min(lo, e[j]); hi = Math.max(hi, e[j + 1]); }
+      }
+      label.textContent = lo <= hi
+        ? "Showing " + secs(lo) + " – " + secs(hi) + " of the recording only"
+        : "No samples between " + secs(range[0]) + " and " + secs(range[1]);
+      label.dataset.from = lo <= hi ? lo : range[0];
+      label.dataset.to = lo <= hi ? hi : range[1];
+      if (lo <= hi && shadeTo) shadeTo(lo, hi); // the shade snaps to the slots shown
+    } else {
+      label.textContent = "";
+      delete label.dataset.from;
+      delete label.dataset.to;
+      if (shade) shade.hidden = true;
+    }
+    reset.disabled = !range;
+    flame.zoom = [];
+    drawFlame();
   }
 
   // Search: frames whose name or path holds the text are outlined, the rest dimmed, and the share
@@ -355,6 +410,7 @@
       label.appendChild(document.createTextNode(name));
     });
     document.getElementById("flame-reset").addEventListener("click", () => { flame.zoom = []; drawFlame(); });
+    document.getElementById("range-reset").addEventListener("click", () => setRange(null));
     const search = document.getElementById("flame-search");
     search.addEventListener("input", () => { filters.search = search.value.trim(); highlight(); });
   }
@@ -382,6 +438,47 @@
     }
     const axis = add(box, "div", { class: "tl-axis" });
     for (let i = 0; i <= 4; i++) add(axis, "span", {}, secs(span * i / 4));
+    rangeSelection(box, span);
+  }
+
+  // Dragging across the tracks chooses a time range: the flame graph and the self-time table then
+  // count only the samples of that range (to the slot: p.slot_edges), until "Whole recording".
+  function rangeSelection(box, span) {
+    const hint = document.getElementById("range-hint");
+    if (!hasSlots()) { hint.textContent = "This recording keeps no stacks over time (saved by an older gilty): the flame graph is of the whole recording."; return; }
+    const track = box.querySelector(".tl-track");
+    if (!track) return;
+    const shade = add(box, "div", { id: "tl-selection" });
+    shade.hidden = true;
+    let from = null;
+    const at = (x) => {
+      const r = track.getBoundingClientRect();
+      return Math.min(Math.max((x - r.left) / r.width, 0), 1);
+    };
+    const draw = (a, b) => {
+      a = Math.min(Math.max(a, 0), 1);
+      b = Math.min(Math.max(b, 0), 1);
+      const r = track.getBoundingClientRect(), outer = box.getBoundingClientRect();
+      shade.style.left = (r.left - outer.left + Math.min(a, b) * r.width) + "px";
+      shade.style.width = (Math.abs(b - a) * r.width) + "px";
+      shade.hidden = false;
+    };
+    shadeTo = (lo, hi) => draw(lo / span, hi / span);
+    box.addEventListener("mousedown", (ev) => {
+      if (ev.button !== 0 || !ev.target.closest(".tl-track")) return;
+      from = at(ev.clientX);
+      ev.preventDefault(); // no text selection while dragging
+    });
+    window.addEventListener("mousemove", (ev) => { if (from !== null) draw(from, at(ev.clientX)); });
+    window.addEventListener("mouseup", (ev) => {
+      if (from === null) return;
+      const to = at(ev.clientX), a = Math.min(from, to), b = Math.max(from, to);
+      from = null;
+      const width = track.getBoundingClientRect().width;
+      if ((b - a) * width < 3) { if (!filters.range) shade.hidden = true; return; } // a click, not a drag
+      draw(a, b);
+      setRange([a * span, b * span]);
+    });
   }
 
   // -- blame, convoys, exact ------------------------------------------------------------------
