@@ -252,7 +252,7 @@ impl Sampler {
             let (main, pythreads) = &self.last_threads;
             let threads: Vec<ThreadSeen> = snapshot
                 .iter()
-                .map(|(tid, state, _, stack, _)| ThreadSeen {
+                .map(|(tid, state, _, stack, _, _)| ThreadSeen {
                     tid: *tid,
                     ident: pythreads.iter().find(|p| p.tid == Some(*tid)).map(|p| p.ident),
                     state: *state,
@@ -263,7 +263,7 @@ impl Sampler {
         };
         rec.after_read(started.elapsed().as_nanos() as u64, self.period.as_nanos() as u64);
         let ids: Vec<(u32, Option<u32>)> =
-            samples.iter().map(|s| (self.intern_stack(&s.frames), s.awaiting.as_ref().map(|(_, site)| self.intern_frame(site)))).collect();
+            samples.iter().map(|s| (self.intern_stack(&s.frames, &[]), s.awaiting.as_ref().map(|(_, site)| self.intern_frame(site)))).collect();
         rec.add_pass(t, &samples, &ids);
         self.tasks = Some(rec);
     }
