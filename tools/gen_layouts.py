@@ -203,6 +203,7 @@ FIELDS += [
         "3.11+": "offsetof(_PyErr_StackItem, exc_value)",
     }),
     ("err_stackitem_previous", {"*": "offsetof(_PyErr_StackItem, previous_item)"}),
+    ("tstate_exc_state", {"*": "offsetof(PyThreadState, exc_state)"}),
 ]
 
 # Headers per version (the include dir is include/python3.X; internal headers include each

@@ -195,3 +195,48 @@ def test_a_holder_waiting_for_a_cpu_is_counted_as_holding():
     session = make_session([{"times": [0.0, 0.001], **aggregate_rows(2, rows)}])
     assert session.held_cpu_wait == {2: 1}
     assert session.passes_holder_cpu_wait() == 1
+
+
+def test_twin_counts_samples_handling_an_exception_as_the_native_aggregate_does():
+    from gilty.sampling.aggregate import aggregate_rows
+
+    # The scenario of aggregate.rs's samples_handling_an_exception_are_counted_apart_by_thread_state_and_stack.
+    rows = [(0, 1, IDLE, 5, 230, False, True), (0, 2, HOLD, 6, NO_SYSCALL),
+            (1, 1, IDLE, 5, 230, False, True), (1, 2, HOLD, 7, NO_SYSCALL, True, True)]
+    fields = aggregate_rows(2, rows)
+    assert fields["handling"] == [(1, IDLE, 5, 2), (2, HOLD, 7, 1)]
+    assert len(fields["counts"]) == 3, "the handling flag does not split the counts"
+
+
+def test_error_paths_and_positions_round_trip_and_older_recordings_load_without_them():
+    import json
+
+    import pytest
+
+    from gilty.sampling.aggregate import aggregate_rows
+
+    b = BatchBuilder(names={1: "main", 2: "worker"})
+    s1 = b.stack(("f", "a.py", 3), ("g", "b.py", 2))
+    batch = b.batch([{1: (IDLE, s1, FUTEX), 2: HOLD}, {1: (IDLE, s1, FUTEX), 2: HOLD}])
+    handled = [(p, 1, IDLE, s1, FUTEX, False, True) for p in range(2)]
+    batch["handling"] = aggregate_rows(2, handled)["handling"]
+    f_id = batch["stacks"][s1][0]  # the innermost frame, ("f", "a.py", 3)
+    # Two instructions of line 3 seen: the one read more often is the frame's position.
+    batch["positions"] = [(f_id, 3, 5, 4, 9, 1), (f_id, 3, 3, 0, 12, 2)]
+    session = make_session([batch])
+    assert session.handling_samples(1) == 2 and session.handling_samples(2) == 0
+    assert session.frame_position(f_id) == (3, 3, 0, 12)
+    loaded = Session.from_dict(json.loads(json.dumps(session.to_dict())))
+    assert loaded.handling == session.handling
+    assert loaded.frame_position(f_id) == (3, 3, 0, 12)
+    assert loaded.frame_positions == session.frame_positions
+
+    older = session.to_dict()
+    del older["handling"], older["frame_positions"]
+    old = Session.from_dict(older)
+    assert old.handling == {} and old.frame_positions == {} and old.frame_position(f_id) is None
+
+    bad = session.to_dict()
+    bad["handling"] = [[1, IDLE, s1, 99]]  # more samples handling than the thread has
+    with pytest.raises(ValueError):
+        Session.from_dict(bad)

@@ -36,6 +36,8 @@ pub struct Seen {
     pub syscall: i32,
     /// The thread holds the GIL: `holding_gil`, `gc`, or `cpu_wait` while holding it.
     pub holds: bool,
+    /// The thread was handling an exception (in an `except` block, or a `finally` block run by one).
+    pub handling: bool,
 }
 
 /// Sample counts keyed in first-seen order, so that the Python side's dicts keep that order.
@@ -146,6 +148,8 @@ pub struct Aggregate {
     /// tid -> passes in which that thread held the GIL while waiting for a CPU (`cpu_wait`): still a
     /// hold in the GIL's sense, so hold shares can be compared with exact tracing's.
     pub held_cpu_wait: OrderedCounts<i32>,
+    /// (tid, state, stack) -> samples in which the thread was handling an exception (a part of `counts`).
+    pub handling: OrderedCounts<(i32, u8, i32)>,
     open: HashMap<i32, OpenRun>,
 }
 
@@ -168,6 +172,9 @@ impl Aggregate {
         let (holder_tid, holder_stack) = holder.map(|h| (h.tid, h.stack)).unwrap_or((NONE, NONE));
         for t in threads {
             self.counts.add((t.tid, t.state as u8, t.stack));
+            if t.handling {
+                self.handling.add((t.tid, t.state as u8, t.stack));
+            }
             if t.state == ThreadState::WaitingGil {
                 self.blame.add((t.tid, holder_tid, holder_stack));
             }
@@ -216,7 +223,7 @@ mod tests {
     use ThreadState::*;
 
     fn seen(tid: i32, state: ThreadState, stack: i32, syscall: i32) -> Seen {
-        Seen { tid, state, stack, syscall, holds: matches!(state, HoldingGil | Gc) }
+        Seen { tid, state, stack, syscall, holds: matches!(state, HoldingGil | Gc), handling: false }
     }
 
     fn runs_of(a: &Aggregate) -> Vec<(i32, u32, u32, u8, i32, i16)> {
@@ -275,5 +282,16 @@ mod tests {
         assert_eq!(a.pass_flags, vec![PASS_GIL_HELD | PASS_HOLDER_CPU_WAIT, 0]);
         // Thread 3's cpu_wait in the second pass was not a hold.
         assert_eq!(a.held_cpu_wait.entries, vec![(2, 1)]);
+    }
+
+    #[test]
+    fn samples_handling_an_exception_are_counted_apart_by_thread_state_and_stack() {
+        let mut a = Aggregate::default();
+        let handling = |s: Seen| Seen { handling: true, ..s };
+        a.add_pass(&[handling(seen(1, Idle, 5, 230)), seen(2, HoldingGil, 6, NONE)]);
+        a.add_pass(&[handling(seen(1, Idle, 5, 230)), handling(seen(2, HoldingGil, 7, NONE))]);
+        a.close();
+        assert_eq!(a.handling.entries, vec![((1, Idle as u8, 5), 2), ((2, HoldingGil as u8, 7), 1)]);
+        assert_eq!(a.counts.entries.len(), 3, "the handling flag does not split the counts");
     }
 }

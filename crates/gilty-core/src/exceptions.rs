@@ -5,6 +5,7 @@
 
 use crate::object_repr::{ObjectRepr, TypeCache};
 use crate::process::memory::Memory;
+use crate::threads::ExcHead;
 use gilty_layouts::Layout;
 use std::io;
 
@@ -44,4 +45,54 @@ pub fn handled_by_tid(interp: &crate::interpreter::Interpreter) -> io::Result<st
         }
     }
     Ok(out)
+}
+
+/// The sampler's per-pass form of `handled_exception`: only whether, not what, and as few reads as
+/// possible. The address of None is remembered once seen (a static object), so a level's exception
+/// field needs no read of its own to be told apart from None after that.
+#[derive(Default)]
+pub struct HandlingCheck {
+    none: Option<u64>,
+    types: TypeCache,
+}
+
+impl HandlingCheck {
+    /// Whether the thread at `tstate` is handling an exception, from `head` as read with the thread
+    /// list. While no generator or coroutine runs on the thread, `exc_info` points at the bottom level
+    /// inside the thread state, already read: no read at all. Else one read per level above it.
+    pub fn handling(&mut self, mem: &dyn Memory, l: &Layout, tstate: u64, head: ExcHead) -> io::Result<bool> {
+        let bottom = tstate + l.tstate_exc_state;
+        let len = (l.err_stackitem_exc.max(l.err_stackitem_previous) + 8) as usize;
+        let mut buf = [0u8; 64];
+        let at = |b: &[u8], off: u64| u64::from_le_bytes(b[off as usize..off as usize + 8].try_into().unwrap());
+        let mut item = head.info;
+        for _ in 0..MAX_LEVELS {
+            if item == 0 {
+                return Ok(false);
+            }
+            // The bottom level has no previous one.
+            let (exc, previous) = if item == bottom {
+                (head.bottom_exc, 0)
+            } else {
+                mem.read(item, &mut buf[..len])?;
+                (at(&buf, l.err_stackitem_exc), at(&buf, l.err_stackitem_previous))
+            };
+            if exc != 0 && !self.is_none(mem, l, exc)? {
+                return Ok(true);
+            }
+            item = previous;
+        }
+        Err(io::Error::new(io::ErrorKind::InvalidData, "exception-info stack too deep"))
+    }
+
+    fn is_none(&mut self, mem: &dyn Memory, l: &Layout, addr: u64) -> io::Result<bool> {
+        if let Some(none) = self.none {
+            return Ok(addr == none);
+        }
+        let none = ObjectRepr::new(mem, l, &self.types).is_none(addr)?;
+        if none {
+            self.none = Some(addr);
+        }
+        Ok(none)
+    }
 }

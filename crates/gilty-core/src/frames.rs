@@ -6,7 +6,7 @@
 //! The target runs while we walk, so a walk can mix frames from different moments or wander into
 //! freed frames. A walk is accepted only if it is consistent (see `walk`); otherwise it is torn.
 
-use crate::linetable::{line_310, line_311};
+use crate::linetable::{line_310, line_311, position_311, Position};
 use crate::method_class::{FirstArg, TypeNames};
 use crate::process::block_cache::BlockCache;
 use crate::process::memory::Memory;
@@ -280,6 +280,19 @@ impl<'a> FrameWalker<'a> {
     /// may run Python code during the walk (it holds the GIL, or that is unknown); only then does 3.10
     /// read each frame's link again after the walk.
     pub fn walk_from(&self, tstate: u64, head: Option<WalkHead>, moving: bool, cache: &mut CodeCache) -> Result<Walked, WalkError> {
+        self.walk_located(tstate, head, moving, cache, None)
+    }
+
+    /// `walk_from`, also giving each frame's instruction position (3.11+: line and column ranges, as
+    /// `co_positions()` has them; None on 3.10 and for a frame that has run no instruction yet), in
+    /// the order of the frames. Decoded in the same pass over the location table as the line.
+    pub fn walk_with_positions(&self, tstate: u64, head: Option<WalkHead>, moving: bool, cache: &mut CodeCache) -> Result<(Walked, Vec<Option<Position>>), WalkError> {
+        let mut positions = Vec::with_capacity(32);
+        let walked = self.walk_located(tstate, head, moving, cache, Some(&mut positions))?;
+        Ok((walked, positions))
+    }
+
+    fn walk_located(&self, tstate: u64, head: Option<WalkHead>, moving: bool, cache: &mut CodeCache, mut positions: Option<&mut Vec<Option<Position>>>) -> Result<Walked, WalkError> {
         // Read the whole chain first and check it before decoding anything: the window in which the
         // thread can move its stack under us is then only as long as the reads themselves.
         let pages = cache.frame_pages.get(&tstate).cloned().unwrap_or_default();
@@ -292,13 +305,17 @@ impl<'a> FrameWalker<'a> {
         // Code objects, their names and line tables tend to share pages (unmarshalled together).
         let code_reads = BlockCache::new(self.mem);
         let mut ends = Vec::with_capacity(chain.len());
+        let want = positions.is_some();
         for &(code, instr, first_local, call_end) in &chain {
-            if let Some(f) = self.frame_at(code, instr, first_local, cache, &code_reads)? {
+            if let Some((f, at)) = self.frame_and_position(code, instr, first_local, cache, &code_reads, want)? {
                 if top.is_none() {
                     top = Some((code, instr));
                 }
                 out.push(f);
                 ends.push(call_end);
+                if let Some(p) = positions.as_deref_mut() {
+                    p.push(at);
+                }
             } else if call_end {
                 // A hidden frame ended its call: the frame inside it is then the call's outermost.
                 if let Some(last) = ends.last_mut() {
@@ -576,6 +593,11 @@ impl<'a> FrameWalker<'a> {
     /// an interpreter shim.
     /// `first_local` is the frame's first local variable (3.10 only, else 0).
     fn frame_at(&self, code: u64, instr: i64, first_local: u64, cache: &mut CodeCache, mem: &dyn Memory) -> Result<Option<Frame>, WalkError> {
+        Ok(self.frame_and_position(code, instr, first_local, cache, mem, false)?.map(|(f, _)| f))
+    }
+
+    /// `frame_at`, with the instruction's position when `want` (3.11+).
+    fn frame_and_position(&self, code: u64, instr: i64, first_local: u64, cache: &mut CodeCache, mem: &dyn Memory, want: bool) -> Result<Option<(Frame, Option<Position>)>, WalkError> {
         let l = self.layout;
         // Checked every pass: an address decoded once may hold another code object by now.
         let checked = cache.map.get(&code).is_some_and(|c| c.checked_pass == cache.pass);
@@ -586,11 +608,11 @@ impl<'a> FrameWalker<'a> {
             return Ok(None);
         }
         let info = cache.map.get(&code).unwrap();
-        let mut frame = self.located(info, code, instr).ok_or(WalkError::Torn)?;
+        let (mut frame, at) = self.located(info, code, instr, want).ok_or(WalkError::Torn)?;
         if let Some(class) = cache.types.class_of(mem, l, info.first_arg, first_local) {
             frame.function = format!("{class}.{}", frame.function);
         }
-        Ok(Some(frame))
+        Ok(Some((frame, at)))
     }
 
     /// The identity of the code object whose header is `head` (see `CodeKey`).
@@ -658,8 +680,10 @@ impl<'a> FrameWalker<'a> {
 
     /// The frame for a decoded code object at an instruction position; None when the position is
     /// outside the code (the frame or code changed while we read them).
-    fn located(&self, info: &CodeInfo, code: u64, instr: i64) -> Option<Frame> {
+    /// With `want` (3.11+), also the instruction's position (the same line, and its column range).
+    fn located(&self, info: &CodeInfo, code: u64, instr: i64, want: bool) -> Option<(Frame, Option<Position>)> {
         let l = self.layout;
+        let mut at = None;
         let line = if l.version.1 == 10 {
             line_310(&info.linetable, info.firstlineno, instr.max(0) * 2)
         } else {
@@ -667,11 +691,15 @@ impl<'a> FrameWalker<'a> {
             let index = (instr - first) / 2;
             if index < 0 {
                 info.firstlineno // frame created, no instruction run yet
+            } else if want {
+                let p = position_311(&info.linetable, info.firstlineno, index)?;
+                at = Some(p);
+                p.line
             } else {
                 line_311(&info.linetable, info.firstlineno, index)?
             }
         };
-        Some(Frame { function: info.function.clone(), file: info.file.clone(), line })
+        Some((Frame { function: info.function.clone(), file: info.file.clone(), line }, at))
     }
 }
 

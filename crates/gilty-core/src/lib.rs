@@ -21,6 +21,7 @@ pub mod method_class;
 pub mod native;
 pub mod object_graph;
 pub mod object_repr;
+pub mod positions;
 pub mod process;
 pub mod process_set;
 pub mod pyobjects;

@@ -98,12 +98,12 @@ pub struct Position {
 /// The position of an instruction index (16-bit code units) in 3.11+ bytecode, as `co_positions()`
 /// gives it (Objects/locations.md), except that an instruction without a location takes the running
 /// line as `line_311` does (and no end line or columns). None when the index is past the table or
-/// the table is malformed.
+/// the table is malformed. Entries before the instruction's are only stepped over, as `line_311`
+/// does (this runs for every frame of every stack the sampler reads): only its own columns are read.
 pub fn position_311(table: &[u8], firstlineno: i32, unit_index: i64) -> Option<Position> {
     let mut line = firstlineno;
     let mut addr: i64 = 0;
     let mut i = 0usize;
-    let col = |v: u32| if v == 0 { None } else { Some(v as i32 - 1) };
     while i < table.len() {
         let first = table[i];
         i += 1;
@@ -112,37 +112,56 @@ pub fn position_311(table: &[u8], firstlineno: i32, unit_index: i64) -> Option<P
         }
         let code = (first >> 3) & 15;
         let length = ((first & 7) + 1) as i64;
-        let pos = match code {
-            15 => Position { line, end_line: None, column: None, end_column: None },
+        if unit_index < addr + length {
+            return entry_position(table, i, code, line);
+        }
+        match code {
+            15 => {}
             14 => {
                 line += read_svarint(table, &mut i)?;
-                let end_line = line + read_varint(table, &mut i)? as i32;
-                let (c, e) = (read_varint(table, &mut i)?, read_varint(table, &mut i)?);
-                Position { line, end_line: Some(end_line), column: col(c), end_column: col(e) }
+                read_varint(table, &mut i)?;
+                read_varint(table, &mut i)?;
+                read_varint(table, &mut i)?;
             }
-            13 => {
-                line += read_svarint(table, &mut i)?;
-                Position { line, end_line: Some(line), column: None, end_column: None }
-            }
+            13 => line += read_svarint(table, &mut i)?,
             10..=12 => {
                 line += (code - 10) as i32;
-                let (c, e) = (*table.get(i)? as i32, *table.get(i + 1)? as i32);
                 i += 2;
-                Position { line, end_line: Some(line), column: Some(c), end_column: Some(e) }
             }
-            _ => {
-                let b = *table.get(i)? as i32;
-                i += 1;
-                let c = code as i32 * 8 + ((b >> 4) & 7);
-                Position { line, end_line: Some(line), column: Some(c), end_column: Some(c + (b & 15)) }
-            }
-        };
-        if unit_index < addr + length {
-            return Some(pos);
+            _ => i += 1,
         }
         addr += length;
     }
     None
+}
+
+/// The position given by the entry of kind `code` whose data starts at `table[i]`, the running line
+/// being `line` before it.
+fn entry_position(table: &[u8], mut i: usize, code: u8, line: i32) -> Option<Position> {
+    let col = |v: u32| if v == 0 { None } else { Some(v as i32 - 1) };
+    Some(match code {
+        15 => Position { line, end_line: None, column: None, end_column: None },
+        14 => {
+            let line = line + read_svarint(table, &mut i)?;
+            let end_line = line + read_varint(table, &mut i)? as i32;
+            let (c, e) = (read_varint(table, &mut i)?, read_varint(table, &mut i)?);
+            Position { line, end_line: Some(end_line), column: col(c), end_column: col(e) }
+        }
+        13 => {
+            let line = line + read_svarint(table, &mut i)?;
+            Position { line, end_line: Some(line), column: None, end_column: None }
+        }
+        10..=12 => {
+            let line = line + (code - 10) as i32;
+            let (c, e) = (*table.get(i)? as i32, *table.get(i + 1)? as i32);
+            Position { line, end_line: Some(line), column: Some(c), end_column: Some(e) }
+        }
+        _ => {
+            let b = *table.get(i)? as i32;
+            let c = code as i32 * 8 + ((b >> 4) & 7);
+            Position { line, end_line: Some(line), column: Some(c), end_column: Some(c + (b & 15)) }
+        }
+    })
 }
 
 #[cfg(test)]

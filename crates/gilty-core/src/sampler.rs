@@ -10,6 +10,9 @@ use crate::exact::tracing::ExactTracing;
 use crate::exact::ExactSummary;
 use crate::frames::{CodeCache, Frame, FrameWalker, WalkError};
 use crate::interpreter::Interpreter;
+use crate::exceptions::HandlingCheck;
+use crate::linetable::Position;
+use crate::positions::PositionTally;
 use crate::process::memory::Memory;
 use crate::process::procfs::{self, CgroupCpu, Schedstat, SchedstatReader, SyscallReader, SyscallState};
 use crate::threads::{python_threads, PyThread, TidResolver, WalkHead};
@@ -42,6 +45,9 @@ pub struct Batch {
     pub aggregate: Aggregate,
     pub new_stacks: Vec<(u32, Vec<u32>)>,
     pub new_frames: Vec<(u32, Frame)>,
+    /// (frame id, instruction position, walks that found the frame there) (3.11+). Kept beside the
+    /// frames, not in them, so that stacks differing only in a column are one stack.
+    pub positions: Vec<(u32, Position, u64)>,
     pub threads: Vec<(i32, String)>,
     pub errors: Errors,
     pub exited: bool,
@@ -86,8 +92,9 @@ struct Stack {
     frames: Arc<Vec<Frame>>,
 }
 
-/// One thread in one pass: (tid, state, syscall number or -1, stack unless absent or torn, holds the GIL).
-type Observed = (i32, ThreadState, i64, Option<Stack>, bool);
+/// One thread in one pass: (tid, state, syscall number or -1, stack unless absent or torn, holds the GIL,
+/// handling an exception: None when not read).
+type Observed = (i32, ThreadState, i64, Option<Stack>, bool, Option<bool>);
 
 /// What a blocked thread looked like when last read, with its scheduling counters read just before and
 /// the GIL's `switch_number` of that pass. Its stack is not walked again while either
@@ -109,6 +116,8 @@ struct Still {
     syscall: SyscallState,
     stack: Stack,
     top: Option<(u64, i64)>,
+    /// Handling an exception when its stack was read (unchanged while the stack is).
+    handling: Option<bool>,
 }
 
 struct Track {
@@ -149,6 +158,8 @@ pub struct Sampler {
     ignored_tid: Option<i32>,
     frame_ids: HashMap<Frame, u32>,
     stack_ids: HashMap<Vec<u32>, u32>,
+    handling_check: HandlingCheck,
+    positions: PositionTally,
     batch: Batch,
     handoff_opcodes: &'static [u8],
     start_mono_ns: u64,
@@ -196,6 +207,8 @@ impl Sampler {
             ignored_tid: None,
             frame_ids: HashMap::new(),
             stack_ids: HashMap::new(),
+            handling_check: HandlingCheck::default(),
+            positions: PositionTally::default(),
             batch: Batch::default(),
             handoff_opcodes: gilty_layouts::handoff_opcodes(interp_version.0, interp_version.1),
             start_mono_ns: monotonic_ns(),
@@ -239,7 +252,7 @@ impl Sampler {
             let (main, pythreads) = &self.last_threads;
             let threads: Vec<ThreadSeen> = snapshot
                 .iter()
-                .map(|(tid, state, _, stack, _)| ThreadSeen {
+                .map(|(tid, state, _, stack, _, _)| ThreadSeen {
                     tid: *tid,
                     ident: pythreads.iter().find(|p| p.tid == Some(*tid)).map(|p| p.ident),
                     state: *state,
@@ -250,7 +263,7 @@ impl Sampler {
         };
         rec.after_read(started.elapsed().as_nanos() as u64, self.period.as_nanos() as u64);
         let ids: Vec<(u32, Option<u32>)> =
-            samples.iter().map(|s| (self.intern_stack(&s.frames), s.awaiting.as_ref().map(|(_, site)| self.intern_frame(site)))).collect();
+            samples.iter().map(|s| (self.intern_stack(&s.frames, &[]), s.awaiting.as_ref().map(|(_, site)| self.intern_frame(site)))).collect();
         rec.add_pass(t, &samples, &ids);
         self.tasks = Some(rec);
     }
@@ -313,6 +326,7 @@ impl Sampler {
     /// Ends the current batch (closing its open runs) and starts the next one.
     pub fn take_batch(&mut self) -> Batch {
         self.batch.threads = self.names.iter().map(|(t, n)| (*t, n.clone())).collect();
+        self.batch.positions = self.positions.take();
         self.batch.aggregate.close();
         self.batch.tasks = self.tasks.as_mut().map(|r| r.take_batch());
         if let Some(start) = self.batch_mark.take() {
@@ -451,14 +465,14 @@ impl Sampler {
         let t_ns = self.start_mono_ns + (t * 1e9) as u64;
         self.sample_tasks(t, &snapshot);
         let mut seen = Vec::with_capacity(snapshot.len());
-        for (tid, state, syscall, stack, holds) in snapshot {
+        for (tid, state, syscall, stack, holds, handling) in snapshot {
             let stack_id = stack.as_ref().map(|s| s.id as i32).unwrap_or(NONE);
             if let (Some(exact), true) = (self.exact.as_mut(), holds) {
                 let top = stack.as_ref().and_then(|s| s.frames.first());
                 let frame = top.and_then(|f| self.frame_ids.get(f).copied()).unwrap_or(u32::MAX);
                 exact.recorder.note_holder_sample(t_ns, tid, frame);
             }
-            seen.push(Seen { tid, state, stack: stack_id, syscall: syscall as i32, holds });
+            seen.push(Seen { tid, state, stack: stack_id, syscall: syscall as i32, holds, handling: handling.unwrap_or(false) });
         }
         self.batch.aggregate.add_pass(&seen);
         if let Some(exact) = self.exact.as_mut() {
@@ -530,7 +544,7 @@ impl Sampler {
     /// the GIL stands, which classification needs (the in-process monitor's pass).
     pub fn states_once(&mut self) -> std::io::Result<Vec<(i32, String, ThreadState)>> {
         let obs = self.observe_with(false)?;
-        Ok(obs.into_iter().map(|(tid, state, _, _, _)| (tid, self.names.get(&tid).cloned().unwrap_or_default(), state)).collect())
+        Ok(obs.into_iter().map(|(tid, state, _, _, _, _)| (tid, self.names.get(&tid).cloned().unwrap_or_default(), state)).collect())
     }
 
     /// The main interpreter and every thread state: read each pass when stacks are walked (a walk
@@ -643,6 +657,8 @@ impl Sampler {
                 };
                 reused = if unchanged { track.still.as_ref().map(|st| (st.stack.clone(), st.top)) } else { None };
             }
+            // Every kept stack is the one in `still`: so is whether it was handling an exception.
+            let kept_handling = if reused.is_some() { track.still.as_ref().and_then(|st| st.handling) } else { None };
             let runnable = holds || syscall == SyscallState::Running;
             let reading = match sched {
                 Some(s) => Some(s),
@@ -681,8 +697,8 @@ impl Sampler {
                     // walk (the recheck catches it if it did); the holder's moves all the time.
                     let head = if holds { None } else { py.and_then(|p| p.head) };
                     // Released GIL: whoever takes it next may move its stack during the walk.
-                    let (frames, top) = self.read_stack(tstate, head, holds || !gil.locked);
-                    let stack = frames.map(|f| Stack { id: self.intern_stack(&f), frames: Arc::new(f) });
+                    let (frames, positions, top) = self.read_stack(tstate, head, holds || !gil.locked);
+                    let stack = frames.map(|f| Stack { id: self.intern_stack(&f, &positions), frames: Arc::new(f) });
                     (stack, top)
                 }
                 // Only a running thread without the GIL needs to know where it stands.
@@ -722,13 +738,25 @@ impl Sampler {
                 && syscall == SyscallState::Running
                 && (top.and_then(|(code, instr)| self.opcode_at(code, instr)).map(|op| self.handoff_opcodes.contains(&op)).unwrap_or(false)
                     || (!settled && !in_c_code && other_holds && self.no_call_in_progress(tstate)));
+            // Handling an exception: free while no generator runs on the thread (the thread list's read
+            // has it), else kept with a kept stack, else read level by level.
+            let handling = match (stacks, py) {
+                (true, Some(p)) if tstate != 0 => {
+                    let at_bottom = p.exc.info == tstate + self.interp.layout.tstate_exc_state;
+                    match kept_handling {
+                        Some(h) if !at_bottom => Some(h),
+                        _ => self.handling_check.handling(&self.interp.mem, &self.interp.layout, tstate, p.exc).ok(),
+                    }
+                }
+                _ => None,
+            };
             let state = classify(&Observation { tstate, syscall, in_handoff, ran_since_idle, cpu_wait, owns_gil_mutex }, &gil, gc, range, history);
             if let Some(track) = self.tracks.get_mut(&tid) {
                 track.history = Some(History { state, switch_number: gil.switch_number, was_last_holder: tstate != 0 && gil.last_holder == tstate });
                 track.last_wait = if stacks { None } else { Some((tstate, syscall)) };
                 track.still = match (syscall, &stack) {
                     (SyscallState::Blocked { .. }, Some(stack)) => {
-                        Some(Still { tstate, sched, switch_number: gil.switch_number, was_last_holder: gil.last_holder == tstate, syscall, stack: stack.clone(), top })
+                        Some(Still { tstate, sched, switch_number: gil.switch_number, was_last_holder: gil.last_holder == tstate, syscall, stack: stack.clone(), top, handling })
                     }
                     _ => None,
                 };
@@ -737,7 +765,7 @@ impl Sampler {
                 SyscallState::Blocked { nr, .. } => nr,
                 _ => -1,
             };
-            out.push((tid, state, nr, stack, holds));
+            out.push((tid, state, nr, stack, holds, handling));
         }
         Ok(out)
     }
@@ -778,30 +806,38 @@ impl Sampler {
         FrameWalker::new(&self.interp.mem, &self.interp.layout, self.interp.code_type).opcode_at(code, instr)
     }
 
-    /// The stack (None when torn on every attempt) and where its innermost frame stands.
-    fn read_stack(&mut self, tstate: u64, head: Option<WalkHead>, moving: bool) -> (Option<Vec<Frame>>, Option<(u64, i64)>) {
+    /// The stack (None when torn on every attempt), its frames' positions (3.11+) and where its
+    /// innermost frame stands.
+    fn read_stack(&mut self, tstate: u64, head: Option<WalkHead>, moving: bool) -> (Option<Vec<Frame>>, Vec<Option<Position>>, Option<(u64, i64)>) {
         let walker = FrameWalker::new(&self.interp.mem, &self.interp.layout, self.interp.code_type);
         for attempt in 0..READ_ATTEMPTS {
             // Only the first attempt may start from the earlier head: a retry reads everything anew.
             let from = if attempt == 0 { head } else { None };
-            match walker.walk_from(tstate, from, moving, &mut self.code_cache) {
-                Ok((frames, top)) => {
+            // 3.10's line table has no columns: nothing to collect.
+            let walked = if self.interp.version.1 >= 11 {
+                walker.walk_with_positions(tstate, from, moving, &mut self.code_cache)
+            } else {
+                walker.walk_from(tstate, from, moving, &mut self.code_cache).map(|w| (w, Vec::new()))
+            };
+            match walked {
+                Ok(((frames, top), positions)) => {
                     if attempt > 0 || walker.rounds.get() > 0 {
                         self.batch.errors.torn_retried += 1;
                     }
-                    return (Some(frames), top);
+                    return (Some(frames), positions, top);
                 }
                 Err(WalkError::Torn) => continue,
                 Err(WalkError::Io(_)) => break,
             }
         }
         self.batch.errors.torn_dropped += 1;
-        (None, None)
+        (None, Vec::new(), None)
     }
 
-    fn intern_stack(&mut self, frames: &[Frame]) -> u32 {
+    /// The stack's id; counts each frame's position (`positions`, by frame, where known) in the batch.
+    fn intern_stack(&mut self, frames: &[Frame], positions: &[Option<Position>]) -> u32 {
         let mut ids = Vec::with_capacity(frames.len());
-        for f in frames {
+        for (i, f) in frames.iter().enumerate() {
             let next = self.frame_ids.len() as u32;
             let id = match self.frame_ids.get(f) {
                 Some(&id) => id,
@@ -811,6 +847,10 @@ impl Sampler {
                     next
                 }
             };
+            // An instruction without a location (no end line) says nothing beyond the frame's line.
+            if let Some(Some(p)) = positions.get(i).filter(|p| p.is_some_and(|p| p.end_line.is_some())) {
+                self.positions.add(id, *p);
+            }
             ids.push(id);
         }
         if let Some(&id) = self.stack_ids.get(&ids) {
@@ -827,7 +867,7 @@ impl Sampler {
         let obs = self.observe()?;
         Ok(obs
             .into_iter()
-            .map(|(tid, state, syscall, stack, _)| ThreadSnapshot {
+            .map(|(tid, state, syscall, stack, _, _)| ThreadSnapshot {
                 tid,
                 name: self.names.get(&tid).cloned().unwrap_or_default(),
                 state,

@@ -17,6 +17,17 @@ pub struct PyThread {
     /// 3.11+: the thread state's frame pointer, `datastack_chunk` and `datastack_top`, from the same
     /// read (a walk can start from them instead of reading the thread state again).
     pub head: Option<WalkHead>,
+    /// `exc_info` and the bottom level's exception (`exc_state`, inside the thread state), from the
+    /// same read: while `exc_info` points at that level, whether the thread handles an exception is
+    /// known without another read (`exceptions::HandlingCheck`).
+    pub exc: ExcHead,
+}
+
+/// A thread state's exception-info pointer and its bottom level's exception field, as read with it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ExcHead {
+    pub info: u64,
+    pub bottom_exc: u64,
 }
 
 /// Where a 3.11+ walk starts: the frame pointer field (3.11/3.12 `cframe`, 3.13 `current_frame`) and
@@ -68,7 +79,15 @@ pub fn python_threads(interp: &Interpreter, resolver: &mut TidResolver, tids: &[
         _ => None,
     };
     // One read per thread state serves the list and the start of the walk (all within ~320 bytes).
-    let read_len = [Some(l.tstate_next), Some(l.tstate_thread_id), l.tstate_native_thread_id, head_offs.map(|h| h.0.max(h.1).max(h.2))]
+    let bottom_exc = l.tstate_exc_state + l.err_stackitem_exc;
+    let read_len = [
+        Some(l.tstate_next),
+        Some(l.tstate_thread_id),
+        l.tstate_native_thread_id,
+        head_offs.map(|h| h.0.max(h.1).max(h.2)),
+        Some(l.tstate_exc_info),
+        Some(bottom_exc),
+    ]
         .iter()
         .flatten()
         .max()
@@ -87,7 +106,8 @@ pub fn python_threads(interp: &Interpreter, resolver: &mut TidResolver, tids: &[
             let ident = at(l.tstate_thread_id);
             let tid = l.tstate_native_thread_id.map(|o| at(o) as i32).filter(|&t| t > 0);
             let head = head_offs.map(|(f, c, t)| WalkHead { frame_ptr: at(f), chunk: at(c), top: at(t) });
-            out.push(PyThread { tstate: ts, ident, tid, head });
+            let exc = ExcHead { info: at(l.tstate_exc_info), bottom_exc: at(bottom_exc) };
+            out.push(PyThread { tstate: ts, ident, tid, head, exc });
             let next = at(l.tstate_next);
             if next == ts {
                 return Err(io::Error::new(io::ErrorKind::InvalidData, "thread list cycle"));

@@ -181,4 +181,7 @@ pub struct Layout {
     pub err_stackitem_exc: u64,
     /// `_PyErr_StackItem *previous_item`.
     pub err_stackitem_previous: u64,
+    /// `_PyErr_StackItem exc_state`: the bottom level, inside the thread state (where `exc_info`
+    /// points while no generator or coroutine runs).
+    pub tstate_exc_state: u64,
 }

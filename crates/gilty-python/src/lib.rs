@@ -290,6 +290,8 @@ pub(crate) fn batch_dict<'py>(py: Python<'py>, batch: &Batch) -> PyResult<Bound<
     out.set_item("blame", blame)?;
     out.set_item("pass_flags", PyBytes::new(py, &agg.pass_flags))?;
     out.set_item("held_cpu_wait", &agg.held_cpu_wait.entries)?;
+    let handling: Vec<(i32, u8, i32, u64)> = agg.handling.entries.iter().map(|&((t, s, k), n)| (t, s, k, n)).collect();
+    out.set_item("handling", handling)?;
     let stacks = PyDict::new(py);
     for (id, frames) in &batch.new_stacks {
         stacks.set_item(id, PyList::new(py, frames)?)?;
@@ -300,6 +302,10 @@ pub(crate) fn batch_dict<'py>(py: Python<'py>, batch: &Batch) -> PyResult<Bound<
         frames.set_item(id, (f.function.as_str(), f.file.as_str(), f.line))?;
     }
     out.set_item("frames", frames)?;
+    // (frame id, line, end line, column, end column, walks): columns None where the table has none.
+    let positions: Vec<(u32, i32, Option<i32>, Option<i32>, Option<i32>, u64)> =
+        batch.positions.iter().map(|&(id, p, n)| (id, p.line, p.end_line, p.column, p.end_column, n)).collect();
+    out.set_item("positions", positions)?;
     let threads = PyDict::new(py);
     for (tid, name) in &batch.threads {
         threads.set_item(tid, name)?;

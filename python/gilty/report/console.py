@@ -122,6 +122,21 @@ def _blame_section(summary: Summary) -> list:
     return lines
 
 
+def _error_paths_section(summary: Summary) -> list:
+    """Threads seen handling an exception, with the top functions they did it in."""
+    handling = [t for t in summary.threads if t.handling_share >= SHOWN_MIN]
+    if not handling:
+        return []
+    lines = ["Time in error paths (handling an exception: in `except`, or a `finally` run by one; share of the thread's samples)"]
+    for t in sorted(handling, key=lambda t: (-t.handling_share, t.tid)):
+        lines.append(f"  {_cut(t.name, NAME_WIDTH):<{NAME_WIDTH}} {t.tid:>8} {percent(t.handling_share):>5}")
+        for f in t.top_functions:
+            share = f.handling_samples / t.samples if t.samples else 0.0
+            if share >= SHOWN_MIN:
+                lines.append(f"    {f.state:<12} {percent(share):>5}  in {f.label()}")
+    return lines
+
+
 def _convoy_section(summary: Summary) -> list:
     with_episodes = [t for t in summary.threads if t.convoy.episodes]
     if not with_episodes:
@@ -177,8 +192,8 @@ def render(session: Session, summary: Optional[Summary] = None, title: str = "gi
             for t in summary.threads
         ]
     )
-    sections = (_functions_section(summary), _blame_section(summary), _convoy_section(summary), exact_sections(summary),
-                _tasks_section(session))
+    sections = (_functions_section(summary), _blame_section(summary), _convoy_section(summary),
+                _error_paths_section(summary), exact_sections(summary), _tasks_section(session))
     for section in sections:
         if section:
             out.append("")

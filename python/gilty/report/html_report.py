@@ -204,6 +204,16 @@ def _busiest(session: Session) -> Optional[dict]:
     }
 
 
+def _add_positions(session: Session, frames: dict, frame_list: list) -> None:
+    """A frame's instruction position most seen (3.11+) as its 4th item, for the tooltips
+    ("file.py:12:5-17"); the first process's when several have the same frame."""
+    for frame_id in session.frame_positions:
+        index = frames.get(session.frames.get(frame_id))
+        position = session.frame_position(frame_id)
+        if index is not None and position is not None and len(frame_list[index]) == 3:
+            frame_list[index].append(list(position))
+
+
 def _process(session: Session, frames: dict, frame_list: list, role: str = "", limit: int = MAX_BANDS,
              slots: tuple = ([], {})) -> dict:
     summary = summarise(session)
@@ -218,6 +228,7 @@ def _process(session: Session, frames: dict, frame_list: list, role: str = "", l
                 "samples": t.samples,
                 "states": t.states.fractions(),
                 "waiting_s": t.states.counts[WAITING_GIL] * session.period_s,
+                "handling_exception_share": t.handling_share,
                 "blame": [
                     {"holder": b.holder_name, "holder_tid": b.holder_tid, "function": b.function_label(),
                      "fraction": b.fraction}
@@ -247,6 +258,7 @@ def _process(session: Session, frames: dict, frame_list: list, role: str = "", l
                 frame_list.append(list(frame))
             path.append(index)
         samples.append(([tid, state, path, n], series.get((tid, state, stack_id), [])))
+    _add_positions(session, frames, frame_list)
     samples.sort(key=lambda item: item[0])
     gc = []
     if summary.exact:

@@ -112,7 +112,26 @@ def _held_cpu_wait_share(session: Session, t) -> float:
     return _round(session.held_cpu_wait.get(t.tid, 0) / t.samples) if t.samples else 0.0
 
 
-def _thread(t, exact=None, pid=None, session: Optional[Session] = None) -> dict:
+POSITION_KEYS = ("line", "end_line", "column", "end_column")
+
+
+def _position(session: Optional[Session], frame_ids: dict, f) -> Optional[dict]:
+    """The instruction position most seen for a top function's frame at its line (3.11+), or None."""
+    if session is None or f.function is None:
+        return None
+    position = session.frame_position(frame_ids.get((f.function, f.file, f.line), -1))
+    return None if position is None else dict(zip(POSITION_KEYS, position))
+
+
+def _frame_ids(session: Optional[Session]) -> dict:
+    if session is None or not session.frame_positions:
+        return {}
+    return {tuple(frame): fid for fid, frame in session.frames.items()}
+
+
+def _thread(t, exact=None, pid=None, session: Optional[Session] = None, frame_ids: Optional[dict] = None) -> dict:
+    if frame_ids is None:
+        frame_ids = _frame_ids(session)
     return {
         "pid": pid,
         "tid": t.tid,
@@ -122,6 +141,8 @@ def _thread(t, exact=None, pid=None, session: Optional[Session] = None) -> dict:
         "run_delay_share": _run_delay_share(session, t.tid) if session is not None else None,
         # Part of cpu_wait in which the thread held the GIL: a hold for exact tracing, not for HOLD.
         "cpu_wait_holding_gil": _held_cpu_wait_share(session, t) if session is not None else None,
+        # Time in error paths: inside an `except` block, or a `finally` block run by an exception.
+        "handling_exception_share": _round(t.handling_share),
         "idle_syscalls": {name: _round(share) for name, share in t.idle_syscalls.items()},
         "idle_kinds": {kind: _round(share) for kind, share in t.idle_kinds.items()},
         "top_functions": [
@@ -131,6 +152,8 @@ def _thread(t, exact=None, pid=None, session: Optional[Session] = None) -> dict:
                 "line": f.line,
                 "fraction": _round(f.fraction),
                 "state": f.state,
+                "handling_exception_share": _round(f.handling_share),
+                "position": _position(session, frame_ids, f),
             }
             for f in t.top_functions
         ],
@@ -167,6 +190,7 @@ def report(session: Session, summary: Optional[Summary] = None, recording: Optio
     summary = summary or summarise(session)
     target = session.target
     errors = session.errors
+    frame_ids = _frame_ids(session)
     out = {
         "format_version": FORMAT_VERSION,
         "target": {
@@ -191,7 +215,7 @@ def report(session: Session, summary: Optional[Summary] = None, recording: Optio
         "verdict": summary.verdict.text if summary.verdict else "",
         "verdict_kinds": list(summary.verdict.kinds) if summary.verdict else [],
         "saturation": summary.saturation.to_dict() if summary.saturation else None,
-        "threads": [_thread(t, summary.exact, target.pid, session) for t in summary.threads],
+        "threads": [_thread(t, summary.exact, target.pid, session, frame_ids) for t in summary.threads],
         "gc_exact": _gc_exact(summary.exact),
         "exact_overhead": _exact_overhead(summary.exact),
         "tasks": task_view.report(session),

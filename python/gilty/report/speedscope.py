@@ -43,9 +43,14 @@ class _FrameTable:
         name = state_name(state)
         return self.index(("state", name), {"name": name})
 
-    def python(self, frame: tuple) -> int:
+    def python(self, frame: tuple, position: Optional[tuple] = None) -> int:
+        """``position``: the (line, end_line, column, end_column) most seen for the frame (3.11+), whose
+        first column becomes speedscope's 1-based ``col``; a frame is one entry per line, as ever."""
         function, file, line = frame
-        return self.index(("frame", function, file, line), {"name": function, "file": file, "line": line})
+        entry = {"name": function, "file": file, "line": line}
+        if position is not None and position[2] is not None:
+            entry["col"] = position[2] + 1
+        return self.index(("frame", function, file, line), entry)
 
 
 def timed_rows(session):
@@ -74,7 +79,7 @@ def _profiles(recording: Recording, table: _FrameTable, options: Optional[Pictur
                     stack = stacks.get((state, stack_id))
                     if stack is None:
                         stack = stacks[(state, stack_id)] = (table.state(state),) + tuple(
-                            table.python(f) for f in reversed(s.stack(stack_id)))
+                            table.python(s.frames[f], s.frame_position(f)) for f in reversed(s.stacks.get(stack_id, ())))
                     entry = by_thread.setdefault((id(group), name), (group, []))
                     entry[1].append((start, order, stack, n * s.period_s))
                     order += 1

@@ -1,7 +1,7 @@
 """Pure-Python twin of the native per-pass aggregation (``crates/gilty-core/src/aggregate.rs``).
 
 Recordings are aggregated natively; this twin turns per-(pass, thread) rows into the same batch
-fields (runs, counts, blame, pass flags) so that tests and small tools can build sessions without
+fields (runs, counts, blame, pass flags, samples handling an exception) so that tests and small tools can build sessions without
 a live target, and so that the two can be checked against each other. Keep both in step.
 """
 
@@ -27,16 +27,21 @@ RUN_COLUMNS = (("passes", "I"), ("state", "B"), ("stack", "i"), ("syscall", "h")
 
 
 def aggregate_rows(n_passes: int, rows: Iterable[tuple]) -> dict:
-    """Batch fields for ``n_passes`` passes from rows (pass, tid, state, stack_id, syscall[, holds]).
+    """Batch fields for ``n_passes`` passes from rows (pass, tid, state, stack_id, syscall[, holds[, handling]]).
 
     Rows are taken in pass order and, within a pass, in the order the threads were read (which
     decides the holder blamed when a torn read shows two). ``holds`` (default: the state is
-    holding_gil or gc) marks the GIL's holder, which may also be in ``cpu_wait``.
+    holding_gil or gc) marks the GIL's holder, which may also be in ``cpu_wait``; ``handling``
+    (default False) a thread handling an exception.
     """
     by_pass: list = [[] for _ in range(n_passes)]
     holders: list = [[] for _ in range(n_passes)]
+    handling: dict = {}  # (tid, state, stack_id) -> samples handling an exception
     for row in rows:
         by_pass[row[0]].append(row[1:5])
+        if len(row) > 6 and row[6]:
+            key = (row[1], row[2], row[3])
+            handling[key] = handling.get(key, 0) + 1
         holds = row[5] if len(row) > 5 else row[2] in (HOLDING_GIL, GC)
         if holds:
             holders[row[0]].append((row[1], row[3], row[2]))
@@ -85,4 +90,5 @@ def aggregate_rows(n_passes: int, rows: Iterable[tuple]) -> dict:
         "blame": [(*key, n) for key, n in blame.items()],
         "pass_flags": bytes(flags),
         "held_cpu_wait": list(held_cpu_wait.items()),
+        "handling": [(*key, n) for key, n in handling.items()],
     }

@@ -29,6 +29,10 @@ ERROR_KEYS = ("torn_retried", "torn_dropped", "read_failed", "late")
 
 SESSION_FORMAT_VERSION = 2
 
+# Distinct instruction positions kept per frame (a line rarely holds more instructions than this
+# that a thread stands on; past it, new ones are not counted).
+MAX_POSITIONS_PER_FRAME = 16
+
 # bytes.translate tables that turn pass flags into 1 where a flag is set, else 0, for counting.
 _HELD = bytes(1 if f & PASS_GIL_HELD else 0 for f in range(256))
 _IN_GC = bytes(1 if f & PASS_IN_GC else 0 for f in range(256))
@@ -129,6 +133,7 @@ class Session:
         frames: Optional[dict] = None,
         thread_names: Optional[dict] = None,
         syscall_names: Optional[dict] = None,
+        frame_positions: Optional[dict] = None,
     ) -> None:
         self.target = target
         self.rate_hz = float(rate_hz)
@@ -148,11 +153,17 @@ class Session:
         self.pass_flags = bytearray()  # one byte per pass: PASS_GIL_HELD | PASS_IN_GC | PASS_HOLDER_CPU_WAIT
         # tid -> passes in which it held the GIL while waiting for a CPU (counted as cpu_wait, still a hold)
         self.held_cpu_wait: dict = {}
+        # (tid, state, stack_id) -> samples of ``counts`` in which the thread was handling an exception
+        self.handling: dict = {}
 
         self.stacks: dict = {} if stacks is None else stacks  # stack_id -> [frame_id, ...] innermost first
         self.frames: dict = {} if frames is None else frames  # frame_id -> (function, file, line)
         self.thread_names: dict = {} if thread_names is None else thread_names  # tid -> name
         self.syscall_names: dict = {} if syscall_names is None else syscall_names  # nr -> name
+        # frame_id -> {(line, end_line, column, end_column): walks}: where in its line each frame's
+        # instruction was (3.11+; columns None where the code has none). Apart from the frames, so
+        # that stacks differing only in a column stay one stack.
+        self.frame_positions: dict = {} if frame_positions is None else frame_positions
 
         self.errors = dict.fromkeys(ERROR_KEYS, 0)
         self.exited = False
@@ -193,6 +204,12 @@ class Session:
         for tid, state, stack_id, n in batch.get("counts", ()):
             key = (tid, state, stack_id)
             counts[key] = counts.get(key, 0) + n
+        handling = self.handling
+        for tid, state, stack_id, n in batch.get("handling", ()):
+            key = (tid, state, stack_id)
+            handling[key] = handling.get(key, 0) + n
+        for frame_id, line, end_line, column, end_column, n in batch.get("positions", ()):
+            self._add_position(frame_id, (line, end_line, column, end_column), n)
         if self.stack_slots is not None and batch["times"]:
             self.stack_slots.add(offset, batch.get("counts", ()))
         blame = self.blame
@@ -217,6 +234,11 @@ class Session:
             self.tasks.add_batch(batch["tasks"])
         if batch.get("exited"):
             self.exited = True
+
+    def _add_position(self, frame_id: int, position: tuple, n: int) -> None:
+        seen = self.frame_positions.setdefault(frame_id, {})
+        if position in seen or len(seen) < MAX_POSITIONS_PER_FRAME:
+            seen[position] = seen.get(position, 0) + n
 
     def _add_sched(self, sched: Mapping[str, Any]) -> None:
         self.sched["seconds"] += float(sched.get("seconds", 0.0))
@@ -269,6 +291,7 @@ class Session:
             frames=self.frames,
             thread_names=self.thread_names,
             syscall_names=self.syscall_names,
+            frame_positions=self.frame_positions,
         )
         win.command = self.command
         return win
@@ -308,6 +331,18 @@ class Session:
         if nr < 0:
             return "unknown"
         return self.syscall_names.get(nr, f"syscall_{nr}")
+
+    def frame_position(self, frame_id: int) -> Optional[tuple]:
+        """(line, end_line, column, end_column) most seen for a frame (3.11+), or None."""
+        seen = self.frame_positions.get(frame_id)
+        if not seen:
+            return None
+        return max(seen, key=seen.__getitem__)
+
+    def handling_samples(self, tid: int) -> int:
+        """Samples in which the thread was handling an exception (inside ``except``, or a ``finally``
+        run by one)."""
+        return sum(n for (t, _state, _stack), n in self.handling.items() if t == tid)
 
     def innermost_frame(self, stack_id: int) -> Optional[Frame]:
         """(function, file, line) of the innermost frame of a stack, or None without one."""
@@ -392,6 +427,8 @@ class Session:
             "blame": [[*key, n] for key, n in self.blame.items()],
             "pass_flags": list(self.pass_flags),
             "held_cpu_wait": [[tid, n] for tid, n in self.held_cpu_wait.items()],
+            "handling": [[*key, n] for key, n in self.handling.items()],
+            "frame_positions": {str(k): [[*p, n] for p, n in v.items()] for k, v in self.frame_positions.items()},
             # JSON object keys are strings; from_dict turns them back into ints.
             "stacks": {str(k): list(v) for k, v in self.stacks.items()},
             "frames": {str(k): list(v) for k, v in self.frames.items()},
@@ -431,6 +468,14 @@ class Session:
         session.blame = {(waiter, holder, stack_id): n for waiter, holder, stack_id, n in data["blame"]}
         session.pass_flags = bytearray(data["pass_flags"])
         session.held_cpu_wait = {tid: n for tid, n in data.get("held_cpu_wait", ())}
+        # Both absent from recordings made before they were kept.
+        try:
+            session.handling = {(tid, state, stack_id): n for tid, state, stack_id, n in data.get("handling", ())}
+            session.frame_positions = {
+                int(k): {tuple(p[:4]): p[4] for p in v} for k, v in data.get("frame_positions", {}).items()
+            }
+        except (AttributeError, IndexError, TypeError, ValueError):
+            raise ValueError("handling or frame_positions is not as a recorder writes it") from None
         session.stacks = {int(k): list(v) for k, v in data["stacks"].items()}
         slots = data.get("stack_slots")
         session.stack_slots = None if slots is None else StackSlots.from_dict(
@@ -522,6 +567,18 @@ def check_loaded(session: Session) -> None:
         _whole(n, f"a sample count of thread {tid}", 0, passes)
         if stack_id != NO_STACK and stack_id not in session.stacks:
             raise ValueError(f"thread {tid}'s samples name a stack that is not in the recording")
+    for (tid, state, stack_id), n in session.handling.items():
+        _whole(n, f"a handling count of thread {tid}", 0, passes)
+        if n > session.counts.get((tid, state, stack_id), 0):
+            raise ValueError(f"thread {tid} handled exceptions in more samples than it has")
+    for frame_id, seen in session.frame_positions.items():
+        if frame_id not in session.frames:
+            raise ValueError(f"a position names frame {frame_id}, which is not in the recording")
+        for position, n in seen.items():
+            _whole(position[0], f"frame {frame_id}'s position line", -1)
+            if not all(v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in position[1:]):
+                raise ValueError(f"frame {frame_id}'s position is {list(position)!r}")
+            _whole(n, f"a position count of frame {frame_id}", 0)
     for (waiter, holder, stack_id), n in session.blame.items():
         _whole(waiter, "a waiting thread id", 0)
         if holder is not None:

@@ -106,6 +106,7 @@ pub const LAYOUT: Layout = Layout {
     tstate_exc_info: 104,
     err_stackitem_exc: 0,
     err_stackitem_previous: 8,
+    tstate_exc_state: 256,
 };
 
 /// Opcodes where a thread without the GIL is in the eval-breaker GIL handoff (see the generator).

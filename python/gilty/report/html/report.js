@@ -22,8 +22,14 @@
   const frameLabel = (i, whole) => {
     const f = DATA.frames[i];
     const file = whole ? f[1] : String(f[1]).split("/").pop();
-    return f[0] + " (" + file + (LINES ? ":" + f[2] : "") + ")";
+    return f[0] + " (" + file + (LINES ? ":" + f[2] + (whole ? columns(f[3]) : "") : "") + ")";
   };
+  // 3.11+: the instruction's columns, 1-based and inclusive ("12:5-17"; "12:5-14:9" over lines).
+  function columns(p) {
+    if (!p || p[2] === null || p[2] === undefined) return "";
+    const end = p[3] === null || p[3] === undefined ? "" : "-" + (p[1] !== null && p[1] !== p[0] ? p[1] + ":" : "") + p[3];
+    return ":" + (p[2] + 1) + end;
+  }
 
   // -- header ---------------------------------------------------------------------------------
   function header() {
@@ -560,6 +566,21 @@
     }
   }
 
+  function errorPaths() { // shown only when some thread was seen handling an exception
+    const rows = [];
+    for (const p of DATA.processes) for (const t of p.threads) if (t.handling_exception_share) rows.push([p, t]);
+    if (!rows.length) return;
+    document.getElementById("errors-section").hidden = false;
+    const body = table(document.getElementById("errors"), ["thread", "handling an exception", "time"]);
+    rows.sort((a, b) => b[1].handling_exception_share - a[1].handling_exception_share);
+    for (const [p, t] of rows) {
+      const tr = add(body, "tr");
+      add(tr, "td", { class: "name" }, (DATA.processes.length > 1 ? "pid " + p.pid + " · " : "") + t.name + " (tid " + t.tid + ")");
+      add(tr, "td", {}, pct(t.handling_exception_share));
+      add(tr, "td", {}, secs(t.handling_exception_share * t.samples / p.rate_hz));
+    }
+  }
+
   function histogram(parent, title, dist, cls) {
     if (!dist || !dist.count) return;
     add(parent, "div", {}, title + ": " + dist.count + " · p50 " + secs(dist.p50_s) + " · p99 " + secs(dist.p99_s) + " · max " + secs(dist.max_s));
@@ -600,6 +621,7 @@
   timeline();
   blame();
   convoy();
+  errorPaths();
   exact();
   memory();
   document.body.setAttribute("data-ready", "1");

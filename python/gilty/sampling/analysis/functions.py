@@ -26,6 +26,12 @@ class FunctionShare:
     state: str
     samples: int
     fraction: float
+    # Of ``samples``, those in which the thread was handling an exception (an error path).
+    handling_samples: int = 0
+
+    @property
+    def handling_share(self) -> float:
+        return self.handling_samples / self.samples if self.samples else 0.0
 
     def label(self) -> str:
         if self.function is None:
@@ -61,14 +67,18 @@ def top_functions(session: Session, states: dict, limit: int = TOP_FUNCTIONS_PER
     """
     wanted = set(TOP_FUNCTION_STATES)
     counts = {((tid, state), stack_id): n for (tid, state, stack_id), n in session.counts.items() if state in wanted}
+    handled = {((tid, state), stack_id): n for (tid, state, stack_id), n in session.handling.items() if state in wanted}
+    handled_pooled = _pool_by_function(session, handled) if handled else {}
     result: dict = {}
     for (tid, state), functions in sorted(_pool_by_function(session, counts).items()):
         total = states[tid].samples
         ranked = sorted(functions.items(), key=lambda item: (-item[1][0], str(item[0])))[:limit]
         shares = result.setdefault(tid, [])
+        in_error_paths = handled_pooled.get((tid, state), {})
         for (function, file), (n, lines) in ranked:
             line = most_frequent(lines)
-            shares.append(FunctionShare(function, file, line, STATE_NAMES[state], n, n / total))
+            handling = in_error_paths.get((function, file), [0])[0]
+            shares.append(FunctionShare(function, file, line, STATE_NAMES[state], n, n / total, handling))
     return result
 
 

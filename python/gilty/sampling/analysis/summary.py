@@ -47,6 +47,7 @@ def summarise(session: Session) -> Summary:
             blame=blamed.get(tid, []),
             convoy=convoy[tid],
             blame_counts=counts.get(tid, {}),
+            handling_samples=session.handling_samples(tid),
         )
         for tid, st in states.items()
     ]

@@ -25,10 +25,17 @@ class ThreadSummary:
     # Every (holder, function, file) -> [samples, {line: samples}] of this thread's waits, for the
     # verdict: the truncated `blame` list would under-count a holder spread over many functions.
     blame_counts: dict = field(default_factory=dict)
+    # Samples in which the thread was handling an exception (inside `except`, or a `finally` run by
+    # one): its time in error paths.
+    handling_samples: int = 0
 
     @property
     def samples(self) -> int:
         return self.states.samples
+
+    @property
+    def handling_share(self) -> float:
+        return self.handling_samples / self.samples if self.samples else 0.0
 
 
 @dataclass

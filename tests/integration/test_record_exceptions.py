@@ -1,0 +1,79 @@
+"""Time in error paths in `gilty record`: per pass and thread, whether the thread is handling an
+exception (inside `except`, or a `finally` run by a propagating exception), as a share of its
+samples in the JSON report, the text report and the saved recording."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import record_json, run_gilty, running_target, thread_named
+
+pytestmark = pytest.mark.interpreter
+
+HANDLING = ("in-except", "in-finally", "in-generator")
+NOT_HANDLING = ("looping", "plain", "MainThread")
+
+
+@pytest.fixture(scope="module")
+def recorded(interp, tmp_path_factory):
+    with running_target(interp, "exceptions.py") as proc:
+        report = record_json(proc.pid, duration=1.5, rate=200)
+    path = tmp_path_factory.mktemp("exceptions") / "rec.json"
+    path.write_text(json.dumps(report), encoding="utf-8")
+    return report, path
+
+
+# Guards: the per-pass flag not read (every share 0), a level holding None taken for an exception
+# (a thread that left its `except` counted), a generator's own level not followed, a kept stack's
+# flag lost (blocked threads are not walked again), and the share taken of the wrong samples.
+def test_shares_of_threads_in_and_out_of_error_paths(interp, recorded):
+    report, _path = recorded
+    shares = {name: thread_named(report, name)["handling_exception_share"] for name in HANDLING + NOT_HANDLING}
+    for name in HANDLING:
+        assert shares[name] >= 0.9, shares
+    for name in NOT_HANDLING:
+        assert shares[name] <= 0.05, shares
+    # The top function it sleeps in is marked as an error path too.
+    top = [f for f in thread_named(report, "in-except")["top_functions"] if f["function"] == "in_except"]
+    assert top and top[0]["handling_exception_share"] >= 0.9, top
+
+
+# Guards: the saved recording dropping the counts (a re-rendered report would show none), and the
+# text report not saying which threads were in error paths.
+def test_text_report_from_the_saved_recording(interp, recorded):
+    if interp.id.startswith("debian") or interp.minor_str != "3.12":
+        pytest.skip("rendering a saved recording does not depend on the version that recorded it: checked on pyenv 3.12 only (suite time)")
+    _report, path = recorded
+    rc, out, err = run_gilty("report", path, "--format", "text", timeout=60)
+    assert rc == 0, err
+    section = out.split("Time in error paths", 1)
+    assert len(section) == 2, out
+    rows = {line.split()[0] for line in section[1].splitlines()[1:] if line.startswith("  ") and not line.startswith("    ")}
+    assert set(HANDLING) <= rows and not rows & set(NOT_HANDLING), section[1]
+
+
+# Guards: the page not showing the error-path shares (its section left hidden, or the wrong threads).
+def test_html_page_shows_time_in_error_paths(interp, recorded, tmp_path):
+    if interp.id.startswith("debian") or interp.minor_str != "3.12":
+        pytest.skip("the page's script does not depend on the recording's version: checked on pyenv 3.12 only (suite time)")
+    test_html_chromium = pytest.importorskip("test_html_chromium")
+    if test_html_chromium.CHROMIUM is None:
+        pytest.skip("chromium not installed (make system-deps installs it)")
+    _report, path = recorded
+    page = tmp_path / "rec.html"
+    rc, _out, err = run_gilty("report", path, "-o", page, timeout=60)
+    assert rc == 0, err
+    browser = test_html_chromium.Browser(tmp_path / "profile")
+    try:
+        browser.open(page)
+        assert browser.js("document.body.dataset.ready") == "1", "the report's script did not finish"
+        hidden = browser.js("document.getElementById('errors-section').hidden")
+        rows = browser.js("Array.from(document.querySelectorAll('#errors tbody tr')).map(r => r.textContent)")
+        assert browser.errors() == []
+    finally:
+        browser.close()
+    assert hidden is False
+    names = {r.split(" (tid")[0] for r in rows}
+    assert names == set(HANDLING), rows
