@@ -357,6 +357,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    """Headless Chromium over DevTools (tests/integration/test_html_chromium.py), one per test module."""
+    from test_html_chromium import CHROMIUM, Browser
+
+    if CHROMIUM is None:
+        pytest.skip("chromium not installed (make system-deps installs it)")
+    b = Browser(tmp_path_factory.mktemp("chromium-profile"))
+    yield b
+    b.close()
+
+
 # -- running gilty ----------------------------------------------------------------------------
 
 

@@ -112,17 +112,6 @@ def test_text_report_first_screen_names_roles_busiest_thread_and_functions(outpu
 # -- Chromium --------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    from test_html_chromium import CHROMIUM, Browser
-
-    if CHROMIUM is None:
-        pytest.skip("chromium not installed (make system-deps installs it)")
-    b = Browser(tmp_path_factory.mktemp("chromium-profile"))
-    yield b
-    b.close()
-
-
 def screenshot(browser, path: Path, bottom: bool = False) -> Path:
     """A PNG of the page as shown, kept beside the outputs (the test's tmp dir) for a person to look at."""
     if bottom:  # an SVG flame graph grows upwards: its base is at the bottom

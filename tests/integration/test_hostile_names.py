@@ -145,15 +145,6 @@ def test_compare_writes_no_acting_byte(hostile, tmp_path):
 # -- in a browser -------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    from test_html_chromium import Browser
-
-    b = Browser(tmp_path_factory.mktemp("chromium-profile"))
-    yield b
-    b.close()
-
-
 def test_svg_draws_in_chromium_with_names_as_text(hostile, browser, tmp_path):
     path = tmp_path / "hostile.svg"
     path.write_bytes(rendered(hostile[0], "svg", tmp_path))

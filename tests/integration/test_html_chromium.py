@@ -131,13 +131,6 @@ class Browser:
 
 
 @pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    b = Browser(tmp_path_factory.mktemp("chromium-profile"))
-    yield b
-    b.close()
-
-
-@pytest.fixture(scope="module")
 def real_report(tmp_path_factory):
     interp = recording_interpreter()
     path = tmp_path_factory.mktemp("html") / "spinners.html"

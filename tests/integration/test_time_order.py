@@ -107,17 +107,6 @@ def test_chrome_trace_stack_track_moves_from_phase_a_to_phase_b(one_thread):
 # -- HTML time range in Chromium -------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    from test_html_chromium import CHROMIUM, Browser
-
-    if CHROMIUM is None:
-        pytest.skip("chromium not installed (make system-deps installs it)")
-    b = Browser(tmp_path_factory.mktemp("chromium-profile"))
-    yield b
-    b.close()
-
-
 FRAMES_JS = "Array.from(document.querySelectorAll('#flamegraph .frame')).map(e => e.textContent)"
 TOTAL_JS = "Number(document.querySelector('#flamegraph .frame[data-depth=\"0\"]').title.split('\\n')[1].split(' ')[0])"
 
