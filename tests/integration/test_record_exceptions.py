@@ -55,25 +55,18 @@ def test_text_report_from_the_saved_recording(interp, recorded):
 
 
 # Guards: the page not showing the error-path shares (its section left hidden, or the wrong threads).
-def test_html_page_shows_time_in_error_paths(interp, recorded, tmp_path):
+def test_html_page_shows_time_in_error_paths(interp, recorded, tmp_path, browser):
     if interp.id.startswith("debian") or interp.minor_str != "3.12":
         pytest.skip("the page's script does not depend on the recording's version: checked on pyenv 3.12 only (suite time)")
-    test_html_chromium = pytest.importorskip("test_html_chromium")
-    if test_html_chromium.CHROMIUM is None:
-        pytest.skip("chromium not installed (make system-deps installs it)")
     _report, path = recorded
     page = tmp_path / "rec.html"
     rc, _out, err = run_gilty("report", path, "-o", page, timeout=60)
     assert rc == 0, err
-    browser = test_html_chromium.Browser(tmp_path / "profile")
-    try:
-        browser.open(page)
-        assert browser.js("document.body.dataset.ready") == "1", "the report's script did not finish"
-        hidden = browser.js("document.getElementById('errors-section').hidden")
-        rows = browser.js("Array.from(document.querySelectorAll('#errors tbody tr')).map(r => r.textContent)")
-        assert browser.errors() == []
-    finally:
-        browser.close()
+    browser.open(page)
+    assert browser.js("document.body.dataset.ready") == "1", "the report's script did not finish"
+    hidden = browser.js("document.getElementById('errors-section').hidden")
+    rows = browser.js("Array.from(document.querySelectorAll('#errors tbody tr')).map(r => r.textContent)")
+    assert browser.errors() == []
     assert hidden is False
     names = {r.split(" (tid")[0] for r in rows}
     assert names == set(HANDLING), rows

@@ -99,24 +99,17 @@ def test_html_frame_table_has_the_position(interp, recorded, tmp_path):
 
 # Guards: the page's script not showing the columns in the flame graph's tooltip, or showing them
 # 0-based or with the end line lost (what a person reads: "positions.py:12:9-14:10").
-def test_flame_graph_tooltip_shows_the_columns(interp, recorded, tmp_path):
+def test_flame_graph_tooltip_shows_the_columns(interp, recorded, tmp_path, browser):
     if interp.id.startswith("debian") or interp.minor_str != "3.12":
         pytest.skip("the page's script does not depend on the recording's version: checked on pyenv 3.12 only (suite time)")
-    test_html_chromium = pytest.importorskip("test_html_chromium")
-    if test_html_chromium.CHROMIUM is None:
-        pytest.skip("chromium not installed (make system-deps installs it)")
     _report, path = recorded
     page = tmp_path / "rec.html"
     rc, _out, err = run_gilty("report", path, "--idle", "-o", page, timeout=60)
     assert rc == 0, err
     line, end_line, column, end_column = dis_position(interp)
-    browser = test_html_chromium.Browser(tmp_path / "profile")
-    try:
-        browser.open(page)
-        assert browser.js("document.body.dataset.ready") == "1", "the report's script did not finish"
-        titles = browser.js("Array.from(document.querySelectorAll('#flamegraph .frame')).map(e => e.title)")
-        assert browser.errors() == []
-    finally:
-        browser.close()
+    browser.open(page)
+    assert browser.js("document.body.dataset.ready") == "1", "the report's script did not finish"
+    titles = browser.js("Array.from(document.querySelectorAll('#flamegraph .frame')).map(e => e.title)")
+    assert browser.errors() == []
     want = f"{SCRIPT}:{line}:{column + 1}-{end_line}:{end_column})"
     assert any(t.split("\n")[0].endswith(want) for t in titles), (want, titles)
