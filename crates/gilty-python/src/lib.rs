@@ -149,6 +149,9 @@ impl Target {
                     }
                     Err(e) => d.set_item("native_error", e)?,
                 }
+            } else if mixed.is_some() {
+                // Started (or its tid was reused) after the native read went by: no native part.
+                d.set_item("native_error", "the thread was not there when the native stacks were read")?;
             }
             if let Some(vars) = vars.as_mut() {
                 match vars.remove(&th.tid) {

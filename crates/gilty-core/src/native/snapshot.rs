@@ -77,6 +77,7 @@ fn blocked_moment(interp: &Interpreter, cache: &mut CodeCache, tid: i32, tstate:
 fn sampled_moment(interp: &Interpreter, cache: &mut CodeCache, perf: &mut PerfSampler, tid: i32, tstate: u64, deadline: Instant) -> Matched {
     let mut samples = Vec::new();
     let mut moved = 0;
+    let mut unreadable = 0;
     loop {
         samples.clear();
         perf.drain(&mut samples); // older samples: not bracketed
@@ -91,17 +92,38 @@ fn sampled_moment(interp: &Interpreter, cache: &mut CodeCache, perf: &mut PerfSa
         match (first, second, inside) {
             (Some(a), Some(b), Some(s)) if a == b => return Ok((s.regs, s.stack.clone(), a)),
             (Some(a), Some(b), _) if a != b => moved += 1,
-            (None, _, _) | (_, None, _) => return Err("the Python stack could not be read".to_owned()),
+            // A walk of a running thread can meet its stack mid-change: tried again, as a move is.
+            (None, _, _) | (_, None, _) => unreadable += 1,
             _ => {}
         }
         if Instant::now() >= deadline {
-            return Err(if moved > 0 {
+            return Err(if unreadable > 0 && moved == 0 {
+                format!("the Python stack could not be read ({unreadable} tries)")
+            } else if moved > 0 {
                 format!("the Python stack moved around every kernel sample ({moved} tries)")
             } else {
                 "no kernel sample of the thread (not running, not in a system call)".to_owned()
             });
         }
     }
+}
+
+/// The merged stack of one matched moment, and why its native part is cut short, if it is.
+fn merged(unwinder: &mut ProcessUnwinder, matched: Matched, interp_files: &[&str]) -> (Result<Vec<MixedFrame>, String>, Option<String>) {
+    let mut partial = None;
+    let stack = matched.and_then(|(regs, stack, (py, ends, _))| {
+        let (native, complete) = native_frames(unwinder, regs, &stack);
+        match merge(&native, &py, &ends, interp_files) {
+            Ok(m) => Ok(m),
+            Err(_) if !complete => {
+                let at = native.last().map(|f| f.label()).unwrap_or_else(|| "[unknown]".into());
+                partial = Some(format!("the native unwind stopped after {at} (no unwind information there)"));
+                merge_truncated(&native, &py, &ends, interp_files).map_err(|e| e.to_string())
+            }
+            Err(e) => Err(e.to_string()),
+        }
+    });
+    (stack, partial)
 }
 
 /// Mixed stacks of every Python thread, each looked at for at most `wait`. Err: kernel sampling is
@@ -116,31 +138,30 @@ pub fn take(interp: &Interpreter, cache: &mut CodeCache, resolver: &mut TidResol
     let mut out = Vec::new();
     for t in &threads {
         let Some(tid) = t.tid else { continue };
-        let matched = match blocked_moment(interp, cache, tid, t.tstate) {
-            Some(m) => m,
+        let (stack, partial) = match blocked_moment(interp, cache, tid, t.tstate) {
+            Some(m) => merged(&mut unwinder, m, &interp_files),
             None => {
                 // One thread at a time: its events exist only while it is looked at.
                 let mut perf = PerfSampler::new(DUMP_PERIOD_NS, DEFAULT_STACK_BYTES);
                 match perf.add_thread(tid) {
-                    Ok(()) => sampled_moment(interp, cache, &mut perf, tid, t.tstate, Instant::now() + wait),
-                    Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Err("the thread exited".to_owned()),
+                    Ok(()) => {
+                        let deadline = Instant::now() + wait;
+                        loop {
+                            let m = sampled_moment(interp, cache, &mut perf, tid, t.tstate, deadline);
+                            let got = merged(&mut unwinder, m, &interp_files);
+                            // A count mismatch means the sample and the reads were not the same moment
+                            // after all (the thread left and re-entered a call in between): looked at
+                            // again while time remains, else said.
+                            if got.0.is_ok() || got.1.is_some() || Instant::now() >= deadline {
+                                break got;
+                            }
+                        }
+                    }
+                    Err(e) if e.raw_os_error() == Some(libc::ESRCH) => (Err("the thread exited".to_owned()), None),
                     Err(e) => return Err(permission_hint(&e)),
                 }
             }
         };
-        let mut partial = None;
-        let stack = matched.and_then(|(regs, stack, (py, ends, _))| {
-            let (native, complete) = native_frames(&mut unwinder, regs, &stack);
-            match merge(&native, &py, &ends, &interp_files) {
-                Ok(m) => Ok(m),
-                Err(_) if !complete => {
-                    let at = native.last().map(|f| f.label()).unwrap_or_else(|| "[unknown]".into());
-                    partial = Some(format!("the native unwind stopped after {at} (no unwind information there)"));
-                    merge_truncated(&native, &py, &ends, &interp_files).map_err(|e| e.to_string())
-                }
-                Err(e) => Err(e.to_string()),
-            }
-        });
         out.push(NativeThread { tid, stack, partial });
     }
     Ok(out)
