@@ -224,12 +224,16 @@ def profiled_run_is_clean(run: dict) -> str:
 
 def test_profiled_knee_names_cpu_in_python_and_the_code():
     script = str(TARGETS / "http_cpu_server.py")
+    # About 10 ms of Python per request, sized on this machine now (150 calls took 10.5 ms when this
+    # test was written and 18 ms on a later VM, which put the knee below the ramp's first step).
+    calls = int(subprocess.run([sys.executable, script, "--calls-for", "10"], capture_output=True, text=True,
+                               check=True, timeout=60).stdout)
     why = []
     for _ in range(2):
         port = free_port()
         run = load_json(
             f"http://127.0.0.1:{port}/", "--ramp", "30:200:30", "--duration", 2, "--slo", "p99=100ms",
-            "--", sys.executable, script, port, 150, timeout=240,
+            "--", sys.executable, script, port, calls, timeout=240,
         )
         reason = profiled_run_is_clean(run)
         if not reason:
@@ -245,7 +249,10 @@ def test_profiled_knee_names_cpu_in_python_and_the_code():
     assert "quote" in knee["explanation"] and "http_cpu_server.py" in knee["explanation"], knee["explanation"]
     last = run["steps"][-1]["profile"]
     # Threads queueing for the GIL on a CPU-starved machine read as waiting for a CPU (docs/states.md).
-    assert last["gil_utilisation"] + last["states"]["waiting_gil"] + last["states"].get("cpu_wait", 0.0) >= 0.85, last
+    # The ramp ends at the first step past the knee, which can be only just past the server's capacity:
+    # there queueing breaks the p99 with the GIL busy about 80 % of the time (0.82-0.83 measured), so
+    # the bar is 0.75, well above the 0.4-0.6 of the first step.
+    assert last["gil_utilisation"] + last["states"]["waiting_gil"] + last["states"].get("cpu_wait", 0.0) >= 0.75, last
     first = run["steps"][0]["profile"]
     assert first["gil_utilisation"] < last["gil_utilisation"]
     # Per endpoint: the standard library's handle_one_request dispatches to the handler's do_GET.

@@ -1,12 +1,13 @@
 """HTTP server whose handler is CPU-bound Python: every request builds URLs with urllib.parse.quote
 (about 0.07 ms of Python per call on this machine), so under load its threads hold the GIL nearly all the time.
-Usage: PORT [CALLS] (CALLS of build_url's loop per request, default 25)."""
+Usage: PORT [CALLS] (CALLS of build_url's loop per request, default 25), or --calls-for MS: how many
+calls take MS milliseconds on this machine now (tests size the server's work by it)."""
 
 import http.server
 import sys
 import urllib.parse
 
-CALLS = int(sys.argv[2]) if len(sys.argv) > 2 else 25
+CALLS = int(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[1] != "--calls-for" else 25
 PARTS = [f"segment {i}/with spaces & symbols?" for i in range(40)]
 
 
@@ -15,6 +16,21 @@ def build_url(n):
     for _ in range(n):
         out.append("/".join(urllib.parse.quote(p) for p in PARTS))  # LINE:build_url
     return out
+
+
+def calls_for(ms: float) -> int:
+    import time
+
+    build_url(20)
+    t0 = time.perf_counter()
+    build_url(100)
+    per_call = (time.perf_counter() - t0) / 100
+    return max(1, round(ms / 1000 / per_call))
+
+
+if sys.argv[1] == "--calls-for":
+    print(calls_for(float(sys.argv[2])), flush=True)
+    sys.exit(0)
 
 
 class Handler(http.server.BaseHTTPRequestHandler):

@@ -181,11 +181,16 @@ def _snapshot_with_locals():
 def test_dump_keys_match_the_documentation():
     documented = documented_keys("Snapshot")
     plain = key_paths(json.loads(json_report.render_dump(TARGET_INFO, _snapshot(), syscall_name)))
-    # Without --tasks, --locals or positions: every documented key except those.
-    optional = ("asyncio", "threads[].locals_error", "threads[].positions_error", "threads[].stack[].locals", "threads[].stack[].position")
+    # Without --tasks, --locals, positions or --native: every documented key except those.
+    optional = ("asyncio", "threads[].locals_error", "threads[].positions_error", "threads[].stack[].locals",
+                "threads[].stack[].position", "threads[].native_", "errors")
     assert {k for k in documented if not k.startswith(optional)} - plain == set()
     assert plain - documented == set()
     full = dict(_snapshot_with_locals(), tasks=_tasks())
+    # --native: one thread merged (a C frame over its Python frame), one without its native part.
+    full["threads"][0] = dict(full["threads"][0], native_stack=[
+        ("c", "pthread_cond_wait", "/lib/libc.so.6", 0x1234), ("py", "wait", "threading.py", 320)])
+    full["threads"][1] = dict(full["threads"][1], native_error="the Python stack moved around every kernel sample (3 tries)")
     present = key_paths(json.loads(json_report.render_dump(TARGET_INFO, full, syscall_name)))
     assert documented - present == set()
     assert present - documented == set()
