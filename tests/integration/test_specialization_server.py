@@ -17,6 +17,8 @@ import pytest
 from conftest import TARGETS, free_port, line_of, parse_json, run_gilty
 from package_venvs import venv_python
 
+from gilty.specialization.analysis import PYTHON_CALLEE_FORMS
+
 pytestmark = pytest.mark.interpreter
 
 SCRIPT = "spec_service.py"
@@ -78,9 +80,13 @@ def test_worker_under_load_names_the_sites_that_do_not_stay_specialized(interp):
     assert "mono_total" not in verdict, verdict
     # Issue 21: threads parked in C (a condition wait, the event loop's selector) and calls, whose time
     # is the callee's, are never ranked.
+    # A specialized call of a Python function (CALL_PY_EXACT_ARGS, ...) may be ranked: its callee has a
+    # frame of its own, so the samples at the call are the call's own dispatch (h11's
+    # `self._reader(...)` meets several kinds of reader and does miss).
     for line in report["verdict"]:
         site = line.split(": ", 2)[1] if line.count(": ") >= 2 else line
-        assert not site.startswith(("CALL", "PRECALL")), line
+        if site.startswith(("CALL", "PRECALL")):
+            assert site.split()[0] in PYTHON_CALLEE_FORMS, line
         assert not line.startswith(f"{SCRIPT}:{line_of(SCRIPT, 'parked')} "), line
         # A thread woken from a condition wait runs a few instructions of threading.py with the GIL
         # before it returns; on a busy host the kernel may hold it off there (runnable, holding the
