@@ -10,7 +10,7 @@ from __future__ import annotations
 from gilty.sampling.aggregate import aggregate_rows
 from gilty.sampling.session import NO_STACK, NO_SYSCALL, Session, TargetInfo
 
-HOLD, GC, WAIT, NATIVE, IDLE, UNKNOWN = range(6)
+HOLD, GC, WAIT, NATIVE, IDLE, UNKNOWN, CPU_WAIT = range(7)
 
 # x86_64 numbers, as the native syscall_name() would name them.
 FUTEX = 202

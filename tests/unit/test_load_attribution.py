@@ -3,7 +3,7 @@ the handler under each framework's dispatch frame, and lag spans found, measured
 
 from __future__ import annotations
 
-from synthetic import CLOCK_NANOSLEEP, EPOLL_WAIT, HOLD, IDLE, WAIT, BatchBuilder, make_session
+from synthetic import CLOCK_NANOSLEEP, CPU_WAIT, EPOLL_WAIT, HOLD, IDLE, WAIT, BatchBuilder, make_session
 
 from gilty.load.endpoints import FRAMEWORK, endpoint_table, handler_frame
 from gilty.load.eventloop import loop_lags, loop_threads
@@ -129,3 +129,21 @@ def test_a_console_script_entry_is_not_the_application():
     assert site_key(framework, PREFIXES)[:2] == ("h11_impl.handle", f"{SITE}/uvicorn/protocols/http/h11_impl.py")
     app = [("quote", f"{STDLIB}/urllib/parse.py", 893), ("build_url", "/srv/app.py", 12), *framework]
     assert site_key(app, PREFIXES) == ("quote", f"{STDLIB}/urllib/parse.py", 893, "build_url (/srv/app.py:12)")
+
+
+def test_a_loop_woken_at_its_selector_without_a_cpu_is_at_rest():
+    # A busy host: the loop thread woken at `select` and waiting for a CPU is not lag (no code of the
+    # program holds it), while a callback held off the CPU is charged as such, not as "unknown".
+    b = BatchBuilder(names={1: "MainThread"})
+    base = [("BaseEventLoop._run_once", f"{STDLIB}/asyncio/base_events.py", 1884)]
+    select = b.stack(("EpollSelector.select", f"{STDLIB}/selectors.py", 468), *base)
+    cpu = b.stack(("build_url", "/srv/app.py", 28), ("cpu", "/srv/app.py", 60),
+                  ("run_endpoint_function", f"{SITE}/fastapi/routing.py", 212), *base)
+    plan = [(IDLE, select, EPOLL_WAIT)] * 10 + [(CPU_WAIT, select)] * 8 + [(IDLE, select, EPOLL_WAIT)] * 10 \
+        + [(HOLD, cpu)] * 3 + [(CPU_WAIT, cpu)] * 4 + [(IDLE, select, EPOLL_WAIT)] * 10
+    (lag,) = loop_lags([make_session([b.batch([{1: p} for p in plan])])], threshold_s=0.05)
+    assert lag.spans == 1 and abs(lag.lag_s - 0.07) < 1e-6, lag
+    assert abs(lag.at_rest - 38 / 45) < 1e-6, lag.at_rest
+    doing = {c.doing: c.seconds for c in lag.culprits}
+    assert set(doing) == {"running Python", "waiting for a CPU"}, doing
+    assert all(c.site == "build_url (/srv/app.py:28)" for c in lag.culprits), lag.culprits

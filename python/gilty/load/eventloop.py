@@ -1,6 +1,7 @@
 """Event-loop lag of asyncio servers (uvicorn, gunicorn's uvicorn workers): the loop thread is the one
 whose stacks run ``BaseEventLoop._run_once``; it is *at rest* when its innermost frame is the
-selector's ``select`` (epoll_wait and friends) and it is not waiting for the GIL. A lag span is a
+selector's ``select`` (epoll_wait and friends, or woken there and waiting for a CPU) and it is not
+waiting for the GIL. A lag span is a
 stretch of consecutive sampling passes in which it was anywhere else: running callbacks, blocked in a
 call that should not block, or waiting for the GIL to come back from the selector. Spans longer than
 the threshold are reported with the Python code the loop was in meanwhile.
@@ -20,7 +21,7 @@ from typing import Optional
 from gilty.sampling.analysis.syscalls import idle_label
 from gilty.load.sites import is_library, library_prefixes, site_key
 from gilty.load.startup import startup_frame
-from gilty.sampling.session import GC, HOLDING_GIL, IDLE, NATIVE, NO_STACK, WAITING_GIL, Session
+from gilty.sampling.session import CPU_WAIT, GC, HOLDING_GIL, IDLE, NATIVE, NO_STACK, WAITING_GIL, Session
 
 DEFAULT_THRESHOLD_S = 0.02
 TOP_CULPRITS = 3
@@ -84,11 +85,15 @@ def _doing(session: Session, state: int, nr: int) -> str:
         return "native code"
     if state == IDLE:
         return f"blocked: {idle_label(session.syscall_label(nr))}"
+    if state == CPU_WAIT:
+        return "waiting for a CPU"
     return "unknown"
 
 
 def _at_rest(session: Session, state: int, stack_id: int) -> bool:
-    if state not in (IDLE, NATIVE) or stack_id == NO_STACK:
+    # Woken at its selector without a CPU (a busy host) is at rest too: no code of the program keeps the
+    # loop from its events; the host does, which the saturation line and `cpu_wait` report.
+    if state not in (IDLE, NATIVE, CPU_WAIT) or stack_id == NO_STACK:
         return False
     stack = session.stack(stack_id)
     return bool(stack) and _is_selector(stack[0])
