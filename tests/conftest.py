@@ -153,6 +153,18 @@ def note(interp, metric: str, value) -> None:
         _MEASURED[metric][interp.id if isinstance(interp, Interpreter) else str(interp)].append(value)
 
 
+# The interpreter that version-independent checks run on: each of them once, not per version.
+ONE_VERSION = "3.12"
+
+
+def one_version(interp, what: str) -> None:
+    """Skips unless ``interp`` is pyenv's 3.12, for a check that reads nothing version-specific (output
+    formats, CLI errors, process lifecycle, kernel behaviour): ``what`` says why it is such a check.
+    The version-specific reads it also touches are checked on every version by other tests."""
+    if interp.id.startswith("debian") or interp.minor_str != ONE_VERSION:
+        pytest.skip(f"{what}: checked on pyenv {ONE_VERSION} only (suite time)")
+
+
 def _interp_params() -> list:
     params = []
     for interp in INTERPRETERS:

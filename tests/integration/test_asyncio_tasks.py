@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import note, parse_json, run_gilty, running_target
+from conftest import note, one_version, parse_json, run_gilty, running_target
 from package_venvs import venv_python
 
 pytestmark = pytest.mark.interpreter
@@ -38,6 +38,9 @@ def tree(request, interp, tmp_path_factory):
     variant = request.param
     if variant == "eager" and interp.version[:2] < (3, 12):
         pytest.skip(f"eager tasks exist from 3.12 on; this is {interp.version_str}")
+    if variant == "uvloop":
+        # uvloop's tasks are the C tasks read on every version above; only its loop differs.
+        one_version(interp, "uvloop's loop is uvloop's, not the interpreter's")
     truth_path = tmp_path_factory.mktemp("asyncio") / "truth.json"
     flags = {"c": (), "python": ("--python-tasks",), "eager": ("--eager",), "uvloop": ("--uvloop",)}[variant]
     python = extras_python(interp) if variant == "uvloop" else interp

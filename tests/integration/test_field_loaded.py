@@ -153,7 +153,7 @@ def test_httpbin_sync_workers_beside_a_cpu_hog():
 def test_fastapi_uvicorn_workers_under_a_cgroup_quota(interp):
     if interp.id.startswith("debian") or interp.minor_str != "3.12":
         pytest.skip("one server under a quota is enough: checked on pyenv 3.12 only (suite time); "
-                    "the quota itself is checked per version in test_cpu_starved.py")
+                    "cpu_wait is checked per version in test_cpu_starved.py (a starved spinner), the quota on 3.12")
     python = venv_python(interp, "server", SERVER_PACKAGES, "import uvicorn, fastapi")
     port = free_port()
     with _quota_group(0.2) as group:

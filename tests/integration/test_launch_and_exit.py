@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import TARGETS, gilty_command, gilty_env, parse_json, run_gilty, thread_named
+from conftest import TARGETS, gilty_command, gilty_env, one_version, parse_json, run_gilty, thread_named
 from timing_reference import Pressure, assert_unless_busy
 
 pytestmark = pytest.mark.interpreter
@@ -71,6 +71,7 @@ def test_launch_mode_records_until_the_command_exits(interp):
 # Guards: a target that exits before --duration ends: the result must be printed and marked
 # partial (exit 8), not lost, not passed off as complete, and without a traceback.
 def test_pid_target_exiting_mid_record_gives_partial_result(interp, targets):
+    one_version(interp, "a target's exit is seen in /proc, not read from the interpreter")
     proc = targets(interp, SHORT_TARGET, PID_TARGET_RUN_S, PID_TARGET_LEFT_S)
     # Reap the target as soon as it exits, as a real parent would (no zombie left for gilty to see).
     reaper = threading.Thread(target=proc.popen.wait, daemon=True)
@@ -96,6 +97,7 @@ def test_pid_target_exiting_mid_record_gives_partial_result(interp, targets):
 # Guards: same as above, for a target whose parent has not reaped it yet (a zombie: /proc/PID exists
 # but has no memory): gilty must still notice the exit instead of sampling a ghost until --duration.
 def test_zombie_target_counts_as_exited(interp, targets):
+    one_version(interp, "a zombie is seen in /proc, not read from the interpreter")
     proc = targets(interp, SHORT_TARGET, PID_TARGET_RUN_S, PID_TARGET_LEFT_S)
     rc, out, err, took = record_until_target_exits(proc)
     assert rc == 8, f"exit {rc}; stderr:\n{err}"
