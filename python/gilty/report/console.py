@@ -62,6 +62,12 @@ def _header(summary: Summary, title: str) -> list:
         f"errors: {errors['torn_retried']} torn reads retried, {errors['torn_dropped']} dropped, "
         f"{errors['read_failed']} failed reads, {errors['late']} late samples"
     )
+    if "native_matched" in errors:
+        lines.append(
+            f"native stacks: {errors['native_matched']} samples with their C frames "
+            f"({errors['native_partial']} cut short at [unknown]), {errors['native_missing']} without "
+            f"(no same-moment kernel sample: Python frames only), {errors['native_lost']} kernel samples lost"
+        )
     from gilty.report.console_processes import rate_warning
 
     warning = rate_warning(session)

@@ -11,7 +11,7 @@ from gilty.sampling.analysis import Summary, summarise
 from gilty.sampling.analysis.syscalls import idle_kind
 from gilty.sampling.processes import roles
 from gilty.report import dump, task_view
-from gilty.sampling.session import IDLE, STATE_NAMES, Recording, Session
+from gilty.sampling.session import ERROR_KEYS, IDLE, NATIVE_ERROR_KEYS, STATE_NAMES, Recording, Session
 
 # Shared with gilty dump's JSON (defined there so that `gilty dump` imports nothing heavy).
 FORMAT_VERSION = dump.FORMAT_VERSION
@@ -204,7 +204,7 @@ def report(session: Session, summary: Optional[Summary] = None, recording: Optio
         "requested_duration_s": session.requested_duration_s,
         "rate_hz": session.rate_hz,
         "samples": session.samples,
-        "errors": {key: int(errors[key]) for key in ("torn_retried", "torn_dropped", "read_failed", "late")},
+        "errors": {key: int(errors[key]) for key in ERROR_KEYS + NATIVE_ERROR_KEYS if key in errors},
         "partial": session.partial,
         "partial_reason": session.partial_reason,
         "stopped_by": session.stopped_by,
