@@ -83,7 +83,7 @@ def _header(summary: Summary, title: str) -> list:
 
 
 def _functions_section(summary: Summary) -> list:
-    lines = ["Top functions (innermost Python frame, share of the thread's samples)"]
+    lines = ["Top functions (innermost frame, C with --native; share of the thread's samples)"]
     for t in summary.threads:
         lines.append(f"  {t.name} (tid {t.tid})")
         for f in t.top_functions:

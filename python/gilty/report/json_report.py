@@ -8,6 +8,7 @@ import json
 from typing import Callable, Optional
 
 from gilty.sampling.analysis import Summary, summarise
+from gilty.sampling.native_frames import is_native, native_offset
 from gilty.sampling.analysis.syscalls import idle_kind
 from gilty.sampling.processes import roles
 from gilty.report import dump, task_view
@@ -32,6 +33,14 @@ def _distribution(d: dict) -> dict:
         "max_s": _round(d["max_s"]),
         "log2_hist_ns": {str(lo): n for lo, n in sorted(d["log2_hist_ns"].items())},
     }
+
+
+def _native_keys(prefix: str, line) -> dict:
+    """A C frame of `record --native` (`native_frames`): ``native`` true and its ``offset`` in its
+    library (``file``); nothing for a Python frame."""
+    if not is_native(line):
+        return {}
+    return {f"{prefix}native": True, f"{prefix}offset": native_offset(line)}
 
 
 def _exact_thread(e) -> Optional[dict]:
@@ -149,11 +158,12 @@ def _thread(t, exact=None, pid=None, session: Optional[Session] = None, frame_id
             {
                 "function": f.function,
                 "file": f.file,
-                "line": f.line,
+                "line": None if is_native(f.line) else f.line,
                 "fraction": _round(f.fraction),
                 "state": f.state,
                 "handling_exception_share": _round(f.handling_share),
-                "position": _position(session, frame_ids, f),
+                "position": None if is_native(f.line) else _position(session, frame_ids, f),
+                **_native_keys("", f.line),
             }
             for f in t.top_functions
         ],
@@ -163,8 +173,9 @@ def _thread(t, exact=None, pid=None, session: Optional[Session] = None, frame_id
                 "holder_name": b.holder_name,
                 "holder_function": b.holder_function,
                 "holder_file": b.holder_file,
-                "holder_line": b.holder_line,
+                "holder_line": None if is_native(b.holder_line) else b.holder_line,
                 "fraction": _round(b.fraction),
+                **_native_keys("holder_", b.holder_line),
             }
             for b in t.blame
         ],

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 
+from gilty.sampling.native_frames import frame_text
 from gilty.sampling.thread_states import STATE_NAMES, UNKNOWN
 
 TYPE_CHECKING = False
@@ -128,25 +129,10 @@ def thread_label(session: Session, tid: int) -> str:
     return f"{session.thread_name(tid)} (tid {tid})"
 
 
-def is_native(frame: tuple) -> bool:
-    """A C frame of ``record --native``: its line is ``-1 - offset`` (a Python frame's never is negative)."""
-    return frame[2] < 0
-
-
-def native_offset(frame: tuple) -> int:
-    """A C frame's offset in its file: its function's start, or its own address without a symbol."""
-    return -1 - frame[2]
-
-
 def frame_label(frame: tuple) -> str:
-    """``function (file:line)``, the py-spy / flamegraph.pl habit; a C frame ``function (library+0xOFFSET)``,
-    as `gilty dump --native` shows it (``library+0xOFFSET`` alone without a symbol, ``[unknown]``)."""
-    function, file, line = frame
-    if line < 0:
-        if not file or function.startswith(f"{file}+0x"):
-            return function
-        return f"{function} ({file}+{native_offset(frame):#x})"
-    return f"{function} ({file}:{line})"
+    """``function (file:line)``, the py-spy / flamegraph.pl habit; a C frame of ``record --native``
+    ``function (library+0xOFFSET)``, as `gilty dump --native` shows it (``native_frames``)."""
+    return frame_text(*frame)
 
 
 def stack_labels(session: Session, stack_id: int) -> list:

@@ -562,7 +562,8 @@ def check_loaded(session: Session) -> None:
     for frame_id, frame in session.frames.items():
         if len(frame) != 3 or not isinstance(frame[0], str) or not isinstance(frame[1], str):
             raise ValueError(f"frame {frame_id} is not (function, file, line)")
-        _whole(frame[2], f"frame {frame_id}'s line", -1)
+        # A C frame of `record --native` has a line of -2 or less (`native_frames`).
+        _whole(frame[2], f"frame {frame_id}'s line", -(2**31))
     for stack_id, stack in session.stacks.items():
         if any(f not in session.frames for f in stack):
             raise ValueError(f"stack {stack_id} names a frame that is not in the recording")

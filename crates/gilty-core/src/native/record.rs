@@ -6,7 +6,9 @@
 //! - a running thread: a kernel sample (`perf.rs`, one task-clock event per thread, opened as threads
 //!   appear) stamped between the start of the thread's read in the previous pass and the end of its
 //!   read in this one, both reads giving the same frames, the same evaluation-loop calls and the
-//!   innermost frame at the same instruction;
+//!   innermost frame at the same instruction (or, while every read since gave that stack, a sample
+//!   since the first of them); with no new sample, the run's last one while the thread has had less
+//!   than a sampling period of CPU time since it (the kernel samples per CPU time: none is due);
 //! - a thread blocked in a system call: its registers and stack memory from `/proc` (`blocked.rs`),
 //!   with its CPU time unchanged from before its Python read to after the native read (it did not run
 //!   in between). Kept while its CPU time and Python stack stay the same: nothing can have moved.
@@ -33,14 +35,15 @@ const MAPS_EVERY: Duration = Duration::from_secs(1);
 /// `[unknown]`, counted as partial).
 const STACK_BYTES: u32 = 32 * 1024;
 
-/// A native frame's `Frame::line`: `-1 - offset` (always negative; a Python frame's line never is).
-/// The offset is the function's start in its file, or the address's own where the file has no symbol.
+/// A native frame's `Frame::line`: `-2 - offset`, so at most -2 (a Python frame's line is at least -1,
+/// its "no line"). The offset is the function's start in its file, or the address's own where the
+/// file has no symbol.
 pub fn native_line(offset: u64) -> i32 {
-    -1 - (offset.min(i32::MAX as u64 - 1) as i32)
+    -2 - (offset.min(i32::MAX as u64 - 2) as i32)
 }
 
 pub fn is_native(f: &Frame) -> bool {
-    f.line < 0
+    f.line <= -2
 }
 
 /// A Python stack as one pass read it, with what the same-moment checks compare.
@@ -75,6 +78,13 @@ pub struct NativeCounts {
 /// What a match gives: the mixed stack and whether its unwind stopped early.
 pub type Mixed = (Vec<MixedFrame>, bool);
 
+/// A run of passes whose reads of one thread gave the same stack, and the last mixed stack joined in it
+/// with the thread's CPU time at the read that took it.
+struct Run {
+    start_ns: u64,
+    last: Option<(Arc<Mixed>, u64)>,
+}
+
 struct BlockedKept {
     run_ns: u64,
     py_stack: u32,
@@ -90,6 +100,8 @@ pub struct NativeRecorder {
     drained: Vec<PerfSample>,
     prev: HashMap<i32, PyRead>,
     kept: HashMap<i32, BlockedKept>,
+    runs: HashMap<i32, Run>,
+    period_ns: u64,
     tids: Vec<i32>,
     last_maps: Instant,
     pub counts: NativeCounts,
@@ -112,6 +124,8 @@ impl NativeRecorder {
             drained: Vec::new(),
             prev: HashMap::new(),
             kept: HashMap::new(),
+            runs: HashMap::new(),
+            period_ns,
             tids: Vec::new(),
             last_maps: Instant::now(),
             counts: NativeCounts::default(),
@@ -139,6 +153,7 @@ impl NativeRecorder {
         self.perf.retain(tids);
         self.prev.retain(|t, _| tids.contains(t));
         self.kept.retain(|t, _| tids.contains(t));
+        self.runs.retain(|t, _| tids.contains(t));
         self.tids = tids.to_vec();
     }
 
@@ -162,6 +177,7 @@ impl NativeRecorder {
     /// A thread without a Python stack this pass: its last read no longer brackets anything.
     pub fn forget(&mut self, tid: i32) {
         self.prev.remove(&tid);
+        self.runs.remove(&tid);
     }
 
     /// The mixed stack of `tid` at this pass's read, or None (counted as missing).
@@ -182,19 +198,36 @@ impl NativeRecorder {
     }
 
     fn running(&mut self, tid: i32, read: &PyRead) -> Option<Arc<Mixed>> {
-        let prev = self.prev.get(&tid)?;
-        read.top?;
-        let same = prev.top == read.top && prev.ends == read.ends && (Arc::ptr_eq(&prev.frames, &read.frames) || prev.frames == read.frames);
-        if !same {
+        let same = self.prev.get(&tid).filter(|prev| {
+            read.top.is_some() && prev.top == read.top && prev.ends == read.ends && (Arc::ptr_eq(&prev.frames, &read.frames) || prev.frames == read.frames)
+        });
+        let Some(prev) = same else {
+            self.runs.remove(&tid);
             return None;
-        }
-        let (from, to) = (prev.start_ns, read.end_ns);
+        };
+        // Every read since the run's start gave this stack: a sample anywhere in it lies between two
+        // equal reads.
+        let run = self.runs.entry(tid).or_insert(Run { start_ns: prev.start_ns, last: None });
+        let (from, to) = (run.start_ns, read.end_ns);
         // The latest sample inside the bracket: the nearest to the stack the pass reports.
-        let v = self.samples.get_mut(&tid)?;
-        let i = v.iter().rposition(|s| s.time_ns >= from && s.time_ns <= to)?;
-        let regs = v[i].regs;
-        let stack = std::mem::take(&mut v[i].stack);
-        self.merged(regs, &stack, read).map(Arc::new)
+        let fresh = self.samples.get_mut(&tid).and_then(|v| {
+            let i = v.iter().rposition(|s| s.time_ns >= from && s.time_ns <= to)?;
+            Some((v[i].regs, std::mem::take(&mut v[i].stack)))
+        });
+        if let Some((regs, stack)) = fresh {
+            let got = self.merged(regs, &stack, read).map(Arc::new);
+            if let (Some(m), Some(run)) = (&got, self.runs.get_mut(&tid)) {
+                run.last = read.run_ns_before.map(|cpu| (Arc::clone(m), cpu));
+            }
+            return got;
+        }
+        // No sample since the last pass: the kernel samples every `period_ns` of the thread's CPU
+        // time, so a thread that has run less than that since the run's last sample (it waited for
+        // a CPU) has none newer; that one, of the same Python stack, stands for it.
+        let run = self.runs.get(&tid)?;
+        let (m, cpu_then) = run.last.as_ref()?;
+        let cpu_now = read.run_ns_before?;
+        (cpu_now.saturating_sub(*cpu_then) < self.period_ns).then(|| Arc::clone(m))
     }
 
     fn blocked(&mut self, interp: &Interpreter, tid: i32, read: &PyRead) -> Option<Arc<Mixed>> {
@@ -220,7 +253,14 @@ impl NativeRecorder {
         let (addrs, complete) = self.unwinder.unwind(regs, regs.sp, stack);
         let raw: Vec<u64> = addrs.iter().map(|a| a.address()).collect();
         self.unwinder.ensure_known(&raw);
-        let native: Vec<NativeFrame> = addrs.into_iter().map(|a| self.unwinder.symbolize_function(a)).collect();
+        let mut native: Vec<NativeFrame> = addrs.into_iter().map(|a| self.unwinder.symbolize_function(a)).collect();
+        let mut complete = complete;
+        if native.first().is_some_and(|f| f.library.is_none()) {
+            // The thread runs code in no file (JIT-like anonymous memory, a library gone): the frames
+            // framehop finds beyond it are a frame-pointer guess, not trusted.
+            native.truncate(1);
+            complete = false;
+        }
         let files: Vec<&str> = self.interp_files.iter().map(|s| s.as_str()).collect();
         match merge(&native, &read.frames, &read.ends, &files) {
             Ok(m) => Some((m, false)),
@@ -255,13 +295,13 @@ mod tests {
 
     #[test]
     fn native_lines_are_negative_and_reversible() {
-        assert_eq!(native_line(0), -1);
-        assert_eq!(native_line(0x1181), -1 - 0x1181);
+        assert_eq!(native_line(0), -2);
+        assert_eq!(native_line(0x1181), -2 - 0x1181);
         assert!(native_line(u64::MAX) < 0);
         let f = as_frame(&MixedFrame::Native(NativeFrame { function: Some("inner_spin".into()), library: Some("/tmp/x/ext.so".into()), offset: 0x1181 }));
-        assert_eq!((f.function.as_str(), f.file.as_str(), f.line), ("inner_spin", "ext.so", -1 - 0x1181));
+        assert_eq!((f.function.as_str(), f.file.as_str(), f.line), ("inner_spin", "ext.so", -2 - 0x1181));
         assert!(is_native(&f));
         let unknown = as_frame(&MixedFrame::Native(NativeFrame { function: None, library: None, offset: 0x7fff_0000_1234 }));
-        assert_eq!((unknown.function.as_str(), unknown.file.as_str(), unknown.line), ("[unknown]", "", -1));
+        assert_eq!((unknown.function.as_str(), unknown.file.as_str(), unknown.line), ("[unknown]", "", -2));
     }
 }
