@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 
 import pytest
 
@@ -86,8 +85,10 @@ def test_c_chain_under_calling_line(interp, ext_dir, mode, tmp_path):
     # sample fell between two equal reads (the thread waited for a CPU, or passed between calls).
     assert share >= 0.3, f"only {share:.0%} of the spinner's samples have a native part"
     errors = report["errors"]
-    python_only = sum(n for _, st, n in spinner if st and not any(is_native(f) for f in st))
-    assert errors["native_matched"] >= have and errors["native_missing"] >= python_only
+    # Every sample with a Python stack was either joined (some with no C frame left after the merge:
+    # the thread was in Python code) or counted as missing.
+    with_python = sum(n for _, st, n in spinner if st)
+    assert errors["native_matched"] >= have and errors["native_matched"] + errors["native_missing"] >= with_python
     # The library offset is kept: the C frames are function starts inside the extension.
     top = next(st for _, st, _ in with_native if chain_under_line(st, call_line))[0]
     assert top[1].startswith("native_chain") and -2 - top[2] > 0
@@ -177,24 +178,3 @@ def test_hazards_never_crash(interp, ext_dir, hazard, tmp_path):
         tids = {tid for tid, _, _, _ in p["counts"]}
         assert len(tids) >= 4, f"threads seen: {p['thread_names']}"
 
-
-def test_refused_perf_is_one_line(interp, ext_dir):
-    """Without permission for perf events: one line saying what to change, exit 6, no fallback."""
-    if interp.id != "3.12.1":
-        pytest.skip("the error path is version-independent: checked on pyenv 3.12 only (suite time)")
-    if os.geteuid() != 0 or not os.path.exists("/usr/sbin/setpriv") and not os.path.exists("/usr/bin/setpriv"):
-        pytest.skip("needs root (to drop CAP_PERFMON and CAP_SYS_ADMIN) and setpriv")
-    with open("/proc/sys/kernel/perf_event_paranoid") as f:
-        paranoid = int(f.read())
-    if paranoid < 2:
-        pytest.skip(f"kernel.perf_event_paranoid={paranoid}: an unprivileged process may sample its own user")
-    from conftest import gilty_command, gilty_env
-
-    with running_target(interp, SCRIPT, str(ext_dir), "release") as proc:
-        done = subprocess.run(["setpriv", "--inh-caps=-all", "--bounding-set=-all", "--", *gilty_command(), "record", "--pid", str(proc.pid),
-                               "--native", "--duration", "0.5"], capture_output=True, text=True, timeout=60, env=gilty_env())
-    err = done.stderr.strip().splitlines()
-    if done.returncode != 0 and any("ptrace" in ln or "Operation not permitted" in ln and "perf" not in ln for ln in err):
-        pytest.skip(f"reading the target needs the dropped capabilities too: {err[-1] if err else ''}")
-    assert done.returncode == 6, (done.returncode, done.stderr)
-    assert len(err) == 1 and "perf_event_paranoid" in err[0] and "CAP_PERFMON" in err[0], err
