@@ -4,22 +4,24 @@
 
 The target (built here: tests/targets/native_chain/ by gcc, as the tests build it) calls a C
 function in a loop (`native_chain.outer`, ~50 us a call, the GIL held) and counts its calls over a
-window of `--seconds` that starts once the profiler is attached. Each condition (unsampled; gilty;
-py-spy; at 100 and 1000 Hz) runs `--repeats` times, interleaved, each on a fresh target; the
-medians are printed. Figures:
+window of `--seconds` that starts once the profiler is attached. Each run starts two identical
+targets at once, profiles one and compares it with the other (the control), so that the machine's
+other load weighs on both. Each condition (unprofiled, which gives the noise; gilty; py-spy; at
+100 and 1000 Hz) runs `--repeats` times, interleaved; the medians are printed. Figures:
 
-- calls/s: the target's throughput over wall time (py-spy stops the target with ptrace per sample);
-- calls per CPU-s: over the target's own CPU time (the kernel's stack copy for a perf sample is
-  charged to the target's CPU time, so in-kernel sampling cost shows here);
-- slowdown: 1 - calls/s / unsampled calls/s; CPU lost: 1 - calls per CPU-s / unsampled's;
+- calls/s: the profiled target's throughput over wall time (py-spy stops it with ptrace per sample);
+- calls per CPU-s: over its own CPU time (the kernel's stack copy for a perf sample is charged to
+  the target's CPU time, so in-kernel sampling cost shows here);
+- slowdown: 1 - its calls/s / the control's; CPU lost: 1 - its calls per CPU-s / the control's;
 - profiler CPU: the profiler's CPU time over the window, as a share of one CPU.
+
+`--python-only` adds gilty without `--native`, to tell what the C frames add to gilty's own cost.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -65,12 +67,18 @@ def cpu_s(pid: int) -> float:
 
 
 def one_run(python: str, ext: str, seconds: float, tool: str, rate: int, scratch: str) -> dict:
-    target = subprocess.Popen([python, "-c", TARGET, ext, str(seconds)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    assert target.stdout.readline().strip() == "ready"
+    # Two identical targets run at once: one profiled, one not. The machine's other load, CPU
+    # frequency and the sibling hyperthread weigh on both alike, so their ratio is the cost.
+    target, control = (subprocess.Popen([python, "-c", TARGET, ext, str(seconds)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                       for _ in range(2))
+    for t in (target, control):
+        assert t.stdout.readline().strip() == "ready"
     prof = None
-    if tool == "gilty":
-        cmd = [os.path.join(VENV_BIN, "gilty"), "record", "--pid", str(target.pid), "--native", "--rate", str(rate),
+    if tool in ("gilty", "gilty-python"):
+        cmd = [os.path.join(VENV_BIN, "gilty"), "record", "--pid", str(target.pid), "--rate", str(rate),
                "--duration", str(seconds + 3), "-o", os.path.join(scratch, "g.json")]
+        if tool == "gilty":
+            cmd.append("--native")
     elif tool == "py-spy":
         cmd = [os.path.join(VENV_BIN, "py-spy"), "record", "--native", "--pid", str(target.pid), "--rate", str(rate),
                "--duration", str(int(seconds + 3)), "--format", "raw", "-o", os.path.join(scratch, "p.txt")]
@@ -78,29 +86,37 @@ def one_run(python: str, ext: str, seconds: float, tool: str, rate: int, scratch
         prof = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         time.sleep(2.0)  # attached and sampling
     prof_cpu0 = cpu_s(prof.pid) if prof else 0.0
-    target.stdin.write("go\n")
-    target.stdin.flush()
+    for t in (target, control):
+        t.stdin.write("go\n")
+        t.stdin.flush()
     n, wall, cpu = target.stdout.readline().split()
     prof_cpu = (cpu_s(prof.pid) - prof_cpu0) if prof else 0.0
-    target.kill()
-    target.wait()
+    n0, wall0, cpu0 = control.stdout.readline().split()
+    for t in (target, control):
+        t.kill()
+        t.wait()
     err = ""
     if prof:
         _, err = prof.communicate(timeout=60)
     if prof and prof.returncode not in (0, 8):  # 8: gilty's "target exited before the duration"
         sys.exit(f"{tool} exited {prof.returncode}: {err.strip()[-500:]}")
-    return {"calls_s": int(n) / float(wall), "calls_cpu_s": int(n) / float(cpu), "prof_cpu": prof_cpu / float(wall)}
+    return {"calls_s": int(n) / float(wall), "calls_cpu_s": int(n) / float(cpu), "prof_cpu": prof_cpu / float(wall),
+            "slowdown": 1 - (int(n) / float(wall)) / (int(n0) / float(wall0)),
+            "cpu_lost": 1 - (int(n) / float(cpu)) / (int(n0) / float(cpu0))}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--python", default=shutil.which("python3.12") or os.path.expanduser("~/.pyenv/versions/3.12.1/bin/python3"))
+    ap.add_argument("--python", default=os.path.expanduser("~/.pyenv/versions/3.12.1/bin/python3"))
     ap.add_argument("--seconds", type=float, default=4.0)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--python-only", action="store_true", help="also gilty without --native (what the C frames add)")
     args = ap.parse_args()
     if not os.path.exists(os.path.join(VENV_BIN, "py-spy")):
         sys.exit("py-spy is not installed in this venv (make setup)")
     conditions = [("none", 0), ("gilty", 100), ("py-spy", 100), ("gilty", 1000), ("py-spy", 1000)]
+    if args.python_only:
+        conditions[1:1] = [("gilty-python", 100), ("gilty-python", 1000)]
     results: dict = {c: [] for c in conditions}
     with tempfile.TemporaryDirectory() as scratch:
         build(args.python, scratch)
@@ -108,17 +124,15 @@ def main() -> None:
             for tool, rate in conditions:
                 results[(tool, rate)].append(one_run(args.python, scratch, args.seconds, tool, rate, scratch))
     med = {c: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for c, rs in results.items()}
-    base = med[("none", 0)]
     print(f"target: {args.python}, {args.seconds:g} s windows, {args.repeats} interleaved repeats, load {os.getloadavg()[0]:.1f}")
-    print(f"{'condition':<16}{'calls/s':>10}{'slowdown':>10}{'calls/CPU-s':>13}{'CPU lost':>10}{'profiler CPU':>14}")
+    print(f"{'condition':<20}{'calls/s':>10}{'slowdown':>10}{'calls/CPU-s':>13}{'CPU lost':>10}{'profiler CPU':>14}")
     for (tool, rate), m in med.items():
-        name = "unsampled" if tool == "none" else f"{tool} {rate} Hz"
-        slow = 1 - m["calls_s"] / base["calls_s"]
-        lost = 1 - m["calls_cpu_s"] / base["calls_cpu_s"]
-        print(f"{name:<16}{m['calls_s']:>10.0f}{slow:>10.1%}{m['calls_cpu_s']:>13.0f}{lost:>10.1%}{m['prof_cpu']:>14.1%}")
+        name = "unsampled" if tool == "none" else f"{tool} {rate} Hz".replace("gilty-python", "gilty, no C")
+        slow, lost = m["slowdown"], m["cpu_lost"]
+        print(f"{name:<20}{m['calls_s']:>10.0f}{slow:>10.1%}{m['calls_cpu_s']:>13.0f}{lost:>10.1%}{m['prof_cpu']:>14.1%}")
     for rate in (100, 1000):
-        g = 1 - med[("gilty", rate)]["calls_s"] / base["calls_s"]
-        p = 1 - med[("py-spy", rate)]["calls_s"] / base["calls_s"]
+        g = med[("gilty", rate)]["slowdown"]
+        p = med[("py-spy", rate)]["slowdown"]
         print(f"{rate} Hz: gilty's slowdown / py-spy's = {g / p if p > 0 else float('nan'):.2f}")
 
 

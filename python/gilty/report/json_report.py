@@ -36,11 +36,13 @@ def _distribution(d: dict) -> dict:
 
 
 def _native_keys(prefix: str, line) -> dict:
-    """A C frame of `record --native` (`native_frames`): ``native`` true and its ``offset`` in its
-    library (``file``); nothing for a Python frame."""
-    if not is_native(line):
-        return {}
-    return {f"{prefix}native": True, f"{prefix}offset": native_offset(line)}
+    """Whether a frame is a C frame of `record --native` (`native_frames`), and its offset in its
+    library (``file``); null for a Python frame."""
+    native = is_native(line)
+    return {f"{prefix}native": native, f"{prefix}offset": native_offset(line) if native else None}
+
+
+
 
 
 def _exact_thread(e) -> Optional[dict]:
@@ -215,6 +217,7 @@ def report(session: Session, summary: Optional[Summary] = None, recording: Optio
         "requested_duration_s": session.requested_duration_s,
         "rate_hz": session.rate_hz,
         "samples": session.samples,
+        # The native counts only for a recording made with --native.
         "errors": {key: int(errors[key]) for key in ERROR_KEYS + NATIVE_ERROR_KEYS if key in errors},
         "partial": session.partial,
         "partial_reason": session.partial_reason,
