@@ -13,7 +13,10 @@ other load weighs on both. Each condition (unprofiled, which gives the noise; gi
 - calls per CPU-s: over its own CPU time (the kernel's stack copy for a perf sample is charged to
   the target's CPU time, so in-kernel sampling cost shows here);
 - slowdown: 1 - its calls/s / the control's; CPU lost: 1 - its calls per CPU-s / the control's;
-- profiler CPU: the profiler's CPU time over the window, as a share of one CPU.
+- profiler CPU: the profiler's CPU time over the window, as a share of one CPU;
+- kernel: the profiled target's system CPU time beyond the control's, as a share of its CPU time:
+  the work the kernel does in the target for the profiler (perf samples' stack copies, ptrace stops),
+  little disturbed by the machine's other load (the target itself makes no system calls in the window).
 
 `--python-only` adds gilty without `--native`, to tell what the C frames add to gilty's own cost.
 """
@@ -40,12 +43,13 @@ sys.path.insert(0, sys.argv[1])
 import native_chain
 print("ready", flush=True)
 sys.stdin.readline()
-t0 = time.monotonic(); c0 = time.process_time()
+t0 = time.monotonic(); c0 = os.times()
 end = t0 + float(sys.argv[2]); n = 0
 while time.monotonic() < end:
     native_chain.outer(40_000, False)
     n += 1
-print(n, time.monotonic() - t0, time.process_time() - c0, flush=True)
+c1 = os.times()
+print(n, time.monotonic() - t0, c1.user - c0.user + c1.system - c0.system, c1.system - c0.system, flush=True)
 """
 
 
@@ -89,9 +93,9 @@ def one_run(python: str, ext: str, seconds: float, tool: str, rate: int, scratch
     for t in (target, control):
         t.stdin.write("go\n")
         t.stdin.flush()
-    n, wall, cpu = target.stdout.readline().split()
+    n, wall, cpu, sys_cpu = target.stdout.readline().split()
     prof_cpu = (cpu_s(prof.pid) - prof_cpu0) if prof else 0.0
-    n0, wall0, cpu0 = control.stdout.readline().split()
+    n0, wall0, cpu0, sys0 = control.stdout.readline().split()
     for t in (target, control):
         t.kill()
         t.wait()
@@ -102,7 +106,15 @@ def one_run(python: str, ext: str, seconds: float, tool: str, rate: int, scratch
         sys.exit(f"{tool} exited {prof.returncode}: {err.strip()[-500:]}")
     return {"calls_s": int(n) / float(wall), "calls_cpu_s": int(n) / float(cpu), "prof_cpu": prof_cpu / float(wall),
             "slowdown": 1 - (int(n) / float(wall)) / (int(n0) / float(wall0)),
-            "cpu_lost": 1 - (int(n) / float(cpu)) / (int(n0) / float(cpu0))}
+            "cpu_lost": 1 - (int(n) / float(cpu)) / (int(n0) / float(cpu0)),
+            "kernel": (float(sys_cpu) - float(sys0) * float(cpu) / float(cpu0)) / float(cpu)}
+
+
+def quartiles(values: list) -> tuple:
+    if len(values) < 4:
+        return min(values), max(values)
+    q = statistics.quantiles(values, n=4)
+    return q[0], q[2]
 
 
 def main() -> None:
@@ -125,11 +137,14 @@ def main() -> None:
                 results[(tool, rate)].append(one_run(args.python, scratch, args.seconds, tool, rate, scratch))
     med = {c: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for c, rs in results.items()}
     print(f"target: {args.python}, {args.seconds:g} s windows, {args.repeats} interleaved repeats, load {os.getloadavg()[0]:.1f}")
-    print(f"{'condition':<20}{'calls/s':>10}{'slowdown':>10}{'calls/CPU-s':>13}{'CPU lost':>10}{'profiler CPU':>14}")
+    print(f"{'condition':<20}{'calls/s':>10}{'slowdown':>10}{'calls/CPU-s':>13}{'CPU lost':>10}{'profiler CPU':>14}"
+          f"{'slowdown IQR':>20}{'CPU lost IQR':>20}{'kernel':>9}")
     for (tool, rate), m in med.items():
         name = "unsampled" if tool == "none" else f"{tool} {rate} Hz".replace("gilty-python", "gilty, no C")
         slow, lost = m["slowdown"], m["cpu_lost"]
-        print(f"{name:<20}{m['calls_s']:>10.0f}{slow:>10.1%}{m['calls_cpu_s']:>13.0f}{lost:>10.1%}{m['prof_cpu']:>14.1%}")
+        spread = [quartiles([r[k] for r in results[(tool, rate)]]) for k in ("slowdown", "cpu_lost")]
+        print(f"{name:<20}{m['calls_s']:>10.0f}{slow:>10.1%}{m['calls_cpu_s']:>13.0f}{lost:>10.1%}{m['prof_cpu']:>14.1%}"
+              + "".join(f"{f'{lo:.1%} .. {hi:.1%}':>20}" for lo, hi in spread) + f"{m['kernel']:>9.2%}")
     for rate in (100, 1000):
         g = med[("gilty", rate)]["slowdown"]
         p = med[("py-spy", rate)]["slowdown"]
