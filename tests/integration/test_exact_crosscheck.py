@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.interpreter, pytest.mark.perf]
 BT_SCRIPT = REPO / "tests" / "bpftrace" / "gil_times.bt"
 DURATION_S = 4.0
 RATE_HZ = 1000
-TOLERANCE = 0.02  # fractions of each tool's window
+TOLERANCE = 0.01  # fractions of each tool's window (measured agreement: within 0.001)
 BT_ATTACH_TIMEOUT_S = 60.0
 
 
@@ -140,9 +140,12 @@ def fractions(report: dict, maps: dict) -> dict:
         e = t["exact"]
         if not e:
             continue
+        # bpftrace's wait is all of take_gil; gilty splits off the time in it while no thread held
+        # the GIL (the waiter had no CPU yet: `wait_unheld_s`, docs/exact.md), so both parts are summed.
+        wall = report["exact_overhead"]["wall_s"]
         out[t["name"]] = {
             "hold": (e["hold_fraction"], maps.get("@hold_ns", {}).get(t["tid"], 0) / window),
-            "wait": (e["wait_fraction"], maps.get("@wait_ns", {}).get(t["tid"], 0) / window),
+            "wait": (e["wait_fraction"] + e["wait_unheld_s"] / wall, maps.get("@wait_ns", {}).get(t["tid"], 0) / window),
         }
     return out
 

@@ -5,7 +5,7 @@ import json
 
 from synthetic import HOLD, IDLE, WAIT, BatchBuilder, target
 
-from gilty.sampling.processes import ProcessTracker, roles
+from gilty.sampling.processes import ProcessTracker, roles, roles_of
 from gilty.report import console, console_processes, json_report
 from gilty.sampling.session import Recording, Session
 
@@ -278,3 +278,16 @@ def test_commands_cut_alike_show_what_tells_them_apart():
     rows = text.splitlines()[heading + 2: heading + 4]
     assert rows[0].endswith("-Q mail") and rows[1].endswith("-Q billing"), rows
     assert max(len(line) for line in text.splitlines()) <= console_processes.REPORT_WIDTH
+
+
+def test_roles_of_spawned_workers_differ_only_in_numbers():
+    # uvicorn --workers 2: multiprocessing's spawn gives each worker its own pipe handle; the
+    # resource tracker is another kind of child.
+    spawn = "/v/bin/python -c from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd={}, pipe_handle={}) --multiprocessing-fork"
+    members = [(10, 1, "/v/bin/python -m uvicorn app:app --workers 2"),
+               (11, 10, "/v/bin/python -c from multiprocessing.resource_tracker import main;main(4)"),
+               (12, 10, spawn.format(5, 7)), (13, 10, spawn.format(5, 9)),
+               (20, 1, "/v/bin/python pool.py"), (21, 20, spawn.format(3, 8)),
+               (30, 1, "/v/bin/python main.py"), (31, 30, "/usr/bin/git status 1"), (32, 30, "/usr/bin/git log 2")]
+    assert roles_of(members) == {10: "master", 11: "child", 12: "worker", 13: "worker", 20: "master", 21: "worker",
+                                 30: "master", 31: "child", 32: "child"}

@@ -42,7 +42,7 @@ pub(crate) fn paranoid_level() -> String {
 
 pub(crate) fn permission_denied(what: &str) -> TraceError {
     TraceError::PermissionDenied(format!(
-        "not permitted to {what} (need root or CAP_PERFMON; kernel.perf_event_paranoid={})",
+        "not permitted to {what} (need root or CAP_PERFMON; kernel.perf_event_paranoid={}; in a container, perf_event_open allowed by its seccomp profile)",
         paranoid_level()
     ))
 }

@@ -6,6 +6,7 @@ the roles shown in reports, and the hint that busy Python children were left out
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from typing import Callable, Optional, TextIO
@@ -79,12 +80,20 @@ def roles(recording: Recording) -> dict:
     return roles_of([(s.target.pid, s.target.ppid, s.target.cmdline) for s in recording.sessions])
 
 
+_DIGITS = re.compile(r"\d+")
+# The command line of a child started by multiprocessing's spawn method: it runs its parent's code.
+_SPAWNED = "from multiprocessing.spawn import spawn_main"
+
+
 def roles_of(members: list) -> dict:
     """Roles of (pid, ppid, cmdline) triples: a process with a listed child is a master; a child with
     its parent's or a sibling's command line (a forked worker, a pool of workers) is a worker; any
     other child is a child; the rest are main. ``gilty serve`` uses it without a Recording."""
     by_pid = {pid: (ppid, cmdline) for pid, ppid, cmdline in members}
     parents = {ppid for ppid, _ in by_pid.values()}
+    # Spawned workers differ only in numbers (multiprocessing's `spawn_main(tracker_fd=5, pipe_handle=9)`
+    # under uvicorn --workers or a spawn Pool), so siblings are compared with their numbers masked.
+    shape = {pid: _DIGITS.sub("#", cmdline or "") for pid, (_pp, cmdline) in by_pid.items()}
     out = {}
     for pid, (ppid, cmdline) in by_pid.items():
         parent = by_pid.get(ppid) if ppid else None
@@ -92,8 +101,9 @@ def roles_of(members: list) -> dict:
             out[pid] = "master"
         elif parent is not None:
             same = bool(cmdline) and cmdline == parent[1]
-            twins = bool(cmdline) and any(p != pid and pp == ppid and c == cmdline for p, (pp, c) in by_pid.items())
-            out[pid] = "worker" if same or twins else "child"
+            twins = bool(cmdline) and any(p != pid and pp == ppid and shape[p] == shape[pid] for p, (pp, _c) in by_pid.items())
+            spawned = bool(cmdline) and _SPAWNED in cmdline
+            out[pid] = "worker" if same or twins or spawned else "child"
         else:
             out[pid] = "main"
     return out
