@@ -13,6 +13,7 @@ import pytest
 
 from conftest import line_of, run_gilty, running_target
 from native_ext import build_native_chain
+from test_perf_refused import _one_line_refusal as one_line_refusal, _refused as refused, deny_perf  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.interpreter
 
@@ -178,3 +179,16 @@ def test_hazards_never_crash(interp, ext_dir, hazard, tmp_path):
         tids = {tid for tid, _, _, _ in p["counts"]}
         assert len(tids) >= 4, f"threads seen: {p['thread_names']}"
 
+
+
+def test_refused_perf_is_one_line(interp, targets, deny_perf):
+    """Perf events refused (a seccomp filter makes perf_event_open fail with EACCES, as a container or
+    a user without CAP_PERFMON would): one line saying what to change, no report, the target alive."""
+    if interp.id != "3.12.1":
+        pytest.skip("the refusal comes before any version-specific read: checked on pyenv 3.12 only (suite time)")
+    target = targets(interp, "experiment2.py")
+    done = refused(deny_perf, "record", "--native", "--pid", str(target.pid), "--duration", "1", "--format", "json")
+    line = one_line_refusal(done)
+    assert "perf events are not permitted" in line, line
+    assert done.returncode == 6 and not done.stdout.strip(), (done.returncode, done.stdout)
+    assert target.popen.poll() is None, "the target died"
