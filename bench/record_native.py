@@ -123,12 +123,13 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=4.0)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--python-only", action="store_true", help="also gilty without --native (what the C frames add)")
+    ap.add_argument("--rates", default="100,1000", help="sampling rates to compare (comma-separated)")
     args = ap.parse_args()
     if not os.path.exists(os.path.join(VENV_BIN, "py-spy")):
         sys.exit("py-spy is not installed in this venv (make setup)")
-    conditions = [("none", 0), ("gilty", 100), ("py-spy", 100), ("gilty", 1000), ("py-spy", 1000)]
-    if args.python_only:
-        conditions[1:1] = [("gilty-python", 100), ("gilty-python", 1000)]
+    rates = [int(r) for r in args.rates.split(",")]
+    tools = (["gilty-python"] if args.python_only else []) + ["gilty", "py-spy"]
+    conditions = [("none", 0)] + [(tool, rate) for rate in rates for tool in tools]
     results: dict = {c: [] for c in conditions}
     with tempfile.TemporaryDirectory() as scratch:
         build(args.python, scratch)
@@ -145,7 +146,7 @@ def main() -> None:
         spread = [quartiles([r[k] for r in results[(tool, rate)]]) for k in ("slowdown", "cpu_lost")]
         print(f"{name:<20}{m['calls_s']:>10.0f}{slow:>10.1%}{m['calls_cpu_s']:>13.0f}{lost:>10.1%}{m['prof_cpu']:>14.1%}"
               + "".join(f"{f'{lo:.1%} .. {hi:.1%}':>20}" for lo, hi in spread) + f"{m['kernel']:>9.2%}")
-    for rate in (100, 1000):
+    for rate in rates:
         g = med[("gilty", rate)]["slowdown"]
         p = med[("py-spy", rate)]["slowdown"]
         print(f"{rate} Hz: gilty's slowdown / py-spy's = {g / p if p > 0 else float('nan'):.2f}")

@@ -112,9 +112,9 @@ impl NativeRecorder {
     pub fn start(interp: &Interpreter, tids: &[i32], period: Duration) -> Result<NativeRecorder, String> {
         let pid = interp.pid;
         let unwinder = ProcessUnwinder::new(pid).map_err(|e| e.message)?;
-        // A kernel sample in every pass of a thread running all the time: a period of CPU time a bit
-        // shorter than the passes' (which are late now and then).
-        let period_ns = (period.as_nanos() as u64 * 3 / 4).max(50_000);
+        // About one kernel sample per pass of a thread running all the time (each is a timer interrupt
+        // in the target: its cost); a pass that finds none takes the run's last (`running`).
+        let period_ns = (period.as_nanos() as u64).max(50_000);
         let mut r = NativeRecorder {
             pid,
             perf: PerfSampler::new(period_ns, STACK_BYTES),
