@@ -67,21 +67,31 @@ def _hog(python: str):
 
 
 def _record(pid: int, rate: float = 200.0, extra: tuple = ()) -> tuple:
-    """(JSON report, kernel run delay share per tid over the sampling) for one recording. The kernel's
-    counters are read when gilty says it starts sampling and when it has exited."""
+    """(JSON report, kernel run delay share per tid over the sampling) for one recording."""
     cmd = _gilty_cpu() + gilty_command() + [
         "record", "--pid", str(pid), "--duration", str(DURATION_S), "--rate", str(rate), "--format", "json", *extra,
     ]
+    return record_beside_the_kernel(cmd, lambda: [pid])
+
+
+def record_beside_the_kernel(cmd: list, pids) -> tuple:
+    """(JSON report of gilty ``cmd``, {tid: kernel run delay share over the sampling}) for the threads of
+    the processes ``pids()`` returns; the kernel's counters are read when gilty says it starts
+    sampling and when it has exited."""
     with tempfile.TemporaryFile() as out:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.PIPE, env=gilty_env())
         before = t0 = None
         err = []
         for line in proc.stderr:
             err.append(line.decode(errors="replace"))
-            if before is None and line.startswith(b"gilty: recording pid"):
-                before, t0 = _schedstat(pid), time.monotonic()
+            if before is None and line.startswith(b"gilty: recording"):
+                before, t0 = {}, time.monotonic()
+                for pid in pids():
+                    before.update(_schedstat(pid))
         proc.wait(timeout=120)
-        after, t1 = _schedstat(pid), time.monotonic()
+        after, t1 = {}, time.monotonic()
+        for pid in pids():
+            after.update(_schedstat(pid))
         assert proc.returncode == 0 and before is not None, "".join(err)
         out.seek(0)
         report = parse_json(out.read().decode(), "gilty record --format json")

@@ -398,7 +398,12 @@ def test_gc_collect_calls_are_generation_2_with_their_garbage(pyenv_interp, gc_r
     assert 0.8 * expected - 2 <= len(gen2) <= 1.2 * expected + 2, (len(gen2), expected)
     for c in gen2:
         assert c["collected"] is not None and c["collected"] >= cycles, c
-        assert 0 < c["duration_s"] < 0.1, c
+        assert c["duration_s"] > 0, c
+    # A collection takes 1.4-3 ms here; an entry paired with a later round's return would span a round
+    # (0.1 s) and would do so for most collections. On a loaded host the kernel may hold one real
+    # collection off the CPU for longer than a round (0.145 s seen at load 12), so one in twenty may.
+    long = [c for c in gen2 if c["duration_s"] >= 0.1]
+    assert len(long) <= max(1, len(gen2) // 20), long
     main_tid = r["target"]["pid"]  # the target has only its main thread
     assert {c["tid"] for c in closed} == {main_tid}, {c["tid"] for c in closed}
     assert "2" in r["gc_exact"]["by_generation"], r["gc_exact"]["by_generation"].keys()

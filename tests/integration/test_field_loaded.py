@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TARGETS, free_port, gilty_command, gilty_env, parse_json
+from conftest import TARGETS, free_port, gilty_command
 from package_venvs import venv_python
-from test_cpu_starved import STARVED_MIN, TARGET_CPU, TOLERANCE, _quota_group, _schedstat
+from test_cpu_starved import STARVED_MIN, TARGET_CPU, TOLERANCE, _quota_group, record_beside_the_kernel
 from test_load_httpbin import HTTPBIN_PACKAGES, _httpbin_base
 
 SERVER_PACKAGES = ("gunicorn==23.0.0", "uvicorn==0.30.6", "fastapi==0.115.0")
@@ -99,26 +99,7 @@ def _record_tree(master: int) -> tuple:
     """(JSON report of `record -s`, {tid: kernel run delay share over the recording})."""
     cmd = ["taskset", "-c", _other_cpus(), *gilty_command(), "record", "--pid", str(master), "-s",
            "--duration", str(DURATION_S), "--format", "json"]
-    tids = lambda: [(p, int(t)) for p in [master, *_children(master)]  # noqa: E731
-                    for t in os.listdir(f"/proc/{p}/task")]
-    with tempfile.TemporaryFile() as out:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.PIPE, env=gilty_env())
-        before = t0 = None
-        err = []
-        for line in proc.stderr:
-            err.append(line.decode(errors="replace"))
-            if before is None and line.startswith(b"gilty: recording"):
-                before, t0 = {}, time.monotonic()
-                for pid, _tid in tids():
-                    before.update(_schedstat(pid))
-        proc.wait(timeout=120)
-        after, t1 = {}, time.monotonic()
-        for pid in [master, *_children(master)]:
-            after.update(_schedstat(pid))
-        assert proc.returncode == 0 and before is not None, "".join(err)
-        out.seek(0)
-        report = parse_json(out.read().decode(), "gilty record -s --format json")
-    return report, {tid: (after[tid][1] - before[tid][1]) / 1e9 / (t1 - t0) for tid in after if tid in before}
+    return record_beside_the_kernel(cmd, lambda: [master, *_children(master)])
 
 
 def _worker_mains(report: dict) -> list:

@@ -71,8 +71,9 @@ def test_server_time_is_charged_to_each_endpoint(run):
     assert {"block", "urls"} <= set(endpoints), list(endpoints)
     block, urls = endpoints["block"], endpoints["urls"]
     assert block["file"].endswith("web_app/webapp.py") and urls["file"].endswith("web_app/webapp.py")
-    # time.sleep releases the GIL and blocks: idle (or native on the way in and out), never holding.
-    blocked = block["seconds"].get("idle", 0) + block["seconds"].get("native", 0)
+    # time.sleep releases the GIL and blocks: idle (or native on the way in and out), never holding;
+    # on a busy host, woken and runnable without a CPU (cpu_wait): 0.62 idle of 0.81 s at load 9.
+    blocked = sum(block["seconds"].get(k, 0) for k in ("idle", "native", "cpu_wait"))
     assert blocked >= 0.8 * block["total_s"], block
     # about 20 ms per request x ~27 requests
     assert 0.25 <= block["total_s"] <= 1.5, block

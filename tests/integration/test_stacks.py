@@ -195,7 +195,10 @@ def test_code_objects_and_classes_reused_at_one_address_keep_their_own_names(int
     # Left: a frame read just before its round ended and decoded (microseconds later) after the next
     # round's code object took its address: about 1 in 2,400 samples of this target on 3.13, whose
     # rounds end every 2 ms. Before every use was checked: 1,639 of 2,391 on 3.10, 76 of 2,557 on 3.13.
-    assert len(bad) <= 0.002 * sum(seen.values()), f"{len(bad)} of {sum(seen.values())} samples misnamed, e.g. {sorted(set(bad))[:4]}"
+    # The window between that read and its decode grows when the sampler is held off its CPU: 9 of
+    # 2,124 (0.42 %) at load 9. The guard is against a systematic misnaming (tens of percent), so the
+    # bar is 1 %.
+    assert len(bad) <= 0.01 * sum(seen.values()), f"{len(bad)} of {sum(seen.values())} samples misnamed, e.g. {sorted(set(bad))[:4]}"
 
 
 # Guards: 3.13's `__init__` cleanup shim (an interpreter-owned frame, `__init__ (__init__:0)`) shown
