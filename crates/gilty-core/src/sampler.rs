@@ -12,6 +12,7 @@ use crate::frames::{CodeCache, Frame, FrameWalker, WalkError};
 use crate::interpreter::Interpreter;
 use crate::exceptions::HandlingCheck;
 use crate::linetable::Position;
+use crate::native::record::{as_frame, Mixed, NativeCounts, NativeRecorder, PyRead};
 use crate::positions::PositionTally;
 use crate::process::memory::Memory;
 use crate::process::procfs::{self, CgroupCpu, Schedstat, SchedstatReader, SyscallReader, SyscallState};
@@ -35,6 +36,13 @@ pub struct Errors {
     pub torn_dropped: u64,
     /// Samples in which the GIL or thread list could not be read at all.
     pub read_failed: u64,
+    /// `record --native` (see `native::record`): samples with a native part, those of them cut short
+    /// (`[unknown]` below where the unwind stopped), samples of a thread with a Python stack whose
+    /// native part could not be matched (kept Python-only), and kernel samples the kernel dropped.
+    pub native_matched: u64,
+    pub native_partial: u64,
+    pub native_missing: u64,
+    pub native_lost: u64,
 }
 
 /// Everything collected since the previous batch.
@@ -90,7 +98,12 @@ pub struct ThreadSnapshot {
 struct Stack {
     id: u32,
     frames: Arc<Vec<Frame>>,
+    /// Per frame, the outermost of its evaluation-loop call (kept for `record --native` only).
+    ends: Arc<Vec<bool>>,
 }
+
+/// `Sampler::pass_reads`: (start ns, end ns, CPU time before, innermost frame's position).
+type PassRead = (u64, u64, Option<u64>, Option<(u64, i64)>);
 
 /// One thread in one pass: (tid, state, syscall number or -1, stack unless absent or torn, holds the GIL,
 /// handling an exception: None when not read).
@@ -176,6 +189,15 @@ pub struct Sampler {
     /// states of the pass's thread read.
     tasks: Option<TaskRecorder>,
     last_threads: (u64, Vec<PyThread>),
+    /// Native stacks joined to each pass's Python stacks (`record --native`).
+    native: Option<NativeRecorder>,
+    /// Per thread read this pass: CLOCK_MONOTONIC ns around its stack read, its CPU time before it, and
+    /// where its innermost frame stood.
+    pass_reads: HashMap<i32, PassRead>,
+    /// Per thread: the last mixed stack and its id (a kept one is not interned again).
+    mixed_ids: HashMap<i32, (Arc<Mixed>, u32)>,
+    /// Native counters already given to a batch.
+    native_given: NativeCounts,
 }
 
 impl Drop for Sampler {
@@ -220,7 +242,45 @@ impl Sampler {
             mean_interval_ns: 0.0,
             tasks: None,
             last_threads: (0, Vec::new()),
+            native: None,
+            pass_reads: HashMap::new(),
+            mixed_ids: HashMap::new(),
+            native_given: NativeCounts::default(),
         }
+    }
+
+    /// Joins native stacks to the Python stacks of every pass from now on (`record --native`). Call
+    /// after `set_rate`. Err: one line saying why (perf events not permitted: what to change).
+    pub fn enable_native(&mut self) -> Result<(), String> {
+        let tids = procfs::thread_ids(self.interp.pid).map_err(|e| format!("pid {}: {e}", self.interp.pid))?;
+        self.native = Some(NativeRecorder::start(&self.interp, &tids, self.period)?);
+        self.native_given = NativeCounts::default();
+        Ok(())
+    }
+
+    /// Stops joining native stacks (a later `Sampler` of the same target without `--native`).
+    pub fn disable_native(&mut self) {
+        self.native = None;
+        self.mixed_ids.clear();
+        self.pass_reads.clear();
+    }
+
+    /// This pass's stack of one thread with its native part when one matched, else its Python stack
+    /// (`native::record`).
+    fn native_stack_id(&mut self, tid: i32, stack: &Stack, blocked: bool) -> u32 {
+        let Some(native) = self.native.as_mut() else { return stack.id };
+        let Some(&(start_ns, end_ns, run_ns_before, top)) = self.pass_reads.get(&tid) else { return stack.id };
+        let read = PyRead { frames: Arc::clone(&stack.frames), ends: Arc::clone(&stack.ends), top, start_ns, end_ns, run_ns_before, stack_id: stack.id };
+        let Some(mixed) = native.match_thread(&self.interp, tid, read, blocked) else { return stack.id };
+        if let Some((m, id)) = self.mixed_ids.get(&tid) {
+            if Arc::ptr_eq(m, &mixed) {
+                return *id;
+            }
+        }
+        let frames: Vec<Frame> = mixed.0.iter().map(as_frame).collect();
+        let id = self.intern_stack(&frames, &[]);
+        self.mixed_ids.insert(tid, (mixed, id));
+        id
     }
 
     /// Reads every asyncio task in every pass from now on (`record --tasks`).
@@ -326,6 +386,15 @@ impl Sampler {
     /// Ends the current batch (closing its open runs) and starts the next one.
     pub fn take_batch(&mut self) -> Batch {
         self.batch.threads = self.names.iter().map(|(t, n)| (*t, n.clone())).collect();
+        if let Some(native) = &self.native {
+            let (now, given) = (native.counts, self.native_given);
+            let e = &mut self.batch.errors;
+            e.native_matched = now.matched - given.matched;
+            e.native_partial = now.partial - given.partial;
+            e.native_missing = now.missing - given.missing;
+            e.native_lost = now.lost.saturating_sub(given.lost);
+            self.native_given = now;
+        }
         self.batch.positions = self.positions.take();
         self.batch.aggregate.close();
         self.batch.tasks = self.tasks.as_mut().map(|r| r.take_batch());
@@ -464,9 +533,22 @@ impl Sampler {
         self.batch.times.push(t);
         let t_ns = self.start_mono_ns + (t * 1e9) as u64;
         self.sample_tasks(t, &snapshot);
+        if let Some(native) = self.native.as_mut() {
+            native.threads(&self.os_tids);
+            native.begin_pass();
+        }
         let mut seen = Vec::with_capacity(snapshot.len());
         for (tid, state, syscall, stack, holds, handling) in snapshot {
-            let stack_id = stack.as_ref().map(|s| s.id as i32).unwrap_or(NONE);
+            let stack_id = match &stack {
+                Some(s) if self.native.is_some() => self.native_stack_id(tid, s, syscall >= 0) as i32,
+                Some(s) => s.id as i32,
+                None => {
+                    if let Some(native) = self.native.as_mut() {
+                        native.forget(tid);
+                    }
+                    NONE
+                }
+            };
             if let (Some(exact), true) = (self.exact.as_mut(), holds) {
                 let top = stack.as_ref().and_then(|s| s.frames.first());
                 let frame = top.and_then(|f| self.frame_ids.get(f).copied()).unwrap_or(u32::MAX);
@@ -569,6 +651,7 @@ impl Sampler {
 
     fn observe_with(&mut self, stacks: bool) -> std::io::Result<Vec<Observed>> {
         self.code_cache.new_pass();
+        self.pass_reads.clear();
         self.passes += 1;
         let (main, pythreads) = self.interpreter_threads(stacks)?;
         if self.tasks.is_some() {
@@ -689,6 +772,8 @@ impl Sampler {
                     _ => None,
                 };
             }
+            let native = self.native.is_some();
+            let read_start = if native { monotonic_ns() } else { 0 };
             let (stack, top) = match (tstate != 0, stacks, reused) {
                 (false, _, _) => (None, None),
                 (true, true, Some((stack, top))) => (Some(stack), top),
@@ -697,14 +782,17 @@ impl Sampler {
                     // walk (the recheck catches it if it did); the holder's moves all the time.
                     let head = if holds { None } else { py.and_then(|p| p.head) };
                     // Released GIL: whoever takes it next may move its stack during the walk.
-                    let (frames, positions, top) = self.read_stack(tstate, head, holds || !gil.locked);
-                    let stack = frames.map(|f| Stack { id: self.intern_stack(&f, &positions), frames: Arc::new(f) });
+                    let (frames, positions, top, ends) = self.read_stack(tstate, head, holds || !gil.locked);
+                    let stack = frames.map(|f| Stack { id: self.intern_stack(&f, &positions), frames: Arc::new(f), ends: Arc::new(ends) });
                     (stack, top)
                 }
                 // Only a running thread without the GIL needs to know where it stands.
                 (true, false, _) if !holds && syscall == SyscallState::Running => (None, self.top_position(tstate)),
                 (true, false, _) => (None, None),
             };
+            if native && stack.is_some() {
+                self.pass_reads.insert(tid, (read_start, monotonic_ns(), sched.map(|s| s.run_ns), top));
+            }
             // Running without the GIL in the eval loop itself (not in C code) is the GIL handoff: seen
             // from the instruction (a backward jump or RESUME calls no C code) or, on 3.10, where the
             // eval breaker also runs after calls and on entering a frame, from the recursion counter.
@@ -808,7 +896,8 @@ impl Sampler {
 
     /// The stack (None when torn on every attempt), its frames' positions (3.11+) and where its
     /// innermost frame stands.
-    fn read_stack(&mut self, tstate: u64, head: Option<WalkHead>, moving: bool) -> (Option<Vec<Frame>>, Vec<Option<Position>>, Option<(u64, i64)>) {
+    /// With `record --native`, also each frame's evaluation-loop call end (`FrameWalker::call_ends`).
+    fn read_stack(&mut self, tstate: u64, head: Option<WalkHead>, moving: bool) -> (Option<Vec<Frame>>, Vec<Option<Position>>, Option<(u64, i64)>, Vec<bool>) {
         let walker = FrameWalker::new(&self.interp.mem, &self.interp.layout, self.interp.code_type);
         for attempt in 0..READ_ATTEMPTS {
             // Only the first attempt may start from the earlier head: a retry reads everything anew.
@@ -824,14 +913,15 @@ impl Sampler {
                     if attempt > 0 || walker.rounds.get() > 0 {
                         self.batch.errors.torn_retried += 1;
                     }
-                    return (Some(frames), positions, top);
+                    let ends = if self.native.is_some() { walker.call_ends.take() } else { Vec::new() };
+                    return (Some(frames), positions, top, ends);
                 }
                 Err(WalkError::Torn) => continue,
                 Err(WalkError::Io(_)) => break,
             }
         }
         self.batch.errors.torn_dropped += 1;
-        (None, Vec::new(), None)
+        (None, Vec::new(), None, Vec::new())
     }
 
     /// The stack's id; counts each frame's position (`positions`, by frame, where known) in the batch.

@@ -219,8 +219,8 @@ struct Sampler {
 #[pymethods]
 impl Sampler {
     #[new]
-    #[pyo3(signature = (target, rate_hz, exact = false, tasks = false))]
-    fn new(py: Python<'_>, target: &Target, rate_hz: f64, exact: bool, tasks: bool) -> PyResult<Self> {
+    #[pyo3(signature = (target, rate_hz, exact = false, tasks = false, native = false))]
+    fn new(py: Python<'_>, target: &Target, rate_hz: f64, exact: bool, tasks: bool, native: bool) -> PyResult<Self> {
         if !(rate_hz > 0.0 && rate_hz <= 20_000.0) {
             return Err(pyo3::exceptions::PyValueError::new_err("rate_hz must be in (0, 20000]"));
         }
@@ -232,6 +232,12 @@ impl Sampler {
                 s.enable_tasks().map_err(to_py_err)?;
             } else {
                 s.disable_tasks();
+            }
+            if native {
+                // Perf refused: one line saying what to change, never a silent fallback.
+                py.allow_threads(|| s.enable_native()).map_err(|m| to_py_err(CoreError::new(ErrorKind::PermissionDenied, m)))?;
+            } else {
+                s.disable_native();
             }
             if exact {
                 py.allow_threads(|| s.enable_exact()).map_err(to_py_err)?
@@ -318,6 +324,13 @@ pub(crate) fn batch_dict<'py>(py: Python<'py>, batch: &Batch) -> PyResult<Bound<
     errors.set_item("torn_retried", batch.errors.torn_retried)?;
     errors.set_item("torn_dropped", batch.errors.torn_dropped)?;
     errors.set_item("read_failed", batch.errors.read_failed)?;
+    let e = &batch.errors;
+    if e.native_matched + e.native_missing + e.native_lost > 0 {
+        errors.set_item("native_matched", e.native_matched)?;
+        errors.set_item("native_partial", e.native_partial)?;
+        errors.set_item("native_missing", e.native_missing)?;
+        errors.set_item("native_lost", e.native_lost)?;
+    }
     out.set_item("errors", errors)?;
     out.set_item("exited", batch.exited)?;
     out.set_item("late", batch.late)?;

@@ -60,7 +60,7 @@ CHUNK_S = 0.25
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.usage = (
         "gilty record (--pid PID [--pid PID ...] | -- CMD [ARG ...]) [-s] [--duration S] [--rate HZ] [--exact] "
-        "[--tasks] [-o FILE] [--format FORMAT]"
+        "[--tasks] [--native] [-o FILE] [--format FORMAT]"
     )
     add_pid_arguments(parser)
     parser.add_argument(
@@ -78,6 +78,12 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     add_picture_arguments(parser)
     add_exact_argument(parser)
     add_tasks_argument(parser)
+    parser.add_argument(
+        "--native",
+        action="store_true",
+        help="also sample each thread's C stack with perf events and show it between the Python frames "
+        "(docs/cli.md; root, CAP_PERFMON or kernel.perf_event_paranoid<=1)",
+    )
     parser.add_argument(
         "--fail-if",
         action="append",
@@ -174,10 +180,13 @@ def finish(session: Session, launched: bool) -> int:
     return EXIT_OK
 
 
-def open_sampler(native: Any, target: Any, rate_hz: float, exact: bool, tasks: bool = False) -> Any:
-    """A Sampler, with uprobe tracing attached when ``exact`` and asyncio tasks read in every pass
-    when ``tasks``; a refusal is one line, exit 9."""
+def open_sampler(native: Any, target: Any, rate_hz: float, exact: bool, tasks: bool = False, stacks_c: bool = False) -> Any:
+    """A Sampler, with uprobe tracing attached when ``exact``, asyncio tasks read in every pass
+    when ``tasks`` and native stacks joined when ``stacks_c``; a refusal is one line, exit 9 (exact)
+    or 6 (perf events not permitted)."""
     extra = {"tasks": True} if tasks else {}
+    if stacks_c:
+        extra["native"] = True
     if not exact:
         return native.Sampler(target, rate_hz, **extra)
     try:
@@ -207,6 +216,8 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("--tasks reads one process's event loops: leave out --subprocesses and give one --pid")
         if args.exact:
             raise UsageError("--exact traces one process: leave out --subprocesses and give one --pid")
+        if getattr(args, "native", False):
+            raise UsageError("--native samples one process: leave out --subprocesses and give one --pid")
         return run_processes(args, pids, child_argv, fmt)
     args.pid = pids[0] if pids else None
     native = launch.native_module()
@@ -224,7 +235,7 @@ def run(args: argparse.Namespace) -> int:
             session = Session(TargetInfo.from_native(target), args.rate)
             session.command = child_argv
             session.requested_duration_s = args.duration
-            sampler = open_sampler(native, target, args.rate, args.exact, getattr(args, "tasks", False))
+            sampler = open_sampler(native, target, args.rate, args.exact, getattr(args, "tasks", False), getattr(args, "native", False))
             # Cheap (/proc/PID/stat only): were Python children doing the work we are not recording?
             children_cpu = processes.ChildrenCpu(session.target.pid)
             until = f"for {args.duration:g} s" if args.duration else "until Ctrl-C"

@@ -62,6 +62,12 @@ def _header(summary: Summary, title: str) -> list:
         f"errors: {errors['torn_retried']} torn reads retried, {errors['torn_dropped']} dropped, "
         f"{errors['read_failed']} failed reads, {errors['late']} late samples"
     )
+    if "native_matched" in errors:
+        lines.append(
+            f"native stacks: {errors['native_matched']} samples with their C frames "
+            f"({errors['native_partial']} cut short at [unknown]), {errors['native_missing']} without "
+            f"(no same-moment kernel sample: Python frames only), {errors['native_lost']} kernel samples lost"
+        )
     from gilty.report.console_processes import rate_warning
 
     warning = rate_warning(session)
@@ -77,7 +83,7 @@ def _header(summary: Summary, title: str) -> list:
 
 
 def _functions_section(summary: Summary) -> list:
-    lines = ["Top functions (innermost Python frame, share of the thread's samples)"]
+    lines = ["Top functions (innermost frame, C with --native; share of the thread's samples)"]
     for t in summary.threads:
         lines.append(f"  {t.name} (tid {t.tid})")
         for f in t.top_functions:

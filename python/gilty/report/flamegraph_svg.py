@@ -13,6 +13,7 @@ from typing import Optional
 
 from gilty.report import collapsed
 from gilty.report.labels import state_name
+from gilty.sampling.native_frames import is_native
 from gilty.report.pictures import PictureOptions, frame_names, groups, stack_rows, state_colour
 from gilty.sampling import launch
 from gilty.sampling.session import Recording
@@ -76,10 +77,12 @@ def recolour(svg: str, colours: dict, tooltips: dict) -> str:
 
 
 def frame_styles(recording: Recording, options: Optional[PictureOptions]) -> tuple:
-    """({label: colour}, {label: tooltip}): each frame in the colour of its main state."""
+    """({label: colour}, {label: tooltip}): each frame in the colour of its main state; a C frame of
+    `record --native` in a muted sand colour whatever its state, so C stands apart."""
     names = frame_names(recording, options)
     by_label: dict = {}
     tooltips: dict = {}
+    native: set = set()
     for group, thread, state, session, stack_id, n in stack_rows(recording, options):
         state_text = state_name(state)
         for label in (group.label, thread):
@@ -89,11 +92,16 @@ def frame_styles(recording: Recording, options: Optional[PictureOptions]) -> tup
         for frame in session.stack(stack_id):
             label = collapsed.clean(names.short(frame))
             tooltips[label] = names.full(frame)
+            if is_native(frame[2]):
+                native.add(label)
             counts = by_label.setdefault(label, {})
             counts[state_text] = counts.get(state_text, 0) + n
     colours = {}
     for label, counts in by_label.items():
-        if counts:
+        if label in native:
+            shade = sum(label.encode()) % 24
+            colours[label] = f"rgb({196 + shade // 2},{178 + shade // 2},{140 + shade})"
+        elif counts:
             main = max(counts, key=counts.__getitem__)
             colours[label] = state_colour(main, "" if label == main else label)
         else:

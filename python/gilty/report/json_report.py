@@ -8,10 +8,11 @@ import json
 from typing import Callable, Optional
 
 from gilty.sampling.analysis import Summary, summarise
+from gilty.sampling.native_frames import is_native, native_offset
 from gilty.sampling.analysis.syscalls import idle_kind
 from gilty.sampling.processes import roles
 from gilty.report import dump, task_view
-from gilty.sampling.session import IDLE, STATE_NAMES, Recording, Session
+from gilty.sampling.session import ERROR_KEYS, IDLE, NATIVE_ERROR_KEYS, STATE_NAMES, Recording, Session
 
 # Shared with gilty dump's JSON (defined there so that `gilty dump` imports nothing heavy).
 FORMAT_VERSION = dump.FORMAT_VERSION
@@ -32,6 +33,16 @@ def _distribution(d: dict) -> dict:
         "max_s": _round(d["max_s"]),
         "log2_hist_ns": {str(lo): n for lo, n in sorted(d["log2_hist_ns"].items())},
     }
+
+
+def _native_keys(prefix: str, line) -> dict:
+    """Whether a frame is a C frame of `record --native` (`native_frames`), and its offset in its
+    library (``file``); null for a Python frame."""
+    native = is_native(line)
+    return {f"{prefix}native": native, f"{prefix}offset": native_offset(line) if native else None}
+
+
+
 
 
 def _exact_thread(e) -> Optional[dict]:
@@ -149,11 +160,12 @@ def _thread(t, exact=None, pid=None, session: Optional[Session] = None, frame_id
             {
                 "function": f.function,
                 "file": f.file,
-                "line": f.line,
+                "line": None if is_native(f.line) else f.line,
                 "fraction": _round(f.fraction),
                 "state": f.state,
                 "handling_exception_share": _round(f.handling_share),
-                "position": _position(session, frame_ids, f),
+                "position": None if is_native(f.line) else _position(session, frame_ids, f),
+                **_native_keys("", f.line),
             }
             for f in t.top_functions
         ],
@@ -163,8 +175,9 @@ def _thread(t, exact=None, pid=None, session: Optional[Session] = None, frame_id
                 "holder_name": b.holder_name,
                 "holder_function": b.holder_function,
                 "holder_file": b.holder_file,
-                "holder_line": b.holder_line,
+                "holder_line": None if is_native(b.holder_line) else b.holder_line,
                 "fraction": _round(b.fraction),
+                **_native_keys("holder_", b.holder_line),
             }
             for b in t.blame
         ],
@@ -204,7 +217,8 @@ def report(session: Session, summary: Optional[Summary] = None, recording: Optio
         "requested_duration_s": session.requested_duration_s,
         "rate_hz": session.rate_hz,
         "samples": session.samples,
-        "errors": {key: int(errors[key]) for key in ("torn_retried", "torn_dropped", "read_failed", "late")},
+        # The native counts only for a recording made with --native.
+        "errors": {key: int(errors[key]) for key in ERROR_KEYS + NATIVE_ERROR_KEYS if key in errors},
         "partial": session.partial,
         "partial_reason": session.partial_reason,
         "stopped_by": session.stopped_by,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 
+from gilty.sampling.native_frames import frame_text
 from gilty.sampling.thread_states import STATE_NAMES, UNKNOWN
 
 TYPE_CHECKING = False
@@ -129,9 +130,9 @@ def thread_label(session: Session, tid: int) -> str:
 
 
 def frame_label(frame: tuple) -> str:
-    """``function (file:line)``, the py-spy / flamegraph.pl habit."""
-    function, file, line = frame
-    return f"{function} ({file}:{line})"
+    """``function (file:line)``, the py-spy / flamegraph.pl habit; a C frame of ``record --native``
+    ``function (library+0xOFFSET)``, as `gilty dump --native` shows it (``native_frames``)."""
+    return frame_text(*frame)
 
 
 def stack_labels(session: Session, stack_id: int) -> list:

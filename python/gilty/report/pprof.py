@@ -17,6 +17,7 @@ from __future__ import annotations
 import gzip
 
 from gilty.report.labels import command_text, state_name
+from gilty.sampling.native_frames import is_native, native_offset
 from gilty.sampling.session import NO_STACK, Recording
 
 NO_STACK_FUNCTION = "(no Python stack)"
@@ -90,8 +91,10 @@ def render_bytes(recording: Recording) -> bytes:
         lid = locations.get((fid, line))
         if lid is None:
             lid = locations[(fid, line)] = len(locations) + 1
-            line_msg = _int_field(1, fid) + _int_field(2, line)
-            location_msgs.append(_bytes_field(_P_LOCATION, _int_field(1, lid) + _int_field(2, 1) + _bytes_field(4, line_msg)))
+            # A C frame of `record --native`: no line; its offset in the library as the address.
+            address = _int_field(3, native_offset(line)) if is_native(line) else b""
+            line_msg = _int_field(1, fid) + _int_field(2, 0 if is_native(line) else max(line, 0))
+            location_msgs.append(_bytes_field(_P_LOCATION, _int_field(1, lid) + _int_field(2, 1) + address + _bytes_field(4, line_msg)))
         return lid
 
     period_ns = max(1, round(1e9 / recording.rate_hz)) if recording.rate_hz > 0 else 1

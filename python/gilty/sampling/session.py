@@ -26,6 +26,8 @@ NO_SYSCALL = -1  # syscall of a sample that is running or where it does not appl
 NO_HOLDER = -1  # holder tid of a waiting_gil sample taken while no thread held the GIL (native form)
 
 ERROR_KEYS = ("torn_retried", "torn_dropped", "read_failed", "late")
+# `record --native` only: samples with a native part, those cut short, those missing it, kernel samples lost.
+NATIVE_ERROR_KEYS = ("native_matched", "native_partial", "native_missing", "native_lost")
 
 SESSION_FORMAT_VERSION = 2
 
@@ -222,6 +224,9 @@ class Session:
         errors = batch.get("errors", {})
         for key in ("torn_retried", "torn_dropped", "read_failed"):
             self.errors[key] += int(errors.get(key, 0))
+        if "native_matched" in errors:
+            for key in NATIVE_ERROR_KEYS:
+                self.errors[key] = self.errors.get(key, 0) + int(errors.get(key, 0))
         self.errors["late"] += int(batch.get("late", 0))
         sched = batch.get("sched")
         if sched:
@@ -557,7 +562,8 @@ def check_loaded(session: Session) -> None:
     for frame_id, frame in session.frames.items():
         if len(frame) != 3 or not isinstance(frame[0], str) or not isinstance(frame[1], str):
             raise ValueError(f"frame {frame_id} is not (function, file, line)")
-        _whole(frame[2], f"frame {frame_id}'s line", -1)
+        # A C frame of `record --native` has a line of -2 or less (`native_frames`).
+        _whole(frame[2], f"frame {frame_id}'s line", -(2**31))
     for stack_id, stack in session.stacks.items():
         if any(f not in session.frames for f in stack):
             raise ValueError(f"stack {stack_id} names a frame that is not in the recording")

@@ -6,12 +6,14 @@
 //! - `unwind`: framehop over the target's modules (`module`: `.eh_frame`, `.debug_frame`), naming
 //!   frames from `.symtab` / `.dynsym` and separate debug files (`symbols`);
 //! - `merge`: the evaluation-loop frames replaced by the Python frames they run;
-//! - `snapshot`: one mixed stack per thread for `gilty dump --native`.
+//! - `snapshot`: one mixed stack per thread for `gilty dump --native`;
+//! - `record`: a mixed stack per thread and pass for `gilty record --native`.
 
 pub mod blocked;
 pub mod merge;
 pub mod module;
 pub mod perf;
+pub mod record;
 pub mod snapshot;
 pub mod symbols;
 pub mod unwind;

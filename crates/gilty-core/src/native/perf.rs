@@ -186,6 +186,16 @@ mod tests {
     }
 
     #[test]
+    fn a_refusal_says_what_to_change() {
+        for errno in [libc::EACCES, libc::EPERM] {
+            let hint = permission_hint(&io::Error::from_raw_os_error(errno));
+            assert!(hint.contains("perf_event_paranoid") && hint.contains("CAP_PERFMON") && hint.contains("root"), "{hint}");
+            assert!(!hint.contains('\n'));
+        }
+        assert!(permission_hint(&io::Error::from_raw_os_error(libc::ENOENT)).contains("CONFIG_PERF_EVENTS"));
+    }
+
+    #[test]
     fn samples_a_spinning_thread_of_this_process() {
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let s2 = stop.clone();

@@ -196,6 +196,20 @@ impl ProcessUnwinder {
         NativeFrame { function, library: Some(l.file.path.clone()), offset: frame.address().wrapping_sub(l.bias) }
     }
 
+    /// `symbolize`, with a named frame's offset at its function's start (one frame per function
+    /// when stacks are counted, whatever instruction it stood on).
+    pub fn symbolize_function(&self, frame: FrameAddress) -> NativeFrame {
+        let addr = frame.address_for_lookup();
+        let Some(l) = self.module_at(addr) else {
+            return NativeFrame { function: None, library: None, offset: frame.address() };
+        };
+        let svma = addr.wrapping_sub(l.bias);
+        match l.file.symbols.lookup(svma) {
+            Some((name, within)) => NativeFrame { function: Some(name.to_owned()), library: Some(l.file.path.clone()), offset: svma - within },
+            None => NativeFrame { function: None, library: Some(l.file.path.clone()), offset: frame.address().wrapping_sub(l.bias) },
+        }
+    }
+
     /// The file mapped at `addr`, if any.
     pub fn library_at(&self, addr: u64) -> Option<&str> {
         self.module_at(addr).map(|l| l.file.path.as_str())

@@ -19,8 +19,15 @@
   const stateColor = (s) => STATE_COLORS[s] || "#999";
   // Frames show the file's base name; the tooltip and details line give the whole path.
   const LINES = !DATA.options || DATA.options.lines !== false; // --no-lines: a function's lines are one frame
+  // A C frame of `record --native` has line -2 - offset: "function (library+0xOFFSET)", or its
+  // label alone without a symbol (gilty/sampling/native_frames.py).
+  const isNative = (i) => DATA.frames[i][2] <= -2;
   const frameLabel = (i, whole) => {
     const f = DATA.frames[i];
+    if (f[2] <= -2) {
+      const name = String(f[0]);
+      return !f[1] || name.startsWith(f[1] + "+0x") ? name : name + " (" + f[1] + "+0x" + (-2 - f[2]).toString(16) + ")";
+    }
     const file = whole ? f[1] : String(f[1]).split("/").pop();
     return f[0] + " (" + file + (LINES ? ":" + f[2] + (whole ? columns(f[3]) : "") : "") + ")";
   };
@@ -138,10 +145,10 @@
     for (const [, , state, path, n] of shownSamples()) {
       root.value += n;
       let cur = root;
-      const keys = [["s" + state, STATES[state], "state", null]].concat(path.map((f) => [LINES ? "f" + f : "f" + frameLabel(f, true), frameLabel(f), "frame", frameLabel(f, true)]));
-      for (const [key, name, kind, full] of keys) {
+      const keys = [["s" + state, STATES[state], "state", null, false]].concat(path.map((f) => [LINES ? "f" + f : "f" + frameLabel(f, true), frameLabel(f), "frame", frameLabel(f, true), isNative(f)]));
+      for (const [key, name, kind, full, native] of keys) {
         let child = cur.children.get(key);
-        if (!child) { child = node(name, kind, state, full); cur.children.set(key, child); }
+        if (!child) { child = node(name, kind, state, full); child.native = native; cur.children.set(key, child); }
         child.value += n;
         cur = child;
       }
@@ -158,6 +165,8 @@
     if (n.kind !== "frame") return stateColor(n.state === null ? STATES.indexOf("unknown") : n.state);
     const base = { 0: [6, 70], 1: [280, 45], 2: [36, 85], 3: [210, 60], 4: [210, 8], 5: [190, 5], 6: [150, 45] }[n.state] || [0, 0];
     const h = hue(n.name);
+    // C frames (record --native): one muted sand colour whatever the state, so C stands apart.
+    if (n.native) return "hsl(" + (40 + (h % 12)) + ",22%," + (58 + (h >> 5) % 16) + "%)";
     return "hsl(" + (base[0] + (h % 20) - 10) + "," + base[1] + "%," + (62 + (h >> 5) % 22) + "%)";
   }
 
@@ -194,7 +203,7 @@
       const w = total ? n.value / total : 0;
       if (w < MIN_WIDTH) return;
       depthMax = Math.max(depthMax, depth);
-      const div = add(box, "div", { class: "frame", "data-kind": n.kind, "data-depth": depth });
+      const div = add(box, "div", { class: n.native ? "frame native" : "frame", "data-kind": n.kind, "data-depth": depth });
       div.style.left = (100 * x) + "%";
       div.style.width = (100 * w) + "%";
       div.style.top = (depth * ROW) + "px";

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from gilty.sampling.analysis.functions import most_frequent
+from gilty.sampling.native_frames import frame_text
 from gilty.sampling.session import Session
 
 NO_HOLDER_NAME = "(no holder seen)"
@@ -33,7 +34,7 @@ class BlameShare:
             return ""
         if self.holder_function is None:
             return "(no Python stack)"
-        return f"{self.holder_function} ({self.holder_file}:{self.holder_line})"
+        return frame_text(self.holder_function, self.holder_file, self.holder_line)
 
 
 def blame_counts(session: Session) -> dict:

@@ -1,10 +1,12 @@
-"""Where threads are: the innermost Python function of their samples, per state."""
+"""Where threads are: the innermost function of their samples, per state (a C function with
+`record --native`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Optional
 
+from gilty.sampling.native_frames import frame_text
 from gilty.sampling.session import GC, HOLDING_GIL, IDLE, NATIVE, STATE_NAMES, WAITING_GIL, Session
 
 # Unknown is left out: its stacks are not trustworthy enough to point at code.
@@ -36,7 +38,7 @@ class FunctionShare:
     def label(self) -> str:
         if self.function is None:
             return "(no Python stack)"
-        return f"{self.function} ({self.file}:{self.line})"
+        return frame_text(self.function, self.file, self.line)
 
 
 def most_frequent(counts: dict):

@@ -10,6 +10,7 @@ from gilty.sampling.analysis.convoy import RESOLVED_SAMPLES_PER_EPISODE
 from gilty.sampling.analysis.functions import most_frequent
 from gilty.sampling.analysis.wording import label_list, milliseconds, percent, percent_range, short_labels, thread_label
 from gilty.sampling.analysis.summary_model import Verdict
+from gilty.sampling.native_frames import frame_text
 from gilty.sampling.session import CPU_WAIT, GC, IDLE, NATIVE, UNKNOWN, WAITING_GIL
 
 if TYPE_CHECKING:
@@ -89,7 +90,7 @@ def _contention(summary: "Summary", waiters: list, labels: dict) -> str:
     (function, file, line), function_samples = held.most_common(1)[0]
     function_share = function_samples / (others_wait or 1)
     if function is not None:
-        location = f"{function}() ({os.path.basename(file or '')}:{line})"
+        location = frame_text(f"{function}()", os.path.basename(file or ""), line)
         if function_share >= FUNCTION_DOMINANT * holder_share:
             where = f"while {holder_short} runs {location}"
             share = function_share
@@ -128,7 +129,7 @@ def _native(native_threads: list, labels: dict) -> str:
         top = next((f for f in t.top_functions if f.state == "native" and f.function is not None), None)
         if top is None:
             return ""
-        return f" (mostly under {top.function}() ({os.path.basename(top.file or '')}:{top.line}))"
+        return f" (mostly under {frame_text(f'{top.function}()', os.path.basename(top.file or ''), top.line)})"
 
     if len(native_threads) == 1:
         t = native_threads[0]

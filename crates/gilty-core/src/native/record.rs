@@ -1,0 +1,307 @@
+//! Native stacks during `gilty record --native`: each sampler pass, every Python thread's stack as read
+//! in the pass is joined with a native stack of the same moment, or keeps its Python stack alone and is
+//! counted as missing. The same-moment rules are those of `snapshot.rs`, with the sampler's own passes
+//! as the reads:
+//!
+//! - a running thread: a kernel sample (`perf.rs`, one task-clock event per thread, opened as threads
+//!   appear) stamped between the start of the thread's read in the previous pass and the end of its
+//!   read in this one, both reads giving the same frames, the same evaluation-loop calls and the
+//!   innermost frame at the same instruction (or, while every read since gave that stack, a sample
+//!   since the first of them); with no new sample, the run's last one while the thread has had less
+//!   than a sampling period of CPU time since it (the kernel samples per CPU time: none is due);
+//! - a thread blocked in a system call: its registers and stack memory from `/proc` (`blocked.rs`),
+//!   with its CPU time unchanged from before its Python read to after the native read (it did not run
+//!   in between). Kept while its CPU time and Python stack stay the same: nothing can have moved.
+//!
+//! The unwinder (its modules' unwind tables and symbols) lives as long as the recording; the module
+//! list is read again when an address falls in no known module and every `MAPS_EVERY`, so a library
+//! unloaded or replaced is dropped.
+
+use super::blocked::read_blocked;
+use super::merge::{merge, merge_truncated, MixedFrame};
+use super::perf::{permission_hint, PerfSample, PerfSampler};
+use super::unwind::{NativeFrame, ProcessUnwinder, Regs};
+use crate::frames::Frame;
+use crate::interpreter::Interpreter;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The module list is read again this often even when every address is known (a library replaced at
+/// the same address, one unloaded).
+const MAPS_EVERY: Duration = Duration::from_secs(1);
+/// Bytes of user stack the kernel copies per sample: a 3.10 evaluation loop takes a few hundred bytes a
+/// Python call, so deep recursion may be cut (then the unwind ends early and the frames below are
+/// `[unknown]`, counted as partial).
+const STACK_BYTES: u32 = 32 * 1024;
+
+/// A native frame's `Frame::line`: `-2 - offset`, so at most -2 (a Python frame's line is at least -1,
+/// its "no line"). The offset is the function's start in its file, or the address's own where the
+/// file has no symbol.
+pub fn native_line(offset: u64) -> i32 {
+    -2 - (offset.min(i32::MAX as u64 - 2) as i32)
+}
+
+pub fn is_native(f: &Frame) -> bool {
+    f.line <= -2
+}
+
+/// A Python stack as one pass read it, with what the same-moment checks compare.
+#[derive(Clone)]
+pub struct PyRead {
+    pub frames: Arc<Vec<Frame>>,
+    /// Per frame: the outermost of its evaluation-loop call (`FrameWalker::call_ends`).
+    pub ends: Arc<Vec<bool>>,
+    /// The innermost frame's (code object, instruction).
+    pub top: Option<(u64, i64)>,
+    /// CLOCK_MONOTONIC ns around the read (for a kept stack: its pass's start and end).
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// The thread's CPU time read before its stack (None when not read this pass).
+    pub run_ns_before: Option<u64>,
+    /// The interned Python stack.
+    pub stack_id: u32,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NativeCounts {
+    /// Samples whose stack has its native part.
+    pub matched: u64,
+    /// ... of which the unwind stopped early: `[unknown]` stands for the frames it could not reach.
+    pub partial: u64,
+    /// Samples of a thread with a Python stack whose native part could not be matched: kept Python-only.
+    pub missing: u64,
+    /// Kernel samples dropped by the kernel (ring full).
+    pub lost: u64,
+}
+
+/// What a match gives: the mixed stack and whether its unwind stopped early.
+pub type Mixed = (Vec<MixedFrame>, bool);
+
+/// A run of passes whose reads of one thread gave the same stack, and the last mixed stack joined in it
+/// with the thread's CPU time at the read that took it.
+struct Run {
+    start_ns: u64,
+    last: Option<(Arc<Mixed>, u64)>,
+}
+
+struct BlockedKept {
+    run_ns: u64,
+    py_stack: u32,
+    mixed: Arc<Mixed>,
+}
+
+pub struct NativeRecorder {
+    pid: i32,
+    perf: PerfSampler,
+    unwinder: ProcessUnwinder,
+    interp_files: Vec<String>,
+    samples: HashMap<i32, Vec<PerfSample>>,
+    drained: Vec<PerfSample>,
+    prev: HashMap<i32, PyRead>,
+    kept: HashMap<i32, BlockedKept>,
+    runs: HashMap<i32, Run>,
+    period_ns: u64,
+    tids: Vec<i32>,
+    last_maps: Instant,
+    pub counts: NativeCounts,
+}
+
+impl NativeRecorder {
+    /// Opens a sampling event on each of `tids`. Err: one line saying what to change (perf refused).
+    pub fn start(interp: &Interpreter, tids: &[i32], period: Duration) -> Result<NativeRecorder, String> {
+        let pid = interp.pid;
+        let unwinder = ProcessUnwinder::new(pid).map_err(|e| e.message)?;
+        // About one kernel sample per pass of a thread running all the time (each is a timer interrupt
+        // in the target: its cost); a pass that finds none takes the run's last (`running`).
+        let period_ns = (period.as_nanos() as u64).max(50_000);
+        let mut r = NativeRecorder {
+            pid,
+            perf: PerfSampler::new(period_ns, STACK_BYTES),
+            unwinder,
+            interp_files: vec![interp.binary.clone(), interp.executable.clone()],
+            samples: HashMap::new(),
+            drained: Vec::new(),
+            prev: HashMap::new(),
+            kept: HashMap::new(),
+            runs: HashMap::new(),
+            period_ns,
+            tids: Vec::new(),
+            last_maps: Instant::now(),
+            counts: NativeCounts::default(),
+        };
+        for &tid in tids {
+            match r.perf.add_thread(tid) {
+                Ok(()) => {}
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+                Err(e) => return Err(permission_hint(&e)),
+            }
+        }
+        r.tids = tids.to_vec();
+        Ok(r)
+    }
+
+    /// Follows the thread list: events for new threads, closed for gone ones.
+    pub fn threads(&mut self, tids: &[i32]) {
+        if tids == self.tids.as_slice() {
+            return;
+        }
+        for &tid in tids {
+            // A thread that exits before its event opens is simply not sampled.
+            let _ = self.perf.add_thread(tid);
+        }
+        self.perf.retain(tids);
+        self.prev.retain(|t, _| tids.contains(t));
+        self.kept.retain(|t, _| tids.contains(t));
+        self.runs.retain(|t, _| tids.contains(t));
+        self.tids = tids.to_vec();
+    }
+
+    /// Starts a pass: takes every kernel sample written since the last one.
+    pub fn begin_pass(&mut self) {
+        for v in self.samples.values_mut() {
+            v.clear();
+        }
+        self.drained.clear();
+        self.perf.drain(&mut self.drained);
+        self.counts.lost = self.perf.lost;
+        for s in self.drained.drain(..) {
+            self.samples.entry(s.tid).or_default().push(s);
+        }
+        if self.last_maps.elapsed() >= MAPS_EVERY {
+            self.last_maps = Instant::now();
+            let _ = self.unwinder.refresh();
+        }
+    }
+
+    /// A thread without a Python stack this pass: its last read no longer brackets anything.
+    pub fn forget(&mut self, tid: i32) {
+        self.prev.remove(&tid);
+        self.runs.remove(&tid);
+    }
+
+    /// The mixed stack of `tid` at this pass's read, or None (counted as missing).
+    pub fn match_thread(&mut self, interp: &Interpreter, tid: i32, read: PyRead, blocked: bool) -> Option<Arc<Mixed>> {
+        let got = if blocked { self.blocked(interp, tid, &read) } else { None };
+        let got = got.or_else(|| self.running(tid, &read));
+        self.prev.insert(tid, read);
+        match &got {
+            Some(m) => {
+                self.counts.matched += 1;
+                if m.1 {
+                    self.counts.partial += 1;
+                }
+            }
+            None => self.counts.missing += 1,
+        }
+        got
+    }
+
+    fn running(&mut self, tid: i32, read: &PyRead) -> Option<Arc<Mixed>> {
+        let same = self.prev.get(&tid).filter(|prev| {
+            read.top.is_some() && prev.top == read.top && prev.ends == read.ends && (Arc::ptr_eq(&prev.frames, &read.frames) || prev.frames == read.frames)
+        });
+        let Some(prev) = same else {
+            self.runs.remove(&tid);
+            return None;
+        };
+        // Every read since the run's start gave this stack: a sample anywhere in it lies between two
+        // equal reads.
+        let run = self.runs.entry(tid).or_insert(Run { start_ns: prev.start_ns, last: None });
+        let (from, to) = (run.start_ns, read.end_ns);
+        // The latest sample inside the bracket: the nearest to the stack the pass reports.
+        let fresh = self.samples.get_mut(&tid).and_then(|v| {
+            let i = v.iter().rposition(|s| s.time_ns >= from && s.time_ns <= to)?;
+            Some((v[i].regs, std::mem::take(&mut v[i].stack)))
+        });
+        if let Some((regs, stack)) = fresh {
+            let got = self.merged(regs, &stack, read).map(Arc::new);
+            if let (Some(m), Some(run)) = (&got, self.runs.get_mut(&tid)) {
+                run.last = read.run_ns_before.map(|cpu| (Arc::clone(m), cpu));
+            }
+            return got;
+        }
+        // No sample since the last pass: the kernel samples every `period_ns` of the thread's CPU
+        // time, so a thread that has run less than that since the run's last sample (it waited for
+        // a CPU) has none newer; that one, of the same Python stack, stands for it.
+        let run = self.runs.get(&tid)?;
+        let (m, cpu_then) = run.last.as_ref()?;
+        let cpu_now = read.run_ns_before?;
+        (cpu_now.saturating_sub(*cpu_then) < self.period_ns).then(|| Arc::clone(m))
+    }
+
+    fn blocked(&mut self, interp: &Interpreter, tid: i32, read: &PyRead) -> Option<Arc<Mixed>> {
+        let before = match read.run_ns_before {
+            Some(r) => r,
+            None => run_ns(self.pid, tid)?,
+        };
+        if let Some(k) = self.kept.get(&tid) {
+            if k.run_ns == before && k.py_stack == read.stack_id {
+                return Some(Arc::clone(&k.mixed));
+            }
+        }
+        let b = read_blocked(self.pid, tid, &interp.mem)?;
+        if run_ns(self.pid, tid)? != before {
+            return None; // it ran: the native and Python reads may be different moments
+        }
+        let mixed = Arc::new(self.merged(b.regs, &b.stack, read)?);
+        self.kept.insert(tid, BlockedKept { run_ns: before, py_stack: read.stack_id, mixed: Arc::clone(&mixed) });
+        Some(mixed)
+    }
+
+    fn merged(&mut self, regs: Regs, stack: &[u8], read: &PyRead) -> Option<Mixed> {
+        let (addrs, complete) = self.unwinder.unwind(regs, regs.sp, stack);
+        let raw: Vec<u64> = addrs.iter().map(|a| a.address()).collect();
+        self.unwinder.ensure_known(&raw);
+        let mut native: Vec<NativeFrame> = addrs.into_iter().map(|a| self.unwinder.symbolize_function(a)).collect();
+        let mut complete = complete;
+        if native.first().is_some_and(|f| f.library.is_none()) {
+            // The thread runs code in no file (JIT-like anonymous memory, a library gone): the frames
+            // framehop finds beyond it are a frame-pointer guess, not trusted.
+            native.truncate(1);
+            complete = false;
+        }
+        let files: Vec<&str> = self.interp_files.iter().map(|s| s.as_str()).collect();
+        match merge(&native, &read.frames, &read.ends, &files) {
+            Ok(m) => Some((m, false)),
+            Err(_) if !complete => merge_truncated(&native, &read.frames, &read.ends, &files).ok().map(|m| (m, true)),
+            Err(_) => None,
+        }
+    }
+
+    pub fn thread_count(&self) -> usize {
+        self.perf.thread_count()
+    }
+}
+
+/// A thread's CPU time so far (`/proc/PID/task/TID/schedstat`, first field).
+fn run_ns(pid: i32, tid: i32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat")).ok()?;
+    text.split_whitespace().next()?.parse().ok()
+}
+
+/// A mixed frame as an aggregate frame: Python frames as they are; a native one named by its label,
+/// its file's base name, and `native_line` of its offset.
+pub fn as_frame(f: &MixedFrame) -> Frame {
+    match f {
+        MixedFrame::Python(p) => p.clone(),
+        MixedFrame::Native(n) => Frame { function: n.label(), file: n.library_name().unwrap_or("").to_owned(), line: native_line(if n.library.is_some() { n.offset } else { 0 }) },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn native_lines_are_negative_and_reversible() {
+        assert_eq!(native_line(0), -2);
+        assert_eq!(native_line(0x1181), -2 - 0x1181);
+        assert!(native_line(u64::MAX) < 0);
+        let f = as_frame(&MixedFrame::Native(NativeFrame { function: Some("inner_spin".into()), library: Some("/tmp/x/ext.so".into()), offset: 0x1181 }));
+        assert_eq!((f.function.as_str(), f.file.as_str(), f.line), ("inner_spin", "ext.so", -2 - 0x1181));
+        assert!(is_native(&f));
+        let unknown = as_frame(&MixedFrame::Native(NativeFrame { function: None, library: None, offset: 0x7fff_0000_1234 }));
+        assert_eq!((unknown.function.as_str(), unknown.file.as_str(), unknown.line), ("[unknown]", "", -2));
+    }
+}
