@@ -207,3 +207,34 @@ def test_sidecar_port_in_use_is_one_line():
         rc, _out, err = run_gilty("serve", "--pid", os.getpid(), "--port", busy.getsockname()[1], timeout=30)
     assert rc == 2
     assert "cannot listen on 127.0.0.1:" in assert_one_error_line(err)
+
+
+def test_sidecar_clients_that_hang_up_or_send_garbage_get_no_traceback():
+    # Scrapers that reset the connection mid-answer (a Prometheus scrape timeout, a killed curl) or
+    # send no request at all: the sidecar says nothing or one line, and goes on serving.
+    serve_port = free_port()
+    target = start_target(sys.executable, "spinners.py")
+    sidecar = _gilty_serve(target.pid, serve_port)
+    try:
+        url = f"http://127.0.0.1:{serve_port}/metrics"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(url, timeout=5).read()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the sidecar did not answer"
+                time.sleep(0.2)
+        for i in range(40):
+            with socket.create_connection(("127.0.0.1", serve_port), timeout=5) as s:
+                s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n" if i % 2 else b"\x16\x03\x01 not http\r\n\r\n")
+                # Close with a reset (SO_LINGER 0) before reading the answer.
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        body = urllib.request.urlopen(url, timeout=5).read().decode()
+        assert "gilty_gil_hold_seconds_total" in body
+    finally:
+        sidecar.send_signal(2)
+        _out, err = sidecar.communicate(timeout=15)
+        target.stop()
+    assert sidecar.returncode == 0, err
+    assert "Traceback" not in err, err

@@ -59,6 +59,18 @@ def _handler(totals: Totals):
     return Handler
 
 
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        """One line instead of socketserver's traceback: a scraper that hangs up mid-answer is no error
+        of ours; anything else is said, and the next scrape is served as usual."""
+        error = sys.exc_info()[1]
+        if isinstance(error, (BrokenPipeError, ConnectionResetError, TimeoutError)):
+            return
+        print(f"gilty: a /metrics request from {client_address[0]} failed: {type(error).__name__}: {error}", file=sys.stderr)
+
+
 def _cmdline(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -94,10 +106,9 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"no process with pid {missing[0]}", 3)
     totals = Totals(1.0 / args.rate, per_thread=bool(args.per_thread))
     try:
-        server = http.server.ThreadingHTTPServer((args.bind, args.port), _handler(totals))
+        server = _Server((args.bind, args.port), _handler(totals))
     except OSError as e:
         raise UsageError(f"cannot listen on {args.bind}:{args.port}: {e.strerror or e}") from None
-    server.daemon_threads = True
     threading.Thread(target=server.serve_forever, name="gilty-serve-http", daemon=True).start()
     print(f"gilty: serving metrics of pid {', '.join(map(str, pids))} on http://{args.bind}:{server.server_address[1]}/metrics", file=sys.stderr)
     with launch.StopSignals() as stop:
