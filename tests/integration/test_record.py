@@ -224,7 +224,11 @@ def test_experiment1_io_threads_are_idle(interp, experiment1):
         t = thread_named(experiment1, name)
         note(interp, "exp1 io: idle", t["states"]["idle"])
         note(interp, "exp1 io: waiting_gil", t["states"]["waiting_gil"])
-        assert t["states"]["idle"] >= 0.75, (name, t["states"])
+        # On a loaded host a woken thread waits for a CPU: 0.245 idle at load 10. The kernel's run delay
+        # for the thread over the same recording (`run_delay_share`) is that time, so the bar comes down by it.
+        delay = t.get("run_delay_share") or 0.0
+        note(interp, "exp1 io: kernel run delay", round(delay, 3))
+        assert t["states"]["idle"] >= 0.75 - delay, (name, t["states"], delay)
         # The rest of a woken thread's time, on a busy host, is runnable without a CPU.
         assert t["states"]["idle"] + t["states"]["native"] + t["states"]["cpu_wait"] >= 0.95, (name, t["states"])
         assert t["states"]["waiting_gil"] <= 0.05, (name, t["states"])
