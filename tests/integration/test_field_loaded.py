@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TARGETS, free_port, gilty_command
+from conftest import TARGETS, free_port, gilty_command, one_version
 from package_venvs import venv_python
 from test_cpu_starved import STARVED_MIN, TARGET_CPU, TOLERANCE, _quota_group, record_beside_the_kernel
 from test_load_httpbin import HTTPBIN_PACKAGES, _httpbin_base
@@ -151,9 +151,8 @@ def test_httpbin_sync_workers_beside_a_cpu_hog():
 
 
 def test_fastapi_uvicorn_workers_under_a_cgroup_quota(interp):
-    if interp.id.startswith("debian") or interp.minor_str != "3.12":
-        pytest.skip("one server under a quota is enough: checked on pyenv 3.12 only (suite time); "
-                    "cpu_wait is checked per version in test_cpu_starved.py (a starved spinner), the quota on 3.12")
+    one_version(interp, "one server under a quota is enough; cpu_wait is checked per version in "
+                        "test_cpu_starved.py (a starved spinner)")
     python = venv_python(interp, "server", SERVER_PACKAGES, "import uvicorn, fastapi")
     port = free_port()
     with _quota_group(0.2) as group:
