@@ -31,9 +31,8 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-SOURCE = os.path.join(REPO, "tests", "targets", "native_chain", "native_chain.c")
+from native_dump import build  # the test C extension for one interpreter (same directory)
+
 VENV_BIN = os.path.dirname(sys.executable)
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -51,14 +50,6 @@ while time.monotonic() < end:
 c1 = os.times()
 print(n, time.monotonic() - t0, c1.user - c0.user + c1.system - c0.system, c1.system - c0.system, flush=True)
 """
-
-
-def build(python: str, out: str) -> None:
-    probe = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['include']); print(sysconfig.get_config_var('EXT_SUFFIX'))"],
-                           capture_output=True, text=True, check=True)
-    include, suffix = probe.stdout.split()
-    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-g", "-fno-inline", "-fno-optimize-sibling-calls", f"-I{include}",
-                    SOURCE, "-o", os.path.join(out, f"native_chain{suffix}")], check=True)
 
 
 def cpu_s(pid: int) -> float:
