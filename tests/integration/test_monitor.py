@@ -47,7 +47,9 @@ def test_spinners_share_the_gil(interp, stats):
         note(interp, f"monitor {name} wait", round(total["waiting_gil"], 3))
         # On a busy host part of both is runnable without a CPU (cpu_wait): the turns stay even.
         assert 0.3 <= hold / (hold + total["waiting_gil"]) <= 0.7, total
-        assert_unless_busy(0.3 <= hold <= 0.7 and 0.3 <= total["waiting_gil"] <= 0.7, stats["_pressure"], f"{name}: {total}")
+        # Their time is the GIL's, held or waited for, or runnable without a CPU. (Each share alone is no
+        # bar: 0.294 held with 0.587 waited, even turns, on a clean-clone run beside one CPU hog.)
+        assert_unless_busy(hold + total["waiting_gil"] + total["cpu_wait"] >= 0.8, stats["_pressure"], f"{name}: {total}")
         # seconds are the time the passes stood for: about the 2 s the thread ran
         assert 1.0 <= sum(_thread(stats, name)["seconds"].values()) <= 3.5
 
