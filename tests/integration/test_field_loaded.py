@@ -17,7 +17,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -26,6 +25,7 @@ from conftest import TARGETS, free_port, gilty_command, one_version
 from package_venvs import venv_python
 from test_cpu_starved import STARVED_MIN, TARGET_CPU, TOLERANCE, _quota_group, record_beside_the_kernel
 from test_load_httpbin import HTTPBIN_PACKAGES, _httpbin_base
+from test_specialization_server import _get as _up
 
 SERVER_PACKAGES = ("gunicorn==23.0.0", "uvicorn==0.30.6", "fastapi==0.115.0")
 DURATION_S = 6.0
@@ -43,15 +43,6 @@ def _children(pid: int) -> list:
     with contextlib.suppress(OSError):
         return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
     return []
-
-
-def _up(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as r:
-            r.read()
-            return r.status == 200
-    except OSError:
-        return False
 
 
 @contextlib.contextmanager
