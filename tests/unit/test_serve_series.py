@@ -36,6 +36,21 @@ def test_numbered_pools_fold_from_their_third_name_and_same_names_are_one_series
     assert keys.key("AnyIO worker thread") == ("AnyIO worker thread", [])
 
 
+def test_names_the_interpreter_numbers_are_a_pool_from_the_first():
+    """A worker starting a one-off thread per request shows two or three of them per scrape and an
+    unnamed newcomer or two: those must not be a series each until a third name shows up."""
+    keys = ThreadKeys()
+    assert keys.key("Thread-11 (_one_off)") == ("Thread-# (_one_off)", [])
+    assert keys.key("Thread-12 (_one_off)") == ("Thread-# (_one_off)", [])
+    assert keys.key("Thread-3") == ("Thread-#", [])
+    assert keys.key("ThreadPoolExecutor-0_1") == ("ThreadPoolExecutor-#_#", [])
+    assert keys.key("thread-12155") == ("thread-#", [])
+    assert keys.key("Dummy-2") == ("Dummy-#", [])
+    # A name of the application's that merely looks alike keeps its own series until its pool forms.
+    assert keys.key("Thread-11 worker") == ("Thread-11 worker", [])
+    assert keys.key("io1") == ("io1", [])
+
+
 def test_series_per_process_are_capped():
     keys = ThreadKeys(max_series=3)
     got = [keys.key(name)[0] for name in ("a", "b", "c", "d", "e")]

@@ -16,6 +16,11 @@ _MP_HELPER = re.compile(r"multiprocessing\.(resource_tracker|forkserver)\b")
 # children) takes its parent's.
 GENERIC = "python"
 MAX_NAME = 40
+# Names the interpreter makes up, numbered anew for every thread ("Thread-12 (_one_off)",
+# "ThreadPoolExecutor-0_7", "Dummy-3") and the sampler's stand-in for a thread it saw before it had a
+# name ("thread-12155"): a pool from the first one, since a busy worker may show two of them in one
+# scrape and never a third.
+_GENERATED = re.compile(r"^(Thread-\d+( \(.*\))?|ThreadPoolExecutor-\d+_\d+|Dummy-\d+|thread-\d+)$")
 
 
 def process_name(cmdline: str) -> str:
@@ -59,7 +64,7 @@ def sticky_roles(old: dict, new: dict) -> dict:
 class ThreadKeys:
     """The series key of each thread of one process: its name, or its pool's key (``pool_key``:
     digits as ``#``) once MIN_NUMBERED_POOL differently numbered names of the pool were seen, as the
-    text report groups them. Same-named threads ("AnyIO worker thread") are one series from the
+    text report groups them, or at once for names the interpreter numbers itself (``_GENERATED``). Same-named threads ("AnyIO worker thread") are one series from the
     start. At most ``max_series`` keys; later ones are folded into ``OTHER``."""
 
     OTHER = "(other)"
@@ -82,7 +87,7 @@ class ThreadKeys:
             names.add(name)
             if len(names) == MIN_NUMBERED_POOL:
                 folded = sorted(n for n in names if n != name and n != pool)
-        key = pool if len(names) >= MIN_NUMBERED_POOL else name
+        key = pool if len(names) >= MIN_NUMBERED_POOL or _GENERATED.match(name) else name
         if key not in self._keys:
             if len(self._keys) >= self.max_series:
                 return self.OTHER, folded
