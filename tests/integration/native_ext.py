@@ -34,3 +34,12 @@ def build_native_chain(interpreter: str, out_dir: Path) -> Path:
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, f"{' '.join(cmd)} failed:\n{done.stderr}"
     return out_dir
+
+
+def c_line_of(marker: str) -> int:
+    """Line number of the ``/* LINE:<marker> */`` comment in the extension's C source."""
+    tag = f"/* LINE:{marker} */"
+    for number, text in enumerate(SOURCE.read_text(encoding="utf-8").splitlines(), 1):
+        if text.rstrip().endswith(tag):
+            return number
+    raise AssertionError(f"no {tag} in {SOURCE}")

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from conftest import line_of, parse_json, run_gilty, running_target, thread_named
-from native_ext import build_native_chain
+from native_ext import build_native_chain, c_line_of
 
 pytestmark = pytest.mark.interpreter
 
@@ -67,6 +67,14 @@ def test_c_chain_under_calling_line(interp, ext_dir, mode):
     # The library is the extension just built, with offsets inside it.
     top = next(t for t in threads if ends_in_chain(t, call_line))["native_stack"][0]
     assert os.path.basename(top[2]).startswith("native_chain") and top[3] > 0
+    # Built with -g: each C frame has its source line. inner_spin's is the spin loop's (a sample may
+    # land on its entry or exit, rarely), middle's the line calling inner_spin (its return address).
+    chains = [t["native_stack"] for t in threads if ends_in_chain(t, call_line)]
+    spin_line, inner_call = c_line_of("spin"), c_line_of("inner")
+    assert all(os.path.basename(s[0][4] or "") == "native_chain.c" for s in chains), [s[0] for s in chains]
+    at_loop = sum(s[0][5] == spin_line for s in chains)
+    assert at_loop >= 0.9 * len(chains), f"inner_spin at line {spin_line} in {at_loop} of {len(chains)}: {[s[0][5] for s in chains]}"
+    assert all(s[1][5] == inner_call for s in chains), [s[1] for s in chains]
     if mode == "hold":
         # Holding the GIL in C: holding_gil, or cpu_wait when the busy machine preempted the holder.
         states = [t["state"] for t in threads if ends_in_chain(t, call_line)]
@@ -103,6 +111,9 @@ def test_blocked_main_thread(interp, ext_dir):
         # Debian's stripped python3.11: its own local functions have no names, only file+offset.
         unnamed = [f for s in merged for f in s if f[0] == "c" and f[1] is None and f[2] == interp.path]
         assert unnamed, merged
+        # ... and no line tables: its frames have no source line, and nothing failed for it.
+        own = [f for s in merged for f in s if f[0] == "c" and f[2] == interp.path]
+        assert own and all(f[4] is None and f[5] is None for f in own), own
 
 
 def test_cli_text_and_json(interp, ext_dir):
@@ -117,7 +128,9 @@ def test_cli_text_and_json(interp, ext_dir):
         block = out.split("'spinner'")[1]
         lines = [ln.strip() for ln in block.splitlines()[1:5]]
         assert [ln.split(" ")[0] for ln in lines[:3]] == CHAIN, block
-        assert lines[0].split(" ")[1].startswith("(native_chain"), lines[0]
+        # The source file and line, as Python frames show theirs (the build keeps line tables).
+        assert lines[0].split(" ")[1].startswith("(/") and "native_chain.c:" in lines[0], lines[0]
+        assert lines[1].endswith(f"native_chain.c:{c_line_of('inner')})"), lines[1]
         assert lines[3].startswith("spin (") and lines[3].endswith(f"{SCRIPT}:{call_line})"), block
         rc, out, err = run_gilty("dump", "--pid", proc.pid, "--native", "--format", "json", timeout=60)
         assert rc == 0, err
@@ -128,6 +141,8 @@ def test_cli_text_and_json(interp, ext_dir):
     assert [f["function"] for f in frames[:3]] == CHAIN
     assert frames[0]["library"].endswith(".so") and frames[0]["offset"] > 0 and frames[0]["label"] == "inner_spin"
     assert frames[3]["line"] == call_line
+    assert frames[0]["file"].endswith("/native_chain.c") and isinstance(frames[0]["line"], int), frames[0]
+    assert (frames[1]["file"], frames[1]["line"]) == (frames[0]["file"], c_line_of("inner")), frames[1]
     assert report["errors"]["native_missing"] == sum("native_error" in t for t in report["threads"])
 
 

@@ -12,7 +12,7 @@ import os
 import pytest
 
 from conftest import line_of, run_gilty, running_target
-from native_ext import build_native_chain
+from native_ext import build_native_chain, c_line_of
 from test_perf_refused import _one_line_refusal as one_line_refusal, _refused as refused, deny_perf  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.interpreter
@@ -123,6 +123,9 @@ def test_every_output_shows_the_chain(interp, ext_dir, tmp_path):
     top = [f for f in spin["top_functions"] if f.get("native")]
     assert top and top[0]["function"] == "inner_spin" and top[0]["line"] is None and top[0]["offset"] > 0, spin["top_functions"]
     assert top[0]["file"].startswith("native_chain")
+    # Built with -g: the C function's samples are split by source line, the spin loop's the most.
+    spin_line = c_line_of("spin")
+    assert top[0]["source_file"].endswith("/native_chain.c") and top[0]["source_line"] == spin_line, top[0]
     outputs = {}
     for fmt in ("text", "collapsed", "svg", "speedscope", "chrome", "html", "pprof"):
         out = str(tmp_path / f"out.{fmt}")
@@ -130,26 +133,31 @@ def test_every_output_shows_the_chain(interp, ext_dir, tmp_path):
         assert rc == 0 and "Traceback" not in err, f"{fmt}: {err}"
         with open(out, "rb") as f:
             outputs[fmt] = f.read()
-    label = "inner_spin (native_chain"
-    # The chain in order under its Python line, as collapsed stacks write it (outermost first).
-    line = next(ln for ln in outputs["collapsed"].decode().splitlines() if "inner_spin" in ln)
+    # The chain in order under its Python line, as collapsed stacks write it (outermost first), each C
+    # frame with its source file (whole) and line.
+    at_loop = f"/native_chain.c:{spin_line})"
+    line = next(ln for ln in outputs["collapsed"].decode().splitlines() if "inner_spin" in ln and at_loop in ln)
     frames = line.rsplit(" ", 1)[0].split(";")
     names = [f.split(" ")[0] for f in frames[-4:]]
     assert names == ["spin", "outer", "middle", "inner_spin"] and frames[-4].endswith(f"{SCRIPT}:{call_line})"), line
-    assert frames[-1].startswith(label) and "+0x" in frames[-1], line
-    assert label in outputs["text"].decode()
+    assert frames[-1].startswith("inner_spin (/") and frames[-1].endswith(at_loop), line
+    assert frames[-2].endswith(f"/native_chain.c:{c_line_of('inner')})"), line
+    assert f"inner_spin (/" in outputs["text"].decode() and at_loop in outputs["text"].decode()
+    short = f"inner_spin (native_chain.c:{spin_line})"  # pictures: the file's base name
     svg = outputs["svg"].decode()
-    assert all(f"{name} (native_chain" in svg for name in CHAIN), "the flame graph lacks the C chain"
+    assert all(f"{name} (native_chain.c:" in svg for name in CHAIN) and short in svg, "the flame graph lacks the C chain"
     doc = json.loads(outputs["speedscope"])
     names = {f["name"] for f in doc["shared"]["frames"]}
-    assert all(any(n.startswith(f"{c} (native_chain") for n in names) for c in CHAIN), names
+    assert all(any(n.startswith(f"{c} (/") and "native_chain.c:" in n for n in names) for c in CHAIN), names
     assert not any(f.get("line", 0) < 0 for f in doc["shared"]["frames"])
+    spun = [f for f in doc["shared"]["frames"] if f["name"].startswith("inner_spin (")]
+    assert any(f["file"].endswith("/native_chain.c") and f["line"] == spin_line for f in spun), spun
     chrome = outputs["chrome"].decode()
-    assert all(f"{name} (native_chain" in chrome for name in CHAIN)
+    assert all(f"{name} (native_chain.c:" in chrome for name in CHAIN) and short in chrome
     html = outputs["html"].decode()
-    assert '"inner_spin","native_chain' in html and "isNative" in html
+    assert '"inner_spin","native_chain' in html and "isNative" in html and f"/native_chain.c:{spin_line}\"" in html
     gz = __import__("gzip").decompress(outputs["pprof"])
-    assert b"inner_spin" in gz and b"native_chain" in gz
+    assert b"inner_spin" in gz and b"native_chain.c" in gz
 
 
 @pytest.mark.parametrize("hazard", ["dlclose", "threads", "anon"])

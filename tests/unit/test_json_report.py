@@ -189,7 +189,7 @@ def test_dump_keys_match_the_documentation():
     full = dict(_snapshot_with_locals(), tasks=_tasks())
     # --native: one thread merged (a C frame over its Python frame), one without its native part.
     full["threads"][0] = dict(full["threads"][0], native_stack=[
-        ("c", "pthread_cond_wait", "/lib/libc.so.6", 0x1234), ("py", "wait", "threading.py", 320)])
+        ("c", "pthread_cond_wait", "/lib/libc.so.6", 0x1234, None, None), ("py", "wait", "threading.py", 320)])
     full["threads"][1] = dict(full["threads"][1], native_error="the Python stack moved around every kernel sample (3 tries)")
     present = key_paths(json.loads(json_report.render_dump(TARGET_INFO, full, syscall_name)))
     assert documented - present == set()

@@ -194,14 +194,15 @@ impl Target {
     }
 }
 
-/// A mixed stack as tuples: ("py", function, file, line) or ("c", function, library, offset).
+/// A mixed stack as tuples: ("py", function, file, line) or ("c", function, library, offset,
+/// source file, source line), the last two None without DWARF line tables.
 fn mixed_stack<'py>(py: Python<'py>, frames: &[gilty_core::native::MixedFrame]) -> PyResult<Bound<'py, PyList>> {
     use gilty_core::native::MixedFrame;
     let out = PyList::empty(py);
     for f in frames {
         match f {
             MixedFrame::Python(p) => out.append(("py", p.function.as_str(), p.file.as_str(), p.line))?,
-            MixedFrame::Native(n) => out.append(("c", n.function.as_deref(), n.library.as_deref(), n.offset))?,
+            MixedFrame::Native(n) => out.append(("c", n.function.as_deref(), n.library.as_deref(), n.offset, n.file.as_deref(), n.line))?,
         }
     }
     Ok(out)

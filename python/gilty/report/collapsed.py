@@ -14,6 +14,7 @@ from typing import Callable, Optional
 from gilty.report import task_view
 from gilty.report.labels import frame_label, process_label, state_name
 from gilty.report.pictures import PictureOptions, stack_rows
+from gilty.sampling.native_frames import is_native, native_parts
 from gilty.sampling.session import Recording
 
 
@@ -52,7 +53,11 @@ def lines(recording: Recording, options: Optional[PictureOptions] = None, name: 
 
 
 def _whole_path(frame: tuple) -> str:
-    function, file, _line = frame
+    function, file, line = frame
+    if is_native(line):
+        # A C frame: its source file without the line where it has one, else as with lines.
+        _, source, _ = native_parts(file)
+        return f"{function} ({source if source is not None else file})"
     return f"{function} ({file})"
 
 

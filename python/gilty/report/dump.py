@@ -71,20 +71,25 @@ def native_label(function: str | None, library: str | None, offset: int) -> str:
 
 
 def _mixed_text(frame: tuple) -> str:
-    kind, function, where, at = frame
+    kind, function, where, at = frame[:4]
     if kind == "py":
         return f"{visible(function)} ({visible(where)}:{at})"
     label = visible(native_label(function, where, at))
+    source, line = frame[4:6] if len(frame) >= 6 else (None, None)
+    if source is not None and line is not None:
+        # As Python frames show theirs: the source file and line, where the library has line tables.
+        return f"{label} ({visible(source)}:{line})"
     lib = where.rsplit("/", 1)[-1] if where else None
     return f"{label} ({visible(lib)}+{at:#x})" if function and lib else label
 
 
 def _mixed_json(frame: tuple) -> dict:
-    kind, function, where, at = frame
+    kind, function, where, at = frame[:4]
     if kind == "py":
         return {"kind": "python", "function": function, "file": where, "line": at}
+    source, line = frame[4:6] if len(frame) >= 6 else (None, None)
     return {"kind": "native", "function": function, "library": where, "offset": at,
-            "label": native_label(function, where, at)}
+            "label": native_label(function, where, at), "file": source, "line": line}
 
 
 def _locals_lines(variables: list | None, error: str | None) -> list[str]:

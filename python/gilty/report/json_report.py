@@ -8,7 +8,7 @@ import json
 from typing import Callable, Optional
 
 from gilty.sampling.analysis import Summary, summarise
-from gilty.sampling.native_frames import is_native, native_offset
+from gilty.sampling.native_frames import is_native, native_offset, native_parts
 from gilty.sampling.analysis.syscalls import idle_kind
 from gilty.sampling.processes import roles
 from gilty.report import dump, task_view
@@ -35,11 +35,19 @@ def _distribution(d: dict) -> dict:
     }
 
 
-def _native_keys(prefix: str, line) -> dict:
-    """Whether a frame is a C frame of `record --native` (`native_frames`), and its offset in its
-    library (``file``); null for a Python frame."""
+def _native_keys(prefix: str, file, line) -> dict:
+    """Whether a frame is a C frame of `record --native` (`native_frames`), its offset in its library
+    (``file``), and its source file and line where the library has line tables; null for a Python
+    frame."""
     native = is_native(line)
-    return {f"{prefix}native": native, f"{prefix}offset": native_offset(line) if native else None}
+    _, source, source_line = native_parts(file) if native else (None, None, None)
+    return {f"{prefix}native": native, f"{prefix}offset": native_offset(line) if native else None,
+            f"{prefix}source_file": source, f"{prefix}source_line": source_line}
+
+
+def _frame_file(file, line):
+    """A frame's ``file``: a C frame's library base name (without its source line)."""
+    return native_parts(file)[0] if is_native(line) else file
 
 
 
@@ -65,7 +73,7 @@ def _exact_thread(e) -> Optional[dict]:
                 "holder_tid": b.holder_tid,
                 "holder_name": b.holder_name,
                 "holder_function": b.holder_function,
-                "holder_file": b.holder_file,
+                "holder_file": _frame_file(b.holder_file, b.holder_line),
                 "holder_line": b.holder_line,
                 "wait_s": _round(b.wait_s),
             }
@@ -159,13 +167,13 @@ def _thread(t, exact=None, pid=None, session: Optional[Session] = None, frame_id
         "top_functions": [
             {
                 "function": f.function,
-                "file": f.file,
+                "file": _frame_file(f.file, f.line),
                 "line": None if is_native(f.line) else f.line,
                 "fraction": _round(f.fraction),
                 "state": f.state,
                 "handling_exception_share": _round(f.handling_share),
                 "position": None if is_native(f.line) else _position(session, frame_ids, f),
-                **_native_keys("", f.line),
+                **_native_keys("", f.file, f.line),
             }
             for f in t.top_functions
         ],
@@ -174,10 +182,10 @@ def _thread(t, exact=None, pid=None, session: Optional[Session] = None, frame_id
                 "holder_tid": b.holder_tid,
                 "holder_name": b.holder_name,
                 "holder_function": b.holder_function,
-                "holder_file": b.holder_file,
+                "holder_file": _frame_file(b.holder_file, b.holder_line),
                 "holder_line": None if is_native(b.holder_line) else b.holder_line,
                 "fraction": _round(b.fraction),
-                **_native_keys("holder_", b.holder_line),
+                **_native_keys("holder_", b.holder_file, b.holder_line),
             }
             for b in t.blame
         ],

@@ -131,7 +131,8 @@ def thread_label(session: Session, tid: int) -> str:
 
 def frame_label(frame: tuple) -> str:
     """``function (file:line)``, the py-spy / flamegraph.pl habit; a C frame of ``record --native``
-    ``function (library+0xOFFSET)``, as `gilty dump --native` shows it (``native_frames``)."""
+    ``function (source.c:line)`` where its library has line tables, else ``function (library+0xOFFSET)``,
+    as `gilty dump --native` shows it (``native_frames``)."""
     return frame_text(*frame)
 
 

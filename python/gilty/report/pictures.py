@@ -15,6 +15,7 @@ from typing import Optional
 
 from gilty.report.labels import command_text, frame_label, process_label, thread_label
 from gilty.sampling.analysis.pools import pool_key
+from gilty.sampling.native_frames import frame_text, is_native
 from gilty.sampling.processes import roles
 from gilty.sampling.session import IDLE, Recording, Session
 
@@ -139,7 +140,9 @@ class FrameNames:
     def __init__(self, frames, lines: bool = True) -> None:
         self.lines = lines
         by_base: dict = {}
-        for function, file, _line in frames:
+        for function, file, line in frames:
+            if is_native(line):
+                continue  # named by frame_text's own short form
             by_base.setdefault((function, short_file(file)), set()).add(str(file))
         self._file: dict = {}  # (function, file) -> the file as shown
         for (function, _base), files in by_base.items():
@@ -151,14 +154,19 @@ class FrameNames:
 
     def short(self, frame: tuple) -> str:
         function, file, line = frame
+        if is_native(line):
+            return self._text(frame_text(function, file, line, short=True))
         return self._label((function, self._file.get((function, str(file)), short_file(file)), line))
 
     def full(self, frame: tuple) -> str:
         return self._label(tuple(frame))
 
     def _label(self, frame: tuple) -> str:
-        # labels.frame_label makes the name safe to show; without lines its ":line" is taken off.
-        text = frame_label(frame)
+        # labels.frame_label makes the name safe to show.
+        return self._text(frame_label(frame))
+
+    def _text(self, text: str) -> str:
+        # Without lines the ":line" is taken off.
         if not self.lines and text.endswith(")") and ":" in text:
             text = text[: text.rindex(":")] + ")"
         return text

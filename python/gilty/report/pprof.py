@@ -17,7 +17,7 @@ from __future__ import annotations
 import gzip
 
 from gilty.report.labels import command_text, state_name
-from gilty.sampling.native_frames import is_native, native_offset
+from gilty.sampling.native_frames import is_native, native_offset, native_parts
 from gilty.sampling.session import NO_STACK, Recording
 
 NO_STACK_FUNCTION = "(no Python stack)"
@@ -85,15 +85,18 @@ def render_bytes(recording: Recording) -> bytes:
         fid = functions.get((name, file))
         if fid is None:
             fid = functions[(name, file)] = len(functions) + 1
+            # A C frame's file: its source file where its library has line tables, else the library.
+            library, source, _ = native_parts(file) if is_native(line) else (file, None, None)
             # No system_name: pprof would "demangle" it into the name and drop `<module>` as template arguments.
             function_msgs.append(_bytes_field(_P_FUNCTION, _int_field(1, fid) + _int_field(2, strings(name))
-                                              + _int_field(4, strings(file))))
+                                              + _int_field(4, strings(source or library))))
         lid = locations.get((fid, line))
         if lid is None:
             lid = locations[(fid, line)] = len(locations) + 1
-            # A C frame of `record --native`: no line; its offset in the library as the address.
+            # A C frame of `record --native`: its source line or none; its offset in the library as the address.
             address = _int_field(3, native_offset(line)) if is_native(line) else b""
-            line_msg = _int_field(1, fid) + _int_field(2, 0 if is_native(line) else max(line, 0))
+            number = (native_parts(file)[2] or 0) if is_native(line) else max(line, 0)
+            line_msg = _int_field(1, fid) + _int_field(2, number)
             location_msgs.append(_bytes_field(_P_LOCATION, _int_field(1, lid) + _int_field(2, 1) + address + _bytes_field(4, line_msg)))
         return lid
 

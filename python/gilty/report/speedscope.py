@@ -19,7 +19,7 @@ from gilty import __version__
 from gilty.report import task_view
 from gilty.report.labels import state_name, visible
 from gilty.report.pictures import PictureOptions, drawn, groups, thread_name
-from gilty.sampling.native_frames import frame_text, is_native
+from gilty.sampling.native_frames import frame_text, is_native, native_parts
 from gilty.sampling.session import IDLE, STATE_NAMES, UNKNOWN, Recording
 from gilty.sampling.stack_slots import slot_spans
 
@@ -49,8 +49,13 @@ class _FrameTable:
         first column becomes speedscope's 1-based ``col``; a frame is one entry per line, as ever."""
         function, file, line = frame
         if is_native(line):
-            # A C frame of `record --native`: named as the other formats name it, its library as file.
-            return self.index(("frame", function, file, line), {"name": frame_text(function, file, line), "file": file})
+            # A C frame of `record --native`: named as the other formats name it; its source file and
+            # line where its library has line tables, else its library as file.
+            library, source, source_line = native_parts(file)
+            entry = {"name": frame_text(function, file, line), "file": source or library}
+            if source is not None:
+                entry["line"] = source_line
+            return self.index(("frame", function, file, line), entry)
         entry = {"name": function, "file": file, "line": line}
         if position is not None and position[2] is not None:
             entry["col"] = position[2] + 1

@@ -3,7 +3,9 @@
 A frame is ``(function, file, line)``; a C frame has ``file`` the library's base name and ``line``
 ``-2 - offset`` (a Python frame's line is at least -1, its "no line"), its offset being its function's start in
 the library, or its own address there when the library has no symbol for it (then ``function`` is
-``library+0xOFFSET``; ``[unknown]`` with ``file`` empty for an address in no file).
+``library+0xOFFSET``; ``[unknown]`` with ``file`` empty for an address in no file). Where the library
+has DWARF line tables, ``file`` is ``library/source-path:line`` (a base name holds no ``/``), so a
+function's frames at different source lines stay apart, as Python frames do.
 """
 
 from __future__ import annotations
@@ -17,11 +19,28 @@ def native_offset(line: int) -> int:
     return -2 - line
 
 
-def frame_text(function, file, line) -> str:
-    """``function (file:line)``; a C frame ``function (library+0xOFFSET)`` as `gilty dump --native`
-    shows it, or its label alone when it has no symbol."""
+def native_parts(file) -> tuple:
+    """``(library, source file or None, source line or None)`` of a C frame's ``file``."""
+    library, slash, rest = str(file or "").partition("/")
+    if not slash:
+        return library, None, None
+    source, _, line = rest.rpartition(":")
+    if not source or not line.isdigit():
+        return library, None, None
+    return library, source, int(line)
+
+
+def frame_text(function, file, line, short: bool = False) -> str:
+    """``function (file:line)``; a C frame ``function (source.c:line)`` where its library has line
+    tables, else ``function (library+0xOFFSET)`` as `gilty dump --native` shows it, or its label alone
+    when it has no symbol. ``short``: files by their base names."""
     if is_native(line):
-        if not file or str(function).startswith(f"{file}+0x"):
+        library, source, source_line = native_parts(file)
+        if source is not None:
+            return f"{function} ({source.rsplit('/', 1)[-1] if short else source}:{source_line})"
+        if not library or str(function).startswith(f"{library}+0x"):
             return str(function)
-        return f"{function} ({file}+{native_offset(line):#x})"
+        return f"{function} ({library}+{native_offset(line):#x})"
+    if short:
+        file = str(file or "").rsplit("/", 1)[-1]
     return f"{function} ({file}:{line})"

@@ -10,8 +10,8 @@ __attribute__((noinline)) static unsigned long inner_spin(unsigned long rounds, 
     PyThreadState *saved = NULL;
     if (release)
         saved = PyEval_SaveThread();
-    for (unsigned long i = 0; i < rounds; i++)
-        acc += i ^ (acc >> 3);
+    /* The whole spin loop on one line: the tests find it by its marker, as a native frame's line. */
+    for (unsigned long i = 0; i < rounds; i++) acc += i ^ (acc >> 3); /* LINE:spin */
     if (release)
         PyEval_RestoreThread(saved);
     return acc;
@@ -19,7 +19,7 @@ __attribute__((noinline)) static unsigned long inner_spin(unsigned long rounds, 
 
 __attribute__((noinline)) static unsigned long middle(unsigned long rounds, int release)
 {
-    unsigned long r = inner_spin(rounds, release);
+    unsigned long r = inner_spin(rounds, release); /* LINE:inner */
     return r + 1;
 }
 

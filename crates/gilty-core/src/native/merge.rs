@@ -109,7 +109,7 @@ pub fn merge_truncated(native: &[NativeFrame], python: &[Frame], call_ends: &[bo
     }
     let reached: usize = calls[..evals].iter().map(|c| c.len()).sum();
     let mut out = merge(native, &python[..reached], &call_ends[..reached.min(call_ends.len())], interpreter)?;
-    out.push(MixedFrame::Native(NativeFrame { function: None, library: None, offset: 0 }));
+    out.push(MixedFrame::Native(NativeFrame { function: None, library: None, offset: 0, ..Default::default() }));
     out.extend(python[reached..].iter().cloned().map(MixedFrame::Python));
     Ok(out)
 }
@@ -119,7 +119,7 @@ mod tests {
     use super::*;
 
     fn n(f: &str, lib: &str) -> NativeFrame {
-        NativeFrame { function: Some(f.into()), library: Some(lib.into()), offset: 0 }
+        NativeFrame { function: Some(f.into()), library: Some(lib.into()), offset: 0, ..Default::default() }
     }
     fn p(f: &str) -> Frame {
         Frame { function: f.into(), file: "t.py".into(), line: 1 }
@@ -181,13 +181,13 @@ mod tests {
     fn cold_part_counts_as_eval() {
         assert!(is_eval_frame(&n("_PyEval_EvalFrameDefault.cold", PY)));
         assert!(!is_eval_frame(&n("_PyEval_EvalFrame", PY)));
-        let unnamed = NativeFrame { function: None, library: Some(PY.into()), offset: 5 };
+        let unnamed = NativeFrame { function: None, library: Some(PY.into()), offset: 5, ..Default::default() };
         assert_eq!(unnamed.label(), "python3.11+0x5");
     }
 
     #[test]
     fn truncated_unwind_keeps_python_below_unknown() {
-        let native = [NativeFrame { function: None, library: None, offset: 0x7f00 }];
+        let native = [NativeFrame { function: None, library: None, offset: 0x7f00, ..Default::default() }];
         let m = merge_truncated(&native, &[p("anon"), p("run")], &[true, true], &[PY]).unwrap();
         assert_eq!(labels(&m), ["[unknown]", "[unknown]", "py:anon", "py:run"]);
         let deeper = [n("inner", EXT), n("_PyEval_EvalFrameDefault", PY), n("_PyEval_EvalFrameDefault", PY)];

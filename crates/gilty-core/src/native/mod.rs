@@ -4,12 +4,14 @@
 //! - `blocked`: a thread blocked in a system call, from `/proc` (stack pointer, instruction pointer,
 //!   stack memory) when its context-switch count shows it did not run meanwhile;
 //! - `unwind`: framehop over the target's modules (`module`: `.eh_frame`, `.debug_frame`), naming
-//!   frames from `.symtab` / `.dynsym` and separate debug files (`symbols`);
+//!   frames from `.symtab` / `.dynsym` and separate debug files (`symbols`), with their source file
+//!   and line from DWARF line tables where there are some (`lines`);
 //! - `merge`: the evaluation-loop frames replaced by the Python frames they run;
 //! - `snapshot`: one mixed stack per thread for `gilty dump --native`;
 //! - `record`: a mixed stack per thread and pass for `gilty record --native`.
 
 pub mod blocked;
+pub mod lines;
 pub mod merge;
 pub mod module;
 pub mod perf;

@@ -3,11 +3,12 @@
 //! The file is mapped read-only once and shared by every process mapping it; framehop reads `.eh_frame`,
 //! `.eh_frame_hdr`, `.debug_frame` and `.text` straight from the mapping (no copies).
 
+use super::lines::{has_lines, LineTable};
 use super::symbols::SymbolTable;
 use crate::elf::Mapped;
 use object::{Object, ObjectSection, ObjectSegment};
 use std::ops::{Deref, Range};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// A byte range of a mapped file, as framehop's section data.
 #[derive(Clone)]
@@ -42,6 +43,10 @@ pub struct ModuleFile {
     pub symbols: SymbolTable,
     /// The separate debug file whose symbols were added, if one was found.
     pub debug_file: Option<String>,
+    map: Arc<Mapped>,
+    debug_roots: Vec<String>,
+    /// Source lines, read at the first lookup (most modules of a process never need theirs).
+    lines: OnceLock<LineTable>,
 }
 
 fn section(map: &Arc<Mapped>, file: &object::File, name: &str) -> Option<Section> {
@@ -93,7 +98,29 @@ impl ModuleFile {
             got: file.section_by_name(".got").map(|s| s.address()..s.address() + s.size()),
             symbols,
             debug_file,
+            map,
+            debug_roots: debug_roots.to_vec(),
+            lines: OnceLock::new(),
         })
+    }
+
+    /// The source file and line of `svma`, where the file or its separate debug file has DWARF
+    /// line tables.
+    pub fn line_of(&self, svma: u64) -> Option<(&str, u32)> {
+        self.lines.get_or_init(|| self.read_lines()).lookup(svma)
+    }
+
+    fn read_lines(&self) -> LineTable {
+        let Ok(file) = object::File::parse(self.map.bytes()) else { return LineTable::default() };
+        if has_lines(&file) {
+            return LineTable::of_file(&file);
+        }
+        let dpath = self.debug_file.clone().or_else(|| gilty_trace::symbols::matching_debug_file(&file, &self.path, &self.debug_roots));
+        let Some(dmap) = dpath.and_then(|p| Mapped::open(&p).ok()) else { return LineTable::default() };
+        match object::File::parse(dmap.bytes()) {
+            Ok(dfile) => LineTable::of_file(&dfile),
+            Err(_) => LineTable::default(),
+        }
     }
 
     /// The load bias of a mapping of this file at `start` from file offset `offset`: runtime address

@@ -281,11 +281,20 @@ fn run_ns(pid: i32, tid: i32) -> Option<u64> {
 }
 
 /// A mixed frame as an aggregate frame: Python frames as they are; a native one named by its label,
-/// its file's base name, and `native_line` of its offset.
+/// its file's base name, and `native_line` of its offset. A native frame with a source line has
+/// `library/source-path:line` as its file: a base name holds no `/`, so the first one splits them,
+/// and frames of one function at different lines stay apart, as Python frames do.
 pub fn as_frame(f: &MixedFrame) -> Frame {
     match f {
         MixedFrame::Python(p) => p.clone(),
-        MixedFrame::Native(n) => Frame { function: n.label(), file: n.library_name().unwrap_or("").to_owned(), line: native_line(if n.library.is_some() { n.offset } else { 0 }) },
+        MixedFrame::Native(n) => {
+            let lib = n.library_name().unwrap_or("");
+            let file = match (&n.file, n.line) {
+                (Some(src), Some(line)) if !lib.is_empty() => format!("{lib}/{src}:{line}"),
+                _ => lib.to_owned(),
+            };
+            Frame { function: n.label(), file, line: native_line(if n.library.is_some() { n.offset } else { 0 }) }
+        }
     }
 }
 
@@ -298,10 +307,19 @@ mod tests {
         assert_eq!(native_line(0), -2);
         assert_eq!(native_line(0x1181), -2 - 0x1181);
         assert!(native_line(u64::MAX) < 0);
-        let f = as_frame(&MixedFrame::Native(NativeFrame { function: Some("inner_spin".into()), library: Some("/tmp/x/ext.so".into()), offset: 0x1181 }));
+        let f = as_frame(&MixedFrame::Native(NativeFrame { function: Some("inner_spin".into()), library: Some("/tmp/x/ext.so".into()), offset: 0x1181, ..Default::default() }));
         assert_eq!((f.function.as_str(), f.file.as_str(), f.line), ("inner_spin", "ext.so", -2 - 0x1181));
         assert!(is_native(&f));
-        let unknown = as_frame(&MixedFrame::Native(NativeFrame { function: None, library: None, offset: 0x7fff_0000_1234 }));
+        let unknown = as_frame(&MixedFrame::Native(NativeFrame { function: None, library: None, offset: 0x7fff_0000_1234, ..Default::default() }));
         assert_eq!((unknown.function.as_str(), unknown.file.as_str(), unknown.line), ("[unknown]", "", -2));
+        let with_line = NativeFrame {
+            function: Some("inner_spin".into()),
+            library: Some("/tmp/x/ext.so".into()),
+            offset: 0x1181,
+            file: Some("/src/native_chain.c".into()),
+            line: Some(42),
+        };
+        let f = as_frame(&MixedFrame::Native(with_line));
+        assert_eq!((f.file.as_str(), f.line), ("ext.so//src/native_chain.c:42", -2 - 0x1181));
     }
 }

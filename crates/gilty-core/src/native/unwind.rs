@@ -25,7 +25,7 @@ pub struct Regs {
 }
 
 /// A native frame, named as far as the file's symbols allow.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct NativeFrame {
     /// The function, or None (a stripped file's local function, or no module).
     pub function: Option<String>,
@@ -34,6 +34,9 @@ pub struct NativeFrame {
     /// Offset of the address from the file's load address (its address as linked), or the address
     /// itself when in no file.
     pub offset: u64,
+    /// The source file and line of the address, where the file has DWARF line tables (`lines`).
+    pub file: Option<String>,
+    pub line: Option<u32>,
 }
 
 impl NativeFrame {
@@ -47,6 +50,14 @@ impl NativeFrame {
             (None, Some(lib)) => format!("{lib}+{:#x}", self.offset),
             (None, None) => "[unknown]".to_owned(),
         }
+    }
+}
+
+/// The source file and line of `svma` in the module of `l`, if its DWARF says.
+fn source(l: &Loaded, svma: u64) -> (Option<String>, Option<u32>) {
+    match l.file.line_of(svma) {
+        Some((file, line)) => (Some(file.to_owned()), Some(line)),
+        None => (None, None),
     }
 }
 
@@ -189,24 +200,26 @@ impl ProcessUnwinder {
     pub fn symbolize(&self, frame: FrameAddress) -> NativeFrame {
         let addr = frame.address_for_lookup();
         let Some(l) = self.module_at(addr) else {
-            return NativeFrame { function: None, library: None, offset: frame.address() };
+            return NativeFrame { offset: frame.address(), ..Default::default() };
         };
         let svma = addr.wrapping_sub(l.bias);
         let function = l.file.symbols.lookup(svma).map(|(name, _)| name.to_owned());
-        NativeFrame { function, library: Some(l.file.path.clone()), offset: frame.address().wrapping_sub(l.bias) }
+        let (file, line) = source(l, svma);
+        NativeFrame { function, library: Some(l.file.path.clone()), offset: frame.address().wrapping_sub(l.bias), file, line }
     }
 
-    /// `symbolize`, with a named frame's offset at its function's start (one frame per function
-    /// when stacks are counted, whatever instruction it stood on).
+    /// `symbolize`, with a named frame's offset at its function's start (one frame per function and
+    /// source line when stacks are counted, whatever instruction it stood on).
     pub fn symbolize_function(&self, frame: FrameAddress) -> NativeFrame {
         let addr = frame.address_for_lookup();
         let Some(l) = self.module_at(addr) else {
-            return NativeFrame { function: None, library: None, offset: frame.address() };
+            return NativeFrame { offset: frame.address(), ..Default::default() };
         };
         let svma = addr.wrapping_sub(l.bias);
+        let (file, line) = source(l, svma);
         match l.file.symbols.lookup(svma) {
-            Some((name, within)) => NativeFrame { function: Some(name.to_owned()), library: Some(l.file.path.clone()), offset: svma - within },
-            None => NativeFrame { function: None, library: Some(l.file.path.clone()), offset: frame.address().wrapping_sub(l.bias) },
+            Some((name, within)) => NativeFrame { function: Some(name.to_owned()), library: Some(l.file.path.clone()), offset: svma - within, file, line },
+            None => NativeFrame { function: None, library: Some(l.file.path.clone()), offset: frame.address().wrapping_sub(l.bias), file, line },
         }
     }
 

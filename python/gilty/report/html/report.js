@@ -19,14 +19,22 @@
   const stateColor = (s) => STATE_COLORS[s] || "#999";
   // Frames show the file's base name; the tooltip and details line give the whole path.
   const LINES = !DATA.options || DATA.options.lines !== false; // --no-lines: a function's lines are one frame
-  // A C frame of `record --native` has line -2 - offset: "function (library+0xOFFSET)", or its
+  // A C frame of `record --native` has line -2 - offset: "function (source.c:line)" where its library
+  // has line tables (file "library/source-path:line"), else "function (library+0xOFFSET)", or its
   // label alone without a symbol (gilty/sampling/native_frames.py).
   const isNative = (i) => DATA.frames[i][2] <= -2;
   const frameLabel = (i, whole) => {
     const f = DATA.frames[i];
     if (f[2] <= -2) {
       const name = String(f[0]);
-      return !f[1] || name.startsWith(f[1] + "+0x") ? name : name + " (" + f[1] + "+0x" + (-2 - f[2]).toString(16) + ")";
+      const where = String(f[1] || "");
+      const slash = where.indexOf("/");
+      const colon = where.lastIndexOf(":");
+      if (slash >= 0 && colon > slash && /^\d+$/.test(where.slice(colon + 1))) {
+        const source = where.slice(slash + 1, colon);
+        return name + " (" + (whole ? source : source.split("/").pop()) + (LINES ? ":" + where.slice(colon + 1) : "") + ")";
+      }
+      return !where || name.startsWith(where + "+0x") ? name : name + " (" + where + "+0x" + (-2 - f[2]).toString(16) + ")";
     }
     const file = whole ? f[1] : String(f[1]).split("/").pop();
     return f[0] + " (" + file + (LINES ? ":" + f[2] + (whole ? columns(f[3]) : "") : "") + ")";

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from typing import TYPE_CHECKING
 
@@ -90,7 +89,7 @@ def _contention(summary: "Summary", waiters: list, labels: dict) -> str:
     (function, file, line), function_samples = held.most_common(1)[0]
     function_share = function_samples / (others_wait or 1)
     if function is not None:
-        location = frame_text(f"{function}()", os.path.basename(file or ""), line)
+        location = frame_text(f"{function}()", file or "", line, short=True)
         if function_share >= FUNCTION_DOMINANT * holder_share:
             where = f"while {holder_short} runs {location}"
             share = function_share
@@ -129,7 +128,7 @@ def _native(native_threads: list, labels: dict) -> str:
         top = next((f for f in t.top_functions if f.state == "native" and f.function is not None), None)
         if top is None:
             return ""
-        return f" (mostly under {frame_text(f'{top.function}()', os.path.basename(top.file or ''), top.line)})"
+        return f" (mostly under {frame_text(f'{top.function}()', top.file or '', top.line, short=True)})"
 
     if len(native_threads) == 1:
         t = native_threads[0]
