@@ -189,6 +189,35 @@ def test_hazards_never_crash(interp, ext_dir, hazard, tmp_path):
 
 
 
+def test_numpy_fft_names_pocketfft(interp, tmp_path):
+    """NumPy (from the registry, pinned in requirements-dev.txt): the recording's C frames of the FFT
+    thread name pocketfft's functions, under NumPy's Python line that calls them."""
+    if interp.id != "3.12.1":
+        pytest.skip("NumPy's frames are version-independent: checked on pyenv 3.12 only (suite time)")
+    from package_venvs import venv_python
+    from test_numpy_states import _numpy_pin
+
+    from gilty.sampling.native_frames import native_parts
+
+    python = venv_python(interp, "numpy", (_numpy_pin(),), "import numpy")
+    with running_target(python, "starved.py", "-", "fft") as proc:
+        report = record_native(proc.pid, str(tmp_path / "r.json"))
+    fft = samples_of(process(report), "fft")
+    total = sum(n for _, _, n in fft)
+    named = 0
+    for _, st, n in fft:
+        libs = [i for i, f in enumerate(st) if is_native(f) and "pocketfft" in native_parts(f[1])[0]]
+        if not libs:
+            continue
+        # Named functions (numpy's wheels keep their symbols), not library+0xOFFSET.
+        assert all("+0x" not in st[i][0] for i in libs), st
+        caller = next(f for f in st[libs[-1]:] if not is_native(f))
+        assert "numpy" in caller[1] and "fft" in caller[1], st
+        named += n
+    print(f"pocketfft frames in {named} of {total} samples of the fft thread")
+    assert named >= 0.1 * total and named >= 10, f"pocketfft frames in {named} of {total} samples"
+
+
 def test_refused_perf_is_one_line(interp, targets, deny_perf):
     """Perf events refused (a seccomp filter makes perf_event_open fail with EACCES, as a container or
     a user without CAP_PERFMON would): one line saying what to change, no report, the target alive."""

@@ -72,7 +72,10 @@ fn sample_attr(period_ns: u64, stack_bytes: u32, exclude_kernel: bool) -> PerfEv
         sample_period: period_ns,
         sample_type: attr::PERF_SAMPLE_TID | attr::PERF_SAMPLE_TIME | attr::PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER,
         flags: attr::FLAG_USE_CLOCKID,
-        wakeup_events: 1,
+        // No wake-up per sample: nothing polls these events (the sampler drains the rings each
+        // pass), and each wake-up is an interrupt's work in the sampled thread. 0: the kernel's
+        // default watermark, half the ring.
+        wakeup_events: 0,
         sample_regs_user: REGS_MASK,
         sample_stack_user: stack_bytes,
         clockid: libc::CLOCK_MONOTONIC,

@@ -30,10 +30,11 @@ use std::time::{Duration, Instant};
 /// The module list is read again this often even when every address is known (a library replaced at
 /// the same address, one unloaded).
 const MAPS_EVERY: Duration = Duration::from_secs(1);
-/// Bytes of user stack the kernel copies per sample: a 3.10 evaluation loop takes a few hundred bytes a
-/// Python call, so deep recursion may be cut (then the unwind ends early and the frames below are
-/// `[unknown]`, counted as partial).
-const STACK_BYTES: u32 = 32 * 1024;
+/// Bytes of user stack the kernel copies per sample, in the target's time at each sample (half of
+/// `dump`'s: a recording takes a sample per thread and period, a dump a few). A 3.10 evaluation
+/// loop takes a few hundred bytes a Python call, so deep recursion may be cut (then the unwind ends
+/// early and the frames below are `[unknown]`, counted as partial, the Python frames below kept).
+const STACK_BYTES: u32 = 16 * 1024;
 
 /// A native frame's `Frame::line`: `-2 - offset`, so at most -2 (a Python frame's line is at least -1,
 /// its "no line"). The offset is the function's start in its file, or the address's own where the
