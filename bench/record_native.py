@@ -19,9 +19,9 @@ other load weighs on both. Each condition (unprofiled, which gives the noise; gi
   little disturbed by the machine's other load (the target itself makes no system calls in the window).
 
 `--python-only` adds gilty without `--native`, to tell what the C frames add to gilty's own cost.
-`--baseline DIR` adds `gilty record --native` run from another build's package (DIR holds a `gilty`
-package with its `_native` module, e.g. a copy of python/gilty taken before a change), so that a
-change's before and after are measured side by side in one run; `--no-py-spy` leaves py-spy out.
+`--build NAME=DIR` (repeatable) adds `gilty record --native` run from another build's package (DIR
+holds a `gilty` package with its `_native` module, e.g. a copy of python/gilty taken before a
+change), so that builds are measured side by side in one run; `--no-py-spy` leaves py-spy out.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ import time
 from native_dump import build  # the test C extension for one interpreter (same directory)
 
 VENV_BIN = os.path.dirname(sys.executable)
-BASELINE: list = [""]  # --baseline DIR
+BUILDS: dict = {}  # --build NAME=DIR
 TICK = os.sysconf("SC_CLK_TCK")
 
 TARGET = r"""
@@ -74,15 +74,15 @@ def one_run(python: str, ext: str, seconds: float, tool: str, rate: int, scratch
         assert t.stdout.readline().strip() == "ready"
     prof = None
     env = None
-    if tool in ("gilty", "gilty-python", "gilty-baseline"):
+    if tool in ("gilty", "gilty-python") or tool in BUILDS:
         cmd = [os.path.join(VENV_BIN, "gilty"), "record", "--pid", str(target.pid), "--rate", str(rate),
                "--duration", str(seconds + 3), "-o", os.path.join(scratch, "g.json")]
         if tool != "gilty-python":
             cmd.append("--native")
-        if tool == "gilty-baseline":
+        if tool in BUILDS:
             # The other build's package first on the path, run as a module.
             cmd = [sys.executable, "-m", "gilty", *cmd[1:]]
-            env = dict(os.environ, PYTHONPATH=BASELINE[0])
+            env = dict(os.environ, PYTHONPATH=BUILDS[tool])
     elif tool == "py-spy":
         cmd = [os.path.join(VENV_BIN, "py-spy"), "record", "--native", "--pid", str(target.pid), "--rate", str(rate),
                "--duration", str(int(seconds + 3)), "--format", "raw", "-o", os.path.join(scratch, "p.txt")]
@@ -124,17 +124,19 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--python-only", action="store_true", help="also gilty without --native (what the C frames add)")
     ap.add_argument("--rates", default="100,1000", help="sampling rates to compare (comma-separated)")
-    ap.add_argument("--baseline", metavar="DIR", help="also gilty --native from the `gilty` package in DIR (another build)")
+    ap.add_argument("--build", action="append", default=[], metavar="NAME=DIR",
+                    help="also gilty --native from the `gilty` package in DIR (another build), shown as NAME")
     ap.add_argument("--no-py-spy", action="store_true", help="leave py-spy out")
     args = ap.parse_args()
     if not args.no_py_spy and not os.path.exists(os.path.join(VENV_BIN, "py-spy")):
         sys.exit("py-spy is not installed in this venv (make setup)")
-    if args.baseline:
-        if not os.path.isdir(os.path.join(args.baseline, "gilty")):
-            sys.exit(f"--baseline: no gilty package in {args.baseline}")
-        BASELINE[0] = os.path.abspath(args.baseline)
+    for spec in args.build:
+        name, _, path = spec.partition("=")
+        if not name or not os.path.isdir(os.path.join(path, "gilty")) or name in ("gilty", "gilty-python", "py-spy", "none"):
+            sys.exit(f"--build {spec}: expected NAME=DIR with a gilty package in DIR, NAME not a built-in condition")
+        BUILDS[name] = os.path.abspath(path)
     rates = [int(r) for r in args.rates.split(",")]
-    tools = ((["gilty-python"] if args.python_only else []) + (["gilty-baseline"] if args.baseline else []) + ["gilty"]
+    tools = ((["gilty-python"] if args.python_only else []) + list(BUILDS) + ["gilty"]
              + ([] if args.no_py_spy else ["py-spy"]))
     conditions = [("none", 0)] + [(tool, rate) for rate in rates for tool in tools]
     results: dict = {c: [] for c in conditions}
@@ -148,7 +150,7 @@ def main() -> None:
     print(f"{'condition':<20}{'calls/s':>10}{'slowdown':>10}{'calls/CPU-s':>13}{'CPU lost':>10}{'profiler CPU':>14}"
           f"{'slowdown IQR':>20}{'CPU lost IQR':>20}{'kernel':>9}")
     for (tool, rate), m in med.items():
-        name = "unsampled" if tool == "none" else f"{tool} {rate} Hz".replace("gilty-python", "gilty, no C").replace("gilty-baseline", "baseline")
+        name = "unsampled" if tool == "none" else f"{tool} {rate} Hz".replace("gilty-python", "gilty, no C")
         slow, lost = m["slowdown"], m["cpu_lost"]
         spread = [quartiles([r[k] for r in results[(tool, rate)]]) for k in ("slowdown", "cpu_lost")]
         print(f"{name:<20}{m['calls_s']:>10.0f}{slow:>10.1%}{m['calls_cpu_s']:>13.0f}{lost:>10.1%}{m['prof_cpu']:>14.1%}"

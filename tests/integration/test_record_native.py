@@ -30,9 +30,9 @@ def ext_dir(interp, tmp_path_factory):
     return build_native_chain(interp.path, tmp_path_factory.mktemp(f"record-native-{interp.id}"))
 
 
-def record_native(pid: int, out: str, duration: float = DURATION_S) -> dict:
+def record_native(pid: int, out: str, duration: float = DURATION_S, rate: int = RATE_HZ) -> dict:
     """`gilty record --native` into the JSON report `out`; skips when perf events are not permitted."""
-    rc, _, err = run_gilty("record", "--pid", pid, "--native", "--duration", duration, "--rate", RATE_HZ, "-o", out, timeout=60)
+    rc, _, err = run_gilty("record", "--pid", pid, "--native", "--duration", duration, "--rate", rate, "-o", out, timeout=60)
     if rc != 0 and "not permitted" in err:
         pytest.skip(err.strip().splitlines()[-1])
     assert rc == 0 and "Traceback" not in err, f"gilty record --native exited {rc}:\n{err}"
@@ -110,6 +110,24 @@ def test_c_chain_under_calling_line(interp, ext_dir, mode, tmp_path):
             # Debian's stripped python3.11: its own local functions are `python3.11+0x...`.
             unnamed = {f[0] for _, st, _ in main for f in st if is_native(f) and f[0].startswith("python3.11+0x")}
             print(f"debian: unnamed interpreter frames {sorted(unnamed)[:3]}")
+
+
+def test_chain_at_1000_hz(interp, ext_dir, tmp_path):
+    """At 1000 Hz the kernel samples a running thread at most 500 times per CPU-second (each sample
+    costs the target an interrupt): passes between take the run's last sample, so the spinner still
+    has its C chain in most samples, and never a wrong one."""
+    if interp.id != "3.12.1":
+        pytest.skip("the sampling period's floor is version-independent: checked on pyenv 3.12 only (suite time)")
+    call_line = line_of(SCRIPT, "call")
+    with running_target(interp, SCRIPT, str(ext_dir), "hold") as proc:
+        report = record_native(proc.pid, str(tmp_path / "r.json"), rate=1000)
+    spinner = samples_of(process(report), "spinner")
+    total = sum(n for _, _, n in spinner)
+    have = sum(n for _, st, n in spinner if any(is_native(f) for f in st))
+    good = sum(n for _, st, n in spinner if chain_under_line(st, call_line))
+    print(f"1000 Hz: {have} of {total} spinner samples ({have / total:.0%}) have a native part; {good} end in the chain")
+    assert good >= 0.95 * have, f"{good}/{have} native samples end in the chain"
+    assert have >= 0.3 * total, f"only {have} of {total} samples have a native part"
 
 
 def test_every_output_shows_the_chain(interp, ext_dir, tmp_path):

@@ -30,11 +30,16 @@ use std::time::{Duration, Instant};
 /// The module list is read again this often even when every address is known (a library replaced at
 /// the same address, one unloaded).
 const MAPS_EVERY: Duration = Duration::from_secs(1);
-/// Bytes of user stack the kernel copies per sample, in the target's time at each sample (half of
-/// `dump`'s: a recording takes a sample per thread and period, a dump a few). A 3.10 evaluation
-/// loop takes a few hundred bytes a Python call, so deep recursion may be cut (then the unwind ends
-/// early and the frames below are `[unknown]`, counted as partial, the Python frames below kept).
-const STACK_BYTES: u32 = 16 * 1024;
+/// Bytes of user stack the kernel copies per sample: a 3.10 evaluation loop takes a few hundred bytes a
+/// Python call, so deep recursion may be cut (then the unwind ends early and the frames below are
+/// `[unknown]`, counted as partial). A 16 KiB copy cost the target no less CPU than this in
+/// bench/record_native.py (the sample's interrupt is the cost, not the copy), so the deeper one stays.
+const STACK_BYTES: u32 = 32 * 1024;
+/// Shortest kernel sampling period (of a thread's CPU time): each kernel sample is an interrupt in
+/// the target, and 1,000 per CPU-second cost it 5-8 % of its CPU time; 500 cost it no more than the
+/// noise (docs/benchmarks.md). Above 500 Hz a running thread has a fresh sample every other pass or
+/// so; a pass without one takes the run's last while the stack has not moved (`running`).
+const MIN_PERIOD_NS: u64 = 2_000_000;
 
 /// A native frame's `Frame::line`: `-2 - offset`, so at most -2 (a Python frame's line is at least -1,
 /// its "no line"). The offset is the function's start in its file, or the address's own where the
@@ -113,9 +118,10 @@ impl NativeRecorder {
     pub fn start(interp: &Interpreter, tids: &[i32], period: Duration) -> Result<NativeRecorder, String> {
         let pid = interp.pid;
         let unwinder = ProcessUnwinder::new(pid).map_err(|e| e.message)?;
-        // About one kernel sample per pass of a thread running all the time (each is a timer interrupt
-        // in the target: its cost); a pass that finds none takes the run's last (`running`).
-        let period_ns = (period.as_nanos() as u64).max(50_000);
+        // About one kernel sample per pass of a thread running all the time, up to 500 per CPU-second
+        // (each is a timer interrupt in the target: its cost); a pass that finds none takes the run's
+        // last (`running`).
+        let period_ns = (period.as_nanos() as u64).max(MIN_PERIOD_NS);
         let mut r = NativeRecorder {
             pid,
             perf: PerfSampler::new(period_ns, STACK_BYTES),
