@@ -172,6 +172,11 @@ def test_every_output_shows_the_chain(interp, ext_dir, tmp_path):
     assert any(f["file"].endswith("/native_chain.c") and f["line"] == spin_line for f in spun), spun
     chrome = outputs["chrome"].decode()
     assert all(f"{name} (native_chain.c:" in chrome for name in CHAIN) and short in chrome
+    events = json.loads(chrome)
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    args = [e.get("args") for e in events if e.get("name") == short]
+    assert args and all(a["file"].endswith("/native_chain.c") and a["line"] == spin_line and a["library"].startswith("native_chain")
+                        and a["offset"].startswith("0x") for a in args), args[:3]
     html = outputs["html"].decode()
     assert '"inner_spin","native_chain' in html and "isNative" in html and f"/native_chain.c:{spin_line}\"" in html
     gz = __import__("gzip").decompress(outputs["pprof"])

@@ -23,6 +23,7 @@ from gilty import __version__
 from gilty.report import task_view
 from gilty.report.labels import command_text, state_name, thread_label
 from gilty.report.pictures import FrameNames, frame_names
+from gilty.sampling.native_frames import is_native, native_offset, native_parts
 from gilty.sampling.session import GC, HOLDING_GIL, IDLE, NO_STACK, Recording, Session
 
 # Pseudo-threads get ids above the kernel's PID_MAX_LIMIT (2^22), so no real thread has them.
@@ -137,6 +138,19 @@ def _pieces(runs: list, slot_first: list, slot_stack: list):
         yield start, end - start, stack_id
 
 
+def _native_args(frame) -> Optional[dict]:
+    """A C frame's slice args (`record --native`): its library, offset, and source file and line where
+    the library has line tables; None for a Python frame (its name says all)."""
+    function, file, line = frame
+    if not is_native(line):
+        return None
+    library, source, source_line = native_parts(file)
+    args = {"library": library, "offset": hex(native_offset(line))}
+    if source is not None:
+        args.update(file=source, line=source_line)
+    return args
+
+
 def _stack_slices(session: Session, tid: int, runs: list, names: FrameNames, offset: float, slot_stacks=([], [])) -> list:
     """One thread's frames over time: nested slices, each as long as its frame stayed on the stack.
 
@@ -148,25 +162,26 @@ def _stack_slices(session: Session, tid: int, runs: list, names: FrameNames, off
     pid = session.target.pid
     track = tid + STACK_TRACK
     out = []
-    open_frames: list = []  # [(label, start_s)], outermost first
+    open_frames: list = []  # [(label, start_s, frame)], outermost first
     last_end = None
 
     def close(depth: int, at: float) -> None:
         while len(open_frames) > depth:
-            label, start = open_frames.pop()
-            out.append((len(open_frames), _slice(label, "stack", pid, track, start, at)))
+            label, start, frame = open_frames.pop()
+            out.append((len(open_frames), _slice(label, "stack", pid, track, start, at, _native_args(frame))))
 
     for first, passes, stack_id in _pieces(runs, *slot_stacks):
         start = offset + session.pass_start(first)
         end = offset + session.pass_end(first + passes - 1)
         if last_end is not None and start - last_end > 1e-9:
             close(0, last_end)  # the thread was not seen in between
-        labels = [names.short(f) for f in reversed(session.stack(stack_id))] if stack_id != NO_STACK else []
+        frames = list(reversed(session.stack(stack_id))) if stack_id != NO_STACK else []
+        labels = [names.short(f) for f in frames]
         common = 0
         while common < min(len(labels), len(open_frames)) and open_frames[common][0] == labels[common]:
             common += 1
         close(common, start)
-        open_frames.extend((label, start) for label in labels[common:])
+        open_frames.extend((label, start, frame) for label, frame in zip(labels[common:], frames[common:]))
         last_end = end
     if last_end is not None:
         close(0, last_end)
