@@ -1,14 +1,19 @@
 //! Source file and line of an address as linked, from a file's DWARF line programs (`.debug_line`),
-//! read once per module with gimli.
+//! read with gimli.
 //!
+//! Where the file has `.debug_aranges` (address ranges per compilation unit), only the units holding
+//! looked-up addresses are read, each once (a big library's whole line table takes tens of MiB and a
+//! large part of a second; a dump needs a few units); without it, every unit at the first lookup.
 //! Only what a lookup needs is kept: address ranges with an interned file name and a line. Bounded:
 //! a `.debug_line` larger than `MAX_SECTION` is not read, and a table stops at `MAX_ROWS` ranges
 //! (the addresses past it have no line). Bad DWARF (a truncated or garbage section) ends the
 //! reading of its unit; what was read before stays, and nothing fails.
 
+use crate::elf::Mapped;
 use object::{Object, ObjectSection};
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Largest `.debug_line` read (a big library's debug file may hold hundreds of MiB of DWARF).
 const MAX_SECTION: u64 = 64 << 20;
@@ -42,6 +47,77 @@ pub fn has_lines(file: &object::File) -> bool {
     file.section_by_name(".debug_line").is_some_and(|s| s.size() > 0) && file.section_by_name(".debug_info").is_some_and(|s| s.size() > 0)
 }
 
+/// The line tables of one ELF file, read as lookups need them.
+#[derive(Default)]
+pub struct LineIndex {
+    map: Option<Arc<Mapped>>,
+    /// (start, end, unit offset in `.debug_info`), sorted by start; empty without `.debug_aranges`.
+    aranges: Vec<(u64, u64, usize)>,
+    units: Mutex<HashMap<usize, Arc<LineTable>>>,
+    /// Every unit's lines, without `.debug_aranges`.
+    whole: OnceLock<LineTable>,
+}
+
+impl LineIndex {
+    /// The index of the ELF file mapped at `map` (which must have line tables: `has_lines`).
+    pub fn new(map: Arc<Mapped>) -> LineIndex {
+        let aranges = object::File::parse(map.bytes())
+            .ok()
+            .and_then(|file| std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read_aranges(&file))).ok())
+            .unwrap_or_default();
+        LineIndex { map: Some(map), aranges, ..Default::default() }
+    }
+
+    /// The source file and line of `svma`.
+    pub fn lookup(&self, svma: u64) -> Option<(String, u32)> {
+        let map = self.map.as_ref()?;
+        let parse = |only: Option<usize>| match object::File::parse(map.bytes()) {
+            Ok(file) => LineTable::of_file_units(&file, only),
+            Err(_) => LineTable::default(),
+        };
+        if self.aranges.is_empty() {
+            let (file, line) = self.whole.get_or_init(|| parse(None)).lookup(svma)?;
+            return Some((file.to_owned(), line));
+        }
+        let i = self.aranges.partition_point(|r| r.0 <= svma);
+        let &(_, end, unit) = self.aranges.get(i.checked_sub(1)?)?;
+        if svma >= end {
+            return None;
+        }
+        let table = {
+            let mut units = self.units.lock().unwrap_or_else(|e| e.into_inner());
+            Arc::clone(units.entry(unit).or_insert_with(|| Arc::new(parse(Some(unit)))))
+        };
+        let (file, line) = table.lookup(svma)?;
+        Some((file.to_owned(), line))
+    }
+
+    /// Units read so far (whole: every unit counts as one).
+    pub fn units_read(&self) -> usize {
+        self.units.lock().map(|u| u.len()).unwrap_or(0) + usize::from(self.whole.get().is_some())
+    }
+}
+
+fn read_aranges(file: &object::File) -> Vec<(u64, u64, usize)> {
+    let endian = if file.is_little_endian() { gimli::RunTimeEndian::Little } else { gimli::RunTimeEndian::Big };
+    let data = section_data(file, ".debug_aranges");
+    let aranges = gimli::DebugAranges::new(&data, endian);
+    let mut out = Vec::new();
+    let mut headers = aranges.headers();
+    while let Ok(Some(h)) = headers.next() {
+        let unit = h.debug_info_offset().0;
+        let mut entries = h.entries();
+        while let Ok(Some(e)) = entries.next() {
+            let r = e.range();
+            if r.end > r.begin && r.begin != 0 {
+                out.push((r.begin, r.end, unit));
+            }
+        }
+    }
+    out.sort_by_key(|r| r.0);
+    out
+}
+
 impl LineTable {
     pub fn is_empty(&self) -> bool {
         self.rows.is_empty()
@@ -54,7 +130,12 @@ impl LineTable {
     /// The line table of `file` (empty without DWARF or when it cannot be read). Never panics on
     /// bad input: a panic in the reader is caught and gives an empty table.
     pub fn of_file(file: &object::File) -> LineTable {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read_table(file))).unwrap_or_default()
+        LineTable::of_file_units(file, None)
+    }
+
+    /// `of_file` for the one unit at `only` (an offset in `.debug_info`), or every unit.
+    pub fn of_file_units(file: &object::File, only: Option<usize>) -> LineTable {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read_table(file, only))).unwrap_or_default()
     }
 
     /// The source file and line of `svma`.
@@ -68,7 +149,7 @@ impl LineTable {
     }
 }
 
-fn read_table(file: &object::File) -> LineTable {
+fn read_table(file: &object::File, only: Option<usize>) -> LineTable {
     let endian = if file.is_little_endian() { gimli::RunTimeEndian::Little } else { gimli::RunTimeEndian::Big };
     let owned: gimli::DwarfSections<Cow<[u8]>> =
         gimli::DwarfSections::load(|id| -> Result<Cow<[u8]>, ()> { Ok(section_data(file, id.name())) }).unwrap_or_else(|_| unreachable!());
@@ -78,7 +159,17 @@ fn read_table(file: &object::File) -> LineTable {
     // (start, end, file, line) per row, then laid out as `rows`.
     let mut ranges: Vec<(u64, u64, u32, u32)> = Vec::new();
     let mut units = dwarf.units();
-    while let Ok(Some(header)) = units.next() {
+    let mut one = only.map(|off| dwarf.debug_info.header_from_offset(gimli::DebugInfoOffset(off)));
+    loop {
+        let header = match one.take() {
+            Some(Ok(h)) => h,
+            Some(Err(_)) => break,
+            None if only.is_some() => break,
+            None => match units.next() {
+                Ok(Some(h)) => h,
+                _ => break,
+            },
+        };
         let Ok(unit) = dwarf.unit(header) else { continue };
         let Some(program) = unit.line_program.clone() else { continue };
         let comp_dir = unit.comp_dir.map(|d| d.to_string_lossy().into_owned());
@@ -231,6 +322,36 @@ mod tests {
             let _ = t.lookup(a);
         }
         assert!(t.len() < LineTable::of_file(&file).len());
+    }
+
+    #[test]
+    fn index_reads_only_the_units_it_needs() {
+        // A library built by gcc with -g has `.debug_aranges`: pyenv's libpython when installed.
+        let lib = "/root/.pyenv/versions/3.12.1/lib/libpython3.12.so.1.0";
+        let Ok(map) = Mapped::open(lib) else {
+            eprintln!("skipped: no {lib}");
+            return;
+        };
+        let map = Arc::new(map);
+        let file = object::File::parse(map.bytes()).unwrap();
+        let index = LineIndex::new(Arc::clone(&map));
+        if index.aranges.is_empty() {
+            eprintln!("skipped: {lib} has no .debug_aranges");
+            return;
+        }
+        // Inside the evaluation loop: in ceval.c, one unit read.
+        let eval = file
+            .symbols()
+            .find(|s| object::ObjectSymbol::name(s) == Ok("_PyEval_EvalFrameDefault"))
+            .map(|s| object::ObjectSymbol::address(&s))
+            .expect("_PyEval_EvalFrameDefault");
+        let (path, line) = index.lookup(eval + 16).expect("a line in the evaluation loop");
+        assert!(path.ends_with("ceval.c"), "{path}");
+        assert!(line > 0);
+        assert_eq!(index.units_read(), 1);
+        // The same answer as the whole table.
+        let whole = LineTable::of_file(&file);
+        assert_eq!(whole.lookup(eval + 16).map(|(f, l)| (f.to_owned(), l)), Some((path, line)));
     }
 
     #[test]

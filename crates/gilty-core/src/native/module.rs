@@ -3,7 +3,7 @@
 //! The file is mapped read-only once and shared by every process mapping it; framehop reads `.eh_frame`,
 //! `.eh_frame_hdr`, `.debug_frame` and `.text` straight from the mapping (no copies).
 
-use super::lines::{has_lines, LineTable};
+use super::lines::{has_lines, LineIndex};
 use super::symbols::SymbolTable;
 use crate::elf::Mapped;
 use object::{Object, ObjectSection, ObjectSegment};
@@ -45,8 +45,8 @@ pub struct ModuleFile {
     pub debug_file: Option<String>,
     map: Arc<Mapped>,
     debug_roots: Vec<String>,
-    /// Source lines, read at the first lookup (most modules of a process never need theirs).
-    lines: OnceLock<LineTable>,
+    /// Source lines, looked for at the first lookup (most modules of a process never need theirs).
+    lines: OnceLock<LineIndex>,
 }
 
 fn section(map: &Arc<Mapped>, file: &object::File, name: &str) -> Option<Section> {
@@ -106,20 +106,20 @@ impl ModuleFile {
 
     /// The source file and line of `svma`, where the file or its separate debug file has DWARF
     /// line tables.
-    pub fn line_of(&self, svma: u64) -> Option<(&str, u32)> {
-        self.lines.get_or_init(|| self.read_lines()).lookup(svma)
+    pub fn line_of(&self, svma: u64) -> Option<(String, u32)> {
+        self.lines.get_or_init(|| self.line_index()).lookup(svma)
     }
 
-    fn read_lines(&self) -> LineTable {
-        let Ok(file) = object::File::parse(self.map.bytes()) else { return LineTable::default() };
+    fn line_index(&self) -> LineIndex {
+        let Ok(file) = object::File::parse(self.map.bytes()) else { return LineIndex::default() };
         if has_lines(&file) {
-            return LineTable::of_file(&file);
+            return LineIndex::new(Arc::clone(&self.map));
         }
         let dpath = self.debug_file.clone().or_else(|| gilty_trace::symbols::matching_debug_file(&file, &self.path, &self.debug_roots));
-        let Some(dmap) = dpath.and_then(|p| Mapped::open(&p).ok()) else { return LineTable::default() };
+        let Some(dmap) = dpath.and_then(|p| Mapped::open(&p).ok()) else { return LineIndex::default() };
         match object::File::parse(dmap.bytes()) {
-            Ok(dfile) => LineTable::of_file(&dfile),
-            Err(_) => LineTable::default(),
+            Ok(dfile) if has_lines(&dfile) => LineIndex::new(Arc::new(dmap)),
+            _ => LineIndex::default(),
         }
     }
 

@@ -56,7 +56,7 @@ impl NativeFrame {
 /// The source file and line of `svma` in the module of `l`, if its DWARF says.
 fn source(l: &Loaded, svma: u64) -> (Option<String>, Option<u32>) {
     match l.file.line_of(svma) {
-        Some((file, line)) => (Some(file.to_owned()), Some(line)),
+        Some((file, line)) => (Some(file), Some(line)),
         None => (None, None),
     }
 }
