@@ -7,6 +7,7 @@ the extension installed for that interpreter; the abi3 wheel is the one build th
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import shutil
@@ -27,6 +28,14 @@ from dev_build import MANYLINUX, build_env, zig_available  # noqa: E402,F401 - r
 
 # Left alone by the build: the repository's own records, the venv, and cargo's target directory.
 _NOT_SOURCE = {".git", ".venv", "target"}
+
+
+def _session_dir(prefix: str) -> Path:
+    """A scratch directory removed when the test session's interpreter exits (each session's venvs
+    and wheel are a few hundred MB)."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
 
 
 def _tree_state() -> dict:
@@ -51,7 +60,7 @@ def _build_wheel() -> tuple:
     if shutil.which("maturin", path=os.path.dirname(sys.executable)) is None:
         pytest.skip("maturin is not installed (make setup installs it)")
     before = _tree_state()
-    out = Path(tempfile.mkdtemp(prefix="gilty-wheel-"))
+    out = _session_dir("gilty-wheel-")
     done = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps", "-w", str(out), str(REPO)],
         capture_output=True,
@@ -81,7 +90,7 @@ def venv_with_wheel(interp, *extra_packages: str) -> Path:
     key = (interp.id, extra_packages)
     if key in _VENVS:
         return _VENVS[key]
-    venv = Path(tempfile.mkdtemp(prefix=f"gilty-venv-{interp.id}-"))
+    venv = _session_dir(f"gilty-venv-{interp.id}-")
     made = new_venv(interp.path, venv)
     assert made.returncode == 0, made.stderr
     done = pip_install(venv, str(built_wheel()), timeout=300)
