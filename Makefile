@@ -41,10 +41,11 @@ go-tools: $(VPY)  ## build google's pprof into .venv/bin (tests that need it ski
 	@test -x $(PPROF) || { command -v go >/dev/null 2>&1 && GOBIN=$(abspath $(VENV))/bin GOFLAGS=-mod=mod go install github.com/google/pprof@$(PPROF_VERSION) \
 	  || echo "could not build pprof (no Go toolchain or module proxy): pprof tests will skip"; }
 
-setup: $(STAMP)  ## build the Rust extension and install gilty into .venv (CLI: .venv/bin/gilty)
+setup: $(STAMP)  ## build the Rust extension and install gilty into .venv, editable (CLI: .venv/bin/gilty)
 	@# A version-specific build left from before the abi3 switch would be imported ahead of the abi3 one.
 	@rm -f python/gilty/_native.cpython-*.so
-	VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(VENV))/bin:$$PATH $(VENV)/bin/maturin develop --release -q
+	@# Linked by zig as the published wheel is, so the tests' wheel build reuses every compiled crate.
+	$(VPY) tools/dev_build.py
 
 demo: setup  ## start the bundled demo service, record it for 10 s, print the diagnosis; then load the web demo
 	$(VPY) -m gilty.demo

@@ -7,6 +7,7 @@ the extension installed for that interpreter; the abi3 wheel is the one build th
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import shutil
@@ -22,57 +23,54 @@ from package_venvs import new_venv, pip_install
 
 _VENVS: dict = {}
 
-# The oldest glibc the wheel supports (RHEL 7+, Debian 9+, Amazon Linux 2): what `make wheel` targets.
-MANYLINUX = "manylinux_2_17"
+sys.path.insert(0, str(REPO / "tools"))
+from dev_build import MANYLINUX, build_env, zig_available  # noqa: E402,F401 - re-exported for the tests
+
+# Left alone by the build: the repository's own records, the venv, and cargo's target directory.
+_NOT_SOURCE = {".git", ".venv", "target"}
 
 
-@functools.lru_cache(maxsize=1)
-def zig_available() -> bool:
-    """ziglang (requirements-dev.txt) is what lets maturin link against an older glibc than the host's."""
-    done = subprocess.run([sys.executable, "-m", "ziglang", "version"], capture_output=True, text=True)
-    return done.returncode == 0
+def _session_dir(prefix: str) -> Path:
+    """A scratch directory removed when the test session's interpreter exits (each session's venvs
+    and wheel are a few hundred MB)."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
+def _tree_state() -> dict:
+    """Every file of the checkout outside _NOT_SOURCE, with its size and modification time."""
+    state = {}
+    for root, dirs, files in os.walk(REPO):
+        if Path(root) == REPO:
+            dirs[:] = [d for d in dirs if d not in _NOT_SOURCE]
+        for name in files:
+            path = Path(root, name)
+            st = path.lstat()
+            state[str(path.relative_to(REPO))] = (st.st_size, st.st_mtime_ns)
+    return state
 
 
 @functools.lru_cache(maxsize=1)
 def _build_wheel() -> tuple:
-    """Builds the wheel the way `pip install .` does (PEP 517, through pyproject.toml's backend) from a
-    copy of the checkout's files; returns (wheel, files the build left in the copy)."""
-    bin_dir = os.path.dirname(sys.executable)
-    if shutil.which("maturin", path=bin_dir) is None:
+    """Builds the wheel the way `pip install .` does (PEP 517, through pyproject.toml's backend) from
+    the checkout, with `make setup`'s cargo settings (tools/dev_build.py): after `make setup` every
+    crate is compiled already and this only packages them. Returns (wheel, files the build created or
+    changed in the checkout)."""
+    if shutil.which("maturin", path=os.path.dirname(sys.executable)) is None:
         pytest.skip("maturin is not installed (make setup installs it)")
-    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout.split(b"\0")
-    source = Path(tempfile.mkdtemp(prefix="gilty-source-"))
-    for name in filter(None, (t.decode() for t in tracked)):
-        if (REPO / name).is_file():
-            (source / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, source / name)
-    before = {p for p in source.rglob("*")}
-    out = Path(tempfile.mkdtemp(prefix="gilty-wheel-"))
-    env = {
-        **os.environ,
-        "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}",
-        # The backend's own default is the `dist` profile in a scratch target dir: a full LTO build of
-        # every crate (~70 s). The tests ask it for the `release` profile, stripped, in the checkout's
-        # target/ that `make setup` already filled, so only the last crate is built again; the default
-        # itself is covered by tests/unit/test_build_backend.py.
-        "CARGO_TARGET_DIR": str(REPO / "target"),
-        "MATURIN_PEP517_ARGS": "--profile release --strip",
-    }
-    if zig_available():
-        # Linked by zig against glibc 2.17, as `make wheel` links the published wheel. Its own target
-        # directory: zig's linker would make cargo rebuild `make setup`'s crates each time.
-        env["CARGO_TARGET_DIR"] = str(REPO / "target" / "wheel-zig")
-        env["MATURIN_PEP517_ARGS"] += f" --zig --compatibility {MANYLINUX}"
+    before = _tree_state()
+    out = _session_dir("gilty-wheel-")
     done = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps", "-w", str(out), str(source)],
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps", "-w", str(out), str(REPO)],
         capture_output=True,
         text=True,
         timeout=900,
-        env=env,
+        env=build_env(sys.executable),
     )
     assert done.returncode == 0, f"pip wheel failed:\n{done.stderr[-3000:]}"
-    left = sorted(str(p.relative_to(source)) for p in set(source.rglob("*")) - before)
-    shutil.rmtree(source, ignore_errors=True)
+    after = _tree_state()
+    left = sorted(name for name, state in after.items() if before.get(name) != state)
     wheels = list(out.glob("gilty-*.whl"))
     assert len(wheels) == 1, wheels
     return wheels[0], left
@@ -92,7 +90,7 @@ def venv_with_wheel(interp, *extra_packages: str) -> Path:
     key = (interp.id, extra_packages)
     if key in _VENVS:
         return _VENVS[key]
-    venv = Path(tempfile.mkdtemp(prefix=f"gilty-venv-{interp.id}-"))
+    venv = _session_dir(f"gilty-venv-{interp.id}-")
     made = new_venv(interp.path, venv)
     assert made.returncode == 0, made.stderr
     done = pip_install(venv, str(built_wheel()), timeout=300)

@@ -29,7 +29,7 @@ def native_module() -> ModuleType:
         return importlib.import_module("gilty._native")
     except ImportError as e:
         raise CommandError(
-            f"gilty's native extension is not available ({e}); build it with `make setup` (maturin develop)"
+            f"gilty's native extension is not available ({e}); build it with `make setup`"
         ) from None
 
 
