@@ -40,18 +40,22 @@ def _thread(stats: dict, name: str) -> dict:
 
 
 def test_spinners_share_the_gil(interp, stats):
+    holds = {}
     for name in ("spinner-0", "spinner-1"):
         total = _thread(stats, name)["windows"]["total"]
-        hold = total["holding_gil"] + total["gc"]
+        hold = holds[name] = total["holding_gil"] + total["gc"]
         note(interp, f"monitor {name} hold", round(hold, 3))
         note(interp, f"monitor {name} wait", round(total["waiting_gil"], 3))
-        # On a busy host part of both is runnable without a CPU (cpu_wait): the turns stay even.
-        assert 0.3 <= hold / (hold + total["waiting_gil"]) <= 0.7, total
         # Their time is the GIL's, held or waited for, or runnable without a CPU. (Each share alone is no
         # bar: 0.294 held with 0.587 waited, even turns, on a clean-clone run beside one CPU hog.)
         assert_unless_busy(hold + total["waiting_gil"] + total["cpu_wait"] >= 0.8, stats["_pressure"], f"{name}: {total}")
         # seconds are the time the passes stood for: about the 2 s the thread ran
         assert 1.0 <= sum(_thread(stats, name)["seconds"].values()) <= 3.5
+    # Even turns: each holds about half of what the two hold. (Not hold against wait of one thread: on a
+    # busy host a holder preempted by the kernel is runnable without a CPU, cpu_wait, while a waiter
+    # asleep on the GIL is not, so that ratio read 0.27 with eight CPU hogs beside it.)
+    assert sum(holds.values()) >= 0.2, holds
+    assert 0.3 <= holds["spinner-0"] / sum(holds.values()) <= 0.7, holds
 
 
 def test_main_thread_idle_and_monitor_thread_absent(stats):
