@@ -47,11 +47,17 @@ TOLERANCE = 0.03  # sampled vs exact, in fractions of the record (3 percentage p
 # passes land in: measured up to 3.2 points on spinners with 18% of slots late. Then allow 5 points.
 STARVED_LATE_SHARE = 0.10
 STARVED_TOLERANCE = 0.05
+# A starved target: a thread runnable without a CPU this share of the record or more. Its passes then
+# lean on the kernel's run-delay counters, which move in ~4 ms steps every ~32 ms here (docs/states.md,
+# "coarse scheduler counters"), to split that time into held and waited: beside eight CPU hogs, 3.10's
+# spinners spent 0.62-0.64 so and read 3.2-4.2 points off exact, 3.13's GC spinner, at 0.52, 3.1 points.
+STARVED_CPU_WAIT = 0.25
 
 
-def tolerance_for(report: dict) -> float:
+def tolerance_for(report: dict, thread: dict = None) -> float:
     late, samples = report["errors"]["late"], report["samples"]
-    return STARVED_TOLERANCE if late > STARVED_LATE_SHARE * (late + samples) else TOLERANCE
+    starved_target = thread is not None and thread["states"].get("cpu_wait", 0.0) >= STARVED_CPU_WAIT
+    return STARVED_TOLERANCE if starved_target or late > STARVED_LATE_SHARE * (late + samples) else TOLERANCE
 EXIT_EXACT_UNAVAILABLE = 9
 
 
@@ -227,7 +233,7 @@ def test_sampled_matches_exact(recordings, case, name, what):
     # can stand on any such instruction: until the sampler read the thread's recursion counter there
     # (FrameWalker::calls_in_progress), one not yet blocked was classified native (3-10% for the
     # gc-churner), which this used to let pass as an expected failure.
-    assert gap <= tolerance_for(report), f"{detail}; sampler: {report['samples']} passes, {report['errors']['late']} late"
+    assert gap <= tolerance_for(report, thread), f"{detail}; sampler: {report['samples']} passes, {report['errors']['late']} late"
 
 
 # Threads that want the GIL all the time (pure-Python busy loops): what exact mode does not count as
@@ -251,7 +257,7 @@ def test_sampled_wait_is_exact_non_hold(recordings, case):
         sampled = sampled_and_exact(t, case)["wait"][0]
         non_hold = 1.0 - t["exact"]["hold_fraction"]
         note(recordings.interp, f"{case}/{name}: wait sampled-(1-hold)", round(sampled - non_hold, 4))
-        if abs(sampled - non_hold) > tolerance_for(report):
+        if abs(sampled - non_hold) > tolerance_for(report, t):
             bad.append(f"{name}: sampled waiting_gil {sampled:.4f}, exact 1-hold {non_hold:.4f}, states {t['states']}")
     assert not bad, f"{bad} (sampler: {report['samples']} passes, {report['errors']['late']} late)"
 

@@ -218,7 +218,9 @@ def test_stale_definitions_of_dead_gilty_are_removed(pyenv_interp, targets):
         tracefs_command(line)
     try:
         proc = targets(pyenv_interp, "exact_seven_threads.py")
-        gilty = start_gilty(proc.pid, DURATION_S, pmu=False, stdout=subprocess.DEVNULL)
+        # Long enough that the poll below sees the probes even when other jobs hold the CPUs for a while
+        # (a 1 s record ended unseen beside eight CPU hogs); what is checked happens at gilty's start.
+        gilty = start_gilty(proc.pid, 4 * DURATION_S, pmu=False, stdout=subprocess.DEVNULL)
         try:
             addrs = [function_address(proc.pid, f) for f in PROBED]
             named = attached(gilty, proc.pid, addrs)
