@@ -53,9 +53,11 @@ def test_spinners_share_the_gil(interp, stats):
         assert 1.0 <= sum(_thread(stats, name)["seconds"].values()) <= 3.5
     # Even turns: each holds about half of what the two hold. (Not hold against wait of one thread: on a
     # busy host a holder preempted by the kernel is runnable without a CPU, cpu_wait, while a waiter
-    # asleep on the GIL is not, so that ratio read 0.27 with eight CPU hogs beside it.)
-    assert sum(holds.values()) >= 0.2, holds
-    assert 0.3 <= holds["spinner-0"] / sum(holds.values()) <= 0.7, holds
+    # asleep on the GIL is not, so that ratio read 0.27 at load 12.) Beside eight CPU hogs most of the
+    # holding is cpu_wait (holds 0.04-0.12 each, summing to 0.11-0.15): too little left to compare.
+    total = sum(holds.values())
+    assert_unless_busy(total >= 0.2, stats["_pressure"], f"the spinners held the GIL {total:.3f} in all: {holds}")
+    assert_unless_busy(0.3 <= holds["spinner-0"] / total <= 0.7, stats["_pressure"], f"uneven turns: {holds}")
 
 
 def test_main_thread_idle_and_monitor_thread_absent(stats):
