@@ -32,8 +32,7 @@ pub fn handled_exception(mem: &dyn Memory, l: &Layout, tstate: u64, types: &Type
 
 /// `handled_exception` of every Python thread, by OS thread id (threads whose tid is unknown are left out).
 pub fn handled_by_tid(interp: &crate::interpreter::Interpreter) -> io::Result<std::collections::HashMap<i32, Option<String>>> {
-    let tids = crate::process::procfs::thread_ids(interp.pid)?;
-    let threads = crate::threads::python_threads(interp, &mut crate::threads::TidResolver::default(), &tids)?;
+    let (_, threads) = crate::threads::python_threads_settled(interp, &mut crate::threads::TidResolver::default())?;
     let types = TypeCache::default();
     let mut out = std::collections::HashMap::new();
     for t in threads {

@@ -227,8 +227,7 @@ pub fn locals_for_threads(
     stacks: &[(i32, &[crate::frames::Frame])],
     want: Want,
 ) -> io::Result<std::collections::HashMap<i32, Result<Vec<FrameLocals>, String>>> {
-    let tids = crate::process::procfs::thread_ids(interp.pid)?;
-    let threads = crate::threads::python_threads(interp, &mut crate::threads::TidResolver::default(), &tids)?;
+    let (_, threads) = crate::threads::python_threads_settled(interp, &mut crate::threads::TidResolver::default())?;
     let mut out = std::collections::HashMap::new();
     let types = TypeCache::default();
     for &(tid, stack) in stacks {

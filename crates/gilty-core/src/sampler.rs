@@ -953,8 +953,21 @@ impl Sampler {
     }
 
     /// One snapshot of every thread with its stack (for `dump`).
+    /// A torn read (a thread exiting while the list is walked) is read again, with the threads listed
+    /// afresh, up to `SETTLE_TRIES` times: only a gone process, or a list that never held still, fails.
     pub fn snapshot(&mut self) -> std::io::Result<Vec<ThreadSnapshot>> {
-        let obs = self.observe()?;
+        let mut tries = 0;
+        let obs = loop {
+            match self.observe() {
+                Ok(obs) => break obs,
+                Err(e) if tries + 1 >= crate::threads::SETTLE_TRIES || procfs::is_gone(self.interp.pid) => return Err(e),
+                Err(_) => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(tries as u64));
+                    self.os_tids.clear();
+                }
+            }
+        };
         Ok(obs
             .into_iter()
             .map(|(tid, state, syscall, stack, _, _)| ThreadSnapshot {
@@ -985,7 +998,7 @@ impl<T> GetOrInsertResult<T> for Option<T> {
 impl Sampler {
     /// Every Python thread's mixed native + Python stack, for `dump --native` (see `native::snapshot`).
     /// Err: kernel sampling is not permitted here (one line saying what to change).
-    pub fn native_snapshot(&mut self, wait: Duration) -> Result<Vec<crate::native::snapshot::NativeThread>, String> {
+    pub fn native_snapshot(&mut self, wait: Duration) -> crate::Result<Vec<crate::native::snapshot::NativeThread>> {
         crate::native::snapshot::take(&self.interp, &mut self.code_cache, &mut self.tid_resolver, wait)
     }
 }

@@ -66,6 +66,30 @@ impl TidResolver {
     }
 }
 
+/// Walks of the thread list a one-shot reader (dump, locals, exceptions, tasks) tries before giving up.
+pub const SETTLE_TRIES: usize = 10;
+
+/// The process's OS threads and Python threads, for a one-shot reader. A thread that exits while
+/// the list is walked frees its thread state, and the walk can then read freed or unmapped memory:
+/// that says nothing about the target, so the threads are listed and walked again (after a short
+/// pause, so the exit can finish), up to `SETTLE_TRIES` times. Returns at once if the process is gone.
+pub fn python_threads_settled(interp: &Interpreter, resolver: &mut TidResolver) -> io::Result<(Vec<i32>, Vec<PyThread>)> {
+    let mut last = None;
+    for attempt in 0..SETTLE_TRIES {
+        if attempt > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(attempt as u64));
+        }
+        let tids = crate::process::procfs::thread_ids(interp.pid)?;
+        match python_threads(interp, resolver, &tids) {
+            Ok(threads) => return Ok((tids, threads)),
+            Err(e) if crate::process::procfs::is_gone(interp.pid) => return Err(e),
+            Err(e) => last = Some(e),
+        }
+    }
+    let e = last.expect("at least one try");
+    Err(io::Error::new(e.kind(), format!("the thread list changed under every one of {SETTLE_TRIES} reads (last: {e})")))
+}
+
 /// Reads every thread state of every interpreter. `tids` is the current /proc task list (for 3.10).
 pub fn python_threads(interp: &Interpreter, resolver: &mut TidResolver, tids: &[i32]) -> io::Result<Vec<PyThread>> {
     let l = &interp.layout;

@@ -33,6 +33,16 @@ fn exited_err(pid: i32) -> PyErr {
     to_py_err(CoreError::new(ErrorKind::TargetExited, format!("pid {pid} exited")))
 }
 
+/// A failed read of a one-shot reader: the target exited, or (alive) what went wrong, never
+/// "exited" for a process that is still there.
+fn read_err(pid: i32, e: &std::io::Error) -> PyErr {
+    if gilty_core::process::procfs::is_gone(pid) {
+        exited_err(pid)
+    } else {
+        to_py_err(CoreError::new(ErrorKind::Internal, format!("pid {pid}: could not read its threads: {e}")))
+    }
+}
+
 /// An attached target. Holds the sampler so `dump()` and `Sampler` share caches.
 #[pyclass(module = "gilty._native")]
 struct Target {
@@ -103,7 +113,7 @@ impl Target {
             let mut guard = self.inner.lock().unwrap();
             let s: &mut CoreSampler = &mut guard;
             let got = py.allow_threads(|| s.native_snapshot(std::time::Duration::from_millis(500)));
-            Some(got.map_err(|m| to_py_err(CoreError::new(ErrorKind::PermissionDenied, m)))?)
+            Some(got.map_err(to_py_err)?)
         } else {
             None
         };
@@ -115,7 +125,7 @@ impl Target {
             let vars = match &snap {
                 Ok(threads) if locals || positions => {
                     let stacks: Vec<(i32, &[gilty_core::frames::Frame])> = threads.iter().map(|t| (t.tid, t.stack.as_slice())).collect();
-                    Some(py.allow_threads(|| gilty_core::locals::locals_for_threads(&s.interp, &stacks, want)).map_err(|_| exited_err(pid))?)
+                    Some(py.allow_threads(|| gilty_core::locals::locals_for_threads(&s.interp, &stacks, want)).map_err(|e| read_err(pid, &e))?)
                 }
                 _ => None,
             };
@@ -123,7 +133,7 @@ impl Target {
             let handled = if snap.is_ok() { py.allow_threads(|| gilty_core::exceptions::handled_by_tid(&s.interp)).unwrap_or_default() } else { Default::default() };
             (s.elapsed(), snap, vars, handled)
         };
-        let snap = snap.map_err(|_| exited_err(pid))?;
+        let snap = snap.map_err(|e| read_err(pid, &e))?;
         let threads = PyList::empty(py);
         for th in snap {
             let d = PyDict::new(py);

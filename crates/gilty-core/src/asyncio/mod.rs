@@ -98,8 +98,7 @@ pub fn read_tasks(interp: &Interpreter) -> crate::Result<TasksSnapshot> {
         }
     }
     // Which OS thread runs each loop: the loop's `_thread_id` is a thread state's `thread_id`.
-    let tids = crate::process::procfs::thread_ids(interp.pid).unwrap_or_default();
-    let threads = crate::threads::python_threads(interp, &mut crate::threads::TidResolver::default(), &tids).unwrap_or_default();
+    let threads = crate::threads::python_threads_settled(interp, &mut crate::threads::TidResolver::default()).map(|(_, t)| t).unwrap_or_default();
     for l in snap.loops.iter_mut() {
         l.tid = l.thread_ident.and_then(|i| threads.iter().find(|t| t.ident == i)).and_then(|t| t.tid);
     }

@@ -17,9 +17,9 @@ use super::perf::{permission_hint, PerfSampler, DEFAULT_STACK_BYTES};
 use super::unwind::{NativeFrame, ProcessUnwinder, Regs};
 use crate::clock::monotonic_ns;
 use crate::frames::{CodeCache, Frame, FrameWalker};
+use crate::error::{Error, ErrorKind};
 use crate::interpreter::Interpreter;
-use crate::process::procfs;
-use crate::threads::{python_threads, TidResolver};
+use crate::threads::{python_threads_settled, TidResolver};
 use std::time::{Duration, Instant};
 
 /// Kernel sampling period (CPU time) while a dump looks at one running thread.
@@ -127,13 +127,18 @@ fn merged(unwinder: &mut ProcessUnwinder, matched: Matched, interp_files: &[&str
 }
 
 /// Mixed stacks of every Python thread, each looked at for at most `wait`. Err: kernel sampling is
-/// not permitted (what to change).
-pub fn take(interp: &Interpreter, cache: &mut CodeCache, resolver: &mut TidResolver, wait: Duration) -> Result<Vec<NativeThread>, String> {
+/// not permitted (what to change), the target exited, or its thread list could not be read.
+pub fn take(interp: &Interpreter, cache: &mut CodeCache, resolver: &mut TidResolver, wait: Duration) -> crate::Result<Vec<NativeThread>> {
     let pid = interp.pid;
-    let gone = |e: std::io::Error| format!("pid {pid}: {e}");
-    let tids = procfs::thread_ids(pid).map_err(gone)?;
-    let threads = python_threads(interp, resolver, &tids).map_err(gone)?;
-    let mut unwinder = ProcessUnwinder::new(pid).map_err(|e| e.message)?;
+    let unreadable = |e: std::io::Error| {
+        if crate::process::procfs::is_gone(pid) {
+            Error::new(ErrorKind::TargetExited, format!("pid {pid} exited"))
+        } else {
+            Error::new(ErrorKind::Internal, format!("pid {pid}: could not read its threads: {e}"))
+        }
+    };
+    let (_, threads) = python_threads_settled(interp, resolver).map_err(unreadable)?;
+    let mut unwinder = ProcessUnwinder::new(pid)?;
     let interp_files = [interp.binary.as_str(), interp.executable.as_str()];
     let mut out = Vec::new();
     for t in &threads {
@@ -158,7 +163,7 @@ pub fn take(interp: &Interpreter, cache: &mut CodeCache, resolver: &mut TidResol
                         }
                     }
                     Err(e) if e.raw_os_error() == Some(libc::ESRCH) => (Err("the thread exited".to_owned()), None),
-                    Err(e) => return Err(permission_hint(&e)),
+                    Err(e) => return Err(Error::new(ErrorKind::PermissionDenied, permission_hint(&e))),
                 }
             }
         };
