@@ -30,6 +30,14 @@ def frames(thread: dict) -> list:
     return [(f["function"], os.path.basename(f["file"]), f["line"]) for f in thread["stack"]]
 
 
+MOVING_FRAMES = "(inner frames moving)"
+
+
+def inner_known(stack: list) -> list:
+    """The stack below the stand-in for inner frames that kept moving, or the whole stack."""
+    return stack[1:] if stack and stack[0][0] == MOVING_FRAMES else stack
+
+
 def sampled_stacks(pid: int, seconds: float, rate: float = 1000.0) -> tuple:
     """Every (thread name, stack) sampled over ``seconds``, stacks innermost first as (function, file
     basename, line); and the error counters."""
@@ -37,7 +45,7 @@ def sampled_stacks(pid: int, seconds: float, rate: float = 1000.0) -> tuple:
 
     sampler = _native.Sampler(_native.Target(pid), rate)
     stacks, frame_table, out = {}, {}, []
-    errors = {"torn_retried": 0, "torn_dropped": 0, "read_failed": 0}
+    errors = {"torn_retried": 0, "torn_dropped": 0, "torn_partial": 0, "read_failed": 0}
     collected = 0.0
     while collected < seconds:
         batch = sampler.collect(0.25)
@@ -139,7 +147,8 @@ def test_recursion_stacks_are_never_torn(interp):
     assert stacks, f"no stack accepted in 3 s; errors {errors}"
     # "ready": a sampler attached within microseconds can catch the module before its loop starts.
     module = {("<module>", script, line_of(script, marker)) for marker in ("ready", "loop", "module")}
-    bad = [s for s in stacks if s[-1] not in module or len(s) > 22 or any(f[0] != "recurse" for f in s[:-1])]
+    # A stack kept to its outer frames has the stand-in innermost; below it, the same rules.
+    bad = [s for s in stacks if s[-1] not in module or len(s) > 22 or any(f[0] != "recurse" for f in inner_known(s)[:-1])]
     note(interp, "recursion: torn stacks dropped", errors["torn_dropped"])
     note(interp, "recursion: stacks accepted", len(stacks))
     assert not bad, f"{len(bad)} of {len(stacks)} stacks are torn, e.g. {bad[:2]}; errors {errors}"
@@ -247,10 +256,11 @@ def test_a_recursing_thread_keeps_most_of_its_stacks(interp, request):
         passes = 3000
     main = [stack for name, stack in sampled if stack and stack[-1][0] == "<module>"]
     module = {("<module>", script, line_of(script, m)) for m in ("ready", "loop", "module")}
-    torn = [s for s in main if s[-1] not in module or len(s) > 22 or any(f[0] != "recurse" for f in s[:-1])]
+    torn = [s for s in main if s[-1] not in module or len(s) > 22 or any(f[0] != "recurse" for f in inner_known(s)[:-1])]
     call_line = line_of(script, "recurse")
-    # A stricter tear: a caller not at its call line (two moments of a stack that looked alike).
-    mixed = [s for s in main if any(f[2] != call_line for f in s[1:-1])]
+    # A stricter tear: a caller not at its call line (two moments of a stack that looked alike). Under
+    # the stand-in, the innermost kept frame is where the later copy had it: not a caller.
+    mixed = [s for s in main if any(f[2] != call_line for f in inner_known(s)[1:-1])]
     note(interp, "recursion pinned: kept of 3000 passes", len(main))
     note(interp, "recursion pinned: caller off its call line", len(mixed))
     assert not torn, f"{len(torn)} torn stacks kept, e.g. {torn[:1]}"
@@ -269,10 +279,12 @@ def run_delay_s(pid: int) -> float:
 # Guards: the bias left by dropped stacks. call_mix.py alternates 20-deep recursions with a loop that
 # calls nothing and times both itself; the share of kept samples in the recursions must be the share
 # of the time they took (measured by the target over the same window).
-# A known miss (docs/states.md, "call-heavy code"): on quiet clean-clone runs call-heavy code read 4.6-8.1
-# points under its true share on 3.11+ and 35.6-36.5 on 3.10.
-@pytest.mark.xfail(reason="known miss: call-heavy code sampled 5-8 points under its time on 3.11+, ~36 on 3.10 (docs/states.md)", strict=False)
-def test_call_heavy_code_is_sampled_in_proportion_to_its_time(interp):
+# Its inner frames move on nearly every copy: such samples keep the outer frames that held still, under
+# "(inner frames moving)", rather than being dropped (docs/states.md, "call-heavy code"). On quiet runs
+# 3.11+ read -2.3 to +0.3 points from the true share; 3.10, whose frames are heap objects, -11.9 to -17.6.
+def test_call_heavy_code_is_sampled_in_proportion_to_its_time(interp, request):
+    if interp.version[:2] == (3, 10):
+        request.applymarker(pytest.mark.xfail(reason="known miss on 3.10: call-heavy code sampled 12-18 points under its time (docs/states.md)", strict=False))
     script = "call_mix.py"
     with running_target(interp, script) as proc, own_cpus(proc.pid):
         proc.popen.send_signal(signal.SIGUSR1)
@@ -293,9 +305,12 @@ def test_call_heavy_code_is_sampled_in_proportion_to_its_time(interp):
     assert n_calls + n_flat > 1000, f"{n_calls + n_flat} samples kept in 3 s; errors {errors}"
     bias = 100 * (n_calls / (n_calls + n_flat) - true_share)
     note(interp, "call mix: sampled minus true share of calls (points)", round(bias, 1))
-    # 3.10 frames are heap objects read a page at a time: more of its moving stacks still fail.
-    limit = 12.0 if interp.version[:2] == (3, 10) else 4.0
-    assert abs(bias) <= limit, f"calls sampled {100 * n_calls / (n_calls + n_flat):.1f} % of the time, true {100 * true_share:.1f} %; errors {errors}"
+    note(interp, "call mix: stacks kept to their outer frames", errors["torn_partial"])
+    # A stack kept to its outer frames has the stand-in innermost, once, over frames down to the first.
+    moving = [stack for _name, stack in sampled if any(f[0] == MOVING_FRAMES for f in stack)]
+    bad = [s for s in moving if s[0][0] != MOVING_FRAMES or s[-1][0] != "<module>" or any(f[0] == MOVING_FRAMES for f in s[1:])]
+    assert not bad, bad[:3]
+    assert abs(bias) <= 4.0, f"calls sampled {100 * n_calls / (n_calls + n_flat):.1f} % of the time, true {100 * true_share:.1f} %; errors {errors}"
 
 
 # Guards: a uWSGI worker's main thread shown as "(no Python stack)" while it served a request (3.11+).

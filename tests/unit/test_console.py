@@ -46,10 +46,10 @@ def test_partial_marker_at_top_and_bottom():
 def test_header_counts_errors():
     b = BatchBuilder()
     session = make_session(
-        [b.batch([{1: HOLD}], errors={"torn_retried": 4, "torn_dropped": 1, "read_failed": 2}, late=9)]
+        [b.batch([{1: HOLD}], errors={"torn_retried": 4, "torn_dropped": 1, "torn_partial": 3, "read_failed": 2}, late=9)]
     )
     text = console.render(session)
-    assert "errors: 4 torn reads retried, 1 dropped, 2 failed reads, 9 late samples" in text
+    assert "errors: 4 torn reads retried, 1 dropped, 3 kept to their outer frames, 2 failed reads, 9 late samples" in text
 
 
 def test_empty_summary():

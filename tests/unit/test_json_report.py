@@ -97,7 +97,7 @@ def test_report_values():
     assert report["samples"] == 400
     assert report["switch_interval_s"] == 0.005
     assert report["partial"] is False and report["partial_reason"] is None
-    assert set(report["errors"]) == {"torn_retried", "torn_dropped", "read_failed", "late"}
+    assert set(report["errors"]) == {"torn_retried", "torn_dropped", "torn_partial", "read_failed", "late"}
     # Sorted by GIL-holding samples: metrics first.
     assert [t["name"] for t in report["threads"]] == ["metrics", "io-1", "MainThread", "io-2"]
     for t in report["threads"]:

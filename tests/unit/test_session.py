@@ -23,7 +23,7 @@ def test_batches_merge_with_pass_indices_offset():
         (2, 2, 2, HOLD, s1, NO_SYSCALL),
     ]
     assert sum(session.stack_counts().values()) == 7
-    assert session.errors == {"torn_retried": 0, "torn_dropped": 2, "read_failed": 0, "late": 3}
+    assert session.errors == {"torn_retried": 0, "torn_dropped": 2, "torn_partial": 0, "read_failed": 0, "late": 3}
     # The stack was sent once, in the first batch, and stays resolvable for later samples.
     assert second["stacks"] == {}
     assert session.innermost_frame(s1) == ("f", "a.py", 1)

@@ -105,12 +105,18 @@ pub struct CodeCache {
     map: HashMap<u64, CodeInfo>,
     types: TypeNames,
     frame_pages: HashMap<u64, Vec<(u64, usize)>>,
+    /// 3.10: per thread state, the frame addresses of its last whole walk, innermost first (at most
+    /// `MAX_PRIOR_FRAMES`, the outermost): where `FrameWalker::outer_part` looks when no copy holds
+    /// a whole chain from the current frame.
+    last_chains: HashMap<u64, Vec<u64>>,
     /// Sampling passes begun; a code object is compared with its address once per pass.
     pass: u64,
 }
 
 /// Most pages remembered per thread: a deep 3.10 stack's frames beyond them are read as needed.
 const MAX_FRAME_PAGES: usize = 8;
+/// Outermost frames of a thread's last walk remembered (3.10, see `CodeCache::last_chains`).
+const MAX_PRIOR_FRAMES: usize = 256;
 
 impl CodeCache {
     /// A new sampling pass: every code object is compared with its address again at its first use.
@@ -126,6 +132,16 @@ impl CodeCache {
             self.frame_pages.clear(); // thread states come and go: never grow without bound
         }
         self.frame_pages.insert(tstate, pages);
+    }
+
+    fn remember_chain(&mut self, tstate: u64, mut addrs: Vec<u64>) {
+        if addrs.len() > MAX_PRIOR_FRAMES {
+            addrs.drain(..addrs.len() - MAX_PRIOR_FRAMES);
+        }
+        if self.last_chains.len() > 4096 {
+            self.last_chains.clear();
+        }
+        self.last_chains.insert(tstate, addrs);
     }
 
     pub fn len(&self) -> usize {
@@ -153,7 +169,18 @@ pub struct FrameWalker<'a> {
     pub rounds: std::cell::Cell<usize>,
     /// Per frame of the last walk: whether it is the outermost of its evaluation-loop call.
     pub call_ends: std::cell::RefCell<Vec<bool>>,
+    /// When no two copies agree on the whole stack, keep the outer frames they agree on under
+    /// `MOVING_FRAMES` rather than fail (the sampler's choice: see `outer_part`).
+    pub keep_outer_part: bool,
+    /// Whether the last walk returned only its outer part.
+    pub outer_only: std::cell::Cell<bool>,
+    /// Frame addresses of the last whole chain read, innermost first (3.10 keeps them per thread).
+    chain_addrs: std::cell::RefCell<Vec<u64>>,
 }
+
+/// The frame standing for the inner frames of a stack that kept moving while it was read (see
+/// `FrameWalker::outer_part`): a Python frame without file or line.
+pub const MOVING_FRAMES: &str = "(inner frames moving)";
 
 impl<'a> FrameWalker<'a> {
     pub fn new(mem: &'a dyn Memory, layout: &'a Layout, code_type: Option<u64>) -> Self {
@@ -195,7 +222,7 @@ impl<'a> FrameWalker<'a> {
         .copied()
         .unwrap()
             + 8;
-        FrameWalker { mem, layout, code_type, frame_read_len: frame_read_len as usize, code_read_len: code_read_len as usize, rounds: Default::default(), call_ends: Default::default() }
+        FrameWalker { mem, layout, code_type, frame_read_len: frame_read_len as usize, code_read_len: code_read_len as usize, rounds: Default::default(), call_ends: Default::default(), keep_outer_part: false, outer_only: Default::default(), chain_addrs: Default::default() }
     }
 
     /// Address of the innermost frame of a thread state (already read into `tstate_bytes` when possible).
@@ -296,20 +323,32 @@ impl<'a> FrameWalker<'a> {
         // Read the whole chain first and check it before decoding anything: the window in which the
         // thread can move its stack under us is then only as long as the reads themselves.
         let pages = cache.frame_pages.get(&tstate).cloned().unwrap_or_default();
-        let (chain, used) = self.read_chain(tstate, head, moving, &pages)?;
+        let prior = cache.last_chains.get(&tstate).cloned().unwrap_or_default();
+        let (chain, used) = self.read_chain(tstate, head, moving, &pages, &prior)?;
         if l_is_310(self.layout) {
             cache.remember_pages(tstate, used);
+            cache.remember_chain(tstate, self.chain_addrs.take());
         }
-        let mut out = Vec::with_capacity(chain.len());
+        let mut out = Vec::with_capacity(chain.len() + 1);
         let mut top = None;
+        let mut ends = Vec::with_capacity(chain.len() + 1);
+        if self.outer_only.get() {
+            out.push(Frame { function: MOVING_FRAMES.to_owned(), file: String::new(), line: -1 });
+            ends.push(false);
+            if let Some(p) = positions.as_deref_mut() {
+                p.push(None);
+            }
+        }
+        // Where the innermost frame stands, unless the innermost frames are unknown.
+        let mut top_wanted = !self.outer_only.get();
         // Code objects, their names and line tables tend to share pages (unmarshalled together).
         let code_reads = BlockCache::new(self.mem);
-        let mut ends = Vec::with_capacity(chain.len());
         let want = positions.is_some();
         for &(code, instr, first_local, call_end) in &chain {
             if let Some((f, at)) = self.frame_and_position(code, instr, first_local, cache, &code_reads, want)? {
-                if top.is_none() {
+                if top_wanted {
                     top = Some((code, instr));
+                    top_wanted = false;
                 }
                 out.push(f);
                 ends.push(call_end);
@@ -347,9 +386,10 @@ impl<'a> FrameWalker<'a> {
     /// `pages` (3.10) are the blocks that held this thread's frames at its last walk: a thread that may
     /// move has them in the first copy, so that a chain that moved to frames on another of its pages
     /// can be compared at once. Returns the chain and the blocks the accepted copy held.
-    fn read_chain(&self, tstate: u64, head: Option<WalkHead>, moving: bool, pages: &[(u64, usize)]) -> Result<(Vec<(u64, i64, u64, bool)>, Vec<(u64, usize)>), WalkError> {
+    fn read_chain(&self, tstate: u64, head: Option<WalkHead>, moving: bool, pages: &[(u64, usize)], prior: &[u64]) -> Result<(Vec<(u64, i64, u64, bool)>, Vec<(u64, usize)>), WalkError> {
         let l = self.layout;
         self.rounds.set(0);
+        self.outer_only.set(false);
         let reads = BlockCache::new(self.mem);
         if moving {
             for &(at, len) in pages {
@@ -370,6 +410,7 @@ impl<'a> FrameWalker<'a> {
             // different moments: a thread that may run has its frames compared with a second copy.
             let recheck_links = moving;
             if top == first && !too_deep(chain, depth) && !recheck_links {
+                self.chain_addrs.replace(chain.iter().map(|f| f.addr).collect());
                 return Ok((frames_with_code(l, chain), reads.ranges()));
             }
         }
@@ -380,7 +421,17 @@ impl<'a> FrameWalker<'a> {
                 self.rounds.set(round);
             }
             if let Some(chain) = self.stable_chain(&before, &after, top, depth)? {
+                self.chain_addrs.replace(chain.iter().map(|f| f.addr).collect());
                 return Ok((frames_with_code(l, &chain), after.ranges()));
+            }
+            if round == SNAPSHOT_ROUNDS && self.keep_outer_part {
+                let part = self.outer_part(&before, &after, top).or_else(|| self.loose_outer_part(&before, &after, top, prior)).or_else(|| self.prior_outer_part(&before, &after, prior));
+                if let Some(part) = part {
+                    self.outer_only.set(true);
+                    // The next walk's prior: the frames this one knows to be the stack's outer part.
+                    self.chain_addrs.replace(part.iter().map(|f| f.addr).collect());
+                    return Ok((frames_with_code(l, &part), after.ranges()));
+                }
             }
             (top, depth) = self.top_frame_and_depth(tstate)?;
             before = after;
@@ -430,6 +481,147 @@ impl<'a> FrameWalker<'a> {
             }
         }
         Ok(Some(chain))
+    }
+
+    /// A stack that never read the same in two copies (a thread calling and returning all the time)
+    /// still has outer frames that held still: dropping the whole sample would take its time from
+    /// the functions it is in, and call-heavy code would read smaller than it is. The chain from
+    /// `top` (the current frame, read between the copies) is walked in one copy, whole down to the
+    /// thread's first frame, and compared with the other from the outermost frame inwards: frames
+    /// with the same code, link, owner and state in both are kept, up to and including the first
+    /// whose instruction moved (it ran between the copies, so nothing inside it held still). None
+    /// when neither copy holds a whole chain from `top` or not one frame agrees; also None when all
+    /// agree, which `stable_chain` judges.
+    fn outer_part(&self, before: &BlockCache, after: &BlockCache, top: u64) -> Option<Vec<RawFrame>> {
+        let mut buf = vec![0u8; self.frame_read_len];
+        for (walked, other) in [(after, before), (before, after)] {
+            // The later copy may read on past what it holds (3.10 frames are heap blocks read a page
+            // at a time): what it reads there is checked against the earlier copy like the rest.
+            let copied = CopiedOnly { cache: walked, missed: std::cell::Cell::new(None) };
+            let chain = if std::ptr::eq(walked, after) { self.chain(after, top) } else { self.chain(&copied, top) };
+            let Ok(chain) = chain else { continue };
+            let mut keep = chain.len();
+            for (i, f) in chain.iter().enumerate().rev() {
+                if !other.read_cached(f.addr, &mut buf) {
+                    break;
+                }
+                let g = self.raw_frame(f.addr, &buf);
+                if (f.code, f.previous, f.owner, f.entry, f.state) != (g.code, g.previous, g.owner, g.entry, g.state) {
+                    break;
+                }
+                keep = i;
+                if f.instr != g.instr {
+                    break;
+                }
+            }
+            if keep == 0 || keep == chain.len() {
+                continue;
+            }
+            let mut part = chain[keep..].to_vec();
+            if !std::ptr::eq(walked, after) {
+                // The innermost kept frame where the later copy has it (as `stable_chain` does).
+                if after.read_cached(part[0].addr, &mut buf) {
+                    part[0].instr = self.raw_frame(part[0].addr, &buf).instr;
+                }
+            }
+            return Some(part);
+        }
+        None
+    }
+
+    /// 3.10, when no copy holds a whole chain from the current frame: the links from `top` followed
+    /// through whatever they reach (a freed frame keeps its link to its caller), and the outer frames
+    /// kept that are live (executing) and the same in both copies, down to the thread's own first
+    /// frame (the outermost of its last whole walk, `prior`): a chain that wandered into freed frames
+    /// or another thread's stack does not end there. Kept up to and including the first frame whose
+    /// instruction moved, as in `outer_part`.
+    fn loose_outer_part(&self, before: &BlockCache, after: &BlockCache, top: u64, prior: &[u64]) -> Option<Vec<RawFrame>> {
+        let (Some(_), Some(&bottom)) = (self.layout.frame_state, prior.last()) else { return None };
+        let mut buf = vec![0u8; self.frame_read_len];
+        for (walked, other) in [(after, before), (before, after)] {
+            let mut chain: Vec<RawFrame> = Vec::new();
+            let mut frame = top;
+            while frame != 0 && chain.len() < MAX_DEPTH {
+                if !walked.read_cached(frame, &mut buf) && (!std::ptr::eq(walked, after) || walked.read(frame, &mut buf).is_err()) {
+                    break;
+                }
+                let f = self.raw_frame(frame, &buf);
+                if f.previous == frame {
+                    break;
+                }
+                frame = f.previous;
+                chain.push(f);
+            }
+            if chain.last().is_none_or(|f| f.addr != bottom || f.previous != 0) {
+                continue;
+            }
+            let mut keep = chain.len();
+            for (i, f) in chain.iter().enumerate().rev() {
+                // A frame the other copy does not hold is read again now: a second look all the same.
+                if !other.read_cached(f.addr, &mut buf) && self.mem.read(f.addr, &mut buf).is_err() {
+                    break;
+                }
+                let g = self.raw_frame(f.addr, &buf);
+                let live = matches!(f.state, FRAME_EXECUTING | FRAME_UNWINDING);
+                if !live || (f.code, f.previous, f.state, f.first_local) != (g.code, g.previous, g.state, g.first_local) {
+                    break;
+                }
+                keep = i;
+                if f.instr != g.instr {
+                    break;
+                }
+            }
+            if keep == chain.len() {
+                continue;
+            }
+            let mut part = chain[keep..].to_vec();
+            if other.read_cached(part[0].addr, &mut buf) && std::ptr::eq(other, after) {
+                part[0].instr = self.raw_frame(part[0].addr, &buf).instr;
+            }
+            return Some(part);
+        }
+        None
+    }
+
+    /// 3.10, when no copy holds a whole chain from the current frame (a thread that calls all the
+    /// time frees and makes frame objects faster than two copies can agree on them): the outer
+    /// frames of the thread's last whole walk that are live (executing) in both copies, linked as
+    /// they were, with the same fields in both. A 3.10 frame is executing only while its call runs
+    /// (its state changes when it returns), so such frames are still the outer part of the stack;
+    /// later versions leave a returned frame's memory as it was, so they are not looked at this way.
+    /// Kept up to and including the first whose instruction moved, as in `outer_part`.
+    fn prior_outer_part(&self, before: &BlockCache, after: &BlockCache, prior: &[u64]) -> Option<Vec<RawFrame>> {
+        if self.layout.frame_state.is_none() || prior.is_empty() {
+            return None;
+        }
+        let mut buf = vec![0u8; self.frame_read_len];
+        let mut part: Vec<RawFrame> = Vec::new();
+        let mut outer = 0u64; // the previous frame the next one inwards must link to
+        for &addr in prior.iter().rev() {
+            if !before.read_cached(addr, &mut buf) {
+                break;
+            }
+            let f = self.raw_frame(addr, &buf);
+            if !after.read_cached(addr, &mut buf) {
+                break;
+            }
+            let g = self.raw_frame(addr, &buf);
+            let live = matches!(f.state, FRAME_EXECUTING | FRAME_UNWINDING);
+            if !live || f.previous != outer || (f.code, f.previous, f.state, f.first_local) != (g.code, g.previous, g.state, g.first_local) {
+                break;
+            }
+            let moved = f.instr != g.instr;
+            part.push(RawFrame { instr: g.instr, ..f });
+            outer = addr;
+            if moved {
+                break;
+            }
+        }
+        if part.is_empty() {
+            return None;
+        }
+        part.reverse();
+        Some(part)
     }
 
     /// The fields of the frame at `addr` whose first `frame_read_len` bytes are `buf`.

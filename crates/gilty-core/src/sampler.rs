@@ -34,6 +34,9 @@ pub struct Errors {
     pub torn_retried: u64,
     /// Stacks that read inconsistently on every attempt; the thread's state is kept, its stack dropped.
     pub torn_dropped: u64,
+    /// Stacks whose inner frames moved on every copy: kept as the outer frames that held still under
+    /// `frames::MOVING_FRAMES` (`FrameWalker::outer_part`).
+    pub torn_partial: u64,
     /// Samples in which the GIL or thread list could not be read at all.
     pub read_failed: u64,
     /// `record --native` (see `native::record`): samples with a native part, those of them cut short
@@ -898,7 +901,8 @@ impl Sampler {
     /// innermost frame stands.
     /// With `record --native`, also each frame's evaluation-loop call end (`FrameWalker::call_ends`).
     fn read_stack(&mut self, tstate: u64, head: Option<WalkHead>, moving: bool) -> (Option<Vec<Frame>>, Vec<Option<Position>>, Option<(u64, i64)>, Vec<bool>) {
-        let walker = FrameWalker::new(&self.interp.mem, &self.interp.layout, self.interp.code_type);
+        let mut walker = FrameWalker::new(&self.interp.mem, &self.interp.layout, self.interp.code_type);
+        walker.keep_outer_part = true;
         for attempt in 0..READ_ATTEMPTS {
             // Only the first attempt may start from the earlier head: a retry reads everything anew.
             let from = if attempt == 0 { head } else { None };
@@ -910,7 +914,9 @@ impl Sampler {
             };
             match walked {
                 Ok(((frames, top), positions)) => {
-                    if attempt > 0 || walker.rounds.get() > 0 {
+                    if walker.outer_only.get() {
+                        self.batch.errors.torn_partial += 1;
+                    } else if attempt > 0 || walker.rounds.get() > 0 {
                         self.batch.errors.torn_retried += 1;
                     }
                     let ends = if self.native.is_some() { walker.call_ends.take() } else { Vec::new() };

@@ -334,6 +334,7 @@ pub(crate) fn batch_dict<'py>(py: Python<'py>, batch: &Batch) -> PyResult<Bound<
     let errors = PyDict::new(py);
     errors.set_item("torn_retried", batch.errors.torn_retried)?;
     errors.set_item("torn_dropped", batch.errors.torn_dropped)?;
+    errors.set_item("torn_partial", batch.errors.torn_partial)?;
     errors.set_item("read_failed", batch.errors.read_failed)?;
     let e = &batch.errors;
     if e.native_matched + e.native_missing + e.native_lost > 0 {

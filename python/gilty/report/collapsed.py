@@ -58,7 +58,7 @@ def _whole_path(frame: tuple) -> str:
         # A C frame: its source file without the line where it has one, else as with lines.
         _, source, _ = native_parts(file)
         return f"{function} ({source if source is not None else file})"
-    return f"{function} ({file})"
+    return f"{function} ({file})" if file else str(function)
 
 
 def render(recording: Recording, options: Optional[PictureOptions] = None) -> str:

@@ -60,6 +60,7 @@ def _header(summary: Summary, title: str) -> list:
     )
     lines.append(
         f"errors: {errors['torn_retried']} torn reads retried, {errors['torn_dropped']} dropped, "
+        f"{errors.get('torn_partial', 0)} kept to their outer frames, "
         f"{errors['read_failed']} failed reads, {errors['late']} late samples"
     )
     if "native_matched" in errors:

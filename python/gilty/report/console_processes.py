@@ -241,7 +241,7 @@ def top_function_lines(recording: Recording, limit: int = TOP_FUNCTIONS_SHOWN, w
             f"  {n:>8} {percent(n / total):>6} {share(HOLDING_GIL, GC):>6} {share(WAITING_GIL):>6} {share(NATIVE):>6}  "
         )
         text += f"{_cut(_pids_text(pids, role_of), 12):<12} "
-        lines.append(text + _cut(f"{function} ({_base(file)}:{line})", max(width - len(text), 10)))
+        lines.append(text + _cut(f"{function} ({_base(file)}:{line})" if file else str(function), max(width - len(text), 10)))
     if len(rows) > limit:
         lines.append(f"  ... {len(rows) - limit} more functions (the JSON and HTML reports have them all)")
     return lines
@@ -385,7 +385,7 @@ def fit_function(function: Optional[str], file: Optional[str], line: Optional[in
     """``function (file.py:line)`` in ``width``: the location goes before the function name is cut."""
     if function is None:
         return _cut("(no Python stack)", width)
-    for text in (f"{function} ({_base(file)}:{line})", f"{function} ({_base(file)})", function):
+    for text in (f"{function} ({_base(file)}:{line})", f"{function} ({_base(file)})", function) if file else (function,):
         if len(text) <= width:
             return text
     return _cut(function, width)

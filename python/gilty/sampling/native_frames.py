@@ -41,6 +41,9 @@ def frame_text(function, file, line, short: bool = False) -> str:
         if not library or str(function).startswith(f"{library}+0x"):
             return str(function)
         return f"{function} ({library}+{native_offset(line):#x})"
+    if not file:
+        # A stand-in with no place, such as "(inner frames moving)": its name alone.
+        return str(function)
     if short:
         file = str(file or "").rsplit("/", 1)[-1]
     return f"{function} ({file}:{line})"

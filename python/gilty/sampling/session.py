@@ -25,7 +25,8 @@ NO_STACK = -1  # stack_id of a sample without a Python stack
 NO_SYSCALL = -1  # syscall of a sample that is running or where it does not apply
 NO_HOLDER = -1  # holder tid of a waiting_gil sample taken while no thread held the GIL (native form)
 
-ERROR_KEYS = ("torn_retried", "torn_dropped", "read_failed", "late")
+# torn_partial: stacks whose inner frames kept moving, kept as their outer frames under "(inner frames moving)".
+ERROR_KEYS = ("torn_retried", "torn_dropped", "torn_partial", "read_failed", "late")
 # `record --native` only: samples with a native part, those cut short, those missing it, kernel samples lost.
 NATIVE_ERROR_KEYS = ("native_matched", "native_partial", "native_missing", "native_lost")
 
@@ -222,7 +223,7 @@ class Session:
         self.frames.update(batch.get("frames", {}))
         self.thread_names.update(batch.get("threads", {}))
         errors = batch.get("errors", {})
-        for key in ("torn_retried", "torn_dropped", "read_failed"):
+        for key in ("torn_retried", "torn_dropped", "torn_partial", "read_failed"):
             self.errors[key] += int(errors.get(key, 0))
         if "native_matched" in errors:
             for key in NATIVE_ERROR_KEYS:
