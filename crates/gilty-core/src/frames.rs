@@ -425,7 +425,19 @@ impl<'a> FrameWalker<'a> {
                 return Ok((frames_with_code(l, &chain), after.ranges()));
             }
             if round == SNAPSHOT_ROUNDS && self.keep_outer_part {
-                let part = self.outer_part(&before, &after, top).or_else(|| self.loose_outer_part(&before, &after, top, prior)).or_else(|| self.prior_outer_part(&before, &after, prior));
+                let part = self.outer_part(&before, &after, top).or_else(|| self.loose_outer_part(&before, &after, top, prior));
+                let part = match part {
+                    Some(part) => Some(part),
+                    None => match self.live_outer_part(tstate, prior) {
+                        Some((chain, true)) => {
+                            // Every frame held still between its two reads: the whole stack after all.
+                            self.chain_addrs.replace(chain.iter().map(|f| f.addr).collect());
+                            return Ok((frames_with_code(l, &chain), after.ranges()));
+                        }
+                        Some((part, false)) => Some(part),
+                        None => self.prior_outer_part(&before, &after, prior),
+                    },
+                };
                 if let Some(part) = part {
                     self.outer_only.set(true);
                     // The next walk's prior: the frames this one knows to be the stack's outer part.
@@ -581,6 +593,58 @@ impl<'a> FrameWalker<'a> {
             return Some(part);
         }
         None
+    }
+
+    /// 3.10, as `loose_outer_part`, from the current frame read now and through live memory, one
+    /// frame per read (the walk goes down while the thread's calls come and go above it), each kept
+    /// frame read a second time after the walk. `true` with it: every frame held still between its
+    /// two reads (the innermost's instruction excepted), so the chain is the whole stack at a moment
+    /// between the walk and the second reads.
+    fn live_outer_part(&self, tstate: u64, prior: &[u64]) -> Option<(Vec<RawFrame>, bool)> {
+        let (Some(_), Some(&bottom)) = (self.layout.frame_state, prior.last()) else { return None };
+        let mut buf = vec![0u8; self.frame_read_len];
+        let mut chain: Vec<RawFrame> = Vec::new();
+        let top = self.top_frame(tstate).ok()?;
+        let mut frame = top;
+        while frame != 0 && chain.len() < MAX_DEPTH {
+            if self.mem.read(frame, &mut buf).is_err() {
+                return None;
+            }
+            let f = self.raw_frame(frame, &buf);
+            if f.previous == frame {
+                return None;
+            }
+            frame = f.previous;
+            chain.push(f);
+        }
+        if chain.last().is_none_or(|f| f.addr != bottom || f.previous != 0) {
+            return None;
+        }
+        let mut keep = chain.len();
+        let mut instr = 0;
+        for (i, f) in chain.iter().enumerate().rev() {
+            if self.mem.read(f.addr, &mut buf).is_err() {
+                break;
+            }
+            let g = self.raw_frame(f.addr, &buf);
+            let live = matches!(f.state, FRAME_EXECUTING | FRAME_UNWINDING);
+            if !live || (f.code, f.previous, f.state, f.first_local) != (g.code, g.previous, g.state, g.first_local) {
+                break;
+            }
+            keep = i;
+            instr = g.instr;
+            if f.instr != g.instr && i > 0 {
+                break;
+            }
+        }
+        if keep == chain.len() {
+            return None;
+        }
+        let mut part = chain[keep..].to_vec();
+        part[0].instr = instr;
+        // Whole only if the thread is still in the frame the walk began with (it pushed none since).
+        let whole = keep == 0 && self.top_frame(tstate).ok() == Some(top);
+        Some((part, whole))
     }
 
     /// 3.10, when no copy holds a whole chain from the current frame (a thread that calls all the

@@ -49,7 +49,7 @@ def render_text(target_info: dict, snapshot: dict, syscall_name: Callable[[int],
             lines.append(f"    (variables not read: {thread['locals_error']})")
         frame_locals = thread.get("locals") or [None] * len(thread["stack"])
         for (function, file, line), variables in zip(thread["stack"], frame_locals):
-            lines.append(f"    {visible(function)} ({visible(file)}:{line})")
+            lines.append(f"    {visible(function)} ({visible(file)}:{line})" if file else f"    {visible(function)}")
             if variables is not None:
                 lines.extend(_locals_lines(*variables))
     text = "\n".join(lines) + "\n"
