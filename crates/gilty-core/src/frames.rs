@@ -1025,3 +1025,60 @@ impl Memory for CopiedOnly<'_, '_> {
 fn l_is_310(l: &Layout) -> bool {
     l.frame_state.is_some()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::process::memory::{BufferMemory, Garbage};
+    use std::cell::RefCell;
+
+    /// Garbage that changes under the reader: after every read a few words are written anew, so no
+    /// two copies agree and the walker's fallbacks for moving stacks (`outer_part` and the 3.10 walks)
+    /// all run on wild pointers.
+    struct Churning {
+        mem: RefCell<BufferMemory>,
+        garbage: RefCell<Garbage>,
+    }
+
+    impl Memory for Churning {
+        fn read(&self, addr: u64, buf: &mut [u8]) -> io::Result<()> {
+            self.mem.borrow().read(addr, buf)?;
+            let mut g = self.garbage.borrow_mut();
+            let mut mem = self.mem.borrow_mut();
+            for _ in 0..4 {
+                let at = (g.next() % (Garbage::LEN / 8) * 8) as usize;
+                let word = Garbage::BASE + g.next() % Garbage::LEN / 8 * 8;
+                mem.bytes[at..at + 8].copy_from_slice(&word.to_le_bytes());
+            }
+            Ok(())
+        }
+    }
+
+    /// Walks that keep outer parts, on memory that never holds still: an error or a bounded stack,
+    /// never a panic or a hang, on every version's layout; a stack kept in part has the stand-in
+    /// innermost and only there.
+    #[test]
+    fn moving_garbage_gives_errors_or_bounded_stacks() {
+        let mut seed = Garbage::new(0x853c_49e6_748f_ea9bu64);
+        for (major, minor) in gilty_layouts::SUPPORTED.iter().copied() {
+            let l = gilty_layouts::layout_for(major, minor).unwrap();
+            for _ in 0..4 {
+                let mem = Churning { mem: RefCell::new(seed.buffer()), garbage: RefCell::new(Garbage::new(seed.next() | 1)) };
+                let mut walker = FrameWalker::new(&mem, l, None);
+                walker.keep_outer_part = true;
+                let mut cache = CodeCache::default();
+                for _ in 0..300 {
+                    let tstate = Garbage::BASE + seed.next() % Garbage::LEN / 8 * 8;
+                    if let Ok((frames, _)) = walker.walk_from(tstate, None, true, &mut cache) {
+                        assert!(frames.len() <= MAX_DEPTH + 1);
+                        let stand_ins = frames.iter().filter(|f| f.function == MOVING_FRAMES).count();
+                        assert_eq!(stand_ins, usize::from(walker.outer_only.get()));
+                        if walker.outer_only.get() {
+                            assert_eq!(frames[0].function, MOVING_FRAMES);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
