@@ -549,46 +549,17 @@ impl<'a> FrameWalker<'a> {
     /// instruction moved, as in `outer_part`.
     fn loose_outer_part(&self, before: &BlockCache, after: &BlockCache, top: u64, prior: &[u64]) -> Option<Vec<RawFrame>> {
         let (Some(_), Some(&bottom)) = (self.layout.frame_state, prior.last()) else { return None };
-        let mut buf = vec![0u8; self.frame_read_len];
         for (walked, other) in [(after, before), (before, after)] {
-            let mut chain: Vec<RawFrame> = Vec::new();
-            let mut frame = top;
-            while frame != 0 && chain.len() < MAX_DEPTH {
-                if !walked.read_cached(frame, &mut buf) && (!std::ptr::eq(walked, after) || walked.read(frame, &mut buf).is_err()) {
-                    break;
-                }
-                let f = self.raw_frame(frame, &buf);
-                if f.previous == frame {
-                    break;
-                }
-                frame = f.previous;
-                chain.push(f);
-            }
-            if chain.last().is_none_or(|f| f.addr != bottom || f.previous != 0) {
-                continue;
-            }
-            let mut keep = chain.len();
-            for (i, f) in chain.iter().enumerate().rev() {
-                // A frame the other copy does not hold is read again now: a second look all the same.
-                if !other.read_cached(f.addr, &mut buf) && self.mem.read(f.addr, &mut buf).is_err() {
-                    break;
-                }
-                let g = self.raw_frame(f.addr, &buf);
-                let live = matches!(f.state, FRAME_EXECUTING | FRAME_UNWINDING);
-                if !live || (f.code, f.previous, f.state, f.first_local) != (g.code, g.previous, g.state, g.first_local) {
-                    break;
-                }
-                keep = i;
-                if f.instr != g.instr {
-                    break;
-                }
-            }
-            if keep == chain.len() {
-                continue;
-            }
+            let is_after = std::ptr::eq(walked, after);
+            let read = |addr: u64, buf: &mut [u8]| walked.read_cached(addr, buf) || (is_after && walked.read(addr, buf).is_ok());
+            let Some(chain) = self.loose_chain(top, bottom, read) else { continue };
+            // A frame the other copy does not hold is read again now: a second look all the same.
+            let again = |addr: u64, buf: &mut [u8]| other.read_cached(addr, buf) || self.mem.read(addr, buf).is_ok();
+            let Some((keep, instr)) = self.executing_suffix(&chain, again) else { continue };
             let mut part = chain[keep..].to_vec();
-            if other.read_cached(part[0].addr, &mut buf) && std::ptr::eq(other, after) {
-                part[0].instr = self.raw_frame(part[0].addr, &buf).instr;
+            if !is_after {
+                // The innermost kept frame where the later copy has it.
+                part[0].instr = instr;
             }
             return Some(part);
         }
@@ -602,12 +573,25 @@ impl<'a> FrameWalker<'a> {
     /// between the walk and the second reads.
     fn live_outer_part(&self, tstate: u64, prior: &[u64]) -> Option<(Vec<RawFrame>, bool)> {
         let (Some(_), Some(&bottom)) = (self.layout.frame_state, prior.last()) else { return None };
+        let read = |addr: u64, buf: &mut [u8]| self.mem.read(addr, buf).is_ok();
+        let top = self.top_frame(tstate).ok()?;
+        let chain = self.loose_chain(top, bottom, read)?;
+        let (keep, instr) = self.executing_suffix(&chain, read)?;
+        let mut part = chain[keep..].to_vec();
+        part[0].instr = instr;
+        // Whole only if the thread is still in the frame the walk began with (it pushed none since).
+        let whole = keep == 0 && self.top_frame(tstate).ok() == Some(top);
+        Some((part, whole))
+    }
+
+    /// 3.10: the frames from `top` by their links, read with `read`, wherever they lead (a freed frame
+    /// keeps its link to its caller); None unless they end at `bottom`, the thread's first frame.
+    fn loose_chain(&self, top: u64, bottom: u64, read: impl Fn(u64, &mut [u8]) -> bool) -> Option<Vec<RawFrame>> {
         let mut buf = vec![0u8; self.frame_read_len];
         let mut chain: Vec<RawFrame> = Vec::new();
-        let top = self.top_frame(tstate).ok()?;
         let mut frame = top;
         while frame != 0 && chain.len() < MAX_DEPTH {
-            if self.mem.read(frame, &mut buf).is_err() {
+            if !read(frame, &mut buf) {
                 return None;
             }
             let f = self.raw_frame(frame, &buf);
@@ -617,13 +601,18 @@ impl<'a> FrameWalker<'a> {
             frame = f.previous;
             chain.push(f);
         }
-        if chain.last().is_none_or(|f| f.addr != bottom || f.previous != 0) {
-            return None;
-        }
-        let mut keep = chain.len();
-        let mut instr = 0;
+        chain.last().is_some_and(|f| f.addr == bottom && f.previous == 0).then_some(chain)
+    }
+
+    /// 3.10: how much of `chain` held still, from the outermost frame inwards: frames executing and
+    /// the same in a second look (`again`), up to and including the first whose instruction moved
+    /// (the innermost frame's instruction is not compared: it runs). The index of the innermost frame
+    /// kept and its instruction in the second look; None if not even the outermost frame held.
+    fn executing_suffix(&self, chain: &[RawFrame], again: impl Fn(u64, &mut [u8]) -> bool) -> Option<(usize, i64)> {
+        let mut buf = vec![0u8; self.frame_read_len];
+        let mut kept = None;
         for (i, f) in chain.iter().enumerate().rev() {
-            if self.mem.read(f.addr, &mut buf).is_err() {
+            if !again(f.addr, &mut buf) {
                 break;
             }
             let g = self.raw_frame(f.addr, &buf);
@@ -631,20 +620,12 @@ impl<'a> FrameWalker<'a> {
             if !live || (f.code, f.previous, f.state, f.first_local) != (g.code, g.previous, g.state, g.first_local) {
                 break;
             }
-            keep = i;
-            instr = g.instr;
-            if f.instr != g.instr && i > 0 {
+            kept = Some((i, g.instr));
+            if f.instr != g.instr {
                 break;
             }
         }
-        if keep == chain.len() {
-            return None;
-        }
-        let mut part = chain[keep..].to_vec();
-        part[0].instr = instr;
-        // Whole only if the thread is still in the frame the walk began with (it pushed none since).
-        let whole = keep == 0 && self.top_frame(tstate).ok() == Some(top);
-        Some((part, whole))
+        kept
     }
 
     /// 3.10, when no copy holds a whole chain from the current frame (a thread that calls all the
