@@ -69,6 +69,16 @@ impl TidResolver {
 /// Walks of the thread list a one-shot reader (dump, locals, exceptions, tasks) tries before giving up.
 pub const SETTLE_TRIES: usize = 10;
 
+/// A one-shot reader's failed read as an error: the target exited, or (still there) what went wrong;
+/// never "exited" for a process that is still running.
+pub fn unreadable(pid: i32, e: &io::Error) -> crate::Error {
+    if crate::process::procfs::is_gone(pid) {
+        crate::Error::new(crate::ErrorKind::TargetExited, format!("pid {pid} exited"))
+    } else {
+        crate::Error::new(crate::ErrorKind::Internal, format!("pid {pid}: could not read its threads: {e}"))
+    }
+}
+
 /// The process's OS threads and Python threads, for a one-shot reader. A thread that exits while
 /// the list is walked frees its thread state, and the walk can then read freed or unmapped memory:
 /// that says nothing about the target, so the threads are listed and walked again (after a short

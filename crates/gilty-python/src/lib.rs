@@ -36,11 +36,7 @@ fn exited_err(pid: i32) -> PyErr {
 /// A failed read of a one-shot reader: the target exited, or (alive) what went wrong, never
 /// "exited" for a process that is still there.
 fn read_err(pid: i32, e: &std::io::Error) -> PyErr {
-    if gilty_core::process::procfs::is_gone(pid) {
-        exited_err(pid)
-    } else {
-        to_py_err(CoreError::new(ErrorKind::Internal, format!("pid {pid}: could not read its threads: {e}")))
-    }
+    to_py_err(gilty_core::threads::unreadable(pid, e))
 }
 
 /// An attached target. Holds the sampler so `dump()` and `Sampler` share caches.

@@ -130,14 +130,7 @@ fn merged(unwinder: &mut ProcessUnwinder, matched: Matched, interp_files: &[&str
 /// not permitted (what to change), the target exited, or its thread list could not be read.
 pub fn take(interp: &Interpreter, cache: &mut CodeCache, resolver: &mut TidResolver, wait: Duration) -> crate::Result<Vec<NativeThread>> {
     let pid = interp.pid;
-    let unreadable = |e: std::io::Error| {
-        if crate::process::procfs::is_gone(pid) {
-            Error::new(ErrorKind::TargetExited, format!("pid {pid} exited"))
-        } else {
-            Error::new(ErrorKind::Internal, format!("pid {pid}: could not read its threads: {e}"))
-        }
-    };
-    let (_, threads) = python_threads_settled(interp, resolver).map_err(unreadable)?;
+    let (_, threads) = python_threads_settled(interp, resolver).map_err(|e| crate::threads::unreadable(pid, &e))?;
     let mut unwinder = ProcessUnwinder::new(pid)?;
     let interp_files = [interp.binary.as_str(), interp.executable.as_str()];
     let mut out = Vec::new();
