@@ -14,6 +14,9 @@ APT_DEV_PACKAGES := gcc python3.11-dev
 # google's pprof reads gilty's pprof output back in the tests; built from the Go module proxy.
 PPROF_VERSION := v0.0.0-20261105003125-4bf881d7fb0b
 PPROF := $(VENV)/bin/pprof
+# Parallel test workers for the tests not marked `alone`: they mostly wait on targets and servers,
+# so more workers than the 2 CPUs of the test machine still shorten the run.
+TEST_WORKERS ?= 3
 
 .PHONY: help setup system-deps go-tools demo test lint bench wheel clean
 
@@ -55,7 +58,13 @@ test: setup system-deps go-tools  ## every test: Rust unit tests, layout and opc
 	cargo test --release -q --workspace --exclude gilty-python
 	$(VPY) tools/gen_layouts.py --check
 	$(VPY) tools/gen_opcodes.py --check
-	$(VPY) -m pytest -q -ra --durations=30 tests
+	@# Two parts: the tests whose figures hold whatever runs beside them, in parallel workers (a file
+	@# each at a time, so its per-interpreter targets are made once); then those marked `alone`, one at
+	@# a time, since they measure CPU time or latency against a reference, or check the whole checkout.
+	@status=0; \
+	$(VPY) -m pytest -q -ra --durations=20 -m "not alone" -n $(TEST_WORKERS) --dist loadfile tests || status=$$?; \
+	$(VPY) -m pytest -q -ra --durations=20 -m alone tests || status=$$?; \
+	exit $$status
 
 wheel: $(STAMP)  ## the wheel users install (abi3, manylinux_2_17 linked by zig, no debug info) into dist/
 	PATH=$(abspath $(VENV))/bin:$$PATH $(VENV)/bin/maturin build --profile dist --zig --compatibility manylinux_2_17 -i $(VPY) -o dist

@@ -142,15 +142,19 @@ AVAILABLE = [i for i in INTERPRETERS if i.path]
 
 # Per-interpreter test outcomes, for the summary at the end.
 _OUTCOMES: dict = defaultdict(Counter)
-_ITEM_INTERP: dict = {}
 # Measured values the thresholds are checked against: {metric: {interp id: [values]}}.
 _MEASURED: dict = defaultdict(lambda: defaultdict(list))
+# What note() was given since the current test started. It travels to the summary in the test's
+# teardown report, the one channel that also crosses from a parallel worker to the main process.
+_NOTED: list = []
+_INTERP_PROPERTY = "gilty_interpreter"
+_NOTED_PROPERTY = "gilty_measured"
 
 
 def note(interp, metric: str, value) -> None:
     """Remember a measured value (shown at the end of the session) so thresholds can be re-derived."""
     if value is not None:
-        _MEASURED[metric][interp.id if isinstance(interp, Interpreter) else str(interp)].append(value)
+        _NOTED.append((metric, interp.id if isinstance(interp, Interpreter) else str(interp), value))
 
 
 # The interpreter that version-independent checks run on: each of them once, not per version.
@@ -186,13 +190,29 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         callspec = getattr(item, "callspec", None)
         if callspec is not None and "interp" in callspec.params:
-            _ITEM_INTERP[item.nodeid] = callspec.params["interp"].id
+            item.user_properties.append((_INTERP_PROPERTY, callspec.params["interp"].id))
         if item.get_closest_marker("root") and os.geteuid() != 0:
             item.add_marker(pytest.mark.skip(reason="needs root (run the suite as root to test other users' access)"))
 
 
+def pytest_runtest_logstart(nodeid, location):
+    _NOTED.clear()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    if call.when == "teardown" and _NOTED:
+        outcome.get_result().user_properties.append((_NOTED_PROPERTY, list(_NOTED)))
+        _NOTED.clear()
+
+
 def pytest_runtest_logreport(report):
-    interp_id = _ITEM_INTERP.get(report.nodeid)
+    # Runs where the reports arrive: in the one process, or in the main one of a parallel run.
+    properties = dict(report.user_properties)
+    for metric, interp_id, value in properties.get(_NOTED_PROPERTY, ()):
+        _MEASURED[metric][interp_id].append(value)
+    interp_id = properties.get(_INTERP_PROPERTY)
     if interp_id is None:
         return
     if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
@@ -208,7 +228,7 @@ def _cell(values: list) -> str:
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    if not _ITEM_INTERP:
+    if not _OUTCOMES:
         return
     tr = terminalreporter
     tr.section("gilty: interpreters")

@@ -3,14 +3,24 @@ tests themselves and cached under /tmp between runs; a venv that cannot be made 
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 
-_LOCK = threading.Lock()
+
+@contextlib.contextmanager
+def _venv_lock(venv: Path):
+    """Held while a venv is checked or made: parallel test workers share the cached venvs."""
+    with open(f"{venv}.lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def new_venv(interpreter: str, venv: Path, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -35,7 +45,7 @@ def venv_python(interp, name: str, packages: tuple, probe: str, timeout: float =
     that exits 0 when the venv is complete (checked first, so a cached venv costs one start)."""
     venv = Path(f"/tmp/gilty-{name}-{interp.version_str}")
     python = venv / "bin" / "python"
-    with _LOCK:
+    with _venv_lock(venv):
         if python.exists() and subprocess.run([str(python), "-c", probe], capture_output=True, timeout=60).returncode == 0:
             return str(python)
         for step in (lambda: new_venv(interp.path, venv), lambda: pip_install(venv, *packages, timeout=timeout)):

@@ -22,6 +22,8 @@ from gilty.sampling.aggregate import PASS_HOLDER_CPU_WAIT, aggregate_rows
 from gilty.sampling.session import GC, HOLDING_GIL, WAITING_GIL, Session, TargetInfo
 from gilty.sampling.thread_states import CPU_WAIT
 
+pytestmark = pytest.mark.alone
+
 RATE_HZ = 500
 # Short batches, so that many runs cross a batch boundary.
 CHUNK_S = 0.05

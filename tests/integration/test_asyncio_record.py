@@ -14,7 +14,7 @@ import pytest
 from conftest import note, one_version, parse_json, run_gilty, running_target
 from test_asyncio_tasks import extras_python, read_count
 
-pytestmark = pytest.mark.interpreter
+pytestmark = [pytest.mark.interpreter, pytest.mark.alone]
 
 RECORD_S = "1"
 

@@ -13,6 +13,8 @@ import pytest
 from conftest import TARGETS, free_port, gilty_command, gilty_env
 from timing_reference import TRANSPORT_S, Pressure, assert_unless_busy, busy, quantile, within_server_time
 
+pytestmark = pytest.mark.alone
+
 
 def gilty(*args, timeout=120) -> subprocess.CompletedProcess:
     return subprocess.run([*gilty_command(), *map(str, args)], capture_output=True, text=True, timeout=timeout, env=gilty_env())

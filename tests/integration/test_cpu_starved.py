@@ -22,6 +22,8 @@ import pytest
 
 from conftest import gilty_command, gilty_env, note, one_version, parse_json
 
+pytestmark = pytest.mark.alone
+
 TARGET_CPU = 0
 # Points between the cpu_wait share and the kernel's run delay share: the target is 5 (TARGET, shown in
 # the run's truth table for every thread); on this 2-CPU machine at load 20 a thread misses it now and

@@ -14,6 +14,8 @@ import pytest
 
 from conftest import REPO, gilty_env
 
+pytestmark = pytest.mark.alone
+
 VPY = REPO / ".venv" / "bin" / "python"
 # Other jobs using this much CPU (a quarter of a 2-CPU machine) starve the demo's threads.
 BUSY_OTHERS_CPUS = 0.5

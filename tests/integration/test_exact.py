@@ -35,7 +35,7 @@ from conftest import (
     thread_named,
 )
 
-pytestmark = [pytest.mark.interpreter, pytest.mark.perf]
+pytestmark = [pytest.mark.interpreter, pytest.mark.perf, pytest.mark.alone]
 
 RATE_HZ = 1000
 DURATION_S = 5.0  # sampler vs exact

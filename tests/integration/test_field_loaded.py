@@ -27,6 +27,8 @@ from test_cpu_starved import STARVED_MIN, TARGET_CPU, TOLERANCE, _quota_group, r
 from test_load_httpbin import HTTPBIN_PACKAGES, _httpbin_base
 from test_specialization_server import _get as _up
 
+pytestmark = pytest.mark.alone
+
 SERVER_PACKAGES = ("gunicorn==23.0.0", "uvicorn==0.30.6", "fastapi==0.115.0")
 DURATION_S = 6.0
 WORKERS = 2

@@ -22,6 +22,8 @@ import pytest
 
 from conftest import REPO, free_port, run_gilty
 
+pytestmark = pytest.mark.alone
+
 APP_DIR = REPO / "tests" / "targets" / "server_app"
 WORKERS = 2
 RECORD_S = 3

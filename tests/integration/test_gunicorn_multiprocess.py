@@ -20,6 +20,8 @@ from timing_reference import Pressure, assert_unless_busy
 from conftest import AVAILABLE, TARGETS, free_port
 from wheel_env import venv_with_wheel
 
+pytestmark = pytest.mark.alone
+
 prometheus_parser = pytest.importorskip("prometheus_client.parser", reason="prometheus_client not installed (requirements-dev.txt)")
 
 WORKERS = 2

@@ -19,6 +19,8 @@ import pytest
 from conftest import REPO, gilty_env, run_gilty, running_target
 from formats_support import recording_interpreter
 
+pytestmark = pytest.mark.alone
+
 ABSENT = 255  # run state of passes in which a thread was not seen (gilty.sampling.aggregate)
 TARGET_MIB = 10
 # The HTML report holds the text report's data plus the page: bounded by the same order of memory.

@@ -12,7 +12,7 @@ import pytest
 from conftest import TARGETS, gilty_command, gilty_env, one_version, parse_json, run_gilty, thread_named
 from timing_reference import Pressure, assert_unless_busy
 
-pytestmark = pytest.mark.interpreter
+pytestmark = [pytest.mark.interpreter, pytest.mark.alone]
 
 SHORT_TARGET = "exits_soon.py"  # runs ~1.5 s (or argv[1] s), then exits 0; SIGUSR1: exits argv[2] s later
 # For --pid: the target would run this long, but is told (SIGUSR1) to end 1 s after gilty says it

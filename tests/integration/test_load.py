@@ -18,6 +18,8 @@ import pytest
 from conftest import free_port, TARGETS, gilty_command, gilty_env, start_target
 from timing_reference import TRANSPORT_S, Pressure, assert_unless_busy, busy, quantile, server_times, within_server_time
 
+pytestmark = pytest.mark.alone
+
 
 
 @pytest.fixture(scope="module")

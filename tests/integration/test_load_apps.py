@@ -20,6 +20,8 @@ import pytest
 from conftest import REPO, TARGETS, free_port
 from load_apps_support import STARTUP_WORDS, venv_bin, last_endpoints, judged, load_ramp
 
+pytestmark = pytest.mark.alone
+
 
 def test_django_slow_sqlite_view_is_native_code_under_the_view(tmp_path):
     gunicorn = venv_bin("gunicorn")

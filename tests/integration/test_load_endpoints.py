@@ -20,7 +20,7 @@ import pytest
 from conftest import REPO, free_port, gilty_command, gilty_env, line_of
 from package_venvs import venv_python
 
-pytestmark = pytest.mark.interpreter
+pytestmark = [pytest.mark.interpreter, pytest.mark.alone]
 
 APP_DIR = REPO / "tests" / "targets" / "web_app"
 # The same pins and venv as test_server.py, so the venv is made once.

@@ -17,8 +17,11 @@ import pytest
 from conftest import TARGETS, free_port, gilty_command, gilty_env
 
 LOCUST = Path(sys.executable).with_name("locust")
-pytestmark = pytest.mark.skipif(not LOCUST.exists() and shutil.which("locust") is None,
-                                reason="Locust not installed (requirements-dev.txt; make setup)")
+pytestmark = [
+    pytest.mark.skipif(not LOCUST.exists() and shutil.which("locust") is None,
+                       reason="Locust not installed (requirements-dev.txt; make setup)"),
+    pytest.mark.alone,
+]
 
 
 @pytest.fixture(scope="module")

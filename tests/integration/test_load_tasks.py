@@ -16,7 +16,7 @@ import pytest
 from conftest import REPO, free_port, gilty_command, gilty_env, line_of
 from package_venvs import venv_python
 
-pytestmark = pytest.mark.interpreter
+pytestmark = [pytest.mark.interpreter, pytest.mark.alone]
 
 SCRIPT = "async_app/asyncapp.py"
 APP = REPO / "tests" / "targets" / SCRIPT

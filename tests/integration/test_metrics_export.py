@@ -22,6 +22,8 @@ import pytest
 from conftest import free_port, start_target
 from timing_reference import Pressure, assert_unless_busy, busy
 
+pytestmark = pytest.mark.alone
+
 PROMETHEUS = shutil.which("prometheus")
 
 

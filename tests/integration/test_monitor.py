@@ -14,7 +14,7 @@ from conftest import TARGETS, note
 from timing_reference import Pressure, assert_unless_busy
 from wheel_env import venv_with_wheel
 
-pytestmark = pytest.mark.interpreter
+pytestmark = [pytest.mark.interpreter, pytest.mark.alone]
 
 
 @pytest.fixture(scope="module")

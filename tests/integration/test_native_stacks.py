@@ -11,7 +11,7 @@ import pytest
 from conftest import line_of, parse_json, run_gilty, running_target, thread_named
 from native_ext import build_native_chain, c_line_of
 
-pytestmark = pytest.mark.interpreter
+pytestmark = [pytest.mark.interpreter, pytest.mark.alone]
 
 SCRIPT = "native_chain.py"
 DUMPS = 20

@@ -16,6 +16,8 @@ import pytest
 from conftest import REPO, record_json, running_target, thread_named
 from package_venvs import venv_python
 
+pytestmark = pytest.mark.alone
+
 
 def _numpy_pin() -> str:
     text = (REPO / "requirements-dev.txt").read_text()

@@ -19,7 +19,7 @@ import pytest
 
 from conftest import note, record_json, running_target, task_ids, thread_named
 
-pytestmark = pytest.mark.interpreter
+pytestmark = [pytest.mark.interpreter, pytest.mark.alone]
 
 RATE_HZ = 500
 # Threads trading the GIL: under load one spinner got 0.19 of 3 s; Experiment 2 needs >= 50 wake-ups

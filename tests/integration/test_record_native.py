@@ -15,7 +15,7 @@ from conftest import line_of, run_gilty, running_target
 from native_ext import build_native_chain, c_line_of
 from test_perf_refused import _one_line_refusal as one_line_refusal, _refused as refused, deny_perf  # noqa: F401 (a fixture)
 
-pytestmark = pytest.mark.interpreter
+pytestmark = [pytest.mark.interpreter, pytest.mark.alone]
 
 SCRIPT = "native_chain.py"
 CHAIN = ["inner_spin", "middle", "outer"]

@@ -24,7 +24,7 @@ from gilty.sampling.processes import HINT_CHILDREN_MIN, HINT_PARENT_MAX
 from conftest import free_port, REPO, gilty_command, gilty_env, one_version, parse_json
 from package_venvs import venv_python
 
-pytestmark = pytest.mark.interpreter
+pytestmark = [pytest.mark.interpreter, pytest.mark.alone]
 
 APP_DIR = REPO / "tests" / "targets" / "server_app"
 PACKAGES = ("gunicorn==23.0.0", "uvicorn==0.30.6", "fastapi==0.115.0")

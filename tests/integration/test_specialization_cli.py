@@ -18,7 +18,7 @@ from conftest import (
     assert_one_error_line, gilty_command, gilty_env, line_of, note, one_version, parse_json, run_gilty, running_target,
 )
 
-pytestmark = pytest.mark.interpreter
+pytestmark = [pytest.mark.interpreter, pytest.mark.alone]
 
 SCRIPT = "specialization_sites.py"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

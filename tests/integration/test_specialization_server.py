@@ -19,7 +19,7 @@ from package_venvs import venv_python
 
 from gilty.specialization.analysis import PYTHON_CALLEE_FORMS
 
-pytestmark = pytest.mark.interpreter
+pytestmark = [pytest.mark.interpreter, pytest.mark.alone]
 
 SCRIPT = "spec_service.py"
 # The server tests' venv (test_server.py), so a cached one is reused.

@@ -17,7 +17,7 @@ import pytest
 
 from conftest import TARGETS, line_of, note, parse_json, run_gilty, running_target, thread_named
 
-pytestmark = pytest.mark.interpreter
+pytestmark = [pytest.mark.interpreter, pytest.mark.alone]
 
 
 def dump_json(pid: int) -> dict:

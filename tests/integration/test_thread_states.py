@@ -22,7 +22,7 @@ from conftest import note, running_target
 
 from gilty.sampling.thread_states import STATE_NAMES
 
-pytestmark = pytest.mark.interpreter
+pytestmark = [pytest.mark.interpreter, pytest.mark.alone]
 
 SECONDS = 2.0
 RATE = 1000.0

@@ -23,7 +23,7 @@ import pytest
 from conftest import INTERPRETERS, running_target
 from wheel_env import MANYLINUX, build_products_left, venv_with_wheel, wheel, zig_available  # noqa: F401 - wheel is a fixture
 
-pytestmark = pytest.mark.interpreter
+pytestmark = [pytest.mark.interpreter, pytest.mark.alone]
 
 MAX_EXTENSION_BYTES = 5 * 1024 * 1024
 
