@@ -12,7 +12,7 @@ import pytest
 from conftest import TARGETS, gilty_command, gilty_env, one_version, parse_json, run_gilty, thread_named
 from timing_reference import Pressure, assert_unless_busy
 
-pytestmark = [pytest.mark.interpreter, pytest.mark.alone]
+pytestmark = pytest.mark.interpreter
 
 SHORT_TARGET = "exits_soon.py"  # runs ~1.5 s (or argv[1] s), then exits 0; SIGUSR1: exits argv[2] s later
 # For --pid: the target would run this long, but is told (SIGUSR1) to end 1 s after gilty says it
@@ -46,6 +46,7 @@ def record_until_target_exits(proc) -> tuple:
 
 # Guards: launch mode not finding the Python process it started, not stopping when the command
 # exits (hanging until a timeout), or reporting the natural end of the command as an error.
+@pytest.mark.alone  # a time limit, and the spinner's share of the GIL
 def test_launch_mode_records_until_the_command_exits(interp):
     argv = [interp.path, str(TARGETS / SHORT_TARGET)]
     pressure = Pressure()

@@ -15,7 +15,7 @@ from conftest import line_of, run_gilty, running_target
 from native_ext import build_native_chain, c_line_of
 from test_perf_refused import _one_line_refusal as one_line_refusal, _refused as refused, deny_perf  # noqa: F401 (a fixture)
 
-pytestmark = [pytest.mark.interpreter, pytest.mark.alone]
+pytestmark = pytest.mark.interpreter
 
 SCRIPT = "native_chain.py"
 CHAIN = ["inner_spin", "middle", "outer"]
@@ -66,6 +66,7 @@ def chain_under_line(stack: list, call_line: int) -> bool:
     return [f[0] for f in stack[:3]] == CHAIN and function == "spin" and os.path.basename(file) == SCRIPT and line == call_line
 
 
+@pytest.mark.alone  # the share of samples with a native part falls while the spinner waits for a CPU
 @pytest.mark.parametrize("mode", ["release", "hold"])
 def test_c_chain_under_calling_line(interp, ext_dir, mode, tmp_path):
     call_line = line_of(SCRIPT, "call")
@@ -112,6 +113,7 @@ def test_c_chain_under_calling_line(interp, ext_dir, mode, tmp_path):
             print(f"debian: unnamed interpreter frames {sorted(unnamed)[:3]}")
 
 
+@pytest.mark.alone  # the share of samples with a native part falls while the spinner waits for a CPU
 def test_chain_at_1000_hz(interp, ext_dir, tmp_path):
     """At 1000 Hz the kernel samples a running thread at most 500 times per CPU-second (each sample
     costs the target an interrupt): passes between take the run's last sample, so the spinner still

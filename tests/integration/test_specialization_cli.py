@@ -18,7 +18,7 @@ from conftest import (
     assert_one_error_line, gilty_command, gilty_env, line_of, note, one_version, parse_json, run_gilty, running_target,
 )
 
-pytestmark = [pytest.mark.interpreter, pytest.mark.alone]
+pytestmark = pytest.mark.interpreter
 
 SCRIPT = "specialization_sites.py"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -81,6 +81,7 @@ def site_at(report: dict, marker: str, family: str = "LOAD_ATTR") -> dict:
     return found[0]
 
 
+@pytest.mark.alone  # reads taken while the site's code runs on a CPU
 def test_miss_estimate_is_within_ten_points_of_the_true_rate(report, truth, interp):
     markers = ["alternating", "mix_90_10", "rotate_three", "rotate_four"]
     if interp.version[:2] >= (3, 12):
@@ -109,6 +110,7 @@ def test_miss_estimate_is_within_ten_points_of_the_true_rate(report, truth, inte
         assert err <= MAX_ESTIMATE_ERROR, f"{marker}: estimate {s['slow_path_estimate']:.3f}, true {truth[marker]:.3f}"
 
 
+@pytest.mark.alone  # shares the recording above
 def test_monomorphic_site_is_clean_and_polymorphic_site_flagged(report, interp):
     mono = site_at(report, "mono_attr")
     assert mono["name"] == "LOAD_ATTR_INSTANCE_VALUE" and mono["slow_path_estimate"] == 0.0, mono
@@ -119,6 +121,7 @@ def test_monomorphic_site_is_clean_and_polymorphic_site_flagged(report, interp):
     assert "receiver types" in alt["cause"], alt
 
 
+@pytest.mark.alone  # shares the recording above
 def test_verdict_names_the_costly_sites_with_file_line_and_cause(report):
     verdict = "\n".join(report["verdict"])
     for marker in ("getattr_fallback", "int_float", "alternating"):

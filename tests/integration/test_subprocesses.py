@@ -16,7 +16,7 @@ import pytest
 
 from conftest import TARGETS, gilty_command, gilty_env, line_of, parse_json, record_json, run_gilty, running_target
 
-pytestmark = [pytest.mark.interpreter, pytest.mark.alone]
+pytestmark = pytest.mark.interpreter
 
 
 def _one_version(interp) -> None:
