@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gilty.sampling import launch
+from gilty.sampling.attach import attach, child_pids, native_module
 from gilty._errors import EXIT_OK
 from gilty.cli.options import add_format_argument, add_pid_arguments, emit
 from gilty.report import dump
@@ -37,7 +37,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 
 def _snapshot(native, pid: int, tasks: bool = False, with_locals: bool = False, positions: bool = False,
               with_native: bool = False) -> tuple:
-    target = launch.attach(native, pid)
+    target = attach(native, pid)
     target_info = {
         "pid": target.pid,
         "python_version": target.python_version,
@@ -57,7 +57,7 @@ def _snapshot(native, pid: int, tasks: bool = False, with_locals: bool = False, 
 
 
 def run(args: argparse.Namespace) -> int:
-    native = launch.native_module()
+    native = native_module()
     roots = list(dict.fromkeys(args.pid))
     if len(roots) == 1 and not args.subprocesses:
         target_info, snapshot = _snapshot(native, roots[0], args.tasks, args.locals, args.format == "json", args.native)
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     pids = list(roots)
     if args.subprocesses:
         for root in roots:
-            pids += [p for p in launch.child_pids(root) if p not in pids]
+            pids += [p for p in child_pids(root) if p not in pids]
     dumps, skipped = [], []
     for pid in pids:
         try:

@@ -1,5 +1,5 @@
-"""Getting a target: loading the native module, attaching to a pid, or starting `-- CMD` and
-finding the Python process inside it; and stopping what we started."""
+"""Starting `-- CMD` and finding the Python process inside it, and stopping what we started.
+Attaching to a pid is gilty.sampling.attach (imported here too, for the callers that start or attach)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ if TYPE_CHECKING:  # annotations only: importing `typing` costs every CLI start 
     from typing import Any, Optional
 
 from gilty._errors import EXIT_INTERRUPTED, EXIT_NOT_PYTHON, EXIT_TARGET_EXITED, EXIT_USAGE, CommandError
+from gilty.sampling.attach import attach, child_pids, native_module  # noqa: F401 - used through this module too
 
 # A freshly started interpreter is "not Python" to the sampler until libpython is mapped and
 # _PyRuntime initialised; a launcher (shell wrapper, pyenv shim, uv run) may exec or fork it.
@@ -21,21 +22,6 @@ FIND_PYTHON_TIMEOUT_S = 5.0
 FIND_PYTHON_POLL_S = 0.05
 # SIGINT first so the target can run its own shutdown, then harder.
 TERMINATE_STEPS = ((signal.SIGINT, 2.0), (signal.SIGTERM, 2.0), (signal.SIGKILL, None))
-
-
-def native_module() -> ModuleType:
-    """``gilty._native``, or a one-line error when the extension is not built."""
-    try:
-        return importlib.import_module("gilty._native")
-    except ImportError as e:
-        raise CommandError(
-            f"gilty's native extension is not available ({e}); build it with `make setup`"
-        ) from None
-
-
-def attach(native: ModuleType, pid: int) -> Any:
-    """``_native.Target(pid)``; GiltyError propagates to ``cli.main``, which maps its kind."""
-    return native.Target(pid)
 
 
 # The guard of a command that must not outlive gilty: it waits for its stdin (a pipe only gilty
@@ -85,34 +71,6 @@ def start_command(argv: list, die_with_gilty: bool = False) -> subprocess.Popen:
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         )
     return child
-
-
-def child_pids(pid: int) -> list:
-    """Descendants of ``pid``, nearest first (breadth-first), read from /proc."""
-    children: dict = {}
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return []
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue  # exited while we looked
-        # The command name in parentheses may itself contain spaces or ')': split after the last ')'.
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) >= 2:
-            children.setdefault(int(fields[1]), []).append(int(entry))
-    found = []
-    queue = sorted(children.get(pid, []))
-    while queue:
-        child = queue.pop(0)
-        found.append(child)
-        queue.extend(sorted(children.get(child, [])))
-    return found
 
 
 def attach_to_command(
