@@ -23,7 +23,9 @@ import pytest
 from conftest import gilty_command, gilty_env, note, task_ids
 from test_exact import INT3, first_byte, function_address, pyenv_interp, wait_for_line  # noqa: F401 (fixture)
 
-pytestmark = [pytest.mark.interpreter, pytest.mark.perf]
+# Alone: it reads the target's code for breakpoints, which another test's uprobes on the same library
+# (bpftrace's reach every process mapping it) would put there.
+pytestmark = [pytest.mark.interpreter, pytest.mark.perf, pytest.mark.alone]
 
 PROBED = ("take_gil", "drop_gil", "gc_collect_main")
 PROBES = 6  # entry and return of each

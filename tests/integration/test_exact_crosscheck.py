@@ -26,7 +26,8 @@ import pytest
 
 from conftest import REPO, gilty_command, gilty_env, note, parse_json, running_target, thread_named
 
-pytestmark = [pytest.mark.interpreter, pytest.mark.perf]
+# Alone: bpftrace's uprobes reach every process that maps the library, other tests' targets too.
+pytestmark = [pytest.mark.interpreter, pytest.mark.perf, pytest.mark.alone]
 
 BT_SCRIPT = REPO / "tests" / "bpftrace" / "gil_times.bt"
 DURATION_S = 4.0
