@@ -969,7 +969,7 @@ impl Sampler {
                 Err(e) if tries + 1 >= crate::threads::SETTLE_TRIES || procfs::is_gone(self.interp.pid) => return Err(e),
                 Err(_) => {
                     tries += 1;
-                    std::thread::sleep(std::time::Duration::from_millis(tries as u64));
+                    crate::threads::settle_pause(tries);
                     self.os_tids.clear();
                 }
             }

@@ -69,6 +69,15 @@ impl TidResolver {
 /// Walks of the thread list a one-shot reader (dump, locals, exceptions, tasks) tries before giving up.
 pub const SETTLE_TRIES: usize = 10;
 
+/// The pause before a one-shot reader's try `attempt` (0: none): 1, 2, 4, 8 ms, then 16 ms each, about
+/// 0.1 s in all. A target preempted in the middle of a change (a thread exiting, a dict resized) stays
+/// half-changed until it gets a CPU again, which on a loaded host takes tens of milliseconds.
+pub fn settle_pause(attempt: usize) {
+    if attempt > 0 {
+        std::thread::sleep(std::time::Duration::from_millis(1 << (attempt - 1).min(4)));
+    }
+}
+
 /// A one-shot reader's failed read as an error: the target exited, or (still there) what went wrong;
 /// never "exited" for a process that is still running.
 pub fn unreadable(pid: i32, e: &io::Error) -> crate::Error {
@@ -81,14 +90,12 @@ pub fn unreadable(pid: i32, e: &io::Error) -> crate::Error {
 
 /// The process's OS threads and Python threads, for a one-shot reader. A thread that exits while
 /// the list is walked frees its thread state, and the walk can then read freed or unmapped memory:
-/// that says nothing about the target, so the threads are listed and walked again (after a short
-/// pause, so the exit can finish), up to `SETTLE_TRIES` times. Returns at once if the process is gone.
+/// that says nothing about the target, so the threads are listed and walked again (after a pause, so
+/// the exit can finish: `settle_pause`), up to `SETTLE_TRIES` times. Returns at once if the process is gone.
 pub fn python_threads_settled(interp: &Interpreter, resolver: &mut TidResolver) -> io::Result<(Vec<i32>, Vec<PyThread>)> {
     let mut last = None;
     for attempt in 0..SETTLE_TRIES {
-        if attempt > 0 {
-            std::thread::sleep(std::time::Duration::from_millis(attempt as u64));
-        }
+        settle_pause(attempt);
         let tids = crate::process::procfs::thread_ids(interp.pid)?;
         match python_threads(interp, resolver, &tids) {
             Ok(threads) => return Ok((tids, threads)),

@@ -91,7 +91,7 @@ pub fn read_tasks(interp: &Interpreter) -> crate::Result<TasksSnapshot> {
         crate::Error::new(crate::ErrorKind::UnsupportedVersion, format!("no asyncio layout for Python {}", interp.version_string()))
     })?;
     let main = interp.main_interp()?;
-    let mut snap = read_agreed(interp, a, main, pages::DUMP_CHUNK_PAGES)?;
+    let mut snap = read_agreed(interp, a, main, pages::DUMP_CHUNK_PAGES, Retry::Settle)?;
     for name in OTHER_FRAMEWORKS {
         if matches!(interp.module_global(name, "__name__"), Ok(Some(_))) {
             snap.other_frameworks.push(name.to_owned());
@@ -112,12 +112,12 @@ pub fn read_tasks_agreed(interp: &Interpreter, main: u64, chunk_pages: u64) -> c
     let a = asyncio_layout_for(interp.version.0, interp.version.1).ok_or_else(|| {
         crate::Error::new(crate::ErrorKind::UnsupportedVersion, format!("no asyncio layout for Python {}", interp.version_string()))
     })?;
-    read_agreed(interp, a, main, chunk_pages)
+    read_agreed(interp, a, main, chunk_pages, Retry::AtOnce)
 }
 
-fn read_agreed(interp: &Interpreter, a: &gilty_layouts::AsyncLayout, main: u64, chunk_pages: u64) -> crate::Result<TasksSnapshot> {
-    let first = read_retrying(interp, a, main, chunk_pages);
-    let second = read_retrying(interp, a, main, chunk_pages);
+fn read_agreed(interp: &Interpreter, a: &gilty_layouts::AsyncLayout, main: u64, chunk_pages: u64, retry: Retry) -> crate::Result<TasksSnapshot> {
+    let first = read_retrying(interp, a, main, chunk_pages, retry);
+    let second = read_retrying(interp, a, main, chunk_pages, retry);
     let (first, second) = match (first, second) {
         (Ok(x), Ok(y)) => (x, y),
         (Err(e), _) | (_, Err(e)) => {
@@ -134,9 +134,26 @@ fn read_agreed(interp: &Interpreter, a: &gilty_layouts::AsyncLayout, main: u64, 
 /// Reads of the registries themselves (a set or dict resized under us) are tried again a few times.
 const REGISTRY_TRIES: usize = 5;
 
-fn read_retrying(interp: &Interpreter, a: &gilty_layouts::AsyncLayout, main: u64, chunk_pages: u64) -> std::io::Result<OneRead> {
+/// How a failed registry read is tried again.
+#[derive(Clone, Copy)]
+enum Retry {
+    /// At once, `REGISTRY_TRIES` times: a sampling pass must not stall, and the next pass reads again.
+    AtOnce,
+    /// After `threads::settle_pause`, `threads::SETTLE_TRIES` times: a dump has one chance, and a target
+    /// preempted in the middle of a resize stays torn until it runs again (seen beside eight CPU hogs).
+    Settle,
+}
+
+fn read_retrying(interp: &Interpreter, a: &gilty_layouts::AsyncLayout, main: u64, chunk_pages: u64, retry: Retry) -> std::io::Result<OneRead> {
     let mut last = None;
-    for _ in 0..REGISTRY_TRIES {
+    let tries = match retry {
+        Retry::AtOnce => REGISTRY_TRIES,
+        Retry::Settle => crate::threads::SETTLE_TRIES,
+    };
+    for attempt in 0..tries {
+        if let Retry::Settle = retry {
+            crate::threads::settle_pause(attempt);
+        }
         match one_read(interp, a, main, chunk_pages) {
             Ok(r) => return Ok(r),
             Err(e) if crate::process::procfs::is_gone(interp.pid) => return Err(e),
@@ -188,7 +205,11 @@ fn one_read(interp: &Interpreter, a: &gilty_layouts::AsyncLayout, main: u64, chu
     };
     let r = AsyncReader::new(mem, &interp.layout, a, classes, interp.code_type);
     check_sizes(&r)?;
-    let reg = registry::read(&r, main)?;
+    // The registries change with every task step (`_current_tasks` is resized every few): they are
+    // read through a cache of their own, so that a dict's keys are read moments after the dict, not
+    // after all that finding the classes read into the shared cache (stale by then on a loaded host).
+    let fresh = PageCache::with_chunk(&interp.mem, 1);
+    let reg = registry::read(&AsyncReader::new(&fresh, &interp.layout, a, classes, interp.code_type), main)?;
     let current: AddrMap<u64> = reg.current.iter().map(|&(l, t)| (l, t)).collect();
     let mut snap = TasksSnapshot { asyncio_imported: true, ..Default::default() };
     let mut read = Vec::with_capacity(reg.tasks.len());
@@ -229,7 +250,7 @@ fn one_read(interp: &Interpreter, a: &gilty_layouts::AsyncLayout, main: u64, chu
     let mut loops: Vec<LoopInfo> = loops.into_values().collect();
     loops.sort_by_key(|l| l.address);
     snap.loops = loops;
-    snap.pages_read = cache.pages() as u64;
+    snap.pages_read = (cache.pages() + fresh.pages()) as u64;
     Ok(OneRead { snap })
 }
 
