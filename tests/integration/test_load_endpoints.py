@@ -19,6 +19,7 @@ import pytest
 
 from conftest import REPO, free_port, gilty_command, gilty_env, line_of
 from package_venvs import venv_python
+from timing_reference import Pressure, assert_unless_busy
 
 pytestmark = [pytest.mark.interpreter, pytest.mark.alone]
 
@@ -43,11 +44,13 @@ def run(interp) -> dict:
             "--", python, "-m", "uvicorn", "--app-dir", str(APP_DIR), "webapp:app", "--port", str(port), "--log-level", "warning"]
     # ~150 URL-building calls: some 10 ms of Python per /urls request on this machine, dozens of samples in the handler
     env = dict(gilty_env(), WEBAPP_URL_CALLS="150")
+    pressure = Pressure()
     done = subprocess.run(argv, capture_output=True, text=True, timeout=180, env=env)
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
     report = json.loads(done.stdout)
     report["_minor"] = interp.minor_str
+    report["_pressure"] = pressure
     return report
 
 
@@ -92,11 +95,19 @@ def test_event_loop_lag_names_the_blocking_call(run):
     # ~27 blocking requests of 20 ms each: most become a span over 15 ms (back-to-back ones merge)
     assert loop["spans"] >= 5 and loop["max_span_s"] >= 0.015, loop
     assert 0.0 < loop["lag_share"] < 0.9 and loop["at_rest"] > 0.1, loop
-    top = loop["culprits"][0]
     line = line_of("web_app/webapp.py", "block")
+    own = [c for c in loop["culprits"] if "webapp.py" in c["site"]]
+    assert own, loop["culprits"]
+    top = own[0]
     assert top["site"].startswith("block (") and top["site"].endswith(f"webapp.py:{line})"), top
     # 3.10's time.sleep waits in select() with no descriptors, which by name is also an I/O wait
     assert top["doing"].startswith("blocked: sleep" if run["_minor"] != "3.10" else "blocked: I/O wait or sleep ("), top
+    # And it is the first culprit of all, unless the machine was too busy: beside eight CPU hogs, one
+    # run's loop thread spent 0.43 s of lag blocked in threading's Condition.wait (a lock wait; a thread
+    # started from the loop, as AnyIO starts its workers, is waited for there until it gets a CPU),
+    # which ranked above the sleeps.
+    first = loop["culprits"][0]
+    assert_unless_busy(first is top, run["_pressure"], f"first culprit {first}, the blocking call {top}")
 
 
 def test_memory_of_the_server_at_the_end_of_the_step(run):
