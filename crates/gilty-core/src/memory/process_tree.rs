@@ -90,20 +90,26 @@ mod tests {
         let mut child = Command::new("sh").args(["-c", "sleep 5 & wait"]).spawn().unwrap();
         let me = std::process::id() as i32;
         let pid = child.id() as i32;
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        let found = loop {
+        // Until sleep has been exec'd: between fork and exec the grandchild is a copy of the shell,
+        // and on a loaded host that lasts long enough to be seen.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let (found, grandchild) = loop {
             let d = descendants(me);
-            if d.iter().any(|&(_, parent)| parent == pid) || std::time::Instant::now() > deadline {
-                break d;
+            let grandchild = d.iter().find(|&&(_, parent)| parent == pid).map(|&(p, _)| p);
+            if grandchild.is_some_and(|g| cmdline(g).starts_with("sleep")) || std::time::Instant::now() > deadline {
+                break (d, grandchild);
             }
             std::thread::sleep(std::time::Duration::from_millis(10));
         };
+        let sleep_cmdline = grandchild.map(cmdline).unwrap_or_default();
+        if let Some(g) = grandchild {
+            unsafe { libc::kill(g, libc::SIGKILL) };
+        }
         let _ = child.kill();
         let _ = child.wait();
         assert!(found.contains(&(pid, me)), "{found:?}");
-        let grandchild = found.iter().find(|&&(_, parent)| parent == pid).map(|&(p, _)| p);
         assert!(grandchild.is_some(), "{found:?}");
-        assert!(cmdline(grandchild.unwrap()).starts_with("sleep") || cmdline(grandchild.unwrap()).is_empty());
+        assert!(sleep_cmdline.starts_with("sleep"), "{sleep_cmdline:?}");
     }
 
     #[test]
