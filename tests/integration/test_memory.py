@@ -373,16 +373,22 @@ def test_measuring_does_not_unshare_worker_pages(interp, hooks_idle_run):
         assert proc_of(report, pid)["cow"]["outside_gc_bytes"] <= UNSHARE_MAX
 
 
+def frozen_many(gc: dict) -> bool:
+    """Over 100,000 frozen objects, or a count cut short by its time budget and marked so (beside eight
+    CPU hogs gilty's 0.1 s walk of a worker's list counted 59,392): an unfrozen process has none."""
+    return gc["frozen"] > 100_000 or (gc["frozen_exact"] is False and gc["frozen"] > 10_000)
+
+
 # Guards: the hooks not reaching gunicorn (config module not applied, freeze after fork, GC left off).
 @pytest.mark.interpreter
 def test_hooks_gc_configuration_read_from_outside(hooks_idle_run, hooks_tree):
     report, _, _ = hooks_idle_run
     master = proc_of(report, hooks_tree.master)
     assert master["gc"]["enabled"] is False, master["gc"]
-    assert master["gc"]["frozen"] > 100_000, master["gc"]
+    assert frozen_many(master["gc"]), master["gc"]
     for w in hooks_tree.workers():
         g = proc_of(report, w)["gc"]
-        assert g["enabled"] is True and g["frozen"] > 100_000, g
+        assert g["enabled"] is True and frozen_many(g), g
         assert g["froze_little"] is False
     codes = {w["code"] for w in report["warnings"]}
     assert not codes & {"master_gc_unfrozen", "worker_gc_unfrozen", "gc_config_changed"}, report["warnings"]
