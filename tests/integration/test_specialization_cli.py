@@ -28,8 +28,9 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 MAX_ESTIMATE_ERROR = 0.10
 # 3.11 reads its slow share as 85/32 times the share of reads found adaptive, so one read's spread is
 # 2.66 * sqrt(f (1 - f)): about 0.04 for 1,000 reads, and a 3-sigma miss of the bar in about one run in
-# twenty. The run is longer there, and a run that got too few reads for the bar to hold 3.5 sigma
-# skips, printing them, rather than judging noise.
+# twenty. The run is longer there (10 s: about 2,400 reads on a quiet machine, where 6 s fell short of
+# the ~1,800 the bar needs), and a run that got too few reads for the bar to hold 3.5 sigma skips,
+# printing them, rather than judging noise.
 SPREAD_SIGMAS = 3.5
 
 
@@ -40,7 +41,7 @@ def report(interp):
     fd, path = tempfile.mkstemp(prefix="gilty-spec-run-", suffix=".json")
     os.close(fd)
     try:
-        duration = "6" if interp.version[:2] == (3, 11) else "3"
+        duration = "10" if interp.version[:2] == (3, 11) else "3"
         with running_target(interp.path, SCRIPT, "run", path) as proc:
             rc, out, err = run_gilty("specialization", "--pid", proc.pid, "--duration", duration, "--rate", "1000",
                                      "--read-interval", "1", "--format", "json", timeout=60)
