@@ -146,6 +146,21 @@ def sampled_and_exact(thread: dict, case: str = "") -> dict:
     return {"hold": (held, exact_hold), "wait": (waited, exact_wait)}
 
 
+def unplaced_exact_time(thread: dict, case: str) -> float:
+    """Time exact tracing cannot place, of a thread that always wants the GIL: neither holding it nor in
+    take_gil or drop_gil, the few instructions between them, where a kernel that preempts the thread
+    leaves it for as long as it is off its CPU. The sampler calls that cpu_wait and, the thread wanting
+    the GIL, waiting: the sampled wait lies between the exact one and the exact one plus this, at most
+    the thread's cpu_wait not holding (0 on a quiet machine; beside eight CPU hogs, 3.11's gc-churner,
+    runnable without a CPU 0.57 of the record, left 0.045 of it unplaced)."""
+    if thread["name"] not in ALWAYS_WANTING.get(case, ()) or not thread["exact"]:
+        return 0.0
+    e = thread["exact"]
+    unplaced = 1.0 - e["hold_fraction"] - e["wait_fraction"] - e["handoff_fraction"]
+    off_cpu = thread["states"]["cpu_wait"] - (thread.get("cpu_wait_holding_gil") or 0.0)
+    return max(0.0, min(unplaced, off_cpu))
+
+
 def unattributed_cpu_wait(thread: dict, case: str) -> float:
     """cpu_wait the comparison cannot place: not holding the GIL, of a thread that does not always
     want it (it may have been in take_gil or in its own native code when the kernel held it off)."""
@@ -228,7 +243,13 @@ def test_sampled_matches_exact(recordings, case, name, what):
     # A wait may hide in the cpu_wait the sampler cannot place: the exact figure lies between.
     spare = unattributed_cpu_wait(thread, case) if what == "wait" else 0.0
     gap = 0.0 if sampled <= exact <= sampled + spare else min(abs(exact - sampled), abs(exact - sampled - spare))
-    detail = f"{case}/{name} {what}: sampled {sampled:.4f} (+{spare:.4f} unplaced cpu_wait), exact {exact:.4f} (states {thread['states']}, exact {thread['exact'] and {k: thread['exact'][k] for k in ('hold_fraction', 'wait_fraction', 'acquisitions', 'forced_switches')}})"
+    # And an exact wait may miss a preempted thread's time between the GIL's functions.
+    unplaced = unplaced_exact_time(thread, case) if what == "wait" else 0.0
+    if exact <= sampled <= exact + unplaced:
+        gap = 0.0
+    elif sampled > exact:
+        gap = min(gap, sampled - exact - unplaced)
+    detail = f"{case}/{name} {what}: sampled {sampled:.4f} (+{spare:.4f} unplaced cpu_wait), exact {exact:.4f} (+{unplaced:.4f} unplaced by exact tracing) (states {thread['states']}, exact {thread['exact'] and {k: thread['exact'][k] for k in ('hold_fraction', 'wait_fraction', 'acquisitions', 'forced_switches')}})"
     # 3.10 runs its eval breaker after calls and on entering a frame too, so a thread forced off the GIL
     # can stand on any such instruction: until the sampler read the thread's recursion counter there
     # (FrameWalker::calls_in_progress), one not yet blocked was classified native (3-10% for the
