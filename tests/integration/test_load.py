@@ -212,6 +212,25 @@ def test_ctrl_c_ends_the_run_with_a_partial_report(delay_server):
 # Issue 8: the knee comes with what the server did. A handler that builds URLs in Python holds the
 # GIL; past the knee the server's busiest process holds it nearly all the time, under `quote`
 # called from the application's own code.
+SIZED_SERVICE_S = 0.010
+# The busiest process's threads runnable without a CPU this share of the first step (quiet: 0.02;
+# beside eight CPU hogs: 0.20) and other jobs had its CPU.
+STARVED_CPU_WAIT = 0.10
+
+
+def server_starved(run: dict) -> str:
+    """How other jobs took the server's CPU ("" when they did not): at the first step, far below its
+    capacity, its threads waited for a CPU at least STARVED_CPU_WAIT of the time. Beside eight CPU hogs
+    a request sized for 10 ms then took 17-21 ms, and past the knee the handler threads, mostly off the
+    CPU, can leave the listening thread's wait for connections the largest share ("waiting for work")."""
+    first = run["steps"][0]
+    cpu_wait = (first.get("profile") or {}).get("states", {}).get("cpu_wait", 0.0)
+    if cpu_wait < STARVED_CPU_WAIT:
+        return ""
+    return (f"at {first['requested_rate']:g} rps the server's threads waited for a CPU {cpu_wait:.0%} of the time and "
+            f"took {first['service_s']['mean'] * 1e3:.1f} ms per request, sized for {SIZED_SERVICE_S * 1e3:.0f} ms")
+
+
 def profiled_run_is_clean(run: dict) -> str:
     """Why a profiled ramp cannot name the server's limit ("" when it can): even its first step missed
     the SLO (other jobs left the server too little CPU for 30 rps), the generator fell behind, or the
@@ -225,7 +244,7 @@ def profiled_run_is_clean(run: dict) -> str:
     if run["knee"]["limit"] == "none reached":
         last = run["steps"][-1]
         return (f"no knee up to {last['requested_rate']:g} rps (server time per request "
-                f"{last['service_s']['mean'] * 1e3:.1f} ms against the 10 ms it was sized for)")
+                f"{last['service_s']['mean'] * 1e3:.1f} ms against the {SIZED_SERVICE_S * 1e3:.0f} ms it was sized for)")
     return ""
 
 
@@ -235,7 +254,7 @@ def test_profiled_knee_names_cpu_in_python_and_the_code():
     # test was written and 18 ms on a later VM, which put the knee below the ramp's first step).
     why = []
     for _ in range(2):
-        calls = int(subprocess.run([sys.executable, script, "--calls-for", "10"], capture_output=True, text=True,
+        calls = int(subprocess.run([sys.executable, script, "--calls-for", str(round(SIZED_SERVICE_S * 1e3))], capture_output=True, text=True,
                                    check=True, timeout=60).stdout)
         port = free_port()
         run = load_json(
@@ -252,7 +271,10 @@ def test_profiled_knee_names_cpu_in_python_and_the_code():
     # On a quiet machine the busiest process holds the GIL >= 85 % past the knee: "CPU in Python". When
     # other jobs share the 2 CPUs, the holder is descheduled during handoffs and the same overload reads
     # as threads queueing for the GIL; either way the cause named must be the handler's Python code.
-    assert knee["rate"] is not None and knee["limit"] in ("CPU in Python", "GIL contention"), knee
+    named = knee["rate"] is not None and knee["limit"] in ("CPU in Python", "GIL contention")
+    if not named and server_starved(run):
+        pytest.skip(f"the machine was too busy to name the limit ({server_starved(run)}): {knee}")
+    assert named, knee
     assert "quote" in knee["explanation"] and "http_cpu_server.py" in knee["explanation"], knee["explanation"]
     last = run["steps"][-1]["profile"]
     # Threads queueing for the GIL on a CPU-starved machine read as waiting for a CPU (docs/states.md).
