@@ -18,7 +18,7 @@ PPROF := $(VENV)/bin/pprof
 # so more workers than the 2 CPUs of the test machine still shorten the run.
 TEST_WORKERS ?= 3
 
-.PHONY: help setup system-deps go-tools demo test lint bench wheel clean
+.PHONY: help setup system-deps go-tools rust-test-build demo test lint bench wheel clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -54,7 +54,11 @@ demo: setup  ## start the bundled demo service, record it for 10 s, print the di
 	$(VPY) -m gilty.demo
 	$(VPY) -m gilty.demo.web
 
-test: setup system-deps go-tools  ## every test: Rust unit tests, layout and opcode generator checks, Python unit + integration tests
+test:  ## every test: Rust unit tests, layout and opcode generator checks, Python unit + integration tests
+	@# The Rust tests' host-linked build (target/) shares no crate with setup's zig-linked one
+	@# (target/wheel-zig/), and setup spends much of its time fetching and unpacking packages: the
+	@# builds run side by side, each target's output kept together.
+	@$(MAKE) --no-print-directory -j4 --output-sync=target setup system-deps go-tools rust-test-build
 	cargo test --release -q --workspace --exclude gilty-python
 	$(VPY) tools/gen_layouts.py --check
 	$(VPY) tools/gen_opcodes.py --check
@@ -65,6 +69,9 @@ test: setup system-deps go-tools  ## every test: Rust unit tests, layout and opc
 	$(VPY) -m pytest -q -ra --durations=20 -m "not alone" -n $(TEST_WORKERS) --dist loadfile tests || status=$$?; \
 	$(VPY) -m pytest -q -ra --durations=20 -m alone tests || status=$$?; \
 	exit $$status
+
+rust-test-build:  ## compile the Rust tests (what `make test` runs beside `setup`)
+	cargo test --release -q --workspace --exclude gilty-python --no-run
 
 wheel: $(STAMP)  ## the wheel users install (abi3, manylinux_2_17 linked by zig, no debug info) into dist/
 	PATH=$(abspath $(VENV))/bin:$$PATH $(VENV)/bin/maturin build --profile dist --zig --compatibility manylinux_2_17 -i $(VPY) -o dist
