@@ -252,3 +252,27 @@ pub fn locals_for_threads(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A thread's frames read from garbage memory (random words, many pointing back into the buffer)
+    /// end in locals or an error, never a panic, a hang or a huge allocation.
+    #[test]
+    fn garbage_frames_are_bounded() {
+        use crate::process::memory::Garbage;
+        let mut garbage = Garbage::new(0x2545_f491_4f6c_dd1du64);
+        for (major, minor) in gilty_layouts::SUPPORTED.iter().copied() {
+            let l = gilty_layouts::layout_for(major, minor).unwrap();
+            for _ in 0..10 {
+                let mem = garbage.buffer();
+                let types = TypeCache::default();
+                for _ in 0..200 {
+                    let addr = Garbage::BASE + garbage.next() % Garbage::LEN / 8 * 8;
+                    let _ = thread_locals(&mem, l, None, addr, &types, Want { variables: true, positions: true });
+                }
+            }
+        }
+    }
+}

@@ -444,7 +444,7 @@ mod tests {
     }
 
     /// Garbage memory (random words, many pointing back into the buffer) gives bounded reprs or
-    /// `<unreadable ...>`, never a panic, a hang or a huge allocation; the same for whole frames.
+    /// `<unreadable ...>`, never a panic, a hang or a huge allocation (whole frames: locals.rs).
     #[test]
     fn garbage_memory_is_bounded() {
         use crate::process::memory::Garbage;
@@ -460,7 +460,6 @@ mod tests {
                 for _ in 0..200 {
                     let addr = BASE + garbage.next() % LEN / 8 * 8;
                     assert!(reprs.repr(addr).chars().count() <= MAX_REPR + 1);
-                    let _ = crate::locals::thread_locals(&mem, l, None, addr, &types, crate::locals::Want { variables: true, positions: true });
                 }
             }
         }
