@@ -139,3 +139,16 @@ def test_episodes_from_runs_match_a_pass_by_pass_scan_whatever_the_batch_boundar
             waits = expected.get(tid, [])
             assert c.episodes == len(waits), passes
             assert c.waiting_samples == sum(last - first + 1 for first, last in waits), passes
+
+
+def test_a_few_waits_among_many_wake_ups_are_not_a_convoy():
+    # Short blocking calls at 500 Hz: 60 wake-ups straight into running, 3 into one pass of waiting for
+    # the GIL (a pass is 2 ms, 0.4 switch intervals of 5 ms, so each reads 0.4-0.8).
+    quick = [IDLE, IDLE, HOLD]
+    waited = [IDLE, IDLE, WAIT, WAIT, HOLD]
+    states = quick * 20 + waited + quick * 20 + waited + quick * 20 + waited
+    c = convoys(_session(states, rate_hz=500.0))[1]
+    assert c.episodes == 3 and c.switch_intervals >= 0.5 and c.wakeups == 63
+    assert not c.is_convoy
+    # The same three episodes with no other wake-ups are one.
+    assert convoys(_session(waited * 3, rate_hz=500.0))[1].is_convoy

@@ -23,6 +23,12 @@ from gilty.sampling.session import IDLE, NATIVE, WAITING_GIL, Session
 
 CONVOY_MIN_EPISODES = 3
 CONVOY_MIN_SWITCH_INTERVALS = 0.5
+# A convoy is wake-ups turning into waits: at least this share of the thread's wake-ups seen (an idle
+# run followed by another run of the thread) must be episodes. Two threads that only do short
+# blocking calls meet on the GIL now and then: 3 one-pass episodes of 2.6 ms (the 500 Hz period, so
+# 0.53 switch intervals) among hundreds of wake-ups were once read as a convoy on a quiet machine.
+# A thread woken behind a CPU-bound holder waits on most of them (0.78-0.89 measured).
+CONVOY_MIN_WAKE_SHARE = 0.2
 # Below two samples per episode, a measured wait says more about the sampling period than
 # about the wait itself (a 1 ms wait seen at 100 Hz shows up as one 10 ms sample).
 RESOLVED_SAMPLES_PER_EPISODE = 2.0
@@ -37,6 +43,7 @@ class ConvoyStats:
     switch_intervals: Optional[float]  # mean_wait_s / switch interval; None if either is unknown
     is_convoy: bool
     resolution_limited: bool  # mean wait is within the sampling resolution
+    wakeups: int = 0  # idle runs followed by the thread in another state: the wake-ups the passes saw
 
 
 def _episode_wait(times: list, first: int, last: int, period: float) -> float:
@@ -99,17 +106,32 @@ def convoys(session: Session, switch_interval_s: Optional[float] = None) -> dict
         entry[1] += _episode_wait(times, first, last, period)
         entry[2] += last - first + 1
 
+    wakeups = _wakeups(session.iter_runs())
     result = {}
     for tid, (episodes, total, n_samples) in totals.items():
         mean = total / episodes if episodes else None
         ratio = mean / switch if mean is not None and switch and switch > 0 else None
+        woke = max(wakeups.get(tid, 0), episodes)  # each episode begins with a wake-up
         result[tid] = ConvoyStats(
             episodes=episodes,
             waiting_samples=n_samples,
             total_wait_s=total,
             mean_wait_s=mean,
             switch_intervals=ratio,
-            is_convoy=ratio is not None and episodes >= CONVOY_MIN_EPISODES and ratio >= CONVOY_MIN_SWITCH_INTERVALS,
+            is_convoy=(ratio is not None and episodes >= CONVOY_MIN_EPISODES and ratio >= CONVOY_MIN_SWITCH_INTERVALS
+                       and episodes >= CONVOY_MIN_WAKE_SHARE * woke),
             resolution_limited=episodes > 0 and n_samples / episodes < RESOLVED_SAMPLES_PER_EPISODE,
+            wakeups=woke,
         )
     return result
+
+
+def _wakeups(runs) -> dict:
+    """{tid: idle runs directly followed by a run of the same thread in another state}."""
+    out: dict = {}
+    idle_end = None  # (tid, pass after the idle run)
+    for tid, first, passes, state, _stack_id, _nr in runs:
+        if idle_end == (tid, first) and state != IDLE:
+            out[tid] = out.get(tid, 0) + 1
+        idle_end = (tid, first + passes) if state == IDLE else None
+    return out
