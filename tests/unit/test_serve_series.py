@@ -146,3 +146,27 @@ def test_retitled_and_spawned_workers_are_workers():
         'gilty_process_up{pid="4",role="worker",process="uvicorn"} 1',
         'gilty_process_up{pid="5",role="child",process="resource_tracker"} 1',
     ]
+
+
+# Thread and process names the target chose, as `gilty serve` met them (issue 30): a terminal
+# showing `curl .../metrics` must act on none of them, and Prometheus's parser must read the page.
+HOSTILE_NAMES = ["title\x1b]0;owned\x07", "clear\x1b[2J", "cr\rnul\x00", "c1\x9b31m", "rtl\u202eevil",
+                 "zero\u200bwidth\u200d", "tag\U000e0041", 'quote"back\\slash\nnew']
+
+
+def test_hostile_thread_and_process_names_are_escaped_and_parse():
+    from prometheus_client.parser import text_string_to_metric_families
+
+    totals = Totals(1.0 / RATE, memory_of=lambda pid: None)
+    totals.attached(7, "python /srv/evil\x1b[2J\x07\u202e\u200b.py")
+    names = {8 + i: name for i, name in enumerate(HOSTILE_NAMES)}
+    b = BatchBuilder(RATE, names=names)
+    totals.add(7, b.batch([{tid: HOLD for tid in names}]))
+    text = totals.exposition()
+    raw = [c for c in "\x1b\x07\r\x00\x9b\u202e\u200b\u200d\U000e0041" if c in text]
+    assert not raw, raw
+    samples = [s for f in text_string_to_metric_families(text) for s in f.samples]
+    threads = {s.labels["thread"] for s in samples if "thread" in s.labels}
+    assert {"title\\x1b]0;owned\\x07", "clear\\x1b[2J", "cr\\rnul\\x00", "c1\\x9b31m", "rtl\\u202eevil",
+            "zero\\u200bwidth\\u200d", "tag\\U000e0041", 'quote"back\\slash\\nnew'} == threads
+    assert {s.labels["process"] for s in samples if "process" in s.labels} == {"evil\\x1b[2J\\x07\\u202e\\u200b"}

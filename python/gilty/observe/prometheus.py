@@ -21,6 +21,7 @@ import os
 import threading
 from typing import Any, Callable, Optional
 
+from gilty._visible import visible
 from gilty.observe.monitor import DEFAULT_INTERVAL_S, gil_stats, running, start
 from gilty.observe.monitor.gc_pauses import BUCKETS_S
 from gilty.observe.monitor.memory_self import memory_self
@@ -37,7 +38,9 @@ def _require_client() -> Any:
 
 
 def _thread_labels(pid: str, t: dict) -> list:
-    return [pid, t["name"], str(t["tid"])]
+    # A thread's name is any library's choice: written out as the text outputs show it, so a terminal
+    # reading /metrics acts on none of its characters (prometheus_client escapes only \\, " and \n).
+    return [pid, visible(t["name"], 0), str(t["tid"])]
 
 
 class GiltyCollector:

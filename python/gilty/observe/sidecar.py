@@ -10,6 +10,7 @@ import threading
 from collections import deque
 from typing import Optional
 
+from gilty._visible import visible
 from gilty.observe.monitor.memory_self import memory_self
 from gilty.observe.series_keys import GENERIC, ThreadKeys, process_name, sticky_roles
 from gilty.sampling.processes import roles_of
@@ -19,7 +20,10 @@ HOLD_STATES = ("holding_gil", "gc")
 
 
 def _escape(value: str) -> str:
-    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+    """A label value: the target's name with every control, format or direction character written out
+    (as the text outputs show it: ``curl .../metrics`` in a terminal must not act on a thread's name),
+    then the text format's own escapes (backslash, double quote, newline)."""
+    return visible(value, 0).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
 class ThreadTotals:

@@ -4,16 +4,16 @@ Every stack format names things the same way, so a frame found in the flame grap
 searched for in the trace or the collapsed file.
 
 The target chooses its function, file, thread and module names and its command line: any of them
-may hold ESC, BEL, newlines, right-to-left overrides or 10 kB of text. ``visible`` is the one
-place such a name is made safe to show; ``displayed`` applies it to every name of a recording
+may hold ESC, BEL, newlines, right-to-left overrides or 10 kB of text. ``visible`` (gilty._visible)
+is the one place such a name is made safe to show; ``displayed`` applies it to every name of a recording
 before a format other than JSON (which escapes every such character itself) draws it.
 """
 
 from __future__ import annotations
 
 import os
-import re
 
+from gilty._visible import terminal_text, visible  # noqa: F401 - the escaper, shared with every room
 from gilty.sampling.native_frames import frame_text
 from gilty.sampling.thread_states import STATE_NAMES, UNKNOWN
 
@@ -23,57 +23,6 @@ if TYPE_CHECKING:  # annotations only: `gilty dump` uses `visible` without the s
 
 # Long command lines make unreadable root frames and track names; the JSON report keeps them whole.
 MAX_COMMAND_CHARS = 60
-# A longer name (a generated function, a 10 kB file name) is cut: a name is for finding, not reading.
-MAX_NAME_CHARS = 200
-
-# Characters a terminal or a browser acts on instead of showing: C0 and C1 controls, DEL, the
-# bidirectional overrides, embeddings, isolates and marks (U+202E turns a line around), line and
-# paragraph separators, the byte-order mark, and lone surrogates (an undecodable file name).
-_OTHER_HIDDEN = r"\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ufeff\ud800-\udfff"
-_HIDDEN_CHARS = r"[\x00-\x1f" + _OTHER_HIDDEN + "]"
-# The same, but keeping the newline and tab of a whole rendered text (``terminal_text``).
-_HIDDEN_IN_TEXT = r"[\x00-\x08\x0b-\x1f" + _OTHER_HIDDEN + "]"
-_SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-_compiled: dict = {}
-
-
-def _escaped(pattern: str, text: str) -> str:
-    # Compiled on first need: the two classes cost ~9 M instructions to compile, a tenth of a whole
-    # `gilty dump`, and most runs never meet a hidden character.
-    regex = _compiled.get(pattern)
-    if regex is None:
-        regex = _compiled[pattern] = re.compile(pattern)
-    return regex.sub(_escape, text)
-
-
-def _escape(match: re.Match) -> str:
-    ch = match.group()
-    if ch in _SHORT_ESCAPES:
-        return _SHORT_ESCAPES[ch]
-    code = ord(ch)
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
-def visible(text, limit: int = MAX_NAME_CHARS) -> str:
-    """``text`` with every control or direction character written out (``\\x1b``, ``\\n``, ``\\u202e``)
-    and cut to ``limit`` characters: a name from the target, safe on one line of a terminal or page."""
-    text = str(text)
-    # Every hidden character is one str.isprintable() refuses (Cc, Cf, Zl, Zp, Cs), so a printable
-    # text has none; the others (a no-break space, say) go to the exact class.
-    if not text.isprintable():
-        text = _escaped(_HIDDEN_CHARS, text)
-    if limit and len(text) > limit:
-        text = text[: limit - 1] + "…"
-    return text
-
-
-def terminal_text(text: str) -> str:
-    """A whole rendered output with any control or direction character left in it written out
-    (newlines and tabs kept): the last guard before text is written, for names no renderer passed
-    through ``visible``."""
-    if not text.replace("\n", "").replace("\t", "").isprintable():
-        text = _escaped(_HIDDEN_IN_TEXT, text)
-    return text
 
 
 def _frame(frame: tuple) -> tuple:
