@@ -18,7 +18,7 @@ PPROF := $(VENV)/bin/pprof
 # so more workers than the 2 CPUs of the test machine still shorten the run.
 TEST_WORKERS ?= 3
 
-.PHONY: help setup system-deps go-tools rust-test-build demo test lint bench wheel clean
+.PHONY: help setup system-deps go-tools sid-pythons rust-test-build demo test lint bench wheel clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -44,13 +44,19 @@ go-tools: $(VPY)  ## build google's pprof into .venv/bin (tests that need it ski
 	@test -x $(PPROF) || { command -v go >/dev/null 2>&1 && GOBIN=$(abspath $(VENV))/bin GOFLAGS=-mod=mod go install github.com/google/pprof@$(PPROF_VERSION) \
 	  || echo "could not build pprof (no Go toolchain or module proxy): pprof tests will skip"; }
 
+# Debian sid's python3.14/3.15 in a private root under /root/.cache/gilty/sid-pythons (tools/sid_pythons.py):
+# fetched once when root, then only its stamp is read; where it cannot be had it says why and the tests skip.
+sid-pythons:  ## fetch Debian sid's python3.14 and python3.15 into a private root (targets for the tests)
+	@if command -v python3 >/dev/null 2>&1; then python3 tools/sid_pythons.py || echo "sid-pythons: tools/sid_pythons.py failed: tests on 3.14/3.15 skip"; \
+	else echo "sid-pythons: no python3 to run tools/sid_pythons.py: tests on 3.14/3.15 skip"; fi
+
 setup: $(STAMP)  ## build the Rust extension and install gilty into .venv, editable (CLI: .venv/bin/gilty)
 	@# A version-specific build left from before the abi3 switch would be imported ahead of the abi3 one.
 	@rm -f python/gilty/_native.cpython-*.so
 	@# Linked by zig as the published wheel is, so the tests' wheel build reuses every compiled crate.
 	$(VPY) tools/dev_build.py
 
-demo: setup  ## start the bundled demo service, record it for 10 s, print the diagnosis; then load the web demo
+demo: setup sid-pythons  ## start the bundled demo service, record it for 10 s, print the diagnosis; then load the web demo
 	$(VPY) -m gilty.demo
 	$(VPY) -m gilty.demo.web
 
@@ -58,7 +64,7 @@ test:  ## every test: Rust unit tests, layout and opcode generator checks, Pytho
 	@# The Rust tests' host-linked build (target/) shares no crate with setup's zig-linked one
 	@# (target/wheel-zig/), and setup spends much of its time fetching and unpacking packages: the
 	@# builds run side by side, each target's output kept together.
-	@$(MAKE) --no-print-directory -j4 --output-sync=target setup system-deps go-tools rust-test-build
+	@$(MAKE) --no-print-directory -j4 --output-sync=target setup system-deps go-tools sid-pythons rust-test-build
 	cargo test --release -q --workspace --exclude gilty-python
 	$(VPY) tools/gen_layouts.py --check
 	$(VPY) tools/gen_opcodes.py --check
