@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+import importlib.util
+
 import pytest
 
 # A suite started in the background of a script (`cmd &`, nohup) inherits SIGINT ignored, and so would
@@ -41,8 +43,15 @@ VENV_GILTY = REPO / ".venv" / "bin" / "gilty"
 READY_TIMEOUT_S = 30.0
 CLI_TIMEOUT_S = 60.0
 
-# Minor versions gilty supports, each looked for as a pyenv build.
-SUPPORTED_MINORS = ("3.10", "3.11", "3.12", "3.13")
+# Minor versions gilty supports, each looked for as a pyenv build; those of SID_MINORS that pyenv lacks are
+# taken from Debian sid's packages, unpacked by tools/sid_pythons.py (`make sid-pythons`).
+SUPPORTED_MINORS = ("3.10", "3.11", "3.12", "3.13", "3.14", "3.15")
+SID_MINORS = ("3.14", "3.15")
+# gilty does not read 3.14/3.15 targets yet (issue 28, under way): until it does, their interpreters are
+# found and listed at the end of the session but take part in no test unless GILTY_TEST_NEW_MINORS=1.
+# Turn this on by default when the support lands.
+NEW_MINORS = ("3.14", "3.15")
+TEST_NEW_MINORS = os.environ.get("GILTY_TEST_NEW_MINORS") == "1"
 # Older pyenv builds: targets for the "unsupported interpreter" test.
 UNSUPPORTED_MINORS = ("3.9", "3.8", "3.7", "3.6")
 DEBIAN_PYTHON = Path("/usr/bin/python3.11")
@@ -100,10 +109,38 @@ def _pyenv_builds(minor: str) -> list:
     return [entry for _, entry in sorted(found)]
 
 
+def _sid_tools():
+    spec = importlib.util.spec_from_file_location("sid_pythons", REPO / "tools" / "sid_pythons.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def _sid_interpreter(minor: str) -> Interpreter:
+    """Debian sid's build of ``minor`` from tools/sid_pythons.py's stamp, or a skipped id with the script's reason."""
+    sid = _sid_tools()
+    stamp = sid.read_stamp()
+    info = (stamp or {}).get("interpreters", {}).get(minor)
+    if info is None:
+        try:
+            reason = sid.REASON.read_text().strip().replace("\n", "; ")
+        except OSError:
+            reason = f"no stamp at {sid.STAMP}"
+        return Interpreter(id=f"{minor}-missing", path=None,
+                           skip_reason=f"pyenv {minor} not installed and sid's python{minor} not built (make sid-pythons, as root): {reason}")
+    version = _probe_version(info["exe"])
+    if version is None:
+        return Interpreter(id=info["version"], path=None, skip_reason=f"sid's python{minor} at {info['exe']} does not run")
+    return Interpreter(id=".".join(map(str, version)), path=info["exe"], version=version)
+
+
 def discover_interpreters() -> list:
     result = []
     for minor in SUPPORTED_MINORS:
         builds = _pyenv_builds(minor)
+        if not builds and minor in SID_MINORS:
+            result.append(_sid_interpreter(minor))
+            continue
         if not builds:
             result.append(Interpreter(id=f"{minor}-missing", path=None, skip_reason=f"pyenv {minor} not installed"))
             continue
@@ -137,7 +174,10 @@ def discover_unsupported() -> Optional[Interpreter]:
     return None
 
 
-INTERPRETERS = discover_interpreters()
+DISCOVERED = discover_interpreters()
+INTERPRETERS = [i for i in DISCOVERED if TEST_NEW_MINORS or ".".join(i.id.split("-")[0].split(".")[:2]) not in NEW_MINORS]
+# Found but left out of every test (see NEW_MINORS), shown in the summary.
+HELD_BACK = [i for i in DISCOVERED if i not in INTERPRETERS]
 AVAILABLE = [i for i in INTERPRETERS if i.path]
 
 # Per-interpreter test outcomes, for the summary at the end.
@@ -245,6 +285,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             label = "NOT RUN"
         detail = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no tests selected"
         tr.write_line(f"{label}  {interp.id:<14} Python {interp.version_str} at {interp.path}: {detail}")
+    for interp in HELD_BACK:
+        where = f"Python {interp.version_str} at {interp.path}" if interp.path else interp.skip_reason
+        tr.write_line(f"NOT RUN  {interp.id:<14} {where}: gilty does not support it yet (GILTY_TEST_NEW_MINORS=1 tests it)")
     unsupported = discover_unsupported()
     tr.write_line(
         f"unsupported-interpreter check: {unsupported.id} at {unsupported.path}" if unsupported
