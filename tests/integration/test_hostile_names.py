@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import subprocess
+import time
+import urllib.request
 import xml.etree.ElementTree as ET
 from contextlib import redirect_stdout
 from pathlib import Path
 
 import pytest
 
-from conftest import TARGETS, gilty_command, gilty_env, run_gilty, running_target
+from conftest import TARGETS, free_port, gilty_command, gilty_env, run_gilty, running_target
 from formats_support import recording_interpreter
 
 from gilty import report
@@ -27,8 +30,13 @@ from gilty.cli import main as gilty_main
 ARGV_HOSTILE = "arg\x1b[31m\x07\u202e"
 # Bytes a terminal acts on: C0 controls but newline and tab, and DEL.
 TERMINAL_CONTROL = set(range(0x20)) - {0x0A, 0x09} | {0x7F}
-# Code points that act instead of showing once decoded: C1 controls, direction overrides and isolates.
-HIDDEN_CODEPOINTS = set(range(0x80, 0xA0)) | {0x061C, 0x200E, 0x200F, 0x2028, 0x2029} | set(range(0x202A, 0x202F)) | set(range(0x2066, 0x206A))
+# Code points that act instead of showing once decoded: C1 controls, direction overrides and isolates;
+# and those shown as nothing (issue 30): zero-width space and joiners, word joiner, byte-order mark,
+# a variation selector, tag characters.
+HIDDEN_CODEPOINTS = (set(range(0x80, 0xA0)) | {0x061C, 0x200E, 0x200F, 0x2028, 0x2029} | set(range(0x202A, 0x202F))
+                     | set(range(0x2066, 0x206A)) | {0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF, 0xFE0F} | set(range(0xE0000, 0xE0080)))
+# How the text formats show the zero-width and tag names of the target.
+INVISIBLE_SHOWN = ("zero\\u200bwidth\\u200d\\u2060join\\ufeff", "tag\\U000e0041\\U000e007fend\\ufe0f")
 
 
 def hostile_names() -> list:
@@ -101,7 +109,7 @@ def test_every_format_writes_no_acting_byte(hostile, fmt, tmp_path):
     else:
         # The escapes are shown, not dropped: a reader can see the name held ESC, BEL and a newline
         # (in the HTML page's JSON data, the backslash of each is itself escaped).
-        for shown in ("\\x1b[2J", "\\x07", "new\\nline\\r\\nrow", "rtl\\u202eevil.py"):
+        for shown in ("\\x1b[2J", "\\x07", "new\\nline\\r\\nrow", "rtl\\u202eevil.py", *INVISIBLE_SHOWN):
             shown = json.dumps(shown)[1:-1] if fmt == "html" else shown
             assert shown in text, f"{fmt} does not show {shown!r}"
     if fmt in ("text", "collapsed", "svg"):
@@ -131,6 +139,7 @@ def test_dump_and_top_write_no_acting_byte(hostile):
     for what, data in (("dump", dump), ("top", top)):
         text = assert_inert(data, what)
         assert "\\x1b[2J" in text and "new\\nline" in text, what
+        assert "zero\\u200bwidth" in text and "tag\\U000e0041" in text, what  # (top cuts its columns)
 
 
 def test_compare_writes_no_acting_byte(hostile, tmp_path):
@@ -140,6 +149,74 @@ def test_compare_writes_no_acting_byte(hostile, tmp_path):
         assert gilty_main(["compare", rec, rec]) == 0
     text = assert_inert(out.getvalue().encode("utf-8"), "compare")
     assert "new\\nline" in text
+
+
+# -- gilty's own lines on stderr, and /metrics (issue 30) --------------------------------------------
+
+# A directory name a target's owner may choose for its executable: gilty's errors quote the path.
+HOSTILE_DIR = "bin\x1b[2J\x1b]0;owned\x07\r\n\x9b31m\u202e\u200b\U000e0041"
+
+
+@pytest.fixture(scope="module")
+def hostile_exe(tmp_path_factory):
+    """(parent pid, child pid): a Python parent of a copy of sleep(1) in a directory named HOSTILE_DIR."""
+    folder = tmp_path_factory.mktemp("exe") / HOSTILE_DIR
+    folder.mkdir()
+    exe = folder / "sleep"
+    shutil.copy("/bin/sleep", exe)
+    with running_target(recording_interpreter(), "hostile_exe.py", str(exe)) as proc:
+        yield proc.pid, int(proc.read_line(10))
+
+
+@pytest.mark.parametrize("command", [
+    ("dump", "--pid", "CHILD"), ("dump", "--pid", "PARENT", "-s"),
+    ("record", "--pid", "CHILD", "--duration", "1"), ("record", "--pid", "CHILD", "-s", "--duration", "1"),
+    ("top", "--pid", "CHILD", "--duration", "1"), ("top", "--pid", "CHILD", "-s", "--duration", "1"),
+    ("specialization", "--pid", "CHILD", "--duration", "1"),
+], ids=" ".join)
+def test_errors_naming_a_hostile_executable_write_no_acting_byte(hostile_exe, command, tmp_path):
+    # Issue 30: "pid N (/path...) is not a Python process" and "skipping pid ..." printed the path
+    # raw, so with -s any unprivileged descendant could write into root's terminal.
+    parent, child = hostile_exe
+    args = [{"CHILD": str(child), "PARENT": str(parent)}.get(a, a) for a in command]
+    if command[0] == "record":
+        args += ["-o", str(tmp_path / "r.json")]
+    done = subprocess.run(gilty_command() + args, capture_output=True, timeout=60, env=gilty_env(), stdin=subprocess.DEVNULL)
+    text = assert_inert(done.stderr, " ".join(command))
+    assert "not a Python process" in text and "\\x1b[2J\\x1b]0;owned\\x07" in text, text
+    assert "Traceback" not in text
+
+
+def test_metrics_of_hostile_names_act_on_nothing_and_parse(tmp_path, targets):
+    # Issue 30: `curl .../metrics` in a terminal set its title and cleared it, and the Prometheus
+    # parser refused the page for a raw CR in a thread name. The process label comes from the
+    # script's name, so that is hostile too.
+    from prometheus_client.parser import text_string_to_metric_families
+
+    script = tmp_path / "evil\x1b]0;owned\x07\u202e\u200b.py"
+    shutil.copy(TARGETS / "hostile_names.py", script)
+    proc = targets(recording_interpreter(), str(script), ARGV_HOSTILE)
+    port = free_port()
+    serve = subprocess.Popen(gilty_command() + ["serve", "--pid", str(proc.pid), "--port", str(port), "--rate", "50"],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=gilty_env())
+    try:
+        deadline, body = time.monotonic() + 30, b""
+        while time.monotonic() < deadline and b"rtl" not in body:
+            time.sleep(0.3)
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                    body = r.read()
+            except OSError:
+                pass
+    finally:
+        serve.terminate()
+        serve.wait(10)
+    text = assert_inert(body, "/metrics")
+    samples = [s for f in text_string_to_metric_families(text) for s in f.samples]
+    threads = {s.labels["thread"] for s in samples if "thread" in s.labels}
+    for shown in ("\\x1b[2J\\x1b[31mred\\x1b]0;owned\\x07", "new\\nline\\r\\nrow", "rtl\\u202eevil.py\\u202c", *INVISIBLE_SHOWN):
+        assert shown in threads, (shown, sorted(t[:40] for t in threads))
+    assert {s.labels["process"] for s in samples if "process" in s.labels} == {"evil\\x1b]0;owned\\x07\\u202e\\u200b"}
 
 
 # -- in a browser -------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """A target whose every name is hostile: functions, qualified names, files, modules and threads made of
-HTML, script, ANSI escapes, BEL, newlines, right-to-left overrides, invalid UTF-8 (a lone surrogate, as
-Python decodes an undecodable file name) and a 10 kB name. Threads spin in those functions so a sampler
+HTML, script, ANSI escapes, BEL, newlines, right-to-left overrides, zero-width and tag characters,
+invalid UTF-8 (a lone surrogate, as Python decodes an undecodable file name) and a 10 kB name. Threads spin in those functions so a sampler
 sees them on the stack; the command line (argv) carries the same bytes.
 """
 import sys
@@ -17,6 +17,8 @@ HOSTILE = [
     "rtl\u202eevil.py\u202c",
     "c1\x9b31m\x85nel",
     "bad-utf8-\udcff\udcfe",
+    "zero\u200bwidth\u200d\u2060join\ufeff",  # shown as nothing: a look-alike of "zerowidthjoin"
+    "tag\U000e0041\U000e007fend\ufe0f",
     "long-" + "x" * 10_000,
 ]
 

@@ -153,7 +153,11 @@ def _is_native_error(error: BaseException) -> bool:
 
 
 def _fail(message: str) -> None:
-    print(f"gilty: error: {message}", file=sys.stderr)
+    # Messages name the target's executable, libraries and threads, which its owner chose (with -s,
+    # any descendant's): written out as the outputs show them, never acted on by root's terminal.
+    from gilty._visible import visible
+
+    print(f"gilty: error: {visible(message, 0)}", file=sys.stderr)
 
 
 def _one_line(text: str) -> str:

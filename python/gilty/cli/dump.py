@@ -14,6 +14,7 @@ import sys
 
 from gilty.sampling.attach import attach, child_pids, native_module
 from gilty._errors import EXIT_OK
+from gilty._visible import visible
 from gilty.cli.options import add_format_argument, add_pid_arguments, emit
 from gilty.report import dump
 
@@ -79,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
             if pid in roots and not args.subprocesses:
                 raise
             skipped.append({"pid": pid, "reason": str(e)})
-            print(f"gilty: skipping pid {pid}: {e}", file=sys.stderr)
+            print(f"gilty: skipping pid {pid}: {visible(str(e), 0)}", file=sys.stderr)  # names the target's executable
     if args.format == "json":
         import json  # only here: the one-process text dump starts without it
 

@@ -11,6 +11,7 @@ import sys
 import time
 from typing import Callable, Optional, TextIO
 
+from gilty._visible import visible
 from gilty.sampling.session import Recording, Session, TargetInfo
 
 
@@ -54,7 +55,8 @@ class ProcessTracker:
             elif kind == "skipped":
                 rec.skipped.append({k: event[k] for k in ("pid", "ppid", "t", "reason")})
                 if self.err is not None:
-                    print(f"gilty: skipping pid {pid}: {event['reason']}", file=self.err)
+                    # The reason names the process's executable, which any descendant chooses.
+                    print(f"gilty: skipping pid {pid}: {visible(event['reason'], 0)}", file=self.err)
         for pid, batch in collected["batches"].items():
             session = rec.session(pid)
             if session is not None:
