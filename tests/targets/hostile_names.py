@@ -1,7 +1,8 @@
 """A target whose every name is hostile: functions, qualified names, files, modules and threads made of
 HTML, script, ANSI escapes, BEL, newlines, right-to-left overrides, zero-width and tag characters,
-invalid UTF-8 (a lone surrogate, as Python decodes an undecodable file name) and a 10 kB name. Threads spin in those functions so a sampler
-sees them on the stack; the command line (argv) carries the same bytes.
+invalid UTF-8 (a lone surrogate, as Python decodes an undecodable file name) and a 10 kB name. Threads
+spin in those functions so a sampler sees them on the stack; the command line (argv) carries the same
+bytes.
 """
 import sys
 import threading
