@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import http.server
+import socket
 import sys
 import threading
 import time
@@ -34,10 +35,34 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.usage = "gilty serve --pid PID [--pid PID ...] [-s] [--rate HZ] [--bind ADDR] [--port PORT] [--per-thread]"
     add_pid_arguments(parser, required=True)
     parser.add_argument("--rate", type=sampling_rate, default=DEFAULT_RATE_HZ, metavar="HZ", help="samples per second (default: %(default)g)")
-    parser.add_argument("--bind", default="127.0.0.1", metavar="ADDR", help="address to listen on (default: loopback only)")
+    parser.add_argument("--bind", type=listen_address, default="127.0.0.1", metavar="ADDR",
+                        help="address to listen on (default: loopback only; 0.0.0.0 or :: for every interface)")
     parser.add_argument("--port", type=port_number, default=DEFAULT_PORT, help="port of /metrics (default: %(default)d)")
     parser.add_argument("--per-thread", action="store_true",
                         help="one series per thread id (label tid) instead of one per thread name with numbered pools folded")
+
+
+def listen_address(text: str) -> str:
+    """--bind's value: an empty one makes a server listen on every interface, which is not to happen
+    unasked."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty address would listen on every interface: give 0.0.0.0 (or ::) to mean that")
+    return text.strip()
+
+
+def _warn_unless_loopback(host: str, port: int) -> None:
+    """One line when hosts other than this one can reach /metrics (it names the target's threads)."""
+    import ipaddress
+
+    try:
+        address = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        address = None
+    if address is not None and address.is_loopback:
+        return
+    where = f"every interface ({host})" if address is not None and address.is_unspecified else host
+    print(f"gilty: warning: /metrics is served on {where} port {port}, not loopback only: other hosts can read it",
+          file=sys.stderr)
 
 
 def _handler(totals: Totals):
@@ -69,6 +94,10 @@ class _Server(http.server.ThreadingHTTPServer):
         if isinstance(error, (BrokenPipeError, ConnectionResetError, TimeoutError)):
             return
         print(f"gilty: a /metrics request from {client_address[0]} failed: {type(error).__name__}: {error}", file=sys.stderr)
+
+
+class _Server6(_Server):
+    address_family = socket.AF_INET6  # --bind :: (every interface, IPv4 too unless the host forbids)
 
 
 def _cmdline(pid: int) -> str:
@@ -106,9 +135,10 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"no process with pid {missing[0]}", 3)
     totals = Totals(1.0 / args.rate, per_thread=bool(args.per_thread))
     try:
-        server = _Server((args.bind, args.port), _handler(totals))
+        server = (_Server6 if ":" in args.bind else _Server)((args.bind, args.port), _handler(totals))
     except OSError as e:
         raise UsageError(f"cannot listen on {args.bind}:{args.port}: {e.strerror or e}") from None
+    _warn_unless_loopback(server.server_address[0], server.server_address[1])
     threading.Thread(target=server.serve_forever, name="gilty-serve-http", daemon=True).start()
     print(f"gilty: serving metrics of pid {', '.join(map(str, pids))} on http://{args.bind}:{server.server_address[1]}/metrics", file=sys.stderr)
     with launch.StopSignals() as stop:
