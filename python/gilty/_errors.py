@@ -18,6 +18,7 @@ EXIT_PARTIAL = 8
 EXIT_EXACT_UNAVAILABLE = 9  # --exact asked for, but the target cannot be traced (symbols, permission, kernel)
 EXIT_GATE_FAILED = 10  # a --fail-if gate held: the recording is fine, the measured behaviour is not
 EXIT_ALL_FAILED = 11  # `gilty load`: not one request got an answer (the report is still written)
+EXIT_SERVER_NOT_READY = 12  # `gilty load -- SERVER`: the server never answered, so nothing was loaded
 EXIT_INTERRUPTED = 130  # Ctrl-C outside a recording: 128 + SIGINT, as shells report it
 
 # GiltyError.kind (set by the native module) -> exit status. Unknown kinds are internal errors.

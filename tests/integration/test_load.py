@@ -204,7 +204,7 @@ def test_ctrl_c_ends_the_run_with_a_partial_report(delay_server):
     err = "".join(first_lines) + err
     stopped_in = time.monotonic() - sent
     assert_unless_busy(stopped_in < 5.0, pressure, f"gilty load took {stopped_in:.1f} s to stop after Ctrl-C")  # a hang check
-    assert proc.returncode == 8, err
+    assert proc.returncode == 0, err  # issue 30: a Ctrl-C'd run is a result (was 8, "target exited early")
     report = json.loads(out)
     assert report["stopped"] and 0 < report["steps"][0]["sent"] < 3000
 

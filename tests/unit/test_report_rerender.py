@@ -80,7 +80,10 @@ def test_report_format_option_to_stdout(tmp_path, capsys):
     [
         ("not json at all", "is not JSON"),
         ('{"format_version": 1, "threads": []}', 'no "recording" key'),
-        ("[1, 2, 3]", 'no "recording" key'),
+        ("[1, 2, 3]", "it is a JSON array, not an object"),
+        # Issue 30: the key is there, what goes in it is not (was reported as no "recording" key).
+        ('{"recording": {}}', 'its "recording" has no "recording_format_version"'),
+        ('{"recording": [1]}', 'its "recording" is a JSON array, not an object'),
         ('{"recording": {"recording_format_version": 99}}', "unsupported recording format version 99"),
         ('{"recording": {"recording_format_version": 1, "processes": [{}]}}', "unsupported session format"),
         ('{"recording": {"recording_format_version": 1}}', "damaged"),

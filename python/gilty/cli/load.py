@@ -36,7 +36,7 @@ import urllib.parse
 from dataclasses import asdict
 
 from gilty.sampling import launch
-from gilty._errors import EXIT_ALL_FAILED, EXIT_OK, EXIT_PARTIAL, CommandError, UsageError
+from gilty._errors import EXIT_ALL_FAILED, EXIT_OK, EXIT_SERVER_NOT_READY, EXIT_TARGET_EXITED, CommandError, UsageError
 from gilty.cli.options import bounded_float, bounded_int, pid_number, seconds
 from gilty.cli.record import add_format_argument, emit, output_format, positive_int
 from gilty.load import analysis, locust, profile, ready
@@ -116,7 +116,7 @@ def _run_profiled_step(native, plan: dict, stop, pids: list, tasks: bool = False
     return profile.profile_during(native, pids, load, stop, native_stop.set, tasks=tasks)
 
 
-def _wait_until_listening(url: str, child, timeout_s: float = SERVER_START_TIMEOUT_S) -> None:
+def _wait_until_listening(url: str, child, timeout_s: float = SERVER_START_TIMEOUT_S, stop=None) -> None:
     """Until a GET of the URL gets an HTTP answer (any status): a prefork server's master accepts
     connections before its workers have imported the app. A server that exits first is one line."""
     parts = urllib.parse.urlsplit(url)
@@ -124,8 +124,10 @@ def _wait_until_listening(url: str, child, timeout_s: float = SERVER_START_TIMEO
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
+        if stop is not None and stop.requested:
+            raise KeyboardInterrupt  # Ctrl-C before anything was loaded: `gilty: interrupted`, 130
         if child.poll() is not None:
-            raise CommandError(f"the server command exited with status {child.returncode} before {host}:{port} answered")
+            raise CommandError(f"the server command exited with status {child.returncode} before {host}:{port} answered", EXIT_TARGET_EXITED)
         conn = http.client.HTTPConnection(host, port, timeout=max(0.5, min(5.0, deadline - time.monotonic())))
         try:
             conn.request("GET", path)
@@ -135,7 +137,7 @@ def _wait_until_listening(url: str, child, timeout_s: float = SERVER_START_TIMEO
             time.sleep(0.1)
         finally:
             conn.close()
-    raise CommandError(f"the server did not answer on {host}:{port} within {timeout_s:g} s")
+    raise CommandError(f"the server did not answer on {host}:{port} within {timeout_s:g} s", EXIT_SERVER_NOT_READY)
 
 
 def _app(args: argparse.Namespace) -> tuple:
@@ -214,7 +216,7 @@ def _run_locust(args: argparse.Namespace, fmt: str) -> int:
             pids = [args.profile] if args.profile is not None else None
             if child_argv is not None:
                 child = launch.start_command(child_argv, die_with_gilty=True)
-                _wait_until_listening(host, child)
+                _wait_until_listening(host, child, stop=stop)
                 pids = [child.pid]
             if pids is not None and host is not None:
                 _wait_for_workers(host, pids[0], child)
@@ -243,7 +245,7 @@ def _run_locust(args: argparse.Namespace, fmt: str) -> int:
     else:
         text = load_report.render_locust_json(report) if fmt == "json" else load_report.render_locust_text(report, prof)
     emit(text, args.output)
-    return EXIT_PARTIAL if stopped else EXIT_OK
+    return EXIT_OK  # a Ctrl-C'd run is a result, marked PARTIAL in the report, as for `gilty record`
 
 
 def _blocking(call, stop, on_stop) -> dict:
@@ -307,7 +309,7 @@ def run(args: argparse.Namespace) -> int:
             pids = [args.profile] if args.profile is not None else None
             if child_argv is not None:
                 child = launch.start_command(child_argv, die_with_gilty=True)
-                _wait_until_listening(options.urls[0][0], child)
+                _wait_until_listening(options.urls[0][0], child, stop=stop)
                 pids = [child.pid]
             if pids is not None and not stop.requested:
                 readiness = _wait_for_workers(options.urls[0][0], pids[0], child)
@@ -392,4 +394,4 @@ def run(args: argparse.Namespace) -> int:
         what = ", ".join(f"{n} {kind}" for kind, n in sorted(errors.items(), key=lambda kv: -kv[1])[:3]) or "no answer"
         print(f"gilty: error: every one of the {sent} requests failed ({what})", file=sys.stderr)
         return EXIT_ALL_FAILED
-    return EXIT_PARTIAL if stopped else EXIT_OK
+    return EXIT_OK  # a Ctrl-C'd run is a result, marked PARTIAL in the report, as for `gilty record`

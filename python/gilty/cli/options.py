@@ -18,7 +18,7 @@ FORMATS = ("text", "json")
 # overflow a Duration (a panic), build a huge list, or start more threads than the machine has.
 MAX_SECONDS = 1e7  # about 116 days: any duration, timeout or interval
 MAX_SAMPLING_HZ = 20_000.0  # the native samplers' own limit
-MIN_SAMPLING_HZ = 0.01  # one pass every 100 s: still a sampling rate (top and record stop promptly at it)
+MIN_SAMPLING_HZ = 0.1  # one pass every 10 s, as docs/cli.md says (top and record stop promptly at it)
 MAX_COUNT = 10_000_000  # any count (connections, in-flight requests, users, sites listed)
 MAX_PID = 2**22  # the kernel's pid_max ceiling
 

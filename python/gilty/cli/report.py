@@ -33,6 +33,24 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     add_picture_arguments(parser)
 
 
+_JSON_TYPES = ((bool, "boolean"), (dict, "object"), (list, "array"), (str, "string"), ((int, float), "number"))
+
+
+def _json_type(value) -> str:
+    return next((name for kind, name in _JSON_TYPES if isinstance(value, kind)), "null")
+
+
+def _missing(data) -> str:
+    """What the file lacks, said as it is: `{"recording": {}}` has the key, not what goes in it."""
+    if not isinstance(data, dict):
+        return f"it is a JSON {_json_type(data)}, not an object"
+    if "recording" not in data:
+        return 'no "recording" key'
+    if not isinstance(data["recording"], dict):
+        return f'its "recording" is a JSON {_json_type(data["recording"])}, not an object'
+    return 'its "recording" has no "recording_format_version"'
+
+
 def load_recording(path: str, data=None) -> Recording:
     """The Recording saved in ``path`` (``data``: its JSON, when already read); a file that holds
     none is one line, exit 2."""
@@ -41,8 +59,7 @@ def load_recording(path: str, data=None) -> Recording:
     raw = data.get("recording", data) if isinstance(data, dict) else None
     if not isinstance(raw, dict) or "recording_format_version" not in raw:
         raise CommandError(
-            f"{path} holds no gilty recording (no \"recording\" key); give a report written by "
-            "`gilty record -o FILE.json`",
+            f"{path} holds no gilty recording ({_missing(data)}); give a report written by `gilty record -o FILE.json`",
             EXIT_USAGE,
         )
     try:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import http.server
+import os
 import socket
 import sys
 import threading
@@ -108,9 +109,10 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-def _sample(native, pids: list, follow: bool, rate: float, totals: Totals, stop) -> bool:
+def _sample(native, pids: list, follow: bool, rate: float, totals: Totals, stop, process_set=None) -> bool:
     """Sample until every process is gone (True) or stop is requested (False)."""
-    process_set = native.ProcessSet(pids, rate, follow=follow)
+    if process_set is None:
+        process_set = native.ProcessSet(pids, rate, follow=follow)
     while not stop.requested:
         got = process_set.collect(SLICE_S)
         for event in got["events"]:
@@ -130,9 +132,13 @@ def run(args: argparse.Namespace) -> int:
     pids = list(args.pid)
     native = launch.native_module()
     roots = {pid: _cmdline(pid) for pid in pids}
-    missing = [pid for pid, cmd in roots.items() if not cmd]
+    # A kernel thread has no command line but exists: attaching says what it is (not Python, 4).
+    missing = [pid for pid in pids if not os.path.isdir(f"/proc/{pid}")]
     if missing:
         raise CommandError(f"no process with pid {missing[0]}", 3)
+    # Attached before the port opens and gilty says it serves: a pid that cannot be sampled is one
+    # error line with its own exit status, never a "serving" line first.
+    first_set = native.ProcessSet(pids, args.rate, follow=bool(args.subprocesses))
     totals = Totals(1.0 / args.rate, per_thread=bool(args.per_thread))
     try:
         server = (_Server6 if ":" in args.bind else _Server)((args.bind, args.port), _handler(totals))
@@ -144,7 +150,9 @@ def run(args: argparse.Namespace) -> int:
     with launch.StopSignals() as stop:
         try:
             while not stop.requested:
-                if not _sample(native, pids, bool(args.subprocesses), args.rate, totals, stop):
+                done = _sample(native, pids, bool(args.subprocesses), args.rate, totals, stop, first_set)
+                first_set = None
+                if not done:
                     break
                 # Every process is gone: wait for the same command lines to come back.
                 print(f"gilty: pid {', '.join(map(str, pids))} exited; waiting for it to start again", file=sys.stderr)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from gilty.report.labels import visible
 from gilty.specialization.analysis import Analysis, Group, Site, analyse, nothing_ran_line
 from gilty.specialization.session import SpecializationSession
 
@@ -13,10 +14,10 @@ def _pct(x) -> str:
 
 
 def _site_row(s: Site) -> str:
-    where = f"{os.path.basename(s.filename)}:{s.line}"
+    where = f"{visible(os.path.basename(s.filename))}:{s.line}"
     name = f"{s.name[:25]} (callee)" if s.is_call else s.name[:34]
     return (
-        f"  {where:<28} {s.qualname[:28]:<28} {name:<34} {s.form:<11} {s.share:>6.1%} "
+        f"  {where:<28} {visible(s.qualname, 28):<28} {name:<34} {s.form:<11} {s.share:>6.1%} "
         f"{_pct(s.slow_path_estimate):>5} {s.counter_meaning}"
     )
 
@@ -26,9 +27,22 @@ def _group_rows(groups: list, limit: int) -> list:
     for g in groups[:limit]:
         g: Group
         lines.append(
-            f"  {g.key[:44]:<44} {g.sites:>5} {g.samples:>8} {_pct(g.specialized_share):>6} {_pct(g.slow_share):>5} "
+            f"  {visible(g.key, 44):<44} {g.sites:>5} {g.samples:>8} {_pct(g.specialized_share):>6} {_pct(g.slow_share):>5} "
             f"{g.missing:>7} {g.backoff:>7} {g.cold:>5}"
         )
+    return lines
+
+
+def _cut_names(lines: list, sites: list) -> list:
+    """Verdict and call lines quote names and source the target chose (a generated 4 kB function
+    name): each is escaped and cut there as in the tables."""
+    shown = {}
+    for s in sites:
+        for name in (s.qualname, os.path.basename(s.filename), s.source):
+            if name and name not in shown and visible(name) != name:
+                shown[name] = visible(name)
+    for name in sorted(shown, key=len, reverse=True):
+        lines = [line.replace(name, shown[name]) for line in lines]
     return lines
 
 
@@ -51,14 +65,14 @@ def render(session: SpecializationSession, top: int = 10, analysis: Analysis = N
     if a.nothing_ran:
         out.append(f"  {nothing_ran_line(session)}")
     elif a.verdict:
-        out += [f"  {i}. {v}" for i, v in enumerate(a.verdict, 1)]
+        out += [f"  {i}. {v}" for i, v in enumerate(_cut_names(a.verdict, a.sites), 1)]
     else:
         out.append("  the hot sites stay specialized: no site was seen running the generic path or missing")
     if a.generic_calls:
         out.append("")
         out.append("Calls on the generic path, not ranked: their time is the called C function's own work;")
         out.append("specializing a call saves only the call's overhead:")
-        out += [f"  - {c}" for c in a.generic_calls]
+        out += [f"  - {c}" for c in _cut_names(a.generic_calls, a.sites)]
     out.append("")
     out.append(f"Hot sites (top {top} by time; slow = estimated share of executions on the generic path or missing; "
                "a call's time is its callee's):")
@@ -73,7 +87,7 @@ def render(session: SpecializationSession, top: int = 10, analysis: Analysis = N
     out += _group_rows(a.families, 50)
     if a.notes:
         out.append("")
-        out += [f"note: {n}" for n in a.notes]
+        out += [f"note: {n}" for n in _cut_names(a.notes, a.sites)]
     return "\n".join(out) + "\n"
 
 
@@ -84,12 +98,12 @@ def render_opcache(doc: dict, top: int = 10) -> str:
     if not codes:
         out.append("no sampled code object has a LOAD_GLOBAL, LOAD_ATTR or LOAD_METHOD site")
     for c in codes:
-        where = f"{os.path.basename(c['filename'])}:{c['firstlineno']}"
+        where = f"{visible(os.path.basename(c['filename']))}:{c['firstlineno']}"
         if c["has_opcache"]:
             head = f"opcache with {c['entries']} entries"
         else:
             head = f"no opcache yet ({c['opcache_flag']} calls counted; CPython creates it at 1024)"
-        out.append(f"{c['qualname']} ({where}), {c['samples']} samples: {head}")
+        out.append(f"{visible(c['qualname'])} ({where}), {c['samples']} samples: {head}")
         for s in c["sites"]:
             state = s["state"] + (f" (tolerates {s['misses_tolerated']} more misses)" if s["misses_tolerated"] else "")
             out.append(f"  line {s['line']:<5} {s['name']:<12} {state}")

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from gilty.report.labels import visible  # names the target chose: escaped and cut, as in every text output
+
 
 def _short(path: str) -> str:
     return path.rsplit("/", 1)[-1]
@@ -12,15 +14,15 @@ def _site(task: dict) -> str:
     """The innermost frame outside asyncio itself: where the task's own code awaits."""
     for function, file, line in task["stack"]:
         if "/asyncio/" not in file:
-            return f"{function} ({_short(file)}:{line})"
+            return f"{visible(function)} ({visible(_short(file))}:{line})"
     if task["stack"]:
         function, file, line = task["stack"][0]
-        return f"{function} ({_short(file)}:{line})"
+        return f"{visible(function)} ({visible(_short(file))}:{line})"
     return "?"
 
 
 def _task_line(task: dict, names: dict) -> str:
-    head = f"{task['name']} [{task['state']}] 0x{task['id']:x}"
+    head = f"{visible(task['name'])} [{task['state']}] 0x{task['id']:x}"
     if task.get("python_impl"):
         head += " (Python Task)"
     if task.get("eager"):
@@ -31,7 +33,7 @@ def _task_line(task: dict, names: dict) -> str:
     if aw:
         what = aw["kind"]
         if aw["kind"] == "task":
-            what = f"task {names.get(aw['address'], hex(aw['address']))}"
+            what = f"task {visible(names.get(aw['address'], hex(aw['address'])))}"
         head += f": awaiting {what} at {_site(task)}"
     elif task["state"] == "running":
         head += " <- running"
@@ -56,7 +58,7 @@ def render_text(tasks: dict, thread_names: dict) -> str:
         group = by_loop[address]
         lp = loops.get(address, {})
         tid = lp.get("tid")
-        where = f"thread {tid} '{thread_names.get(tid, '')}'" if tid is not None else "thread unknown"
+        where = f"thread {tid} '{visible(thread_names.get(tid, ''))}'" if tid is not None else "thread unknown"
         lines.append("")
         lines.append(f"Event loop 0x{address:x} ({lp.get('type', '?')}) on {where}: {len(group)} task(s)")
         ids = {t["id"] for t in group}
@@ -72,7 +74,7 @@ def render_text(tasks: dict, thread_names: dict) -> str:
             kids = sorted(children.get(task["id"], []), key=lambda k: k["name"])
             bar = "│  " if kids else "   "
             for function, file, line in task["stack"]:
-                lines.append(f"  {inner}{bar}    {function} ({file}:{line})")
+                lines.append(f"  {inner}{bar}    {visible(function)} ({visible(file)}:{line})")
             for i, kid in enumerate(kids):
                 walk(kid, inner, i == len(kids) - 1, depth + 1)
 
