@@ -246,6 +246,8 @@ def trace(recording: Recording) -> dict:
             "pids": recording.pids,
             "stack_track_offset": STACK_TRACK,
             "files": files,  # the whole paths of the files frames name by their base name
+            # Set when a long recording's timeline was coarsened: the slices are at that resolution.
+            "timeline_notes": {str(s.target.pid): s.timeline_note for s in recording.sessions if s.timeline_note},
         },
     }
 

@@ -78,7 +78,7 @@ def bands(session: Session, tid: int, duration: float, limit: Optional[int] = No
     limit = MAX_BANDS if limit is None else limit
     slot = duration / limit if duration > 0 else 0.0
     n = len(times)
-    tail = times[-1] + session.period_s  # end of the last pass
+    tail = session.pass_end(n - 1)  # end of the last pass
     exact: list = []
     share = None  # per state, seconds in each slot; once the bands are over the limit
 

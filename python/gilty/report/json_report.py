@@ -225,6 +225,13 @@ def report(session: Session, summary: Optional[Summary] = None, recording: Optio
         "requested_duration_s": session.requested_duration_s,
         "rate_hz": session.rate_hz,
         "samples": session.samples,
+        # The timeline (recording.times/runs) keeps every step-th pass once a long recording's was
+        # coarsened to stay within its budget; the figures here count every pass.
+        "timeline": {
+            "step": session.timeline_step,
+            "resolution_ms": _round(1000.0 * session.timeline_step / session.rate_hz),
+            "note": session.timeline_note,
+        },
         # The native counts only for a recording made with --native.
         "errors": {key: int(errors[key]) for key in ERROR_KEYS + NATIVE_ERROR_KEYS if key in errors},
         "partial": session.partial,

@@ -5,6 +5,10 @@ stretch of consecutive passes in one state and syscall), sample counts per (thre
 GIL blame counts and one flag byte per pass (``crates/gilty-core/src/aggregate.rs``). Each thread's
 runs are kept column-wise in ``array`` buffers (11 bytes a run), already in pass order, so memory
 grows with state changes, not samples, and reading them in order needs no sort.
+
+That timeline (pass times, pass flags, runs) is kept within a budget: a long recording's is
+coarsened (``timeline.py``), its passes then being every ``timeline_step``-th pass ("ticks");
+what needs every pass or run (sample and pass-flag counts, ``run_folds.py``) is counted apart.
 """
 
 from __future__ import annotations
@@ -17,7 +21,9 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, Mapping, Optional
 
 from gilty.sampling.aggregate import ABSENT, PASS_GIL_HELD, PASS_HOLDER_CPU_WAIT, PASS_IN_GC, RUN_COLUMNS
+from gilty.sampling.run_folds import RunFolds
 from gilty.sampling.stack_slots import StackSlots
+from gilty.sampling.timeline import MIN_TICKS, budget_from_env, decimate, resolution_note, ticks_before
 
 from gilty.sampling.thread_states import CPU_WAIT, GC, HOLDING_GIL, IDLE, NATIVE, STATE_NAMES, UNKNOWN, WAITING_GIL  # noqa: F401
 
@@ -145,9 +151,16 @@ class Session:
         self.requested_duration_s: Optional[float] = None
         self._duration_s: Optional[float] = None
 
-        # One entry per sampling pass: seconds since the sampler was created.
+        # One entry per kept pass (every timeline_step-th): seconds since the sampler was created.
         self.times = array("d")
         self.thread_runs: dict = {}  # tid -> ThreadRuns; first_pass indexes self.times
+        self.passes = 0  # sampling passes, kept or not
+        self.timeline_step = 1  # 1, or 2**k once the timeline was coarsened
+        self.timeline_budget = budget_from_env()
+        self.last_time: Optional[float] = None  # time of the last pass, kept or not
+        self.flag_counts = [0, 0, 0]  # passes with PASS_GIL_HELD, PASS_IN_GC, PASS_HOLDER_CPU_WAIT set
+        # Episodes, wake-ups, idle syscalls off every run (a rate of 0 is refused on loading, later).
+        self.folds = RunFolds(1.0 / self.rate_hz if self.rate_hz else 0.0)
         self.counts: dict = {}  # (tid, state, stack_id) -> samples, keys in first-seen order
         # The same counts per stretch of time (stack_slots.py); None for a recording saved without them.
         self.stack_slots: Optional[StackSlots] = StackSlots()
@@ -192,9 +205,17 @@ class Session:
         ``syscall_name`` (normally ``_native.syscall_name``) names syscall numbers not seen
         before; names are kept in the session so the analysis never needs the native module.
         """
-        offset = len(self.times)
-        self.times.extend(batch["times"])
-        self.pass_flags += batch.get("pass_flags", b"")
+        offset = self.passes  # the batch's first pass
+        times, flags = batch["times"], batch.get("pass_flags", b"")
+        self.passes += len(times)
+        if len(times):
+            self.last_time = times[-1]
+        for i, table in enumerate((_HELD, _IN_GC, _HOLDER_CPU_WAIT)):
+            self.flag_counts[i] += flags.translate(table).count(1)
+        step = self.timeline_step
+        skip = (-offset) % step  # the batch's first kept pass
+        self.times.extend(times[skip::step] if step > 1 else times)
+        self.pass_flags += flags[skip::step] if step > 1 else flags
         for tid, n in batch.get("held_cpu_wait", ()):
             self.held_cpu_wait[tid] = self.held_cpu_wait.get(tid, 0) + n
         if batch.get("thread_slices"):
@@ -214,7 +235,7 @@ class Session:
         for frame_id, line, end_line, column, end_column, n in batch.get("positions", ()):
             self._add_position(frame_id, (line, end_line, column, end_column), n)
         if self.stack_slots is not None and batch["times"]:
-            self.stack_slots.add(offset, batch.get("counts", ()))
+            self.stack_slots.add(min(ticks_before(offset, step), len(self.times) - 1), batch.get("counts", ()))
         blame = self.blame
         for waiter, holder, stack_id, n in batch.get("blame", ()):
             key = (waiter, None if holder == NO_HOLDER else holder, stack_id)
@@ -240,6 +261,29 @@ class Session:
             self.tasks.add_batch(batch["tasks"])
         if batch.get("exited"):
             self.exited = True
+        self._keep_within_budget()
+
+    def _keep_within_budget(self) -> None:
+        while len(self.times) > MIN_TICKS and max(len(self.times), self.run_count) > self.timeline_budget:
+            self._coarsen()
+
+    def _coarsen(self) -> None:
+        """Halves the timeline's resolution: every other kept pass goes (``timeline.py``)."""
+        self.timeline_step *= 2
+        self.times = self.times[0::2]
+        self.pass_flags = self.pass_flags[0::2]
+        for runs in self.thread_runs.values():
+            start, cols = decimate(runs.columns(), runs.start, 2)
+            runs.start = runs.end = start
+            runs.passes, runs.state, runs.stack, runs.syscall = cols
+            runs.end += sum(runs.passes)
+        if self.stack_slots is not None:
+            self.stack_slots.coarsen(len(self.times))
+
+    @property
+    def timeline_note(self) -> Optional[str]:
+        """What a timeline made from this session must say of its resolution, if coarsened."""
+        return resolution_note(self.timeline_step, self.rate_hz) if self.timeline_step > 1 else None
 
     def _add_position(self, frame_id: int, position: tuple, n: int) -> None:
         seen = self.frame_positions.setdefault(frame_id, {})
@@ -264,19 +308,31 @@ class Session:
         Per thread, not per sample: each thread's slice of the batch is copied as whole columns.
         """
         cols = [array(code, batch["runs"][name]) for name, code in RUN_COLUMNS]
-        passes, state, _stack, syscall = cols
+        self.folds.add_batch(offset, batch["times"], cols, batch["thread_slices"])
+        step = self.timeline_step
         for tid, start, end, first in batch["thread_slices"]:
             first += offset
+            passes, state, _stack, syscall = cols
+            if step > 1:  # in ticks, the slice's runs cut to the kept passes
+                first, thread_cols = decimate([c[start:end] for c in cols], first, step)
+                passes, state, _stack, syscall = thread_cols
+                start, end = 0, len(passes)
+                if not end:
+                    continue
+            else:
+                thread_cols = cols
             runs = self.thread_runs.get(tid)
             if runs is None:
                 runs = self.thread_runs[tid] = ThreadRuns(first)
+            elif not len(runs):  # every run it had fell between kept passes
+                runs.start = runs.end = first
             elif first > runs.end:
                 runs.append_absent(first - runs.end)
             elif runs.state[-1] == state[start] and runs.syscall[-1] == syscall[start]:
                 runs.passes[-1] += passes[start]
                 runs.end += passes[start]
                 start += 1
-            for column, values in zip(runs.columns(), cols):
+            for column, values in zip(runs.columns(), thread_cols):
                 column.extend(values[start:end])
             runs.end += sum(passes[start:end])
 
@@ -306,8 +362,8 @@ class Session:
 
     @property
     def samples(self) -> int:
-        """Number of sampling passes."""
-        return len(self.times)
+        """Number of sampling passes (kept in the timeline or not)."""
+        return self.passes
 
     @property
     def run_count(self) -> int:
@@ -324,7 +380,7 @@ class Session:
             return self._duration_s
         if not self.times:
             return 0.0
-        return self.times[-1] - self.times[0] + self.period_s
+        return self.last_time - self.times[0] + self.period_s
 
     @duration_s.setter
     def duration_s(self, value: Optional[float]) -> None:
@@ -388,25 +444,25 @@ class Session:
 
     def passes_with_gil_held(self) -> int:
         """Passes in which some thread held the GIL (running Python or collecting garbage)."""
-        return self.pass_flags.translate(_HELD).count(1)
+        return self.flag_counts[0]
 
     def passes_holder_cpu_wait(self) -> int:
         """Passes in which the thread holding the GIL was waiting for a CPU."""
-        return self.pass_flags.translate(_HOLDER_CPU_WAIT).count(1)
+        return self.flag_counts[2]
 
     def passes_in_gc(self) -> int:
         """Passes in which some thread was collecting garbage."""
-        return self.pass_flags.translate(_IN_GC).count(1)
+        return self.flag_counts[1]
 
     def pass_start(self, index: int) -> float:
-        """Seconds since the start at which pass ``index`` was taken."""
+        """Seconds since the start at which kept pass ``index`` was taken."""
         return self.times[index]
 
     def pass_end(self, index: int) -> float:
-        """End of the time pass ``index`` stands for: the next pass, or one period after the last."""
+        """End of the time kept pass ``index`` stands for: the next kept pass, or one period after the last pass."""
         if index + 1 < len(self.times):
             return self.times[index + 1]
-        return self.times[index] + self.period_s
+        return (self.last_time if self.last_time is not None else self.times[index]) + self.period_s
 
     # -- save / load ------------------------------------------------------------------------
 
@@ -427,6 +483,13 @@ class Session:
                     **{name: column.tolist() for (name, _code), column in zip(RUN_COLUMNS, runs.columns())},
                 }
                 for tid, runs in self.thread_runs.items()
+            },
+            "timeline": {
+                "step": self.timeline_step,
+                "passes": self.passes,
+                "last_time": self.last_time,
+                "flag_counts": list(self.flag_counts),
+                "folds": self.folds.to_dict(),
             },
             "counts": [[*key, n] for key, n in self.counts.items()],
             "stack_slots": None if self.stack_slots is None else self.stack_slots.to_dict(),
@@ -473,6 +536,7 @@ class Session:
         session.counts = {(tid, state, stack_id): n for tid, state, stack_id, n in data["counts"]}
         session.blame = {(waiter, holder, stack_id): n for waiter, holder, stack_id, n in data["blame"]}
         session.pass_flags = bytearray(data["pass_flags"])
+        _load_timeline(session, data.get("timeline"))
         session.held_cpu_wait = {tid: n for tid, n in data.get("held_cpu_wait", ())}
         # Both absent from recordings made before they were kept.
         try:
@@ -538,6 +602,37 @@ def _whole(value, what: str, low: int = 0, high: int = 2**63) -> None:
         raise ValueError(f"{what} is {value!r}")
 
 
+def _load_timeline(session: Session, timeline: Optional[Mapping[str, Any]]) -> None:
+    """The timeline's step and what was counted apart from it; for a recording saved before the
+    timeline was kept within a budget (all passes, every run), counted again from the runs."""
+    if timeline is None:
+        session.passes = len(session.times)
+        session.last_time = session.times[-1] if session.times else None
+        session.flag_counts = [session.pass_flags.translate(t).count(1) for t in (_HELD, _IN_GC, _HOLDER_CPU_WAIT)]
+        folds = session.folds = RunFolds(session.folds.period_s)
+        try:
+            for tid, runs in session.thread_runs.items():
+                folds.add_batch(0, session.times, runs.columns(), [(tid, 0, len(runs), runs.start)])
+        except (IndexError, TypeError, ValueError):
+            raise ValueError("runs do not fit the recording's passes") from None
+        return
+    try:
+        session.timeline_step = int(timeline["step"])
+        session.passes = int(timeline["passes"])
+        session.last_time = None if timeline["last_time"] is None else float(timeline["last_time"])
+        session.flag_counts = [int(n) for n in timeline["flag_counts"][:3]]
+    except (KeyError, TypeError, ValueError):
+        raise ValueError("timeline is not {step, passes, last_time, flag_counts, folds}") from None
+    step = session.timeline_step
+    if step < 1 or step & (step - 1) or len(session.flag_counts) != 3:
+        raise ValueError(f"timeline step is {step!r}")
+    if not ticks_before(session.passes, step) == len(session.times):
+        raise ValueError(f"{len(session.times)} times for {session.passes} passes kept every {step}")
+    if any(not 0 <= n <= session.passes for n in session.flag_counts):
+        raise ValueError("timeline.flag_counts do not fit the passes")
+    session.folds = RunFolds.from_dict(timeline.get("folds"), session.folds.period_s)
+
+
 def check_loaded(session: Session) -> None:
     """Refuse a loaded session that no recorder could have written (a damaged or hand-edited file),
     before any analysis divides by its rate or indexes with its states: ValueError, one line."""
@@ -568,6 +663,10 @@ def check_loaded(session: Session) -> None:
     for stack_id, stack in session.stacks.items():
         if any(f not in session.frames for f in stack):
             raise ValueError(f"stack {stack_id} names a frame that is not in the recording")
+    passes = session.passes  # kept in the timeline or not
+    if session.times and (session.last_time is None or not math.isfinite(session.last_time)
+                          or session.last_time < session.times[-1]):
+        raise ValueError("timeline.last_time is before the last time kept")
     for (tid, state, stack_id), n in session.counts.items():
         _whole(tid, "a thread id", 0)
         _whole(state, f"a state of thread {tid}", 0, len(STATE_NAMES) - 1)

@@ -33,8 +33,11 @@ class StackSlots:
         return len(self.first)
 
     def add(self, first_pass: int, entries: Iterable) -> None:
-        """One batch starting at ``first_pass``: its (tid, state, stack_id, samples) entries."""
-        if not self.counts or self._batches >= self.width:
+        """One batch starting at ``first_pass``: its (tid, state, stack_id, samples) entries.
+
+        A batch whose first pass is that of the last slot (a batch between two kept passes of a
+        coarsened timeline) joins the last slot."""
+        if not self.counts or (self._batches >= self.width and first_pass > self.first[-1]):
             if len(self.first) >= MAX_SLOTS:
                 self._halve()
             self.first.append(first_pass)
@@ -56,6 +59,21 @@ class StackSlots:
         self.counts = merged
         self.width *= 2
         self._batches = self.width  # every slot is full: the next batch opens a new one
+
+    def coarsen(self, passes: int) -> None:
+        """The timeline kept every other pass (``timeline.py``): slots start at the next kept pass,
+        and slots that then start at the same one merge. ``passes``: the passes now kept."""
+        first, counts = array("I"), []
+        for f, slot in zip(self.first, self.counts):
+            f = min((f + 1) // 2, max(passes - 1, 0))
+            if first and f <= first[-1]:
+                merged = counts[-1]
+                for key, n in slot.items():
+                    merged[key] = merged.get(key, 0) + n
+            else:
+                first.append(f)
+                counts.append(slot)
+        self.first, self.counts = first, counts
 
     # -- save / load ------------------------------------------------------------------------
 

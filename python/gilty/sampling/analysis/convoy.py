@@ -11,7 +11,9 @@ waiting_gil passes.
 Episodes are read off the runs (``Session.runs()``): an idle run directly followed by a
 waiting_gil run, or an idle run, a native run of exactly one pass, then a waiting_gil run; the
 episode goes on through the waiting_gil runs that directly follow (a change of syscall while
-waiting splits a run, not a wait).
+waiting splits a run, not a wait). ``_episodes`` and ``_wakeups`` state that definition over a
+list of runs; ``convoys()`` reads the same figures folded from every run as it was recorded
+(``sampling/run_folds.py``), since a long recording keeps its runs coarsened.
 """
 
 from __future__ import annotations
@@ -95,18 +97,15 @@ def _episodes(runs) -> Iterator[tuple]:
 def convoys(session: Session, switch_interval_s: Optional[float] = None) -> dict:
     """{tid: ConvoyStats} for every thread with samples."""
     switch = session.target.switch_interval_s if switch_interval_s is None else switch_interval_s
-    times = session.times
-    period = session.period_s
-    # Per thread [episodes, total wait s, waiting samples inside episodes]: sums, not lists, so
-    # that an hour of wake-ups costs nothing to fold.
+    # Per thread [episodes, total wait s, waiting samples inside episodes], folded off every run as
+    # it was recorded (``sampling/run_folds.py``: the same episodes as ``_episodes`` reads off the
+    # runs), since a long recording's timeline keeps coarsened runs only.
+    folded = session.folds.results()
     totals: dict = {tid: [0, 0, 0] for tid in session.tids()}
-    for tid, first, last in _episodes(session.iter_runs()):
-        entry = totals.setdefault(tid, [0, 0, 0])
-        entry[0] += 1
-        entry[1] += _episode_wait(times, first, last, period)
-        entry[2] += last - first + 1
-
-    wakeups = _wakeups(session.iter_runs())
+    for tid, entry in folded["episodes"].items():
+        if entry[0]:
+            totals[tid] = list(entry)
+    wakeups = folded["wakeups"]
     result = {}
     for tid, (episodes, total, n_samples) in totals.items():
         mean = total / episodes if episodes else None

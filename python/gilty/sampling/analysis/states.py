@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from gilty.sampling.session import GC, HOLDING_GIL, IDLE, STATE_NAMES, UNKNOWN, WAITING_GIL, Session
+from gilty.sampling.session import GC, HOLDING_GIL, STATE_NAMES, UNKNOWN, WAITING_GIL, Session
 
 
 @dataclass
@@ -49,9 +49,10 @@ def idle_syscalls(session: Session, states: dict) -> dict:
     Fractions are of all the thread's samples, so they add up to its idle share.
     """
     counts: Counter = Counter()
-    # Runs in (tid, first pass) order: equal counts keep the order in which syscalls were first seen.
-    for tid, _first, passes, state, _stack_id, nr in session.iter_runs():
-        if state == IDLE:
+    # Folded off every run as recorded (sampling/run_folds.py), by thread and in the order each
+    # syscall was first seen, so equal counts keep that order.
+    for tid, by_syscall in sorted(session.folds.results()["idle_syscalls"].items()):
+        for nr, passes in by_syscall.items():
             counts[(tid, nr)] += passes
     result: dict = {}
     for (tid, nr), n in counts.most_common():
