@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -173,11 +174,16 @@ def test_renderers_and_session_round_trip():
 def test_html_part_carries_the_annotated_source_as_escaped_data(tmp_path):
     src = tmp_path / "app.py"
     src.write_text("def handler(p):\n    x = '</script><b>'\n" + "\n" * 7 + "    return p.x  # hot\n")
-    w = watch("3.12.1", RULES_312, [ins(4, "LOAD_ATTR_INSTANCE_VALUE", "LOAD_ATTR", "specialized", 100, hist(200, [100, 100]))])
+    # This process stands for the target: its source is read from it when the run ends, kept in the session.
+    w = watch("3.12.1", RULES_312, [ins(4, "LOAD_ATTR_INSTANCE_VALUE", "LOAD_ATTR", "specialized", 100, hist(200, [100, 100]))],
+              pid=os.getpid())
     w.raw["codes"][0]["filename"] = str(src)
     w.raw["codes"][0]["qualname"] = "handler</script><b>"
     from gilty.report import specialization_html
+    from gilty.specialization.sources import read_sources
 
+    read_sources(session(w))
+    src.unlink()  # rendering reads no file
     data = specialization_html.report_data(session(w))
     (fn,) = data["functions"]
     assert fn["qualname"] == "handler</script><b>"

@@ -21,6 +21,7 @@ MAX_SAMPLING_HZ = 20_000.0  # the native samplers' own limit
 MIN_SAMPLING_HZ = 0.1  # one pass every 10 s, as docs/cli.md says (top and record stop promptly at it)
 MAX_COUNT = 10_000_000  # any count (connections, in-flight requests, users, sites listed)
 MAX_PID = 2**22  # the kernel's pid_max ceiling
+MAX_REPORT_BYTES = 4 << 30  # a saved report read by `gilty report` and `gilty compare`
 
 
 def _number(text: str, kind: type):
@@ -138,12 +139,26 @@ def read_json_file(path: str, hint: str = "", object_hook=None):
     import stat
 
     try:
-        with open(path, encoding="utf-8") as f:
-            # A device (/dev/zero, a terminal) never ends: only files and pipes are read.
-            mode = os.fstat(f.fileno()).st_mode
-            if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
-                raise CommandError(f"{path} is not a file", EXIT_USAGE)
-            return json.load(f, object_hook=object_hook)
+        # Non-blocking, and only a regular file is read: a FIFO would wait for a writer forever (and
+        # the wait ignores Ctrl-C), a device (/dev/zero, a terminal) never ends.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb", buffering=0) as f:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise CommandError(f"{path} is not a regular file (a FIFO, device or socket is not read)", EXIT_USAGE)
+            # st_size first (one buffer for a report), then on to the end: /proc files say 0.
+            chunks, size = [], 0
+            while size <= MAX_REPORT_BYTES:
+                chunk = f.read(min(st.st_size, MAX_REPORT_BYTES) + 1 if not chunks else 1 << 20)
+                if not chunk:  # the end, or None: nothing to give yet (a /proc file), read as empty
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+            if size > MAX_REPORT_BYTES:
+                raise CommandError(f"{path} is larger than {MAX_REPORT_BYTES >> 30} GB, more than a gilty report", EXIT_USAGE)
+            data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            del chunks
+            return json.loads(data.decode("utf-8"), object_hook=object_hook)
     except OSError as e:
         raise CommandError(f"cannot read {path}: {e.strerror or e}", EXIT_USAGE) from None
     except (ValueError, UnicodeDecodeError) as e:

@@ -25,6 +25,7 @@ from gilty.cli.options import bounded_float, pid_number, sampling_rate, seconds
 from gilty.cli.record import add_format_argument, emit, output_format, positive_int
 from gilty.specialization.analysis import analyse
 from gilty.specialization.session import ProcessWatch, SpecializationSession
+from gilty.specialization.sources import read_sources
 
 DEFAULT_DURATION_S = 5.0
 DEFAULT_RATE_HZ = 500.0
@@ -141,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
         pids += sorted(_python_descendants(args.pid))
     print(f"gilty: sampling pid {', '.join(map(str, pids))} for {args.duration:g} s and reading its hot code", file=sys.stderr)
     session = _watch_all(native, pids, args)
+    read_sources(session)  # while the targets live: a saved report carries its lines
     status = EXIT_OK
     for w in session.processes:
         elapsed = w.raw["elapsed_s"]

@@ -12,7 +12,6 @@ innermost frame outside asyncio).
 
 from __future__ import annotations
 
-import linecache
 import os
 from dataclasses import dataclass, field
 from typing import Optional
@@ -20,6 +19,7 @@ from typing import Optional
 from gilty.load.endpoints import FRAMEWORK, handler_frame
 from gilty.load.sites import library_prefixes
 from gilty.load.startup import startup_frame
+from gilty.sampling.source_files import SourceFiles
 from gilty.sampling.tasks import AWAITING, state_name
 
 TOP_ENDPOINTS = 10
@@ -39,15 +39,17 @@ class TaskEndpoint:
         return f"{self.function} ({os.path.basename(self.file)})"
 
 
-def source_of(file: str, line: int) -> Optional[str]:
-    """The await's source line when the file can be read here (the server runs on this machine)."""
-    text = linecache.getline(file, line).strip() if file and line > 0 else ""
+def source_of(files: SourceFiles, file: str, line: int) -> Optional[str]:
+    """The await's source line, read from the live server as it could read it (None when refused)."""
+    text = files.lines(file, line, line)[0].get(line, "").strip() if file and line > 0 else ""
     return text[:80] or None
 
 
 def task_endpoint_table(sessions: list, app: tuple = ()) -> list:
     """[TaskEndpoint] over the sessions recorded with tasks, most task time first."""
     acc: dict = {}  # (function, file) -> [{state: seconds}, {(kind, frame): seconds}]
+    readers: dict = {}  # pid -> SourceFiles: each file read once per server process
+    files: dict = {}  # frame -> the reader of the first server process it was seen in
     for s in sessions:
         view = getattr(s, "tasks", None)
         if view is None:
@@ -68,6 +70,8 @@ def task_endpoint_table(sessions: list, app: tuple = ()) -> list:
             if state == AWAITING and await_id in view.awaits:
                 kind, frame_id = view.awaits[await_id]
                 key = (kind, s.frames[frame_id])
+                if key[1] not in files:
+                    files[key[1]] = readers.setdefault(s.target.pid, SourceFiles(s.target.pid))
                 entry[1][key] = entry[1].get(key, 0.0) + seconds
     out = []
     for (function, file), (states, awaits) in acc.items():
@@ -80,7 +84,7 @@ def task_endpoint_table(sessions: list, app: tuple = ()) -> list:
             file=file,
             task_s=total,
             states={k: v / total for k, v in sorted(states.items(), key=lambda kv: -kv[1])},
-            awaits=[{"kind": kind, "function": f[0], "file": f[1], "line": f[2], "code": source_of(f[1], f[2]),
+            awaits=[{"kind": kind, "function": f[0], "file": f[1], "line": f[2], "code": source_of(files[f], f[1], f[2]),
                      "share": secs / total} for (kind, f), secs in ranked],
         ))
     out.sort(key=lambda e: -e.task_s)

@@ -7,13 +7,11 @@ but missing, adaptive/backoff, warming, cold. The data goes into the page's JSON
 
 from __future__ import annotations
 
-import linecache
-import os
 from collections import defaultdict
 from typing import Optional
 
 from gilty.specialization.analysis import Analysis, Site, analyse, nothing_ran_line
-from gilty.specialization.session import SpecializationSession
+from gilty.specialization.session import ProcessWatch, SpecializationSession
 
 # Source lines shown around a function's sites at most (a long function is cut to its hot part).
 MAX_LINES = 80
@@ -24,11 +22,11 @@ def chip_class(s: Site) -> str:
     return "missing" if s.missing_while_specialized else s.form
 
 
-def _source(filename: str, first: int, last: int, pid: int) -> dict:
-    for path in (filename, f"/proc/{pid}/root{filename}" if filename.startswith("/") else None):
-        if path and os.path.exists(path):
-            return {n: linecache.getline(path, n).rstrip("\n") for n in range(first, last + 1)}
-    return {}
+def _source(watch: Optional[ProcessWatch], filename: str) -> tuple:
+    """({line number: text}, why not shown), as the session kept them: no file is read here."""
+    src = watch.source(filename) if watch else {}
+    lines = {int(n): str(text) for n, text in (src.get("lines") or {}).items()}
+    return lines, str(src.get("not_shown") or "")
 
 
 def _site(s: Site) -> dict:
@@ -39,7 +37,7 @@ def _site(s: Site) -> dict:
     }
 
 
-def _function(pid: int, qualname: str, filename: str, sites: list) -> Optional[dict]:
+def _function(watch: Optional[ProcessWatch], pid: int, qualname: str, filename: str, sites: list) -> Optional[dict]:
     lines = sorted({s.line for s in sites if s.line})
     if not lines:
         return None
@@ -49,9 +47,9 @@ def _function(pid: int, qualname: str, filename: str, sites: list) -> Optional[d
     by_line = defaultdict(list)
     for s in sorted(sites, key=lambda s: s.offset):
         by_line[s.line].append(s)
-    src = _source(filename, first, last, pid)
+    src, not_shown = _source(watch, filename)
     return {
-        "pid": pid, "qualname": qualname, "filename": filename,
+        "pid": pid, "qualname": qualname, "filename": filename, "source_not_shown": not_shown,
         "samples": sum(s.samples for s in sites),
         "lines": [{"no": n, "text": src.get(n, ""), "sites": [_site(s) for s in by_line.get(n, [])]}
                   for n in range(first, last + 1)],
@@ -65,7 +63,8 @@ def report_data(session: SpecializationSession, top: int = 10, analysis: Analysi
     for s in a.sites:
         by_code[(s.pid, s.qualname, s.filename)].append(s)
     hot = sorted(by_code.items(), key=lambda kv: (-sum(s.samples for s in kv[1]), kv[0][1]))[:top]
-    functions = [f for (pid, q, fn), sites in hot if (f := _function(pid, q, fn, sites))]
+    watches = {w.pid: w for w in session.processes}
+    functions = [f for (pid, q, fn), sites in hot if (f := _function(watches.get(pid), pid, q, fn, sites))]
     return {
         "kind": "specialization",
         "processes": [

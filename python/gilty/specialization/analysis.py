@@ -35,7 +35,6 @@ decrements (a lower bound) and misses since the last specialization.
 
 from __future__ import annotations
 
-import linecache
 import math
 import os
 from dataclasses import dataclass, field
@@ -98,6 +97,7 @@ class Site:
     names_seen: dict = field(default_factory=dict)
     cause: str = ""
     source: str = ""
+    source_not_shown: str = ""  # why source is empty: the file was refused (docs/specialization.md#source-lines)
 
     @property
     def missing_while_specialized(self) -> bool:
@@ -192,13 +192,11 @@ def likely_cause(site: Site, minor: tuple) -> str:
     return "no specialization applies to the values seen here"
 
 
-def _source_line(filename: str, line: Optional[int], pid: int) -> str:
-    if not line:
-        return ""
-    for path in (filename, f"/proc/{pid}/root{filename}" if filename.startswith("/") else None):
-        if path and os.path.exists(path):
-            return linecache.getline(path, line).strip()
-    return ""
+def _source_line(watch: ProcessWatch, filename: str, line: Optional[int]) -> tuple:
+    """(the line's text, why the file's source is not shown): from the session, never from a file."""
+    src = watch.source(filename)
+    text = str((src.get("lines") or {}).get(str(line), "")).strip() if line else ""
+    return text, str(src.get("not_shown") or "")
 
 
 def aliasing_factor(values: Optional[dict], adaptive_run: int) -> float:
@@ -296,7 +294,7 @@ def sites_of(watch: ProcessWatch) -> list:
                 operator=ins.get("operator"),
             )
             site.cause = likely_cause(site, minor) if (slow or site.form in ("backoff",)) else ""
-            site.source = _source_line(site.filename, site.line, watch.pid)
+            site.source, site.source_not_shown = _source_line(watch, site.filename, site.line)
             out.append(site)
     return out
 
@@ -359,7 +357,7 @@ def _verdict_line(group: list, total_running: int) -> str:
     where = f"{len(group)} processes" if len(group) > 1 else "here"
     line = (f"{os.path.basename(s.filename)}:{s.line} {s.qualname}: {s.name} {what}, "
             f"{samples / total_running:.1%} of the time spent running Python {where}")
-    line += f" — `{s.source}`" if s.source else ""
+    line += f" — `{s.source}`" if s.source else f" (source not shown: {s.source_not_shown})" if s.source_not_shown else ""
     line += f"; likely cause: {s.cause}"
     return line
 
@@ -375,7 +373,7 @@ def _generic_calls(sites: list, total_running: int, top: int) -> list:
     out = []
     for g in ordered[:top]:
         s = max(g, key=lambda x: x.samples)
-        source = f" `{s.source}`" if s.source else ""
+        source = f" `{s.source}`" if s.source else f" (source not shown: {s.source_not_shown})" if s.source_not_shown else ""
         out.append(f"{os.path.basename(s.filename)}:{s.line} {s.qualname}:{source} {s.name} ({s.form}), "
                    f"{sum(x.samples for x in g) / total_running:.1%} in the callee")
     return out
@@ -416,6 +414,8 @@ def analyse(session: SpecializationSession, top: int = 10) -> Analysis:
             notes.append(f"pid {w.pid}: nothing ran (no thread ran Python code holding the GIL)")
         if w.minor == (3, 11):
             notes.append(f"pid {w.pid}: Python 3.11 de-specializes after 53 misses (*_ADAPTIVE), so missing sites show as adaptive rather than specialized")
+    refused = {(s.filename, s.source_not_shown) for s in sites if s.source_not_shown and s.samples}
+    notes += [f"source not shown for {name}: {why}" for name, why in sorted(refused)[:top]]
     return Analysis(sites, fn_list, fam_list, verdict, notes, nothing_ran=running == 0,
                     generic_calls=_generic_calls(sites, total_running, top), running_samples=running)
 

@@ -25,6 +25,11 @@ class ProcessWatch:
     def minor(self) -> tuple:
         return tuple(int(x) for x in self.python_version.split(".")[:2])
 
+    def source(self, filename: str) -> dict:
+        """{"lines": {"N": text}, "not_shown": why} as read from the target at the end of the run
+        (``specialization/sources.py``); {} for a report saved without them. Never read here."""
+        return (self.raw.get("sources") or {}).get(filename) or {}
+
 
 @dataclass
 class SpecializationSession:

@@ -79,6 +79,7 @@
     const box = add(section, "div", { class: "spec-function" });
     const h = add(box, "h3", {}, f.qualname + " ");
     add(h, "small", {}, f.filename + (SPEC.processes.length > 1 ? " (pid " + f.pid + ")" : "") + " — " + f.samples + " samples");
+    if (f.source_not_shown) add(box, "p", { class: "note" }, "source not shown: " + f.source_not_shown);
     const t = add(box, "table", { class: "spec-src" });
     for (const line of f.lines) {
       const tr = add(t, "tr", { "data-line": line.no });
