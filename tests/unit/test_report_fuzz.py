@@ -148,7 +148,7 @@ def test_broken_files_are_one_line_exit_2(content, tmp_path):
 def test_a_device_is_refused_not_read_forever():
     for argv in (["report", "/dev/zero"], ["compare", "/dev/zero", "/dev/zero"]):
         rc, _out, err = run_cli(argv)
-        assert rc == 2 and "not a file" in err, err
+        assert rc == 2 and "not a regular file" in err, err
 
 
 def test_deep_stack_renders_or_is_refused(valid_report, tmp_path):
