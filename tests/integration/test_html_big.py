@@ -53,6 +53,7 @@ def tiled(session: dict, copies: int) -> dict:
     out["held_cpu_wait"] = [[tid, n * copies] for tid, n in session.get("held_cpu_wait", [])]
     out["duration_s"] = span * copies
     out["exact"] = None
+    out.pop("timeline", None)  # its pass counts and folds are counted again from the tiled runs on loading
     return out
 
 

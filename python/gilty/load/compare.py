@@ -206,8 +206,9 @@ def recording_figures(recording: Recording) -> dict:
         for scope in ("recording", f"role {role}") if with_roles else ("recording",):
             acc = held.setdefault(scope, [0, 0, {}])
             for k, start in enumerate(starts):
-                end = starts[k + 1] if k + 1 < len(starts) else s.samples
-                if end - start < 0.5 * s.rate_hz * BLOCK_S:  # a cut-off last second
+                # Pass indices count kept passes (every timeline_step-th of a long recording's).
+                end = starts[k + 1] if k + 1 < len(starts) else len(s.times)
+                if end - start < 0.5 * s.rate_hz * BLOCK_S / s.timeline_step:  # a cut-off last second
                     continue
                 block = acc[2].setdefault(k, [0, 0])
                 block[0] += sum(1 for f in flags[start:end] if f & PASS_GIL_HELD)

@@ -159,10 +159,12 @@ def loop_lag(session: Session, tid: int, threshold_s: float = DEFAULT_THRESHOLD_
         current[2].append((passes, state, stack_id, nr))
     if current is not None:
         spans.append(current)
-    period = session.duration_s / session.samples
+    # Runs count kept passes: every pass, or every timeline_step-th of a long recording's.
+    kept = len(session.times)
+    period = session.duration_s / kept
     long_spans = []
     for first, last, parts in spans:
-        length = session.pass_end(min(last, session.samples - 1)) - session.pass_start(first)
+        length = session.pass_end(min(last, kept - 1)) - session.pass_start(first)
         if length >= threshold_s:
             long_spans.append((length, parts))
     # A stretch keeps only the stack of its first sample (a CPU-bound callback's stretch may begin in

@@ -323,7 +323,10 @@ def recording_report(recording: Recording, raw: bool = True) -> dict:
         "duration_s": _round(recording.duration_s),
         "requested_duration_s": recording.requested_duration_s,
         "rate_hz": recording.rate_hz,
-        "samples": len(times),
+        # Passes of the shared schedule; a coarsened timeline keeps only some of their times.
+        "samples": len(times) if all(s.timeline_step == 1 for s in recording.sessions)
+        else max(s.samples for s in recording.sessions),
+        "timeline": max((r["timeline"] for r in per_process), key=lambda t: t["step"]),  # the coarsest
         "errors": errors,
         "partial": recording.partial,
         "partial_reason": recording.partial_reason,

@@ -21,13 +21,16 @@ class StackSlots:
     """``first[k]``: the first pass of slot k (its end is the next slot's first pass, or the last
     pass); ``counts[k]``: {(tid, state, stack_id): samples} of the slot, in first-seen order."""
 
-    __slots__ = ("first", "counts", "width", "_batches")
+    __slots__ = ("first", "counts", "width", "_batches", "_keys")
 
     def __init__(self) -> None:
         self.first = array("I")
         self.counts: list = []
         self.width = 1  # batches a slot takes
         self._batches = 0  # batches in the last slot
+        # One key tuple for all the slots that count it: a thousand slots of a long recording
+        # then hold a dict entry per key, not a tuple and its numbers each (~130 -> ~40 bytes).
+        self._keys: dict = {}
 
     def __len__(self) -> int:
         return len(self.first)
@@ -44,8 +47,10 @@ class StackSlots:
             self.counts.append({})
             self._batches = 0
         slot = self.counts[-1]
+        keys = self._keys
         for tid, state, stack_id, n in entries:
             key = (tid, state, stack_id)
+            key = keys.setdefault(key, key)
             slot[key] = slot.get(key, 0) + n
         self._batches += 1
 
