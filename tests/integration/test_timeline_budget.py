@@ -44,3 +44,6 @@ def test_a_long_recording_keeps_its_timeline_within_the_budget(interp, monkeypat
     assert rc == 0, err
     again = json.loads(out)
     assert again["timeline"] == report["timeline"] and again["verdict"] == report["verdict"]
+    rc, _out, err = run_gilty("report", saved, "-o", tmp_path / "page.html")
+    assert rc == 0, err
+    assert report["timeline"]["note"] in (tmp_path / "page.html").read_text()

@@ -276,6 +276,7 @@ def _process(session: Session, frames: dict, frame_list: list, role: str = "", l
         "duration_s": duration,
         "rate_hz": session.rate_hz,
         "samples": session.samples,
+        "timeline_note": session.timeline_note,  # set when a long recording's timeline was coarsened
         "partial_reason": session.partial_reason if session.partial else None,
         "gil_utilisation": summary.gil_utilisation,
         "gc_share": summary.gc_share,

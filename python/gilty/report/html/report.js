@@ -439,6 +439,7 @@
     const span = DATA.duration_s || Math.max(0, ...DATA.processes.map((p) => p.duration_s)) || 1;
     for (const p of DATA.processes) {
       add(box, "div", { class: "tl-process" }, p.label);
+      if (p.timeline_note) add(box, "p", { class: "hint" }, p.timeline_note);
       const rows = p.threads.map((t) => [t.name + " (tid " + t.tid + ")", t.bands.map((b) => [b[0], b[1], b[2], STATES[b[2]]])]);
       if (p.exact_gc.length) rows.push(["garbage collections (exact)", p.exact_gc.map((g) => [g[0], g[0] + g[1], 1, "gc gen " + g[2]])]);
       for (const [label, bands] of rows) {
