@@ -70,27 +70,33 @@ def _reason(err: int) -> str:
 def target_credentials(pid: int) -> tuple:
     """(fsuid, fsgid, [groups]) of ``pid``: what the kernel checks when the target opens a file."""
     fields = {}
-    with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as f:
+    with open(f"/proc/{pid}/status", "rb") as f:
         for line in f:
-            key, _, value = line.partition(":")
+            key, _, value = line.decode("latin-1").partition(":")
             fields[key] = value.split()
     return int(fields["Uid"][3]), int(fields["Gid"][3]), [int(g) for g in fields.get("Groups", [])]
 
 
+class _NoCredentials(Exception):
+    """This thread could not take the target's user and groups: nothing is read."""
+
+
 def _become(uid: int, gid: int, groups: list) -> None:
     """This thread only (the thread ends after one read, its credentials with it)."""
+    if os.geteuid() != 0 and os.geteuid() == uid:
+        return  # an unprivileged gilty attached to its own user's process reads as itself
     c = _c()
     nr = _SYS_SETGROUPS.get(os.uname().machine)
     if nr is None:
-        raise OSError(errno.ENOSYS, f"taking the target's groups is not supported on {os.uname().machine}")
+        raise _NoCredentials(f"not supported on {os.uname().machine}")
     array = (ctypes.c_uint * max(len(groups), 1))(*groups)
     if c.syscall(ctypes.c_long(nr), ctypes.c_size_t(len(groups)), array) != 0:
-        raise OSError(ctypes.get_errno(), "setgroups")
+        raise _NoCredentials(os.strerror(ctypes.get_errno()))
     # setfsuid/setfsgid return the previous id whatever happens: a second call tells whether it took.
     c.setfsgid(gid)
     c.setfsuid(uid)
     if c.setfsgid(gid) != gid or c.setfsuid(uid) != uid:
-        raise OSError(errno.EPERM, "setfsuid")
+        raise _NoCredentials("setfsuid refused")
 
 
 def _open_and_read(dirfd: int, name: bytes, resolve: int) -> bytes:
@@ -162,8 +168,12 @@ class SourceFiles:
                 self._creds = target_credentials(self.pid)
             dirfd = os.open(f"/proc/{self.pid}/{'root' if absolute else 'cwd'}",
                             os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-        except (OSError, LookupError, ValueError):
+        except (FileNotFoundError, ProcessLookupError):
             return None, "the target exited before its source was read"
+        except OSError as e:
+            return None, f"gilty cannot open the target's root ({os.strerror(e.errno or errno.EIO)})"
+        except (LookupError, ValueError):
+            return None, "the target's credentials cannot be read"
         result: list = [None, "reading it took too long"]
 
         def read() -> None:
@@ -179,6 +189,8 @@ class SourceFiles:
                     result[:] = [None, "no such file beneath the target's working directory"]
                 else:
                     result[:] = [None, _reason(e.errno or errno.EIO)]
+            except _NoCredentials as e:
+                result[:] = [None, f"gilty cannot read as the target's user ({e})"]
             except Exception as e:  # noqa: BLE001 - a report line, never a failed report
                 result[:] = [None, f"cannot read it ({type(e).__name__})"]
 
