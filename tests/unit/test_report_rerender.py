@@ -86,7 +86,7 @@ def test_report_format_option_to_stdout(tmp_path, capsys):
         ('{"recording": [1]}', 'its "recording" is a JSON array, not an object'),
         ('{"recording": {"recording_format_version": 99}}', "unsupported recording format version 99"),
         ('{"recording": {"recording_format_version": 1, "processes": [{}]}}', "unsupported session format"),
-        ('{"recording": {"recording_format_version": 1}}', "damaged"),
+        ('{"recording": {"recording_format_version": 1}}', "damaged: it has no 'processes' field"),
     ],
 )
 def test_bad_input_is_one_line(tmp_path, capsys, content, message):

@@ -17,7 +17,7 @@ import argparse
 
 from gilty import report as reports
 from gilty._errors import EXIT_OK, EXIT_USAGE, CommandError
-from gilty.cli.options import add_picture_arguments, picture_options, read_json_file
+from gilty.cli.options import add_picture_arguments, check_output, picture_options, read_json_file
 from gilty.sampling.session import Recording, compact_runs
 
 
@@ -66,12 +66,15 @@ def load_recording(path: str, data=None) -> Recording:
         return Recording.from_dict(raw)
     except ValueError as e:
         raise CommandError(f"{path}: {e}", EXIT_USAGE) from None
-    except (KeyError, TypeError, AttributeError, OverflowError, IndexError, RecursionError) as e:
+    except KeyError as e:  # the field a recording needs, by name
+        raise CommandError(f"{path}: the recording in it is damaged: it has no {e.args[0]!r} field", EXIT_USAGE) from None
+    except (TypeError, AttributeError, OverflowError, IndexError, RecursionError) as e:
         raise CommandError(f"{path}: the recording in it is damaged ({type(e).__name__}: {e})", EXIT_USAGE) from None
 
 
 def run(args: argparse.Namespace) -> int:
     fmt = reports.output_format(args.format, args.output)  # before reading: a bad -o costs nothing
+    check_output(args.output)
     data = read_json_file(args.file, "; give a report written by `gilty record -o FILE.json`", compact_runs)
     kind = _other_kind(data)
     if kind is not None:
