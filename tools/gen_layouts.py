@@ -41,7 +41,9 @@ GEN_DIR = CRATE / "src" / "generated"
 ASYNC_RS = CRATE / "src" / "asyncio_layout.rs"
 ASYNC_DIR = CRATE / "src" / "generated_asyncio"
 
-SUPPORTED = [(3, 10), (3, 11), (3, 12), (3, 13)]
+SUPPORTED = [(3, 10), (3, 11), (3, 12), (3, 13), (3, 14), (3, 15)]
+# Versions with an asyncio table (tools/asyncio_layouts.py): 3.14 rewrote _asyncio's task bookkeeping.
+ASYNC_VERSIONS = [(3, 10), (3, 11), (3, 12), (3, 13)]
 
 # ---------------------------------------------------------------------------------------------
 # Field table: Layout field -> {version selector: C expression}.
@@ -206,6 +208,17 @@ FIELDS += [
     ("tstate_exc_state", {"*": "offsetof(PyThreadState, exc_state)"}),
 ]
 
+# Frames and thread status the interpreter marks itself (3.12+): tag bits, owners, shim code, and
+# 3.15's per-thread GIL flags. Its own block, for easy merges.
+FIELDS += [
+    ("stackref_tag_bits", {"3.14+": "Py_TAG_BITS"}),
+    ("frame_owner_cstack", {"3.12-3.14": "FRAME_OWNED_BY_CSTACK"}),
+    ("frame_owner_interpreter", {"3.14+": "FRAME_OWNED_BY_INTERPRETER"}),
+    ("code_flag_shim", {"3.13+": "CO_NO_MONITORING_EVENTS"}),
+    ("tstate_holds_gil", {"3.14+": "offsetof(PyThreadState, holds_gil)"}),
+    ("tstate_gil_requested", {"3.15+": "offsetof(PyThreadState, gil_requested)"}),
+]
+
 # Headers per version (the include dir is include/python3.X; internal headers include each
 # other by bare name, which resolves next to the including file).
 INCLUDES = {
@@ -223,6 +236,12 @@ INCLUDES = {
 }
 INCLUDES[(3, 12)] = INCLUDES[(3, 11)]
 INCLUDES[(3, 13)] = INCLUDES[(3, 11)]
+# 3.14 moved _PyInterpreterFrame to pycore_interpframe_structs.h, _PyThreadStateImpl is in pycore_tstate.h
+# and _Py_DebugOffsets in pycore_debug_offsets.h.
+INCLUDES[(3, 14)] = INCLUDES[(3, 11)] + [
+    "internal/pycore_interpframe.h", "internal/pycore_tstate.h", "internal/pycore_debug_offsets.h",
+]
+INCLUDES[(3, 15)] = INCLUDES[(3, 14)]
 
 # Definitions the installed headers do not provide.
 EXTRA_DEFS = {
@@ -378,6 +397,7 @@ def discover(prefixes: list[str]) -> dict[tuple[int, int], Path]:
                 die(f"two prefixes for {ver[0]}.{ver[1]}: {found[ver]} and {prefix}")
             found[ver] = prefix
         return found
+    found.update(sid_installs())
     root = pyenv_root()
     if root is None:
         return found
@@ -393,7 +413,23 @@ def discover(prefixes: list[str]) -> dict[tuple[int, int], Path]:
         patch = int(m.group(3))
         if ver not in best or patch > best[ver][0]:
             best[ver] = (patch, d)
-    return {v: p for v, (_, p) in best.items()}
+    found.update({v: p for v, (_, p) in best.items()})
+    return found
+
+
+def sid_installs() -> dict[tuple[int, int], Path]:
+    """Debian sid's interpreters that tools/sid_pythons.py unpacked (their prefix is ROOT/usr, headers
+    from libpython3.X-dev); none when it has not run here."""
+    cache = Path(os.environ.get("GILTY_SID_CACHE") or "/root/.cache/gilty/sid-pythons")
+    prefix = cache / "root" / "usr"
+    return {ver: prefix for ver in SUPPORTED
+            if (include_dir(prefix, ver) / "internal").is_dir() and python_exe(prefix, ver).exists()}
+
+
+def python_exe(prefix: Path, ver: tuple[int, int]) -> Path:
+    """The interpreter of an install: pyenv's bin/python3, or Debian's bin/python3.X."""
+    exe = prefix / "bin" / "python3"
+    return exe if exe.exists() else prefix / "bin" / f"python{ver[0]}.{ver[1]}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -401,9 +437,15 @@ def discover(prefixes: list[str]) -> dict[tuple[int, int], Path]:
 # ---------------------------------------------------------------------------------------------
 
 def build_probe(ver: tuple[int, int], fields: list[tuple[str, bool]],
-                async_fields: list[tuple[str, bool]] = ()) -> str:
+                async_fields: list[tuple[str, bool]] = (), debug_members: list[str] = ()) -> str:
     spec = dict(FIELDS)
     prints = []
+    # Where each `_Py_DebugOffsets` member sits in the block, and its size (only u64 members are kept).
+    for path in debug_members:
+        prints.append(f'    printf("dbg.{path} %zu %zu\\n", offsetof(_Py_DebugOffsets, {path}), '
+                      f'sizeof(((_Py_DebugOffsets *)0)->{path}));')
+    if debug_members:
+        prints.append('    printf("dbgsize %zu\\n", sizeof(_Py_DebugOffsets));')
     for name, _ in fields:
         expr = expr_for(spec[name], ver)
         if expr is not None:
@@ -425,18 +467,81 @@ def build_probe(ver: tuple[int, int], fields: list[tuple[str, bool]],
     )
 
 
-def run_probe(ver: tuple[int, int], prefix: Path, fields: list[tuple[str, bool]],
-              async_fields: list[tuple[str, bool]] = ()) -> dict[str, str]:
+def compiler() -> str:
     cc = os.environ.get("CC", "gcc")
     if shutil.which(cc) is None:
         die(f"C compiler {cc!r} not found")
-    src = build_probe(ver, fields, async_fields)
+    return cc
+
+
+def include_flags(prefix: Path, ver: tuple[int, int]) -> list[str]:
     inc = include_dir(prefix, ver)
+    # prefix/include too: Debian's pyconfig.h includes <x86_64-linux-gnu/python3.X/pyconfig.h>.
+    return ["-DPy_BUILD_CORE", *core_defines(prefix, ver), f"-I{inc}", f"-I{inc / 'internal'}", f"-I{prefix / 'include'}"]
+
+
+_CORE_DEFINES: dict[tuple[Path, tuple[int, int]], list[str]] = {}
+
+
+def core_defines(prefix: Path, ver: tuple[int, int]) -> list[str]:
+    """The -D flags the interpreter's own core was compiled with (sysconfig's PY_CORE_CFLAGS) that
+    pyconfig.h does not carry: Debian's 3.14/3.15 are built with -D_Py_TIER2=3 -D_Py_JIT (the JIT, off
+    by default), which add fields to the runtime, interpreter and thread states."""
+    key = (prefix, ver)
+    if key not in _CORE_DEFINES:
+        snippet = "import sysconfig; print(sysconfig.get_config_var('PY_CORE_CFLAGS') or '')"
+        r = subprocess.run([str(python_exe(prefix, ver)), "-I", "-c", snippet], capture_output=True, text=True)
+        if r.returncode != 0:
+            die(f"reading the build flags of {python_exe(prefix, ver)} failed:\n{r.stderr}")
+        _CORE_DEFINES[key] = [f for f in r.stdout.split()
+                              if f.startswith("-D_Py_") and not f.startswith("-D_Py_FORTIFY")]
+    return _CORE_DEFINES[key]
+
+
+def debug_offsets_members(ver: tuple[int, int], prefix: Path) -> list[str]:
+    """`group.member` paths of `_Py_DebugOffsets` (3.13+) as this build's preprocessor leaves it (its
+    #ifdefs resolved); [] for versions without it."""
+    if ver < (3, 13):
+        return []
+    src = "#define Py_BUILD_CORE 1\n" + "".join(f'#include "{h}"\n' for h in INCLUDES[ver])
+    r = subprocess.run([compiler(), "-E", "-P", *include_flags(prefix, ver), "-x", "c", "-"],
+                       input=src, capture_output=True, text=True)
+    if r.returncode != 0:
+        die(f"preprocessing the {ver[0]}.{ver[1]} headers failed:\n{r.stderr}")
+    m = re.search(r"typedef\s+struct\s+_Py_DebugOffsets\s*\{", r.stdout)
+    if not m:
+        die(f"{prefix}: no _Py_DebugOffsets in the {ver[0]}.{ver[1]} headers")
+    members: list[str] = []
+    groups: list[list[str]] = []  # members of the nested structs being read, innermost last
+    pos = m.end()
+    token = re.compile(r"\s*(?:(struct\s*\w*\s*\{)|\}\s*(\w*)\s*;|([^;{}]+);)")
+    while True:
+        t = token.match(r.stdout, pos)
+        if t is None:
+            die(f"{prefix}: cannot read _Py_DebugOffsets near {r.stdout[pos:pos + 80]!r}")
+        pos = t.end()
+        if t.group(1):
+            groups.append([])
+        elif t.group(3) is not None:
+            decl = re.sub(r"__attribute__\s*\(\(.*?\)\)|\[.*?\]", " ", t.group(3))
+            name = decl.split()[-1]
+            (groups[-1] if groups else members).append(name)
+        elif groups:
+            inner = groups.pop()
+            (groups[-1] if groups else members).extend(f"{t.group(2)}.{n}" for n in inner)
+        else:
+            return [n for n in members if n not in ("cookie", "version", "free_threaded")]
+
+
+def run_probe(ver: tuple[int, int], prefix: Path, fields: list[tuple[str, bool]],
+              async_fields: list[tuple[str, bool]] = ()) -> dict[str, str]:
+    cc = compiler()
+    src = build_probe(ver, fields, async_fields, debug_offsets_members(ver, prefix))
     with tempfile.TemporaryDirectory(prefix="gilty-layouts-") as tmp:
         c_path = Path(tmp) / "probe.c"
         exe = Path(tmp) / "probe"
         c_path.write_text(src)
-        cmd = [cc, "-DPy_BUILD_CORE", f"-I{inc}", f"-I{inc / 'internal'}", "-o", str(exe), str(c_path)]
+        cmd = [cc, *include_flags(prefix, ver), "-o", str(exe), str(c_path)]
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             die(f"compiling the {ver[0]}.{ver[1]} probe failed:\n$ {' '.join(cmd)}\n{r.stderr}")
@@ -460,8 +565,11 @@ def run_probe(ver: tuple[int, int], prefix: Path, fields: list[tuple[str, bool]]
 
 
 def check_runtime_symbol(ver: tuple[int, int], prefix: Path, runtime_size: int) -> None:
-    """Cross-check sizeof(_PyRuntimeState) against the `_PyRuntime` symbol in libpython, if present."""
+    """Cross-check sizeof(_PyRuntimeState) against the `_PyRuntime` symbol in libpython, if present
+    (Debian's interpreter links libpython statically and exports the symbol itself)."""
     lib = prefix / "lib" / f"libpython{ver[0]}.{ver[1]}.so.1.0"
+    if not lib.exists():
+        lib = python_exe(prefix, ver)
     if not lib.exists() or shutil.which("nm") is None:
         return
     r = subprocess.run(["nm", "-D", "-S", "--defined-only", str(lib)], capture_output=True, text=True)
@@ -497,8 +605,8 @@ print(" ".join(str(v) for n, v in sorted(ops.items(), key=lambda kv: kv[1])
 """
 
 
-def handoff_opcodes(prefix: Path) -> list[int]:
-    exe = prefix / "bin" / "python3"
+def handoff_opcodes(prefix: Path, ver: tuple[int, int]) -> list[int]:
+    exe = python_exe(prefix, ver)
     r = subprocess.run([str(exe), "-I", "-c", HANDOFF_OPCODES_SNIPPET], capture_output=True, text=True)
     if r.returncode != 0:
         die(f"listing opcodes with {exe} failed:\n{r.stderr}")
@@ -527,6 +635,15 @@ def render_layout(ver: tuple[int, int], prefix: Path, values: dict[str, str],
     lines.append("")
     lines.append("/// Opcodes where a thread without the GIL is in the eval-breaker GIL handoff (see the generator).")
     lines.append(f"pub const HANDOFF_OPCODES: &[u8] = &{handoff!r};")
+    debug = [(k[4:], *v.split()) for k, v in values.items() if k.startswith("dbg.")]
+    if debug:
+        # 3.13+: the `_Py_DebugOffsets` block's u64 members (group.member) and where each sits in it.
+        lines.append("")
+        lines.append("/// `_Py_DebugOffsets` members (group.member) and their offsets in the block, from this version's header.")
+        lines.append("pub const DEBUG_OFFSETS: &[(&str, u64)] = &[")
+        lines += [f'    ("{path}", {int(off)}),' for path, off, size in debug if int(size) == 8]
+        lines.append("];")
+        lines.append(f"pub const DEBUG_OFFSETS_SIZE: u64 = {int(values['dbgsize'])};")
     return "\n".join(lines) + "\n"
 
 
@@ -552,27 +669,34 @@ def main() -> int:
     check_field_table(async_fields, asyncio_layouts.ASYNC_FIELDS, "asyncio_layout.rs")
     installs = discover(args.prefix)
 
-    outputs: dict[Path, str] = {GEN_DIR / "mod.rs": render_mod(), ASYNC_DIR / "mod.rs": render_mod()}
+    outputs: dict[Path, str] = {GEN_DIR / "mod.rs": render_mod(), ASYNC_DIR / "mod.rs": render_mod(ASYNC_VERSIONS)}
     skipped = []
     for ver in SUPPORTED:
         prefix = installs.get(ver)
         if prefix is None:
             skipped.append(ver)
             continue
-        values = run_probe(ver, prefix, fields, async_fields)
+        with_async = ver in ASYNC_VERSIONS
+        values = run_probe(ver, prefix, fields, async_fields if with_async else ())
         check_runtime_symbol(ver, prefix, int(values["runtime_size"]))
-        outputs[GEN_DIR / f"{module_name(ver)}.rs"] = render_layout(ver, prefix, values, fields, handoff_opcodes(prefix))
-        failed = asyncio_layouts.verify(prefix, ver, values)
-        if failed:
-            die(f"{prefix}: the _asyncio structs do not match the live interpreter:\n  " + "\n  ".join(failed))
-        outputs[ASYNC_DIR / f"{module_name(ver)}.rs"] = asyncio_layouts.render(
-            ver, prefix, values["py_version"], values, async_fields)
+        outputs[GEN_DIR / f"{module_name(ver)}.rs"] = render_layout(ver, prefix, values, fields, handoff_opcodes(prefix, ver))
+        if with_async:
+            failed = asyncio_layouts.verify(prefix, ver, values)
+            if failed:
+                die(f"{prefix}: the _asyncio structs do not match the live interpreter:\n  " + "\n  ".join(failed))
+            outputs[ASYNC_DIR / f"{module_name(ver)}.rs"] = asyncio_layouts.render(
+                ver, prefix, values["py_version"], values, async_fields)
         print(f"gen_layouts: {ver[0]}.{ver[1]}: CPython {values['py_version']} at {prefix}", file=sys.stderr)
 
+    # Only versions with a table, generated now or committed before (a new version joins when generated).
+    outputs[GEN_DIR / "mod.rs"] = render_mod([v for v in SUPPORTED if (GEN_DIR / f"{module_name(v)}.rs") in outputs
+                                              or (GEN_DIR / f"{module_name(v)}.rs").exists()])
+    outputs[ASYNC_DIR / "mod.rs"] = render_mod([v for v in ASYNC_VERSIONS if (ASYNC_DIR / f"{module_name(v)}.rs") in outputs
+                                                or (ASYNC_DIR / f"{module_name(v)}.rs").exists()])
     for ver in skipped:
         path = GEN_DIR / f"{module_name(ver)}.rs"
         why = "not among --prefix" if args.prefix else "not installed"
-        note = "committed file left unchanged" if path.exists() else "NO committed file: the crate will not build"
+        note = "committed file left unchanged" if path.exists() else "no committed file: gilty refuses it"
         print(f"gen_layouts: skipped {ver[0]}.{ver[1]} ({why}; {note})", file=sys.stderr)
 
     return check_or_write(outputs, args.check, "gen_layouts", REPO, f"{len(SUPPORTED) - len(skipped)} version(s) checked, {len(skipped)} skipped")

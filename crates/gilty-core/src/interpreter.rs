@@ -113,6 +113,30 @@ fn find_runtime(pid: i32, maps: &[MapEntry], exe: &Option<String>) -> Option<Fou
     None
 }
 
+fn supported_list() -> String {
+    SUPPORTED.iter().map(|(a, b)| format!("{a}.{b}")).collect::<Vec<_>>().join(", ")
+}
+
+/// "2.7" when the process runs an interpreter older than 3.7, which has no `_PyRuntime` to find: a
+/// libpython or executable named for it (python2.7, libpython3.6m.so). Told apart from "not Python"
+/// so that it exits as unsupported (5), not as some other program (4).
+fn older_python(maps: &[MapEntry], exe: &Option<String>) -> Option<String> {
+    let names = maps.iter().filter_map(|m| m.file_name()).chain(exe.as_deref().map(|e| e.rsplit('/').next().unwrap_or(e)));
+    for name in names {
+        let Some(rest) = name.strip_prefix("libpython").or_else(|| name.strip_prefix("python")) else { continue };
+        let mut parts = rest.splitn(2, '.');
+        let major = parts.next().and_then(|m| m.parse::<u8>().ok());
+        let minor = parts.next().map(|r| r.split(|c: char| !c.is_ascii_digit()).next().unwrap_or("")).and_then(|m| m.parse::<u8>().ok());
+        match (major, minor) {
+            (Some(2), Some(m)) => return Some(format!("2.{m}")),
+            (Some(2), None) => return Some("2".to_owned()),
+            (Some(3), Some(m)) if m < 7 => return Some(format!("3.{m}")),
+            _ => {}
+        }
+    }
+    None
+}
+
 fn detect_version(f: &Found, mem: &ProcessMemory) -> Option<(u8, u8, u8)> {
     if let Some((addr, _)) = f.elf.symbol("Py_Version") {
         if let Ok(hex) = mem.read_u64(f.bias.wrapping_add(addr)) {
@@ -159,6 +183,12 @@ pub fn attach(pid: i32) -> Result<Interpreter> {
         });
     }
     let Some(found) = find_runtime(pid, &maps, &exe) else {
+        if let Some(old) = older_python(&maps, &exe) {
+            return Err(Error::new(
+                ErrorKind::UnsupportedVersion,
+                format!("pid {pid} runs Python {old}, which gilty does not support (supported: {})", supported_list()),
+            ));
+        }
         return Err(Error::new(
             ErrorKind::NotPython,
             format!(
@@ -175,26 +205,36 @@ pub fn attach(pid: i32) -> Result<Interpreter> {
         Error::new(ErrorKind::UnrecognisedInterpreter, format!("pid {pid}: could not determine the Python version of {}", found.path))
     })?;
     let Some(base) = layout_for(version.0, version.1) else {
-        let supported: Vec<String> = SUPPORTED.iter().map(|(a, b)| format!("{a}.{b}")).collect();
         return Err(Error::new(
             ErrorKind::UnsupportedVersion,
-            format!("pid {pid} runs Python {}, which gilty does not support (supported: {})", version_string(version), supported.join(", ")),
+            format!("pid {pid} runs Python {}, which gilty does not support (supported: {})", version_string(version), supported_list()),
         ));
     };
     let mut layout = *base;
     let mut mismatches = Vec::new();
     let mut used_debug_offsets = false;
     if version.1 >= 13 {
-        let bytes = mem.read_vec(found.runtime, debug_offsets::SIZE_3_13).map_err(|e| from_os(pid, &e, "memory"))?;
-        match debug_offsets::parse(&bytes) {
-            Some(d) => {
-                if d.free_threaded {
-                    return Err(Error::new(
-                        ErrorKind::UnsupportedVersion,
-                        format!("pid {pid} runs a free-threaded Python {} build, which has no GIL to diagnose", version_string(version)),
-                    ));
-                }
-                let (l, m) = debug_offsets::apply(&layout, &d);
+        // 3.14+: the block's members sit where the version's header puts them (generated with the table).
+        let named = gilty_layouts::debug_offsets_fields(version.0, version.1).filter(|_| version.1 >= 14);
+        let size = named.map_or(debug_offsets::SIZE_3_13, |(_, size)| size as usize);
+        let bytes = mem.read_vec(found.runtime, size).map_err(|e| from_os(pid, &e, "memory"))?;
+        if let Some((_, true)) = debug_offsets::peek_version(&bytes) {
+            // Py_GIL_DISABLED builds (python3.13t, 3.14t) lay their structs out otherwise and have no GIL.
+            return Err(Error::new(
+                ErrorKind::UnsupportedVersion,
+                format!(
+                    "pid {pid} runs a free-threaded (Py_GIL_DISABLED) build of Python {} ({}), which gilty does not support: it has no GIL to diagnose",
+                    version_string(version),
+                    found.path
+                ),
+            ));
+        }
+        let parsed = match named {
+            Some((fields, _)) => debug_offsets::parse_named(&bytes, version.1, fields).map(|d| debug_offsets::apply_named(&layout, &d)),
+            None => debug_offsets::parse(&bytes).map(|d| debug_offsets::apply(&layout, &d)),
+        };
+        match parsed {
+            Some((l, m)) => {
                 layout = l;
                 mismatches = m;
                 used_debug_offsets = true;

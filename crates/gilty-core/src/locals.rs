@@ -17,8 +17,6 @@ use crate::pyobjects::{read_bytes, read_unicode};
 use gilty_layouts::Layout;
 use std::io;
 
-/// `_PyInterpreterFrame.owner` of the shim frame a C caller pushes (3.12+, pycore_frame.h).
-const FRAME_OWNED_BY_CSTACK: u8 = 3;
 // Include/internal/pycore_code.h (3.11+); 3.10 slots get the same kinds from the tuple they come from.
 const CO_FAST_HIDDEN: u8 = 0x10;
 const CO_FAST_LOCAL: u8 = 0x20;
@@ -80,9 +78,9 @@ pub fn thread_locals(target: &dyn Memory, l: &Layout, code_type: Option<u64>, ts
         if depth > MAX_DEPTH {
             return Err(WalkError::Torn);
         }
-        let code = mem.read_u64(frame + l.frame_code)?;
+        let code = l.frame_code_ptr(mem.read_u64(frame + l.frame_code)?);
         let previous = mem.read_u64(frame + l.frame_previous)?;
-        let shim = l.version.1 >= 12 && l.frame_owner.map(|o| mem.read_u8(frame + o)).transpose()? == Some(FRAME_OWNED_BY_CSTACK);
+        let shim = l.frame_owner.map(|o| mem.read_u8(frame + o)).transpose()?.is_some_and(|o| l.is_interpreter_owner(o));
         let is_code = match code_type {
             Some(ct) if code != 0 => mem.read_u64(code + l.object_type)? == ct,
             _ => code != 0,

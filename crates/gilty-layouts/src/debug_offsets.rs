@@ -35,6 +35,9 @@ macro_rules! debug_offsets_struct {
 
         /// Number of `uint64_t` offset/size fields after the header.
         const FIELD_COUNT: usize = [$(stringify!($name)),*].len();
+        /// Their names, in order (`<group>_<member>`).
+        #[cfg(test)]
+        const FIELD_NAMES: &[&str] = &[$(stringify!($name)),*];
 
         impl DebugOffsets {
             /// `next` yields the u64 fields in C declaration order (struct expressions evaluate
@@ -403,6 +406,146 @@ pub fn apply(base: &Layout, d: &DebugOffsets) -> (Layout, Vec<String>) {
     (out, diffs)
 }
 
+/// A 3.14+ `_Py_DebugOffsets` block, read member by member at the offsets its version's header gives
+/// (`DEBUG_OFFSETS` in `generated/v3_XX.rs`): 3.14 and 3.15 insert members into several groups, and
+/// the generator takes their places from the header itself rather than from a list kept here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamedDebugOffsets {
+    /// `PY_VERSION_HEX` of the interpreter.
+    pub version_hex: u64,
+    /// Built with `Py_GIL_DISABLED`.
+    pub free_threaded: bool,
+    /// (`group.member`, value) for every u64 member of the version's struct.
+    pub values: Vec<(&'static str, u64)>,
+}
+
+impl NamedDebugOffsets {
+    /// A member's value (`"thread_state.native_thread_id"`), None when this version has no such member.
+    pub fn get(&self, name: &str) -> Option<u64> {
+        self.values.iter().find(|(n, _)| *n == name).map(|&(_, v)| v)
+    }
+    pub fn major(&self) -> u8 {
+        (self.version_hex >> 24) as u8
+    }
+    pub fn minor(&self) -> u8 {
+        (self.version_hex >> 16) as u8
+    }
+    pub fn micro(&self) -> u8 {
+        (self.version_hex >> 8) as u8
+    }
+}
+
+/// Parses a block read from `_PyRuntime`+0 with the member offsets of its minor version.
+///
+/// `None` if the cookie is absent, the block is from another minor version than `fields` describe,
+/// or `bytes` is too short for a member.
+pub fn parse_named(bytes: &[u8], minor: u8, fields: &[(&'static str, u64)]) -> Option<NamedDebugOffsets> {
+    let (version_hex, free_threaded) = peek_version(bytes)?;
+    if (version_hex >> 16) & 0xffff != (0x0300 | minor as u64) {
+        return None;
+    }
+    let mut values = Vec::with_capacity(fields.len());
+    for &(name, off) in fields {
+        let off = off as usize;
+        if off + 8 > bytes.len() {
+            return None;
+        }
+        values.push((name, u64_at(bytes, off)));
+    }
+    Some(NamedDebugOffsets { version_hex, free_threaded, values })
+}
+
+/// `Layout` fields the 3.14+ block carries: (member, field, whether the field is an `Option`).
+macro_rules! named_fields {
+    ($( $member:literal => $field:ident $kind:ident, )*) => {
+        fn merge_named(out: &mut Layout, m: &mut Merge, d: &NamedDebugOffsets) {
+            $( if let Some(v) = d.get($member) { m.$kind(stringify!($field), &mut out.$field, v); } )*
+        }
+    };
+}
+
+named_fields! {
+    "runtime_state.size" => runtime_size u64,
+    "runtime_state.interpreters_head" => runtime_interpreters_head u64,
+    "interpreter_state.id" => interp_id u64,
+    "interpreter_state.next" => interp_next u64,
+    "interpreter_state.threads_head" => interp_threads_head u64,
+    "interpreter_state.gc" => interp_gc u64,
+    "interpreter_state.imports_modules" => interp_modules u64,
+    "interpreter_state.ceval_gil" => interp_gil_ptr opt,
+    "thread_state.size" => tstate_size u64,
+    "thread_state.prev" => tstate_prev u64,
+    "thread_state.next" => tstate_next u64,
+    "thread_state.interp" => tstate_interp u64,
+    "thread_state.current_frame" => tstate_current_frame opt,
+    "thread_state.thread_id" => tstate_thread_id u64,
+    "thread_state.native_thread_id" => tstate_native_thread_id opt,
+    "thread_state.datastack_chunk" => tstate_datastack_chunk opt,
+    "thread_state.holds_gil" => tstate_holds_gil opt,
+    "thread_state.gil_requested" => tstate_gil_requested opt,
+    "interpreter_frame.previous" => frame_previous u64,
+    "interpreter_frame.executable" => frame_code u64,
+    "interpreter_frame.instr_ptr" => frame_instr u64,
+    "interpreter_frame.localsplus" => frame_localsplus opt,
+    "interpreter_frame.owner" => frame_owner opt,
+    "code_object.filename" => code_filename u64,
+    "code_object.name" => code_name u64,
+    "code_object.qualname" => code_qualname opt,
+    "code_object.linetable" => code_linetable u64,
+    "code_object.firstlineno" => code_firstlineno u64,
+    "code_object.argcount" => code_argcount u64,
+    "code_object.localsplusnames" => code_localsplusnames opt,
+    "code_object.localspluskinds" => code_localspluskinds opt,
+    "code_object.co_code_adaptive" => code_code_adaptive opt,
+    "pyobject.ob_type" => object_type u64,
+    "type_object.tp_name" => type_name u64,
+    "type_object.tp_flags" => type_flags u64,
+    "tuple_object.ob_item" => tuple_item u64,
+    "tuple_object.ob_size" => varobject_size u64,
+    "list_object.ob_item" => list_items u64,
+    "dict_object.ma_keys" => dict_keys u64,
+    "dict_object.ma_values" => dict_values u64,
+    "float_object.ob_fval" => float_value u64,
+    "long_object.lv_tag" => long_size u64,
+    "long_object.ob_digit" => long_digit u64,
+    "bytes_object.ob_sval" => bytes_sval u64,
+    "unicode_object.state" => unicode_state u64,
+    "unicode_object.length" => unicode_length u64,
+    "unicode_object.asciiobject_size" => unicode_ascii_size u64,
+    "gc.collecting" => gc_collecting u64,
+}
+
+/// `apply` for a 3.14+ block: a copy of `base` with every field the block carries taken from it, and
+/// the table/block disagreements. The GIL's `locked`/`last_holder` are given relative to the
+/// interpreter there and made relative to the GIL struct here.
+pub fn apply_named(base: &Layout, d: &NamedDebugOffsets) -> (Layout, Vec<String>) {
+    let mut out = *base;
+    let mut diffs = Vec::new();
+    let version = (d.major(), d.minor());
+    if out.version != version {
+        diffs.push(format!("version: table={}.{} debug={}.{}", out.version.0, out.version.1, version.0, version.1));
+        out.version = version;
+    }
+    if d.free_threaded {
+        diffs.push("free_threaded: table=false debug=true".to_string());
+    }
+    let mut m = Merge { diffs: &mut diffs };
+    merge_named(&mut out, &mut m, d);
+    if let Some(gil) = d.get("interpreter_state.gil_runtime_state") {
+        for (member, name, slot) in [
+            ("interpreter_state.gil_runtime_state_locked", "gil_locked", &mut out.gil_locked),
+            ("interpreter_state.gil_runtime_state_holder", "gil_last_holder", &mut out.gil_last_holder),
+        ] {
+            match d.get(member).map(|v| v.checked_sub(gil)) {
+                Some(Some(v)) => m.u64(name, slot, v),
+                Some(None) => m.diffs.push(format!("{name}: debug offset below _gil offset {gil}")),
+                None => {}
+            }
+        }
+    }
+    (out, diffs)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -456,6 +599,33 @@ mod tests {
         let v314 = synthetic(0x030e_00f0, 0);
         assert!(parse(&v314).is_none());
         assert_eq!(peek_version(&v314), Some((0x030e_00f0, false)));
+    }
+
+    /// The 3.13 members and places the generator read from the header are the ones this module
+    /// parses by hand, and a 3.13 block read by name gives the same layout.
+    #[test]
+    fn generated_313_members_match_the_hand_parse() {
+        let (fields, size) = crate::debug_offsets_fields(3, 13).unwrap();
+        assert_eq!(size as usize, SIZE_3_13);
+        let names: Vec<String> = fields.iter().map(|(n, _)| n.replace('.', "_")).collect();
+        assert_eq!(names, FIELD_NAMES);
+        for (i, &(_, off)) in fields.iter().enumerate() {
+            assert_eq!(off as usize, HEADER_SIZE + 8 * i);
+        }
+        let block = synthetic(0x030d_00f0, 0);
+        let base = *crate::layout_for(3, 13).unwrap();
+        let named = parse_named(&block, 13, fields).unwrap();
+        assert!(parse_named(&block, 14, fields).is_none());
+        let (by_name, _) = apply_named(&base, &named);
+        let (by_hand, _) = apply(&base, &parse(&block).unwrap());
+        // The named path also carries datastack_chunk, list/float and code locals (not in `apply`).
+        let mut expected = by_hand;
+        expected.tstate_datastack_chunk = Some(1023);
+        expected.code_localsplusnames = Some(1038);
+        expected.code_localspluskinds = Some(1039);
+        expected.list_items = 1051;
+        expected.float_value = 1057;
+        assert_eq!(by_name, expected);
     }
 
     #[test]

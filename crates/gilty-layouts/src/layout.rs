@@ -184,4 +184,33 @@ pub struct Layout {
     /// `_PyErr_StackItem exc_state`: the bottom level, inside the thread state (where `exc_info`
     /// points while no generator or coroutine runs).
     pub tstate_exc_state: u64,
+
+    // --- 3.12+: frames and thread status the interpreter marks itself
+    /// 3.14+: `Py_TAG_BITS`, the low bits of a `_PyStackRef` (`f_executable`) that are tags, not
+    /// address: cleared before the value is used as a pointer.
+    pub stackref_tag_bits: Option<u64>,
+    /// 3.12-3.14: `FRAME_OWNED_BY_CSTACK`, the owner of the shim frame a C caller pushes.
+    pub frame_owner_cstack: Option<u64>,
+    /// 3.14+: `FRAME_OWNED_BY_INTERPRETER`, the owner of the interpreter's own entry and base frames.
+    pub frame_owner_interpreter: Option<u64>,
+    /// 3.13+: `CO_NO_MONITORING_EVENTS`, the `co_flags` bit of code the interpreter makes for itself.
+    pub code_flag_shim: Option<u64>,
+    /// 3.14+: `int holds_gil`, the thread state's own flag that it holds the GIL.
+    pub tstate_holds_gil: Option<u64>,
+    /// 3.15+: `int gil_requested`, set while the thread waits in take_gil.
+    pub tstate_gil_requested: Option<u64>,
+}
+
+impl Layout {
+    /// The object a frame's `f_executable` (3.13+) or `f_code` refers to, its tag bits cleared.
+    pub fn frame_code_ptr(&self, raw: u64) -> u64 {
+        raw & !self.stackref_tag_bits.unwrap_or(0)
+    }
+
+    /// A frame with this `owner` is the interpreter's, never the program's: the C-stack shim (3.12+)
+    /// or the interpreter's entry/base frame (3.14+). Not shown, and a thread's stack starts at one.
+    pub fn is_interpreter_owner(&self, owner: u8) -> bool {
+        let owner = Some(owner as u64);
+        owner.is_some_and(|o| self.frame_owner_cstack == Some(o) || self.frame_owner_interpreter == Some(o))
+    }
 }

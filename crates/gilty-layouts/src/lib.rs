@@ -15,7 +15,7 @@ pub use asyncio_layout::AsyncLayout;
 pub use layout::Layout;
 
 /// (major, minor) versions that have a generated table.
-pub const SUPPORTED: &[(u8, u8)] = &[(3, 10), (3, 11), (3, 12), (3, 13)];
+pub const SUPPORTED: &[(u8, u8)] = &[(3, 10), (3, 11), (3, 12), (3, 13), (3, 14), (3, 15)];
 
 /// The layout table for CPython `major.minor` (default release build, 64-bit), if supported.
 ///
@@ -26,6 +26,8 @@ pub fn layout_for(major: u8, minor: u8) -> Option<&'static Layout> {
         (3, 11) => Some(&generated::v3_11::LAYOUT),
         (3, 12) => Some(&generated::v3_12::LAYOUT),
         (3, 13) => Some(&generated::v3_13::LAYOUT),
+        (3, 14) => Some(&generated::v3_14::LAYOUT),
+        (3, 15) => Some(&generated::v3_15::LAYOUT),
         _ => None,
     }
 }
@@ -41,6 +43,17 @@ pub fn asyncio_layout_for(major: u8, minor: u8) -> Option<&'static AsyncLayout> 
     }
 }
 
+/// 3.13+: the `_Py_DebugOffsets` members (`group.member`) and their offsets in the block, and the
+/// block's size, from the version's own header.
+pub fn debug_offsets_fields(major: u8, minor: u8) -> Option<(&'static [(&'static str, u64)], u64)> {
+    match (major, minor) {
+        (3, 13) => Some((generated::v3_13::DEBUG_OFFSETS, generated::v3_13::DEBUG_OFFSETS_SIZE)),
+        (3, 14) => Some((generated::v3_14::DEBUG_OFFSETS, generated::v3_14::DEBUG_OFFSETS_SIZE)),
+        (3, 15) => Some((generated::v3_15::DEBUG_OFFSETS, generated::v3_15::DEBUG_OFFSETS_SIZE)),
+        _ => None,
+    }
+}
+
 /// Opcodes at which a thread without the GIL can only be inside the eval breaker's GIL handoff
 /// (backward jumps and RESUME check the eval breaker and call no C code), for `major.minor`.
 pub fn handoff_opcodes(major: u8, minor: u8) -> &'static [u8] {
@@ -49,6 +62,8 @@ pub fn handoff_opcodes(major: u8, minor: u8) -> &'static [u8] {
         (3, 11) => generated::v3_11::HANDOFF_OPCODES,
         (3, 12) => generated::v3_12::HANDOFF_OPCODES,
         (3, 13) => generated::v3_13::HANDOFF_OPCODES,
+        (3, 14) => generated::v3_14::HANDOFF_OPCODES,
+        (3, 15) => generated::v3_15::HANDOFF_OPCODES,
         _ => &[],
     }
 }

@@ -14,7 +14,7 @@ fn every_supported_version_has_its_table() {
         assert_eq!(layout_for(major, minor).unwrap().version, (major, minor));
     }
     assert!(layout_for(3, 9).is_none());
-    assert!(layout_for(3, 14).is_none());
+    assert!(layout_for(3, 16).is_none());
     assert!(layout_for(2, 7).is_none());
 }
 

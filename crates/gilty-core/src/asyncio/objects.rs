@@ -437,7 +437,7 @@ mod tests {
         const LEN: u64 = Garbage::LEN;
         for (major, minor) in gilty_layouts::SUPPORTED.iter().copied() {
             let l = gilty_layouts::layout_for(major, minor).unwrap();
-            let a = gilty_layouts::asyncio_layout_for(major, minor).unwrap();
+            let Some(a) = gilty_layouts::asyncio_layout_for(major, minor) else { continue }; // none yet for 3.14+
             for _ in 0..10 {
                 let mem = garbage.buffer();
                 let classes = Classes { c_task: BASE + 0x100, py_task: BASE + 0x200, c_future: BASE + 0x300, py_future: BASE + 0x400, gathering_future: BASE + 0x500, partial: BASE + 0x600, partial_func: 16, partial_args: 24 };

@@ -89,14 +89,19 @@ impl Monitor {
         if root <= 0 || !procfs::exists(root) {
             return Err(Error::new(ErrorKind::NoSuchProcess, format!("no process with pid {root}")));
         }
-        let mut files = ProcFiles::open(root).map_err(|e| from_os(root, &e, "/proc/PID/smaps_rollup"))?;
-        files.read_rollup().map_err(|e| {
+        let unreadable = |e: std::io::Error| {
             if e.raw_os_error() == Some(libc::ESRCH) && procfs::is_gone(root) {
                 Error::new(ErrorKind::NoSuchProcess, format!("pid {root} has exited"))
+            } else if e.raw_os_error() == Some(libc::ESRCH) && read_maps(root).is_ok_and(|m| m.is_empty()) {
+                // A live process without an address space (its smaps_rollup fails to open or reads
+                // empty): a kernel thread, such as kthreadd (pid 2). Not "exited".
+                Error::new(ErrorKind::NotPython, format!("pid {root} is not a Python process (it has no memory maps: a kernel thread?)"))
             } else {
                 from_os(root, &e, "/proc/PID/smaps_rollup")
             }
-        })?;
+        };
+        let mut files = ProcFiles::open(root).map_err(unreadable)?;
+        files.read_rollup().map_err(unreadable)?;
         if opts.pagemap {
             // pagemap needs the same access; fail now with one clear message rather than later.
             PagemapReader::open(root).map_err(|e| from_os(root, &e, "/proc/PID/pagemap"))?;

@@ -107,6 +107,12 @@ pub const LAYOUT: Layout = Layout {
     err_stackitem_exc: 0,
     err_stackitem_previous: 8,
     tstate_exc_state: 256,
+    stackref_tag_bits: None,
+    frame_owner_cstack: Some(3),
+    frame_owner_interpreter: None,
+    code_flag_shim: None,
+    tstate_holds_gil: None,
+    tstate_gil_requested: None,
 };
 
 /// Opcodes where a thread without the GIL is in the eval-breaker GIL handoff (see the generator).
