@@ -78,6 +78,8 @@ pub fn opcodes_for(major: u8, minor: u8) -> Option<&'static opcodes::OpcodeTable
         (3, 11) => Some(&generated_opcodes::v3_11::OPCODES),
         (3, 12) => Some(&generated_opcodes::v3_12::OPCODES),
         (3, 13) => Some(&generated_opcodes::v3_13::OPCODES),
+        (3, 14) => Some(&generated_opcodes::v3_14::OPCODES),
+        (3, 15) => Some(&generated_opcodes::v3_15::OPCODES),
         _ => None,
     }
 }
