@@ -250,3 +250,21 @@ def test_report_and_compare_refuse_a_fifo_or_device(plants, command):
     line = assert_one_error_line(r["err"])
     assert "not a regular file" in line
     assert r["out"] == ""
+
+
+# The same plant one level down: the libraries a target maps are named by its maps, and a deleted
+# one is named "PATH (deleted)", a name the target may then create. A FIFO there hung `gilty dump`.
+def test_a_fifo_planted_as_a_deleted_library_blocks_nothing(interp, tmp_path, monkeypatch):
+    one_version(interp, "opening the files a target maps is the same on every version")
+    lib = os.path.join(os.path.dirname(os.path.dirname(interp.path)), "lib", f"libpython{interp.minor_str}.so.1.0")
+    if not os.path.exists(lib):
+        pytest.skip(f"{interp.path} has no shared libpython to plant beside")
+    copy = tmp_path / os.path.basename(lib)
+    shutil.copy(lib, copy)
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(tmp_path))
+    with running_target(interp.path, "hostile_sources.py", "--fifo-for", str(copy), "/dev/null") as proc:
+        with open(f"/proc/{proc.pid}/maps") as f:
+            assert f"{copy} (deleted)" in f.read(), "the target maps the copied library"
+        r = run_watched("dump", "--pid", proc.pid)
+    assert r["stopped"] is None, f"gilty dump {r['stopped']}; stderr:\n{r['err'][-2000:]}"
+    assert r["rc"] == 0 or len(r["err"].strip().splitlines()) == 1, r["err"][-2000:]

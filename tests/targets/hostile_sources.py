@@ -1,10 +1,12 @@
 """Hot code whose file names are hostile: each FILE argument names the code object of one
 polymorphic attribute loop (``compile(src, FILE, "exec")``), as a target author may name any file.
 
-  hostile_sources.py [--user UID:GID] [--chroot DIR] FILE...
+  hostile_sources.py [--user UID:GID] [--chroot DIR] [--fifo-for LIB] FILE...
 
 --chroot enters DIR first (the code's files are then named inside the target's root), --user drops
 to that user and group (a root-started interpreter: pyenv's own files are root's) before "ready".
+--fifo-for deletes LIB, a library this process mapped, and plants a FIFO where its maps now name it
+("LIB (deleted)").
 The site of each loop is on line 3 (``o.x``)."""
 
 import os
@@ -32,6 +34,9 @@ def main(argv):
             user = tuple(int(v) for v in value.split(":"))
         elif flag == "--chroot":
             root = value
+        elif flag == "--fifo-for":
+            os.unlink(value)
+            os.mkfifo(value + " (deleted)", 0o666)
     loops = []
     for name in argv:
         scope = {}

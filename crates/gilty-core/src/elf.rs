@@ -37,8 +37,15 @@ pub struct Mapped {
 
 impl Mapped {
     pub fn open(path: &str) -> std::io::Result<Mapped> {
-        let file = std::fs::File::open(path)?;
-        let len = file.metadata()?.len() as usize;
+        use std::os::unix::fs::OpenOptionsExt;
+        // The target names these paths (its maps; a FIFO planted as "lib.so (deleted)"): opened
+        // without waiting for a writer, and only a regular file is mapped.
+        let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY).open(path)?;
+        let meta = file.metadata()?;
+        if !meta.is_file() {
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file"));
+        }
+        let len = meta.len() as usize;
         if len == 0 {
             return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "empty file"));
         }
