@@ -8,7 +8,9 @@ the libraries the stdlib's extension modules link, each .deb is `dpkg -x`-ed int
 patchelf points each interpreter at that root's dynamic loader and libraries (a DT_RPATH, so
 extension modules loaded later find them too). The patched interpreter stays at
 ROOT/usr/bin/python3.X: its prefix is found from its own path (lib/python3.X/os.py beside it), so
-it runs without PYTHONHOME and /proc/PID/exe is the interpreter itself.
+it runs without PYTHONHOME and /proc/PID/exe is the interpreter itself. The packaged interpreter is
+stripped; its separate debug info (in python3.X-dbg) goes to ROOT/usr/bin/.debug/, where its
+.gnu_debuglink is looked for, for exact mode's symbols.
 
     python3 tools/sid_pythons.py            # fetch and build once; later runs only check the stamp
     python3 tools/sid_pythons.py --refresh  # ask sid again (a newer micro version replaces the old)
@@ -39,12 +41,17 @@ MINORS = ("3.14", "3.15")
 # What the test suite was written against (issue 28); sid moving on is reported, not refused.
 PINNED = {"3.14": "3.14.10", "3.15": "3.15.2"}
 TRIPLET = "x86_64-linux-gnu"
+# Bumped when what the root holds changes: an older stamp then rebuilds.
+FORMAT = 2
 # sid's libc and the libraries the stdlib's extension modules link (_ssl, _sqlite3, _ctypes, zlib,
 # _bz2, _lzma, _zstd, _decimal, _uuid, readline, curses, dbm); libgcc-s1 for glibc's own dlopen.
 LIBRARIES = ("libc6 libgcc-s1 zlib1g libexpat1 libffi8 libssl3t64 libbz2-1.0 liblzma5 libzstd1 libsqlite3-0 "
              "libmpdec4 libuuid1 libcrypt1 libreadline8t64 libtinfo6 libncursesw6 libgdbm6t64 libdb5.3t64 "
              "libnsl2 libtirpc3t64").split()
 PER_MINOR = ("python{m}-minimal", "libpython{m}-minimal", "libpython{m}-stdlib", "libpython{m}-dev", "python{m}")
+# python3.X-dbg carries, beside a --pydebug interpreter, the separate debug info of the standard one
+# (the symbols exact mode probes: the packaged interpreter is stripped). Only that one file is kept.
+DBG = "python{m}-dbg"
 # Run by each built interpreter: the modules the targets use, and where it thinks it lives.
 VERIFY = ("import asyncio, ssl, sqlite3, ctypes, hashlib, threading, os, sys, platform, json; "
           "print(json.dumps({'version': platform.python_version(), 'exe': os.readlink('/proc/self/exe'), "
@@ -63,6 +70,8 @@ def read_stamp() -> dict | None:
     try:
         stamp = json.loads(STAMP.read_text())
     except (OSError, ValueError):
+        return None
+    if stamp.get("format") != FORMAT:
         return None
     if not all(os.access(v["exe"], os.X_OK) for v in stamp.get("interpreters", {}).values()):
         return None
@@ -121,13 +130,19 @@ class SidApt:
             raise Skip(f"{tool} {verb} against sid failed: {first[:200]}")
         return r.stdout
 
-    def candidate(self, pkg: str) -> str | None:
-        try:
-            out = self.run("apt-cache", "show", "--no-all-versions", pkg)
-        except Skip:
-            return None
-        m = re.search(r"^Version: (\S+)", out, re.M)
-        return m.group(1) if m else None
+    def sid_versions(self, pkgs: list[str]) -> dict[str, str]:
+        """sid's version of each package that sid has, in one apt-cache call (each call reads the lists)."""
+        out = self.run("apt-cache", "policy", *pkgs)
+        found: dict[str, str] = {}
+        pkg = version = None
+        for line in out.splitlines():
+            if re.match(r"^\S+:$", line):
+                pkg, version = line[:-1], None
+            elif m := re.match(r"^ (?:\*\*\*|   ) (\S+) \d+$", line):
+                version = m.group(1)
+            elif pkg and version and pkg not in found and " sid/" in line:
+                found[pkg] = version
+        return found
 
 
 def need_patchelf() -> str:
@@ -153,23 +168,20 @@ def build(refresh_lists: bool) -> dict:
         apt.run("apt-get", "-qq", "--error-on=any", "update")
     debs = CACHE / "debs"
     debs.mkdir(exist_ok=True)
+    per_minor = {m: [p.format(m=m) for p in PER_MINOR + (DBG,)] for m in MINORS}
+    sid = apt.sid_versions([p for names in per_minor.values() for p in names] + list(LIBRARIES))
     wanted: dict[str, str] = {}
     missing: dict[str, str] = {}
-    for m in MINORS:
-        if apt.candidate(f"python{m}-minimal") is None:
+    for m, names in per_minor.items():
+        if f"python{m}-minimal" not in sid:
             missing[m] = f"sid has no python{m}-minimal"
             continue
-        for p in PER_MINOR:
-            name = p.format(m=m)
-            ver = apt.candidate(name)
-            if ver:
-                wanted[name] = ver
+        wanted.update({p: sid[p] for p in names if p in sid})
     if not wanted:
         raise Skip("; ".join(missing.values()))
     for p in LIBRARIES:
-        ver = apt.candidate(p)
-        if ver:
-            wanted[p] = ver
+        if p in sid:
+            wanted[p] = sid[p]
         else:
             say(f"sid has no {p}; going on without it")
     apt.run("apt-get", "-qq", "download", *sorted(f"{p}={v}" for p, v in wanted.items()), cwd=debs)
@@ -186,7 +198,11 @@ def build(refresh_lists: bool) -> dict:
 
     shutil.rmtree(ROOT, ignore_errors=True)
     ROOT.mkdir(parents=True)
+    dbg_names = {DBG.format(m=m) for m in MINORS}
+    dbg_debs = [f for f in files if f.name.split("_")[0] in dbg_names]
     for f in files:
+        if f in dbg_debs:
+            continue
         r = subprocess.run(["dpkg", "-x", str(f), str(ROOT)], capture_output=True, text=True)
         if r.returncode != 0:
             raise Skip(f"dpkg -x {f.name} failed: {r.stderr.strip()}")
@@ -218,17 +234,44 @@ def build(refresh_lists: bool) -> dict:
         if info["exe"] != str(exe) or info["prefix"] != str(ROOT / "usr"):
             missing[m] = f"sid's python{m} runs as {info['exe']} with prefix {info['prefix']}, not {exe} with {ROOT / 'usr'}"
             continue
+        debug = install_debug_file(exe, [f for f in dbg_debs if f.name.startswith(DBG.format(m=m) + "_")])
         interpreters[m] = {
             "version": info["version"], "exe": str(exe), "prefix": str(ROOT / "usr"),
             "include": str(ROOT / "usr" / "include" / f"python{m}"),
             "include_arch": str(ROOT / "usr" / "include" / TRIPLET / f"python{m}"),
             "openssl": info["openssl"], "sqlite": info["sqlite"],
-            "package": wanted[f"python{m}-minimal"],
+            "package": wanted[f"python{m}-minimal"], "debug_file": debug,
         }
     if not interpreters:
         raise Skip("; ".join(missing.values()))
-    return {"mirror": mirror, "libc6": wanted.get("libc6"), "interpreters": interpreters, "missing": missing,
+    return {"format": FORMAT, "mirror": mirror, "libc6": wanted.get("libc6"), "interpreters": interpreters, "missing": missing,
             "packages": wanted}
+
+
+def install_debug_file(exe: Path, debs: list[Path]) -> str | None:
+    """The interpreter's separate debug file from python3.X-dbg, placed where its .gnu_debuglink is
+    looked for (beside it, in .debug/), so a tool resolving its symbols finds them without anything in
+    the system's /usr/lib/debug. None when the package or the matching file is missing."""
+    def readelf(*args: str) -> str:  # the debuglink's CRC follows its name: not all UTF-8
+        return subprocess.run(["readelf", *args, str(exe)], capture_output=True, encoding="utf-8", errors="replace").stdout
+    notes, link = readelf("-n"), readelf("-p", ".gnu_debuglink")
+    build_id = re.search(r"Build ID: ([0-9a-f]+)", notes)
+    name = re.search(r"\]\s+(\S+\.debug)", link)
+    if not debs or not build_id or not name:
+        return None
+    member = f"./usr/lib/debug/.build-id/{build_id.group(1)[:2]}/{build_id.group(1)[2:]}.debug"
+    dest = exe.parent / ".debug" / name.group(1)
+    dest.parent.mkdir(exist_ok=True)
+    # Only the one member: the package's other files (the debug interpreter, 60+ MB) are not needed.
+    dpkg = subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(debs[0])], stdout=subprocess.PIPE)
+    with open(dest, "wb") as out:
+        tar = subprocess.run(["tar", "-xO", "-f", "-", member], stdin=dpkg.stdout, stdout=out, stderr=subprocess.PIPE)
+    dpkg.stdout.close()
+    dpkg.wait()
+    if tar.returncode != 0 or dest.stat().st_size == 0:
+        dest.unlink(missing_ok=True)
+        return None
+    return str(dest)
 
 
 def report(stamp: dict, cached: bool) -> None:
@@ -239,7 +282,8 @@ def report(stamp: dict, cached: bool) -> None:
             continue
         pin = PINNED.get(m)
         vs = "as the suite pins" if info["version"] == pin else f"the suite pins {pin}: sid has moved on"
-        say(f"{m}: CPython {info['version']} ({vs}) at {info['exe']}{' (cached)' if cached else ''}")
+        symbols = "symbols from python" + m + "-dbg" if info.get("debug_file") else "no symbols (python" + m + "-dbg missing)"
+        say(f"{m}: CPython {info['version']} ({vs}) at {info['exe']}, {symbols}{' (cached)' if cached else ''}")
 
 
 def main() -> int:
@@ -268,7 +312,9 @@ def main() -> int:
             return 0
         try:
             new = build(refresh_lists=args.refresh)
-        except Skip as e:
+        except Exception as e:  # noqa: BLE001 -- make setup/test go on; the tests skip with this line
+            if not isinstance(e, Skip):
+                e = Skip(f"tools/sid_pythons.py failed: {type(e).__name__}: {e}")
             STAMP.unlink(missing_ok=True)
             REASON.write_text(f"{e}\n")
             say(f"skipped: {e}")

@@ -50,6 +50,21 @@ def test_sid_interpreter_runs_without_env_and_is_its_own_exe(minor):
         proc.wait(timeout=10)
 
 
+@pytest.mark.parametrize("minor", ["3.14", "3.15"])
+def test_debug_file_describes_the_patched_interpreter(minor):
+    # patchelf must leave the code where the debug info says it is, or uprobes land elsewhere.
+    info = built().get(minor)
+    if info is None or not info.get("debug_file"):
+        pytest.skip(f"no debug file for sid's python{minor}")
+    def symbols(*args):
+        out = subprocess.run(["nm", *args], capture_output=True, text=True, check=True).stdout
+        return {line.split()[2]: line.split()[0] for line in out.splitlines() if len(line.split()) == 3}
+    exported = symbols("-D", "--defined-only", info["exe"])
+    full = symbols(info["debug_file"])
+    assert exported["_PyRuntime"] == full["_PyRuntime"]
+    assert "take_gil.lto_priv.0" in full or "take_gil" in full
+
+
 def test_second_run_reads_only_the_stamp():
     built()
     # No network namespace: a run that reached for sid's package lists would fail or say "skipped".
