@@ -287,6 +287,7 @@ def specialization_read_code(pid: int, address: int) -> dict:
     ...
 
 def specialization_watch(pid: int, duration_s: float, rate_hz: float = 500.0, read_interval_s: float = 0.01,
-                         max_codes: int = 200) -> dict:
-    """Sample ``pid`` for ``duration_s`` and follow its hot code objects (docs/json-format.md, Specialization)."""
+                         max_codes: int = 200, stop: LoadStop | None = None) -> dict:
+    """Sample ``pid`` for ``duration_s`` and follow its hot code objects (docs/json-format.md, Specialization);
+    setting ``stop`` ends it early with what was read so far."""
     ...

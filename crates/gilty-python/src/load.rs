@@ -32,6 +32,13 @@ impl LoadStop {
     }
 }
 
+impl LoadStop {
+    /// The flag itself, for the other long native calls a Ctrl-C ends (`specialization_watch`).
+    pub(crate) fn flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.flag)
+    }
+}
+
 fn quantiles<'py>(py: Python<'py>, h: &Histogram<u64>) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     let s = |us: u64| us as f64 / 1e6;

@@ -6,7 +6,8 @@ use gilty_core::interpreter::{attach, Interpreter};
 use gilty_core::specialization::code::{read_identity, read_instructions, CodeIdentity};
 use gilty_core::specialization::decode::Instruction;
 use gilty_core::specialization::opcode_table;
-use gilty_core::specialization::watch::{watch, SiteHistory, WatchOptions};
+use crate::load::LoadStop;
+use gilty_core::specialization::watch::{watch_until, SiteHistory, WatchOptions};
 use gilty_core::{Error as CoreError, ErrorKind};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -107,8 +108,9 @@ fn history_dict<'py>(py: Python<'py>, h: &SiteHistory) -> PyResult<Bound<'py, Py
 }
 
 /// Samples process `pid` for `duration_s` and follows its hot code objects (see docs/json-format.md).
+/// Setting `stop` (a `LoadStop`) ends it early with what was read so far.
 #[pyfunction]
-#[pyo3(signature = (pid, duration_s, rate_hz = 500.0, read_interval_s = 0.01, max_codes = 200))]
+#[pyo3(signature = (pid, duration_s, rate_hz = 500.0, read_interval_s = 0.01, max_codes = 200, stop = None))]
 fn specialization_watch<'py>(
     py: Python<'py>,
     pid: i32,
@@ -116,6 +118,7 @@ fn specialization_watch<'py>(
     rate_hz: f64,
     read_interval_s: f64,
     max_codes: usize,
+    stop: Option<&LoadStop>,
 ) -> PyResult<Bound<'py, PyDict>> {
     if !(duration_s > 0.0 && rate_hz > 0.0 && rate_hz <= 20_000.0 && read_interval_s > 0.0)
         || Duration::try_from_secs_f64(duration_s).is_err()
@@ -131,7 +134,8 @@ fn specialization_watch<'py>(
         read_interval: Duration::from_secs_f64(read_interval_s),
         max_codes,
     };
-    let report = py.allow_threads(|| watch(&interp, table, opts));
+    let flag = stop.map(LoadStop::flag).unwrap_or_default();
+    let report = py.allow_threads(|| watch_until(&interp, table, opts, &flag));
     let out = PyDict::new(py);
     out.set_item("pid", pid)?;
     out.set_item("python_version", interp.version_string())?;

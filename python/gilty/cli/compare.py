@@ -18,6 +18,7 @@ import argparse
 
 from gilty._errors import EXIT_OK, EXIT_USAGE, CommandError
 from gilty.cli.options import read_json_file
+from gilty.cli.options import check_output
 from gilty.cli.record import add_format_argument, emit, output_format
 from gilty.load import compare
 from gilty.report import compare as compare_report
@@ -47,6 +48,7 @@ def _read(path: str) -> tuple:
 
 def _format(fmt, path) -> str:
     """text, json, or for two recordings the differential flame graph: svg, html (from -o's extension)."""
+    check_output(path)  # before reading: a bad -o costs nothing
     if fmt:
         return fmt
     lower = (path or "").lower()

@@ -38,6 +38,7 @@ from dataclasses import asdict
 from gilty.sampling import launch
 from gilty._errors import EXIT_ALL_FAILED, EXIT_OK, EXIT_SERVER_NOT_READY, EXIT_TARGET_EXITED, CommandError, UsageError
 from gilty.cli.options import bounded_float, bounded_int, pid_number, seconds
+from gilty.cli.options import check_output
 from gilty.cli.record import add_format_argument, emit, output_format, positive_int
 from gilty.load import analysis, locust, profile, ready
 from gilty.load.sites import app_fragments
@@ -274,6 +275,7 @@ def _blocking(call, stop, on_stop) -> dict:
 def run(args: argparse.Namespace) -> int:
     take_trailing_output(args)
     fmt = output_format(args.format, args.output, ("text", "json", "html"))
+    check_output(args.output)
     if args.locustfile is not None:
         return _run_locust(args, fmt)
     if not args.urls:

@@ -19,6 +19,7 @@ from typing import Any, Callable, Optional
 from gilty.sampling import launch
 from gilty._errors import EXIT_OK, EXIT_PARTIAL, UsageError
 from gilty.cli.options import bounded_float, pid_number, seconds
+from gilty.cli.options import check_output
 from gilty.cli.record import add_format_argument, emit, output_format
 from gilty.report import memory_json, memory_text
 from gilty.memory.session import MemorySession
@@ -101,6 +102,7 @@ def finish(session: MemorySession) -> int:
 
 def run(args: argparse.Namespace) -> int:
     fmt = output_format(args.format, args.output)
+    check_output(args.output)
     interval = max(args.interval, MIN_INTERVAL_S)
     gc_poll_s = args.gc_poll / 1e3
     if not 0.1 <= args.gc_poll <= 1000:

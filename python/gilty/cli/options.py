@@ -112,6 +112,14 @@ def output_format(fmt: Optional[str], path: Optional[str], choices: tuple = FORM
     return found
 
 
+def check_output(path: Optional[str]) -> None:
+    """Before attaching or reading: an -o that could not be written (no directory, a symlink another
+    user planted, report/output_file.py) is one line, exit 2, not a recording lost at the end."""
+    from gilty.report import output_file
+
+    output_file.check(path)
+
+
 def add_pid_arguments(parser: argparse.ArgumentParser, required: bool = False) -> None:
     """``--pid`` (repeatable) and ``--subprocesses``, shared by record, top and dump."""
     parser.add_argument(

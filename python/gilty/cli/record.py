@@ -37,6 +37,7 @@ from gilty.cli.options import (  # noqa: F401 - re-exported for the other comman
     add_format_argument,
     add_picture_arguments,
     add_pid_arguments,
+    check_output,
     emit,
     output_format,
     picture_options,
@@ -46,6 +47,7 @@ from gilty.cli.options import (  # noqa: F401 - re-exported for the other comman
     seconds,
 )
 from gilty.cli.progress import Progress
+from gilty.report.output_file import WritePhase
 from gilty.sampling.session import Recording, Session, TargetInfo
 
 ACCEPTS_CHILD_COMMAND = True
@@ -210,6 +212,7 @@ def run(args: argparse.Namespace) -> int:
     if bool(pids) == (child_argv is not None):
         raise UsageError("give either --pid PID or -- CMD [ARG ...] (see `gilty record --help`)")
     fmt = reports.output_format(args.format, args.output)  # a bad -o fails before recording
+    check_output(args.output)
     args.gates = [parse_gate(text) for text in args.fail_if]  # a bad gate too
     if args.subprocesses or len(pids) > 1:
         if getattr(args, "tasks", False):
@@ -256,16 +259,17 @@ def run(args: argparse.Namespace) -> int:
         finally:
             child_status = launch.terminate(child) if child is not None else None
 
-    status = finish(session, launched=child is not None)
-    if session.partial:
-        print(f"gilty: {session.partial_reason}; the result is PARTIAL", file=sys.stderr)
-    recording = Recording.of(session)
-    hint = children_cpu.hint(session.duration_s)
-    if hint:
-        recording.notes.append(hint)
-        print(f"gilty: hint: {hint}", file=sys.stderr)
-    status = judge(recording, args.gates, status, child_status if session.stopped_by == "target_exit" else None)
-    reports.write(recording, fmt, args.output, picture_options(args))
+    with WritePhase(args.output):  # from the recording's end: a second Ctrl-C does not lose it
+        status = finish(session, launched=child is not None)
+        if session.partial:
+            print(f"gilty: {session.partial_reason}; the result is PARTIAL", file=sys.stderr)
+        recording = Recording.of(session)
+        hint = children_cpu.hint(session.duration_s)
+        if hint:
+            recording.notes.append(hint)
+            print(f"gilty: hint: {hint}", file=sys.stderr)
+        status = judge(recording, args.gates, status, child_status if session.stopped_by == "target_exit" else None)
+        reports.write(recording, fmt, args.output, picture_options(args))
     return status
 
 
@@ -321,6 +325,11 @@ def run_processes(args: argparse.Namespace, pids: list, child_argv: Optional[lis
                 progress.clear()
         finally:
             child_status = launch.terminate(child) if child is not None else None
+    with WritePhase(args.output):  # from the recording's end: a second Ctrl-C does not lose it
+        return _finish_processes(args, recording, tracker, pids, child, child_status, fmt)
+
+
+def _finish_processes(args, recording: Recording, tracker: Any, pids: list, child: Any, child_status: Optional[int], fmt: str) -> int:
     if not recording.sessions:
         raise CommandError(f"no Python process found in pid {', '.join(map(str, pids))} or its descendants", EXIT_NOT_PYTHON)
     if tracker.passes == 0:

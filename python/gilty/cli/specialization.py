@@ -21,7 +21,7 @@ import threading
 
 from gilty.sampling import launch
 from gilty._errors import EXIT_OK, EXIT_PARTIAL, EXIT_UNSUPPORTED, CommandError, exit_code_for_kind
-from gilty.cli.options import bounded_float, pid_number, sampling_rate, seconds
+from gilty.cli.options import bounded_float, check_output, pid_number, sampling_rate, seconds
 from gilty.cli.record import add_format_argument, emit, output_format, positive_int
 from gilty.specialization.analysis import analyse
 from gilty.specialization.session import ProcessWatch, SpecializationSession
@@ -98,6 +98,8 @@ def _run_opcache(native, args, fmt: str) -> int:
 def _watch_all(native, pids: list, args) -> SpecializationSession:
     session = SpecializationSession(args.duration, args.rate, args.read_interval / 1e3)
     results: dict = {}
+    # Ctrl-C or SIGTERM ends every watch early; each returns what it read so far (record's habit).
+    native_stop = native.LoadStop()
 
     def one(pid: int) -> None:
         # The kernel hands a process-wide Ctrl-C to any thread that does not block it; one sleeping in
@@ -105,17 +107,25 @@ def _watch_all(native, pids: list, args) -> SpecializationSession:
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         try:
             results[pid] = native.specialization_watch(
-                pid, args.duration, rate_hz=args.rate, read_interval_s=args.read_interval / 1e3, max_codes=MAX_CODES
+                pid, args.duration, rate_hz=args.rate, read_interval_s=args.read_interval / 1e3, max_codes=MAX_CODES,
+                stop=native_stop,
             )
         except Exception as e:  # noqa: BLE001 - reported per process below
             results[pid] = e
 
     threads = [threading.Thread(target=one, args=(pid,), daemon=True) for pid in pids]
-    for t in threads:
-        t.start()
-    for t in threads:
-        while t.is_alive():  # a timed join lets a signal handler run in the main thread
-            t.join(0.2)
+    with launch.StopSignals() as stop:
+        for t in threads:
+            t.start()
+        for t in threads:
+            while t.is_alive():  # a timed join lets a signal handler run in the main thread
+                t.join(0.2)
+                if stop.requested:
+                    native_stop.set()
+    if stop.requested:
+        what = "Ctrl-C" if stop.signum == signal.SIGINT else "SIGTERM"
+        elapsed = max((r["elapsed_s"] for r in results.values() if isinstance(r, dict)), default=0.0)
+        session.partial_reason = f"stopped by {what} after {elapsed:.1f} s of the requested {args.duration:g} s"
     for pid in pids:
         r = results[pid]
         if isinstance(r, BaseException):
@@ -132,6 +142,7 @@ def _watch_all(native, pids: list, args) -> SpecializationSession:
 
 def run(args: argparse.Namespace) -> int:
     fmt = output_format(args.format, args.output, ("text", "json", "html"))
+    check_output(args.output)
     native = launch.native_module()
     if _check_target(native, args.pid) == (3, 10):
         return _run_opcache(native, args, fmt)
@@ -144,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
     session = _watch_all(native, pids, args)
     read_sources(session)  # while the targets live: a saved report carries its lines
     status = EXIT_OK
-    for w in session.processes:
+    for w in ([] if session.partial_reason else session.processes):  # an interrupted run is the user's choice: exit 0
         elapsed = w.raw["elapsed_s"]
         if elapsed < args.duration * 0.9:
             session.partial_reason = f"pid {w.pid} exited after {elapsed:.1f} s of the requested {args.duration:g} s"

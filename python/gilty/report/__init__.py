@@ -112,12 +112,15 @@ def write(recording: Recording, fmt: str, path: Optional[str], options=None) -> 
     The JSON report is written as it is rendered, a process at a time (its raw recording is most of a
     long recording's memory); to a file that is still whole or absent (``emit``).
     """
-    if fmt == "json" and path is not None:
-        from gilty.report import json_report
+    from gilty.report.output_file import WritePhase
 
-        emit(json_report.render_recording_chunks(recording), path)
-        return
-    emit(render(recording, fmt, options), path)
+    with WritePhase(path):  # rendering is most of the wait: a Ctrl-C then does not lose the report either
+        if fmt == "json" and path is not None:
+            from gilty.report import json_report
+
+            emit(json_report.render_recording_chunks(recording), path)
+            return
+        emit(render(recording, fmt, options), path)
 
 
 def emit(text, path: Optional[str]) -> None:
@@ -146,28 +149,10 @@ def emit(text, path: Optional[str]) -> None:
             sys.stdout.write(text)
         sys.stdout.flush()
         return
-    import os
+    from gilty.report import output_file
 
-    # A file appears whole or not at all: written beside its place and renamed, so a kill -9 or a
-    # full disk mid-write leaves no half report (a device or pipe given as -o is written directly).
-    direct = os.path.exists(path) and not os.path.isfile(path)
-    partial = path if direct else os.path.join(os.path.dirname(path) or ".", f".{os.path.basename(path)}.{os.getpid()}.part")
-    try:
-        with open(partial, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as f:
-            if isinstance(text, (str, bytes)):
-                f.write(text)
-            else:
-                for piece in text:
-                    f.write(piece)
-        if not direct:
-            os.replace(partial, path)
-    except BaseException as e:
-        if not direct:
-            try:
-                os.unlink(partial)
-            except OSError:
-                pass
-        if isinstance(e, OSError):
-            raise CommandError(f"cannot write {path}: {e.strerror or e}") from None
-        raise
+    # Whole or absent, never through a link someone else planted (output_file's docstring).
+    with output_file.WritePhase(path):
+        output_file.write_file(path, [text] if isinstance(text, (str, bytes)) else text)
+        output_file.WritePhase.written()
     print(f"gilty: wrote {path}", file=sys.stderr)

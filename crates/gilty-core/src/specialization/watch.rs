@@ -11,6 +11,7 @@ use crate::threads::{python_threads, TidResolver};
 use gilty_layouts::opcodes::OpcodeTable;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, Copy)]
@@ -174,6 +175,11 @@ fn codes_to_read(codes: &HashMap<u64, WatchedCode>, rotation: &mut usize) -> Vec
 }
 
 pub fn watch(interp: &Interpreter, table: &OpcodeTable, opts: WatchOptions) -> WatchReport {
+    watch_until(interp, table, opts, &AtomicBool::new(false))
+}
+
+/// `watch`, ending early (with what was read so far) once `stop` is set: Ctrl-C keeps the result.
+pub fn watch_until(interp: &Interpreter, table: &OpcodeTable, opts: WatchOptions, stop: &AtomicBool) -> WatchReport {
     let l = &interp.layout;
     let mem = &interp.mem;
     let walker = FrameWalker::new(mem, l, interp.code_type);
@@ -201,7 +207,7 @@ pub fn watch(interp: &Interpreter, table: &OpcodeTable, opts: WatchOptions) -> W
     // Code objects on a running thread's innermost frame in the latest sampling pass.
     let mut running_codes: HashSet<u64> = HashSet::new();
     let mut next_pass = start;
-    while start.elapsed() < opts.duration {
+    while start.elapsed() < opts.duration && !stop.load(Ordering::Relaxed) {
         let now = Instant::now();
         if now < next_pass {
             std::thread::sleep(next_pass - now);
