@@ -76,7 +76,7 @@ def test_second_run_reads_only_the_stamp():
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines and all(line.endswith("(cached)") for line in lines), r.stdout
-    assert elapsed < 10, elapsed
+    assert elapsed < 20, elapsed
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="runs the script as another user: needs root")
