@@ -149,12 +149,14 @@ def need_patchelf() -> str:
     exe = shutil.which("patchelf")
     if exe:
         return exe
-    # The system's own suite has it; nothing comes from sid.
+    # The system's own suite has it; nothing comes from sid. `make test` runs system-deps' apt-get beside
+    # this: wait for dpkg's lock rather than fail on it.
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    r = subprocess.run(["apt-get", "install", "-y", "-qq", "patchelf"], capture_output=True, text=True, env=env)
+    install = ["apt-get", "-o", "DPkg::Lock::Timeout=600", "install", "-y", "-qq", "patchelf"]
+    r = subprocess.run(install, capture_output=True, text=True, env=env)
     if r.returncode != 0:
-        subprocess.run(["apt-get", "update", "-qq"], capture_output=True, env=env)
-        subprocess.run(["apt-get", "install", "-y", "-qq", "patchelf"], capture_output=True, env=env)
+        subprocess.run(["apt-get", "-o", "DPkg::Lock::Timeout=600", "update", "-qq"], capture_output=True, env=env)
+        subprocess.run(install, capture_output=True, env=env)
     exe = shutil.which("patchelf")
     if not exe:
         raise Skip("patchelf is not installed and apt-get install patchelf failed")
