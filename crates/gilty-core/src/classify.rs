@@ -67,6 +67,8 @@ pub struct Observation {
     pub cpu_wait: bool,
     /// The thread owns the GIL's `mutex` or `switch_mutex`: it is inside take_gil() or drop_gil().
     pub owns_gil_mutex: bool,
+    /// 3.15+: the thread state's own `gil_requested` (it is inside take_gil); None before 3.15.
+    pub gil_requested: Option<bool>,
 }
 
 /// Classifies one thread. `futex_range` is [start, end) of the GIL struct's condition variables and mutexes.
@@ -85,6 +87,11 @@ pub fn classify(obs: &Observation, gil: &GilView, gc_collecting: bool, futex_ran
         SyscallState::Blocked { .. } => ThreadState::Idle,
         SyscallState::Unavailable => ThreadState::Unknown,
         SyscallState::Running => {
+            // 3.15+: the interpreter itself says the thread is inside take_gil (running there: woken
+            // and re-checking the GIL, or not yet scheduled since it was woken).
+            if obs.gil_requested == Some(true) && obs.tstate != 0 {
+                return ThreadState::WaitingGil;
+            }
             // Holding the GIL's own mutex without the GIL: between the futex and the GIL in take_gil(),
             // or handing the GIL over in drop_gil(). No C code of the program runs there.
             if obs.owns_gil_mutex && obs.tstate != 0 {
@@ -133,10 +140,23 @@ mod tests {
     const RANGE: (u64, u64) = (0x5020, 0x50d0);
 
     fn obs(syscall: SyscallState) -> Observation {
-        Observation { tstate: ME, syscall, in_handoff: false, ran_since_idle: None, cpu_wait: false, owns_gil_mutex: false }
+        Observation { tstate: ME, syscall, in_handoff: false, ran_since_idle: None, cpu_wait: false, owns_gil_mutex: false, gil_requested: None }
     }
     fn gil(locked: bool, holder: u64, sw: u64) -> GilView {
         GilView { locked, last_holder: holder, switch_number: sw, mutex_owners: [-1, -1] }
+    }
+
+    /// 3.15's `gil_requested` settles the running-without-the-GIL case: in take_gil, not native code.
+    #[test]
+    fn requested_gil_is_a_wait() {
+        let mut o = obs(SyscallState::Running);
+        o.gil_requested = Some(true);
+        assert_eq!(classify(&o, &gil(true, OTHER, 1), false, RANGE, None), ThreadState::WaitingGil);
+        o.gil_requested = Some(false);
+        assert_eq!(classify(&o, &gil(true, OTHER, 1), false, RANGE, None), ThreadState::Native);
+        // The holder is the holder whatever the flag says (it is set and cleared around the handoff).
+        o.gil_requested = Some(true);
+        assert_eq!(classify(&o, &gil(true, ME, 1), false, RANGE, None), ThreadState::HoldingGil);
     }
 
     #[test]

@@ -46,6 +46,11 @@ pub struct Errors {
     pub native_partial: u64,
     pub native_missing: u64,
     pub native_lost: u64,
+    /// 3.14+: Python threads whose own `holds_gil` flag was compared with the GIL struct (locked and
+    /// last holder, which the states come from), and those where the two disagreed. The flag is set
+    /// just after the struct changes hands and cleared just before, so a few disagree in any case.
+    pub gil_flag_checked: u64,
+    pub gil_flag_disagreed: u64,
 }
 
 /// Everything collected since the previous batch.
@@ -691,6 +696,12 @@ impl Sampler {
                 cpu: CpuWaitTrack::default(),
             });
             let holds = tstate != 0 && gil.locked && gil.last_holder == tstate;
+            // Only from a thread list read this pass (a states-only pass may reuse an older one).
+            let gil_flags = py.filter(|_| stacks).map(|p| p.gil_flags).unwrap_or_default();
+            if let Some(flag) = gil_flags.holds.filter(|_| tstate != 0) {
+                self.batch.errors.gil_flag_checked += 1;
+                self.batch.errors.gil_flag_disagreed += u64::from(flag != holds);
+            }
             let gil_wait = |s: SyscallState| matches!(s, SyscallState::Blocked { nr, arg0 } if nr == crate::syscalls::FUTEX && arg0 >= range.0 && arg0 < range.1);
             let mut reused = None;
             let mut syscall_now = None;
@@ -841,7 +852,8 @@ impl Sampler {
                 }
                 _ => None,
             };
-            let state = classify(&Observation { tstate, syscall, in_handoff, ran_since_idle, cpu_wait, owns_gil_mutex }, &gil, gc, range, history);
+            let gil_requested = gil_flags.requested;
+            let state = classify(&Observation { tstate, syscall, in_handoff, ran_since_idle, cpu_wait, owns_gil_mutex, gil_requested }, &gil, gc, range, history);
             if let Some(track) = self.tracks.get_mut(&tid) {
                 track.history = Some(History { state, switch_number: gil.switch_number, was_last_holder: tstate != 0 && gil.last_holder == tstate });
                 track.last_wait = if stacks { None } else { Some((tstate, syscall)) };

@@ -21,6 +21,16 @@ pub struct PyThread {
     /// same read: while `exc_info` points at that level, whether the thread handles an exception is
     /// known without another read (`exceptions::HandlingCheck`).
     pub exc: ExcHead,
+    /// The thread state's own GIL flags, from the same read (see `GilFlags`).
+    pub gil_flags: GilFlags,
+}
+
+/// What the thread state itself says about the GIL: 3.14+ `holds_gil`, 3.15+ `gil_requested` (set
+/// while the thread is inside take_gil). None where the version has no such field.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GilFlags {
+    pub holds: Option<bool>,
+    pub requested: Option<bool>,
 }
 
 /// A thread state's exception-info pointer and its bottom level's exception field, as read with it.
@@ -128,6 +138,8 @@ pub fn python_threads(interp: &Interpreter, resolver: &mut TidResolver, tids: &[
         head_offs.map(|h| h.0.max(h.1).max(h.2)),
         Some(l.tstate_exc_info),
         Some(bottom_exc),
+        l.tstate_holds_gil,
+        l.tstate_gil_requested,
     ]
         .iter()
         .flatten()
@@ -148,7 +160,9 @@ pub fn python_threads(interp: &Interpreter, resolver: &mut TidResolver, tids: &[
             let tid = l.tstate_native_thread_id.map(|o| at(o) as i32).filter(|&t| t > 0);
             let head = head_offs.map(|(f, c, t)| WalkHead { frame_ptr: at(f), chunk: at(c), top: at(t) });
             let exc = ExcHead { info: at(l.tstate_exc_info), bottom_exc: at(bottom_exc) };
-            out.push(PyThread { tstate: ts, ident, tid, head, exc });
+            let flag = |off: Option<u64>| off.map(|o| buf[o as usize..o as usize + 4] != [0, 0, 0, 0]);
+            let gil_flags = GilFlags { holds: flag(l.tstate_holds_gil), requested: flag(l.tstate_gil_requested) };
+            out.push(PyThread { tstate: ts, ident, tid, head, exc, gil_flags });
             let next = at(l.tstate_next);
             if next == ts {
                 return Err(io::Error::new(io::ErrorKind::InvalidData, "thread list cycle"));

@@ -339,6 +339,10 @@ pub(crate) fn batch_dict<'py>(py: Python<'py>, batch: &Batch) -> PyResult<Bound<
         errors.set_item("native_missing", e.native_missing)?;
         errors.set_item("native_lost", e.native_lost)?;
     }
+    if e.gil_flag_checked > 0 {
+        errors.set_item("gil_flag_checked", e.gil_flag_checked)?;
+        errors.set_item("gil_flag_disagreed", e.gil_flag_disagreed)?;
+    }
     out.set_item("errors", errors)?;
     out.set_item("exited", batch.exited)?;
     out.set_item("late", batch.late)?;

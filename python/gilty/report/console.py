@@ -69,6 +69,13 @@ def _header(summary: Summary, title: str) -> list:
             f"({errors['native_partial']} cut short at [unknown]), {errors['native_missing']} without "
             f"(no same-moment kernel sample: Python frames only), {errors['native_lost']} kernel samples lost"
         )
+    if errors.get("gil_flag_checked"):
+        # 3.14+: the interpreter's own per-thread flag beside the GIL struct the states come from.
+        checked, disagreed = errors["gil_flag_checked"], errors["gil_flag_disagreed"]
+        lines.append(
+            f"GIL cross-check: the threads' own holds_gil flag agreed with the GIL's holder in "
+            f"{checked - disagreed} of {checked} thread samples ({percent((checked - disagreed) / checked)})"
+        )
     from gilty.report.console_processes import rate_warning
 
     warning = rate_warning(session)

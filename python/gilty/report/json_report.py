@@ -12,7 +12,7 @@ from gilty.sampling.native_frames import is_native, native_offset, native_parts
 from gilty.sampling.analysis.syscalls import idle_kind
 from gilty.sampling.processes import roles
 from gilty.report import dump, task_view
-from gilty.sampling.session import ERROR_KEYS, IDLE, NATIVE_ERROR_KEYS, STATE_NAMES, Recording, Session
+from gilty.sampling.session import ERROR_KEYS, GIL_FLAG_KEYS, IDLE, NATIVE_ERROR_KEYS, STATE_NAMES, Recording, Session
 
 # Shared with gilty dump's JSON (defined there so that `gilty dump` imports nothing heavy).
 FORMAT_VERSION = dump.FORMAT_VERSION
@@ -233,7 +233,7 @@ def report(session: Session, summary: Optional[Summary] = None, recording: Optio
             "note": session.timeline_note,
         },
         # The native counts only for a recording made with --native.
-        "errors": {key: int(errors[key]) for key in ERROR_KEYS + NATIVE_ERROR_KEYS if key in errors},
+        "errors": {key: int(errors[key]) for key in ERROR_KEYS + NATIVE_ERROR_KEYS + GIL_FLAG_KEYS if key in errors},
         "partial": session.partial,
         "partial_reason": session.partial_reason,
         "stopped_by": session.stopped_by,
@@ -314,7 +314,9 @@ def recording_report(recording: Recording, raw: bool = True) -> dict:
             verdicts.setdefault(r["verdict"], []).append(r["target"]["pid"])
     kinds = sorted({k for r in per_process for k in r["verdict_kinds"]})
     times = {t for s in recording.sessions for t in s.times}
-    errors = {key: sum(r["errors"][key] for r in per_process) for key in first["errors"]}
+    # Keys some processes lack (the 3.14+ GIL cross-check in a fleet of mixed versions) count 0 there.
+    keys = dict.fromkeys(k for r in per_process for k in r["errors"])
+    errors = {key: sum(r["errors"].get(key, 0) for r in per_process) for key in keys}
     out = {
         "format_version": FORMAT_VERSION,
         "target": first["target"],

@@ -35,6 +35,8 @@ NO_HOLDER = -1  # holder tid of a waiting_gil sample taken while no thread held 
 ERROR_KEYS = ("torn_retried", "torn_dropped", "torn_partial", "read_failed", "late")
 # `record --native` only: samples with a native part, those cut short, those missing it, kernel samples lost.
 NATIVE_ERROR_KEYS = ("native_matched", "native_partial", "native_missing", "native_lost")
+# 3.14+ only: thread samples whose own `holds_gil` flag was compared with the GIL struct, and disagreed.
+GIL_FLAG_KEYS = ("gil_flag_checked", "gil_flag_disagreed")
 
 SESSION_FORMAT_VERSION = 2
 
@@ -248,6 +250,9 @@ class Session:
             self.errors[key] += int(errors.get(key, 0))
         if "native_matched" in errors:
             for key in NATIVE_ERROR_KEYS:
+                self.errors[key] = self.errors.get(key, 0) + int(errors.get(key, 0))
+        if "gil_flag_checked" in errors:
+            for key in GIL_FLAG_KEYS:
                 self.errors[key] = self.errors.get(key, 0) + int(errors.get(key, 0))
         self.errors["late"] += int(batch.get("late", 0))
         sched = batch.get("sched")
