@@ -59,7 +59,7 @@ def sample(pid: int, seconds: float, rate: float) -> tuple:
         table.update(batch["stacks"])
         frames.update(batch["frames"])
         for k, v in batch["errors"].items():
-            errors[k] += v
+            errors[k] = errors.get(k, 0) + v
         for tid, _state, stack_id, n in batch["counts"]:
             if stack_id >= 0 and tid == pid:  # the main thread
                 stack = [frames[f] for f in table[stack_id]]

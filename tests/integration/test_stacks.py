@@ -53,7 +53,7 @@ def sampled_stacks(pid: int, seconds: float, rate: float = 1000.0) -> tuple:
         stacks.update(batch["stacks"])
         frame_table.update(batch["frames"])
         for key, value in batch["errors"].items():
-            errors[key] += value
+            errors[key] = errors.get(key, 0) + value  # 3.14+ adds the GIL flags' cross-check
         # The sampler counts each (thread, state, stack) per batch: every sample of a stack is one count.
         for tid, _state, stack_id, n in batch["counts"]:
             if stack_id >= 0:
