@@ -30,17 +30,32 @@ ASYNC_FIELDS: list[tuple[str, dict[str, str]]] = [
     ("task_name", {"*": "offsetof(gilty_TaskObj, task_name)"}),
     ("task_num_cancels_requested", {"3.11+": "offsetof(gilty_TaskObj, task_num_cancels_requested)"}),
     ("task_must_cancel", {"3.10-3.12": "offsetof(gilty_TaskObj, task_must_cancel)"}),
+    ("future_awaited_by", {"3.14+": "offsetof(gilty_FutureObj, fut_awaited_by)"}),
+    ("future_awaited_by_is_set", {"3.14+": "offsetof(gilty_FutureObj, fut_awaited_by_is_set)"}),
+    ("task_node", {"3.14+": "offsetof(gilty_TaskObj, task_node)"}),
+    ("llist_next", {"3.14+": "offsetof(struct llist_node, next)"}),
+    ("tstate_asyncio_running_loop", {"3.14+": "offsetof(_PyThreadStateImpl, asyncio_running_loop)"}),
+    ("tstate_asyncio_running_task", {"3.14+": "offsetof(_PyThreadStateImpl, asyncio_running_task)"}),
+    ("tstate_asyncio_tasks_head", {"3.14+": "offsetof(_PyThreadStateImpl, asyncio_tasks_head)"}),
+    ("interp_asyncio_tasks_head", {"3.14+": "offsetof(PyInterpreterState, asyncio_tasks_head)"}),
     ("futureiter_future", {"*": "offsetof(gilty_FutureIterObj, future)"}),
     ("gen_frame", {"3.10": "offsetof(PyGenObject, gi_frame)"}),
     ("gen_iframe", {"3.11+": "offsetof(PyGenObject, gi_iframe)"}),
     ("gen_frame_state", {"3.11+": "offsetof(PyGenObject, gi_frame_state)"}),
     ("gen_qualname", {"*": "offsetof(PyGenObject, gi_qualname)"}),
-    ("iframe_stacktop", {"3.11+": "offsetof(_PyInterpreterFrame, stacktop)"}),
+    ("iframe_stacktop", {"3.11-3.13": "offsetof(_PyInterpreterFrame, stacktop)"}),
+    ("iframe_stackpointer", {"3.14+": "offsetof(_PyInterpreterFrame, stackpointer)"}),
+    # Where a frame suspended in `await` keeps the awaited object, counted down from the stack pointer:
+    # TOS up to 3.14; 3.15's SEND leaves a slot above it (CPython's `_PyGen_yf` peeks at depth 2).
+    # Not in any header: checked against a live coroutine below.
+    ("iframe_awaited_depth", {"3.11-3.14": "1", "3.15+": "2"}),
     ("frame_valuestack", {"3.10": "offsetof(PyFrameObject, f_valuestack)"}),
     ("frame_stackdepth", {"3.10": "offsetof(PyFrameObject, f_stackdepth)"}),
     ("frame_state_created", {"*": "FRAME_CREATED"}),
     ("frame_state_suspended", {"*": "FRAME_SUSPENDED"}),
     ("frame_state_suspended_yield_from", {"3.13+": "FRAME_SUSPENDED_YIELD_FROM"}),
+    ("frame_state_suspended_yield_from_locked", {"3.15+": "FRAME_SUSPENDED_YIELD_FROM_LOCKED"}),
+    ("frame_state_executing", {"*": "FRAME_EXECUTING"}),
     ("opcode_yield_from", {"3.10": "YIELD_FROM"}),
     ("opcode_resume", {"3.11-3.12": "RESUME"}),
     ("opcode_resume_alt", {"3.11": "RESUME_QUICK", "3.12": "INSTRUMENTED_RESUME"}),
@@ -91,6 +106,17 @@ _HEAD_313 = """
     int fut_state;
     unsigned fut_log_tb: 1; unsigned fut_blocking: 1;
 """
+# 3.14: who awaits the future (one object, or a set when `fut_awaited_by_is_set`), kept for tools
+# that read tasks from outside; bit fields at the end, contiguous with the Task's own.
+_HEAD_314 = """
+    PyObject_HEAD
+    PyObject *fut_loop; PyObject *fut_callback0; PyObject *fut_context0; PyObject *fut_callbacks;
+    PyObject *fut_exception; PyObject *fut_exception_tb; PyObject *fut_result; PyObject *fut_source_tb;
+    PyObject *fut_cancel_msg; PyObject *fut_cancelled_exc; PyObject *fut_awaited_by;
+    int fut_state;
+    char fut_is_task; char fut_awaited_by_is_set;
+    unsigned fut_log_tb: 1; unsigned fut_blocking: 1;
+"""
 _TASK_TAIL_310 = """
     PyObject *task_fut_waiter; PyObject *task_coro; PyObject *task_name; PyObject *task_context;
     int task_must_cancel; int task_log_destroy_pending;
@@ -101,6 +127,9 @@ _TASK_TAIL_313 = """
     int task_num_cancels_requested;
     PyObject *task_fut_waiter; PyObject *task_coro; PyObject *task_name; PyObject *task_context;
 """
+
+# 3.14: every C task is on a linked list of its thread (or, once the thread is gone, its interpreter).
+_TASK_TAIL_314 = _TASK_TAIL_313 + "    struct llist_node task_node;\n"
 
 
 def _defs(head: str, tail: str) -> str:
@@ -118,16 +147,31 @@ ASYNC_DEFS = {
     (3, 11): _defs(_HEAD_311, _TASK_TAIL_311),
     (3, 12): _defs(_HEAD_311, _TASK_TAIL_311),
     (3, 13): _defs(_HEAD_313, _TASK_TAIL_313),
+    (3, 14): _defs(_HEAD_314, _TASK_TAIL_314),
+    (3, 15): _defs(_HEAD_314, _TASK_TAIL_314),
 }
 
 # Run by the interpreter the table is for, with the probe's values as JSON in argv[1]. Prints the
 # failed checks, one a line (nothing when all hold).
 VERIFY_SNIPPET = r"""
-import asyncio, ctypes, json, sys, _asyncio
+import asyncio, ctypes, json, sys, threading, _asyncio
 v = json.loads(sys.argv[1])
 bad = []
+def at(addr):
+    return ctypes.c_uint64.from_address(addr).value
 def word(obj, off):
-    return ctypes.c_uint64.from_address(id(obj) + off).value
+    return at(id(obj) + off)
+def listed(head):
+    # the objects on a circular llist whose nodes sit at task_node in each task (3.14+)
+    out, node = set(), at(head + v["llist_next"])
+    while node not in (0, head) and len(out) < 100000:
+        out.add(node - v["task_node"])
+        node = at(node + v["llist_next"])
+    return out
+LISTS = v.get("task_node") is not None
+if LISTS:
+    ctypes.pythonapi.PyThreadState_Get.restype = ctypes.c_void_p
+    ctypes.pythonapi.PyInterpreterState_Get.restype = ctypes.c_void_p
 def int32(obj, off):
     return ctypes.c_int32.from_address(id(obj) + off).value
 def expect(what, got, want):
@@ -148,6 +192,16 @@ async def main():
     expect("task_fut_waiter is fut", task._fut_waiter is fut, True)
     expect("task_name", word(task, v["task_name"]), id(task.get_name()))
     expect("future_state pending", int32(task, v["future_state"]), 0)
+    if LISTS:
+        tstate = ctypes.pythonapi.PyThreadState_Get()
+        expect("tstate_asyncio_running_loop", at(tstate + v["tstate_asyncio_running_loop"]), id(loop))
+        expect("tstate_asyncio_running_task", at(tstate + v["tstate_asyncio_running_task"]), id(asyncio.current_task()))
+        expect("a task on its thread's list", id(task) in listed(tstate + v["tstate_asyncio_tasks_head"]), True)
+        expect("future_awaited_by", word(fut, v["future_awaited_by"]), id(task))
+        frame = id(task._coro) + v["gen_iframe"]
+        tos = at(at(frame + v["iframe_stackpointer"]) - 8 * v["iframe_awaited_depth"]) & ~3
+        expect("iframe_awaited_depth (the awaited object)", tos, id(task._coro.cr_await))
+        expect("future_awaited_by_is_set", ctypes.c_uint8.from_address(id(fut) + v["future_awaited_by_is_set"]).value, 0)
     fut.add_done_callback(lambda f: None)
     cbs = fut._callbacks  # callback0 (the task's wakeup) first, then the list
     expect("future_callback0", word(fut, v["future_callback0"]), id(cbs[0][0]))
@@ -176,6 +230,20 @@ async def main():
     gone.cancel()
     expect("future_state cancelled", int32(gone, v["future_state"]), 1)
 asyncio.run(main())
+if LISTS:
+    # a task left pending by a thread that exited moves to its interpreter's list
+    held = []
+    def orphan():
+        lp = asyncio.new_event_loop()
+        async def never():
+            await lp.create_future()
+        held.append(lp.create_task(never()))
+        lp.run_until_complete(asyncio.sleep(0))
+    th = threading.Thread(target=orphan)
+    th.start()
+    th.join()
+    interp = ctypes.pythonapi.PyInterpreterState_Get()
+    expect("an exited thread's task on the interpreter's list", id(held[0]) in listed(interp + v["interp_asyncio_tasks_head"]), True)
 print("\n".join(bad))
 """
 
@@ -183,6 +251,8 @@ print("\n".join(bad))
 def verify(prefix: Path, ver: tuple[int, int], values: dict[str, str]) -> list[str]:
     """The checks that fail for the probe's `_asyncio` values on the live interpreter at `prefix`."""
     exe = prefix / "bin" / "python3"
+    if not exe.exists():  # Debian's interpreters are python3.X only
+        exe = prefix / "bin" / f"python{ver[0]}.{ver[1]}"
     wanted = {name: int(values[f"async.{name}"]) if f"async.{name}" in values else None for name, _ in ASYNC_FIELDS}
     r = subprocess.run([str(exe), "-I", "-c", VERIFY_SNIPPET, json.dumps(wanted)], capture_output=True, text=True)
     if r.returncode != 0:

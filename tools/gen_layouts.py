@@ -43,7 +43,7 @@ ASYNC_DIR = CRATE / "src" / "generated_asyncio"
 
 SUPPORTED = [(3, 10), (3, 11), (3, 12), (3, 13), (3, 14), (3, 15)]
 # Versions with an asyncio table (tools/asyncio_layouts.py): 3.14 rewrote _asyncio's task bookkeeping.
-ASYNC_VERSIONS = [(3, 10), (3, 11), (3, 12), (3, 13)]
+ASYNC_VERSIONS = [(3, 10), (3, 11), (3, 12), (3, 13), (3, 14), (3, 15)]
 
 # ---------------------------------------------------------------------------------------------
 # Field table: Layout field -> {version selector: C expression}.

@@ -29,6 +29,20 @@ pub struct AsyncLayout {
     pub task_num_cancels_requested: Option<u64>,
     /// 3.10: `int task_must_cancel` (3.13 makes it a bit field, not read).
     pub task_must_cancel: Option<u64>,
+    /// 3.14+: `fut_awaited_by` (who awaits this future: one object, or a set when
+    /// `fut_awaited_by_is_set` is non-zero), kept by `_asyncio` for readers from outside.
+    pub future_awaited_by: Option<u64>,
+    pub future_awaited_by_is_set: Option<u64>,
+    /// 3.14+: `struct llist_node task_node`, the task's link in its thread's (or, after the thread
+    /// exited, its interpreter's) circular list of C tasks; `llist_next` is the node's `next`.
+    pub task_node: Option<u64>,
+    pub llist_next: Option<u64>,
+    /// 3.14+: `_PyThreadStateImpl` `asyncio_running_loop`, `asyncio_running_task` and the head of the
+    /// thread's task list; `PyInterpreterState.asyncio_tasks_head`, the list of exited threads' tasks.
+    pub tstate_asyncio_running_loop: Option<u64>,
+    pub tstate_asyncio_running_task: Option<u64>,
+    pub tstate_asyncio_tasks_head: Option<u64>,
+    pub interp_asyncio_tasks_head: Option<u64>,
     /// `_asyncio.FutureIter.future`, what `await fut` suspends on for a C future.
     pub futureiter_future: u64,
 
@@ -40,8 +54,13 @@ pub struct AsyncLayout {
     /// 3.11+: `int8_t gi_frame_state`.
     pub gen_frame_state: Option<u64>,
     pub gen_qualname: u64,
-    /// 3.11+: `int stacktop` of `_PyInterpreterFrame` (TOS is `localsplus[stacktop - 1]`).
+    /// 3.11-3.13: `int stacktop` of `_PyInterpreterFrame` (TOS is `localsplus[stacktop - 1]`).
     pub iframe_stacktop: Option<u64>,
+    /// 3.14+: `_PyStackRef *stackpointer` (TOS is `stackpointer[-1]`, a tagged reference).
+    pub iframe_stackpointer: Option<u64>,
+    /// 3.11+: the awaited object of a frame suspended in `await` sits this many slots below the top
+    /// of its stack (1: TOS; 3.15: 2, SEND keeps a slot above it).
+    pub iframe_awaited_depth: Option<u64>,
     /// 3.10: `PyFrameObject.f_valuestack` and `f_stackdepth`.
     pub frame_valuestack: Option<u64>,
     pub frame_stackdepth: Option<u64>,
@@ -50,6 +69,10 @@ pub struct AsyncLayout {
     pub frame_state_suspended: i64,
     /// 3.13: suspended inside `yield from` / `await` (the awaited object is TOS).
     pub frame_state_suspended_yield_from: Option<i64>,
+    /// 3.15: suspended in `yield from` while another thread looks at it (treated as the above).
+    pub frame_state_suspended_yield_from_locked: Option<i64>,
+    /// Running now (0 up to 3.14; 3.15 renumbered the states upwards from CREATED = 0).
+    pub frame_state_executing: i64,
     /// 3.10: the opcode after `f_lasti` that marks a suspended `yield from`.
     pub opcode_yield_from: Option<u64>,
     /// 3.11, 3.12: RESUME opcodes (oparg >= 2 after an await/yield from).

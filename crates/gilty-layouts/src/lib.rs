@@ -32,13 +32,16 @@ pub fn layout_for(major: u8, minor: u8) -> Option<&'static Layout> {
     }
 }
 
-/// The asyncio offsets (`_asyncio` Task/Future, coroutines, registries) for CPython `major.minor`.
+/// The asyncio offsets (`_asyncio` Task/Future, coroutines, registries; 3.14+ also the per-thread
+/// task lists) for CPython `major.minor`.
 pub fn asyncio_layout_for(major: u8, minor: u8) -> Option<&'static AsyncLayout> {
     match (major, minor) {
         (3, 10) => Some(&generated_asyncio::v3_10::ASYNC_LAYOUT),
         (3, 11) => Some(&generated_asyncio::v3_11::ASYNC_LAYOUT),
         (3, 12) => Some(&generated_asyncio::v3_12::ASYNC_LAYOUT),
         (3, 13) => Some(&generated_asyncio::v3_13::ASYNC_LAYOUT),
+        (3, 14) => Some(&generated_asyncio::v3_14::ASYNC_LAYOUT),
+        (3, 15) => Some(&generated_asyncio::v3_15::ASYNC_LAYOUT),
         _ => None,
     }
 }

@@ -4,3 +4,5 @@ pub mod v3_10;
 pub mod v3_11;
 pub mod v3_12;
 pub mod v3_13;
+pub mod v3_14;
+pub mod v3_15;
