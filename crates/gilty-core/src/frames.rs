@@ -16,8 +16,10 @@ use gilty_layouts::Layout;
 use std::collections::HashMap;
 use std::io;
 
-/// Deeper chains are taken as a cycle read from memory that changed under us.
-pub const MAX_DEPTH: usize = 2048;
+/// Frames read per walk: a deeper stack (`sys.setrecursionlimit` raised past it) keeps its innermost
+/// `MAX_DEPTH` frames under `CUT_FRAMES`. A walk of this many 3.11+ frames reads ~8 MB and takes a
+/// few ms; a chain that repeats a frame is a cycle read from memory that changed under us.
+pub const MAX_DEPTH: usize = 100_000;
 const MAX_LINETABLE: usize = 1 << 20;
 /// Most of a data-stack chunk read in one go (the newest part; older frames are read as needed).
 const MAX_CHUNK_READ: u64 = 256 << 10;
@@ -26,6 +28,11 @@ const MAX_CHUNK_READ: u64 = 256 << 10;
 const CHUNK_MARGIN: u64 = 2048;
 /// Copies of a moving stack compared (see `read_chain`) before it is given up as torn.
 const SNAPSHOT_ROUNDS: usize = 4;
+/// `_PyInterpreterFrame.owner` value of the shim frame a C caller pushes (3.12+, pycore_frame.h).
+const FRAME_OWNED_BY_CSTACK: u8 = 3;
+/// 3.13 `co_flags` bit of the code objects the interpreter makes for itself (Include/cpython/code.h),
+/// such as the `__init__` cleanup shim pushed under every specialised `Foo()` call.
+const CO_NO_MONITORING_EVENTS: u32 = 0x0200_0000;
 /// 3.10 `PyFrameObject.f_state` values (Include/cpython/frameobject.h).
 const FRAME_CREATED: i8 = -2;
 const FRAME_SUSPENDED: i8 = -1;
@@ -169,6 +176,8 @@ pub struct FrameWalker<'a> {
     pub keep_outer_part: bool,
     /// Whether the last walk returned only its outer part.
     pub outer_only: std::cell::Cell<bool>,
+    /// Whether the last walk stopped at `MAX_DEPTH` frames, short of the thread's first frame.
+    pub cut: std::cell::Cell<bool>,
     /// Frame addresses of the last whole chain read, innermost first (3.10 keeps them per thread).
     chain_addrs: std::cell::RefCell<Vec<u64>>,
 }
@@ -176,6 +185,8 @@ pub struct FrameWalker<'a> {
 /// The frame standing for the inner frames of a stack that kept moving while it was read (see
 /// `FrameWalker::outer_part`): a Python frame without file or line.
 pub const MOVING_FRAMES: &str = "(inner frames moving)";
+/// The frame standing for the outer frames of a stack deeper than `MAX_DEPTH`, which are not read.
+pub const CUT_FRAMES: &str = "(outer frames not read)";
 
 impl<'a> FrameWalker<'a> {
     pub fn new(mem: &'a dyn Memory, layout: &'a Layout, code_type: Option<u64>) -> Self {
@@ -217,7 +228,7 @@ impl<'a> FrameWalker<'a> {
         .copied()
         .unwrap()
             + 8;
-        FrameWalker { mem, layout, code_type, frame_read_len: frame_read_len as usize, code_read_len: code_read_len as usize, rounds: Default::default(), call_ends: Default::default(), keep_outer_part: false, outer_only: Default::default(), chain_addrs: Default::default() }
+        FrameWalker { mem, layout, code_type, frame_read_len: frame_read_len as usize, code_read_len: code_read_len as usize, rounds: Default::default(), call_ends: Default::default(), keep_outer_part: false, outer_only: Default::default(), cut: Default::default(), chain_addrs: Default::default() }
     }
 
     /// Address of the innermost frame of a thread state (already read into `tstate_bytes` when possible).
@@ -293,8 +304,7 @@ impl<'a> FrameWalker<'a> {
     ///   runs on through unrelated frames;
     /// - 3.11: the outermost frame is an entry frame (`is_entry`: entered from C, as a thread's
     ///   first frame always is); 3.12+: it is the shim frame the first C caller pushed (owner
-    ///   `FRAME_OWNED_BY_CSTACK`; 3.14+: owned by the interpreter, `FRAME_OWNED_BY_INTERPRETER`). A chain
-    ///   ending anywhere else ran into stale memory.
+    ///   `FRAME_OWNED_BY_CSTACK`). A chain ending anywhere else ran into stale memory.
     pub fn walk(&self, tstate: u64, cache: &mut CodeCache) -> Result<Walked, WalkError> {
         self.walk_from(tstate, None, true, cache)
     }
@@ -358,6 +368,13 @@ impl<'a> FrameWalker<'a> {
                 }
             }
         }
+        if self.cut.get() && !self.outer_only.get() {
+            out.push(Frame { function: CUT_FRAMES.to_owned(), file: String::new(), line: -1 });
+            ends.push(true);
+            if let Some(p) = positions.as_deref_mut() {
+                p.push(None);
+            }
+        }
         self.call_ends.replace(ends);
         Ok((out, top))
     }
@@ -386,6 +403,7 @@ impl<'a> FrameWalker<'a> {
         let l = self.layout;
         self.rounds.set(0);
         self.outer_only.set(false);
+        self.cut.set(false);
         let reads = BlockCache::new(self.mem);
         if moving {
             for &(at, len) in pages {
@@ -586,8 +604,9 @@ impl<'a> FrameWalker<'a> {
         let mut buf = vec![0u8; self.frame_read_len];
         let mut chain: Vec<RawFrame> = Vec::new();
         let mut frame = top;
+        let mut revisits = Revisits::default();
         while frame != 0 && chain.len() < MAX_DEPTH {
-            if !read(frame, &mut buf) {
+            if revisits.again(chain.len(), frame) || !read(frame, &mut buf) {
                 return None;
             }
             let f = self.raw_frame(frame, &buf);
@@ -671,7 +690,7 @@ impl<'a> FrameWalker<'a> {
         let instr: i64 = if l.version.1 == 10 { i32_at(buf, l.frame_instr) as i64 } else { u64_at(buf, l.frame_instr) as i64 };
         RawFrame {
             addr,
-            code: l.frame_code_ptr(u64_at(buf, l.frame_code)),
+            code: u64_at(buf, l.frame_code),
             previous: u64_at(buf, l.frame_previous),
             instr,
             state: l.frame_state.map(|off| buf[off as usize] as i8).unwrap_or(0),
@@ -692,8 +711,14 @@ impl<'a> FrameWalker<'a> {
         let mut out = Vec::new();
         let mut frame = first;
         let mut buf = vec![0u8; self.frame_read_len];
+        self.cut.set(false);
+        let mut revisits = Revisits::default();
         while frame != 0 {
             if out.len() >= MAX_DEPTH {
+                self.cut.set(true);
+                return Ok(out);
+            }
+            if revisits.again(out.len(), frame) {
                 return Err(WalkError::Torn);
             }
             mem.read(frame, &mut buf)?;
@@ -741,8 +766,7 @@ impl<'a> FrameWalker<'a> {
             return buf[off as usize] == 1;
         }
         if l.version.1 >= 12 {
-            // The shim a C caller pushes (3.12, 3.13), the interpreter's entry or base frame (3.14+).
-            return owner.is_some_and(|o| l.is_interpreter_owner(o));
+            return owner == Some(FRAME_OWNED_BY_CSTACK);
         }
         true // 3.10: liveness of every frame is checked instead
     }
@@ -759,9 +783,10 @@ impl<'a> FrameWalker<'a> {
         };
         let reads = BlockCache::new(self.mem);
         let mut frames = 0i64;
+        let mut revisits = Revisits::default();
         while frame != 0 {
             frames += 1;
-            if frames as usize > MAX_DEPTH {
+            if frames as usize > MAX_DEPTH || revisits.again(frames as usize, frame) {
                 return Err(WalkError::Torn);
             }
             let previous = reads.read_u64(frame + l.frame_previous)?;
@@ -779,13 +804,17 @@ impl<'a> FrameWalker<'a> {
         let l = self.layout;
         let mut frame = self.top_frame(tstate)?;
         let mut buf = vec![0u8; self.frame_read_len];
-        for _ in 0..MAX_DEPTH {
+        // Only shim frames come before the first frame with code: a few, never thousands.
+        for _ in 0..UNCHECKED_DEPTH {
             if frame == 0 {
                 return Ok(None);
             }
             self.mem.read(frame, &mut buf)?;
-            let code = l.frame_code_ptr(u64_at(&buf, l.frame_code));
-            let shim = l.frame_owner.is_some_and(|off| l.is_interpreter_owner(buf[off as usize]));
+            let code = u64_at(&buf, l.frame_code);
+            let shim = match l.frame_owner {
+                Some(off) => l.version.1 >= 12 && buf[off as usize] == FRAME_OWNED_BY_CSTACK,
+                None => false,
+            };
             if !shim && code != 0 {
                 let instr: i64 = if l.version.1 == 10 { i32_at(&buf, l.frame_instr) as i64 } else { u64_at(&buf, l.frame_instr) as i64 };
                 return Ok(Some((code, instr)));
@@ -886,7 +915,7 @@ impl<'a> FrameWalker<'a> {
         }
         // 3.13+: `CO_NO_MONITORING_EVENTS` marks the code objects the interpreter makes for itself (the
         // `__init__` cleanup shim of `CALL_ALLOC_AND_ENTER_INIT`); earlier versions use the bit otherwise.
-        let shim = l.code_flag_shim.is_some_and(|bit| i32_at(&head, l.code_flags) as u32 as u64 & bit != 0);
+        let shim = l.version.1 >= 13 && i32_at(&head, l.code_flags) as u32 & CO_NO_MONITORING_EVENTS != 0;
         let function = read_unicode(mem, l, key.name)?;
         let file = read_unicode(mem, l, key.filename)?;
         let linetable = read_bytes(mem, l, key.linetable, MAX_LINETABLE)?;
@@ -956,7 +985,7 @@ struct RawFrame {
 /// `native::merge`): every frame on 3.10, an entry frame on 3.11, the frame above a C-stack shim on
 /// 3.12+ (and the thread's outermost frame on any).
 fn frames_with_code(l: &Layout, chain: &[RawFrame]) -> Vec<(u64, i64, u64, bool)> {
-    let shim = |f: &RawFrame| l.is_interpreter_owner(f.owner);
+    let shim = |f: &RawFrame| l.version.1 >= 12 && f.owner == FRAME_OWNED_BY_CSTACK;
     chain
         .iter()
         .enumerate()
@@ -972,6 +1001,21 @@ fn frames_with_code(l: &Layout, chain: &[RawFrame]) -> Vec<(u64, i64, u64, bool)
             (f.code, f.instr, f.first_local, ends)
         })
         .collect()
+}
+
+/// Frames walked before each further frame's address is remembered: a cycle read from memory that
+/// changed under us then ends a walk within `UNCHECKED_DEPTH` frames plus twice its length rather
+/// than at `MAX_DEPTH`, and the usual shallow stack pays nothing for the check.
+const UNCHECKED_DEPTH: usize = 2048;
+
+#[derive(Default)]
+struct Revisits(std::collections::HashSet<u64>);
+
+impl Revisits {
+    /// Whether a walk `depth` frames in comes to `frame` a second time (only noticed past `UNCHECKED_DEPTH`).
+    fn again(&mut self, depth: usize, frame: u64) -> bool {
+        depth >= UNCHECKED_DEPTH && !self.0.insert(frame)
+    }
 }
 
 /// 3.10: a chain longer than the thread's recursion counter (read with its current frame) mixes
@@ -1026,6 +1070,49 @@ mod tests {
                 mem.bytes[at..at + 8].copy_from_slice(&word.to_le_bytes());
             }
             Ok(())
+        }
+    }
+
+    /// Frames linked `i -> next(i)` in a buffer, 3.12 layout (no per-frame liveness to fake).
+    fn linked_frames(n: usize, next: impl Fn(usize) -> Option<usize>) -> (BufferMemory, &'static Layout, u64) {
+        let l = gilty_layouts::layout_for(3, 12).unwrap();
+        const SIZE: u64 = 128;
+        let base = 0x10000u64;
+        let mut bytes = vec![0u8; n * SIZE as usize];
+        for i in 0..n {
+            let at = i * SIZE as usize;
+            let prev = next(i).map_or(0, |j| base + j as u64 * SIZE);
+            bytes[at + l.frame_code as usize..][..8].copy_from_slice(&1u64.to_le_bytes());
+            bytes[at + l.frame_previous as usize..][..8].copy_from_slice(&prev.to_le_bytes());
+            // FRAME_OWNED_BY_CSTACK (3.12): a thread's bottom frame when nothing precedes it.
+            bytes[at + l.frame_owner.unwrap() as usize] = 3;
+        }
+        (BufferMemory { base, bytes }, l, base)
+    }
+
+    /// A stack deeper than `MAX_DEPTH` keeps its innermost `MAX_DEPTH` frames and says it was cut.
+    #[test]
+    fn a_deeper_stack_is_cut_not_dropped() {
+        let n = MAX_DEPTH + 10;
+        let (mem, l, first) = linked_frames(n, |i| (i + 1 < n).then_some(i + 1));
+        let walker = FrameWalker::new(&mem, l, None);
+        let chain = walker.chain(&mem, first).expect("cut, not torn");
+        assert_eq!(chain.len(), MAX_DEPTH);
+        assert!(walker.cut.get());
+        let (mem, l, first) = linked_frames(50, |i| (i + 1 < 50).then_some(i + 1));
+        let walker = FrameWalker::new(&mem, l, None);
+        assert_eq!(walker.chain(&mem, first).unwrap().len(), 50);
+        assert!(!walker.cut.get());
+    }
+
+    /// Frames linked in a cycle (a torn read) end the walk as torn, soon after `UNCHECKED_DEPTH` frames.
+    #[test]
+    fn a_cycle_of_frames_is_torn() {
+        for len in [2usize, 3, 1000] {
+            let (mem, l, first) = linked_frames(len, |i| Some((i + 1) % len));
+            let walker = FrameWalker::new(&mem, l, None);
+            assert!(matches!(walker.chain(&mem, first), Err(WalkError::Torn)), "cycle of {len}");
+            assert!(!walker.cut.get());
         }
     }
 
