@@ -28,11 +28,6 @@ const MAX_CHUNK_READ: u64 = 256 << 10;
 const CHUNK_MARGIN: u64 = 2048;
 /// Copies of a moving stack compared (see `read_chain`) before it is given up as torn.
 const SNAPSHOT_ROUNDS: usize = 4;
-/// `_PyInterpreterFrame.owner` value of the shim frame a C caller pushes (3.12+, pycore_frame.h).
-const FRAME_OWNED_BY_CSTACK: u8 = 3;
-/// 3.13 `co_flags` bit of the code objects the interpreter makes for itself (Include/cpython/code.h),
-/// such as the `__init__` cleanup shim pushed under every specialised `Foo()` call.
-const CO_NO_MONITORING_EVENTS: u32 = 0x0200_0000;
 /// 3.10 `PyFrameObject.f_state` values (Include/cpython/frameobject.h).
 const FRAME_CREATED: i8 = -2;
 const FRAME_SUSPENDED: i8 = -1;
@@ -304,7 +299,8 @@ impl<'a> FrameWalker<'a> {
     ///   runs on through unrelated frames;
     /// - 3.11: the outermost frame is an entry frame (`is_entry`: entered from C, as a thread's
     ///   first frame always is); 3.12+: it is the shim frame the first C caller pushed (owner
-    ///   `FRAME_OWNED_BY_CSTACK`). A chain ending anywhere else ran into stale memory.
+    ///   `FRAME_OWNED_BY_CSTACK`; 3.14+: owned by the interpreter, `FRAME_OWNED_BY_INTERPRETER`). A chain
+    ///   ending anywhere else ran into stale memory.
     pub fn walk(&self, tstate: u64, cache: &mut CodeCache) -> Result<Walked, WalkError> {
         self.walk_from(tstate, None, true, cache)
     }
@@ -690,7 +686,7 @@ impl<'a> FrameWalker<'a> {
         let instr: i64 = if l.version.1 == 10 { i32_at(buf, l.frame_instr) as i64 } else { u64_at(buf, l.frame_instr) as i64 };
         RawFrame {
             addr,
-            code: u64_at(buf, l.frame_code),
+            code: l.frame_code_ptr(u64_at(buf, l.frame_code)),
             previous: u64_at(buf, l.frame_previous),
             instr,
             state: l.frame_state.map(|off| buf[off as usize] as i8).unwrap_or(0),
@@ -766,7 +762,8 @@ impl<'a> FrameWalker<'a> {
             return buf[off as usize] == 1;
         }
         if l.version.1 >= 12 {
-            return owner == Some(FRAME_OWNED_BY_CSTACK);
+            // The shim a C caller pushes (3.12, 3.13), the interpreter's entry or base frame (3.14+).
+            return owner.is_some_and(|o| l.is_interpreter_owner(o));
         }
         true // 3.10: liveness of every frame is checked instead
     }
@@ -810,11 +807,8 @@ impl<'a> FrameWalker<'a> {
                 return Ok(None);
             }
             self.mem.read(frame, &mut buf)?;
-            let code = u64_at(&buf, l.frame_code);
-            let shim = match l.frame_owner {
-                Some(off) => l.version.1 >= 12 && buf[off as usize] == FRAME_OWNED_BY_CSTACK,
-                None => false,
-            };
+            let code = l.frame_code_ptr(u64_at(&buf, l.frame_code));
+            let shim = l.frame_owner.is_some_and(|off| l.is_interpreter_owner(buf[off as usize]));
             if !shim && code != 0 {
                 let instr: i64 = if l.version.1 == 10 { i32_at(&buf, l.frame_instr) as i64 } else { u64_at(&buf, l.frame_instr) as i64 };
                 return Ok(Some((code, instr)));
@@ -915,7 +909,7 @@ impl<'a> FrameWalker<'a> {
         }
         // 3.13+: `CO_NO_MONITORING_EVENTS` marks the code objects the interpreter makes for itself (the
         // `__init__` cleanup shim of `CALL_ALLOC_AND_ENTER_INIT`); earlier versions use the bit otherwise.
-        let shim = l.version.1 >= 13 && i32_at(&head, l.code_flags) as u32 & CO_NO_MONITORING_EVENTS != 0;
+        let shim = l.code_flag_shim.is_some_and(|bit| i32_at(&head, l.code_flags) as u32 as u64 & bit != 0);
         let function = read_unicode(mem, l, key.name)?;
         let file = read_unicode(mem, l, key.filename)?;
         let linetable = read_bytes(mem, l, key.linetable, MAX_LINETABLE)?;
@@ -985,7 +979,7 @@ struct RawFrame {
 /// `native::merge`): every frame on 3.10, an entry frame on 3.11, the frame above a C-stack shim on
 /// 3.12+ (and the thread's outermost frame on any).
 fn frames_with_code(l: &Layout, chain: &[RawFrame]) -> Vec<(u64, i64, u64, bool)> {
-    let shim = |f: &RawFrame| l.version.1 >= 12 && f.owner == FRAME_OWNED_BY_CSTACK;
+    let shim = |f: &RawFrame| l.is_interpreter_owner(f.owner);
     chain
         .iter()
         .enumerate()
