@@ -8,7 +8,8 @@
 pub struct CounterRules {
     /// Adaptive/generic form: `value = word >> value_shift`, `backoff = word & ((1 << value_shift) - 1)`.
     pub value_shift: u8,
-    /// Largest backoff exponent (the counter restarts at `2^backoff - 1` after a failed attempt).
+    /// Largest backoff exponent (3.12-3.14: the counter restarts at `2^backoff - 1` after a failed
+    /// attempt; 3.15 restarts from a table, 1, 6, 30, 126, 508, 2052, 8190 for backoff 0..6).
     pub max_backoff: u8,
     /// 3.12+: the word every site starts with when its code object is created (`adaptive_counter_warmup()`).
     pub warmup: Option<u16>,

@@ -13,6 +13,9 @@
 //!   site's value starts at 52; every miss runs the base opcode, which decrements it; at 0 the next
 //!   miss re-specializes (for the object it sees), keeping a specialized name while missing. A failed
 //!   attempt writes the base opcode back with value `2^b - 1` and backoff b + 1.
+//! - 3.14/3.15: as 3.12/3.13 (3.15 with a 3-bit backoff and a table of restart values), except that
+//!   a LOAD_ATTR of an attribute neither the class nor the instance has (a `__getattr__` fallback)
+//!   keeps the base opcode with the cooldown word (value 52, backoff 0): retried every 52 executions.
 
 use gilty_layouts::opcodes::{CounterRules, OpcodeTable};
 
@@ -131,9 +134,11 @@ pub fn classify(t: &OpcodeTable, op: u8, word: u16) -> (Form, Counter) {
         None if op == base => Form::Cold,
         None if backoff == 0 => Form::Warming,
         None => Form::Backoff,
-        // 3.12+: the base opcode counts down itself.
+        // 3.12+: the base opcode counts down itself. Warming is the warm-up word counted down (same
+        // backoff, smaller value); any other backoff, 0 included, counts down to a later attempt (3.14+
+        // writes the cooldown word, backoff 0, on the base opcode for an attribute nobody has).
         Some(w) if word == w => Form::Cold,
-        Some(w) if backoff as u16 <= (w & mask) => Form::Warming,
+        Some(w) if backoff as u16 == (w & mask) && value < (w >> r.value_shift) => Form::Warming,
         Some(_) => Form::Backoff,
     };
     (form, plain)
@@ -217,6 +222,26 @@ mod tests {
         assert_eq!(classify(t11, op(t11, "LOAD_ATTR_ADAPTIVE"), t11.counter.adaptive_start.unwrap()).0, Form::Backoff);
         let t13 = opcodes_for(3, 13).unwrap();
         assert_eq!(classify(t13, op(t13, "LOAD_ATTR"), 0xffff).0, Form::Generic);
+    }
+
+    #[test]
+    fn cooldown_count_on_the_base_opcode_is_backoff_not_warming() {
+        // 3.14+: an attribute neither the class nor the instance has keeps LOAD_ATTR with the
+        // cooldown word (value 52, backoff 0), counting down to its next attempt.
+        for minor in [14u8, 15] {
+            let t = opcodes_for(3, minor).unwrap();
+            let r = t.counter;
+            let la = op(t, "LOAD_ATTR");
+            let (form, c) = classify(t, la, r.specialized_start - (7 << r.value_shift));
+            assert_eq!((form, c.value, c.backoff), (Form::Backoff, 45, 0), "3.{minor}");
+            assert_eq!(classify(t, la, r.warmup.unwrap()).0, Form::Cold, "3.{minor}");
+            assert_eq!(classify(t, la, r.warmup.unwrap() - (1 << r.value_shift)).0, Form::Warming, "3.{minor}");
+            assert_eq!(classify(t, la, r.first_backoff).0, Form::Backoff, "3.{minor}");
+            assert_eq!(classify(t, la, r.unreachable.unwrap()).0, Form::Generic, "3.{minor}");
+            let spec = op(t, "LOAD_ATTR_INSTANCE_VALUE");
+            let (form, c) = classify(t, spec, r.specialized_start - (3 << r.specialized_shift));
+            assert_eq!((form, c.misses_since_specialized), (Form::Specialized, Some(3)), "3.{minor}");
+        }
     }
 
     #[test]
