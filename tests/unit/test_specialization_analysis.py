@@ -260,3 +260,35 @@ def test_free_threaded_build_is_one_line():
     line = _one_line_reason(RuntimeError(native))
     assert line == "pid 4242 runs a free-threaded build: CPython disables specialization there, so there is nothing to report"
     assert "\n" not in line
+
+
+RULES_314 = {"value_shift": 4, "specialized_start": 52, "specialized_shift": 4, "warmup": 17,
+             "quickening_warmup_delay": None, "adaptive_start": None, "max_backoff": 12}
+RULES_315 = {"value_shift": 3, "specialized_start": 52, "specialized_shift": 3, "warmup": 9,
+             "quickening_warmup_delay": None, "adaptive_start": None, "max_backoff": 6}
+
+
+def test_314_cooldown_on_the_generic_opcode_is_said_as_a_retry_without_backoff():
+    # 3.14+: an attribute neither the class nor the instance has keeps LOAD_ATTR with the cooldown count.
+    retry = {"form": "backoff", "counter_value": 45, "backoff": 0, "misses_since_specialized": None}
+    for minor, rules in (((3, 14), RULES_314), ((3, 15), RULES_315)):
+        text = counter_meaning(retry, minor, rules)
+        assert "next specialization attempt in 45 executions" in text and "every 52" in text, text
+
+
+def test_314_binary_op_and_call_families():
+    for version, rules in (("3.14.10", RULES_314), ("3.15.2", RULES_315)):
+        w = watch(version, rules, [
+            ins(4, "BINARY_OP", "BINARY_OP", "backoff", 50, hist(100, []), value=3000, backoff=12, operator="%"),
+            ins(8, "CALL_KW", "CALL_KW", "backoff", 500, hist(100, []), value=900, backoff=12),
+            ins(12, "CALL_KW_PY", "CALL_KW", "specialized", 100, hist(100, [50, 50])),
+            ins(16, "CALL_FUNCTION_EX", "CALL_FUNCTION_EX", "backoff", 400, hist(100, []), value=900, backoff=12),
+        ])
+        by_offset = {s.offset: s for s in analyse(session(w)).sites}
+        # 3.14 specializes more than + - * (subscripts, mixed int/float): the cause says so, not "3.11-3.13 only".
+        assert "3.11-3.13" not in by_offset[4].cause and "`%`" in by_offset[4].cause, by_offset[4].cause
+        # Keyword and *args calls are calls: their samples are the callee's, never ranked...
+        assert by_offset[8].is_call and by_offset[8].cost == 0
+        assert by_offset[16].is_call and by_offset[16].cost == 0
+        # ... unless specialized for a Python callee, which has a frame of its own.
+        assert not by_offset[12].is_call and by_offset[12].cost > 0

@@ -63,11 +63,12 @@ ATTRIBUTE_FAMILIES = {"LOAD_ATTR", "STORE_ATTR", "LOAD_METHOD", "LOAD_SUPER_ATTR
 # function (a Python callee would be the innermost frame itself), so its time is the callee's own
 # work, not the instruction's; specializing the call saves only the call's overhead. They are shown
 # apart and never ranked as slow sites.
-CALL_FAMILIES = {"CALL", "PRECALL"}
+CALL_FAMILIES = {"CALL", "PRECALL", "CALL_KW", "CALL_FUNCTION_EX"}  # CALL_KW 3.14+, CALL_FUNCTION_EX 3.15+
 # Specialized calls of Python functions: the callee gets a frame of its own, so a sample at the call
 # is the call's own dispatch and counts as the instruction's time.
 PYTHON_CALLEE_FORMS = {"CALL_PY_EXACT_ARGS", "CALL_PY_WITH_DEFAULTS", "CALL_PY_GENERAL", "CALL_BOUND_METHOD_EXACT_ARGS",
-                       "CALL_BOUND_METHOD_GENERAL", "CALL_ALLOC_AND_ENTER_INIT"}
+                       "CALL_BOUND_METHOD_GENERAL", "CALL_ALLOC_AND_ENTER_INIT", "CALL_KW_PY", "CALL_KW_BOUND_METHOD",
+                       "CALL_EX_PY"}
 
 
 @dataclass
@@ -142,6 +143,11 @@ def counter_meaning(ins: dict, minor: tuple, rules: dict) -> str:
             return "quickened; tries to specialize on its next execution" if value == 0 else f"tries to specialize in {value} executions"
         return "executed once; specializes on its next execution"
     if form == "backoff":
+        if backoff == 0 and minor >= (3, 14):
+            # specialize.c (3.14+): an attribute neither the class nor the instance has gets the
+            # cooldown count on the generic opcode instead of a backoff.
+            every = rules.get("specialized_start", 52)  # measured: the attempt itself counts down once
+            return f"generic path; next specialization attempt in {value} executions (retried every {every}, no backoff)"
         return f"generic path; next specialization attempt in {value} executions (backoff exponent {backoff})"
     if form == "cold":
         if minor == (3, 11):
@@ -175,6 +181,10 @@ def likely_cause(site: Site, minor: tuple) -> str:
             return f"attribute lookup that cannot be specialized ({kinds})"
     if fam == "LOAD_GLOBAL" and (site.changes or site.counted_misses):
         return "the module globals or builtins keep changing keys (a global added or deleted at run time); rebinding alone does not"
+    if fam == "BINARY_OP" and site.operator and minor >= (3, 14) and site.slow_path_estimate:
+        # 3.14 folded subscripts into BINARY_OP and added BINARY_OP_EXTEND (mixed int/float, int bitwise).
+        return (f"operator `{site.operator}` on operand types without a specialization (3.14+ specialize + - * on "
+                f"int/float, + on str, [] on list/tuple/str/dict and some mixed int/float and int bitwise forms)")
     if fam == "BINARY_OP" and site.operator and site.operator not in SPECIALIZED_OPERATORS:
         return f"operator `{site.operator}` has no specialization (CPython 3.11-3.13 specialize only +, - and * on int/float, + on str)"
     if fam in ("BINARY_OP", "COMPARE_OP"):
