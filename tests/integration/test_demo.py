@@ -10,6 +10,8 @@ import time
 
 import pytest
 
+from conftest import DISCOVERED
+
 
 def _alive(pid: int) -> bool:
     """True while pid exists and is not a zombie."""
@@ -35,6 +37,10 @@ def test_demo_blames_the_metrics_thread_and_stops_the_service():
     pids = re.findall(r"Recording pid (\d+)", result.stdout)
     assert pids, output
     service_pid = int(pids[0])
+    # Issue 28: the service runs on the newest interpreter the suite found (sid's 3.15 when unpacked),
+    # and says which.
+    newest = max((i for i in DISCOVERED if i.path), key=lambda i: i.version)
+    assert f"Python {newest.version_str} ({newest.path})" in result.stdout, output
 
     verdict = result.stdout.split("\nVerdict\n", 1)
     assert len(verdict) == 2, output

@@ -1,7 +1,8 @@
 """``python -m gilty.demo``: start the demo service, record it with gilty, print the diagnosis.
 
-1. starts ``python -m gilty.demo.service`` with this interpreter, in its own session (so a
-   Ctrl-C reaches gilty, which still prints its summary, and not the service directly);
+1. starts ``gilty/demo/service.py`` with the newest Python found here (``interpreters``; or
+   ``--python``), in its own session (so a Ctrl-C reaches gilty, which still prints its summary,
+   and not the service directly);
 2. waits for it to print ``ready``;
 3. runs ``gilty record --pid PID --duration D --rate R`` in this process, through
    :func:`gilty.cli.main`, which prints the report and the verdict;
@@ -19,9 +20,13 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Optional
 
+from gilty.demo import interpreters
+
 READY_TIMEOUT_S = 15.0
+SERVICE = Path(__file__).with_name("service.py")
 STOP_TIMEOUT_S = 5.0
 
 INTRO = """\
@@ -30,8 +35,8 @@ gilty demo: a task scheduler like the one in "Is it me, or the GIL?" (EuroPython
   io-1..io-{n}   wait in recv(), make a 1-4 ms blocking "API call", do a little Python
   metrics      aggregates and serialises fake metrics in pure Python, in a loop
   hasher       sha256 of a 16 MiB buffer, in C with the GIL released
-The I/O threads should spend their time blocked in I/O. Are they? Recording pid {pid}
-for {duration:g} s at {rate:g} Hz with `gilty record --pid {pid} --duration {duration:g} --rate {rate:g}`...
+The I/O threads should spend their time blocked in I/O. Are they? Recording pid {pid},
+Python {version} ({python}), for {duration:g} s at {rate:g} Hz with `gilty record --pid {pid} --duration {duration:g} --rate {rate:g}`...
 """
 
 OUTRO = """\
@@ -48,12 +53,14 @@ def _parse_args(argv: Optional[list]) -> argparse.Namespace:
     parser.add_argument("--duration", type=float, default=10.0, help="seconds to record (default 10)")
     parser.add_argument("--rate", type=float, default=1000.0, help="samples per second (default 1000: waits of a few ms need it)")
     parser.add_argument("--io-threads", type=int, default=4, help="I/O worker threads in the service (default 4)")
+    parser.add_argument("--python", metavar="PATH", help="the interpreter that runs the service (default: the newest CPython found here)")
     return parser.parse_args(argv)
 
 
-def start_service(io_threads: int) -> subprocess.Popen:
+def start_service(io_threads: int, python: str = sys.executable) -> subprocess.Popen:
+    # The file, not `-m gilty.demo.service`: another interpreter has no gilty to import.
     return subprocess.Popen(
-        [sys.executable, "-m", "gilty.demo.service", "--io-threads", str(io_threads)],
+        [python, str(SERVICE), "--io-threads", str(io_threads)],
         stdout=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
         start_new_session=True,
@@ -100,10 +107,15 @@ def stop_service(service: subprocess.Popen, timeout_s: float = STOP_TIMEOUT_S) -
 
 def main(argv: Optional[list] = None) -> int:
     args = _parse_args(argv)
-    service = start_service(args.io_threads)
+    python = interpreters.probe(args.python) if args.python else interpreters.newest()
+    if python is None:
+        print(f"gilty demo: error: {args.python!r} is not a CPython 3.10+ (non free-threaded) that runs", file=sys.stderr)
+        return 2
+    service = start_service(args.io_threads, python.path)
     try:
         wait_ready(service)
-        print(INTRO.format(pid=service.pid, duration=args.duration, rate=args.rate, n=args.io_threads), flush=True)
+        intro = INTRO.format(pid=service.pid, version=python.version_str, python=python.path, duration=args.duration, rate=args.rate, n=args.io_threads)
+        print(intro, flush=True)
         # Imported here so that `--help` works, and a broken CLI still stops the service.
         from gilty.cli import main as gilty_main
 
