@@ -118,3 +118,35 @@ fn older_table_against_313_block_reports_disagreements() {
         "{diffs:?}"
     );
 }
+
+/// 3.14 and 3.15 (Debian sid's, unpacked by tools/sid_pythons.py): the block in the interpreter's own
+/// `.PyRuntime` section, read member by member at the places the generator took from the header, agrees
+/// with the generated table in every member gilty uses, and says it is no free-threaded build.
+#[test]
+fn sid_blocks_agree_with_their_generated_tables() {
+    let cache = std::env::var("GILTY_SID_CACHE").unwrap_or_else(|_| "/root/.cache/gilty/sid-pythons".into());
+    for minor in [14u8, 15] {
+        let exe = format!("{cache}/root/usr/bin/python3.{minor}");
+        if !Path::new(&exe).exists() {
+            eprintln!("skipping 3.{minor}: {exe} not found");
+            continue;
+        }
+        let file = std::fs::read(&exe).expect("read the interpreter");
+        let (off, size) = elf64_section(&file, ".PyRuntime").expect("no .PyRuntime section");
+        let (fields, block_size) = gilty_layouts::debug_offsets_fields(3, minor).expect("generated members");
+        assert!(size >= block_size as usize);
+        let bytes = &file[off..off + block_size as usize];
+        let d = debug_offsets::parse_named(bytes, minor, fields).expect("parse the block");
+        assert_eq!((d.major(), d.minor()), (3, minor));
+        assert!(!d.free_threaded);
+        let table = layout_for(3, minor).unwrap();
+        let (merged, diffs) = debug_offsets::apply_named(table, &d);
+        assert!(diffs.is_empty(), "3.{minor}: {diffs:?}");
+        assert_eq!(&merged, table);
+        // The members gilty takes from 3.15's thread state are in the block it checks.
+        if minor >= 15 {
+            assert_eq!(d.get("thread_state.holds_gil"), table.tstate_holds_gil);
+            assert_eq!(d.get("thread_state.gil_requested"), table.tstate_gil_requested);
+        }
+    }
+}
