@@ -36,7 +36,7 @@ pub const PERIOD_BUDGET: f64 = 0.25;
 /// Longest stride: tasks are read at least every 50 passes (every half second at 100 Hz).
 pub const MAX_STRIDE: u32 = 50;
 
-/// Deepest task tree path kept (a longer parent chain is taken as a cycle of stale edges).
+/// Deepest task tree path kept (a longer parent chain is taken as stale edges).
 const MAX_PATH: usize = 64;
 
 /// One thread as the pass saw it: what a running task on it is charged with.
@@ -108,12 +108,15 @@ fn await_site(stack: &[Frame]) -> Option<&Frame> {
 
 fn path_of(t: &TaskInfo, by_id: &HashMap<u64, &TaskInfo>) -> Vec<String> {
     let mut path = vec![t.name.clone()];
+    let mut ids = vec![t.id];
     let mut at = t;
     while let Some(p) = at.parent.and_then(|p| by_id.get(&p)) {
-        if path.len() >= MAX_PATH {
+        // A task of an await cycle is its own ancestor: the path ends before it repeats.
+        if path.len() >= MAX_PATH || ids.contains(&p.id) {
             break;
         }
         path.push(p.name.clone());
+        ids.push(p.id);
         at = p;
     }
     path.reverse();
@@ -295,6 +298,7 @@ mod tests {
             awaiting: awaiting.map(|k| Awaiting { kind: k.into(), type_name: "Future".into(), address: 1 }),
             parent,
             parent_via: parent.map(|_| "await"),
+            waits_for: Vec::new(),
         }
     }
 
@@ -334,6 +338,25 @@ mod tests {
         assert_eq!(busy.tid, Some(10));
         // "other" claims to run but no thread's stack holds it.
         assert_eq!(errors.running_unmatched, 1);
+    }
+
+    /// Tasks of an await cycle (a awaits b awaits a; s gathers itself) are each sampled once, their
+    /// paths ending before a task repeats.
+    #[test]
+    fn await_cycles_give_one_sample_each_and_short_paths() {
+        let at = |f: &str| vec![frame(f, "/app/app.py", 1)];
+        let snap = TasksSnapshot {
+            asyncio_imported: true,
+            tasks: vec![
+                task(1, "a", "pending", at("a"), Some("task"), Some(2)),
+                task(2, "b", "pending", at("b"), Some("task"), Some(1)),
+                task(3, "s", "pending", at("s"), Some("gather"), Some(3)),
+            ],
+            ..Default::default()
+        };
+        let samples = samples_of(&snap, &[], &mut TaskPassErrors::default());
+        let paths: Vec<Vec<String>> = samples.iter().map(|s| s.path.clone()).collect();
+        assert_eq!(paths, [vec!["b", "a"], vec!["a", "b"], vec!["s"]]);
     }
 
     #[test]

@@ -75,6 +75,7 @@ fn build<'py, 'a>(py: Python<'py>, snap: &'a TasksSnapshot) -> PyResult<Bound<'p
         }
         d.set_item(intern!(py, "parent"), t.parent)?;
         d.set_item(intern!(py, "parent_via"), t.parent_via)?;
+        d.set_item(intern!(py, "waits_for"), &t.waits_for)?;
         tasks.append(d)?;
     }
     out.set_item("tasks", tasks)?;

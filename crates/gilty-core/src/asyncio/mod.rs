@@ -46,6 +46,9 @@ pub struct TaskInfo {
     pub parent: Option<u64>,
     /// How the parent awaits this task: await, gather, taskgroup, shield, wait_for, callback.
     pub parent_via: Option<&'static str>,
+    /// The tasks this one waits for (`tree::waits_for`), by id, ascending: a task waiting on itself
+    /// through them, or through parent edges, is in an await cycle (a deadlock).
+    pub waits_for: Vec<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -220,6 +223,7 @@ fn one_read(interp: &Interpreter, a: &gilty_layouts::AsyncLayout, main: u64, chu
         }
     }
     let parents = tree::parents(&r, &read);
+    let mut waits = tree::waits_for(&r, &read);
     let mut loops: AddrMap<LoopInfo> = AddrMap::default();
     for t in read {
         let running = current.get(&t.fields.loop_addr) == Some(&t.id);
@@ -244,6 +248,7 @@ fn one_read(interp: &Interpreter, a: &gilty_layouts::AsyncLayout, main: u64, chu
             awaiting: t.awaiting.clone(),
             parent,
             parent_via: via,
+            waits_for: waits.remove(&t.id).unwrap_or_default(),
         });
     }
     snap.tasks.sort_by_key(|t| t.id);

@@ -136,6 +136,40 @@ pub fn parents(r: &AsyncReader, tasks: &[ReadTask]) -> AddrMap<(u64, &'static st
     out
 }
 
+/// Gathers nested in a gather followed this deep (a torn read can make them a cycle).
+const MAX_GATHER_NESTING: usize = 8;
+
+/// task -> the tasks it waits for: the task it awaits, or every task of the gather it awaits (gathers
+/// of gathers followed). With the parent edges, the graph `dump --tasks` looks for await cycles in.
+pub fn waits_for(r: &AsyncReader, tasks: &[ReadTask]) -> AddrMap<Vec<u64>> {
+    let is_task: AddrSet = tasks.iter().map(|t| t.id).collect();
+    let mut out: AddrMap<Vec<u64>> = AddrMap::default();
+    for t in tasks {
+        let w = t.fields.fut_waiter;
+        if t.fields.state != 0 || w == 0 {
+            continue;
+        }
+        let mut found = Vec::new();
+        let mut pending = vec![(w, 0usize)];
+        let mut seen = AddrSet::default();
+        while let Some((obj, depth)) = pending.pop() {
+            if !seen.insert(obj) {
+                continue;
+            }
+            if is_task.contains(&obj) {
+                found.push(obj);
+            } else if depth < MAX_GATHER_NESTING && r.is_gathering(obj) {
+                pending.extend(gather_children(r, obj).into_iter().map(|c| (c, depth + 1)));
+            }
+        }
+        if !found.is_empty() {
+            found.sort_unstable();
+            out.insert(t.id, found);
+        }
+    }
+    out
+}
+
 fn gather_children(r: &AsyncReader, gathering: u64) -> Vec<u64> {
     let Ok(Some(list)) = r.graph().get_attr(gathering, "_children") else { return Vec::new() };
     r.list_items(list).unwrap_or_default()
