@@ -27,10 +27,12 @@ def build_native_chain(interpreter: str, out_dir: Path) -> Path:
     if not (Path(include) / "Python.h").exists():
         pytest.skip(f"no Python.h in {include} for {interpreter} (Debian: apt-get install python3-dev; see the Makefile's system-deps)")
     out_dir.mkdir(parents=True, exist_ok=True)
+    # The include dir's parent too: Debian's pyconfig.h includes <x86_64-linux-gnu/python3.X/pyconfig.h>
+    # from there (sid's 3.14/3.15 live in a private root, not on gcc's default path).
     target = out_dir / f"native_chain{suffix}"
     # No inlining and no sibling calls: outer -> middle -> inner_spin keep a frame each, as -g keeps lines.
     cmd = [gcc, "-shared", "-fPIC", "-O1", "-g", "-fno-inline", "-fno-optimize-sibling-calls",
-           f"-I{include}", str(SOURCE), "-o", str(target)]
+           f"-I{include}", f"-I{Path(include).parent}", str(SOURCE), "-o", str(target)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, f"{' '.join(cmd)} failed:\n{done.stderr}"
     return out_dir
