@@ -11,11 +11,18 @@ A `reporter` task, once all are suspended, schedules a plain callback (not a tas
 suspended while it runs) that writes, for every task of asyncio.all_tasks(): its id, name, the
 coroutine chain innermost first (qualname, file, line, followed through cr_await / gi_yieldfrom as
 far as it goes), Task.get_stack()'s frames, and the parent it was built with. Then prints "ready".
+
+On 3.14+ `--python-tasks` blocks `_asyncio` altogether: there the C module keeps the running task in
+the thread state, where pure-Python tasks beside it are not seen (asyncio.timeout() fails in them).
 """
+
+import sys
+
+if "--python-tasks" in sys.argv and sys.version_info >= (3, 14):
+    sys.modules["_asyncio"] = None
 
 import asyncio
 import json
-import sys
 import threading
 
 TRUTH = sys.argv[1]

@@ -109,6 +109,11 @@ impl<'a> Reader<'a> {
         if !self.has_flag(dict, TPFLAGS_DICT_SUBCLASS)? {
             return Err(invalid("expected a dict"));
         }
+        // An empty dict may share the interpreter's static empty keys (3.11+ `Py_EMPTY_KEYS`, of size
+        // 1): nothing to read (3.14's `asyncio.tasks._current_tasks` stays so beside `_asyncio`).
+        if self.mem.read_i64(dict.wrapping_add(self.l.dict_used))? == 0 {
+            return Ok(Vec::new());
+        }
         let keys = self.ptr(dict.wrapping_add(self.l.dict_keys))?;
         let values = self.ptr(dict.wrapping_add(self.l.dict_values))?;
         let split = if values == 0 { None } else { Some(self.split_values(values)?) };

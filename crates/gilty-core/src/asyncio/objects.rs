@@ -362,15 +362,16 @@ impl<'a> AsyncReader<'a> {
         let (code, instr, state, yf) = if let Some(iframe_off) = a.gen_iframe {
             let state = self.mem.read_u8(gen + a.gen_frame_state.unwrap())? as i8 as i64;
             let frame = gen + iframe_off;
-            if state > 0 {
+            let live = [Some(a.frame_state_created), Some(a.frame_state_suspended), a.frame_state_suspended_yield_from, a.frame_state_suspended_yield_from_locked, Some(a.frame_state_executing)];
+            if !live.contains(&Some(state)) {
                 // completed or cleared: no frame
                 return Ok((ChainLink { object: gen, frame: None, running: false }, None));
             }
-            let code = self.ptr(frame + l.frame_code)?;
+            let code = l.frame_code_ptr(self.ptr(frame + l.frame_code)?);
             let instr = self.ptr(frame + l.frame_instr)? as i64;
             let mut yf = None;
             let suspended_in_await = match a.frame_state_suspended_yield_from {
-                Some(s) => state == s,
+                Some(s) => state == s || Some(state) == a.frame_state_suspended_yield_from_locked,
                 None if state == a.frame_state_suspended => {
                     // 3.11/3.12: the instruction after the YIELD_VALUE is RESUME with oparg >= 2.
                     let next = self.mem.read_vec(instr as u64 + 2, 2)?;
@@ -380,11 +381,27 @@ impl<'a> AsyncReader<'a> {
                 None => false,
             };
             if suspended_in_await {
-                let top = self.i32_at(frame + a.iframe_stacktop.unwrap())? as i64;
-                if !(1..=1 << 20).contains(&top) {
-                    return Err(WalkError::Torn);
-                }
-                yf = Some(self.ptr(frame + l.frame_localsplus.unwrap() + (top as u64 - 1) * 8)?);
+                let base = frame + l.frame_localsplus.unwrap();
+                let tos = match a.iframe_stackpointer {
+                    // 3.14+: a pointer one past TOS, inside the frame's own localsplus.
+                    Some(off) => {
+                        let sp = self.ptr(frame + off)?;
+                        let depth = a.iframe_awaited_depth.unwrap_or(1);
+                        if sp < base + 8 * depth || sp > base + (8 << 20) || sp % 8 != 0 {
+                            return Err(WalkError::Torn);
+                        }
+                        sp - 8 * depth
+                    }
+                    None => {
+                        let top = self.i32_at(frame + a.iframe_stacktop.unwrap())? as i64;
+                        if !(1..=1 << 20).contains(&top) {
+                            return Err(WalkError::Torn);
+                        }
+                        base + (top as u64 - 1) * 8
+                    }
+                };
+                // A `_PyStackRef` on 3.14+: its tag bits cleared, as for `f_executable`.
+                yf = Some(l.frame_code_ptr(self.ptr(tos)?));
             }
             (code, instr, state, yf)
         } else {
@@ -412,7 +429,7 @@ impl<'a> AsyncReader<'a> {
             }
             (code, lasti, state, yf)
         };
-        let running = state == 0;
+        let running = state == a.frame_state_executing;
         let mut frame = self.walker.decode_frame(code, instr, &mut self.codes.borrow_mut(), self.mem)?;
         // 3.11+ frames carry co_qualname, the coroutine's __qualname__ unless someone renamed it; 3.10
         // code objects have no qualified name, so the generator's own gi_qualname is read.

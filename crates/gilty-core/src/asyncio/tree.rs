@@ -69,7 +69,8 @@ fn awaiting(r: &AsyncReader, fields: &TaskFields, chain: &Chain) -> io::Result<O
     } else if r.is_gathering(obj) {
         "gather"
     } else if k.is_future() {
-        let site = chain.links.iter().rev().filter_map(|l| l.frame.as_ref()).find(|f| in_asyncio(f)).and_then(|f| kind_of_site(&f.function));
+        // A pure-Python future's own `__await__` (no `_asyncio`, as on 3.14+ without it) is not the site.
+        let site = chain.links.iter().rev().filter_map(|l| l.frame.as_ref()).find(|f| in_asyncio(f) && f.function != "Future.__await__").and_then(|f| kind_of_site(&f.function));
         match site {
             Some(s) => s,
             None => callback_kind(r, obj, k).unwrap_or("future"),
