@@ -187,7 +187,8 @@ fn variables(mem: &dyn Memory, l: &Layout, reprs: &ObjectRepr, frame: u64, code:
     let raw = mem.read_vec(frame + localsplus, slots.len() * 8)?;
     let mut out = Vec::new();
     for (i, ((name, kind), value)) in slots.into_iter().zip(raw.chunks_exact(8)).enumerate() {
-        let mut value = u64::from_le_bytes(value.try_into().unwrap());
+        // 3.14+: a slot is a `_PyStackRef`; its low bits tag a deferred reference, not the address.
+        let mut value = l.frame_code_ptr(u64::from_le_bytes(value.try_into().unwrap()));
         if kind & CO_FAST_HIDDEN != 0 || (kind & CO_FAST_FREE != 0 && kind & CO_FAST_LOCAL == 0) || value == 0 {
             continue;
         }
