@@ -127,6 +127,17 @@ def test_loops_in_two_threads(interp, targets):
     assert sum(t["name"].startswith(("t0-", "t1-")) for t in report["asyncio"]["tasks"]) == 6
 
 
+def test_a_task_whose_thread_exited(interp, targets):
+    """3.14+ keeps C tasks on their thread's list and hands them to the interpreter when the thread
+    exits: a pending task of a thread that is gone is still read, with its frame."""
+    proc = targets(interp, "asyncio_orphan.py")
+    report = dump_tasks(proc.pid)
+    tasks = [t for t in report["asyncio"]["tasks"] if t["name"] == "abandoned"]
+    assert len(tasks) == 1, report["asyncio"]["tasks"]
+    assert tasks[0]["state"] == "pending", tasks[0]
+    assert [f["function"] for f in tasks[0]["stack"]][-1].endswith("abandoned"), tasks[0]["stack"]
+
+
 def test_without_asyncio(interp, targets):
     proc = targets(interp, "known_stack.py")
     rc, out, err = run_gilty("dump", "--pid", proc.pid, "--tasks", timeout=60)
