@@ -97,9 +97,18 @@ struct Found {
     path: String,
 }
 
+/// A file the target still maps but that was deleted or replaced since it started (a package upgrade
+/// under a running service: the kernel names it `PATH (deleted)`): read through the mapping itself.
+fn deleted_file_path(pid: i32, path: &str, map_start: u64, maps: &[MapEntry]) -> Option<String> {
+    path.strip_suffix(" (deleted)")?;
+    let m = maps.iter().find(|m| m.start == map_start && m.path.as_deref() == Some(path))?;
+    Some(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end))
+}
+
 fn find_runtime(pid: i32, maps: &[MapEntry], exe: &Option<String>) -> Option<Found> {
     for (path, map_start) in candidate_binaries(pid, maps, exe) {
-        let Ok(elf) = ElfInfo::read(&readable_path(pid, &path)) else { continue };
+        let file = deleted_file_path(pid, &path, map_start, maps).unwrap_or_else(|| readable_path(pid, &path));
+        let Ok(elf) = ElfInfo::read(&file) else { continue };
         let bias = if elf.is_pie_or_shared { map_start.wrapping_sub(elf.first_load_vaddr) } else { 0 };
         let (addr, size) = match elf.symbol("_PyRuntime") {
             Some((a, s)) => (a, if s > 0 { Some(s) } else { None }),
