@@ -123,14 +123,21 @@ def test_monomorphic_site_is_clean_and_polymorphic_site_flagged(report, interp):
 
 
 @pytest.mark.alone  # shares the recording above
-def test_verdict_names_the_costly_sites_with_file_line_and_cause(report):
+def test_verdict_names_the_costly_sites_with_file_line_and_cause(report, interp):
     verdict = "\n".join(report["verdict"])
-    for marker in ("getattr_fallback", "int_float", "alternating"):
+    # 3.14 specializes int + float (BINARY_OP_EXTEND): that site is clean there and out of the verdict.
+    mixed_specializes = interp.version[:2] >= (3, 14)
+    for marker in ("getattr_fallback", "alternating") + (() if mixed_specializes else ("int_float",)):
         assert f"{SCRIPT}:{line_of(SCRIPT, marker)} {marker}" in verdict, verdict
     assert "likely cause" in verdict
     fallback = site_at(report, "getattr_fallback")
     assert fallback["in_backoff"] or fallback["form"] == "backoff", fallback
-    assert site_at(report, "int_float", "BINARY_OP")["cause"].startswith("mixed operand types")
+    mixed = site_at(report, "int_float", "BINARY_OP")
+    if mixed_specializes:
+        assert (mixed["name"], mixed["slow_path_estimate"]) == ("BINARY_OP_EXTEND", 0.0), mixed
+        assert f"{SCRIPT}:{line_of(SCRIPT, 'int_float')} " not in verdict, verdict
+    else:
+        assert mixed["cause"].startswith("mixed operand types")
     # A class attribute assigned in the loop changes the class's version: 3.11/3.12 re-specialize for
     # each new version (many distinct specializations), 3.13 stops versioning the class after 1,000.
     modified = site_at(report, "class_modified")

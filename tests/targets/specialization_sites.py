@@ -215,7 +215,8 @@ def site_state(f):
     ice = opcode._inline_cache_entries
     for ins in dis.get_instructions(f, adaptive=True):
         if ins.opname.startswith("LOAD_ATTR"):
-            caches = ice["LOAD_ATTR"] if isinstance(ice, dict) else ice[opcode.opmap["LOAD_ATTR"]]
+            # A list by opcode (3.12), a dict by name (3.13/3.14), a frozendict by name (3.15).
+            caches = ice["LOAD_ATTR"] if hasattr(ice, "keys") else ice[opcode.opmap["LOAD_ATTR"]]
             raw = f.__code__._co_code_adaptive
             return ins.opname, raw[ins.offset : ins.offset + 2 * (1 + caches)]
     raise AssertionError("no LOAD_ATTR site")
