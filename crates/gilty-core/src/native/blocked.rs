@@ -4,8 +4,9 @@
 //! Same moment: the thread's context-switch counts (`/proc/PID/task/TID/status`) are read before the
 //! registers and again after the stack (and the Python stack read with it, by the caller); if they
 //! did not move, the thread did not run in between, so registers, stack memory and Python stack all
-//! describe the one moment it blocked. Only the stack pointer and instruction pointer are known (no
-//! frame pointer); the frames from the system call wrapper up are unwound from their CFI.
+//! describe the one moment it blocked. Only the stack pointer and instruction pointer are known (bp 0:
+//! unknown); the frames from the system call wrapper up are unwound from their CFI, with a frame
+//! pointer found on the stack for builds whose CFI needs one (`ProcessUnwinder::unwind`).
 
 use super::unwind::Regs;
 use crate::process::memory::Memory;

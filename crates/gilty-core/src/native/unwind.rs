@@ -174,6 +174,7 @@ impl ProcessUnwinder {
         if self.module_at(regs.ip).is_none() {
             self.ensure_known(&[regs.ip]);
         }
+        let regs = if regs.bp == 0 { Regs { bp: self.frame_pointer_guess(stack_base, stack), ..regs } } else { regs };
         let mut read = |addr: u64| -> Result<u64, ()> {
             let off = addr.checked_sub(stack_base).ok_or(())? as usize;
             let b = stack.get(off..off.checked_add(8).ok_or(())?).ok_or(())?;
@@ -193,6 +194,28 @@ impl ProcessUnwinder {
                 Err(_) => return (out, false),
             }
         }
+    }
+
+    /// The frame pointer of a thread whose registers are not all known (blocked: `/proc` gives only
+    /// sp and ip), or 0. A build with frame pointers (3.15, PEP 831) has CFI that finds each frame
+    /// from rbp (CFA = rbp + 16), so without it the walk stops at the first interpreter frame above
+    /// the C library. The guess is the lowest stack slot that starts a frame-pointer chain two links
+    /// long: [A] a higher slot of the copy, [A + 8] and [[A] + 8] addresses in mapped code. A C library
+    /// frame that saved rbp restores the true one from its CFI over the guess.
+    fn frame_pointer_guess(&self, stack_base: u64, stack: &[u8]) -> u64 {
+        let word = |off: usize| stack.get(off..off + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap()));
+        let is_code = |addr: u64| addr > 0 && self.module_at(addr - 1).is_some();
+        let end = stack_base + stack.len() as u64;
+        let links = |a: u64| -> Option<u64> {
+            let off = a.checked_sub(stack_base)? as usize;
+            let (saved, ret) = (word(off)?, word(off + 8)?);
+            (saved > a && saved + 16 <= end && saved % 8 == 0 && is_code(ret)).then_some(saved)
+        };
+        (0..stack.len().saturating_sub(16))
+            .step_by(8)
+            .map(|off| stack_base + off as u64)
+            .find(|&a| links(a).and_then(links).is_some())
+            .unwrap_or(0)
     }
 
     /// Names a frame: the function holding its address (a return address looks up the call
@@ -287,6 +310,31 @@ mod tests {
             .unwrap()
             .join()
             .unwrap();
+    }
+
+    #[test]
+    fn frame_pointer_guess_starts_a_two_link_chain() {
+        // A blocked 3.15 thread's stack: C library words, then frames chained by saved rbp, each with a
+        // return address into mapped code (here, this test binary's own text).
+        let u = ProcessUnwinder::new(std::process::id() as i32).unwrap();
+        let code = frame_pointer_guess_starts_a_two_link_chain as usize as u64 + 4;
+        let base = 0x7ff0_0000_0000u64;
+        let mut words = vec![0u64; 64];
+        words[1] = code; // a return address with no saved rbp under it: not a frame record
+        words[2] = base + 3; // a stack address, but unaligned
+        words[6] = base + 20 * 8; // frame record at slot 6 -> slot 20 -> slot 40
+        words[7] = code;
+        words[20] = base + 40 * 8;
+        words[21] = code;
+        words[40] = 0;
+        words[41] = code;
+        let stack: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        assert_eq!(u.frame_pointer_guess(base, &stack), base + 6 * 8);
+        // One link only (the chain's next record is not a frame): no guess.
+        let mut one = words.clone();
+        one[21] = 0;
+        let stack: Vec<u8> = one.iter().flat_map(|w| w.to_le_bytes()).collect();
+        assert_eq!(u.frame_pointer_guess(base, &stack), 0);
     }
 
     #[test]
