@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.interpreter, pytest.mark.alone]
 APP_DIR = REPO / "tests" / "targets" / "web_app"
 # The same pins and venv as test_server.py, so the venv is made once.
 PACKAGES = ("gunicorn==23.0.0", "uvicorn==0.30.6", "fastapi==0.115.0")
-MINORS = ("3.10", "3.11", "3.12", "3.13")
+MINORS = ("3.10", "3.11", "3.12", "3.13", "3.14", "3.15")
 RATE = 20  # per second, over three URLs: the loop is blocked ~2/3 x 20 ms x 20/3 = ~13 % of the time
 
 

@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.interpreter, pytest.mark.alone]
 
 APP_DIR = REPO / "tests" / "targets" / "server_app"
 PACKAGES = ("gunicorn==23.0.0", "uvicorn==0.30.6", "fastapi==0.115.0")
-MINORS = ("3.11", "3.12", "3.13")
+MINORS = ("3.11", "3.12", "3.13", "3.14", "3.15")
 WORKERS = 2
 MAX_REQUESTS = 15
 REQUESTS = 120  # bounded load, 4 at a time, each with a timeout
