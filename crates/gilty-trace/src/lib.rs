@@ -17,6 +17,7 @@
 
 pub mod attr;
 pub mod error;
+pub mod inlined;
 mod keeper;
 pub mod ring;
 pub mod symbols;
@@ -26,5 +27,6 @@ pub mod tracer;
 mod worker;
 
 pub use error::TraceError;
+pub use inlined::{inlined_sites, InlinedReport, InlinedSite};
 pub use symbols::{resolve, ProbeTarget, ResolvedSymbol};
 pub use tracer::{Event, ProbeKind, ProbeSpec, Reg, Tracer, FORCE_PMU_ENV};

@@ -112,7 +112,7 @@ fn ambiguous_hint(names: &[String]) -> String {
 }
 
 /// A path to the file the target maps, usable from our mount namespace.
-fn openable_path(pid: i32, path_in_target: &str) -> Result<String, TraceError> {
+pub(crate) fn openable_path(pid: i32, path_in_target: &str) -> Result<String, TraceError> {
     let clean = path_in_target.strip_suffix(" (deleted)").unwrap_or(path_in_target);
     // The mapping in the target, if any: (address range, inode).
     let mapping = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok().and_then(|maps| {
@@ -190,7 +190,7 @@ fn find_symbol(file: &object::File, want: &str) -> Found {
 }
 
 /// `vaddr - p_vaddr + p_offset` of the executable PT_LOAD segment whose file-backed part holds `vaddr`.
-fn file_offset(file: &object::File, vaddr: u64) -> Option<u64> {
+pub(crate) fn file_offset(file: &object::File, vaddr: u64) -> Option<u64> {
     for seg in file.segments() {
         let (off, filesz) = seg.file_range();
         let start = seg.address();
@@ -218,13 +218,13 @@ pub fn matching_debug_file(file: &object::File, path_in_target: &str, roots: &[S
     None
 }
 
-struct DebugCandidate {
-    path: String,
+pub(crate) struct DebugCandidate {
+    pub(crate) path: String,
     /// CRC from .gnu_debuglink, when found that way.
-    crc: Option<u32>,
+    pub(crate) crc: Option<u32>,
 }
 
-fn debug_candidates(file: &object::File, path_in_target: &str, roots: &[String]) -> Vec<DebugCandidate> {
+pub(crate) fn debug_candidates(file: &object::File, path_in_target: &str, roots: &[String]) -> Vec<DebugCandidate> {
     let mut out = Vec::new();
     if let Ok(Some(id)) = file.build_id() {
         if id.len() >= 2 {
@@ -271,7 +271,7 @@ fn debug_candidates(file: &object::File, path_in_target: &str, roots: &[String])
 }
 
 /// The debug file belongs to the mapped file: equal build-ids when both have one, else the debuglink CRC.
-fn debug_file_matches(file: &object::File, dfile: &object::File, dbytes: &[u8], crc: Option<u32>) -> bool {
+pub(crate) fn debug_file_matches(file: &object::File, dfile: &object::File, dbytes: &[u8], crc: Option<u32>) -> bool {
     let a = file.build_id().ok().flatten();
     let b = dfile.build_id().ok().flatten();
     if let (Some(a), Some(b)) = (a, b) {
@@ -285,7 +285,7 @@ fn debug_file_matches(file: &object::File, dfile: &object::File, dbytes: &[u8], 
 
 /// The debug file's section holding `vaddr` sits at the same address in the mapped file (when the mapped
 /// file still has section headers; stripped files keep them).
-fn same_section_address(file: &object::File, dfile: &object::File, vaddr: u64) -> bool {
+pub(crate) fn same_section_address(file: &object::File, dfile: &object::File, vaddr: u64) -> bool {
     let Some(dsec) = dfile.sections().find(|s| s.address() != 0 && vaddr >= s.address() && vaddr < s.address() + s.size())
     else {
         return false;
@@ -319,13 +319,13 @@ pub(crate) fn crc32(data: &[u8]) -> u32 {
 }
 
 /// A read-only private mapping of a whole file (libpython with DWARF is tens of MB; no copy).
-struct MappedFile {
+pub(crate) struct MappedFile {
     ptr: *mut libc::c_void,
     len: usize,
 }
 
 impl MappedFile {
-    fn open(path: &str) -> io::Result<MappedFile> {
+    pub(crate) fn open(path: &str) -> io::Result<MappedFile> {
         use std::os::fd::AsRawFd;
         let f = File::open(path)?;
         let len = f.metadata()?.len() as usize;
@@ -340,7 +340,7 @@ impl MappedFile {
         Ok(MappedFile { ptr, len })
     }
 
-    fn bytes(&self) -> &[u8] {
+    pub(crate) fn bytes(&self) -> &[u8] {
         // SAFETY: the mapping is valid for len bytes while self lives.
         unsafe { std::slice::from_raw_parts(self.ptr as *const u8, self.len) }
     }

@@ -19,6 +19,9 @@ pub enum TraceKind {
     /// drop_gil returned. A holder asked to drop waits inside until the requester has the GIL
     /// (FORCE_SWITCHING in Python/ceval_gil.c): entry to return is that handoff.
     DropReturn,
+    /// The entry of a copy of drop_gil inlined into a caller (PyEval_SaveThread in LTO builds): the
+    /// hold ends; such a copy has no return to time the handoff by.
+    DropInlined,
     GcEnter { generation: Option<i64> },
     GcReturn { collected: Option<i64> },
 }
@@ -173,6 +176,12 @@ impl ExactRecorder {
                     self.holds.push(Interval { tid: ev.tid, start: hs, end: ev.t_ns });
                 }
                 st.drop_start = Some(ev.t_ns);
+            }
+            TraceKind::DropInlined => {
+                let hs = st.hold_start.take().or(if first && held_at_start { Some(start) } else { None });
+                if let Some(hs) = hs {
+                    self.holds.push(Interval { tid: ev.tid, start: hs, end: ev.t_ns });
+                }
             }
             TraceKind::DropReturn => {
                 if let Some(ds) = st.drop_start.take() {
@@ -441,6 +450,23 @@ mod tests {
         assert_eq!(t1.hold.total_ns, 5_000_000);
         assert_eq!(t2.hold.total_ns, 0);
         assert_eq!(t2.handoff_ns, 100);
+    }
+
+    #[test]
+    fn an_inlined_drop_ends_the_hold_without_a_handoff() {
+        use TraceKind::*;
+        let mut r = ExactRecorder::new(0);
+        r.start_at(0, None);
+        // A blocking call releases through the copy of drop_gil inlined into PyEval_SaveThread.
+        for e in [ev(1, 0, TakeEnter), ev(1, 100, TakeReturn), ev(1, 1_000, DropInlined), ev(1, 5_000, TakeEnter), ev(1, 5_100, TakeReturn)] {
+            r.feed(&e);
+        }
+        let s = r.finish(6_000, 5_000_000);
+        let t1 = &s.threads[0];
+        assert_eq!(t1.hold.total_ns, 900 + 900);
+        assert_eq!(t1.hold.count, 2);
+        assert_eq!(t1.handoff_ns, 0);
+        assert_eq!(t1.acquisitions, 2);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use super::{ExactRecorder, TraceEvent, TraceKind};
 use crate::error::{Error, ErrorKind};
 use crate::interpreter::Interpreter;
-use gilty_trace::{resolve, ProbeSpec, Reg, Tracer};
+use gilty_trace::{inlined_sites, resolve, ProbeSpec, Reg, Tracer};
 
 /// Data pages per thread's ring buffer: 256 pages (1 MiB) hold ~25k events between two drains.
 const RING_PAGES: usize = 256;
@@ -24,6 +24,7 @@ enum TraceKindTemplate {
     TakeReturn,
     DropEnter,
     DropReturn,
+    DropInlined,
     GcEnter,
     GcReturn,
 }
@@ -59,6 +60,7 @@ impl ExactTracing {
             specs.push(ProbeSpec { name: format!("{name}{}", if ret { ":return" } else { "" }), target: r.target, ret, regs });
             kinds.push(kind);
         }
+        add_inlined_copies(interp, &mut specs, &mut kinds, &mut symbols)?;
         let tracer = Tracer::attach(interp.pid, &specs, RING_PAGES).map_err(|e| Error::new(ErrorKind::ExactUnavailable, e.to_string()))?;
         let recorder = ExactRecorder::new(crate::clock::monotonic_ns());
         Ok(ExactTracing { tracer, kinds, recorder, late_seen: 0, symbols })
@@ -80,6 +82,7 @@ impl ExactTracing {
                 TraceKindTemplate::TakeReturn => TraceKind::TakeReturn,
                 TraceKindTemplate::DropEnter => TraceKind::DropEnter,
                 TraceKindTemplate::DropReturn => TraceKind::DropReturn,
+                TraceKindTemplate::DropInlined => TraceKind::DropInlined,
                 // 3.13 passes -1 for an automatic collection whose generation is chosen inside.
                 TraceKindTemplate::GcEnter => {
                     let generation = e.regs[0] as u32 as i32 as i64;
@@ -99,4 +102,46 @@ impl ExactTracing {
     pub fn threads_attached(&self) -> usize {
         self.tracer.threads_attached()
     }
+}
+
+/// Entry probes on the copies of drop_gil that an LTO build inlined into its callers (Debian's 3.14
+/// and 3.15 inline it into PyEval_SaveThread, the eval breaker's slow path, os.stat ...): without
+/// them every release by a blocking call is missed. A take_gil or collector that was inlined cannot
+/// be timed (no return to probe): refused, naming the callers. Without DWARF nothing is known of
+/// inlining and the symbols alone are used, as they always were.
+fn add_inlined_copies(
+    interp: &Interpreter,
+    specs: &mut Vec<ProbeSpec>,
+    kinds: &mut Vec<TraceKindTemplate>,
+    symbols: &mut [String],
+) -> Result<(), Error> {
+    let Ok(report) = inlined_sites(interp.pid, &interp.binary, &["take_gil", "drop_gil", "gc_collect_main"]) else {
+        return Ok(());
+    };
+    let callers = |f: &str| -> Vec<String> {
+        let mut v: Vec<String> = report.sites.iter().filter(|s| s.function == f).map(|s| s.caller.clone()).collect();
+        v.dedup();
+        v
+    };
+    for f in ["take_gil", "gc_collect_main"] {
+        let c = callers(f);
+        if !c.is_empty() {
+            return Err(Error::new(
+                ErrorKind::ExactUnavailable,
+                format!("exact mode needs {f}'s entry and return; in {} it is inlined into {} caller(s) ({}), which have no return to probe", interp.binary, c.len(), c.join(", ")),
+            ));
+        }
+    }
+    let drops: Vec<_> = report.sites.iter().filter(|s| s.function == "drop_gil").collect();
+    if drops.is_empty() {
+        return Ok(());
+    }
+    for s in &drops {
+        specs.push(ProbeSpec { name: format!("drop_gil@{}", s.caller), target: s.target.clone(), ret: false, regs: vec![] });
+        kinds.push(TraceKindTemplate::DropInlined);
+    }
+    if let Some(sym) = symbols.iter_mut().find(|s| s.starts_with("drop_gil")) {
+        sym.push_str(&format!(" + {} inlined copies ({})", drops.len(), callers("drop_gil").join(", ")));
+    }
+    Ok(())
 }
