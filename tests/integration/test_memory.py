@@ -35,7 +35,7 @@ from package_venvs import venv_python
 
 APP_DIR = REPO / "tests" / "targets" / "prefork_app"
 GUNICORN_VERSION = "27.0.1"
-MINORS = ("3.11", "3.12", "3.13")
+MINORS = ("3.11", "3.12", "3.13", "3.14", "3.15")
 WORKERS = 3
 MIB = 1 << 20
 BOOT_TIMEOUT_S = 60.0

@@ -51,14 +51,36 @@ pub struct GcOffsets {
     /// generation, right before `collecting`).
     stats: Option<u64>,
     /// `long_lived_total` (then `long_lived_pending`), which follow `collecting`, `garbage` and
-    /// `callbacks` in 3.10–3.13; only trusted where `stats` is.
+    /// `callbacks` in 3.10–3.13; only trusted where `stats` or `stats_ptr` is.
     long_lived: Option<u64>,
+    /// 3.15: `struct gc_stats *generation_stats` in place of the array (right before `collecting`).
+    stats_ptr: Option<u64>,
+}
+
+/// 3.15's `struct gc_stats` (Include/internal/pycore_interp_structs.h): per generation a ring of
+/// `gc_generation_stats` (8 eight-byte fields, `collections` the third) and an `int8_t index` of the
+/// latest; young holds 11, each old generation 3. Each entry carries the running totals.
+mod stats315 {
+    pub const ITEM: u64 = 64;
+    pub const COLLECTIONS: u64 = 16;
+    /// (offset of the ring, entries) for generations 0, 1, 2; the index byte follows the ring.
+    pub const RINGS: [(u64, u64); 3] = [(0, 11), (712, 3), (912, 3)];
+    pub const SIZE: usize = 1112;
 }
 
 impl GcOffsets {
     pub fn from_layout(l: &Layout) -> GcOffsets {
         let stats = l.gc_permanent_generation + l.gc_generation_size;
         let stats_fit = stats + NUM_GENERATIONS as u64 * STATS_SIZE == l.gc_collecting;
+        let ptr_fit = l.version >= (3, 15) && stats + 8 == l.gc_collecting;
+        // From the 8-aligned end of `collecting` to `long_lived_total`: garbage, callbacks (3.10–3.13);
+        // 3.14 adds heap_size and three dummies kept from the incremental collector it reverted
+        // (8 + 4 + 4 bytes); 3.15 has frame, garbage, callbacks, heap_size.
+        let gap = match l.version {
+            (3, 14) => 40,
+            (3, 15) => 32,
+            _ => 16,
+        };
         GcOffsets {
             enabled: l.gc_enabled,
             generations: l.gc_generations,
@@ -68,8 +90,8 @@ impl GcOffsets {
             permanent: l.gc_permanent_generation,
             collecting: l.gc_collecting,
             stats: stats_fit.then_some(stats),
-            // int collecting; PyObject *garbage; PyObject *callbacks; Py_ssize_t long_lived_total;
-            long_lived: stats_fit.then_some((l.gc_collecting + 4).next_multiple_of(8) + 16),
+            long_lived: (stats_fit || ptr_fit).then_some((l.gc_collecting + 4).next_multiple_of(8) + gap),
+            stats_ptr: ptr_fit.then_some(stats),
         }
     }
 
@@ -137,6 +159,27 @@ pub struct GcLocation {
     pub version: (u8, u8, u8),
 }
 
+/// 3.15: each generation's collection count, from the latest entry of its ring (None when the
+/// pointer or an index does not read sensibly).
+fn read_stats_315(mem: &dyn Memory, addr: u64) -> Option<[i64; NUM_GENERATIONS]> {
+    use stats315::*;
+    if addr == 0 || !addr.is_multiple_of(8) {
+        return None;
+    }
+    let mut b = vec![0u8; SIZE];
+    mem.read(addr, &mut b).ok()?;
+    let mut c = [0i64; NUM_GENERATIONS];
+    for (g, &(ring, n)) in RINGS.iter().enumerate() {
+        let index = b[(ring + n * ITEM) as usize] as i8;
+        if index < 0 || index as u64 >= n {
+            return None;
+        }
+        let at = (ring + index as u64 * ITEM + COLLECTIONS) as usize;
+        c[g] = i64::from_le_bytes(b[at..at + 8].try_into().unwrap());
+    }
+    Some(c)
+}
+
 /// Finds the GC state of an attached interpreter and checks that it reads plausibly. Reads go
 /// through `/proc/PID/mem` (`process::memory`: no pages of a forked process get unshared).
 pub fn locate(interp: &Interpreter) -> Result<GcLocation> {
@@ -175,7 +218,13 @@ impl GcLocation {
         let o = &self.offsets;
         let mut buf = vec![0u8; o.block_len()];
         mem.read(self.gc_addr + o.block_start(), &mut buf)?;
-        Ok(self.parse(&buf))
+        let mut state = self.parse(&buf);
+        if let Some(p) = o.stats_ptr {
+            let i = (p - o.block_start()) as usize;
+            let addr = u64::from_le_bytes(buf[i..i + 8].try_into().unwrap());
+            state.collections = read_stats_315(mem, addr);
+        }
+        Ok(state)
     }
 
     /// Decodes the block read from `gc_addr + enabled` (pure: tested on byte buffers).
@@ -357,6 +406,14 @@ mod tests {
             let l = gilty_layouts::layout_for(3, minor).unwrap();
             assert!(GcOffsets::from_layout(l).stats.is_some(), "3.{minor}");
         }
+        // 3.14 keeps the array; 3.15 points to a `struct gc_stats`.
+        if let Some(l) = gilty_layouts::layout_for(3, 14) {
+            assert!(GcOffsets::from_layout(l).stats.is_some(), "3.14");
+        }
+        if let Some(l) = gilty_layouts::layout_for(3, 15) {
+            let o = GcOffsets::from_layout(l);
+            assert!(o.stats.is_none() && o.stats_ptr.is_some() && o.long_lived.is_some(), "3.15: {o:?}");
+        }
     }
 
     #[test]
@@ -409,8 +466,12 @@ mod tests {
                       print(json.dumps([gc.isenabled(), gc.get_threshold(), gc.get_freeze_count(), [s['collections'] for s in gc.get_stats()], tracked]), flush=True)\n\
                       sys.stdin.read()\n";
         let mut tested = 0;
-        for v in ["3.10.13", "3.11.7", "3.12.1", "3.13.0"] {
-            let python = format!("/root/.pyenv/versions/{v}/bin/python3");
+        let sid = "/root/.cache/gilty/sid-pythons/root/usr/bin";
+        for v in ["3.10.13", "3.11.7", "3.12.1", "3.13.0", "3.14", "3.15"] {
+            let python = match v.len() {
+                4 => format!("{sid}/python{v}"),
+                _ => format!("/root/.pyenv/versions/{v}/bin/python3"),
+            };
             if !std::path::Path::new(&python).exists() {
                 eprintln!("skipping {v}: not installed");
                 continue;
