@@ -293,7 +293,13 @@ def test_exact_covers_the_record(recordings, case):
     assert ov["threads_attached"] == len(r["_tids"]), (ov, r["_tids"])
     # wall_s runs from just before the probes go in to the end of sampling.
     assert r["duration_s"] <= ov["wall_s"] <= r["duration_s"] + 0.5, (ov["wall_s"], r["duration_s"])
-    assert set(ov["symbols"]) >= {"take_gil", "drop_gil", "gc_collect_main"}, ov["symbols"]
+    # Each probed function, maybe as a GCC clone ("take_gil.lto_priv.0") from a debug file ("(PATH)").
+    assert {s.split(" ")[0].split(".")[0] for s in ov["symbols"]} >= {"take_gil", "drop_gil", "gc_collect_main"}, ov["symbols"]
+    if recordings.interp.minor_str in ("3.14", "3.15"):
+        # Debian's LTO builds release the GIL of a blocking call through a copy of drop_gil inlined
+        # into PyEval_SaveThread: without a probe there every io thread would hold it while asleep.
+        drop = next(s for s in ov["symbols"] if s.startswith("drop_gil"))
+        assert "inlined copies" in drop and "PyEval_SaveThread" in drop, drop
 
 
 # Guards: overlapping holds (one GIL, so the holds of all threads add up to at most the traced time).

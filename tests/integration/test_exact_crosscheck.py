@@ -59,7 +59,7 @@ def interpreter_file(pid: int) -> str:
         nm = subprocess.run(["nm", "--defined-only", path], capture_output=True, text=True).stdout
         if re.search(r"^[0-9a-f]+ [tT] take_gil$", nm, re.M):
             return path
-    pytest.skip(f"no mapped interpreter file of pid {pid} has the symbol take_gil ({paths})")
+    pytest.skip(f"no mapped interpreter file of pid {pid} has the symbol take_gil in its own symbol table, where bpftrace looks ({paths}; a stripped build)")
 
 
 def read_line(stream, timeout: float) -> bytes:
