@@ -72,9 +72,15 @@ def installed(interp) -> Path:
 
 
 def _other_interpreter(interp):
-    """A target interpreter of another minor version than the host, when one is present."""
-    others = [i for i in INTERPRETERS if i.path and i.version[:2] != interp.version[:2]]
-    return others[0] if others else None
+    """A target interpreter of another minor version than the host, when one is present: the next
+    newer minor, the newest host taking the oldest, so that across the hosts every version present
+    is attached to by an installed wheel once (3.14/3.15 included), at one dump per host."""
+    minors = sorted({i.version[:2] for i in INTERPRETERS if i.path})
+    others = [m for m in minors if m != interp.version[:2]]
+    if not others:
+        return None
+    wanted = next((m for m in others if m > interp.version[:2]), others[0])
+    return min((i for i in INTERPRETERS if i.path and i.version[:2] == wanted), key=lambda i: i.id.startswith("debian"))
 
 
 def test_installed_wheel_attaches_to_another_version(interp, installed):

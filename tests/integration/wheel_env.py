@@ -61,12 +61,17 @@ def _build_wheel() -> tuple:
         pytest.skip("maturin is not installed (make setup installs it)")
     before = _tree_state()
     out = _session_dir("gilty-wheel-")
+    env = build_env(sys.executable)
+    # maturin's own output directory, private: by default it is the target directory's wheels/, where
+    # an editable build (tools/dev_build.py) running meanwhile writes a wheel of the same name, and pip
+    # then copied a mix of the two (central directory 'gilty/__init__.py', local header 'gilty.pth').
+    env["MATURIN_PEP517_ARGS"] = f"{env['MATURIN_PEP517_ARGS']} --out {out / 'maturin'}"
     done = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps", "-w", str(out), str(REPO)],
         capture_output=True,
         text=True,
         timeout=900,
-        env=build_env(sys.executable),
+        env=env,
     )
     assert done.returncode == 0, f"pip wheel failed:\n{done.stderr[-3000:]}"
     after = _tree_state()
