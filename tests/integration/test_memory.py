@@ -56,7 +56,7 @@ def _gunicorn_python(interp) -> str:
     if interp.path is None:
         pytest.skip(interp.skip_reason)
     if interp.id.startswith("debian") or interp.minor_str not in MINORS:
-        pytest.skip(f"gunicorn memory tests run on pyenv {', '.join(MINORS)} (issue 4), not {interp.id}")
+        pytest.skip(f"gunicorn memory tests run on {', '.join(MINORS)} (pyenv's, sid's; issue 4), not {interp.id}")
     probe = f"import gunicorn, sys; sys.exit(gunicorn.__version__ != {GUNICORN_VERSION!r})"
     return venv_python(interp, "gunicorn", (f"gunicorn=={GUNICORN_VERSION}",), probe, timeout=300)
 
