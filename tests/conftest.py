@@ -47,11 +47,6 @@ CLI_TIMEOUT_S = 60.0
 # taken from Debian sid's packages, unpacked by tools/sid_pythons.py (`make sid-pythons`).
 SUPPORTED_MINORS = ("3.10", "3.11", "3.12", "3.13", "3.14", "3.15")
 SID_MINORS = ("3.14", "3.15")
-# gilty does not read 3.14/3.15 targets yet (issue 28, under way): until it does, their interpreters are
-# found and listed at the end of the session but take part in no test unless GILTY_TEST_NEW_MINORS=1.
-# Turn this on by default when the support lands.
-NEW_MINORS = ("3.14", "3.15")
-TEST_NEW_MINORS = os.environ.get("GILTY_TEST_NEW_MINORS") == "1"
 # Older pyenv builds: targets for the "unsupported interpreter" test.
 UNSUPPORTED_MINORS = ("3.9", "3.8", "3.7", "3.6")
 DEBIAN_PYTHON = Path("/usr/bin/python3.11")
@@ -174,10 +169,7 @@ def discover_unsupported() -> Optional[Interpreter]:
     return None
 
 
-DISCOVERED = discover_interpreters()
-INTERPRETERS = [i for i in DISCOVERED if TEST_NEW_MINORS or ".".join(i.id.split("-")[0].split(".")[:2]) not in NEW_MINORS]
-# Found but left out of every test (see NEW_MINORS), shown in the summary.
-HELD_BACK = [i for i in DISCOVERED if i not in INTERPRETERS]
+INTERPRETERS = discover_interpreters()
 AVAILABLE = [i for i in INTERPRETERS if i.path]
 
 # Per-interpreter test outcomes, for the summary at the end.
@@ -285,9 +277,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             label = "NOT RUN"
         detail = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no tests selected"
         tr.write_line(f"{label}  {interp.id:<14} Python {interp.version_str} at {interp.path}: {detail}")
-    for interp in HELD_BACK:
-        where = f"Python {interp.version_str} at {interp.path}" if interp.path else interp.skip_reason
-        tr.write_line(f"NOT RUN  {interp.id:<14} {where}: gilty does not support it yet (GILTY_TEST_NEW_MINORS=1 tests it)")
     unsupported = discover_unsupported()
     tr.write_line(
         f"unsupported-interpreter check: {unsupported.id} at {unsupported.path}" if unsupported

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import DISCOVERED
+from conftest import INTERPRETERS
 
 
 def _alive(pid: int) -> bool:
@@ -39,7 +39,7 @@ def test_demo_blames_the_metrics_thread_and_stops_the_service():
     service_pid = int(pids[0])
     # Issue 28: the service runs on the newest interpreter the suite found (sid's 3.15 when unpacked),
     # and says which.
-    newest = max((i for i in DISCOVERED if i.path), key=lambda i: i.version)
+    newest = max((i for i in INTERPRETERS if i.path), key=lambda i: i.version)
     assert f"Python {newest.version_str} ({newest.path})" in result.stdout, output
 
     verdict = result.stdout.split("\nVerdict\n", 1)

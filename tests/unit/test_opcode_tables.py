@@ -3,8 +3,8 @@
 A warmed function's `_co_code_adaptive` (specialized forms, inline caches) is walked with the committed
 table's names and cache sizes alone; every step must land on an instruction `dis` reports, under the
 name `dis` gives it. A wrong cache count or a renumbered opcode (3.14 and 3.15 renumbered most of them)
-derails the walk. Runs on every interpreter found, 3.14/3.15 included whatever GILTY_TEST_NEW_MINORS
-says: it checks the table against the interpreter, not gilty's reading of a target.
+derails the walk. Runs on every interpreter found: it checks the table against the interpreter, not
+gilty's reading of a target.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from conftest import DISCOVERED, REPO
+from conftest import INTERPRETERS, REPO
 
 TABLES = REPO / "crates" / "gilty-layouts" / "src" / "generated_opcodes"
 
@@ -46,7 +46,7 @@ def table(minor: int) -> tuple[list[str], list[int]]:
 
 def _params():
     out = []
-    for i in DISCOVERED:
+    for i in INTERPRETERS:
         if i.path and i.version and i.version[:2] >= (3, 11):
             out.append(pytest.param(i, id=i.id))
     return out or [pytest.param(None, marks=pytest.mark.skip(reason="no CPython 3.11+ found"))]

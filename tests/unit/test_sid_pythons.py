@@ -93,7 +93,7 @@ def test_the_scripts_reason_names_the_skipped_interpreter(tmp_path):
     (tmp_path / "skip-reason.txt").write_text("apt-get update against sid failed: E: no route\n")
     code = ("import conftest; print([i.skip_reason for i in conftest.INTERPRETERS "
             "if i.id == '3.15-missing'] or [i.id for i in conftest.INTERPRETERS])")
-    env = dict(os.environ, GILTY_SID_CACHE=str(tmp_path), GILTY_TEST_NEW_MINORS="1", PYTHONPATH=str(REPO / "tests"))
+    env = dict(os.environ, GILTY_SID_CACHE=str(tmp_path), PYTHONPATH=str(REPO / "tests"))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode == 0, r.stderr
     if "3.15." in r.stdout and "missing" not in r.stdout:
