@@ -156,30 +156,10 @@ def die(msg: str) -> "NoReturn":  # type: ignore[name-defined]
     sys.exit(2)
 
 
-def python_exe(prefix: Path, ver: tuple[int, int]) -> Path:
-    """pyenv's bin/python3, or Debian's bin/python3.X (sid's prefix holds 3.14 and 3.15 side by side)."""
-    exe = prefix / "bin" / "python3"
-    return exe if exe.exists() else prefix / "bin" / f"python{ver[0]}.{ver[1]}"
-
-
-def include_flags(prefix: Path, ver: tuple[int, int]) -> list[str]:
-    inc = gen_layouts.include_dir(prefix, ver)
-    # prefix/include: Debian's pyconfig.h includes <x86_64-linux-gnu/python3.X/pyconfig.h>. The -D_Py_*
-    # flags of the core's own build (Debian's 3.14/3.15: _Py_TIER2, _Py_JIT) are not in pyconfig.h.
-    snippet = "import sysconfig; print(sysconfig.get_config_var('PY_CORE_CFLAGS') or '')"
-    r = subprocess.run([str(python_exe(prefix, ver)), "-I", "-c", snippet], capture_output=True, text=True)
-    if r.returncode != 0:
-        die(f"reading the build flags of {python_exe(prefix, ver)} failed:\n{r.stderr}")
-    defines = [f for f in r.stdout.split() if f.startswith("-D_Py_") and not f.startswith("-D_Py_FORTIFY")]
-    return [*defines, f"-I{inc}", f"-I{inc / 'internal'}", f"-I{prefix / 'include'}"]
-
-
-def sid_installs() -> dict[tuple[int, int], Path]:
-    """Debian sid's 3.14/3.15 unpacked by tools/sid_pythons.py (prefix ROOT/usr), where it has run."""
-    cache = Path(os.environ.get("GILTY_SID_CACHE") or "/root/.cache/gilty/sid-pythons")
-    prefix = cache / "root" / "usr"
-    return {ver: prefix for ver in SUPPORTED
-            if (gen_layouts.include_dir(prefix, ver) / "internal").is_dir() and python_exe(prefix, ver).exists()}
+# The interpreter of an install and the flags that compile against its internal headers (the build's own
+# -D_Py_* included): the layout generator's, so both generators read an install the same way.
+python_exe = gen_layouts.python_exe
+include_flags = gen_layouts.include_flags
 
 
 def counter_constants(ver: tuple[int, int], prefix: Path, body: str = "") -> dict[str, int]:
@@ -311,8 +291,6 @@ def main() -> int:
     ap.add_argument("--prefix", action="append", default=[], help="a CPython install prefix (repeatable)")
     args = ap.parse_args()
     installs = gen_layouts.discover(args.prefix)
-    if not args.prefix:
-        installs = {**sid_installs(), **installs}
     outputs: dict[Path, str] = {GEN_DIR / "mod.rs": render_mod()}
     skipped = []
     for ver in SUPPORTED:
