@@ -537,3 +537,17 @@ def thread_named(report: dict, name: str) -> dict:
     found = [t for t in report["threads"] if t["name"] == name]
     assert len(found) == 1, f"expected one thread named {name!r}, found {len(found)}; names: {[t['name'] for t in report['threads']]}"
     return found[0]
+
+
+@pytest.fixture(scope="session")
+def deny_perf(tmp_path_factory) -> str:
+    """A wrapper that runs its command under a seccomp filter making perf_event_open fail with EACCES
+    (tests/targets/deny_perf/deny_perf.c): gilty then meets a host that forbids perf events."""
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        pytest.skip("gcc is not installed (apt-get install gcc; see the Makefile's system-deps)")
+    out = tmp_path_factory.mktemp("deny_perf") / "deny_perf"
+    source = TARGETS / "deny_perf" / "deny_perf.c"
+    done = subprocess.run([gcc, "-O1", "-o", str(out), str(source)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return str(out)

@@ -219,17 +219,6 @@ def test_12_load_server_never_answers():
     assert "did not answer" in line, line
 
 
-@pytest.fixture(scope="module")
-def deny_perf(tmp_path_factory) -> str:
-    gcc = shutil.which("gcc")
-    if gcc is None:
-        pytest.skip("gcc is not installed (apt-get install gcc; see the Makefile's system-deps)")
-    out = tmp_path_factory.mktemp("deny_perf") / "deny_perf"
-    done = subprocess.run([gcc, "-O1", "-o", str(out), str(TARGETS / "deny_perf" / "deny_perf.c")], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    return str(out)
-
-
 def test_9_exact_without_perf_events(deny_perf):
     interp = next((i for i in AVAILABLE if i.minor_str == "3.12" and not i.id.startswith("debian")), None)
     if interp is None:

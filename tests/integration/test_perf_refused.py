@@ -9,27 +9,13 @@ without CAP_PERFMON under kernel.perf_event_paranoid. Everything else gilty does
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 
 import pytest
 
-from conftest import TARGETS, gilty_command, gilty_env, one_version
+from conftest import gilty_command, gilty_env, one_version
 
 pytestmark = pytest.mark.interpreter
-
-SOURCE = TARGETS / "deny_perf" / "deny_perf.c"
-
-
-@pytest.fixture(scope="module")
-def deny_perf(tmp_path_factory) -> str:
-    gcc = shutil.which("gcc")
-    if gcc is None:
-        pytest.skip("gcc is not installed (apt-get install gcc; see the Makefile's system-deps)")
-    out = tmp_path_factory.mktemp("deny_perf") / "deny_perf"
-    done = subprocess.run([gcc, "-O1", "-o", str(out), str(SOURCE)], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    return str(out)
 
 
 def _refused(deny_perf: str, *args: str) -> subprocess.CompletedProcess:
