@@ -14,7 +14,7 @@ import pytest
 from conftest import line_of, run_gilty, running_target
 from native_ext import build_native_chain, c_line_of
 from timing_reference import Pressure, assert_unless_busy
-from test_perf_refused import _one_line_refusal as one_line_refusal, _refused as refused, deny_perf  # noqa: F401 (a fixture)
+from test_perf_refused import _one_line_refusal as one_line_refusal, _refused as refused
 
 pytestmark = pytest.mark.interpreter
 
