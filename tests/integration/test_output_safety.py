@@ -359,15 +359,34 @@ class Running:
         return "".join(self.err)
 
 
+def _stop_while_writing(proc, directory, timeout: float = 30) -> bool:
+    """SIGSTOP ``proc`` as soon as one of its descriptors is a file in ``directory`` (the report being
+    written, under its own or a temporary name); False when it exited or never opened one."""
+    fd_dir = f"/proc/{proc.pid}/fd"
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            links = [os.readlink(f"{fd_dir}/{fd}") for fd in os.listdir(fd_dir)]
+        except OSError:
+            links = []  # a descriptor closed between the listing and its readlink
+        if any(link.startswith(f"{directory}/") for link in links):
+            proc.send_signal(signal.SIGSTOP)
+            return True
+        time.sleep(0.0005)
+    return False
+
+
 def test_second_ctrl_c_while_writing_still_writes_the_report(target, tmp_path):
     out = tmp_path / "r.html"
     run = Running(["record", "--pid", target.pid, "--rate", "2000", "--duration", "60", "-o", out])
     run.wait_for("gilty: recording")
     time.sleep(3.0)
     run.proc.send_signal(signal.SIGINT)  # ends the recording
-    time.sleep(0.4)  # the recording's last chunk (0.25 s) is over: rendering or writing now
-    assert run.proc.poll() is None, "the write was over before the second Ctrl-C"
+    # Caught with the report's file open (a sleep cannot know when a fast machine is already done):
+    # stopped there, the second Ctrl-C waits for the continue and lands inside the write.
+    assert _stop_while_writing(run.proc, tmp_path), "the report's file was never seen open"
     run.proc.send_signal(signal.SIGINT)
+    run.proc.send_signal(signal.SIGCONT)
     err = run.end()
     assert run.proc.returncode == 0, f"exit {run.proc.returncode}: {err}"
     assert "Traceback" not in err
