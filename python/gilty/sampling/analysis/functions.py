@@ -62,6 +62,17 @@ def _pool_by_function(session: Session, counts: dict) -> dict:
     return pooled
 
 
+def error_path_counts(session: Session) -> dict:
+    """{(tid, state, stack_id): samples} handling an exception, waits left out.
+
+    A wait inside `except` is idle, not error handling (3.12's ThreadPoolExecutor waits for work in
+    `except queue.Empty:`), and so is its wake-up: the same stack waiting for the GIL or a CPU as
+    the call returns.
+    """
+    waits = {(tid, stack_id) for (tid, state, stack_id) in session.handling if state == IDLE}
+    return {key: n for key, n in session.handling.items() if key[1] != IDLE and (key[0], key[2]) not in waits}
+
+
 def top_functions(session: Session, states: dict, limit: int = TOP_FUNCTIONS_PER_STATE) -> dict:
     """{tid: [FunctionShare]}: up to ``limit`` functions per state, states in code order.
 
@@ -69,7 +80,8 @@ def top_functions(session: Session, states: dict, limit: int = TOP_FUNCTIONS_PER
     """
     wanted = set(TOP_FUNCTION_STATES)
     counts = {((tid, state), stack_id): n for (tid, state, stack_id), n in session.counts.items() if state in wanted}
-    handled = {((tid, state), stack_id): n for (tid, state, stack_id), n in session.handling.items() if state in wanted}
+    handled = {((tid, state), stack_id): n for (tid, state, stack_id), n in error_path_counts(session).items()
+               if state in wanted}
     handled_pooled = _pool_by_function(session, handled) if handled else {}
     result: dict = {}
     for (tid, state), functions in sorted(_pool_by_function(session, counts).items()):

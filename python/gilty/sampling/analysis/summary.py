@@ -5,7 +5,7 @@ from __future__ import annotations
 from gilty.sampling.analysis.blame import BlameShare, blame, blame_counts
 from gilty.sampling.analysis.convoy import ConvoyStats, convoys
 from gilty.sampling.analysis.exact import summarise_exact
-from gilty.sampling.analysis.functions import FunctionShare, top_functions
+from gilty.sampling.analysis.functions import FunctionShare, error_path_counts, top_functions
 from gilty.sampling.analysis.saturation import saturation
 from gilty.sampling.analysis.states import (
     gc_share,
@@ -18,6 +18,11 @@ from gilty.sampling.analysis.summary_model import Summary, ThreadSummary, Verdic
 from gilty.sampling.analysis.syscalls import idle_kind
 from gilty.sampling.analysis.verdict import verdict
 from gilty.sampling.session import Session
+
+
+def handling_samples(session: Session, tid: int) -> int:
+    """Samples in which the thread handled an exception outside a wait (``error_path_counts``)."""
+    return sum(n for (t, _state, _stack), n in error_path_counts(session).items() if t == tid)
 
 
 def _idle_kinds(syscalls: dict) -> dict:
@@ -47,7 +52,7 @@ def summarise(session: Session) -> Summary:
             blame=blamed.get(tid, []),
             convoy=convoy[tid],
             blame_counts=counts.get(tid, {}),
-            handling_samples=session.handling_samples(tid),
+            handling_samples=handling_samples(session, tid),
         )
         for tid, st in states.items()
     ]
