@@ -2,8 +2,9 @@
 charged to the handler the framework called (the first application frame inside the dispatch
 frame), whatever the thread was doing there: holding the GIL, waiting for it, blocked, in native code.
 
-The dispatch frames are the framework's own (function, file) pairs. The handler is the first frame
-inside the dispatch that is the application's: outside the standard library and site-packages, or in
+The dispatch frames are the framework's own (function, file) pairs (gilty/load/frameworks.py); a
+server without one has its handler found generically, as the first application frame under it.
+The handler is the first frame inside the dispatch that is the application's: outside the standard library and site-packages, or in
 a package named by ``--app``; failing that (an application installed into site-packages, as httpbin
 is in its Docker image) the first frame inside the dispatch that is not the framework's own code, the
 standard library's or generated code. Decorators and wrappers of the frameworks are looked through.
@@ -16,41 +17,13 @@ import os
 from dataclasses import dataclass, field
 from typing import Optional
 
+from gilty.load.frameworks import FRAMEWORK_CODE, FRAMEWORK_VIEWS, dispatch, generic_handler
 from gilty.load.sites import is_library, library_prefixes, package_fragment, site_key
 from gilty.load.startup import startup_frame
 from gilty.sampling.session import HOLDING_GIL, GC, IDLE, STATE_NAMES, Session
 
-# (last component of the function's name, a path fragment of its file, calls the handler itself): the
-# frame that calls the handler. The last component, because 3.10 frames carry bare names and 3.11+
-# qualified ones. A frame that calls the handler itself (not a whole WSGI/ASGI application or any
-# function, as gunicorn's handle_request and AnyIO's worker thread do) has its callee taken as the
-# handler wherever the callee's file lives.
-DISPATCH_FRAMES = (
-    ("run_endpoint_function", "fastapi/routing.py", True),  # FastAPI, async endpoints (sync ones: below)
-    ("run", "anyio/_backends/_asyncio.py", False),  # a sync endpoint in AnyIO's worker thread (FastAPI/Starlette)
-    ("app", "starlette/routing.py", True),  # Starlette's request_response
-    ("dispatch_request", "flask/", True),  # Flask views
-    ("full_dispatch_request", "flask/", False),  # Flask, when dispatch_request is not seen
-    ("_get_response", "django/core/handlers/base.py", True),  # Django views
-    ("handle_request", "gunicorn/workers/", False),  # any WSGI app under gunicorn's sync/gthread workers
-    ("handle_one_request", "http/server.py", True),  # the standard library's BaseHTTPRequestHandler.do_*
-)
-# Packages whose own frames are the framework's machinery between the dispatch and the handler
-# (routing, decorators, sync/async adapters, protocol code); Django's contrib apps (the admin) have
-# views of their own.
-FRAMEWORK_CODE = ("flask/", "werkzeug/", "django/", "starlette/", "fastapi/", "anyio/", "asgiref/", "sniffio/",
-                  "gunicorn/", "uvicorn/", "h11/", "httptools/", "pydantic/", "pydantic_core/", "decorator.py",
-                  "itsdangerous/", "markupsafe/", "jinja2/", "blinker/", "sqlparse/")
-FRAMEWORK_VIEWS = ("django/contrib/",)
 FRAMEWORK = "(framework)"  # inside a dispatch frame but not (yet) in a handler
 TOP_ENDPOINTS = 10
-
-
-def _dispatch(frame: tuple):
-    """None, or whether the dispatch frame calls the handler itself."""
-    function, file, _line = frame
-    last = function.rsplit(".", 1)[-1]
-    return next((direct for name, fragment, direct in DISPATCH_FRAMES if last == name and fragment in file), None)
 
 
 def _generated(file: str) -> bool:
@@ -69,12 +42,13 @@ def handler_frame(stack: list, prefixes: tuple, app: tuple = ()) -> Optional[tup
     """The handler a stack (innermost first) is in: the first application frame inside the innermost
     dispatch frame, else the first frame there that is neither the framework's nor the standard
     library's (an application installed in site-packages); ``FRAMEWORK`` inside a dispatch frame
-    without either; None outside any dispatch."""
-    found = next(((i, d) for i, f in enumerate(stack) if (d := _dispatch(f)) is not None), None)
+    without either. Outside any known dispatch, the first application frame under an installed
+    server's frame (gilty/load/frameworks.py), else None."""
+    found = next(((i, d) for i, f in enumerate(stack) if (d := dispatch(f)) is not None), None)
     if found is None:
-        return None
-    dispatch, direct = found
-    inner = [f for f in reversed(stack[:dispatch]) if not _generated(f[1])]  # from the dispatch frame inwards
+        return generic_handler([f for f in reversed(stack) if not _generated(f[1])], prefixes, app)
+    at, direct = found
+    inner = [f for f in reversed(stack[:at]) if not _generated(f[1])]  # from the dispatch frame inwards
     for frame in inner:
         if not is_library(frame[1], prefixes, app):
             return frame
