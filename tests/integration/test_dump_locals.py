@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import line_of, parse_json, run_gilty, running_target, settled_state, thread_named
+from conftest import line_of, one_version, parse_json, run_gilty, running_target, settled_state, thread_named
 
 pytestmark = pytest.mark.interpreter
 
@@ -135,3 +135,39 @@ def test_locals_of_running_threads(interp, spinners):
             assert top["function"] == "spin_forever", top
             assert [v["name"] for v in top["locals"]] == ["x"] and int(top["locals"][0]["repr"]) >= 0, top
             assert top["line"] == top["position"]["line"] if top["position"] else True, top
+
+
+# NumPy scalars by value, as py-spy reads them (issue 31, item 19): each scalar type's value follows
+# its object header; a type gilty does not read by value (float16, complex) stays `<type at 0x…>`.
+# The bug: every one read `<numpy.int8 at 0x…>`.
+NUMPY_SCALARS = {
+    "flag": "True",
+    "byte": "2",
+    "i8": "3",
+    "i16": "42",
+    "i32": "43",
+    "i64": "-44",
+    "u8": "45",
+    "u16": "46",
+    "u32": "7",
+    "u64": str(2**64 - 1),
+    "f32": "0.5",
+    "f32_inexact": "0.7",
+    "f64": "0.7",
+}
+
+
+def test_numpy_scalars_by_value(interp):
+    one_version(interp, "NumPy's scalar layout is the same on every Python version")
+    from package_venvs import venv_python
+    from test_numpy_states import _numpy_pin
+
+    python = venv_python(interp, "numpy", (_numpy_pin(),), "import numpy")
+    with running_target(python, "numpy_scalars.py") as target:
+        dump = dump_locals_json(target.pid)
+    top = dump["threads"][0]["stack"][0]
+    assert top["function"] == "scalar_locals", top
+    reprs = {v["name"]: v["repr"] for v in top["locals"]}
+    assert {name: reprs.get(name) for name in NUMPY_SCALARS} == NUMPY_SCALARS, reprs
+    assert reprs["half"].startswith("<numpy.float16 at 0x"), reprs
+    assert reprs["cplx"].startswith("<numpy.complex128 at 0x"), reprs

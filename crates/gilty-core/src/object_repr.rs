@@ -1,7 +1,8 @@
 //! Short, bounded reprs of objects in the target, read from memory without calling into it.
 //!
 //! Builtins are shown by value: int, float, str, bytes, bool, None, and tuple, list, dict, set and
-//! frozenset with their first items (and their length when not all are shown). Anything else is
+//! frozenset with their first items (and their length when not all are shown); so are NumPy's bool,
+//! integer, float32 and float64 scalars (`numpy_scalar`), as py-spy shows them. Anything else is
 //! `<TypeName at 0x...>`. A builtin is recognised by a static (not heap-allocated) type with the
 //! builtin's `tp_name`, so a user class named `int` is not mistaken for one.
 //!
@@ -48,7 +49,76 @@ pub enum Kind {
     Set,
     FrozenSet,
     Cell,
+    /// A NumPy scalar read by value: its value follows the object header.
+    Numpy(Scalar),
     Other,
+}
+
+/// The C type of a NumPy scalar's value (`obval`, right after the object header).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scalar {
+    Bool,
+    I8,
+    I16,
+    I32,
+    I64,
+    U8,
+    U16,
+    U32,
+    U64,
+    F32,
+    F64,
+}
+
+/// The scalar type of a NumPy `tp_name`, for the types read by value (py-spy's set, plus NumPy 1's
+/// `bool_` and the `long long` pair, 64-bit on Linux); float16, longdouble and complex are not.
+fn numpy_scalar(name: &str) -> Option<Scalar> {
+    Some(match name.strip_prefix("numpy.")? {
+        "bool" | "bool_" => Scalar::Bool,
+        "int8" => Scalar::I8,
+        "int16" => Scalar::I16,
+        "int32" => Scalar::I32,
+        "int64" | "longlong" => Scalar::I64,
+        "uint8" => Scalar::U8,
+        "uint16" => Scalar::U16,
+        "uint32" => Scalar::U32,
+        "uint64" | "ulonglong" => Scalar::U64,
+        "float32" => Scalar::F32,
+        "float64" => Scalar::F64,
+        _ => return None,
+    })
+}
+
+/// A NumPy scalar's value from the bytes after its header, as NumPy's `str()` prints it.
+fn scalar_text(kind: Scalar, b: [u8; 8]) -> String {
+    let int = |n: usize| -> i64 {
+        let mut w = [0u8; 8];
+        w[..n].copy_from_slice(&b[..n]);
+        // Sign-extend from n bytes.
+        (i64::from_le_bytes(w) << (64 - 8 * n)) >> (64 - 8 * n)
+    };
+    let uint = |n: usize| -> u64 {
+        let mut w = [0u8; 8];
+        w[..n].copy_from_slice(&b[..n]);
+        u64::from_le_bytes(w)
+    };
+    match kind {
+        Scalar::Bool => if b[0] != 0 { "True" } else { "False" }.to_owned(),
+        Scalar::I8 => int(1).to_string(),
+        Scalar::I16 => int(2).to_string(),
+        Scalar::I32 => int(4).to_string(),
+        Scalar::I64 => int(8).to_string(),
+        Scalar::U8 => uint(1).to_string(),
+        Scalar::U16 => uint(2).to_string(),
+        Scalar::U32 => uint(4).to_string(),
+        Scalar::U64 => uint(8).to_string(),
+        // The shortest text that reads back as the same float32 (NumPy's `str`), not the double's.
+        Scalar::F32 => {
+            let v = f32::from_le_bytes(b[..4].try_into().unwrap());
+            float_repr(format!("{v:e}").parse::<f64>().unwrap_or(v as f64))
+        }
+        Scalar::F64 => float_repr(f64::from_le_bytes(b)),
+    }
 }
 
 /// Type objects already looked at, by address (kind and `tp_name`): shared by the reads of one dump,
@@ -137,7 +207,7 @@ impl<'a> ObjectRepr<'a> {
                 "set" => Kind::Set,
                 "frozenset" => Kind::FrozenSet,
                 "cell" => Kind::Cell,
-                _ => Kind::Other,
+                other => numpy_scalar(other).map_or(Kind::Other, Kind::Numpy),
             }
         };
         self.types.0.borrow_mut().insert(tp, (kind, name.clone()));
@@ -210,6 +280,12 @@ impl<'a> ObjectRepr<'a> {
                     return Ok(if kind == Kind::Set { "set()".to_owned() } else { "frozenset()".to_owned() });
                 }
                 container(open, close, &items, used as u64, false)
+            }
+            Kind::Numpy(scalar) => {
+                // PyFloatObject is the object header and its double: the same offset as `obval`.
+                let mut b = [0u8; 8];
+                self.mem.read(addr + l.float_value, &mut b)?;
+                scalar_text(scalar, b)
             }
             Kind::Cell | Kind::Other => format!("<{name} at {addr:#x}>"),
         })
@@ -429,6 +505,22 @@ mod tests {
         ] {
             assert_eq!(float_repr(v), want, "{v:?}");
         }
+    }
+
+    #[test]
+    fn numpy_scalars_from_their_value_bytes() {
+        let le = |v: u64| v.to_le_bytes();
+        assert_eq!(scalar_text(Scalar::I8, le(0xfd)), "-3");
+        assert_eq!(scalar_text(Scalar::U8, le(0xfd)), "253");
+        assert_eq!(scalar_text(Scalar::I64, le((-44i64) as u64)), "-44");
+        assert_eq!(scalar_text(Scalar::U64, le(u64::MAX)), "18446744073709551615");
+        assert_eq!(scalar_text(Scalar::I16, le(0xdead_002a)), "42"); // bytes past the value ignored
+        assert_eq!(scalar_text(Scalar::Bool, le(1)), "True");
+        assert_eq!(scalar_text(Scalar::F32, le(0.7f32.to_bits() as u64)), "0.7");
+        assert_eq!(scalar_text(Scalar::F32, le(2.0f32.to_bits() as u64)), "2.0");
+        assert_eq!(scalar_text(Scalar::F64, le(0.7f64.to_bits())), "0.7");
+        assert_eq!(numpy_scalar("numpy.bool_"), Some(Scalar::Bool));
+        assert_eq!((numpy_scalar("numpy.float16"), numpy_scalar("int8")), (None, None));
     }
 
     #[test]

@@ -317,7 +317,7 @@ mod tests {
         // A blocked 3.15 thread's stack: C library words, then frames chained by saved rbp, each with a
         // return address into mapped code (here, this test binary's own text).
         let u = ProcessUnwinder::new(std::process::id() as i32).unwrap();
-        let code = frame_pointer_guess_starts_a_two_link_chain as usize as u64 + 4;
+        let code = frame_pointer_guess_starts_a_two_link_chain as *const () as usize as u64 + 4;
         let base = 0x7ff0_0000_0000u64;
         let mut words = vec![0u64; 64];
         words[1] = code; // a return address with no saved rbp under it: not a frame record
