@@ -18,6 +18,7 @@ import time
 import pytest
 
 from conftest import note, record_json, running_target, task_ids, thread_named
+from timing_reference import Pressure, assert_unless_busy
 
 pytestmark = [pytest.mark.interpreter, pytest.mark.alone]
 
@@ -36,7 +37,9 @@ STATES = ("holding_gil", "gc", "waiting_gil", "native", "idle", "unknown", "cpu_
 def record_target(interp, script: str, duration: float = STEADY_S) -> dict:
     """Start ``script``, record it, kill it; the report gets the target's OS thread ids as ``_tids``."""
     with running_target(interp, script) as proc:
+        pressure = Pressure()
         report = record_json(proc.pid, duration=duration, rate=RATE_HZ)
+        report["_pressure"] = pressure.end()  # whether the machine could give the target its CPU shares
         report["_tids"] = task_ids(proc.pid)
         report["_pid"] = proc.pid
     return report
@@ -86,7 +89,9 @@ def experiment2(interp):
     with running_target(interp, "experiment2.py") as proc:
         time.sleep(0.2)  # let the convoy settle
         before = overshoot_snapshot(proc)
+        pressure = Pressure()
         report = record_json(proc.pid, duration=DURATION_S, rate=RATE_HZ)
+        report["_pressure"] = pressure.end()
         after = overshoot_snapshot(proc)
         report["_tids"] = task_ids(proc.pid)
     report["_self"] = {}
@@ -139,7 +144,11 @@ def test_spinners_hold_or_wait_for_the_gil(interp, spinners):
         # A spinner that is runnable without a CPU (a busy machine) reads cpu_wait (docs/states.md).
         assert s["holding_gil"] + s["waiting_gil"] + s["cpu_wait"] >= 0.75, (name, s)
         # Each gets a share (0.47-0.52 on an idle box; 0.19/0.81 seen under heavy load: the GIL is not fair).
-        assert s["holding_gil"] >= 0.1 and s["waiting_gil"] >= 0.1, (name, s)
+        # A holder preempted by the kernel still holds (cpu_wait_holding_gil); at load ~20 a spinner
+        # held 0.08-0.10 all the same: the machine could not give it more (issue 31).
+        hold = s["holding_gil"] + (thread_named(spinners, name).get("cpu_wait_holding_gil") or 0.0)
+        assert_unless_busy(hold >= 0.1 and s["waiting_gil"] >= 0.1, spinners["_pressure"],
+                           f"{name}: held {hold:.3f}, waited {s['waiting_gil']:.3f}: {s}")
         assert s["idle"] <= 0.02 and s["unknown"] <= 0.02, (name, s)
     # One of the two always has the GIL (measured 0.98-0.99).
     note(interp, "spinners: gil_utilisation", spinners["gil_utilisation"])
@@ -161,7 +170,7 @@ def test_spinners_top_function_is_spin_forever(interp, spinners):
     for name in ("spinner-1", "spinner-2"):
         top = top_function(thread_named(spinners, name), "holding_gil")
         assert top["function"] == "spin_forever" and top["file"].endswith("spinners.py"), top
-        assert top["fraction"] >= 0.1, top
+        assert_unless_busy(top["fraction"] >= 0.1, spinners["_pressure"], f"{name} held the GIL in spin_forever {top['fraction']:.3f}")
     # While one spinner waits, the other holds the GIL: blame names the other spinner.
     blame = thread_named(spinners, "spinner-1")["blame"]
     note(interp, "spinner-1: blame[0] fraction", blame[0]["fraction"] if blame else 0.0)
@@ -265,7 +274,11 @@ def test_experiment2_io_threads_wait_in_a_convoy(interp, experiment2):
         # A woken I/O thread without a CPU is cpu_wait, not waiting_gil (0.155 + cpu_wait at load 9).
         assert t["states"]["waiting_gil"] + t["states"]["cpu_wait"] >= 0.2, (name, t["states"])
         assert convoy["is_convoy"] is True, (name, convoy)
-        assert wakes >= 50 and convoy["episodes"] >= 0.3 * wakes, (name, convoy, wakes)
+        assert wakes >= 50, (name, wakes)
+        # 32 of 172 wake-ups seen as episodes at load ~20 (issue 31): a woken thread waiting for a CPU
+        # starts no episode.
+        assert_unless_busy(convoy["episodes"] >= 0.3 * wakes, experiment2["_pressure"],
+                           f"{name}: {convoy['episodes']} of {wakes} wake-ups seen as convoy episodes")
         assert convoy["mean_wait_s"] is not None and convoy["mean_wait_s"] >= 0.001, (name, convoy)
     assert "convoy" in experiment2["verdict_kinds"], experiment2["verdict"]
     # cpu1 holds the GIL 0.96-0.99 on an idle box; 0.79 seen when other jobs kept woken I/O threads

@@ -63,8 +63,15 @@ class Pressure:
         self.start = time.monotonic()
         self.total = _cpu_pressure_total_s()
 
+    def end(self) -> "Pressure":
+        """Ends the interval now, so a later ``share()`` reads this run's pressure, not the tests' after it."""
+        self.ended = self.share()
+        return self
+
     def share(self) -> Optional[float]:
         """Share of the interval during which some task waited for a CPU (None: the kernel does not say)."""
+        if hasattr(self, "ended"):
+            return self.ended
         now = _cpu_pressure_total_s()
         if now is None or self.total is None:
             return None
