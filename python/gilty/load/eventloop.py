@@ -72,6 +72,11 @@ class LoopLag:
     lag_share: float  # lag_s / the time the thread was sampled
     max_span_s: float
     culprits: list = field(default_factory=list)  # [Culprit], most lag first
+    sampled_s: float = 0.0  # the time the thread was sampled (start-up left out): what shares are of
+
+    def share(self, culprit: Culprit) -> float:
+        """A culprit's share of the loop thread's sampled time (they add up to ``lag_share``)."""
+        return min(1.0, culprit.seconds / self.sampled_s) if self.sampled_s else 0.0
 
 
 def _doing(session: Session, state: int, nr: int) -> str:
@@ -197,6 +202,7 @@ def loop_lag(session: Session, tid: int, threshold_s: float = DEFAULT_THRESHOLD_
         lag_share=min(1.0, lag_s / sampled_s),
         max_span_s=max((length for length, _ in long_spans), default=0.0),
         culprits=[Culprit(site, caller, doing, seconds) for (site, caller, doing), seconds in ranked],
+        sampled_s=sampled * period,
     )
 
 

@@ -11,6 +11,7 @@ from gilty.sampling.analysis.functions import top_function_overall
 from gilty.sampling.analysis.states import gil_utilisation, mean_waiting_threads, thread_states
 from gilty.sampling.analysis.syscalls import idle_label
 from gilty.sampling.analysis.wording import milliseconds, percent
+from gilty.report import event_loops
 from gilty.report.console_exact import exact_sections
 from gilty.report.dump import render_text as dump_text
 from gilty.sampling.session import IDLE, STATE_NAMES, WAITING_GIL, Recording, Session
@@ -192,6 +193,16 @@ def _tasks_section(session: Session) -> list:
     return out
 
 
+def _verdict_text(session: Session, summary: Summary) -> str:
+    """The summary's verdict, with an event loop's lag first when it dominates (every task of a
+    blocked loop waits, whatever the GIL and the CPUs do), or after it when it is notable."""
+    text = summary.verdict.text if summary.verdict else ""
+    loop, leads = event_loops.verdict_sentence(session)
+    if not loop:
+        return text
+    return f"{loop} {text}".strip() if leads else f"{text} {loop}".strip()
+
+
 def render(session: Session, summary: Optional[Summary] = None, title: str = "gilty record") -> str:
     """The text summary of a recording."""
     summary = summary or summarise(session)
@@ -207,7 +218,8 @@ def render(session: Session, summary: Optional[Summary] = None, title: str = "gi
         ]
     )
     sections = (_functions_section(summary), _blame_section(summary), _convoy_section(summary),
-                _error_paths_section(summary), exact_sections(summary), _tasks_section(session))
+                _error_paths_section(summary), exact_sections(summary), _tasks_section(session),
+                event_loops.section(session))
     for section in sections:
         if section:
             out.append("")
@@ -215,7 +227,7 @@ def render(session: Session, summary: Optional[Summary] = None, title: str = "gi
     out.append("")
     out.append("Verdict")
     # One line, unwrapped: easy to grep, and the terminal wraps it anyway.
-    out.append(f"  {summary.verdict.text if summary.verdict else ''}")
+    out.append(f"  {_verdict_text(session, summary)}")
     if session.partial:
         out.append("")
         out.append(f"{PARTIAL_MARKER}: {session.partial_reason or 'the recording ended early'}")
@@ -249,6 +261,9 @@ def render_top(window: Session, elapsed_s: float) -> str:
     exact = summarise_exact(window)
     if exact is not None:
         lines.append(f"exact (uprobes): {exact.events} events in the last {exact.wall_s:.1f} s, {exact.lost} lost")
+    loop = event_loops.top_line(window)
+    if loop:
+        lines.append(loop)
     ordered = sorted(states.values(), key=lambda st: (-st.holding, st.tid))
     rows = []
     for st in ordered:

@@ -453,6 +453,11 @@ def render_top(
             best = max(members, key=lambda x: (x.state != "idle", x.samples)) if members else None
             label = fit_function(best.function, best.file, best.line, width - len(row)) if best else ""
             rows.append(row + label)
+        from gilty.report.event_loops import top_line  # an asyncio loop's lag and the code under it
+
+        loop = top_line(s)
+        if loop:
+            rows.insert(0, _cut(loop, width))
         blocks.append((sort_value(shares, sort), s.target.pid, title, rows))
     blocks.sort(key=lambda b: (-b[0], b[1]))
     lines = head + [TOP_HEADING[:width]]
