@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Optional
 
 from gilty.report.labels import frame_label, process_label, visible
-from gilty.sampling.tasks import AWAITING, READY, state_name
+from gilty.sampling.tasks import AWAITING, AWAITING_CHILD, READY, state_name
 
 # Rows of the longest-lived tasks and the most-awaited sites in the JSON report and the HTML page.
 TOP = 20
@@ -58,10 +58,12 @@ def _site(session, kind: str, frame_id: int) -> dict:
 
 
 def state_seconds(session) -> dict:
-    """{state name: task-seconds} over every task sample."""
+    """{state name: task-seconds} over every task sample; a parent awaiting tasks of its own is
+    ``awaiting_child``, apart from the waits themselves (its children's samples)."""
     out: dict = {}
-    for (_p, _s, state, _a), n in session.tasks.counts.items():
-        name = state_name(state)
+    child = session.tasks.child_waits()
+    for (p, _s, state, a), n in session.tasks.counts.items():
+        name = AWAITING_CHILD if (p, a) in child else state_name(state)
         out[name] = out.get(name, 0.0) + n * session.period_s
     return out
 
@@ -73,6 +75,7 @@ def report(session) -> Optional[dict]:
         return None
     period = session.period_s
     total = view.samples
+    own = view.own_samples()
     stacks = []
     for path, stack_id, state, await_ref, n in view.rows():
         stacks.append({
@@ -97,7 +100,7 @@ def report(session) -> Optional[dict]:
         ],
         "await_sites": [
             {**_site(session, kind, frame_id), "samples": n, "seconds": round(n * period, 6),
-             "share": round(n / total, 6) if total else 0.0}
+             "share": round(n / own, 6) if own else 0.0}
             for kind, frame_id, n in view.await_sites()[:TOP]
         ],
         "errors": dict(view.errors),

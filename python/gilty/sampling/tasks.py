@@ -17,6 +17,11 @@ from gilty.sampling.thread_states import STATE_NAMES
 AWAITING = 100  # suspended in an await
 READY = 101  # pending, awaiting nothing: scheduled, waiting for its turn on the loop
 NO_AWAIT = -1
+# Awaits through which a task waits for tasks of its own (aiohttp's RequestHandler.start awaiting its
+# handler's task, a gather, a TaskGroup, a shield): the children's own samples say what is waited for,
+# so the parent's are not a second wait. Named apart in task-seconds, left out of the await sites.
+CHILD_KINDS = frozenset(("task", "gather", "taskgroup", "shield", "wait", "wait_for"))
+AWAITING_CHILD = "awaiting_child"
 ERROR_KEYS = ("torn_dropped", "unreadable", "changed", "running_unmatched", "read_failed")
 
 
@@ -77,11 +82,27 @@ class TaskView:
         lives.sort(key=lambda x: (-(x[3] - x[2]), -x[4]))
         return lives[:limit]
 
+    def child_waits(self) -> set:
+        """{(path_id, await_id)} of suspended tasks awaiting tasks of their own: a path seen with
+        children (a longer path through it) awaiting through a ``CHILD_KINDS`` await."""
+        parents = {p[:-1] for p in self.paths.values() if len(p) > 1}
+        return {
+            (p, a) for (p, _s, state, a) in self.counts
+            if state == AWAITING and a in self.awaits and self.awaits[a][0] in CHILD_KINDS and self.paths.get(p) in parents
+        }
+
+    def own_samples(self) -> int:
+        """Task samples less those of parents awaiting their children: what await shares are of."""
+        child = self.child_waits()
+        return sum(n for (p, _s, _st, a), n in self.counts.items() if (p, a) not in child)
+
     def await_sites(self) -> list:
-        """[(kind, frame_id, samples)] of suspended tasks, by await site, most samples first."""
+        """[(kind, frame_id, samples)] of suspended tasks, by await site, most samples first; a
+        parent's wait for its own children is the children's (``child_waits``), not a site of its own."""
+        child = self.child_waits()
         by_site: dict = {}
-        for (_p, _s, state, a), n in self.counts.items():
-            if state == AWAITING and a in self.awaits:
+        for (p, _s, state, a), n in self.counts.items():
+            if state == AWAITING and a in self.awaits and (p, a) not in child:
                 by_site[self.awaits[a]] = by_site.get(self.awaits[a], 0) + n
         return sorted(((k, f, n) for (k, f), n in by_site.items()), key=lambda x: -x[2])
 
