@@ -6,7 +6,9 @@ request: `accept`, a `select`/`poll`/`epoll` on the listening socket (gunicorn's
 arbiter), an event loop at its selector with nothing ready, an idle pool thread's queue `get` (a
 futex), or the framework reading the next request of a keep-alive connection. It is never a
 dependency wait: only a handler's own I/O is. A thread that is not running Python and has no
-request is not what limits the server.
+request is not what limits the server. A thread with no Python frame blocked in such a wait (uWSGI's
+master, its `--http` router and its workers between requests, any accept loop written in C) waits for
+work too: no request of the application is in progress on it.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ def classify(session, state: int, stack_id: int, syscall: int, prefixes: tuple, 
         kind = idle_kind(name)
         handler = handler_frame(stack, prefixes, app) if stack else None
         in_handler = handler is not None and handler != FRAMEWORK
-        if not in_handler and stack and (kind in _WORK_WAITS or name.startswith("accept")):
+        if not in_handler and (kind in _WORK_WAITS or name.startswith("accept")):
             out = WAITING_FOR_WORK
         elif in_handler and kind in (IO_WAIT, SELECT_WAIT):
             out = DEPENDENCY_WAIT

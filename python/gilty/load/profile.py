@@ -4,12 +4,14 @@ caller), and what limits the server at the knee."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from gilty.sampling import processes
+from gilty.sampling.analysis.saturation import THROTTLED_NOTABLE, saturation
 from gilty.sampling.analysis.states import gc_share, gil_utilisation, mean_waiting_threads
 from gilty.load import endpoints, eventloop, kinds, task_endpoints
 from gilty.observe.monitor.memory_self import memory_self
@@ -51,6 +53,18 @@ class StepProfile:
     startup_sites: list = field(default_factory=list)  # ["FileLoader.get_data (importlib)", ...], the most seen first
     # With --tasks: [task_endpoints.TaskEndpoint], per endpoint where its requests' tasks spent their time
     task_endpoints: list = field(default_factory=list)
+    # Of the busy processes' sampling passes, those in which none of their working threads did anything
+    # but wait for work: the process had no request in progress (a share of time, not of thread samples,
+    # so a thread per idle keep-alive connection does not outweigh the one serving).
+    waiting_for_work_passes: float = 0.0
+    # CPU supply, from the kernel (None when not known): the busy processes' threads' run-queue delay
+    # (ms per s), their cgroup's throttled share of periods, the CPUs the busiest processes may run on
+    # (affinity and cpuset), the host's CPUs, and the CPUs all the server's processes used.
+    run_delay_ms_per_s: Optional[float] = None
+    cgroup_throttled_share: Optional[float] = None
+    cpus_allowed: Optional[int] = None
+    host_cpus: Optional[int] = None
+    cpus_used: Optional[float] = None
 
 
 # A process is one of the busiest when it worked (did anything but wait for work) at least this
@@ -72,17 +86,79 @@ def _tally(s, prefixes: tuple, app: tuple) -> tuple:
     return per_thread, cache
 
 
+def _working_tids(per_thread: dict, keep_parked: bool = False) -> set:
+    """The threads that did something (not parked all along, unless ``keep_parked``)."""
+    out = set()
+    for tid, counts in per_thread.items():
+        total = sum(counts.values())
+        resting = sum(n for c, n in counts.items() if _is_idle_kind(c))
+        if total and (keep_parked or resting < IDLE_THREAD_SHARE * total):
+            out.add(tid)
+    return out
+
+
 def _working_threads(per_thread: dict, keep_parked: bool = False) -> dict:
     """{category: samples} summed over the threads that did something (not parked all along, unless
     ``keep_parked``)."""
     out: dict = {}
-    for counts in per_thread.values():
-        total = sum(counts.values())
-        resting = sum(n for c, n in counts.items() if _is_idle_kind(c))
-        if total == 0 or (resting >= IDLE_THREAD_SHARE * total and not keep_parked):
-            continue
-        for c, n in counts.items():
+    for tid in _working_tids(per_thread, keep_parked):
+        for c, n in per_thread[tid].items():
             out[c] = out.get(c, 0) + n
+    return out
+
+
+def _passes_waiting_for_work(s, tids: set, prefixes: tuple, app: tuple, cache: dict) -> tuple:
+    """(passes in which every one of ``tids`` seen waited for work, passes in which one was seen);
+    start-up samples count as neither."""
+    seen, busy = bytearray(), bytearray()
+    for (tid, first, passes, state, stack_id, nr) in s.iter_runs():
+        if state == ABSENT or tid not in tids:
+            continue
+        category = kinds.classify(s, state, stack_id, nr, prefixes, app, cache)
+        if category == kinds.STARTUP:
+            continue
+        end = first + passes
+        if len(seen) < end:
+            seen.extend(bytes(end - len(seen)))
+            busy.extend(bytes(end - len(busy)))
+        seen[first:end] = b"\x01" * passes
+        if category != kinds.WAITING_FOR_WORK:
+            busy[first:end] = b"\x01" * passes
+    n_seen = seen.count(1)
+    return n_seen - busy.count(1), n_seen
+
+
+def _cpus_allowed(pid: int) -> Optional[int]:
+    """How many CPUs the process may run on (its affinity, within its cpuset); None once it is gone."""
+    try:
+        return len(os.sched_getaffinity(pid))
+    except OSError:
+        return None
+
+
+def _cpu_supply(live: list, sessions: list) -> dict:
+    """StepProfile's CPU supply fields from the kernel's counters of the step's recording."""
+    out: dict = {"host_cpus": os.cpu_count()}
+    delays, weights, throttled = 0.0, 0, []
+    for s in sessions:
+        sat = saturation(s)
+        if sat is None:
+            continue
+        delays += sat.run_delay_ms_per_s * sat.threads
+        weights += sat.threads
+        if sat.throttled_share is not None:
+            throttled.append(sat.throttled_share)
+    if weights:
+        out["run_delay_ms_per_s"] = delays / weights
+    if throttled:
+        out["cgroup_throttled_share"] = max(throttled)
+    allowed = [n for n in (_cpus_allowed(s.target.pid) for s in sessions) if n is not None]
+    if allowed:
+        out["cpus_allowed"] = min(allowed)
+    used = [sum(run for run, _delay in s.sched["threads"].values()) / 1e9 / s.sched["seconds"]
+            for s in live if s.sched.get("seconds")]
+    if used:
+        out["cpus_used"] = sum(used)
     return out
 
 
@@ -133,15 +209,16 @@ def summarise_step(recording: Recording, loop_threshold_s: float = eventloop.DEF
     own = app
     for e in table:
         own = endpoints.handler_app((e.function, e.file, 0), own) if e.file else own
-    per_session = [(s, _tally(s, library_prefixes(s), own)[0]) for s in live]
+    per_session = [(s, *_tally(s, library_prefixes(s), own)) for s in live]
     # Every thread parked all along (a server waiting for work throughout): then they are the picture.
-    keep_parked = not any(_working_threads(per_thread) for _s, per_thread in per_session)
-    tallies, startup_sites, startup_n, working_n = [], {}, 0, 0
-    for s, per_thread in per_session:
+    keep_parked = not any(_working_threads(per_thread) for _s, per_thread, _cache in per_session)
+    tallies, startup_sites, startup_n, working_n, for_work = [], {}, 0, 0, {}
+    for s, per_thread, cache in per_session:
         counts = _working_threads(per_thread, keep_parked)
         startup_n += counts.get(kinds.STARTUP, 0)
         working_n += sum(counts.values())
         tallies.append((s, counts))
+        for_work[id(s)] = _passes_waiting_for_work(s, _working_tids(per_thread, keep_parked), library_prefixes(s), own, cache)
     for s in live:
         for (_tid, _state, stack_id), n in s.stack_counts().items():
             label = startup_label(s.stack(stack_id)) if stack_id != NO_STACK else None
@@ -180,6 +257,8 @@ def summarise_step(recording: Recording, loop_threshold_s: float = eventloop.DEF
     # than one thread here: a share is at most 100 % by construction.
     passes_total = sum(s.samples for s in sessions) or 1
     loops = eventloop.loop_lags(live, loop_threshold_s)
+    waited = sum(for_work[id(s)][0] for s in sessions)
+    seen = sum(for_work[id(s)][1] for s in sessions)
     return StepProfile(
         processes=len(recording.sessions),
         busy_processes=len(sessions),
@@ -198,6 +277,8 @@ def summarise_step(recording: Recording, loop_threshold_s: float = eventloop.DEF
         startup_share=startup_n / working_n if working_n else 0.0,
         startup_sites=[label for label, _n in sorted(startup_sites.items(), key=lambda kv: -kv[1])[:3]],
         task_endpoints=task_endpoints.task_endpoint_table(live, own),
+        waiting_for_work_passes=waited / seen if seen else 0.0,
+        **_cpu_supply(live, sessions),
     )
 
 
@@ -255,6 +336,13 @@ def _limit_from_profile(p: StepProfile) -> tuple:
         return "event loop blocked", loop_words(loop)
     if p.gc_share >= 0.10:
         return "GC", f"{workers} {verb('spend')} {p.gc_share:.0%} of their time collecting garbage"
+    kinds_ = p.idle_kinds
+    idle_for_work = kinds_.get(kinds.WAITING_FOR_WORK, 0)
+    working = max(1e-9, 1.0 - idle_for_work)
+    # Runnable without a CPU most of the time they work: whatever the code does, the host (or the cgroup's
+    # quota) decides how fast it goes. Ahead of the GIL: a holder without a CPU still holds it.
+    if p.states.get("cpu_wait", 0) >= HOST_LIMIT_SHARE * working:
+        return _host_limit(p, workers, verb, working)
     waiting = p.states.get("waiting_gil", 0)
     # Past the knee requests queue: a server whose Python holds the GIL most of the time (or as much as
     # the CPUs it shares let it) is limited by that Python work.
@@ -263,13 +351,13 @@ def _limit_from_profile(p: StepProfile) -> tuple:
         return "CPU in Python", f"{workers} {verb('hold')} the GIL {p.gil_utilisation:.0%} of the time{where}{queued}"
     if p.mean_waiting_threads >= 0.5 and waiting >= 0.25:
         return "GIL contention", f"threads of {workers} wait for the GIL {waiting:.0%} of the time{where}"
-    kinds_ = p.idle_kinds
-    idle_for_work = kinds_.get(kinds.WAITING_FOR_WORK, 0)
-    if idle_for_work >= 0.5:
-        return "waiting for work", (f"{workers} {verb('wait')} for the next request {idle_for_work:.0%} of the time "
+    # Of the time, not of thread samples: threads parked on idle keep-alive connections beside the one
+    # serving do not make a busy process one that waits for work.
+    for_work = getattr(p, "waiting_for_work_passes", idle_for_work)
+    if for_work >= 0.5:
+        return "waiting for work", (f"{workers} {verb('wait')} for the next request {for_work:.0%} of the time "
                                     "(accept, or an event loop at its selector with nothing ready) while requests queue: "
                                     "the requests wait before they reach the workers, or (asyncio) the handlers await something outside them")
-    working = max(1e-9, 1.0 - idle_for_work)
     held = p.states.get("holding_gil", 0) + p.states.get("gc", 0)
     native = p.states.get("native", 0)
     # Runnable without a CPU (a busy host or a spent quota): the thread was running Python or native
@@ -277,7 +365,8 @@ def _limit_from_profile(p: StepProfile) -> tuple:
     cpu_wait = p.states.get("cpu_wait", 0)
     if cpu_wait and held + native > 0:
         held, native = held + cpu_wait * held / (held + native), native + cpu_wait * native / (held + native)
-    starved = f" ({cpu_wait:.0%} of the time runnable without a CPU: the host is busy)" if cpu_wait >= 0.1 else ""
+    starved = (f" ({cpu_wait:.0%} of the time runnable without a CPU, {cpu_wait / working:.0%} of their working time: the host is busy)"
+               if cpu_wait >= 0.1 * working else "")
     dependency = kinds_.get(kinds.DEPENDENCY_WAIT, 0)
     if dependency >= 0.5 * working:
         return "I/O wait on a dependency", (f"{workers} {verb('are')} blocked in I/O inside their handlers {dependency:.0%} of the time "
@@ -293,6 +382,53 @@ def _limit_from_profile(p: StepProfile) -> tuple:
     where = f", most of it in `{top.label}`" if top is not None else ""
     return "concurrency", (f"{workers} {verb('are')} mostly idle inside their requests ({p.states.get('idle', 0):.0%}, "
                            f"{_top_idle(kinds_)}{where}) while requests queue: too few requests are served at once")
+
+
+# Runnable without a CPU at least this share of the busy processes' working time: the host is the limit.
+HOST_LIMIT_SHARE = 0.5
+
+
+def _host_limit(p: StepProfile, workers: str, verb: Callable, working: float) -> tuple:
+    """("host CPU" or "CPU quota", words): how long the workers waited for a CPU, the kernel's figures,
+    whose the CPUs were, and what would help."""
+    cpu_wait = p.states.get("cpu_wait", 0)
+    throttled = p.cgroup_throttled_share
+    quota = throttled is not None and throttled >= THROTTLED_NOTABLE
+    words = f"{workers} {verb('are')} runnable without a CPU {cpu_wait / working:.0%} of their working time"
+    figures = []
+    if p.run_delay_ms_per_s is not None:
+        figures.append(f"run queue delay {p.run_delay_ms_per_s:.0f} ms/s per thread")
+    if quota:
+        figures.append(f"cgroup throttled in {throttled:.0%} of its periods")
+    if figures:
+        words += f" ({'; '.join(figures)})"
+    allowed, host, used = p.cpus_allowed, p.host_cpus, p.cpus_used
+    if allowed is not None:
+        words += f"; the server may run on {allowed} of the host's {host} CPUs" if host else f"; the server may run on {allowed} CPUs"
+        if used is not None:
+            own = used >= 0.8 * allowed
+            words += (f" and used {used:.1f}: its own {'threads' if p.busy_processes == 1 else 'processes'} keep them busy" if own
+                      else f" and used {used:.1f}: other jobs took the rest")
+    helps = []
+    if quota:
+        helps.append("a larger CPU quota")
+    if allowed is not None and host and allowed < host:
+        helps.append(f"more CPUs in its affinity or cpuset (it may use {allowed} of {host})")
+    elif allowed is not None and used is not None and used < 0.8 * allowed and not quota:
+        helps.append("a host with CPUs to spare (or fewer other jobs on it)")
+    else:
+        helps.append("more CPUs")
+    if allowed is not None and p.busy_processes > allowed:
+        helps.append(f"fewer busy workers than CPUs ({p.busy_processes} share {allowed})")
+    held = p.states.get("holding_gil", 0) + p.states.get("gc", 0)
+    top = (p.native_sites[0] if p.native_sites else None) if p.states.get("native", 0) > held else (p.sites[0] if p.sites else None)
+    if top is not None:
+        place = top.file if top.line == 0 else f"{top.file}:{top.line}"
+        caller = f" called from `{top.caller}`" if top.caller else ""
+        helps.append(f"less CPU per request (most of what it had went to `{top.function}` ({place}){caller})")
+    else:
+        helps.append("less CPU per request")
+    return ("CPU quota" if quota else "host CPU"), f"{words}. What would help: {', '.join(helps)}"
 
 
 def _top_idle(kinds_: dict) -> str:

@@ -3,6 +3,12 @@ function the application called and the application frame that called it."""
 
 from __future__ import annotations
 
+import re
+
+# A standard library's directory wherever the interpreter is installed: the target's executable does
+# not always say where (uWSGI embeds Python; a venv's python is a link to another prefix's).
+_STDLIB_DIR = re.compile(r"/lib/python3\.\d+t?/")
+
 
 def _label(frame: tuple) -> str:
     function, file, line = frame
@@ -52,7 +58,7 @@ def is_library(file: str, prefixes: tuple, app: tuple = ()) -> bool:
     # application: a stack with nothing else outside libraries is the framework's own work.
     console_script = "/bin/" in file and not file.endswith(".py")
     return ("site-packages/" in file or "dist-packages/" in file or file.startswith(prefixes)
-            or file.startswith("<frozen") or console_script)
+            or file.startswith("<frozen") or console_script or _STDLIB_DIR.search(file) is not None)
 
 
 def site_key(stack: list, prefixes: tuple, app: tuple = ()) -> tuple:

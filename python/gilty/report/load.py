@@ -55,7 +55,8 @@ def render_text(run: dict) -> str:
     profiles = run.get("profiles") or []
     if any(p is not None for p in profiles):
         lines.append("")
-        lines.append("Server during each step (the busiest workers; shares of their working threads' samples, start-up left out):")
+        lines.append("Server during each step (the busiest workers: the GIL's share of the time, then their working threads' samples")
+        lines.append("by state, adding up to 100 %; start-up left out):")
         for step, p in zip(run["steps"], profiles):
             if p is not None:
                 lines.append(_profile_line(f"{step['requested_rate']:g} rps", p))
@@ -170,12 +171,34 @@ def _profile_line(label: str, p) -> str:
     mem = ""
     if p.memory:
         mem = f", PSS {sum(m['pss'] for m in p.memory) / 2**20:.0f} MiB / USS {sum(m['uss'] for m in p.memory) / 2**20:.0f} MiB in {len(p.memory)}"
-    for_work = p.idle_kinds.get("waiting for work", 0)
-    idle = f"idle {p.states.get('idle', 0):.0%}" + (f" (waiting for work {for_work:.0%})" if for_work >= 0.005 else "")
     started = getattr(p, "startup_share", 0.0)
-    startup = f", start-up {started:.0%}" + (f" ({p.startup_sites[0]})" if p.startup_sites else "") if started >= 0.005 else ""
-    return (f"{label:>12}: {p.busy_processes}/{p.processes} busy, GIL {p.gil_utilisation:.0%}, "
-            f"waiting {p.states.get('waiting_gil', 0):.0%}, gc {p.gc_share:.0%}, native {p.states.get('native', 0):.0%}, {idle}{startup}{mem}{where}")
+    startup = f"; start-up {started:.0%}" + (f" ({p.startup_sites[0]})" if p.startup_sites else "") if started >= 0.005 else ""
+    return (f"{label:>12}: {p.busy_processes}/{p.processes} busy, GIL held {p.gil_utilisation:.0%} of the time; "
+            f"threads {state_shares(p)}{startup}{mem}{where}")
+
+
+# The per-step states in the order a reader adds them up; "unknown" only when seen.
+_LINE_STATES = (("holding_gil", "Python"), ("gc", "gc"), ("waiting_gil", "GIL wait"), ("native", "native"),
+                ("cpu_wait", "CPU wait"), ("idle", "idle"), ("unknown", "unknown"))
+
+
+def state_shares(p) -> str:
+    """The busy workers' thread states as whole percents that add up to 100 (largest remainders get
+    the rounding), waiting for work said inside idle."""
+    shares = [(label, p.states.get(name, 0.0)) for name, label in _LINE_STATES]
+    total = sum(v for _l, v in shares)
+    if total <= 0:
+        return "not seen"
+    exact = [100.0 * v / total for _l, v in shares]
+    whole = [int(x) for x in exact]
+    for i in sorted(range(len(exact)), key=lambda i: whole[i] - exact[i])[:100 - sum(whole)]:
+        whole[i] += 1
+    parts = [f"{label} {n}%" for (label, _v), n in zip(shares, whole) if label != "unknown" or n]
+    for_work = p.idle_kinds.get("waiting for work", 0) / total
+    if for_work >= 0.005:
+        i = next(i for i, part in enumerate(parts) if part.startswith("idle "))
+        parts[i] += f" (waiting for work {for_work:.0%})"
+    return ", ".join(parts)
 
 
 def render_locust_text(run: dict, prof) -> str:

@@ -1,0 +1,98 @@
+"""The knee's limit on a saturated host (issue 31, item 1), on recordings built pass by pass
+(tests/unit/synthetic.py): processes blocked in C between requests wait for work; a CPU-bound
+thread-per-connection server is not "waiting for work" because its idle keep-alive threads outnumber
+the one serving; workers runnable without a CPU most of their working time name the host; the per-step
+line adds up to 100 %."""
+
+from __future__ import annotations
+
+from synthetic import CPU_WAIT, EPOLL_WAIT, HOLD, IDLE, PSELECT6, RECVFROM, BatchBuilder, make_session
+
+from gilty.load import kinds, profile
+from gilty.sampling.session import NO_STACK, Recording
+
+STDLIB = "/usr/lib/python3.12"
+HTTP = [("BaseHTTPRequestHandler.handle_one_request", f"{STDLIB}/http/server.py", 424),
+        ("BaseHTTPRequestHandler.handle", f"{STDLIB}/http/server.py", 436)]
+READLINE = [("SocketIO.readinto", f"{STDLIB}/socket.py", 706), ("BaseHTTPRequestHandler.handle_one_request", f"{STDLIB}/http/server.py", 410),
+            ("BaseHTTPRequestHandler.handle", f"{STDLIB}/http/server.py", 436)]
+SELECT = [("PollSelector.select", f"{STDLIB}/selectors.py", 415), ("BaseServer.serve_forever", f"{STDLIB}/socketserver.py", 233)]
+QUOTE = [("quote", f"{STDLIB}/urllib/parse.py", 893), ("build_url", "/srv/http_cpu_server.py", 18),
+         ("Handler.do_GET", "/srv/http_cpu_server.py", 43), *HTTP]
+
+
+def _session(b: BatchBuilder, pid: int, passes: list):
+    b._sent_stacks.clear()
+    b._sent_frames.clear()
+    return make_session([b.batch(passes)], pid=pid)
+
+
+def test_frameless_processes_between_requests_wait_for_work():
+    # uWSGI: the master and the --http router in epoll_wait with no Python frame all along; a worker
+    # serving (its handler holding the GIL) 40 % of the time, frameless in epoll_wait the rest.
+    b = BatchBuilder(names={1: "uwsgi"})
+    report = b.stack(("report", "/srv/app.py", 12))
+    master = _session(b, 10, [{1: (IDLE, NO_STACK, EPOLL_WAIT)}] * 100)
+    worker = _session(b, 11, ([{1: (HOLD, report)}] * 4 + [{1: (IDLE, NO_STACK, EPOLL_WAIT)}] * 6) * 10)
+    p = profile.summarise_step(Recording([master, worker], rate_hz=100.0))
+    # before: the frameless wait was "I/O wait" (36 % in the field), read as time inside requests
+    assert "I/O wait" not in p.idle_kinds and kinds.DEPENDENCY_WAIT not in p.idle_kinds, p.idle_kinds
+    assert p.idle_kinds[kinds.WAITING_FOR_WORK] == 0.6, p.idle_kinds
+
+
+def _threaded_cpu_server(b: BatchBuilder, serving: list) -> list:
+    """ThreadingHTTPServer with 5 keep-alive connections: the listening thread in select all along; in
+    each pass one connection thread does ``serving[i]`` (or none), the others read their next request."""
+    select, read, quote = b.stack(*SELECT), b.stack(*READLINE), b.stack(*QUOTE)
+    passes = []
+    for i, state in enumerate(serving):
+        p = {1: (IDLE, select, PSELECT6)}
+        for tid in range(2, 7):
+            p[tid] = (state, quote) if state is not None and tid == 2 + i % 5 else (IDLE, read, RECVFROM)
+        passes.append(p)
+    return passes
+
+
+def test_a_cpu_bound_thread_per_connection_server_is_not_waiting_for_work():
+    # The CI failure (test_profiled_knee_names_cpu_in_python_and_the_code on a busy machine): past the
+    # knee one connection thread serves in 80 % of the passes, runnable without a CPU (woken, before it
+    # takes the GIL) 7 of each 16 of those, so the GIL is held 45 % of the time; the four other
+    # connection threads read their next request.
+    b = BatchBuilder(names={1: "MainThread", **{t: f"Thread-{t}" for t in range(2, 7)}})
+    serving = ([HOLD] * 9 + [CPU_WAIT] * 7 + [None] * 4) * 10
+    p = profile.summarise_step(Recording([_session(b, 20, _threaded_cpu_server(b, serving))], rate_hz=100.0))
+    # the connection threads' samples are mostly the wait for the next request ...
+    assert p.idle_kinds[kinds.WAITING_FOR_WORK] > 0.8, p.idle_kinds
+    limit, words = profile.limit_from_profile(p)
+    # before: "waiting for work", "the busiest process waits for the next request 84% of the time"
+    assert limit == "CPU in Python", (limit, words)
+    assert "`quote`" in words and "http_cpu_server.py" in words, words
+    assert "runnable without a CPU, 44% of their working time" in words, words
+    # ... the process had no request in progress only 20 % of the time
+    assert abs(p.waiting_for_work_passes - 0.2) < 1e-9, p.waiting_for_work_passes
+
+
+def test_workers_runnable_without_a_cpu_name_the_host():
+    # The same server on a saturated host: serving in 90 % of the passes, runnable without a CPU in
+    # two thirds of those.
+    b = BatchBuilder(names={1: "MainThread", **{t: f"Thread-{t}" for t in range(2, 7)}})
+    serving = ([HOLD] * 3 + [CPU_WAIT] * 6 + [None]) * 20
+    p = profile.summarise_step(Recording([_session(b, 30, _threaded_cpu_server(b, serving))], rate_hz=100.0))
+    limit, words = profile.limit_from_profile(p)
+    assert limit == "host CPU", (limit, words)
+    assert "runnable without a CPU 67% of their working time" in words, words
+    assert "What would help:" in words and "less CPU per request" in words and "`quote`" in words, words
+
+
+def test_the_step_line_adds_up_to_100_percent_with_cpu_wait():
+    # The field's step: GIL 50 %, idle 41 %, and 9 % runnable without a CPU that the line left out.
+    p = profile.StepProfile(processes=5, busy_processes=3, gil_utilisation=0.5, gc_share=0.0, mean_waiting_threads=0.0,
+                            states={"holding_gil": 0.50, "gc": 0.0, "waiting_gil": 0.0, "native": 0.003, "idle": 0.407,
+                                    "unknown": 0.0, "cpu_wait": 0.09},
+                            idle_kinds={kinds.WAITING_FOR_WORK: 0.3, "sleep": 0.107})
+    from gilty.report.load import state_shares  # new with the line
+
+    line = state_shares(p)
+    assert "CPU wait 9%" in line and "waiting for work 30%" in line, line
+    shares = [int(part.rsplit(" ", 1)[1].rstrip("%")) for part in line.split(" (")[0].split(", ")]
+    assert sum(shares) == 100, line
