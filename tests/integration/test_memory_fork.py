@@ -131,6 +131,48 @@ def test_pool_no_full_collection_warning_without_one(pool_run):
     _no_full_collection_warning_without_one(report)
 
 
+# Guards (issue 31): "The master froze 375 objects (gc.freeze())" when nothing called gc.freeze(): a fresh
+# 3.12 has 375 objects in its permanent generation, and this master has run no full collection yet.
+@pytest.mark.interpreter
+def test_pool_master_that_never_called_freeze_is_not_said_to_have(pool_run):
+    report, _, _ = pool_run
+    master = report["processes"][0]
+    assert master["role"] == "master" and master["gc"]["froze_little"] is True, master["gc"]
+    assert not any("froze " in s for s in report["summary"]), report["summary"]
+
+
+# Guards (issue 31): multiprocessing's resource tracker (a spawn pool starts one) counted as a worker.
+@pytest.mark.interpreter
+def test_spawn_pool_resource_tracker_is_a_helper(interp):
+    from conftest import one_version, parse_json
+
+    one_version(interp, "telling multiprocessing's resource tracker from the pool's workers reads only /proc")
+    env = dict(os.environ, POOL_WORKERS="2", POOL_RECORDS="20000", POOL_START="spawn")
+    popen = subprocess.Popen([interp.path, str(TARGETS / "pool_workers.py")], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=env, start_new_session=True)
+    try:
+        line = popen.stdout.readline().decode()
+        assert line.startswith("pids "), f"pool target: {line!r}"
+        master, *workers = (int(x) for x in line.split()[1:])
+        tracker = [k for k in _children(master) if k not in workers]
+        assert len(tracker) == 1, (master, workers, _children(master))
+        rc, report, err, _ = run_memory(master, 1.0)
+        assert rc == 0 and report, err
+        role = {p["pid"]: p["role"] for p in report["processes"]}
+        assert role == {master: "master", workers[0]: "worker", workers[1]: "worker", tracker[0]: "helper"}, role
+        assert proc_of(report, tracker[0])["helper"] == "multiprocessing's resource tracker"
+        rc, out, err = run_gilty("record", "--pid", master, "--subprocesses", "--duration", 0.5, "--rate", 20, "--format", "json")
+        assert rc == 0, err
+        recorded = {p["process"]["pid"]: p["process"]["role"] for p in parse_json(out)["processes"]}
+        assert recorded.get(tracker[0]) == "helper", recorded
+    finally:
+        try:
+            popen.stdin.close()
+        except OSError:
+            pass
+        _stop_group(popen)
+
+
 # -- gunicorn with and without --preload ----------------------------------------------------------------
 
 

@@ -3,7 +3,8 @@ start (the pool's initializer), before anyone measures them, then wait for tasks
 
 Prints ``pids MASTER W1 W2 ...`` once every worker has built its heap, then waits for a line on
 stdin and exits. ``POOL_WORKERS`` (default 3) and ``POOL_RECORDS`` (default 150000, about 20 MiB
-per worker) set the size. Automatic GC stays on and nothing is frozen; idle workers run no
+per worker) set the size; ``POOL_START`` the start method (default fork; spawn also starts
+multiprocessing's resource tracker, a helper beside the workers). Automatic GC stays on and nothing is frozen; idle workers run no
 collection.
 """
 
@@ -29,7 +30,7 @@ def whoami(_):
 
 
 if __name__ == "__main__":
-    ctx = multiprocessing.get_context("fork")
+    ctx = multiprocessing.get_context(os.environ.get("POOL_START", "fork"))
     with ctx.Pool(WORKERS, initializer=build) as pool:
         # Every worker has run its initializer once it has answered a task.
         seen = set()

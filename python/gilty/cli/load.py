@@ -158,6 +158,12 @@ def _wait_for_workers(url: str, root: int, child=None):
         return None
     n = len(r.workers)
     what = f"{n} worker{'s' if n != 1 else ''}" if n != 1 or r.workers[0] != root else "the server"
+    if r.router:
+        router = ", ".join(map(str, r.router))
+        state = "settled" if r.complete else "not settled (their start-up may show in the first step)"
+        print(f"gilty: the server answered through its router (pid {router}) in {r.seconds:.1f} s; {what} behind it "
+              f"(pid{'s' if n != 1 else ''} {', '.join(map(str, r.workers))}), {state}", file=sys.stderr)
+        return r
     if r.complete:
         print(f"gilty: {what} answered in {r.seconds:.1f} s (pid{'s' if n != 1 else ''} {', '.join(map(str, r.workers))})", file=sys.stderr)
     else:

@@ -200,7 +200,8 @@ def _rank_sites(sites: dict, total: float) -> list:
 
 
 def summarise_step(recording: Recording, loop_threshold_s: float = eventloop.DEFAULT_THRESHOLD_S, app: tuple = ()) -> Optional[StepProfile]:
-    live = [s for s in recording.sessions if s.samples]
+    # Helpers (a router in front of the workers, a resource tracker) serve no request of their own.
+    live = [s for s in recording.sessions if s.samples and s.target.pid not in recording.helpers]
     if not live:
         return None
     # Endpoints first: the packages of handlers found in site-packages are the application's when
@@ -260,7 +261,7 @@ def summarise_step(recording: Recording, loop_threshold_s: float = eventloop.DEF
     waited = sum(for_work[id(s)][0] for s in sessions)
     seen = sum(for_work[id(s)][1] for s in sessions)
     return StepProfile(
-        processes=len(recording.sessions),
+        processes=len([s for s in recording.sessions if s.target.pid not in recording.helpers]),
         busy_processes=len(sessions),
         gil_utilisation=util,
         gc_share=gcs,
@@ -453,7 +454,7 @@ def memory_at_end(recording: Recording) -> list:
     each one's /proc/PID/smaps_rollup: what the workers hold after the step's load."""
     out = []
     for s in recording.sessions:
-        if s.exited:
+        if s.exited or s.target.pid in recording.helpers:
             continue
         m = memory_self(f"/proc/{s.target.pid}/smaps_rollup")
         if m is not None:

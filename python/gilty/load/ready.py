@@ -20,6 +20,8 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
+from gilty.sampling import helpers
+
 LISTEN, ESTABLISHED = "0A", "01"
 ROUND_TIMEOUT_S = 5.0
 STALL_S = 10.0  # give up when for this long no other worker answered and none still starting used CPU
@@ -33,6 +35,9 @@ class Readiness:
     complete: bool = True
     rounds: int = 0
     missing: list = field(default_factory=list)
+    # Helpers of the master that hold the listening socket in front of the workers (uWSGI's --http
+    # router): they answered; which worker behind them served a request cannot be told from here.
+    router: list = field(default_factory=list)
 
 
 def _tcp_table() -> list:
@@ -170,6 +175,43 @@ def _round(host: str, port: int, path: str, pids: list, count: int, deadline: fl
             c.close()
 
 
+def _behind_router(root: int, holders: list) -> list:
+    """The workers behind ``holders`` when every holder is a helper of its master (a router that
+    forwards to its sibling workers, which listen elsewhere); else []."""
+    facts = helpers.read_all(process_tree(root))
+    found = helpers.helpers(facts, roots=(root,))
+    if not holders or any(pid not in found or pid not in facts for pid in holders):
+        return []
+    parents = {facts[pid].ppid for pid in holders}
+    return sorted(pid for pid, f in facts.items() if f.ppid in parents and pid not in found)
+
+
+# Workers behind a router are taken as started once none of them used CPU for this long.
+SETTLED_S = 0.5
+
+
+def _wait_through_router(host: str, port: int, path: str, router: list, behind: list, start: float, deadline: float,
+                         alive: Callable[[], bool]) -> Readiness:
+    """Until the router answers and its workers stop using CPU (none is still importing)."""
+    rounds = 0
+    answered = False
+    while time.monotonic() < deadline and alive() and not answered:
+        rounds += 1
+        try:
+            answered = bool(_round(host, port, path, router, 1, deadline))
+        except OSError:
+            time.sleep(0.1)
+    ticks = _cpu_ticks(set(behind))
+    settled = time.monotonic()
+    while answered and time.monotonic() < deadline and alive() and time.monotonic() - settled < SETTLED_S:
+        time.sleep(0.1)
+        now = _cpu_ticks(set(behind))
+        if now != ticks:
+            ticks, settled = now, time.monotonic()
+    complete = answered and time.monotonic() - settled >= SETTLED_S
+    return Readiness(behind, [], time.monotonic() - start, complete, rounds, [] if complete else list(behind), list(router))
+
+
 def wait_for_workers(url: str, root: int, timeout_s: float, alive: Callable[[], bool] = lambda: True) -> Optional[Readiness]:
     """Until every worker of ``root``'s tree has answered a GET of ``url`` (any status), at most
     ``timeout_s``; None when no process of the tree is seen listening on the URL's port."""
@@ -183,6 +225,9 @@ def wait_for_workers(url: str, root: int, timeout_s: float, alive: Callable[[], 
     pids = workers(root, port)
     if not pids:
         return None
+    behind = _behind_router(root, pids)
+    if behind:
+        return _wait_through_router(host, port, path, pids, behind, start, deadline, alive)
     progress = start
     ticks: dict = {}
     while time.monotonic() < deadline and alive():

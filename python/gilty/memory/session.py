@@ -7,6 +7,8 @@ import datetime
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from gilty.sampling import helpers as helper_kinds
+
 # Memory fields of a sample, in bytes (minflt / majflt are counts).
 SAMPLE_FIELDS = (
     "rss",
@@ -29,7 +31,7 @@ class ProcessRecord:
 
     pid: int
     ppid: int
-    role: str  # "master" | "worker"
+    role: str  # "master" | "worker" | "helper"
     cmdline: str = ""
     first_seen: float = 0.0
     exited: Optional[float] = None
@@ -48,6 +50,10 @@ class ProcessRecord:
     # Against the parent since fork, when found and at the end: {"t", "when", "parent", "share": {...} | None,
     # "modules": [names] | None}
     fork_facts: list = field(default_factory=list)
+    # Why a child is a helper, not a worker (a router, a resource tracker): gilty.sampling.helpers.
+    helper: Optional[str] = None
+    # The latest /proc facts it was told apart by (kept for processes that exit before the end).
+    proc_facts: Any = None
 
     @property
     def is_python(self) -> bool:
@@ -90,10 +96,11 @@ class MemorySession:
 
     def add_batch(self, batch: dict) -> None:
         """Merge one ``MemoryMonitor.collect()`` result."""
+        new = any(p["pid"] not in self.processes for p in batch.get("processes", ()))
         for p in batch.get("processes", ()):
             rec = self._process(p["pid"])
             rec.ppid = p.get("ppid", rec.ppid)
-            rec.role = p.get("role", rec.role)
+            rec.role = "helper" if rec.helper else p.get("role", rec.role)
             rec.cmdline = p.get("cmdline", rec.cmdline)
             rec.first_seen = p.get("first_seen", rec.first_seen)
             rec.exited = p.get("exited", rec.exited)
@@ -112,10 +119,32 @@ class MemorySession:
         for f in batch.get("fork_facts", ()):
             self._process(f["pid"]).fork_facts.append(f)
         self.notes.extend(batch.get("notes", ()))
+        if new:
+            self.classify()
         if batch.get("master_exited") is not None:
             self.master_exited = batch["master_exited"]
 
+    def classify(self) -> None:
+        """Tell the helpers among the master's children from its workers, from /proc now (the facts of a
+        process that has exited are the last ones read). Called when processes appear and at the end."""
+        live = [r.pid for r in self.processes.values() if r.exited is None]
+        for pid, facts in helper_kinds.read_all(live).items():
+            rec = self.processes[pid]
+            if pid == self.master_pid or facts.ppid == rec.ppid:  # not a reused pid
+                rec.proc_facts = facts
+        facts = {r.pid: r.proc_facts for r in self.processes.values() if r.proc_facts is not None}
+        found = helper_kinds.helpers(facts, roots=(self.master_pid,))
+        for rec in self.processes.values():
+            if rec.pid == self.master_pid:
+                continue
+            rec.helper = found.get(rec.pid)
+            if rec.helper:
+                rec.role = "helper"
+            elif rec.role == "helper":
+                rec.role = "worker"
+
     def finish(self, stats: dict, duration_s: float, stopped_by: str) -> None:
+        self.classify()
         self.stats = dict(stats)
         self.duration_s = duration_s
         self.stopped_by = stopped_by
@@ -134,10 +163,15 @@ class MemorySession:
     def workers(self) -> list:
         return sorted((p for p in self.processes.values() if p.role == "worker"), key=lambda p: (p.first_seen, p.pid))
 
+    @property
+    def helpers(self) -> list:
+        """Children that serve no request (a router, a resource tracker): kept out of worker figures."""
+        return sorted((p for p in self.processes.values() if p.role == "helper"), key=lambda p: (p.first_seen, p.pid))
+
     def ordered(self) -> list:
-        """Master first, then workers in the order they were found."""
+        """Master first, then workers in the order they were found, then helpers."""
         master = [self.master] if self.master is not None else []
-        return master + self.workers
+        return master + self.workers + self.helpers
 
     @property
     def sample_count(self) -> int:

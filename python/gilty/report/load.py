@@ -25,7 +25,12 @@ def render_text(run: dict) -> str:
     ready = run.get("workers_ready")
     if ready:
         n = len(ready["workers"])
-        if ready["complete"]:
+        if ready.get("router"):
+            router = ", ".join(map(str, ready["router"]))
+            lines.append(f"Before the load, the server answered through its router (pid {router}) in {ready['seconds']:.1f} s, "
+                         f"{n} worker{'s' if n != 1 else ''} behind it" + ("." if ready["complete"] else
+                                                                           " (not yet settled: their start-up may show in the first step)."))
+        elif ready["complete"]:
             lines.append(f"Before the load, {n} worker{'s' if n != 1 else ''} answered in {ready['seconds']:.1f} s.")
         else:
             lines.append(f"Before the load, {len(ready['answered'])} of {n} workers answered within {ready['seconds']:.0f} s "

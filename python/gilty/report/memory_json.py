@@ -29,6 +29,7 @@ def _process(rec: ProcessRecord) -> dict:
         "pid": rec.pid,
         "ppid": rec.ppid,
         "role": rec.role,
+        "helper": rec.helper,
         "cmdline": rec.cmdline,
         "python": rec.python,
         "first_seen_s": _round(rec.first_seen),

@@ -124,10 +124,14 @@ def render(session: MemorySession) -> str:
     what = master.cmdline if master and master.cmdline else "?"
     py = f", Python {master.python}" if master and master.python else ""
     n = len(session.workers)
+    h = len(session.helpers)
+    helpers = f", {h} helper{'s' * (h != 1)}" if h else ""
     lines.append(
-        f"gilty memory: master pid {session.master_pid} ({what[:60]}){py}; {n} worker{'s' * (n != 1)}; "
+        f"gilty memory: master pid {session.master_pid} ({what[:60]}){py}; {n} worker{'s' * (n != 1)}{helpers}; "
         f"{session.duration_s:.1f} s, every {session.interval_s:g} s"
     )
+    for rec in session.helpers:
+        lines.extend(_wrap(f"helper {rec.pid}, not a worker: {rec.helper}", "  ", "    "))
     lines.append("")
     lines.extend(_memory_table(session))
     since = _since_fork_table(session)

@@ -12,6 +12,7 @@ import time
 from typing import Callable, Optional, TextIO
 
 from gilty._visible import visible
+from gilty.sampling import helpers
 from gilty.sampling.session import Recording, Session, TargetInfo
 
 
@@ -67,6 +68,10 @@ class ProcessTracker:
         rec = self.recording
         rec.duration_s = duration_s
         rec.stopped_by = stopped_by
+        # Read while the processes still run: a helper is told from its siblings by what /proc shows.
+        pids = {x.target.pid for x in rec.sessions}
+        roots = tuple(x.target.pid for x in rec.sessions if x.target.ppid not in pids)
+        rec.helpers = helpers.helpers(helpers.read_all(x.target.pid for x in rec.sessions if not x.exited), roots)
         for s in rec.sessions:
             first = s.times[0] if s.times else 0.0
             end = s.exited_at if s.exited_at is not None else duration_s
@@ -78,8 +83,13 @@ class ProcessTracker:
 
 
 def roles(recording: Recording) -> dict:
-    """{pid: "master" | "worker" | "child" | "main"} where the tree makes it obvious (``roles_of``)."""
-    return roles_of([(s.target.pid, s.target.ppid, s.target.cmdline) for s in recording.sessions])
+    """{pid: "master" | "worker" | "helper" | "child" | "main"} where the tree makes it obvious (``roles_of``);
+    a helper (a router, a resource tracker) was told from the workers while the recording ran."""
+    out = roles_of([(s.target.pid, s.target.ppid, s.target.cmdline) for s in recording.sessions])
+    for pid in getattr(recording, "helpers", None) or ():
+        if out.get(pid) in ("worker", "child"):
+            out[pid] = "helper"
+    return out
 
 
 _DIGITS = re.compile(r"\d+")

@@ -737,6 +737,9 @@ class Recording:
         # that ended by itself; None when not asked / not launched.
         self.gates: Optional[list] = None
         self.command_status: Optional[int] = None
+        # {pid: what it is} for the helpers among a master's children (a router, a resource tracker), which
+        # serve no request and are kept out of worker figures (gilty.sampling.helpers).
+        self.helpers: dict = {}
 
     @classmethod
     def of(cls, session: Session) -> "Recording":
