@@ -148,6 +148,34 @@ def test_starved_spinner_waits_for_a_cpu_not_the_gil(interp, targets):
     assert sat["line"] in report["verdict"], report["verdict"]
 
 
+def _percent(cell: str) -> float:
+    return 0.0 if cell == "-" else (0.5 if cell == "<1%" else float(cell.rstrip("%")))
+
+
+# Guards issue 31 item 5: a single-threaded worker read `GIL 54%` beside `HOLD 4%` in the process
+# table, the holder preempted by the kernel counted as GIL held in one column and not in the other.
+def test_starved_spinner_holds_as_much_as_its_process_holds_the_gil(interp, targets):
+    one_version(interp, "the process table's columns read nothing version-specific")
+    with _hog(interp.path):
+        target = targets(interp, "starved.py", str(TARGET_CPU), "spin")
+        proc = subprocess.run(_gilty_cpu() + gilty_command() + ["record", "-s", "--pid", str(target.pid), "--duration", "2",
+                              "--rate", "200"], stdin=subprocess.DEVNULL, capture_output=True, env=gilty_env(), timeout=120)
+    out = proc.stdout.decode(errors="replace")
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+    lines = out.splitlines()
+    heading = next(i for i, line in enumerate(lines) if line.lstrip().startswith("PID ") and " GIL " in line)
+    head, line = lines[heading], lines[heading + 1]
+    # Right-aligned cells: each ends where its heading ends.
+    ends = {name: head.index(f" {name} ") + len(name) + 1 for name in ("GIL", "HOLD", "CPU_WAIT") if f" {name} " in head}
+    row = {name: line[:end].split()[-1] for name, end in ends.items()}
+    gil, hold = _percent(row["GIL"]), _percent(row["HOLD"])
+    cpu_wait = _percent(row.get("CPU_WAIT", "-"))
+    note(interp, "starved spin: process GIL - busiest HOLD (points)", gil - hold)
+    assert abs(gil - hold) <= 1, out
+    # Starved beside the hog: the rest of its time is the wait for a CPU without the GIL, shown as such.
+    assert gil + cpu_wait >= 97, out
+
+
 def test_starved_event_loop_at_its_selector_is_idle_or_waiting_for_a_cpu(interp, targets):
     """The issue's `EpollSelector.select` read native 49-50 % on a starved host."""
     # A loop woken every 2 ms is rarely kept from its CPU (the kernel favours a waking thread over the

@@ -189,7 +189,7 @@ def test_report_has_top_functions_and_a_headline_first():
     assert lines[2] == "  mostly in handle (views.py:12) [holding_gil]"
     start = next(i for i, line in enumerate(lines) if line.startswith("Top functions"))
     first = lines[start + 2]
-    assert first.split()[:2] == ["156", "100%"] and first.split()[5:8] == ["2", "workers", "handle"], first
+    assert first.split()[:2] == ["156", "100%"] and first.split()[6:9] == ["2", "workers", "handle"], first
     # Idle samples are not functions worth reading: the master's wait is not in the section.
     section = "\n".join(lines[start: start + 6])
     assert "SyncWorker.wait" not in section and "select" not in section

@@ -14,7 +14,7 @@ from gilty.sampling.analysis.wording import milliseconds, percent
 from gilty.report import event_loops
 from gilty.report.console_exact import exact_sections
 from gilty.report.dump import render_text as dump_text
-from gilty.sampling.session import IDLE, STATE_NAMES, WAITING_GIL, Recording, Session
+from gilty.sampling.session import IDLE, WAITING_GIL, Recording, Session
 
 PARTIAL_MARKER = "PARTIAL"
 # Column headings for the seven states, in state-code order.
@@ -42,6 +42,14 @@ def _state_table(rows: list, extra_heading: Optional[str] = None) -> list:
             line += f"  {extra}"
         lines.append(line)
     return lines
+
+
+def _held_note(states: list) -> list:
+    """Said under a state table in which some holder was preempted: HOLD then counts it, as the GIL
+    utilisation and exact mode's hold do, and CPUWAIT is what is left."""
+    if not any(st.held_cpu_wait for st in states):
+        return []
+    return ["HOLD counts a holder preempted by the kernel (cpu_wait holding the GIL); CPUWAIT is waiting for a CPU without it"]
 
 
 def _header(summary: Summary, title: str) -> list:
@@ -213,10 +221,11 @@ def render(session: Session, summary: Optional[Summary] = None, title: str = "gi
         return "\n".join(out) + "\n"
     out += _state_table(
         [
-            (t.name, t.tid, t.samples, [t.states.fraction(c) for c in range(len(STATE_NAMES))], None)
+            (t.name, t.tid, t.samples, t.states.table_fractions(), None)
             for t in summary.threads
         ]
     )
+    out += _held_note([t.states for t in summary.threads])
     sections = (_functions_section(summary), _blame_section(summary), _convoy_section(summary),
                 _error_paths_section(summary), exact_sections(summary), _tasks_section(session),
                 event_loops.section(session))
@@ -272,10 +281,9 @@ def render_top(window: Session, elapsed_s: float) -> str:
         e = exact.threads.get(st.tid) if exact is not None else None
         if e is not None:
             extra = f"exact hold {percent(e.hold_fraction)} wait {percent(e.wait_fraction + e.handoff_fraction)}  " + extra
-        rows.append(
-            (window.thread_name(st.tid), st.tid, st.samples, [st.fraction(c) for c in range(len(STATE_NAMES))], extra)
-        )
+        rows.append((window.thread_name(st.tid), st.tid, st.samples, st.table_fractions(), extra))
     lines += _state_table(rows, "TOP FUNCTION")
+    lines += _held_note(ordered)
     functions = function_table(Recording.of(window), 10, 120)
     if functions:
         lines += [""] + functions

@@ -4,7 +4,7 @@ hold distributions as log2 histograms, exact blame, and garbage collections."""
 from __future__ import annotations
 
 from gilty.sampling.analysis import Summary
-from gilty.sampling.analysis.exact import log2_histogram_lines
+from gilty.sampling.analysis.exact import log2_histogram_lines, zero_count
 from gilty.sampling.analysis.wording import milliseconds, percent
 
 NAME_WIDTH = 20
@@ -27,7 +27,8 @@ def exact_sections(summary: Summary) -> list:
         f"Exact GIL accounting (uprobes: {', '.join(exact.symbols) or 'take_gil, drop_gil'}; "
         f"{exact.events} events over {exact.wall_s:.1f} s = {exact.events_per_s:.0f}/s, {exact.lost} lost)",
         "HOLD: take_gil return to drop_gil; WAIT: inside take_gil; HANDOFF: inside drop_gil (dropping on request);",
-        "sampled shares in brackets (waiting_gil compares with WAIT + HANDOFF).",
+        "sampled shares in brackets (holding_gil + gc + cpu_wait holding the GIL compares with HOLD, waiting_gil with "
+        "WAIT + HANDOFF).",
         f"{'THREAD':<{NAME_WIDTH}} {'TID':>8} {'HOLD':>7} {'(sampled)':>9} {'WAIT':>7} {'HANDOFF':>7} {'(sampled)':>9} "
         f"{'ACQUIRED':>8} {'FORCED':>6}  WAIT p50 / p90 / p99 / max",
     ]
@@ -35,7 +36,8 @@ def exact_sections(summary: Summary) -> list:
         e = exact.threads.get(t.tid)
         if e is None:
             continue
-        sampled_hold = t.states.fraction(0) + t.states.fraction(1)
+        # A holder preempted by the kernel still holds the GIL, as exact tracing sees it.
+        sampled_hold = t.states.hold_fraction
         sampled_wait = t.states.fraction(2)
         w = e.wait
         dist = " / ".join(_ms(w[k]) for k in ("p50_s", "p90_s", "p99_s", "max_s")) if w["count"] else "-"
@@ -51,7 +53,10 @@ def exact_sections(summary: Summary) -> list:
         out.append("")
         out.append("GIL wait per acquisition (log2 histogram, exact)")
         for e in waiting[:4]:
-            out.append(f"  {e.name} (tid {e.tid}): {e.wait['count']} waits, {e.wait_s:.3f} s in all")
+            unheld = zero_count(e.wait["log2_hist_ns"])
+            # A wait with nobody else holding the GIL lasted 0 ns as a wait for the GIL: say how many.
+            free = f" ({unheld} with no other holder: waiting for a CPU or the hand-over, not shown)" if unheld else ""
+            out.append(f"  {e.name} (tid {e.tid}): {e.wait['count']} waits, {e.wait_s:.3f} s in all{free}")
             out += ["    " + line for line in log2_histogram_lines(e.wait["log2_hist_ns"])]
         out.append("")
         out.append("Who held the GIL during each wait (exact)")

@@ -15,7 +15,8 @@ from gilty.sampling.analysis.states import gil_utilisation, mean_waiting_threads
 from gilty.sampling.analysis.wording import percent
 from gilty.report.pictures import short_command
 from gilty.sampling.processes import roles
-from gilty.sampling.session import GC, HOLDING_GIL, IDLE, NATIVE, STATE_NAMES, UNKNOWN, WAITING_GIL, Recording, Session
+from gilty.sampling.session import (CPU_WAIT, GC, HOLDING_GIL, IDLE, NATIVE, STATE_NAMES, UNKNOWN, WAITING_GIL, Recording,
+                                    Session)
 
 PARTIAL_MARKER = "PARTIAL"
 POOL_NOTE = "×N: N threads named alike (a pool) on one line: SAMPLES summed, shares averaged over its threads"
@@ -56,7 +57,7 @@ def thread_pools(session: Session) -> list:
         [states[tid] for tid in session.tids() if tid in states],
         name_of=lambda st: session.thread_name(st.tid),
         tid_of=lambda st: st.tid,
-        counts_of=lambda st: st.counts,
+        counts_of=lambda st: st.table_counts(),  # a preempted holder counts as holding
     )
 
 
@@ -85,9 +86,12 @@ BUSY_MIN = 0.01
 
 PROCESS_HEADING = (
     f"{'PID':>7} {'ROLE':<6} {'SAMPLES':>7} {'GIL':>5}  {'BUSIEST THREAD':<20} "
-    f"{'HOLD':>5} {'WAIT':>5} {'NATIVE':>6} {'IDLE':>5}  COMMAND"
+    f"{'HOLD':>5} {'WAIT':>5} {'NATIVE':>6} {'IDLE':>5} {'CPU_WAIT':>8}  COMMAND"
 )
-PROCESS_NOTE = "HOLD WAIT NATIVE IDLE: shares of the process's busiest thread (the one least idle)"
+PROCESS_NOTE = (
+    "HOLD WAIT NATIVE IDLE CPU_WAIT: shares of the process's busiest thread (the one least idle); HOLD counts GC and\n"
+    "a holder preempted by the kernel, as GIL does; CPU_WAIT is waiting for a CPU without the GIL"
+)
 
 
 def _command(session: Session) -> str:
@@ -118,13 +122,12 @@ def _process_cells(session: Session, role: str) -> tuple:
     name = ""
     f = [0.0] * len(STATE_NAMES)
     if tid is not None:
-        st = states[tid]
-        f = [st.fraction(code) for code in range(len(STATE_NAMES))]
+        f = states[tid].table_fractions()
         name = session.thread_name(tid)
     line = (
         f"{session.target.pid:>7} {_cut(role, 6):<6} {session.samples:>7} {percent(gil_utilisation(session)):>5}  "
         f"{_cut(name, 20):<20} {_pct(f[HOLDING_GIL] + f[GC]):>5} {_pct(f[WAITING_GIL]):>5} {_pct(f[NATIVE]):>6} "
-        f"{_pct(f[IDLE]):>5}  "
+        f"{_pct(f[IDLE]):>5} {_pct(f[CPU_WAIT]):>8}  "
     )
     command = _command(session)
     if session.exited_at is not None:
@@ -161,7 +164,9 @@ def tell_apart(commands: list, width: int) -> list:
     return out
 
 
-THREAD_HEADING = f"  {'THREAD':<26} {'TID':>8} {'SAMPLES':>7} " + " ".join(f"{h:>6}" for h in ("HOLD", "GC", "WAIT", "NATIVE", "IDLE"))
+# HOLD counts GC here, as in the process table: the room goes to CPU_WAIT, which completes the row.
+THREAD_HEADING = f"  {'THREAD':<26} {'TID':>8} {'SAMPLES':>7} " + " ".join(
+    f"{h:>6}" for h in ("HOLD", "WAIT", "NATIVE", "IDLE")) + f" {'CPU_WAIT':>8}"
 
 
 def _thread_lines(session: Session, width: int = REPORT_WIDTH) -> list:
@@ -174,8 +179,8 @@ def _thread_lines(session: Session, width: int = REPORT_WIDTH) -> list:
         f = p.fractions
         line = (
             f"  {_cut(p.name, 26):<26} {tid:>8} {p.samples:>7} "
-            + " ".join(f"{_pct(x):>6}" for x in (f[HOLDING_GIL], f[GC], f[WAITING_GIL], f[NATIVE], f[IDLE]))
-            + "  "
+            + " ".join(f"{_pct(x):>6}" for x in (f[HOLDING_GIL] + f[GC], f[WAITING_GIL], f[NATIVE], f[IDLE]))
+            + f" {_pct(f[CPU_WAIT]):>8}  "
         )
         lines.append(line + _cut(_top_label(session, p, top), max(width - len(line), 10)))
     return lines
@@ -223,7 +228,7 @@ def _pids_text(pids: set, role_of: dict) -> str:
     return f"{len(ordered)} {role}s" if role else f"{len(ordered)} processes"
 
 
-FUNCTION_HEADING = f"  {'SAMPLES':>8} {'SHARE':>6} {'HOLD':>6} {'WAIT':>6} {'NATIVE':>6}  {'IN':<12} FUNCTION"
+FUNCTION_HEADING = f"  {'SAMPLES':>8} {'SHARE':>6} {'HOLD':>6} {'WAIT':>6} {'NATIVE':>6} {'CPU_WAIT':>8}  {'IN':<12} FUNCTION"
 
 
 def top_function_lines(recording: Recording, limit: int = TOP_FUNCTIONS_SHOWN, width: int = REPORT_WIDTH) -> list:
@@ -233,12 +238,13 @@ def top_function_lines(recording: Recording, limit: int = TOP_FUNCTIONS_SHOWN, w
         return []
     role_of = roles(recording)
     total = sum(r[0] for r in rows)
-    lines = ["Top functions (innermost Python frame, idle samples left out; SHARE of the rest, HOLD counts GC)",
+    lines = ["Top functions (innermost Python frame, idle left out; SHARE of the rest; HOLD counts GC; CPU_WAIT: no CPU)",
              FUNCTION_HEADING]
     for n, by_state, (function, file, line), pids in rows[:limit]:
         share = lambda *codes: _pct(sum(by_state.get(c, 0) for c in codes) / n)  # noqa: E731
         text = (
-            f"  {n:>8} {percent(n / total):>6} {share(HOLDING_GIL, GC):>6} {share(WAITING_GIL):>6} {share(NATIVE):>6}  "
+            f"  {n:>8} {percent(n / total):>6} {share(HOLDING_GIL, GC):>6} {share(WAITING_GIL):>6} {share(NATIVE):>6} "
+            f"{share(CPU_WAIT):>8}  "
         )
         text += f"{_cut(_pids_text(pids, role_of), 12):<12} "
         lines.append(text + _cut(f"{function} ({_base(file)}:{line})" if file else str(function), max(width - len(text), 10)))
@@ -267,7 +273,7 @@ def _headline(recording: Recording, role_of: dict) -> Optional[str]:
     where = f"\n  mostly in {top.function} ({_base(top.file)}:{top.line}) [{top.state}]" if top and top.function else ""
     return (
         f"Busiest: pid {s.target.pid}{' (' + role + ')' if role else ''} {s.thread_name(tid)} (tid {tid}): "
-        f"GIL held {percent(st.holding / st.samples)}, waited {percent(st.fraction(WAITING_GIL))}, "
+        f"GIL held {percent(st.hold_fraction)}, waited {percent(st.fraction(WAITING_GIL))}, "
         f"native {percent(st.fraction(NATIVE))}, idle {percent(st.fraction(IDLE))}{where}"
     )
 
@@ -318,7 +324,7 @@ def render(recording: Recording, title: str = "gilty record") -> str:
             out.append(line + command)
     for skipped in recording.skipped:
         out.append(f"skipped pid {skipped['pid']}: {skipped['reason']}")
-    out.append(PROCESS_NOTE)
+    out += PROCESS_NOTE.split("\n")
     functions = top_function_lines(recording)
     if functions:
         out.append("")

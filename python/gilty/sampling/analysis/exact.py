@@ -124,16 +124,24 @@ def summarise_exact(session: Session) -> Optional[ExactSummary]:
 
 
 def log2_histogram_lines(hist: dict, width: int = 40) -> list:
-    """Rows in the shape of a SystemTap/bpftrace @hist_log: [lo, hi)  count |@@@@   |."""
-    if not hist:
+    """Rows in the shape of a SystemTap/bpftrace @hist_log: [lo, hi)  count |@@@@   |, the bars in
+    one column. Bucket 0 (durations of 0 ns: a wait during which no other thread held the GIL) is
+    no range of time and is left to the caller to state (``zero_count``)."""
+    rows = [(f"[{_ns(lo)}, {_ns(lo * 2)})", hist[lo]) for lo in sorted(hist) if lo > 0]
+    if not rows:
         return []
-    peak = max(hist.values())
+    peak = max(n for _label, n in rows)
+    label_width = max(len(label) for label, _n in rows)
     lines = []
-    for lo in sorted(hist):
-        n = hist[lo]
+    for label, n in rows:
         bar = "@" * max(1, round(width * n / peak)) if n else ""
-        lines.append(f"[{_ns(lo)}, {_ns(lo * 2 if lo else 1)}) {n:>9} |{bar:<{width}}|")
+        lines.append(f"{label:<{label_width}} {n:>9} |{bar:<{width}}|")
     return lines
+
+
+def zero_count(hist: dict) -> int:
+    """Durations of 0 ns in a log2 histogram (bucket 0)."""
+    return hist.get(0, 0)
 
 
 def _ns(ns: int) -> str:

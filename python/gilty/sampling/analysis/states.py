@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from gilty.sampling.session import GC, HOLDING_GIL, STATE_NAMES, UNKNOWN, WAITING_GIL, Session
+from gilty.sampling.session import CPU_WAIT, GC, HOLDING_GIL, STATE_NAMES, UNKNOWN, WAITING_GIL, Session
 
 
 @dataclass
@@ -15,9 +15,28 @@ class ThreadStates:
     tid: int
     samples: int
     counts: list
+    held_cpu_wait: int = 0  # of counts[CPU_WAIT], samples holding the GIL (preempted holder)
 
     def fraction(self, state: int) -> float:
         return self.counts[state] / self.samples if self.samples else 0.0
+
+    def table_counts(self) -> list:
+        """``counts`` as the text tables show them: a holder preempted by the kernel (cpu_wait holding
+        the GIL) counted under holding_gil, so HOLD means one thing in every table, the process's GIL
+        share and exact mode's hold alike; cpu_wait keeps only the waits for a CPU without the GIL."""
+        counts = list(self.counts)
+        moved = min(self.held_cpu_wait, counts[CPU_WAIT])
+        counts[CPU_WAIT] -= moved
+        counts[HOLDING_GIL] += moved
+        return counts
+
+    def table_fractions(self) -> list:
+        return [c / self.samples if self.samples else 0.0 for c in self.table_counts()]
+
+    @property
+    def hold_fraction(self) -> float:
+        """Share of samples holding the GIL: running, collecting, or preempted while holding it."""
+        return (self.holding + self.held_cpu_wait) / self.samples if self.samples else 0.0
 
     def fractions(self) -> dict:
         """{state name: fraction of this thread's samples}; sums to 1 when samples > 0."""
@@ -40,7 +59,8 @@ def thread_states(session: Session) -> dict:
     for (tid, state, _stack_id), n in session.counts.items():
         counts = per_thread.setdefault(tid, [0] * len(STATE_NAMES))
         counts[_state_code(state)] += n
-    return {tid: ThreadStates(tid, sum(counts), counts) for tid, counts in per_thread.items()}
+    held = session.held_cpu_wait
+    return {tid: ThreadStates(tid, sum(counts), counts, held.get(tid, 0)) for tid, counts in per_thread.items()}
 
 
 def idle_syscalls(session: Session, states: dict) -> dict:
