@@ -181,3 +181,20 @@ def test_text_dump_has_names_and_locations(interp, known_stack):
         assert function in out and f"known_stack.py:{line_of('known_stack.py', marker)}" in out, out
     for tid in task_ids(known_stack.pid):
         assert str(tid) in out, f"tid {tid} missing:\n{out}"
+
+
+# Guards (issue 31, item 18): on 3.10 a dump of a thread that recursed 20 deep and back all the time
+# came back with `"stack": []` in 3-50 % of dumps (every walk torn, and a dump had no earlier walk to
+# keep the outer frames by, as `record` has), with `positions_error: "the stack kept moving ..."`.
+# Every dump must reach `<module>` (py-spy's recursive.py), and a version without columns (3.10)
+# has no positions to fail on.
+def test_dumps_of_a_recursing_thread_reach_module(interp, targets):
+    if interp.version[:2] != (3, 10):
+        pytest.skip("3.10's heap frames are what tore the dump's walks; 3.11+ read them whole (test_stacks)")
+    target = targets(interp, "recursive.py")
+    module_line = line_of("recursive.py", "module")
+    for _ in range(12):
+        thread = dump_json(target.pid)["threads"][0]
+        got = frames(thread)
+        assert got and got[-1] == ("<module>", "recursive.py", module_line), thread
+        assert "positions_error" not in thread, thread

@@ -226,8 +226,17 @@ pub fn locals_for_threads(
     stacks: &[(i32, &[crate::frames::Frame])],
     want: Want,
 ) -> io::Result<std::collections::HashMap<i32, Result<Vec<FrameLocals>, String>>> {
-    let (_, threads) = crate::threads::python_threads_settled(interp, &mut crate::threads::TidResolver::default())?;
     let mut out = std::collections::HashMap::new();
+    if !want.variables && interp.version.1 < 11 {
+        // 3.10's line table has lines only: every position is None, nothing to read again (and
+        // no second read of a moving stack to fail to match the first).
+        for &(tid, stack) in stacks {
+            let frames = stack.iter().map(|f| FrameLocals { name: f.function.clone(), variables: Vec::new(), error: None, position: None }).collect();
+            out.insert(tid, Ok(frames));
+        }
+        return Ok(out);
+    }
+    let (_, threads) = crate::threads::python_threads_settled(interp, &mut crate::threads::TidResolver::default())?;
     let types = TypeCache::default();
     for &(tid, stack) in stacks {
         let Some(t) = threads.iter().find(|t| t.tid == Some(tid)) else {

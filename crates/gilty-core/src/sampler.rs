@@ -206,6 +206,8 @@ pub struct Sampler {
     mixed_ids: HashMap<i32, (Arc<Mixed>, u32)>,
     /// Native counters already given to a batch.
     native_given: NativeCounts,
+    /// Threads whose stack walks all tore in the last pass (a dump reads them again).
+    torn_tids: Vec<i32>,
 }
 
 impl Drop for Sampler {
@@ -254,6 +256,7 @@ impl Sampler {
             pass_reads: HashMap::new(),
             mixed_ids: HashMap::new(),
             native_given: NativeCounts::default(),
+            torn_tids: Vec::new(),
         }
     }
 
@@ -659,6 +662,7 @@ impl Sampler {
 
     fn observe_with(&mut self, stacks: bool) -> std::io::Result<Vec<Observed>> {
         self.code_cache.new_pass();
+        self.torn_tids.clear();
         self.pass_reads.clear();
         self.passes += 1;
         let (main, pythreads) = self.interpreter_threads(stacks)?;
@@ -797,6 +801,9 @@ impl Sampler {
                     let head = if holds { None } else { py.and_then(|p| p.head) };
                     // Released GIL: whoever takes it next may move its stack during the walk.
                     let (frames, positions, top, ends) = self.read_stack(tstate, head, holds || !gil.locked);
+                    if frames.is_none() {
+                        self.torn_tids.push(tid);
+                    }
                     let stack = frames.map(|f| Stack { id: self.intern_stack(&f, &positions), frames: Arc::new(f), ends: Arc::new(ends) });
                     (stack, top)
                 }
@@ -974,18 +981,8 @@ impl Sampler {
     /// A torn read (a thread exiting while the list is walked) is read again, with the threads listed
     /// afresh, up to `SETTLE_TRIES` times: only a gone process, or a list that never held still, fails.
     pub fn snapshot(&mut self) -> std::io::Result<Vec<ThreadSnapshot>> {
-        let mut tries = 0;
-        let obs = loop {
-            match self.observe() {
-                Ok(obs) => break obs,
-                Err(e) if tries + 1 >= crate::threads::SETTLE_TRIES || procfs::is_gone(self.interp.pid) => return Err(e),
-                Err(_) => {
-                    tries += 1;
-                    crate::threads::settle_pause(tries);
-                    self.os_tids.clear();
-                }
-            }
-        };
+        let mut obs = self.observe_settled()?;
+        self.read_moving_again(&mut obs);
         Ok(obs
             .into_iter()
             .map(|(tid, state, syscall, stack, _, _)| ThreadSnapshot {
@@ -996,6 +993,66 @@ impl Sampler {
                 stack: stack.map(|s| (*s.frames).clone()).unwrap_or_default(),
             })
             .collect())
+    }
+}
+
+/// How long a dump reads again the threads whose stacks kept moving under every walk.
+const SNAPSHOT_SETTLE: Duration = Duration::from_millis(250);
+
+impl Sampler {
+    /// `observe`, read again with the threads listed afresh while the list does not hold still.
+    fn observe_settled(&mut self) -> std::io::Result<Vec<Observed>> {
+        let mut tries = 0;
+        loop {
+            match self.observe() {
+                Ok(obs) => return Ok(obs),
+                Err(e) if tries + 1 >= crate::threads::SETTLE_TRIES || procfs::is_gone(self.interp.pid) => return Err(e),
+                Err(_) => {
+                    tries += 1;
+                    crate::threads::settle_pause(tries);
+                    self.os_tids.clear();
+                }
+            }
+        }
+    }
+
+    /// A dump's threads whose walks all tore (a stack calling and returning all the time: on 3.10
+    /// every frame is a heap object read on its own) or gave only their outer frames, read again
+    /// for up to `SNAPSHOT_SETTLE`: each walk that gets a stack leaves its frames for the next to
+    /// keep the outer part by (`FrameWalker::read_chain`'s prior, as `record`'s passes do), so a
+    /// torn thread gets at least its outer frames and most get a whole stack. A thread keeps the
+    /// first whole stack read (one moment per thread, as ever).
+    fn read_moving_again(&mut self, obs: &mut [Observed]) {
+        let deadline = Instant::now() + SNAPSHOT_SETTLE;
+        let mut torn = self.torn_tids.clone();
+        while obs.iter().any(|o| unsettled(o, &torn)) && Instant::now() < deadline {
+            let Ok(again) = self.observe() else { return };
+            for o in again {
+                let Some(i) = obs.iter().position(|p| p.0 == o.0) else { continue };
+                let better = match (&obs[i].3, &o.3) {
+                    (None, Some(_)) => torn.contains(&o.0),
+                    (Some(a), Some(b)) => outer_only(a) && !outer_only(b),
+                    _ => false,
+                };
+                if better {
+                    torn.retain(|&t| t != o.0);
+                    obs[i] = o;
+                }
+            }
+        }
+    }
+}
+
+/// A stack of which only the outer frames were read (under `MOVING_FRAMES`).
+fn outer_only(s: &Stack) -> bool {
+    s.frames.first().is_some_and(|f| f.function == crate::frames::MOVING_FRAMES)
+}
+
+/// A thread of a dump still without its whole stack: every walk tore (`torn`), or only the outer part.
+fn unsettled(o: &Observed, torn: &[i32]) -> bool {
+    match &o.3 {
+        None => torn.contains(&o.0),
+        Some(s) => outer_only(s),
     }
 }
 
