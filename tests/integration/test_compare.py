@@ -83,6 +83,9 @@ def test_load_runs_side_by_side(tmp_path):
         pytest.skip(f"the machine was too busy for a 10 ms change to stand out ({why}): {median}; {measured}")
     assert (step, "p50_s") in flagged(changed), (median, measured)
     assert median["direction"] == "worse"
+    # the text leads with it (issue 31, item 12), not with the table
+    head = gilty("compare", a.path, slower.path).stdout.splitlines()[2]
+    assert head.startswith("Headline: ") and "step 50 rps p50_s" in head and "(worse)" in head, head
     # the open loop keeps the rate: throughput is not a change
     assert (step, "throughput") not in flagged(changed)
     # the handler is busy 50 % longer per request: more server threads in do_GET

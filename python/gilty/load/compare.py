@@ -272,11 +272,31 @@ WORSE_UP = ("p50_s", "p90_s", "p99_s", "error_share", "lag_share")
 BETTER_UP = ("throughput", "rate", "max_throughput")
 
 
-def direction(r: Row) -> str:
-    if not r.beyond_noise or r.change is None:
+def direction(r: Row, judged: bool = True) -> str:
+    """"better", "worse" or "" for a row's change; with ``judged``, only for a change beyond noise."""
+    if (judged and not r.beyond_noise) or r.change is None:
         return ""
     if r.metric in WORSE_UP:
         return "worse" if r.change > 0 else "better"
     if r.metric in BETTER_UP:
         return "better" if r.change > 0 else "worse"
     return ""
+
+
+def noise_unknown(r: Row) -> bool:
+    """A change as large as the floor whose noise cannot be estimated (one reading per run: the knee, a
+    loop's lag, memory): neither beyond noise nor within it."""
+    if r.noise is not None or r.a is None or r.b is None or r.a == r.b:
+        return False
+    return abs(r.b - r.a) >= REL_FLOOR * max(abs(r.a), abs(r.b))
+
+
+# A loop's lag moving by this share of the time leads the comparison: every request on that loop waits for it.
+LAG_HEADLINE = 0.10
+# A change of at least this share of the larger value called noise is explained.
+LARGE_CHANGE = 0.5
+
+
+def is_large_within_noise(r: Row) -> bool:
+    return (not r.beyond_noise and r.noise is not None and r.change is not None
+            and abs(r.change) >= LARGE_CHANGE * max(abs(r.a), abs(r.b)) > 0)
