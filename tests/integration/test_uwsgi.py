@@ -177,8 +177,10 @@ def test_uwsgi_http_router_is_a_helper_not_a_worker(routed_uwsgi):
     # record -s: the process table lists the router as a helper beside the 3 workers.
     rc, out, err = run_gilty("record", "--pid", master, "--subprocesses", "--duration", 1, "--rate", 50, "--format", "json")
     assert rc == 0, err
-    recorded = {p["process"]["pid"]: p["process"]["role"] for p in parse_json(out, "gilty record -s --format json")["processes"]}
+    processes = {p["process"]["pid"]: p["process"] for p in parse_json(out, "gilty record -s --format json")["processes"]}
+    recorded = {pid: p["role"] for pid, p in processes.items()}
     assert recorded.get(router) == "helper", (router, recorded)
+    assert processes[router]["helper"].startswith(f"router: listens on :{port}"), processes[router]
     assert sorted(pid for pid, r in recorded.items() if r == "worker") == sorted(workers), (router, recorded)
 
 

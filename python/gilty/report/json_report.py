@@ -290,6 +290,7 @@ def recording_report(recording: Recording, raw: bool = True) -> dict:
     for s in recording.sessions:
         r = report(s, raw=False)  # the whole recording is embedded once, at the top
         r["process"] = _process_info(s, role_of.get(s.target.pid, ""))
+        r["process"]["helper"] = recording.helpers.get(s.target.pid)  # what a "helper" is, and how it was told
         per_process.append(r)
     extra = {
         "gates": recording.gates,

@@ -8,8 +8,8 @@ figure (a 0.2 MiB router is "the smallest worker"), so they are told apart from 
 1. a known helper's command line (multiprocessing's resource tracker and fork server, celery beat);
 2. signal handling: workers of one server install the same handlers (SigCgt/SigIgn of
    /proc/PID/status); of several sets among siblings of one program, the largest group holds the
-   workers (a tie goes to the group with several times the others' private memory) and the others
-   are helpers.
+   workers (a tie goes to the group with several times the others' private memory) and a sibling
+   whose handling differs from theirs in several signals is a helper.
 
 Only /proc is read; nothing in the processes is changed.
 """
@@ -28,6 +28,10 @@ KNOWN = (
     ("multiprocessing.forkserver", "multiprocessing's fork server"),
     ("celery beat", "Celery's beat"),
 )
+# Signals handled differently (caught or ignored by one side only) before siblings count as doing different
+# jobs: application code may install a handler or two in some workers only (an alarm for a timeout);
+# uWSGI's --http router differs from its workers in 14.
+SIGNALS_APART = 4
 # With as many processes on each side, the group with this many times the other's private memory
 # (per process) holds the workers; closer than that, nothing is said.
 TIE_PRIVATE_RATIO = 4.0
@@ -175,9 +179,11 @@ def _by_signals(group: list) -> dict:
             return {}
         workers = tied[0]
     n = len(workers)
+    mask = (workers[0].caught, workers[0].ignored)
     out = {}
     for g in ranked:
-        if g is workers:
+        apart = bin(g[0].caught ^ mask[0]).count("1") + bin(g[0].ignored ^ mask[1]).count("1")
+        if g is workers or apart < SIGNALS_APART:
             continue
         for k in g:
             out[k.pid] = _what(k, workers, f"handles signals unlike its {n} sibling worker{'s' * (n != 1)} of the same program")
