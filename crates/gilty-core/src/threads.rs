@@ -2,6 +2,7 @@
 
 use crate::interpreter::Interpreter;
 use crate::process::memory::Memory;
+use std::collections::HashMap;
 use std::io;
 
 /// Longer lists are taken as a cycle read from memory that changed under us.
@@ -54,6 +55,60 @@ pub struct WalkHead {
 #[derive(Default)]
 pub struct TidResolver {
     offset: Option<u64>,
+    /// Whether the target runs in a PID namespace of its own, once known (see `NsTids`).
+    namespaced: Option<bool>,
+    /// Host tid -> the tid inside the target's namespace, for the threads seen so far.
+    ns_tids: HashMap<i32, i32>,
+}
+
+/// A target in a PID namespace of its own (a container) stores and reports the tids of that namespace
+/// (`native_thread_id`, glibc's `struct pthread`); /proc out here lists host tids. The pairs, read from
+/// each thread's `NSpid` once, let thread states be matched in the target's numbering.
+struct NsTids {
+    /// (host, inside), in the order of the /proc list.
+    pairs: Vec<(i32, i32)>,
+}
+
+impl NsTids {
+    fn inside(&self) -> Vec<i32> {
+        self.pairs.iter().map(|p| p.1).collect()
+    }
+
+    fn host(&self, inside: i32) -> Option<i32> {
+        self.pairs.iter().find(|p| p.1 == inside).map(|p| p.0)
+    }
+}
+
+impl TidResolver {
+    /// None when the target shares our PID namespace (then tids need no mapping).
+    fn ns_tids(&mut self, pid: i32, tids: &[i32]) -> Option<NsTids> {
+        if self.namespaced == Some(false) {
+            return None;
+        }
+        if self.namespaced.is_none() {
+            // Known only once a thread's status could be read (the process may be exiting).
+            let ids = tids.iter().find_map(|&t| crate::process::procfs::ns_tids(pid, t))?;
+            self.namespaced = Some(ids.len() > 1);
+            if ids.len() <= 1 {
+                return None;
+            }
+        }
+        // Tids are not reused while the thread lives; an exited thread's entry goes with it.
+        self.ns_tids.retain(|host, _| tids.contains(host));
+        let mut pairs = Vec::with_capacity(tids.len());
+        for &t in tids {
+            let inside = match self.ns_tids.get(&t) {
+                Some(&i) => i,
+                None => {
+                    let Some(i) = crate::process::procfs::ns_tids(pid, t).and_then(|v| v.last().copied()) else { continue };
+                    self.ns_tids.insert(t, i);
+                    i
+                }
+            };
+            pairs.push((t, inside));
+        }
+        Some(NsTids { pairs })
+    }
 }
 
 /// glibc 2.36 on x86-64 keeps `tid` here; tried first, then the rest of the struct is searched.
@@ -117,8 +172,21 @@ pub fn python_threads_settled(interp: &Interpreter, resolver: &mut TidResolver) 
     Err(io::Error::new(e.kind(), format!("the thread list changed under every one of {SETTLE_TRIES} reads (last: {e})")))
 }
 
-/// Reads every thread state of every interpreter. `tids` is the current /proc task list (for 3.10).
+/// Reads every thread state of every interpreter. `tids` is the current /proc task list (for 3.10);
+/// the threads' `tid`s are host tids, whatever PID namespace the target runs in.
 pub fn python_threads(interp: &Interpreter, resolver: &mut TidResolver, tids: &[i32]) -> io::Result<Vec<PyThread>> {
+    let Some(ns) = resolver.ns_tids(interp.pid, tids) else {
+        return python_threads_in(interp, resolver, tids);
+    };
+    let mut out = python_threads_in(interp, resolver, &ns.inside())?;
+    for t in out.iter_mut() {
+        t.tid = t.tid.and_then(|inside| ns.host(inside));
+    }
+    Ok(out)
+}
+
+/// `python_threads` with `tids` in the target's own numbering.
+fn python_threads_in(interp: &Interpreter, resolver: &mut TidResolver, tids: &[i32]) -> io::Result<Vec<PyThread>> {
     let l = &interp.layout;
     let mem = &interp.mem;
     let mut out = Vec::new();

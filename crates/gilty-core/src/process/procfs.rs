@@ -24,6 +24,19 @@ pub fn thread_ids(pid: i32) -> io::Result<Vec<i32>> {
     Ok(tids)
 }
 
+/// The thread's ids from the PID namespace of /proc's mount down to the thread's own (the `NSpid` line of
+/// `/proc/PID/task/TID/status`): one id unless the process runs in a PID namespace of its own (a
+/// container), where the last one is what the thread itself sees (`gettid()`, `threading.get_native_id()`).
+pub fn ns_tids(pid: i32, tid: i32) -> Option<Vec<i32>> {
+    parse_nspid(&std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")).ok()?)
+}
+
+fn parse_nspid(status: &str) -> Option<Vec<i32>> {
+    let line = status.lines().find_map(|l| l.strip_prefix("NSpid:"))?;
+    let ids: Vec<i32> = line.split_ascii_whitespace().filter_map(|f| f.parse().ok()).collect();
+    (!ids.is_empty()).then_some(ids)
+}
+
 pub fn comm(pid: i32, tid: i32) -> Option<String> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).ok()?;
     Some(s.trim_end().to_owned())
@@ -224,6 +237,15 @@ mod tests {
         assert_eq!(parse_cgroup_cpu(v1), Some(CgroupCpu { nr_periods: 7, nr_throttled: 2, throttled_ns: 1234 }));
         // A v2 group whose cpu controller is off lists usage only.
         assert_eq!(parse_cgroup_cpu("usage_usec 1\nuser_usec 1\nsystem_usec 0\n"), None);
+    }
+
+    #[test]
+    fn parses_nspid() {
+        assert_eq!(parse_nspid("Name:\tpython3\nNSpid:\t19731\t1\nNSsid:\t0\n"), Some(vec![19731, 1]));
+        assert_eq!(parse_nspid("NSpid:\t42\n"), Some(vec![42]));
+        assert_eq!(parse_nspid("Name:\tx\n"), None);
+        let me = std::process::id() as i32;
+        assert_eq!(ns_tids(me, me).and_then(|v| v.first().copied()), Some(me));
     }
 
     #[test]
