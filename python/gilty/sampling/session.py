@@ -296,6 +296,10 @@ class Session:
             seen[position] = seen.get(position, 0) + n
 
     def _add_sched(self, sched: Mapping[str, Any]) -> None:
+        if "cpus" not in self.sched:  # read once, while the target runs: the saturation line names the limit
+            from gilty.sampling.cpus import allowed_cpus
+
+            self.sched["cpus"] = allowed_cpus(self.target.pid)
         self.sched["seconds"] += float(sched.get("seconds", 0.0))
         threads = self.sched["threads"]
         for tid, run_ns, delay_ns in sched.get("threads", ()):
@@ -575,6 +579,9 @@ class Session:
                     "threads": threads,
                     "cgroup": None if cgroup is None else [int(x) for x in cgroup[:3]],
                 }
+                cpus = sched.get("cpus")
+                if isinstance(cpus, dict):
+                    session.sched["cpus"] = {"allowed": int(cpus["allowed"]), "host": int(cpus["host"]), "by": str(cpus.get("by", "affinity"))}
             except (AttributeError, IndexError, TypeError, ValueError):
                 raise ValueError("sched is not {seconds, threads: {tid: [cpu ns, delay ns]}, cgroup}") from None
         if data.get("tasks") is not None:

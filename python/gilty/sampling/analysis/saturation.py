@@ -26,6 +26,9 @@ class Saturation:
     cgroup_throttled_ms_per_s: Optional[float] = None
     cpu_wait_share: float = 0.0  # share of all thread samples in cpu_wait
     holder_cpu_wait_share: float = 0.0  # share of passes in which the GIL's holder had no CPU
+    cpus_allowed: Optional[int] = None  # CPUs the target may run on, when fewer than the host's
+    host_cpus: Optional[int] = None
+    cpus_by: Optional[str] = None  # "affinity" or "cpuset": what holds it to them
 
     @property
     def throttled_share(self) -> Optional[float]:
@@ -48,6 +51,8 @@ class Saturation:
             text += f"; cgroup throttled {100 * self.throttled_share:.0f} % of periods ({self.cgroup_throttled_ms_per_s:.0f} ms/s)"
         else:
             text += "; no cgroup CPU quota seen"
+        if self.cpus_allowed is not None:
+            text += f"; the target may run on {self.cpus_allowed} of the host's {self.host_cpus} CPUs (its {self.cpus_by})"
         return text
 
     def to_dict(self) -> dict:
@@ -63,6 +68,9 @@ class Saturation:
             "cgroup_throttled_ms_per_s": None if self.cgroup_throttled_ms_per_s is None else round(self.cgroup_throttled_ms_per_s, 2),
             "cpu_wait_share": round(self.cpu_wait_share, 4),
             "holder_cpu_wait_share": round(self.holder_cpu_wait_share, 4),
+            "cpus_allowed": self.cpus_allowed,
+            "host_cpus": self.host_cpus,
+            "cpus_by": self.cpus_by,
             "line": self.line(),
         }
 
@@ -85,6 +93,9 @@ def saturation(session: Session) -> Optional[Saturation]:
         cpu_wait_share=waiting / samples if samples else 0.0,
         holder_cpu_wait_share=session.passes_holder_cpu_wait() / session.samples if session.samples else 0.0,
     )
+    cpus = sched.get("cpus")
+    if cpus and cpus["allowed"] < cpus["host"]:
+        sat.cpus_allowed, sat.host_cpus, sat.cpus_by = cpus["allowed"], cpus["host"], cpus["by"]
     cgroup = sched.get("cgroup")
     if cgroup is not None and cgroup[0]:
         sat.cgroup_periods, sat.cgroup_throttled = int(cgroup[0]), int(cgroup[1])
