@@ -77,3 +77,37 @@ def test_chromium_draws_the_curve_steps_and_endpoints(page, tmp_path):
     assert "do_GET (http_cpu_server.py)" in endpoints and "quote (" in endpoints
     # the recording's own sections are still drawn below
     assert 'id="flamegraph"' in dom and 'class="frame"' in dom
+
+
+def _dom(path, tmp_path) -> str:
+    args = [CHROMIUM, "--headless", "--disable-gpu", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
+            "--dump-dom", path.as_uri()]
+    if os.geteuid() == 0:  # Chromium refuses to run its sandbox as root
+        args.insert(1, "--no-sandbox")
+    return subprocess.run(args, capture_output=True, text=True, timeout=60).stdout
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (make system-deps installs it)")
+def test_a_saved_load_report_has_a_load_header(tmp_path):
+    # issue 31, item 11: `gilty report load.json -o x.html` was headed "gilty: 0 processes" with
+    # "duration 0.0 ms, samples 0": the empty recording's header, not the load run's.
+    port = free_port()
+    saved, out = tmp_path / "load.json", tmp_path / "x.html"
+    done = subprocess.run(
+        [*gilty_command(), "load", f"http://127.0.0.1:{port}/", "--ramp", "20:60:40", "--duration", "1", "--slo", "p99=1s", "--warmup", "0.2",
+         "-o", str(saved), "--", sys.executable, str(TARGETS / "http_cpu_server.py"), str(port), "5"],
+        capture_output=True, text=True, timeout=120, env=gilty_env(),
+    )
+    assert done.returncode == 0, done.stderr
+    done = subprocess.run([*gilty_command(), "report", str(saved), "-o", str(out)], capture_output=True, text=True, timeout=60, env=gilty_env())
+    assert done.returncode == 0, done.stderr
+    page = out.read_text(encoding="utf-8")
+    assert f"<title>gilty load: http://127.0.0.1:{port}/" in page, page[:300]
+    dom = _dom(out, tmp_path)
+    title = html.unescape(re.search(r'<h1 id="title">(.*?)</h1>', dom, re.S).group(1))
+    assert title == f"gilty load: http://127.0.0.1:{port}/", title
+    summary = html.unescape(re.sub(r"<[^>]+>", " ", re.search(r'<dl id="summary">(.*?)</dl>', dom, re.S).group(1)))
+    summary = " ".join(summary.split())
+    assert "samples" not in summary and "duration 0.0" not in summary, summary
+    assert "steps 2 (20 to 60 rps, 1 s each)" in summary, summary
+    assert "SLO p99 <= 1000 ms" in summary and "knee " in summary, summary

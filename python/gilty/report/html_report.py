@@ -343,7 +343,10 @@ def _inlined(name: str) -> str:
     return text
 
 
-def title(recording: Recording, specialization: Optional[dict] = None) -> str:
+def title(recording: Recording, specialization: Optional[dict] = None, load: Optional[dict] = None) -> str:
+    if load is not None and load.get("kind") == "load" and load.get("urls"):
+        # A load run is the page's subject, whatever recording of a step is drawn below it.
+        return "gilty load: " + ", ".join(u["url"] for u in load["urls"])
     labels = [process_label(s) for s in recording.sessions]
     if not labels and specialization and specialization.get("processes"):
         return "gilty specialization: pid " + ", ".join(str(p["pid"]) for p in specialization["processes"])
@@ -366,7 +369,7 @@ def render(
     if task_view.sessions_with_tasks(recording):
         js = js + "\n" + _inlined("tasks.js")
     parts = {"CSS": css, "JS": js, "DATA": script_json(page_data(recording, load, specialization, options))}
-    page = _asset("report.html").replace("@TITLE@", html.escape(title(recording, specialization)))
+    page = _asset("report.html").replace("@TITLE@", html.escape(title(recording, specialization, load)))
     # One pass: text substituted in is never searched for tokens again.
     return _TOKEN.sub(lambda m: parts[m.group(1)], page)
 

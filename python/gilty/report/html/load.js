@@ -21,6 +21,7 @@
   const color = (name) => getComputedStyle(document.documentElement).getPropertyValue("--" + name).trim() || "#999";
   if (LOAD.kind === "load_locust") return locust();
   if (!LOAD.steps || !LOAD.steps.length) return;
+  loadHeader();
 
   const section = el("section", { id: "load-section" });
   const main = document.querySelector("main");
@@ -31,6 +32,34 @@
   const knee = LOAD.knee;
   if (knee) add(section, "div", { class: "verdict", id: "load-knee" },
     (knee.rate === null ? "Knee below the first step" : "Knee: " + knee.rate + " rps") + " (limit: " + knee.limit + "). " + knee.explanation + ".");
+
+  // -- the header: the run (steps, rates, knee), not an empty recording's "0 processes, samples 0" --
+  function loadHeader() {
+    document.getElementById("title").textContent = "gilty load: " + LOAD.urls.map((u) => u.url).join(", ");
+    const summary = document.getElementById("summary");
+    const recorded = DATA.processes.length > 0;
+    // A step's recording drawn below keeps its own figures, after the run's and said to be that step's.
+    const ofRecording = recorded ? Array.from(summary.children) : [];
+    summary.textContent = "";
+    if (!recorded) document.getElementById("targets-box").hidden = true;
+    const item = (k, v) => { const d = add(summary, "div"); add(d, "dt", {}, k); add(d, "dd", {}, v); };
+    const rates = LOAD.steps.map((s) => s.requested_rate);
+    const each = String(Number((LOAD.steps[0].window_s || 0).toFixed(2)));
+    item("steps", rates.length + " (" + (rates.length > 1 ? Math.min(...rates) + " to " + Math.max(...rates) : rates[0]) +
+      " rps, " + each + " s each)");
+    item("arrivals", LOAD.arrivals + ", open loop");
+    if (LOAD.slo) item("SLO", LOAD.slo.percentile.replace("_", ".") + " <= " + (1000 * LOAD.slo.limit_s).toFixed(0) + " ms");
+    const knee = LOAD.knee;
+    if (knee) item("knee", knee.rate === null ? "below " + Math.min(...rates) + " rps" : knee.rate + " rps (limit: " + knee.limit + ")");
+    item("max throughput", Math.max(...LOAD.steps.map((s) => s.verdict.throughput)).toFixed(1) + " answers/s");
+    if (LOAD.stopped) item("stopped", "early (Ctrl-C): the last step is partial");
+    if (recorded) {
+      if (LOAD.recording_step !== null && LOAD.recording_step !== undefined) {
+        item("recording below", "the server during the " + LOAD.recording_step + " rps step");
+      }
+      for (const n of ofRecording) summary.appendChild(n);
+    }
+  }
 
   // -- the curve ---------------------------------------------------------------------------------
   const steps = LOAD.steps;
