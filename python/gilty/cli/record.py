@@ -23,6 +23,7 @@ from gilty.sampling import launch, processes
 from gilty._errors import (
     EXIT_EXACT_UNAVAILABLE,
     EXIT_GATE_FAILED,
+    EXIT_INTERRUPTED,
     EXIT_NOT_PYTHON,
     EXIT_OK,
     EXIT_PARTIAL,
@@ -330,6 +331,10 @@ def run_processes(args: argparse.Namespace, pids: list, child_argv: Optional[lis
 
 
 def _finish_processes(args, recording: Recording, tracker: Any, pids: list, child: Any, child_status: Optional[int], fmt: str) -> int:
+    if recording.stopped_by == "interrupt" and (not recording.sessions or tracker.passes == 0):
+        # Ctrl-C before the first pass: nothing was looked at yet, which says nothing about the targets.
+        print("gilty: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     if not recording.sessions:
         raise CommandError(f"no Python process found in pid {', '.join(map(str, pids))} or its descendants", EXIT_NOT_PYTHON)
     if tracker.passes == 0:
