@@ -168,6 +168,9 @@ def test_uwsgi_http_router_is_a_helper_not_a_worker(routed_uwsgi):
         assert preload["verdict"] == "not_preloaded", preload
         assert preload["footprint_per_worker_bytes"] >= 25 * MIB, preload
         assert preload["would_save_bytes"] >= 2 * 25 * MIB, preload
+        for p in report["processes"]:
+            if p["pid"] in workers:
+                assert p["since_fork"]["private_bytes"] >= 25 * MIB, (p["pid"], p["since_fork"])
         said = next(s for s in report["summary"] if s.startswith("Not preloaded"))
         assert "for 3 workers" in said, said
     else:
@@ -184,11 +187,11 @@ def test_uwsgi_http_router_is_a_helper_not_a_worker(routed_uwsgi):
     assert sorted(pid for pid, r in recorded.items() if r == "worker") == sorted(workers), (router, recorded)
 
 
+# The router is told apart the same way with and without --lazy-apps (the memory test runs both): one server start.
+@pytest.mark.parametrize("routed_uwsgi", ["lazy-apps"], indirect=True)
 def test_load_profile_names_uwsgi_workers_behind_the_router(routed_uwsgi):
     # Issue 31 item 2: `gilty load --profile` said "1 worker answered (pid ...)": the router.
     master, router, workers, port, lazy = routed_uwsgi
-    if not lazy:
-        pytest.skip("the router is told apart the same way with and without --lazy-apps (the memory test covers both); one server start kept")
     rc, out, err = run_gilty("load", f"http://127.0.0.1:{port}/", "--rate", 20, "--duration", 2, "--profile", master)
     assert rc == 0, err
     said = next((line for line in err.splitlines() if "answered" in line), "")
