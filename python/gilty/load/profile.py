@@ -395,7 +395,8 @@ def _host_limit(p: StepProfile, workers: str, verb: Callable, working: float) ->
     cpu_wait = p.states.get("cpu_wait", 0)
     throttled = p.cgroup_throttled_share
     quota = throttled is not None and throttled >= THROTTLED_NOTABLE
-    words = f"{workers} {verb('are')} runnable without a CPU {cpu_wait / working:.0%} of their working time"
+    their = "their" if p.busy_processes != 1 else "its"
+    words = f"{workers} {verb('are')} runnable without a CPU {cpu_wait / working:.0%} of {their} working time"
     figures = []
     if p.run_delay_ms_per_s is not None:
         figures.append(f"run queue delay {p.run_delay_ms_per_s:.0f} ms/s per thread")
