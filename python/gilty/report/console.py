@@ -201,16 +201,6 @@ def _tasks_section(session: Session) -> list:
     return out
 
 
-def _verdict_text(session: Session, summary: Summary) -> str:
-    """The summary's verdict, with an event loop's lag first when it dominates (every task of a
-    blocked loop waits, whatever the GIL and the CPUs do), or after it when it is notable."""
-    text = summary.verdict.text if summary.verdict else ""
-    loop, leads = event_loops.verdict_sentence(session)
-    if not loop:
-        return text
-    return f"{loop} {text}".strip() if leads else f"{text} {loop}".strip()
-
-
 def render(session: Session, summary: Optional[Summary] = None, title: str = "gilty record") -> str:
     """The text summary of a recording."""
     summary = summary or summarise(session)
@@ -236,7 +226,7 @@ def render(session: Session, summary: Optional[Summary] = None, title: str = "gi
     out.append("")
     out.append("Verdict")
     # One line, unwrapped: easy to grep, and the terminal wraps it anyway.
-    out.append(f"  {_verdict_text(session, summary)}")
+    out.append(f"  {summary.verdict.text if summary.verdict else ''}")
     if session.partial:
         out.append("")
         out.append(f"{PARTIAL_MARKER}: {session.partial_reason or 'the recording ended early'}")

@@ -8,6 +8,7 @@ import json
 from typing import Callable, Optional
 
 from gilty.sampling.analysis import Summary, summarise
+from gilty.sampling import event_loops
 from gilty.sampling.native_frames import is_native, native_offset, native_parts
 from gilty.sampling.analysis.syscalls import idle_kind
 from gilty.sampling.processes import roles
@@ -248,6 +249,7 @@ def report(session: Session, summary: Optional[Summary] = None, recording: Optio
         "gc_exact": _gc_exact(summary.exact),
         "exact_overhead": _exact_overhead(summary.exact),
         "tasks": task_view.report(session),
+        "event_loops": event_loops.report(session),
     }
     if raw:
         out["recording"] = (recording or Recording.of(session)).to_dict()
@@ -350,6 +352,7 @@ def recording_report(recording: Recording, raw: bool = True) -> dict:
         "gc_exact": None,
         "exact_overhead": None,
         "tasks": None,  # per process, under "processes"
+        "event_loops": [loop for r in per_process for loop in r["event_loops"]],
     }
     out.update(extra)
     out["processes"] = per_process

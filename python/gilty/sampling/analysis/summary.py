@@ -17,6 +17,7 @@ from gilty.sampling.analysis.states import (
 from gilty.sampling.analysis.summary_model import Summary, ThreadSummary, Verdict  # noqa: F401 - re-exported
 from gilty.sampling.analysis.syscalls import idle_kind
 from gilty.sampling.analysis.verdict import verdict
+from gilty.sampling.event_loops import with_event_loop
 from gilty.sampling.session import Session
 
 
@@ -66,7 +67,8 @@ def summarise(session: Session) -> Summary:
         exact=summarise_exact(session),
         saturation=saturation(session),
     )
-    summary.verdict = verdict(summary)
+    # An event loop kept from its selector leads every format's verdict (gilty.sampling.event_loops).
+    summary.verdict = with_event_loop(verdict(summary), session)
     return summary
 
 
