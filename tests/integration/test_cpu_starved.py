@@ -169,7 +169,7 @@ def test_starved_spinner_holds_as_much_as_its_process_holds_the_gil(interp, targ
     ends = {name: head.index(f" {name} ") + len(name) + 1 for name in ("GIL", "HOLD", "CPU_WAIT") if f" {name} " in head}
     row = {name: line[:end].split()[-1] for name, end in ends.items()}
     gil, hold = _percent(row["GIL"]), _percent(row["HOLD"])
-    cpu_wait = _percent(row.get("CPU_WAIT", "-"))
+    cpu_wait = _percent(row["CPU_WAIT"])
     note(interp, "starved spin: process GIL - busiest HOLD (points)", gil - hold)
     assert abs(gil - hold) <= 1, out
     # Starved beside the hog: the rest of its time is the wait for a CPU without the GIL, shown as such.

@@ -5,6 +5,7 @@ the pool's idle wait is idle, not error handling, and the pool is one row of the
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -44,3 +45,42 @@ def test_idle_pool_threads_are_not_in_error_paths(interp, recorded):
     rc, out, err = run_gilty("report", path, "--format", "text", timeout=60)
     assert rc == 0, err
     assert "Time in error paths" not in out, out
+
+
+def _table(text: str) -> list:
+    """The rows of the report's thread table (the lines after its heading, up to a blank line)."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("THREAD "))
+    end = lines.index("", start)
+    # Notes under the table (HOLD's meaning, ×N) are no rows.
+    return [line for line in lines[start + 1:end] if not line.startswith(("HOLD counts", "×N:"))]
+
+
+# Guards issue 31 item 10: a pool of eight threads was eight rows all reading `ThreadPoolExecutor-~`
+# (names cut to identical stems), and eight blocks of the same top functions.
+def test_the_pool_is_one_row_of_the_text_report(interp, recorded):
+    _report, path = recorded
+    rc, out, err = run_gilty("report", path, "--format", "text", timeout=60)
+    assert rc == 0, err
+    rows = _table(out)
+    pool = [r for r in rows if r.startswith("ThreadPoolExecutor")]
+    assert len(pool) == 1 and pool[0].startswith("ThreadPoolExecutor-0_# ×8"), "\n".join(rows)
+    assert pool[0].split()[2] == "×8", pool[0]
+    names = [r[:26].rstrip() for r in rows]
+    assert len(set(names)) == len(names), names
+    functions = out.split("Top functions", 1)[1].split("\n\n", 1)[0]
+    blocks = [line for line in functions.splitlines() if line.startswith("  ") and not line.startswith("    ")]
+    assert blocks == ["  ThreadPoolExecutor-0_# ×8 (8 threads)", f"  MainThread (tid {_report['target']['pid']})"], functions
+    assert "parse_records" in functions, functions
+
+
+# Guards issue 31 item 10: in the SVG of a multi-thread recording every label of an 8-thread pool read
+# `..`, each thread a sliver of its own.
+def test_the_svg_draws_the_pool_as_one_thread(interp, recorded, tmp_path):
+    _report, path = recorded
+    svg = tmp_path / "pool.svg"
+    rc, _out, err = run_gilty("report", path, "-o", svg, timeout=60)
+    assert rc == 0, err
+    titles = re.findall(r"<title>([^<]*)</title>", svg.read_text(encoding="utf-8"))
+    pool = [t for t in titles if t.startswith("ThreadPoolExecutor-")]
+    assert len(pool) == 1 and pool[0].startswith("ThreadPoolExecutor-0_# ×8 "), pool

@@ -8,18 +8,22 @@ from typing import Callable, Optional
 from gilty.sampling.analysis import Summary, summarise
 from gilty.sampling.analysis.exact import summarise_exact
 from gilty.sampling.analysis.functions import top_function_overall
+from gilty.sampling.analysis.pooled import pooled_summary
 from gilty.sampling.analysis.states import gil_utilisation, mean_waiting_threads, thread_states
 from gilty.sampling.analysis.syscalls import idle_label
 from gilty.sampling.analysis.wording import milliseconds, percent
 from gilty.report import event_loops
 from gilty.report.console_exact import exact_sections
 from gilty.report.dump import render_text as dump_text
+from gilty.report.labels import cut_name, cut_names
+from gilty.sampling.native_frames import native_stacks_line
 from gilty.sampling.session import IDLE, WAITING_GIL, Recording, Session
 
 PARTIAL_MARKER = "PARTIAL"
+POOL_NOTE = "×N: N threads named alike (a pool) on one row: SAMPLES summed, shares averaged over its threads"
 # Column headings for the seven states, in state-code order.
 STATE_HEADINGS = ("HOLD", "GC", "WAIT", "NATIVE", "IDLE", "UNKNOWN", "CPUWAIT")
-NAME_WIDTH = 20
+NAME_WIDTH = 26  # a pool's label: "ThreadPoolExecutor-0_# ×8"
 # Shares that would print as "<1%" are left out of the detail sections (the JSON keeps them).
 SHOWN_MIN = 0.005
 
@@ -34,8 +38,9 @@ def _state_table(rows: list, extra_heading: Optional[str] = None) -> list:
     if extra_heading:
         heading += f"  {extra_heading}"
     lines = [heading]
-    for name, tid, samples, fractions, extra in rows:
-        line = f"{_cut(name, NAME_WIDTH):<{NAME_WIDTH}} {tid:>8} {samples:>8} " + " ".join(
+    names = cut_names([row[0] for row in rows], NAME_WIDTH)
+    for (_name, tid, samples, fractions, extra), name in zip(rows, names):
+        line = f"{name:<{NAME_WIDTH}} {tid:>8} {samples:>8} " + " ".join(
             f"{percent(f) if f else '-':>7}" for f in fractions
         )
         if extra:
@@ -50,6 +55,15 @@ def _held_note(states: list) -> list:
     if not any(st.held_cpu_wait for st in states):
         return []
     return ["HOLD counts a holder preempted by the kernel (cpu_wait holding the GIL); CPUWAIT is waiting for a CPU without it"]
+
+
+def _who(t) -> str:
+    """``MainThread (tid 4243)``, or ``ThreadPoolExecutor-0_# ×8 (8 threads)`` for a pool merged."""
+    return f"{t.name} ({t.size} threads)" if t.size > 1 else f"{t.name} (tid {t.tid})"
+
+
+def _tid_cell(t) -> str:
+    return f"×{t.size}" if t.size > 1 else str(t.tid)
 
 
 def _header(summary: Summary, title: str) -> list:
@@ -72,12 +86,9 @@ def _header(summary: Summary, title: str) -> list:
         f"{errors.get('torn_partial', 0)} kept to their outer frames, "
         f"{errors['read_failed']} failed reads, {errors['late']} late samples"
     )
-    if "native_matched" in errors:
-        lines.append(
-            f"native stacks: {errors['native_matched']} samples with their C frames "
-            f"({errors['native_partial']} cut short at [unknown]), {errors['native_missing']} without "
-            f"(no same-moment kernel sample: Python frames only), {errors['native_lost']} kernel samples lost"
-        )
+    native = native_stacks_line(errors)
+    if native:
+        lines.append(native)
     if errors.get("gil_flag_checked"):
         # 3.14+: the interpreter's own per-thread flag beside the GIL struct the states come from.
         checked, disagreed = errors["gil_flag_checked"], errors["gil_flag_disagreed"]
@@ -102,7 +113,7 @@ def _header(summary: Summary, title: str) -> list:
 def _functions_section(summary: Summary) -> list:
     lines = ["Top functions (innermost frame, C with --native; share of the thread's samples)"]
     for t in summary.threads:
-        lines.append(f"  {t.name} (tid {t.tid})")
+        lines.append(f"  {_who(t)}")
         for f in t.top_functions:
             # Idle is shown below as a breakdown by what the thread is blocked in.
             if f.state != "idle" and f.fraction >= SHOWN_MIN:
@@ -125,7 +136,7 @@ def _blame_section(summary: Summary) -> list:
         return []
     lines = ["Who held the GIL while a thread waited for it (share of that thread's waits)"]
     for t in waiting:
-        lines.append(f"  {t.name} (tid {t.tid}) waits {percent(t.states.fraction(WAITING_GIL))} of its samples:")
+        lines.append(f"  {_who(t)} waits {percent(t.states.fraction(WAITING_GIL))} of its samples:")
         # Holder totals from the untruncated counts; functions from the (top entries) blame list.
         totals: dict = {}
         for (holder, _function, _file), (n, _lines) in t.blame_counts.items():
@@ -138,7 +149,9 @@ def _blame_section(summary: Summary) -> list:
                 # Said once, so a reader does not take it for a thread gilty failed to see.
                 lines.append(f"    {percent(n / waited):>5}  (no holder seen: the GIL was between holders, being handed over)")
                 continue
-            lines.append(f"    {percent(n / waited):>5}  {summary.session.thread_name(holder)} (tid {holder})")
+            shown = summary.thread(holder)
+            who = _who(shown) if shown is not None else f"{summary.session.thread_name(holder)} (tid {holder})"
+            lines.append(f"    {percent(n / waited):>5}  {who}")
             for b in t.blame:
                 if b.holder_tid == holder and b.fraction >= SHOWN_MIN:
                     lines.append(f"    {'':>5}    {percent(b.fraction):>5}  in {b.function_label()}")
@@ -152,7 +165,7 @@ def _error_paths_section(summary: Summary) -> list:
         return []
     lines = ["Time in error paths (handling an exception: in `except`, or a `finally` run by one; share of the thread's samples)"]
     for t in sorted(handling, key=lambda t: (-t.handling_share, t.tid)):
-        lines.append(f"  {_cut(t.name, NAME_WIDTH):<{NAME_WIDTH}} {t.tid:>8} {percent(t.handling_share):>5}")
+        lines.append(f"  {cut_name(t.name, NAME_WIDTH):<{NAME_WIDTH}} {_tid_cell(t):>8} {percent(t.handling_share):>5}")
         for f in t.top_functions:
             share = f.handling_samples / t.samples if t.samples else 0.0
             if share >= SHOWN_MIN:
@@ -176,7 +189,7 @@ def _convoy_section(summary: Summary) -> list:
         flag = f"  [{', '.join(flags)}]" if flags else ""
         episodes = "episode " if c.episodes == 1 else "episodes"
         lines.append(
-            f"  {_cut(t.name, NAME_WIDTH):<{NAME_WIDTH}} {t.tid:>8} {c.episodes:>6} {episodes}, mean wait "
+            f"  {cut_name(t.name, NAME_WIDTH):<{NAME_WIDTH}} {_tid_cell(t):>8} {c.episodes:>6} {episodes}, mean wait "
             f"{milliseconds(c.mean_wait_s or 0.0)}{ratio}{flag}"
         )
     return lines
@@ -209,15 +222,19 @@ def render(session: Session, summary: Optional[Summary] = None, title: str = "gi
     if not summary.threads:
         out.append("No samples were recorded.")
         return "\n".join(out) + "\n"
+    # Pools on one row each, in every per-thread section; exact figures stay per thread.
+    shown = pooled_summary(summary)
     out += _state_table(
         [
-            (t.name, t.tid, t.samples, t.states.table_fractions(), None)
-            for t in summary.threads
+            (t.name, _tid_cell(t), t.samples, t.states.table_fractions(), None)
+            for t in shown.threads
         ]
     )
-    out += _held_note([t.states for t in summary.threads])
-    sections = (_functions_section(summary), _blame_section(summary), _convoy_section(summary),
-                _error_paths_section(summary), exact_sections(summary), _tasks_section(session),
+    out += _held_note([t.states for t in shown.threads])
+    if any(t.size > 1 for t in shown.threads):
+        out.append(POOL_NOTE)
+    sections = (_functions_section(shown), _blame_section(shown), _convoy_section(shown),
+                _error_paths_section(shown), exact_sections(summary), _tasks_section(session),
                 event_loops.section(session))
     for section in sections:
         if section:

@@ -11,7 +11,8 @@ import html
 import re
 from typing import Optional
 
-from gilty.report import collapsed
+from gilty.report import collapsed, task_view
+from gilty.sampling.analysis.pools import group_pools
 from gilty.report.labels import state_name
 from gilty.sampling.native_frames import is_native
 from gilty.report.pictures import PictureOptions, frame_names, groups, stack_rows, state_colour
@@ -105,8 +106,45 @@ def frame_styles(recording: Recording, options: Optional[PictureOptions]) -> tup
             main = max(counts, key=counts.__getitem__)
             colours[label] = state_colour(main, "" if label == main else label)
         else:
-            colours[label] = "rgb(200,200,200)"  # process and thread frames: neutral
+            colours[label] = NEUTRAL
     return colours, tooltips
+
+
+_TID = re.compile(r" \(tid \d+\)$")
+NEUTRAL = "rgb(200,200,200)"  # process and thread frames
+
+
+def pools_merged(lines: list) -> tuple:
+    """(collapsed ``lines`` with each process's pools of threads as one thread frame, the pool labels).
+
+    Eight threads of a ThreadPoolExecutor side by side are eight slivers whose labels read ``..``;
+    as one frame (``ThreadPoolExecutor-0_# ×8``) the pool's code is wide enough to read.
+    """
+    stacks: list = []
+    threads: dict = {}  # process -> thread labels, first seen first
+    for text in lines:
+        key, _, n = text.rpartition(" ")
+        parts = key.split(";")
+        stacks.append((parts, int(n)))
+        if len(parts) > 1 and parts[1] != task_view.TASKS_LABEL:
+            threads.setdefault(parts[0], {}).setdefault(parts[1], None)
+    renamed: dict = {}
+    for process, labels in threads.items():
+        pools = group_pools(list(labels), name_of=lambda label: _TID.sub("", label), tid_of=lambda label: label,
+                            counts_of=lambda _label: [1])
+        for pool in pools:
+            if pool.size > 1:
+                for label in pool.members:
+                    renamed[(process, label)] = collapsed.clean(pool.name)
+    if not renamed:
+        return lines, set()
+    merged: dict = {}
+    for parts, n in stacks:
+        if len(parts) > 1:
+            parts = [parts[0], renamed.get((parts[0], parts[1]), parts[1]), *parts[2:]]
+        key = ";".join(parts)
+        merged[key] = merged.get(key, 0) + n
+    return [f"{key} {n}" for key, n in sorted(merged.items())], set(renamed.values())
 
 
 def render(recording: Recording, options: Optional[PictureOptions] = None) -> str:
@@ -118,6 +156,8 @@ def render(recording: Recording, options: Optional[PictureOptions] = None) -> st
         options = PictureOptions(idle=True, merge_workers=options.merge_workers if options else None,
                                  lines=options.lines if options else True)
         lines = collapsed.lines(recording, options, names.short)
+    lines, pool_labels = pools_merged(lines)
     svg = native.flamegraph_svg(lines, title(recording, options), subtitle(recording, options), "samples")
     colours, tooltips = frame_styles(recording, options)
+    colours.update((label, NEUTRAL) for label in pool_labels)
     return recolour(svg, colours, tooltips)

@@ -100,3 +100,31 @@ def frame_label(frame: tuple) -> str:
 def stack_labels(session: Session, stack_id: int) -> list:
     """Frame labels of a stack, innermost first ([] without a Python stack)."""
     return [frame_label(f) for f in session.stack(stack_id)]
+
+
+# A thread name cut to fit a column keeps this much of its end: pools and workers are told apart by
+# their numbers, which come last ("ThreadPoolExecutor-0_7", "uWSGIWorker1Core3").
+NAME_TAIL = 6
+
+
+def cut_name(name: str, width: int, tail: int = NAME_TAIL) -> str:
+    """``name`` in ``width`` characters: its start and its last ``tail``, joined by ``~``."""
+    if len(name) <= width:
+        return name
+    tail = max(0, min(tail, width - 2))
+    return name[: width - 1 - tail] + "~" + (name[-tail:] if tail else "")
+
+
+def cut_names(names: list, width: int) -> list:
+    """Each name cut to ``width`` (``cut_name``), keeping more of the end of those that would read
+    alike, until different names read differently: never eight rows of the same stem."""
+    tails = {n: NAME_TAIL for n in names}
+    while True:
+        by_cut: dict = {}
+        for n in tails:
+            by_cut.setdefault(cut_name(n, width, tails[n]), []).append(n)
+        alike = [n for group in by_cut.values() if len(group) > 1 for n in group if tails[n] < width - 2]
+        if not alike:
+            return [cut_name(n, width, tails[n]) for n in names]
+        for n in alike:
+            tails[n] += 1

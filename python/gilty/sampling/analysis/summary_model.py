@@ -28,6 +28,7 @@ class ThreadSummary:
     # Samples in which the thread was handling an exception (inside `except`, or a `finally` run by
     # one): its time in error paths.
     handling_samples: int = 0
+    size: int = 1  # threads this summary stands for: more than 1 for a pool merged (analysis/pooled.py)
 
     @property
     def samples(self) -> int:
