@@ -27,6 +27,8 @@ FRAMEWORKS = {
     "tornado": [("RequestHandler._execute", f"{SITE}/tornado/web.py", 1990), *LOOP,
                 ("IOLoop.start", f"{SITE}/tornado/platform/asyncio.py", 211), MAIN],
     "sanic": [("Sanic.handle_request", f"{SITE}/sanic/app.py", 1373), ("HttpProtocol.connection_task", f"{SITE}/sanic/server/protocols/http_protocol.py", 155), *LOOP],
+    # Sanic's touchup recompiles these methods with their name for a file (sanic/touchup/schemes/base.py)
+    "sanic touched up": [("Sanic.handle_request", "handle_request", 1291), ("HttpProtocol.connection_task", "connection_task", 155), *LOOP],
     "quart": [("Quart.dispatch_request", f"{SITE}/quart/app.py", 1601), ("Quart.full_dispatch_request", f"{SITE}/quart/app.py", 1500), *LOOP],
     "litestar": [("HTTPRoute._call_handler_function", f"{SITE}/litestar/routes/http.py", 181),
                  ("HTTPRoute._get_response_for_request", f"{SITE}/litestar/routes/http.py", 120), *LOOP],
@@ -60,7 +62,10 @@ def test_generic_handler_under_a_server_without_a_rule():
     served = [("Server._serve_one", f"{SITE}/acme_web/server.py", 88), ("Server.serve_forever", f"{SITE}/acme_web/server.py", 40)]
     # the first application frame under the server's frames, looking through the standard library
     assert handler_frame([INNER, VIEW, *served, *LOOP, MAIN], PREFIXES) == VIEW
-    assert handler_frame([INNER, VIEW, ("_worker", f"{STDLIB}/concurrent/futures/thread.py", 89), *served, *THREAD], PREFIXES) == VIEW
+    assert handler_frame([INNER, VIEW, ("ContextDecorator.inner", f"{STDLIB}/contextlib.py", 81), *served, *THREAD], PREFIXES) == VIEW
+    # a server's pool thread: started by the standard library, then the server's frames call the handler
+    pool = [("_WorkItem.run", f"{STDLIB}/concurrent/futures/thread.py", 58), *THREAD]
+    assert handler_frame([INNER, VIEW, *served, *pool], PREFIXES) == VIEW
     # a server started by a console script (no .py): the script is the server's, not the application
     assert handler_frame([VIEW, *served, ("<module>", "/venv/bin/acme-serve", 8)], PREFIXES) == VIEW
     # a callback from a library the handler called is the handler's, not a handler of its own
@@ -74,6 +79,9 @@ def test_no_handler_where_the_stack_never_reaches_the_application():
     assert handler_frame([select, *LOOP, ("run_app", f"{SITE}/aiohttp/web.py", 530), MAIN], PREFIXES) is None
     # the application's own thread (a metrics flusher) never passes through a server
     assert handler_frame([INNER, ("flush_metrics", "/srv/app/metrics.py", 9), *THREAD], PREFIXES) is None
+    # the application's own asyncio task, run by the loop of a server without a rule: no request's
+    run_app = [("run_app", f"{SITE}/acme_web/app.py", 530), MAIN]
+    assert handler_frame([INNER, ("refresh_cache", "/srv/app/cache.py", 20), *LOOP, *run_app], PREFIXES) is None
     # a pool thread parked in its queue
     parked = [("Condition.wait", f"{STDLIB}/threading.py", 355), ("_worker", f"{STDLIB}/concurrent/futures/thread.py", 89), *THREAD]
     assert handler_frame(parked, PREFIXES) is None

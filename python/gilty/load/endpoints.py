@@ -27,8 +27,10 @@ TOP_ENDPOINTS = 10
 
 
 def _generated(file: str) -> bool:
-    # `<string>` (dataclasses' and namedtuple's generated methods), `<decorator-gen-12>`, `<frozen ...>`
-    return file.startswith("<")
+    # `<string>` (dataclasses' and namedtuple's generated methods), `<decorator-gen-12>`, `<frozen ...>`;
+    # code compiled under a bare name that is no source file (Sanic's touchup names its recompiled
+    # methods so: `handle_request`), while a script run by a relative path keeps its `.py`
+    return file.startswith("<") or ("/" not in file and not file.endswith(".py"))
 
 
 def _framework_code(file: str, prefixes: tuple) -> bool:

@@ -29,6 +29,7 @@ DISPATCH_FRAMES = (
     ("_handle", "aiohttp/web_app.py", True),  # aiohttp.web: Application._handle awaits the handler
     ("_execute", "tornado/web.py", True),  # Tornado: RequestHandler._execute calls get/post/...
     ("handle_request", "sanic/app.py", True),  # Sanic
+    ("handle_request", "handle_request", True),  # Sanic's touchup recompiles it under its name for a file
     ("dispatch_request", "quart/app.py", True),  # Quart views
     ("_call_handler_function", "litestar/routes/http.py", True),  # Litestar route handlers
     ("__call__", "falcon/app.py", True),  # Falcon (WSGI) responders
@@ -66,14 +67,24 @@ def server_frame(file: str, app: tuple = ()) -> bool:
     return "site-packages/" in file or "dist-packages/" in file or console_script
 
 
+# Standard-library code where a program starts work of its own (an event loop running a task, a
+# thread, a pool's work item): what runs inside was not called by the server's frames outside it.
+STARTS_WORK = ("/asyncio/", "/threading.py", "/concurrent/futures/")
+
+
 def generic_handler(frames: list, prefixes: tuple, app: tuple = ()) -> Optional[tuple]:
     """Where no dispatch frame is known: the first application frame under an installed server's or
-    framework's frame, ``frames`` outermost first (generated code left out); None when the stack never
-    leaves the server (waiting for work) or never enters one (the application's own threads)."""
+    framework's frame, ``frames`` outermost first (generated code left out), looking through the
+    standard library between them; None when the stack never leaves the server (waiting for work) or
+    never enters one since it last started work (the application's own threads and asyncio tasks)."""
     served = False
     for frame in frames:
-        if server_frame(frame[1], app):
+        file = frame[1]
+        if server_frame(file, app):
             served = True
-        elif served and not is_library(frame[1], prefixes, app):
-            return frame
+        elif not is_library(file, prefixes, app):
+            if served:
+                return frame
+        elif any(fragment in file for fragment in STARTS_WORK):
+            served = False
     return None
