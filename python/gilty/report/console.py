@@ -16,6 +16,7 @@ from gilty.report import event_loops
 from gilty.report.console_exact import exact_sections
 from gilty.report.dump import render_text as dump_text
 from gilty.report.labels import cut_name, cut_names
+from gilty.sampling.native_frames import native_stacks_line
 from gilty.sampling.session import IDLE, WAITING_GIL, Recording, Session
 
 PARTIAL_MARKER = "PARTIAL"
@@ -85,12 +86,9 @@ def _header(summary: Summary, title: str) -> list:
         f"{errors.get('torn_partial', 0)} kept to their outer frames, "
         f"{errors['read_failed']} failed reads, {errors['late']} late samples"
     )
-    if "native_matched" in errors:
-        lines.append(
-            f"native stacks: {errors['native_matched']} samples with their C frames "
-            f"({errors['native_partial']} cut short at [unknown]), {errors['native_missing']} without "
-            f"(no same-moment kernel sample: Python frames only), {errors['native_lost']} kernel samples lost"
-        )
+    native = native_stacks_line(errors)
+    if native:
+        lines.append(native)
     if errors.get("gil_flag_checked"):
         # 3.14+: the interpreter's own per-thread flag beside the GIL struct the states come from.
         checked, disagreed = errors["gil_flag_checked"], errors["gil_flag_disagreed"]

@@ -33,8 +33,10 @@ NO_HOLDER = -1  # holder tid of a waiting_gil sample taken while no thread held 
 
 # torn_partial: stacks whose inner frames kept moving, kept as their outer frames under "(inner frames moving)".
 ERROR_KEYS = ("torn_retried", "torn_dropped", "torn_partial", "read_failed", "late")
-# `record --native` only: samples with a native part, those cut short, those missing it, kernel samples lost.
-NATIVE_ERROR_KEYS = ("native_matched", "native_partial", "native_missing", "native_lost")
+# `record --native` only: samples with a native part, those cut short, those missing it, kernel samples lost;
+# the missing by why (native::record::NativeCounts), and samples of threads with no Python stack given their C stack.
+NATIVE_MISSING_REASONS = ("native_missing_moved", "native_missing_no_sample", "native_missing_unmatched")
+NATIVE_ERROR_KEYS = ("native_matched", "native_partial", "native_missing", "native_lost") + NATIVE_MISSING_REASONS + ("native_bare",)
 # 3.14+ only: thread samples whose own `holds_gil` flag was compared with the GIL struct, and disagreed.
 GIL_FLAG_KEYS = ("gil_flag_checked", "gil_flag_disagreed")
 
