@@ -136,7 +136,7 @@ pub(crate) fn openable_path(pid: i32, path_in_target: &str) -> Result<String, Tr
     }
     if let Some((range, _)) = &mapping {
         // The exact inode the target maps, even when the file on disk was replaced or deleted.
-        let mf = format!("/proc/{pid}/map_files/{range}");
+        let mf = format!("/proc/{pid}/map_files/{}", map_files_name(range));
         if File::open(&mf).is_ok() {
             return Ok(mf);
         }
@@ -148,6 +148,19 @@ pub(crate) fn openable_path(pid: i32, path_in_target: &str) -> Result<String, Tr
         return Err(TraceError::TargetGone(format!("process {pid} exited")));
     }
     Err(TraceError::TargetGone(format!("cannot open {path_in_target} as mapped by process {pid}")))
+}
+
+/// A maps range as `/proc/PID/map_files` names it: maps pads addresses to 8 digits (`00400000-0041f000`,
+/// a non-PIE executable's), map_files does not (`400000-41f000`).
+fn map_files_name(range: &str) -> String {
+    let trim = |a: &str| {
+        let t = a.trim_start_matches('0');
+        if t.is_empty() { "0".to_owned() } else { t.to_owned() }
+    };
+    match range.split_once('-') {
+        Some((a, b)) => format!("{}-{}", trim(a), trim(b)),
+        None => range.to_owned(),
+    }
 }
 
 enum Found {
@@ -361,6 +374,13 @@ mod tests {
     use std::process::Command;
 
     const LIB311: &str = "/root/.pyenv/versions/3.11.7/lib/libpython3.11.so.1.0";
+
+    #[test]
+    fn map_files_names_drop_the_padding() {
+        assert_eq!(map_files_name("00400000-0041f000"), "400000-41f000");
+        assert_eq!(map_files_name("7f1c2d400000-7f1c2d4e5000"), "7f1c2d400000-7f1c2d4e5000");
+        assert_eq!(map_files_name("00000000-00001000"), "0-1000");
+    }
 
     fn me() -> i32 {
         std::process::id() as i32

@@ -117,7 +117,7 @@ impl ProcessUnwinder {
         let wanted: Vec<&MapEntry> = maps
             .iter()
             .filter(|m| m.perms.as_bytes().get(2) == Some(&b'x'))
-            .filter(|m| m.path.as_deref().is_some_and(|p| p.starts_with('/') && !p.ends_with(" (deleted)")))
+            .filter(|m| m.path.as_deref().is_some_and(|p| p.starts_with('/')))
             .collect();
         // Gone, or now something else at that address.
         let keep: Vec<bool> = self
@@ -141,10 +141,17 @@ impl ProcessUnwinder {
             let path = m.path.clone().unwrap();
             let roots = &self.debug_roots;
             let pid_root = &roots[0];
+            // A file deleted or replaced since it was mapped (an interpreter upgraded or a venv removed
+            // under a running process) is read through the mapping itself.
+            let open_path = if path.ends_with(" (deleted)") {
+                format!("/proc/{}/map_files/{:x}-{:x}", self.pid, m.start, m.end)
+            } else {
+                format!("{pid_root}{path}")
+            };
             let file = self
                 .files
                 .entry(path.clone())
-                .or_insert_with(|| ModuleFile::load(&format!("{pid_root}{path}"), &path, roots).ok().map(Arc::new))
+                .or_insert_with(|| ModuleFile::load(&open_path, &path, roots).ok().map(Arc::new))
                 .clone();
             let Some(file) = file else { continue };
             let Some(bias) = file.bias(m.start, m.offset) else { continue };
