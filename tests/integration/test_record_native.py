@@ -256,4 +256,65 @@ def test_refused_perf_is_one_line(interp, targets, deny_perf):
     line = one_line_refusal(done)
     assert "perf events are not permitted" in line, line
     assert done.returncode == 6 and not done.stdout.strip(), (done.returncode, done.stdout)
+    # Across a server (-s) the same: one line, before anything is recorded.
+    done = refused(deny_perf, "record", "-s", "--native", "--pid", str(target.pid), "--duration", "1", "--format", "json")
+    line = one_line_refusal(done)
+    assert "perf events are not permitted" in line, line
+    assert done.returncode == 6 and not done.stdout.strip(), (done.returncode, done.stdout)
     assert target.popen.poll() is None, "the target died"
+
+
+def test_server_workers_and_their_blas_threads(interp, tmp_path):
+    """`record -s --native` on a prefork server of NumPy workers (issue 31, item 7): it was refused
+    ("--native samples one process"); now each worker's samples carry C frames, the OpenBLAS pool
+    threads (no Python stack: their C stack is all they have) included, and the samples left without
+    C frames are counted per reason, the reasons adding up to the missing ones."""
+    if interp.id != "3.12.1":
+        pytest.skip("the process set and the unwinder are version-independent: checked on pyenv 3.12 only (suite time)")
+    from package_venvs import venv_python
+    from test_numpy_states import _numpy_pin
+
+    python = venv_python(interp, "numpy", (_numpy_pin(),), "import numpy")
+    out = str(tmp_path / "r.json")
+    with running_target(python, "numpy_workers.py") as server:
+        rc, _, err = run_gilty("record", "--pid", server.pid, "-s", "--native", "--duration", "2", "--rate", 100, "-o", out, timeout=60)
+    if rc != 0 and "not permitted" in err:
+        pytest.skip(err.strip().splitlines()[-1])
+    assert rc == 0 and "Traceback" not in err, f"gilty record -s --native exited {rc}:\n{err}"
+    with open(out, encoding="utf-8") as f:
+        report = json.load(f)
+    procs = report["recording"]["processes"]
+    workers = [p for p in procs if p["target"]["pid"] != server.pid]
+    assert len(workers) == 2, [p["target"]["pid"] for p in procs]
+    matmul_line = line_of("numpy_workers.py", "matmul")
+    for p in workers:
+        frames = {int(k): tuple(v) for k, v in p["frames"].items()}
+        stacks = {int(k): [frames[f] for f in v] for k, v in p["stacks"].items()}
+        by_tid: dict = {}
+        for tid, _, stack_id, n in p["counts"]:
+            by_tid.setdefault(tid, []).append((stacks.get(stack_id, []), n))
+        python_tids = [t for t, seen in by_tid.items() if any(not is_native(f) for st, _ in seen for f in st)]
+        # The worker's own thread: C frames (OpenBLAS) under the matmul line.
+        under = sum(n for t in python_tids for st, n in by_tid[t] if any(is_native(f) for f in st)
+                    and any(f[0] == "work" and f[2] == matmul_line for f in st))
+        assert under > 0, by_tid
+        # OpenBLAS's pool threads: stacks of C frames only, in OpenBLAS's library.
+        bare = {t: seen for t, seen in by_tid.items() if t not in python_tids}
+        assert bare, f"no thread without a Python stack in pid {p['target']['pid']}: {p['thread_names']}"
+        blas = sum(n for seen in bare.values() for st, n in seen if st and all(is_native(f) for f in st)
+                   and any("openblas" in f[1].lower() for f in st))
+        assert blas > 0, {t: seen[:2] for t, seen in bare.items()}
+    errors = report["errors"]
+    reasons = {k: v for k, v in errors.items() if k.startswith("native_missing_")}
+    assert reasons, errors
+    assert sum(reasons.values()) == errors["native_missing"], errors
+    assert errors["native_bare"] > 0, errors
+    text = str(tmp_path / "r.txt")
+    rc, _, err = run_gilty("report", out, "-o", text, timeout=60)
+    assert rc == 0, err
+    with open(text, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("native stacks:"))
+    # Wrapped to the report's width: the line and its indented continuation.
+    line = " ".join([lines[at]] + [ln.strip() for ln in lines[at + 1:] if ln.startswith("    ")][:3])
+    assert "without" in line and all(f"{n} " in line for n in reasons.values()), line

@@ -73,6 +73,8 @@ pub struct ProcessSet {
     late: u64,
     /// Every member reads its asyncio tasks in each pass (`enable_tasks`).
     tasks: bool,
+    /// Every member joins native stacks to its samples (`enable_native`).
+    native: bool,
 }
 
 fn stat_of(pid: i32) -> Option<crate::memory::smaps::Stat> {
@@ -104,6 +106,7 @@ impl ProcessSet {
             exited_batches: Vec::new(),
             late: 0,
             tasks: false,
+            native: false,
         };
         for &pid in roots {
             if set.roots.contains(&pid) {
@@ -164,6 +167,11 @@ impl ProcessSet {
             // A version without an asyncio layout is sampled without its tasks.
             let _ = sampler.enable_tasks();
         }
+        if self.native {
+            // Perf was permitted for the first members: a later one that fails (it exited while
+            // its maps were read) is sampled with its Python stacks alone.
+            let _ = sampler.enable_native();
+        }
         self.members.insert(pid, sampler);
     }
 
@@ -173,6 +181,18 @@ impl ProcessSet {
         for s in self.members.values_mut() {
             let _ = s.enable_tasks();
         }
+    }
+
+    /// Every member, now and later, joins native stacks to its samples (`record -s --native`): each
+    /// process has its own kernel events and unwinder, at the same bounded rate as one process
+    /// (`native::record`: at most 500 kernel samples per CPU-second of each thread, one unwind per
+    /// thread and pass). Err: perf events refused (one line saying what to change).
+    pub fn enable_native(&mut self) -> std::result::Result<(), String> {
+        self.native = true;
+        for s in self.members.values_mut() {
+            s.enable_native()?;
+        }
+        Ok(())
     }
 
     /// Records why `pid` could not be attached: skipped at once for good, or kept to retry.

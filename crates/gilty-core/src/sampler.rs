@@ -6,6 +6,7 @@ use crate::aggregate::{Aggregate, Seen, NONE};
 use crate::classify::{classify, GilView, History, Observation, ThreadState};
 use crate::clock::monotonic_ns;
 use crate::cpu_wait::CpuWaitTrack;
+use crate::process::switches::SwitchesReader;
 use crate::exact::tracing::ExactTracing;
 use crate::exact::ExactSummary;
 use crate::frames::{CodeCache, Frame, FrameWalker, WalkError};
@@ -46,6 +47,12 @@ pub struct Errors {
     pub native_partial: u64,
     pub native_missing: u64,
     pub native_lost: u64,
+    /// The missing ones by why (`native::record::NativeCounts`), and samples of threads without a
+    /// Python stack that got their C stack.
+    pub native_missing_moved: u64,
+    pub native_missing_no_sample: u64,
+    pub native_missing_unmatched: u64,
+    pub native_bare: u64,
     /// 3.14+: Python threads whose own `holds_gil` flag was compared with the GIL struct (locked and
     /// last holder, which the states come from), and those where the two disagreed. The flag is set
     /// just after the struct changes hands and cleared just before, so a few disagree in any case.
@@ -152,6 +159,8 @@ struct Track {
     last_wait: Option<(u64, SyscallState)>,
     /// Whether it has a CPU when runnable (see `cpu_wait`).
     cpu: CpuWaitTrack,
+    /// Times switched out, read for a runnable thread without the GIL (see `process::switches`).
+    switches: Option<SwitchesReader>,
 }
 
 
@@ -294,6 +303,26 @@ impl Sampler {
         id
     }
 
+    /// The C stack of a thread without a Python stack this pass, interned, or None.
+    fn bare_stack_id(&mut self, tid: i32, blocked: bool) -> Option<u32> {
+        let native = self.native.as_mut()?;
+        if self.torn_tids.contains(&tid) {
+            // A Python stack that could not be read, not a thread without one.
+            native.forget(tid);
+            return None;
+        }
+        let mixed = native.bare_thread(&self.interp, tid, blocked)?;
+        if let Some((m, id)) = self.mixed_ids.get(&tid) {
+            if Arc::ptr_eq(m, &mixed) {
+                return Some(*id);
+            }
+        }
+        let frames: Vec<Frame> = mixed.0.iter().map(as_frame).collect();
+        let id = self.intern_stack(&frames, &[]);
+        self.mixed_ids.insert(tid, (mixed, id));
+        Some(id)
+    }
+
     /// Reads every asyncio task in every pass from now on (`record --tasks`).
     pub fn enable_tasks(&mut self) -> crate::Result<()> {
         let (major, minor, _) = self.interp.version;
@@ -404,6 +433,10 @@ impl Sampler {
             e.native_partial = now.partial - given.partial;
             e.native_missing = now.missing - given.missing;
             e.native_lost = now.lost.saturating_sub(given.lost);
+            e.native_missing_moved = now.missing_moved - given.missing_moved;
+            e.native_missing_no_sample = now.missing_no_sample - given.missing_no_sample;
+            e.native_missing_unmatched = now.missing_unmatched - given.missing_unmatched;
+            e.native_bare = now.bare - given.bare;
             self.native_given = now;
         }
         self.batch.positions = self.positions.take();
@@ -553,12 +586,9 @@ impl Sampler {
             let stack_id = match &stack {
                 Some(s) if self.native.is_some() => self.native_stack_id(tid, s, syscall >= 0) as i32,
                 Some(s) => s.id as i32,
-                None => {
-                    if let Some(native) = self.native.as_mut() {
-                        native.forget(tid);
-                    }
-                    NONE
-                }
+                // No Python stack: with `--native`, its C stack is all it has (a library's pool thread).
+                None if self.native.is_some() => self.bare_stack_id(tid, syscall >= 0).map_or(NONE, |id| id as i32),
+                None => NONE,
             };
             if let (Some(exact), true) = (self.exact.as_mut(), holds) {
                 let top = stack.as_ref().and_then(|s| s.frames.first());
@@ -698,6 +728,7 @@ impl Sampler {
                 still: None,
                 last_wait: None,
                 cpu: CpuWaitTrack::default(),
+                switches: None,
             });
             let holds = tstate != 0 && gil.locked && gil.last_holder == tstate;
             // Only from a thread list read this pass (a states-only pass may reuse an older one).
@@ -768,7 +799,20 @@ impl Sampler {
                 None if runnable => track.schedstat.get_or_insert_with_result(|| SchedstatReader::open(pid, tid)).and_then(|r| r.read()),
                 None => None,
             };
-            let cpu_wait = track.cpu.observe(reading, now_ns, period_ns, runnable);
+            // Runnable without the GIL: off a CPU if switched out as often as in, the switch-in count
+            // read after the switch-outs. Exact where the counters above lag a short preemption (a
+            // thread woken, run a moment and preempted read as native: docs/states.md).
+            let off_cpu = if runnable && !holds && tstate != 0 {
+                let out = track.switches.get_or_insert_with_result(|| SwitchesReader::open(pid, tid)).and_then(|r| r.read());
+                let switched_in = out.and_then(|_| track.schedstat.as_mut().and_then(|r| r.read()));
+                match (out, switched_in) {
+                    (Some(out), Some(s)) if s.pcount > 0 && s.pcount == out => Some(s.pcount),
+                    _ => None,
+                }
+            } else {
+                None
+            };
+            let cpu_wait = track.cpu.observe_switches(reading, now_ns, period_ns, runnable, off_cpu);
             let owns_gil_mutex = gil.mutex_owners.contains(&tid);
             let history = track.history;
             let was_idle = history.map(|h| h.state == ThreadState::Idle).unwrap_or(false);

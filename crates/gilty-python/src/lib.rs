@@ -333,11 +333,15 @@ pub(crate) fn batch_dict<'py>(py: Python<'py>, batch: &Batch) -> PyResult<Bound<
     errors.set_item("torn_partial", batch.errors.torn_partial)?;
     errors.set_item("read_failed", batch.errors.read_failed)?;
     let e = &batch.errors;
-    if e.native_matched + e.native_missing + e.native_lost > 0 {
+    if e.native_matched + e.native_missing + e.native_lost + e.native_bare > 0 {
         errors.set_item("native_matched", e.native_matched)?;
         errors.set_item("native_partial", e.native_partial)?;
         errors.set_item("native_missing", e.native_missing)?;
         errors.set_item("native_lost", e.native_lost)?;
+        errors.set_item("native_missing_moved", e.native_missing_moved)?;
+        errors.set_item("native_missing_no_sample", e.native_missing_no_sample)?;
+        errors.set_item("native_missing_unmatched", e.native_missing_unmatched)?;
+        errors.set_item("native_bare", e.native_bare)?;
     }
     if e.gil_flag_checked > 0 {
         errors.set_item("gil_flag_checked", e.gil_flag_checked)?;

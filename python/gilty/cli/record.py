@@ -220,8 +220,6 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("--tasks reads one process's event loops: leave out --subprocesses and give one --pid")
         if args.exact:
             raise UsageError("--exact traces one process: leave out --subprocesses and give one --pid")
-        if getattr(args, "native", False):
-            raise UsageError("--native samples one process: leave out --subprocesses and give one --pid")
         return run_processes(args, pids, child_argv, fmt)
     args.pid = pids[0] if pids else None
     native = launch.native_module()
@@ -309,7 +307,7 @@ def run_processes(args: argparse.Namespace, pids: list, child_argv: Optional[lis
             if child_argv is not None:
                 child = launch.start_command(child_argv, die_with_gilty=True)
                 pids = [child.pid]
-            process_set = native.ProcessSet(pids, args.rate, follow=bool(args.subprocesses))
+            process_set = native.ProcessSet(pids, args.rate, follow=bool(args.subprocesses), native=bool(getattr(args, "native", False)))
             recording.start_time = time.time()
             until = f"for {args.duration:g} s" if args.duration else "until Ctrl-C"
             what = "and its Python descendants" if args.subprocesses else ""

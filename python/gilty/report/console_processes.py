@@ -14,9 +14,10 @@ from gilty.sampling.analysis.pools import Pool, group_pools
 from gilty.sampling.analysis.states import gil_utilisation, mean_waiting_threads, thread_states
 from gilty.sampling.analysis.wording import percent
 from gilty.report.pictures import short_command
+from gilty.sampling.native_frames import frame_text, native_stacks_line
 from gilty.sampling.processes import roles
-from gilty.sampling.session import (CPU_WAIT, GC, HOLDING_GIL, IDLE, NATIVE, STATE_NAMES, UNKNOWN, WAITING_GIL, Recording,
-                                    Session)
+from gilty.sampling.session import (CPU_WAIT, GC, HOLDING_GIL, IDLE, NATIVE, NATIVE_ERROR_KEYS, STATE_NAMES, UNKNOWN,
+                                    WAITING_GIL, Recording, Session)
 
 PARTIAL_MARKER = "PARTIAL"
 POOL_NOTE = "×N: N threads named alike (a pool) on one line: SAMPLES summed, shares averaged over its threads"
@@ -70,7 +71,7 @@ def _top_label(session: Session, pool: Pool, top: dict) -> str:
     if best.function is None:
         return f"{best.label()} [{best.state}]"
     # The file's base name: a line has room for the function and where it is, not the whole path.
-    return f"{best.function} ({_base(best.file)}:{best.line}) [{best.state}]"
+    return f"{frame_text(best.function, best.file, best.line, short=True)} [{best.state}]"
 
 
 def _base(path: Optional[str]) -> str:
@@ -247,7 +248,7 @@ def top_function_lines(recording: Recording, limit: int = TOP_FUNCTIONS_SHOWN, w
             f"{share(CPU_WAIT):>8}  "
         )
         text += f"{_cut(_pids_text(pids, role_of), 12):<12} "
-        lines.append(text + _cut(f"{function} ({_base(file)}:{line})" if file else str(function), max(width - len(text), 10)))
+        lines.append(text + _cut(frame_text(function, file, line, short=True), max(width - len(text), 10)))
     if len(rows) > limit:
         lines.append(f"  ... {len(rows) - limit} more functions (the JSON and HTML reports have them all)")
     return lines
@@ -270,7 +271,7 @@ def _headline(recording: Recording, role_of: dict) -> Optional[str]:
     _key, s, tid, st = best
     role = role_of.get(s.target.pid, "")
     top = top_function_overall(s, thread_states(s), busy_min=BUSY_MIN).get(tid)
-    where = f"\n  mostly in {top.function} ({_base(top.file)}:{top.line}) [{top.state}]" if top and top.function else ""
+    where = f"\n  mostly in {frame_text(top.function, top.file, top.line, short=True)} [{top.state}]" if top and top.function else ""
     return (
         f"Busiest: pid {s.target.pid}{' (' + role + ')' if role else ''} {s.thread_name(tid)} (tid {tid}): "
         f"GIL held {percent(st.hold_fraction)}, waited {percent(st.fraction(WAITING_GIL))}, "
@@ -311,6 +312,9 @@ def render(recording: Recording, title: str = "gilty record") -> str:
     for note in recording.notes:
         out.append(f"hint: {note}")
     out += _rate_warnings(recording)
+    native = native_stacks_line(_native_errors(recording))
+    if native:
+        out.append(native)
     role_of = roles(recording)
     headline = _headline(recording, role_of)
     if headline:
@@ -358,6 +362,12 @@ def render(recording: Recording, title: str = "gilty record") -> str:
         out.append("")
         out.append(f"{PARTIAL_MARKER}: {recording.partial_reason or 'the recording ended early'}")
     return "\n".join(_fit(out, REPORT_WIDTH)) + "\n"
+
+
+def _native_errors(recording: Recording) -> dict:
+    """`record --native`'s counters summed over the processes (none without `--native`)."""
+    sessions = [s.errors for s in recording.sessions if "native_matched" in s.errors]
+    return {key: sum(int(e.get(key, 0)) for e in sessions) for key in NATIVE_ERROR_KEYS} if sessions else {}
 
 
 def rate_warning(session: Session) -> Optional[str]:

@@ -10,6 +10,8 @@ function's frames at different source lines stay apart, as Python frames do.
 
 from __future__ import annotations
 
+from typing import Optional
+
 
 def is_native(line) -> bool:
     return line is not None and line <= -2
@@ -47,3 +49,28 @@ def frame_text(function, file, line, short: bool = False) -> str:
     if short:
         file = str(file or "").rsplit("/", 1)[-1]
     return f"{function} ({file}:{line})"
+
+
+# Why a sample kept its Python stack alone (native::record::NativeCounts), as the report says it.
+MISSING_REASONS = (
+    ("native_missing_moved", "the Python stack moved between two reads"),
+    ("native_missing_no_sample", "no kernel sample between two equal reads"),
+    ("native_missing_unmatched", "the C stack did not match the Python one"),
+)
+
+
+def native_stacks_line(errors: dict) -> Optional[str]:
+    """The report's line on `--native`: samples joined, those without C frames by why, threads with no
+    Python stack given their C stack, kernel samples lost. None for a recording without `--native`."""
+    if "native_matched" not in errors:
+        return None
+    missing = int(errors.get("native_missing", 0))
+    why = [f"{int(errors[key])} {text}" for key, text in MISSING_REASONS if errors.get(key)]
+    without = f"{missing} without" + (f" ({', '.join(why)})" if why else "")
+    bare = int(errors.get("native_bare", 0))
+    return (
+        f"native stacks: {errors['native_matched']} samples with their C frames "
+        f"({errors['native_partial']} cut short at [unknown]), {without}; "
+        + (f"{bare} samples of threads without a Python stack given their C stack; " if bare else "")
+        + f"{errors['native_lost']} kernel samples lost"
+    )

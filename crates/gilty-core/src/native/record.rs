@@ -13,6 +13,12 @@
 //!   with its CPU time unchanged from before its Python read to after the native read (it did not run
 //!   in between). Kept while its CPU time and Python stack stay the same: nothing can have moved.
 //!
+//! A thread without a Python stack (a C library's pool thread, such as OpenBLAS's) has only its C
+//! stack, nothing to match: the latest kernel sample of the pass (or, with none, the last one while
+//! it has had less than a sampling period of CPU time since), or its `/proc` registers while blocked.
+//!
+//! A sample left Python-only is counted by why (`Miss`), so a report can say what held it back.
+//!
 //! The unwinder (its modules' unwind tables and symbols) lives as long as the recording; the module
 //! list is read again when an address falls in no known module and every `MAPS_EVERY`, so a library
 //! unloaded or replaced is dropped.
@@ -77,12 +83,34 @@ pub struct NativeCounts {
     pub partial: u64,
     /// Samples of a thread with a Python stack whose native part could not be matched: kept Python-only.
     pub missing: u64,
+    /// ... of which its Python stack differed from the read before (or there was none): no two equal
+    /// reads bracket a kernel sample.
+    pub missing_moved: u64,
+    /// ... two equal reads, but no kernel sample between them, and the thread had run a sampling
+    /// period or more since its last one (the sample was not written yet, or the ring was full).
+    pub missing_no_sample: u64,
+    /// ... a kernel sample whose unwound C stack did not agree with the Python stack (the unwind
+    /// stopped or strayed, a stack copy too short for the recursion).
+    pub missing_unmatched: u64,
+    /// Samples of threads without a Python stack that got their C stack.
+    pub bare: u64,
     /// Kernel samples dropped by the kernel (ring full).
     pub lost: u64,
 }
 
 /// What a match gives: the mixed stack and whether its unwind stopped early.
 pub type Mixed = (Vec<MixedFrame>, bool);
+
+/// Outermost functions of a thread's C stack: an unwind that reached one of them reached the end.
+const THREAD_STARTS: [&str; 5] = ["__clone3", "__clone", "clone3", "clone", "_start"];
+
+/// Why a sample kept its Python stack alone (see `NativeCounts`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Miss {
+    Moved,
+    NoSample,
+    Unmatched,
+}
 
 /// A run of passes whose reads of one thread gave the same stack, and the last mixed stack joined in it
 /// with the thread's CPU time at the read that took it.
@@ -107,6 +135,8 @@ pub struct NativeRecorder {
     prev: HashMap<i32, PyRead>,
     kept: HashMap<i32, BlockedKept>,
     runs: HashMap<i32, Run>,
+    /// Threads without a Python stack: their last C stack and CPU time at its sample.
+    bare: HashMap<i32, (Arc<Mixed>, u64)>,
     period_ns: u64,
     tids: Vec<i32>,
     last_maps: Instant,
@@ -132,6 +162,7 @@ impl NativeRecorder {
             prev: HashMap::new(),
             kept: HashMap::new(),
             runs: HashMap::new(),
+            bare: HashMap::new(),
             period_ns,
             tids: Vec::new(),
             last_maps: Instant::now(),
@@ -161,6 +192,7 @@ impl NativeRecorder {
         self.prev.retain(|t, _| tids.contains(t));
         self.kept.retain(|t, _| tids.contains(t));
         self.runs.retain(|t, _| tids.contains(t));
+        self.bare.retain(|t, _| tids.contains(t));
         self.tids = tids.to_vec();
     }
 
@@ -189,28 +221,82 @@ impl NativeRecorder {
 
     /// The mixed stack of `tid` at this pass's read, or None (counted as missing).
     pub fn match_thread(&mut self, interp: &Interpreter, tid: i32, read: PyRead, blocked: bool) -> Option<Arc<Mixed>> {
-        let got = if blocked { self.blocked(interp, tid, &read) } else { None };
-        let got = got.or_else(|| self.running(tid, &read));
+        let got = if blocked { self.blocked(interp, tid, &read).ok_or(Miss::Unmatched) } else { Err(Miss::Unmatched) };
+        let got = got.or_else(|_| self.running(tid, &read));
         self.prev.insert(tid, read);
-        match &got {
-            Some(m) => {
+        match got {
+            Ok(m) => {
                 self.counts.matched += 1;
                 if m.1 {
                     self.counts.partial += 1;
                 }
+                Some(m)
             }
-            None => self.counts.missing += 1,
+            Err(why) => {
+                self.counts.missing += 1;
+                match why {
+                    Miss::Moved => self.counts.missing_moved += 1,
+                    Miss::NoSample => self.counts.missing_no_sample += 1,
+                    Miss::Unmatched => self.counts.missing_unmatched += 1,
+                }
+                None
+            }
+        }
+    }
+
+    /// The C stack of a thread without a Python stack this pass, or None (not counted: such a
+    /// thread had no stack before `--native` either).
+    pub fn bare_thread(&mut self, interp: &Interpreter, tid: i32, blocked: bool) -> Option<Arc<Mixed>> {
+        self.forget(tid);
+        let got = self.bare_stack(interp, tid, blocked);
+        if let Some(m) = &got {
+            self.counts.bare += 1;
+            if m.1 {
+                self.counts.partial += 1;
+            }
         }
         got
     }
 
-    fn running(&mut self, tid: i32, read: &PyRead) -> Option<Arc<Mixed>> {
+    fn bare_stack(&mut self, interp: &Interpreter, tid: i32, blocked: bool) -> Option<Arc<Mixed>> {
+        let cpu = run_ns(self.pid, tid)?;
+        if let Some((m, then)) = self.bare.get(&tid) {
+            // Blocked all along (no CPU time since), or less than a period of it: no newer sample
+            // is due, the last one stands.
+            if cpu == *then || (!blocked && cpu.saturating_sub(*then) < self.period_ns && !self.samples.get(&tid).is_some_and(|v| !v.is_empty())) {
+                return Some(Arc::clone(m));
+            }
+        }
+        let (regs, stack) = if blocked {
+            let b = read_blocked(self.pid, tid, &interp.mem)?;
+            if run_ns(self.pid, tid)? != cpu {
+                return None; // it ran while its registers were read
+            }
+            (b.regs, b.stack)
+        } else {
+            let v = self.samples.get_mut(&tid)?;
+            let s = v.last_mut()?;
+            (s.regs, std::mem::take(&mut s.stack))
+        };
+        let (native, complete) = self.unwound(regs, &stack);
+        if native.is_empty() {
+            return None;
+        }
+        // framehop stops with an error at the thread's first frame (clone's child has no caller):
+        // a stack that reached it is whole.
+        let complete = complete || native.last().and_then(|f| f.function.as_deref()).is_some_and(|f| THREAD_STARTS.contains(&f));
+        let m = Arc::new((native.into_iter().map(MixedFrame::Native).collect(), !complete));
+        self.bare.insert(tid, (Arc::clone(&m), cpu));
+        Some(m)
+    }
+
+    fn running(&mut self, tid: i32, read: &PyRead) -> Result<Arc<Mixed>, Miss> {
         let same = self.prev.get(&tid).filter(|prev| {
             read.top.is_some() && prev.top == read.top && prev.ends == read.ends && (Arc::ptr_eq(&prev.frames, &read.frames) || prev.frames == read.frames)
         });
         let Some(prev) = same else {
             self.runs.remove(&tid);
-            return None;
+            return Err(Miss::Moved);
         };
         // Every read since the run's start gave this stack: a sample anywhere in it lies between two
         // equal reads.
@@ -226,15 +312,16 @@ impl NativeRecorder {
             if let (Some(m), Some(run)) = (&got, self.runs.get_mut(&tid)) {
                 run.last = read.run_ns_before.map(|cpu| (Arc::clone(m), cpu));
             }
-            return got;
+            return got.ok_or(Miss::Unmatched);
         }
         // No sample since the last pass: the kernel samples every `period_ns` of the thread's CPU
         // time, so a thread that has run less than that since the run's last sample (it waited for
         // a CPU) has none newer; that one, of the same Python stack, stands for it.
-        let run = self.runs.get(&tid)?;
-        let (m, cpu_then) = run.last.as_ref()?;
-        let cpu_now = read.run_ns_before?;
-        (cpu_now.saturating_sub(*cpu_then) < self.period_ns).then(|| Arc::clone(m))
+        let last = self.runs.get(&tid).and_then(|run| run.last.as_ref());
+        match (last, read.run_ns_before) {
+            (Some((m, cpu_then)), Some(cpu_now)) if cpu_now.saturating_sub(*cpu_then) < self.period_ns => Ok(Arc::clone(m)),
+            _ => Err(Miss::NoSample),
+        }
     }
 
     fn blocked(&mut self, interp: &Interpreter, tid: i32, read: &PyRead) -> Option<Arc<Mixed>> {
@@ -256,7 +343,8 @@ impl NativeRecorder {
         Some(mixed)
     }
 
-    fn merged(&mut self, regs: Regs, stack: &[u8], read: &PyRead) -> Option<Mixed> {
+    /// The named C frames of a copied stack, innermost first, and whether the unwind reached its end.
+    fn unwound(&mut self, regs: Regs, stack: &[u8]) -> (Vec<NativeFrame>, bool) {
         let (addrs, complete) = self.unwinder.unwind(regs, regs.sp, stack);
         let raw: Vec<u64> = addrs.iter().map(|a| a.address()).collect();
         self.unwinder.ensure_known(&raw);
@@ -268,6 +356,11 @@ impl NativeRecorder {
             native.truncate(1);
             complete = false;
         }
+        (native, complete)
+    }
+
+    fn merged(&mut self, regs: Regs, stack: &[u8], read: &PyRead) -> Option<Mixed> {
+        let (native, complete) = self.unwound(regs, stack);
         let files: Vec<&str> = self.interp_files.iter().map(|s| s.as_str()).collect();
         match merge(&native, &read.frames, &read.ends, &files) {
             Ok(m) => Some((m, false)),
