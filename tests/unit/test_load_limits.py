@@ -80,7 +80,7 @@ def test_workers_runnable_without_a_cpu_name_the_host():
     p = profile.summarise_step(Recording([_session(b, 30, _threaded_cpu_server(b, serving))], rate_hz=100.0))
     limit, words = profile.limit_from_profile(p)
     assert limit == "host CPU", (limit, words)
-    assert "runnable without a CPU 67% of their working time" in words, words
+    assert "runnable without a CPU 67% of its working time" in words, words
     assert "What would help:" in words and "less CPU per request" in words and "`quote`" in words, words
 
 

@@ -65,6 +65,9 @@ class StepProfile:
     cpus_allowed: Optional[int] = None
     host_cpus: Optional[int] = None
     cpus_used: Optional[float] = None
+    # Of the time, the share in which the GIL's holder was itself runnable without a CPU (part of
+    # gil_utilisation: a holder held off its CPU still holds the GIL)
+    holder_cpu_wait: float = 0.0
 
 
 # A process is one of the busiest when it worked (did anything but wait for work) at least this
@@ -279,6 +282,7 @@ def summarise_step(recording: Recording, loop_threshold_s: float = eventloop.DEF
         startup_sites=[label for label, _n in sorted(startup_sites.items(), key=lambda kv: -kv[1])[:3]],
         task_endpoints=task_endpoints.task_endpoint_table(live, own),
         waiting_for_work_passes=waited / seen if seen else 0.0,
+        holder_cpu_wait=sum(s.passes_holder_cpu_wait() / s.samples for s in sessions) / len(sessions),
         **_cpu_supply(live, sessions),
     )
 
@@ -406,7 +410,8 @@ def _host_limit(p: StepProfile, workers: str, verb: Callable, working: float) ->
         words += f" ({'; '.join(figures)})"
     allowed, host, used = p.cpus_allowed, p.host_cpus, p.cpus_used
     if allowed is not None:
-        words += f"; the server may run on {allowed} of the host's {host} CPUs" if host else f"; the server may run on {allowed} CPUs"
+        words += (f"; the server may run on {allowed} of the host's {host} CPUs" if host and allowed < host
+                  else f"; the server may run on all {allowed} CPUs")
         if used is not None:
             own = used >= 0.8 * allowed
             words += (f" and used {used:.1f}: its own {'threads' if p.busy_processes == 1 else 'processes'} keep them busy" if own

@@ -178,7 +178,9 @@ def _profile_line(label: str, p) -> str:
         mem = f", PSS {sum(m['pss'] for m in p.memory) / 2**20:.0f} MiB / USS {sum(m['uss'] for m in p.memory) / 2**20:.0f} MiB in {len(p.memory)}"
     started = getattr(p, "startup_share", 0.0)
     startup = f"; start-up {started:.0%}" + (f" ({p.startup_sites[0]})" if p.startup_sites else "") if started >= 0.005 else ""
-    return (f"{label:>12}: {p.busy_processes}/{p.processes} busy, GIL held {p.gil_utilisation:.0%} of the time; "
+    held_off = getattr(p, "holder_cpu_wait", 0.0)
+    holder = f" ({held_off:.0%} by a holder without a CPU)" if held_off >= 0.005 else ""
+    return (f"{label:>12}: {p.busy_processes}/{p.processes} busy, GIL held {p.gil_utilisation:.0%} of the time{holder}; "
             f"threads {state_shares(p)}{startup}{mem}{where}")
 
 
@@ -233,7 +235,7 @@ def render_locust_text(run: dict, prof) -> str:
                          f"{_ms(sec['p50_s']):>8} {_ms(sec['p95_s']):>8} {_ms(sec['p99_s']):>8} {'-' if gil is None else f'{gil:.0%}':>11}")
     if prof is not None:
         lines.append("")
-        lines.append("Server during the run (busiest processes; shares of their sampling passes):")
+        lines.append("Server during the run (busiest processes: the GIL's share of the time, then their working threads' samples by state):")
         lines.append(_profile_line("locust", prof))
         lines.extend(server_sections(["the Locust run"], [prof]))
         also = _also(prof)
