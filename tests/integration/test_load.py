@@ -221,8 +221,7 @@ STARVED_CPU_WAIT = 0.10
 def server_starved(run: dict) -> str:
     """How other jobs took the server's CPU ("" when they did not): at the first step, far below its
     capacity, its threads waited for a CPU at least STARVED_CPU_WAIT of the time. Beside eight CPU hogs
-    a request sized for 10 ms then took 17-21 ms, and past the knee the handler threads, mostly off the
-    CPU, can leave the listening thread's wait for connections the largest share ("waiting for work")."""
+    a request sized for 10 ms then took 17-21 ms, and the knee is the host's, not the server's."""
     first = run["steps"][0]
     cpu_wait = (first.get("profile") or {}).get("states", {}).get("cpu_wait", 0.0)
     if cpu_wait < STARVED_CPU_WAIT:
