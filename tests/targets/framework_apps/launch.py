@@ -77,6 +77,7 @@ SERVERS = {
     "starlette": _uvicorn("starlette_app"),
     "fastapi": _uvicorn("fastapi_app"),
     "django-async": _uvicorn("django_app", "asgi"),
+    "falcon-asgi": _uvicorn("falcon_asgi_app"),
     "flask": _wsgiref("flask_app"),
     "falcon": _wsgiref("falcon_app"),
     "django": _wsgiref("django_app", "wsgi"),
