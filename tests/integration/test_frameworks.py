@@ -7,7 +7,7 @@ framework costs the suite a second or two, not a run of its own. gRPC and Celery
 their own: the front turns `/grpc` into a call and `/celery` into a task.
 
 Each framework's handler must be a row of the table, named as the application wrote it and in its
-file. A framework that cannot be installed is skipped saying so. 127.0.0.1 only.
+file; so must a bare ASGI app's under Hypercorn, a server without a rule (the generic one finds it). A framework that cannot be installed is skipped saying so. 127.0.0.1 only.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ PINS = {
     "aiohttp": "aiohttp==3.14.5", "tornado": "tornado==6.6.1", "sanic": "sanic==25.12.1", "quart": "quart==0.22.0",
     "litestar": "litestar==2.25.0", "starlette": "starlette==1.10.0", "fastapi": "fastapi==0.165.0",
     "django": "django==6.1.3", "flask": "flask==3.1.3", "falcon": "falcon==4.4.0", "grpc": "grpcio==1.85.3",
-    "celery": "celery==5.7.0", "uvicorn": "uvicorn==0.54.0",
+    "celery": "celery==5.7.0", "uvicorn": "uvicorn==0.54.0", "hypercorn": "hypercorn==0.18.0",
 }
 # framework -> (group, server name in launch.py, path, handler's function, its module)
 FRAMEWORKS = {
@@ -48,11 +48,14 @@ FRAMEWORKS = {
     "django-async": ("sync", "django-async", "/async", "django_async_view", "django_app.py"),
     "grpc": ("sync", "grpc", "/grpc", "grpc_view", "grpc_app.py"),
     "celery": ("sync", "celery", "/celery", "celery_job", "celery_app.py"),
+    # a bare ASGI app under Hypercorn, which has no rule: the generic one finds the handler
+    "generic (hypercorn)": ("sync", "hypercorn", "/", "raw_asgi_app", "generic_app.py"),
 }
 # the module each framework needs (uvicorn serves the ASGI ones)
 IMPORTS = {"aiohttp": "aiohttp", "tornado": "tornado", "sanic": "sanic", "quart": "quart,uvicorn", "litestar": "litestar,uvicorn",
            "starlette": "starlette,uvicorn", "fastapi": "fastapi,uvicorn", "flask": "flask", "falcon": "falcon", "django": "django",
-           "django-async": "django,uvicorn", "falcon-asgi": "falcon,uvicorn", "grpc": "grpc", "celery": "celery"}
+           "django-async": "django,uvicorn", "falcon-asgi": "falcon,uvicorn", "grpc": "grpc", "celery": "celery",
+           "generic (hypercorn)": "hypercorn"}
 PER_URL_RATE = 5  # requests per second to each app: ~15 in a 3 s step, 8 ms of CPU each
 
 

@@ -72,6 +72,7 @@ SERVERS = {
     "tornado": _own("tornado_app"),
     "sanic": _own("sanic_app"),
     "grpc": _own("grpc_app"),
+    "hypercorn": _own("generic_app"),  # no rule: the generic one
     "quart": _uvicorn("quart_app"),
     "litestar": _uvicorn("litestar_app"),
     "starlette": _uvicorn("starlette_app"),
