@@ -953,6 +953,11 @@ impl<'a> FrameWalker<'a> {
                 line_311(&info.linetable, info.firstlineno, index)?
             }
         };
+        // A module's RESUME sits at line 0 (3.11+; `f_lineno` reads 0 there too): a module frame that has
+        // not run a line yet, at process start or in an import, is put at its first line like a new frame.
+        if line <= 0 {
+            return Some((Frame { function: info.function.clone(), file: info.file.clone(), line: info.firstlineno }, None));
+        }
         Some((Frame { function: info.function.clone(), file: info.file.clone(), line }, at))
     }
 }

@@ -285,7 +285,7 @@ pub fn attach(pid: i32) -> Result<Interpreter> {
     };
     interp.validate_and_locate()?;
     if interp.version.2 == MICRO_UNKNOWN {
-        interp.version.2 = interp.micro_from_sys_version().unwrap_or(MICRO_UNKNOWN);
+        interp.version.2 = interp.micro_once_sys_exists().unwrap_or(MICRO_UNKNOWN);
     }
     Ok(interp)
 }
@@ -351,9 +351,25 @@ impl Interpreter {
         Ok(())
     }
 
-    /// The micro version from the target's `sys.version` (for builds whose binary does not carry it).
-    fn micro_from_sys_version(&self) -> Option<u8> {
-        let obj = self.module_global("sys", "version").ok()??;
+    /// The micro version from the target's `sys.version` (for builds whose binary does not carry it:
+    /// pyenv's 3.10). A process attached in its first milliseconds (`record -- CMD`) has thread states
+    /// before its `sys` module, which it then makes within a millisecond or two: waited for, briefly,
+    /// rather than reported as "3.10" (4 recordings in 117 did).
+    fn micro_once_sys_exists(&self) -> Option<u8> {
+        const TRIES: usize = 50;
+        for attempt in 0..TRIES {
+            if let Ok(Some(obj)) = self.module_global("sys", "version") {
+                return self.micro_from_sys_version(obj);
+            }
+            if attempt + 1 == TRIES || procfs::is_gone(self.pid) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        None
+    }
+
+    fn micro_from_sys_version(&self, obj: u64) -> Option<u8> {
         let text = crate::pyobjects::read_unicode(&self.mem, &self.layout, obj).ok()?;
         let release = text.split_whitespace().next()?;
         let v = parse_release(release)?;

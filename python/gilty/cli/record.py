@@ -161,7 +161,12 @@ def sample_until_stopped(
     finally:
         if progress is not None:
             progress.clear()
-    session.duration_s = clock() - started
+    wall = clock() - started
+    if session.times and session.last_time is not None:
+        # No further than the last pass: on a host that kept gilty off a CPU, the time until it ran
+        # again (and saw the command's exit) was not looked at, and would thin every rate.
+        wall = min(wall, session.last_time - session.times[0] + session.period_s)
+    session.duration_s = wall
     session.stopped_by = stopped_by
 
 

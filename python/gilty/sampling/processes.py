@@ -66,6 +66,11 @@ class ProcessTracker:
 
     def finish(self, duration_s: float, stopped_by: str) -> None:
         rec = self.recording
+        # No further than the last pass (see record.sample_until_stopped): time a busy host kept gilty
+        # from looking, before it saw the end, was not recorded.
+        covered = [s.last_time + s.period_s for s in rec.sessions if s.last_time is not None]
+        if covered:
+            duration_s = min(duration_s, max(covered))
         rec.duration_s = duration_s
         rec.stopped_by = stopped_by
         # Read while the processes still run: a helper is told from its siblings by what /proc shows.
@@ -75,6 +80,8 @@ class ProcessTracker:
         for s in rec.sessions:
             first = s.times[0] if s.times else 0.0
             end = s.exited_at if s.exited_at is not None else duration_s
+            if s.last_time is not None:
+                end = min(end, s.last_time + s.period_s)
             s.duration_s = max(end - first, 0.0)
             s.stopped_by = "target_exit" if s.exited else stopped_by
 
