@@ -85,3 +85,20 @@ def test_no_handler_where_the_stack_never_reaches_the_application():
     # a pool thread parked in its queue
     parked = [("Condition.wait", f"{STDLIB}/threading.py", 355), ("_worker", f"{STDLIB}/concurrent/futures/thread.py", 89), *THREAD]
     assert handler_frame(parked, PREFIXES) is None
+
+
+def test_a_blocked_aiohttp_handler_waits_on_a_dependency_not_for_work():
+    # The server: a synchronous `requests` call inside an async handler blocks the loop in
+    # recvfrom. Outside any known dispatch that read as the loop "waiting for work".
+    from synthetic import EPOLL_WAIT, IDLE, RECVFROM, BatchBuilder, make_session
+
+    from gilty.load.kinds import DEPENDENCY_WAIT, WAITING_FOR_WORK, classify
+
+    b = BatchBuilder(names={1: "MainThread"})
+    blocked = b.stack(("SocketIO.readinto", f"{STDLIB}/socket.py", 706), ("Session.get", f"{SITE}/requests/sessions.py", 602),
+                      ("fetch_price", "/srv/app/server.py", 10), *FRAMEWORKS["aiohttp"])
+    select = b.stack(("EpollSelector.select", f"{STDLIB}/selectors.py", 468), *LOOP, ("run_app", f"{SITE}/aiohttp/web.py", 530), MAIN)
+    session = make_session([b.batch([{1: (IDLE, blocked, RECVFROM)}, {1: (IDLE, select, EPOLL_WAIT)}])])
+    cache: dict = {}
+    assert classify(session, IDLE, blocked, RECVFROM, PREFIXES, (), cache) == DEPENDENCY_WAIT
+    assert classify(session, IDLE, select, EPOLL_WAIT, PREFIXES, (), cache) == WAITING_FOR_WORK
