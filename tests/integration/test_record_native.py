@@ -309,6 +309,9 @@ def test_server_workers_and_their_blas_threads(interp, tmp_path):
     assert reasons, errors
     assert sum(reasons.values()) == errors["native_missing"], errors
     assert errors["native_bare"] > 0, errors
+    # dgemm under a ufunc takes more than 32 KiB of stack below the Python frame: a 32 KiB copy cut
+    # 518 of 822 samples short at [unknown]; the kernel's most, 64 KiB, reaches the Python frames.
+    assert errors["native_partial"] <= 0.2 * errors["native_matched"], errors
     text = str(tmp_path / "r.txt")
     rc, _, err = run_gilty("report", out, "-o", text, timeout=60)
     assert rc == 0, err

@@ -36,11 +36,13 @@ use std::time::{Duration, Instant};
 /// The module list is read again this often even when every address is known (a library replaced at
 /// the same address, one unloaded).
 const MAPS_EVERY: Duration = Duration::from_secs(1);
-/// Bytes of user stack the kernel copies per sample: a 3.10 evaluation loop takes a few hundred bytes a
-/// Python call, so deep recursion may be cut (then the unwind ends early and the frames below are
-/// `[unknown]`, counted as partial). A 16 KiB copy cost the target no less CPU than this in
-/// bench/record_native.py (the sample's interrupt is the cost, not the copy), so the deeper one stays.
-const STACK_BYTES: u32 = 32 * 1024;
+/// Bytes of user stack the kernel copies per sample, the most it copies: a 3.10 evaluation loop takes a
+/// few hundred bytes a Python call, so deep recursion may be cut (then the unwind ends early and the
+/// frames below are `[unknown]`, counted as partial), and a NumPy ufunc calling OpenBLAS's dgemm
+/// takes more than 32 KiB below its Python frame (32 KiB cut 153 of 160 such samples, this none). A
+/// 16 KiB copy cost the target no less CPU than 32 KiB in bench/record_native.py (the sample's
+/// interrupt is the cost, not the copy), so the deepest one is taken.
+const STACK_BYTES: u32 = 65528;
 /// Shortest kernel sampling period (of a thread's CPU time): each kernel sample is an interrupt in
 /// the target, and 1,000 per CPU-second cost it 5-8 % of its CPU time; 500 cost it no more than the
 /// noise (docs/benchmarks.md). Above 500 Hz a running thread has a fresh sample every other pass or
