@@ -256,10 +256,12 @@ def test_profiled_knee_names_cpu_in_python_and_the_code():
         calls = int(subprocess.run([sys.executable, script, "--calls-for", str(round(SIZED_SERVICE_S * 1e3))], capture_output=True, text=True,
                                    check=True, timeout=60).stdout)
         port = free_port()
+        pressure = Pressure()
         run = load_json(
             f"http://127.0.0.1:{port}/", "--ramp", "30:200:30", "--duration", 2, "--slo", "p99=100ms",
             "--", sys.executable, script, port, calls, timeout=240,
         )
+        pressure = pressure.share()
         reason = profiled_run_is_clean(run)
         if not reason:
             break
@@ -285,11 +287,18 @@ def test_profiled_knee_names_cpu_in_python_and_the_code():
         pytest.skip(f"the machine was too busy to name the limit ({server_starved(run)}): {knee}")
     assert named, knee
     assert "quote" in knee["explanation"] and "http_cpu_server.py" in knee["explanation"], knee["explanation"]
-    # Threads queueing for the GIL on a CPU-starved machine read as waiting for a CPU (docs/states.md).
     # The ramp ends at the first step past the knee, which can be only just past the server's capacity:
-    # there queueing breaks the p99 with the GIL busy about 80 % of the time (0.82-0.83 measured), so
-    # the bar is 0.75, well above the 0.4-0.6 of the first step.
-    assert last["gil_utilisation"] + last["states"]["waiting_gil"] + last["states"].get("cpu_wait", 0.0) >= 0.75, last
+    # there queueing breaks the p99 with the GIL busy about 80 % of the time (0.82-0.83 measured on a
+    # quiet machine), so the bar is 0.75. On a busy one the GIL is free while a woken handler waits for a
+    # CPU, so the bar is on the time the server had a request in progress (a share of sampling passes:
+    # shares of thread samples are diluted by the keep-alive threads waiting for their next request,
+    # 0.445 GIL + 0.05 waiting + 0.046 cpu_wait in one such run). Measured at load 6-11: 0.70-1.0; the
+    # 0.70 was a step whose p99 other jobs broke before the server was full: that skips, saying so.
+    in_progress = 1.0 - last["waiting_for_work_passes"]
+    if in_progress < 0.75 and busy(pressure):
+        pytest.skip(f"other jobs broke the SLO before the server was full ({busy(pressure)}): past the knee it had a "
+                    f"request in progress {in_progress:.0%} of the time, GIL held {last['gil_utilisation']:.0%}")
+    assert in_progress >= 0.75, last
     first = run["steps"][0]["profile"]
     assert first["gil_utilisation"] < last["gil_utilisation"]
     # Per endpoint: the standard library's handle_one_request dispatches to the handler's do_GET.
