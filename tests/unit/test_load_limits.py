@@ -96,3 +96,14 @@ def test_the_step_line_adds_up_to_100_percent_with_cpu_wait():
     assert "CPU wait 9%" in line and "waiting for work 30%" in line, line
     shares = [int(part.rsplit(" ", 1)[1].rstrip("%")) for part in line.split(" (")[0].split(", ")]
     assert sum(shares) == 100, line
+
+
+def test_workers_with_nothing_to_do_are_not_host_limited():
+    # A worker waiting for work 90 % of the time on a busy host: its few requests wait for a CPU, but
+    # requests queue before they reach it; the host is not what limits it.
+    b = BatchBuilder(names={1: "MainThread"})
+    wait = b.stack(*SELECT)
+    quote = b.stack(*QUOTE)
+    plan = ([{1: (IDLE, wait, PSELECT6)}] * 9 + [{1: (CPU_WAIT, quote)}]) * 10
+    p = profile.summarise_step(Recording([_session(b, 40, plan)], rate_hz=100.0))
+    assert profile.limit_from_profile(p)[0] == "waiting for work"

@@ -344,9 +344,13 @@ def _limit_from_profile(p: StepProfile) -> tuple:
     kinds_ = p.idle_kinds
     idle_for_work = kinds_.get(kinds.WAITING_FOR_WORK, 0)
     working = max(1e-9, 1.0 - idle_for_work)
+    # Of the time, not of thread samples: threads parked on idle keep-alive connections beside the one
+    # serving do not make a busy process one that waits for work.
+    for_work = p.waiting_for_work_passes
     # Runnable without a CPU most of the time they work: whatever the code does, the host (or the cgroup's
-    # quota) decides how fast it goes. Ahead of the GIL: a holder without a CPU still holds it.
-    if p.states.get("cpu_wait", 0) >= HOST_LIMIT_SHARE * working:
+    # quota) decides how fast it goes. Ahead of the GIL: a holder without a CPU still holds it. Not for
+    # workers with nothing to do most of the time: their few requests do not make the host the limit.
+    if for_work < 0.5 and p.states.get("cpu_wait", 0) >= HOST_LIMIT_SHARE * working:
         return _host_limit(p, workers, verb, working)
     waiting = p.states.get("waiting_gil", 0)
     # Past the knee requests queue: a server whose Python holds the GIL most of the time (or as much as
@@ -356,9 +360,6 @@ def _limit_from_profile(p: StepProfile) -> tuple:
         return "CPU in Python", f"{workers} {verb('hold')} the GIL {p.gil_utilisation:.0%} of the time{where}{queued}"
     if p.mean_waiting_threads >= 0.5 and waiting >= 0.25:
         return "GIL contention", f"threads of {workers} wait for the GIL {waiting:.0%} of the time{where}"
-    # Of the time, not of thread samples: threads parked on idle keep-alive connections beside the one
-    # serving do not make a busy process one that waits for work.
-    for_work = getattr(p, "waiting_for_work_passes", idle_for_work)
     if for_work >= 0.5:
         return "waiting for work", (f"{workers} {verb('wait')} for the next request {for_work:.0%} of the time "
                                     "(accept, or an event loop at its selector with nothing ready) while requests queue: "
