@@ -63,10 +63,7 @@ def last_endpoints(run: dict) -> list:
 
 def host_limited(run: dict) -> bool:
     """The knee names the host (or the cgroup's quota) as the limit, and the step's own figures agree:
-    its busiest workers were runnable without a CPU at least half of their working time (issue 31,
-    item 1). On a machine other jobs keep busy that is the true limit of a CPU-bound server."""
+    its busiest workers were held off a CPU at least half of the time they had work (issue 31, item 1).
+    On a machine other jobs keep busy that is the true limit of a CPU-bound server."""
     knee, profile = run["knee"], run["steps"][-1]["profile"]
-    if knee["limit"] not in ("host CPU", "CPU quota") or not profile:
-        return False
-    working = 1.0 - profile["idle_kinds"].get("waiting for work", 0.0)
-    return profile["states"].get("cpu_wait", 0.0) >= 0.5 * working
+    return knee["limit"] in ("host CPU", "CPU quota") and bool(profile) and profile["cpu_starved_passes"] >= 0.5

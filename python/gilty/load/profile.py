@@ -18,7 +18,7 @@ from gilty.observe.monitor.memory_self import memory_self
 from gilty.load.sites import is_library, library_prefixes, site_key
 from gilty.load.startup import startup_frame, startup_label
 from gilty.sampling.aggregate import ABSENT
-from gilty.sampling.session import GC, HOLDING_GIL, NATIVE, NO_STACK, STATE_NAMES, Recording
+from gilty.sampling.session import CPU_WAIT, GC, HOLDING_GIL, NATIVE, NO_STACK, STATE_NAMES, UNKNOWN, Recording
 
 PROFILE_RATE_HZ = 200.0
 TOP_SITES = 5
@@ -57,6 +57,9 @@ class StepProfile:
     # but wait for work: the process had no request in progress (a share of time, not of thread samples,
     # so a thread per idle keep-alive connection does not outweigh the one serving).
     waiting_for_work_passes: float = 0.0
+    # Of the passes in which they had a request in progress, those in which a working thread was runnable
+    # without a CPU and none ran on one: the time the host (or the cgroup's quota) held the work back.
+    cpu_starved_passes: float = 0.0
     # CPU supply, from the kernel (None when not known): the busy processes' threads' run-queue delay
     # (ms per s), their cgroup's throttled share of periods, the CPUs the busiest processes may run on
     # (affinity and cpuset), the host's CPUs, and the CPUs all the server's processes used.
@@ -110,10 +113,13 @@ def _working_threads(per_thread: dict, keep_parked: bool = False) -> dict:
     return out
 
 
-def _passes_waiting_for_work(s, tids: set, prefixes: tuple, app: tuple, cache: dict) -> tuple:
-    """(passes in which every one of ``tids`` seen waited for work, passes in which one was seen);
-    start-up samples count as neither."""
-    seen, busy = bytearray(), bytearray()
+_ON_CPU = (HOLDING_GIL, GC, NATIVE, UNKNOWN)  # states given only to a thread not known to be off its CPU
+
+
+def _pass_counts(s, tids: set, prefixes: tuple, app: tuple, cache: dict) -> tuple:
+    """(passes in which ``tids`` were seen, those in which every one seen waited for work, those with
+    work in which one was runnable without a CPU and none ran on one); start-up samples count as none."""
+    seen, busy, running, starved = bytearray(), bytearray(), bytearray(), bytearray()
     for (tid, first, passes, state, stack_id, nr) in s.iter_runs():
         if state == ABSENT or tid not in tids:
             continue
@@ -122,13 +128,19 @@ def _passes_waiting_for_work(s, tids: set, prefixes: tuple, app: tuple, cache: d
             continue
         end = first + passes
         if len(seen) < end:
-            seen.extend(bytes(end - len(seen)))
-            busy.extend(bytes(end - len(busy)))
-        seen[first:end] = b"\x01" * passes
+            for flags in (seen, busy, running, starved):
+                flags.extend(bytes(end - len(flags)))
+        ones = b"\x01" * passes
+        seen[first:end] = ones
         if category != kinds.WAITING_FOR_WORK:
-            busy[first:end] = b"\x01" * passes
-    n_seen = seen.count(1)
-    return n_seen - busy.count(1), n_seen
+            busy[first:end] = ones
+        if state in _ON_CPU:
+            running[first:end] = ones
+        elif state == CPU_WAIT:
+            starved[first:end] = ones
+    n_seen, n_busy = seen.count(1), busy.count(1)
+    held_back = sum(1 for b, r, w in zip(busy, running, starved) if b and w and not r)
+    return n_seen, n_seen - n_busy, held_back
 
 
 def _cpus_allowed(pid: int) -> Optional[int]:
@@ -222,7 +234,7 @@ def summarise_step(recording: Recording, loop_threshold_s: float = eventloop.DEF
         startup_n += counts.get(kinds.STARTUP, 0)
         working_n += sum(counts.values())
         tallies.append((s, counts))
-        for_work[id(s)] = _passes_waiting_for_work(s, _working_tids(per_thread, keep_parked), library_prefixes(s), own, cache)
+        for_work[id(s)] = _pass_counts(s, _working_tids(per_thread, keep_parked), library_prefixes(s), own, cache)
     for s in live:
         for (_tid, _state, stack_id), n in s.stack_counts().items():
             label = startup_label(s.stack(stack_id)) if stack_id != NO_STACK else None
@@ -261,8 +273,9 @@ def summarise_step(recording: Recording, loop_threshold_s: float = eventloop.DEF
     # than one thread here: a share is at most 100 % by construction.
     passes_total = sum(s.samples for s in sessions) or 1
     loops = eventloop.loop_lags(live, loop_threshold_s)
-    waited = sum(for_work[id(s)][0] for s in sessions)
-    seen = sum(for_work[id(s)][1] for s in sessions)
+    seen = sum(for_work[id(s)][0] for s in sessions)
+    waited = sum(for_work[id(s)][1] for s in sessions)
+    held_back = sum(for_work[id(s)][2] for s in sessions)
     return StepProfile(
         processes=len([s for s in recording.sessions if s.target.pid not in recording.helpers]),
         busy_processes=len(sessions),
@@ -282,6 +295,7 @@ def summarise_step(recording: Recording, loop_threshold_s: float = eventloop.DEF
         startup_sites=[label for label, _n in sorted(startup_sites.items(), key=lambda kv: -kv[1])[:3]],
         task_endpoints=task_endpoints.task_endpoint_table(live, own),
         waiting_for_work_passes=waited / seen if seen else 0.0,
+        cpu_starved_passes=held_back / (seen - waited) if seen > waited else 0.0,
         holder_cpu_wait=sum(s.passes_holder_cpu_wait() / s.samples for s in sessions) / len(sessions),
         **_cpu_supply(live, sessions),
     )
@@ -347,11 +361,11 @@ def _limit_from_profile(p: StepProfile) -> tuple:
     # Of the time, not of thread samples: threads parked on idle keep-alive connections beside the one
     # serving do not make a busy process one that waits for work.
     for_work = p.waiting_for_work_passes
-    # Runnable without a CPU most of the time they work: whatever the code does, the host (or the cgroup's
-    # quota) decides how fast it goes. Ahead of the GIL: a holder without a CPU still holds it. Not for
-    # workers with nothing to do most of the time: their few requests do not make the host the limit.
-    if for_work < 0.5 and p.states.get("cpu_wait", 0) >= HOST_LIMIT_SHARE * working:
-        return _host_limit(p, workers, verb, working)
+    # Held off a CPU most of the time they had work: whatever the code does, the host (or the cgroup's
+    # quota) decides how fast it goes, and how long each request waits. Ahead of the GIL: a holder
+    # without a CPU still holds it, and its waiters wait for the host.
+    if p.cpu_starved_passes >= HOST_LIMIT_SHARE:
+        return _host_limit(p, workers, verb)
     waiting = p.states.get("waiting_gil", 0)
     # Past the knee requests queue: a server whose Python holds the GIL most of the time (or as much as
     # the CPUs it shares let it) is limited by that Python work.
@@ -394,21 +408,19 @@ def _limit_from_profile(p: StepProfile) -> tuple:
 HOST_LIMIT_SHARE = 0.5
 
 
-def _host_limit(p: StepProfile, workers: str, verb: Callable, working: float) -> tuple:
+def _host_limit(p: StepProfile, workers: str, verb: Callable) -> tuple:
     """("host CPU" or "CPU quota", words): how long the workers waited for a CPU, the kernel's figures,
     whose the CPUs were, and what would help."""
-    cpu_wait = p.states.get("cpu_wait", 0)
     throttled = p.cgroup_throttled_share
     quota = throttled is not None and throttled >= THROTTLED_NOTABLE
     their = "their" if p.busy_processes != 1 else "its"
-    words = f"{workers} {verb('are')} runnable without a CPU {cpu_wait / working:.0%} of {their} working time"
-    figures = []
+    figures = [f"runnable without a CPU, none of {their} threads running"]
     if p.run_delay_ms_per_s is not None:
         figures.append(f"run queue delay {p.run_delay_ms_per_s:.0f} ms/s per thread")
     if quota:
         figures.append(f"cgroup throttled in {throttled:.0%} of its periods")
-    if figures:
-        words += f" ({'; '.join(figures)})"
+    words = (f"{workers} had work to do {1 - p.waiting_for_work_passes:.0%} of the time and in {p.cpu_starved_passes:.0%} of it "
+             f"{'were' if p.busy_processes != 1 else 'was'} held off a CPU ({'; '.join(figures)})")
     allowed, host, used = p.cpus_allowed, p.host_cpus, p.cpus_used
     if allowed is not None:
         words += (f"; the server may run on {allowed} of the host's {host} CPUs" if host and allowed < host
