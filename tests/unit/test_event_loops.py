@@ -35,8 +35,9 @@ def test_a_blocked_loop_leads_the_verdict_with_the_handlers_line():
     text = summary.verdict.text
     assert text.startswith("Event loop blocked: the event loop of MainThread (tid 1) was away from its selector 8"), text
     assert "get (requests/api.py) called from fetch_price (server.py:10), blocked: I/O wait" in text, text
-    # The rest of the verdict follows (here: the process is otherwise idle).
+    # The rest of the verdict follows; blocked inside a handler is not "mostly idle".
     assert "No GIL contention" in text
+    assert "mostly idle" not in text and "idle" not in summary.verdict.kinds, text
 
 
 def test_the_text_report_has_a_section_per_loop():

@@ -18,6 +18,8 @@ LEADS_VERDICT = 0.3
 # Below that, still a sentence of the verdict (after the rest) from this share on.
 NOTABLE = 0.1
 VERDICT_KIND = "event_loop_blocked"
+# gilty.sampling.analysis.verdict's sentence for an idle process, which a blocked loop contradicts.
+IDLE_SENTENCE = "The process is mostly idle: its threads are blocked in system calls, not held up by the GIL."
 
 
 def lags(session) -> list:
@@ -86,8 +88,13 @@ def with_event_loop(verdict: "Verdict", session) -> "Verdict":
         return verdict
     sentence = verdict_sentence(found[0])
     leads = found[0].lag_share >= LEADS_VERDICT
-    text = f"{sentence} {verdict.text}" if leads else f"{verdict.text} {sentence}"
-    kinds = [VERDICT_KIND, *verdict.kinds] if leads else [*verdict.kinds, VERDICT_KIND]
+    rest, kinds = verdict.text, list(verdict.kinds)
+    if leads and "idle" in kinds:
+        # Blocked in a system call inside a handler is not idle: that is the finding, said first.
+        rest = rest.replace(IDLE_SENTENCE, "").strip()
+        kinds.remove("idle")
+    text = f"{sentence} {rest}" if leads else f"{rest} {sentence}"
+    kinds = [VERDICT_KIND, *kinds] if leads else [*kinds, VERDICT_KIND]
     return type(verdict)(text.strip(), kinds)
 
 
