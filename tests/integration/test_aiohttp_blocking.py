@@ -176,9 +176,9 @@ def test_dump_of_a_blocked_loop_lists_every_task(app):
     proc, base = app
     with traffic(f"{base}/quote", 6):
         time.sleep(0.5)
-        blocker = threading.Thread(target=lambda: urllib.request.urlopen(f"{base}/price?s=5", timeout=30).read(), daemon=True)
+        blocker = threading.Thread(target=lambda: urllib.request.urlopen(f"{base}/price?s=3", timeout=30).read(), daemon=True)
         blocker.start()
-        time.sleep(0.7)  # the loop is inside requests.get from here on, for about 5 s
+        time.sleep(0.7)  # the loop is inside requests.get from here on, for about 3 s
         dumps = []
         for _ in range(4):
             rc, text, err = run_gilty("dump", "--pid", proc.pid, "--tasks", timeout=60)
