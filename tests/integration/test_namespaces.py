@@ -92,6 +92,20 @@ def test_dump_reads_an_interpreter_file_that_exists_only_inside(tmp_path):
     assert f"level_three ({inner}/known_stack.py:9)" in out, out
 
 
+def test_native_stacks_through_an_interpreter_file_that_exists_only_inside(tmp_path):
+    # The unwinder read the file at the target's path in our mount namespace (both roots read "/"),
+    # where it does not exist: every stack was "cut short at [unknown]".
+    if not DEBIAN_PYTHON.exists():
+        pytest.skip(f"needs a static interpreter: {DEBIAN_PYTHON} not installed")
+    inner = tmp_path / "inside"
+    with namespaced_target(str(DEBIAN_PYTHON), "spinners.py", inner, copy_python=True) as (_, pid):
+        code, out, err = run_gilty("record", "--native", "--pid", pid, "--duration", "1", "--format", "json")
+    assert code == 0, err
+    errors = parse_json(out)["errors"]
+    assert errors["native_matched"] > 0, errors
+    assert errors["native_partial"] <= errors["native_matched"] // 10, errors
+
+
 def _cpu_quota_group(share: float):
     from test_cpu_starved import _quota_group
 

@@ -24,6 +24,15 @@ pub struct Regs {
     pub bp: u64,
 }
 
+/// Outermost functions of a thread's C stack.
+const THREAD_STARTS: [&str; 5] = ["__clone3", "__clone", "clone3", "clone", "_start"];
+
+/// Whether an unwind reached the thread's first frame: framehop ends there with an error (clone's
+/// child has no caller), yet the stack is whole.
+pub fn reached_thread_start(frames: &[NativeFrame]) -> bool {
+    frames.last().and_then(|f| f.function.as_deref()).is_some_and(|f| THREAD_STARTS.contains(&f))
+}
+
 /// A native frame, named as far as the file's symbols allow.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct NativeFrame {
@@ -83,10 +92,12 @@ pub struct ProcessUnwinder {
 }
 
 fn root_of(pid: i32) -> String {
-    // Our own root when the target shares it; its /proc root otherwise (containers).
-    let ours = std::fs::read_link("/proc/self/root").ok();
-    let theirs = std::fs::read_link(format!("/proc/{pid}/root")).ok();
-    if ours == theirs {
+    // Our own root when the target shares it; its /proc root otherwise (containers). Both roots read
+    // "/" for a target in a mount namespace of its own, which may mount other files at the same paths.
+    let link = |p: String| std::fs::read_link(p).ok();
+    let same_root = link("/proc/self/root".into()) == link(format!("/proc/{pid}/root"));
+    let same_mounts = link("/proc/self/ns/mnt".into()) == link(format!("/proc/{pid}/ns/mnt"));
+    if same_root && same_mounts {
         String::new()
     } else {
         format!("/proc/{pid}/root")
