@@ -3,9 +3,11 @@
 //!
 //! The kernel says "running" for a thread on a CPU and for one queued for a CPU alike, and it adds a
 //! run-queue wait to the delay counter only when the wait ends. So a pass decides in two steps:
-//! - *Known off a CPU*: the thread has not been switched in since a reading at which it was off a CPU
-//!   (blocked in a syscall, or already known off), or its CPU time and switch count have not moved for
-//!   longer than the scheduler tick could leave a running thread's CPU time unchanged (`STILL_NS`).
+//! - *Known off a CPU*: the thread has been switched out as many times as in (`process::switches`,
+//!   read by the caller: exact, the wait going on included), or it has not been switched in since a
+//!   reading at which it was off a CPU (blocked in a syscall, or already known off), or its CPU time
+//!   and switch count have not moved for longer than the scheduler tick could leave a running
+//!   thread's CPU time unchanged (`STILL_NS`).
 //! - *Likely off a CPU*: runnable now and at the last reading, and on a CPU for less than a tenth of
 //!   the time between them. Taken as waiting only while the debt below is not already more than
 //!   `PREPAID` passes below zero, so a thread that sleeps between passes (not runnable, not owed)
@@ -58,6 +60,12 @@ impl CpuWaitTrack {
     /// (a GIL holder, or its syscall file says "running"). `now_ns` is a monotonic time and
     /// `period_ns` the mean interval between passes. True: this pass is `cpu_wait`.
     pub fn observe(&mut self, reading: Option<Schedstat>, now_ns: u64, period_ns: u64, runnable: bool) -> bool {
+        self.observe_switches(reading, now_ns, period_ns, runnable, None)
+    }
+
+    /// `observe`, told by `off_cpu` (Some(switch-in count)) that the thread was switched out as many
+    /// times as in at a reading after `reading`: off a CPU now, whatever the other counters say.
+    pub fn observe_switches(&mut self, reading: Option<Schedstat>, now_ns: u64, period_ns: u64, runnable: bool, off_cpu: Option<u64>) -> bool {
         self.last_blocked = !runnable;
         self.busy = false;
         let Some(now) = reading else {
@@ -99,8 +107,8 @@ impl CpuWaitTrack {
             return false;
         }
         let not_switched_in = self.off_cpu_pcount == Some(now.pcount);
-        if not_switched_in || still > STILL_NS {
-            self.off_cpu_pcount = Some(now.pcount);
+        if not_switched_in || off_cpu.is_some() || still > STILL_NS {
+            self.off_cpu_pcount = Some(off_cpu.unwrap_or(now.pcount).max(now.pcount));
             self.owed = (self.owed - 1.0).max(-MAX_OWED);
             return true;
         }
@@ -174,6 +182,17 @@ mod tests {
         // Not run for 5 ms while runnable: taken as waiting ahead of the kernel; past a tick: known.
         assert!(t.observe(st(MS, 0, 1), 5 * MS, MS, true));
         assert!(t.observe(st(MS, 0, 1), 13 * MS, MS, true));
+    }
+
+    #[test]
+    fn switched_out_as_often_as_in_is_waiting_at_once() {
+        let mut t = CpuWaitTrack::default();
+        assert!(!t.observe(st(MS, 0, 1), 0, MS, false)); // asleep
+        // Woken, run a little (switched in: the count moved), preempted: no rule above sees it, the
+        // switch counts do, and the wait is paid now rather than from a later credit.
+        assert!(t.observe_switches(st(MS + 20_000, 0, 2), MS, MS, true, Some(2)));
+        assert!(!t.observe(st(2 * MS, MS, 3), 2 * MS, MS, true));
+        assert!(!t.observe(st(3 * MS, MS, 3), 3 * MS, MS, true));
     }
 
     #[test]

@@ -6,7 +6,7 @@ use crate::aggregate::{Aggregate, Seen, NONE};
 use crate::classify::{classify, GilView, History, Observation, ThreadState};
 use crate::clock::monotonic_ns;
 use crate::cpu_wait::CpuWaitTrack;
-use crate::process::switches::SwitchesReader;
+use crate::process::switches::{queued_behind_caller, SwitchesReader};
 use crate::exact::tracing::ExactTracing;
 use crate::exact::ExactSummary;
 use crate::frames::{CodeCache, Frame, FrameWalker, WalkError};
@@ -806,7 +806,7 @@ impl Sampler {
                 let out = track.switches.get_or_insert_with_result(|| SwitchesReader::open(pid, tid)).and_then(|r| r.read());
                 let switched_in = out.and_then(|_| track.schedstat.as_mut().and_then(|r| r.read()));
                 match (out, switched_in) {
-                    (Some(out), Some(s)) if s.pcount > 0 && s.pcount == out => Some(s.pcount),
+                    (Some(out), Some(s)) if s.pcount > 0 && s.pcount == out && !queued_behind_caller(pid, tid) => Some(s.pcount),
                     _ => None,
                 }
             } else {

@@ -4,3 +4,4 @@ pub mod block_cache;
 pub mod maps;
 pub mod memory;
 pub mod procfs;
+pub mod switches;

@@ -131,7 +131,8 @@ def log2_histogram_lines(hist: dict, width: int = 40) -> list:
     if not rows:
         return []
     peak = max(n for _label, n in rows)
-    label_width = max(len(label) for label, _n in rows)
+    # Wide enough for any range under a minute ("[268ms, 536ms)"): histograms of several threads align.
+    label_width = max(14, *(len(label) for label, _n in rows))
     lines = []
     for label, n in rows:
         bar = "@" * max(1, round(width * n / peak)) if n else ""
