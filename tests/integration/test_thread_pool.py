@@ -84,3 +84,16 @@ def test_the_svg_draws_the_pool_as_one_thread(interp, recorded, tmp_path):
     titles = re.findall(r"<title>([^<]*)</title>", svg.read_text(encoding="utf-8"))
     pool = [t for t in titles if t.startswith("ThreadPoolExecutor-")]
     assert len(pool) == 1 and pool[0].startswith("ThreadPoolExecutor-0_# ×8 "), pool
+
+
+# Guards issue 31 item 10: `gilty top` cut the pool's name to its stem (`ThreadPoolExecuto~`), which eight
+# separate pools would all have read.
+def test_top_shows_the_pool_as_one_row(interp, targets):
+    if interp.id.startswith("debian") or interp.minor_str != "3.12":
+        pytest.skip("top's rows read nothing version-specific: checked on pyenv 3.12 only (suite time)")
+    proc = targets(interp, "pool_batch.py")
+    rc, out, err = run_gilty("top", "--pid", proc.pid, "--duration", "1.5", "--rate", "100", timeout=60)
+    assert rc == 0, err
+    frame = [b for b in out.split("gilty top:") if b.strip()][-1]
+    rows = [line for line in frame.splitlines() if line.startswith("ThreadPool")]
+    assert len(rows) == 1 and rows[0].startswith("ThreadPoolE~0_# ×8"), frame

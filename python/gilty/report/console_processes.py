@@ -13,6 +13,7 @@ from gilty.sampling.analysis.functions import top_function_overall
 from gilty.sampling.analysis.pools import Pool, group_pools
 from gilty.sampling.analysis.states import gil_utilisation, mean_waiting_threads, thread_states
 from gilty.sampling.analysis.wording import percent
+from gilty.report.labels import cut_names
 from gilty.report.pictures import short_command
 from gilty.sampling.native_frames import frame_text, native_stacks_line
 from gilty.sampling.processes import roles
@@ -175,11 +176,11 @@ def _thread_lines(session: Session, width: int = REPORT_WIDTH) -> list:
     top = top_function_overall(session, states, busy_min=BUSY_MIN)
     pools = sorted(thread_pools(session), key=lambda p: (-(1.0 - p.fractions[IDLE]), -sort_value(p.fractions, "hold"), p.tids[0]))
     lines = [THREAD_HEADING + "  TOP FUNCTION"]
-    for p in pools:
+    for p, name in zip(pools, cut_names([p.name for p in pools], 26)):
         tid = str(p.tids[0]) if p.size == 1 else f"×{p.size}"
         f = p.fractions
         line = (
-            f"  {_cut(p.name, 26):<26} {tid:>8} {p.samples:>7} "
+            f"  {name:<26} {tid:>8} {p.samples:>7} "
             + " ".join(f"{_pct(x):>6}" for x in (f[HOLDING_GIL] + f[GC], f[WAITING_GIL], f[NATIVE], f[IDLE]))
             + f" {_pct(f[CPU_WAIT]):>8}  "
         )
@@ -458,11 +459,12 @@ def render_top(
         )
         title = _cut(title + _command(s), width)
         rows = []
-        for p in pools:
+        # Names cut keep their ends: "ThreadPoolE~0_# ×8", never eight rows of one stem.
+        for p, name in zip(pools, cut_names([p.name for p in pools], 18)):
             f = p.fractions
             tid = str(p.tids[0]) if p.size == 1 else f"×{p.size}"
             row = (
-                f"{_cut(p.name, 18):<18} {_cut(tid, 7):>7} {_pct(f[HOLDING_GIL] + f[GC]):>5} {_pct(f[WAITING_GIL]):>5} "
+                f"{name:<18} {_cut(tid, 7):>7} {_pct(f[HOLDING_GIL] + f[GC]):>5} {_pct(f[WAITING_GIL]):>5} "
                 f"{_pct(f[NATIVE]):>6} {_pct(f[IDLE]):>5}  "
             )
             members = [top[t] for t in p.tids if t in top]
