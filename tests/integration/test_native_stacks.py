@@ -209,3 +209,32 @@ def test_numpy_fft_names_pocketfft(interp):
         assert "numpy" in caller["file"] and "fft" in caller["file"], frames
         named += 1
     assert named >= 3, f"pocketfft frames in {named} of 10 dumps"
+
+
+def test_pool_threads_without_python_stack_get_their_c_stack(interp):
+    """`dump --native` of a NumPy worker (issue 31, item 7): OpenBLAS's pool threads have no Python
+    stack and no Python thread state; their C stack is all they have, and the dump shows it (they
+    read "the thread was not there when the native stacks were read")."""
+    if interp.id != "3.12.1":
+        pytest.skip("the unwinder is version-independent: checked on pyenv 3.12 only (suite time)")
+    from package_venvs import venv_python
+    from test_numpy_states import _numpy_pin
+
+    python = venv_python(interp, "numpy", (_numpy_pin(),), "import numpy")
+    with running_target(python, "numpy_workers.py") as server:
+        worker = int(open(f"/proc/{server.pid}/task/{server.pid}/children").read().split()[0])
+        rc, out, err = run_gilty("dump", "--pid", worker, "--native", "--format", "json", timeout=60)
+    if rc != 0 and "not permitted" in err:
+        pytest.skip(err.strip().splitlines()[-1])
+    assert rc == 0 and "Traceback" not in err, err
+    bare = [t for t in parse_json(out)["threads"] if not t["stack"]]
+    assert bare, out
+    for t in bare:
+        assert "native_error" not in t, t
+        frames = t["native_stack"]
+        assert frames and all(f["kind"] == "native" for f in frames), t
+        assert any("openblas" in (f["library"] or "").lower() for f in frames), frames
+    # The worker's own thread in dgemm reaches its Python frames: a 32 KiB stack copy stopped after
+    # ufunc_generic_fastcall, short of them.
+    main = next(t for t in parse_json(out)["threads"] if t["stack"])
+    assert "native_error" not in main and main["native_stack"][-1]["kind"] == "python", main

@@ -99,7 +99,7 @@ impl Target {
     /// With `locals`, each thread also has "locals" (per frame, innermost first, a list of
     /// (name, is_argument, repr) or None with the frame's error) or "locals_error". With
     /// `positions`, "positions" (per frame, (line, end_line, column, end_column) or None; 3.11+).
-    /// With `native`, each Python thread has "native_stack" (innermost first: ("py", function, file,
+    /// With `native`, each thread has "native_stack" (innermost first: ("py", function, file,
     /// line) or ("c", function or None, library or None, offset)) or "native_error"; a target where
     /// kernel sampling is not permitted raises (permission_denied) instead.
     #[pyo3(signature = (locals = false, positions = false, native = false))]

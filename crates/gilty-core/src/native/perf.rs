@@ -22,8 +22,9 @@ const REGS_MASK: u64 = (1 << 6) | (1 << 7) | (1 << 8);
 /// Ring data pages per thread (power of two): room for several stack copies between drains.
 const RING_PAGES: usize = 64;
 
-/// Bytes of user stack the kernel copies per sample (must be a multiple of 8, at most 65528).
-pub const DEFAULT_STACK_BYTES: u32 = 32 * 1024;
+/// Bytes of user stack the kernel copies per sample (must be a multiple of 8, at most 65528): the most,
+/// as a NumPy ufunc in OpenBLAS's dgemm takes more than 32 KiB below its Python frame.
+pub const DEFAULT_STACK_BYTES: u32 = 65528;
 
 #[derive(Debug, Clone)]
 pub struct PerfSample {

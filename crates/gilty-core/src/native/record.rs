@@ -26,7 +26,7 @@
 use super::blocked::read_blocked;
 use super::merge::{merge, merge_truncated, MixedFrame};
 use super::perf::{permission_hint, PerfSample, PerfSampler};
-use super::unwind::{NativeFrame, ProcessUnwinder, Regs};
+use super::unwind::{reached_thread_start, NativeFrame, ProcessUnwinder, Regs};
 use crate::frames::Frame;
 use crate::interpreter::Interpreter;
 use std::collections::HashMap;
@@ -102,9 +102,6 @@ pub struct NativeCounts {
 
 /// What a match gives: the mixed stack and whether its unwind stopped early.
 pub type Mixed = (Vec<MixedFrame>, bool);
-
-/// Outermost functions of a thread's C stack: an unwind that reached one of them reached the end.
-const THREAD_STARTS: [&str; 5] = ["__clone3", "__clone", "clone3", "clone", "_start"];
 
 /// Why a sample kept its Python stack alone (see `NativeCounts`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -284,9 +281,7 @@ impl NativeRecorder {
         if native.is_empty() {
             return None;
         }
-        // framehop stops with an error at the thread's first frame (clone's child has no caller):
-        // a stack that reached it is whole.
-        let complete = complete || native.last().and_then(|f| f.function.as_deref()).is_some_and(|f| THREAD_STARTS.contains(&f));
+        let complete = complete || reached_thread_start(&native);
         let m = Arc::new((native.into_iter().map(MixedFrame::Native).collect(), !complete));
         self.bare.insert(tid, (Arc::clone(&m), cpu));
         Some(m)

@@ -10,11 +10,14 @@
 //!   (`merge.rs`).
 //!
 //! Anything else keeps the Python stack and says why the native part is missing.
+//!
+//! A thread with no Python thread state (a C library's pool thread) has only its C stack, nothing to
+//! match: its `/proc` registers while blocked (not switched meanwhile), else a kernel sample.
 
 use super::blocked::{read_blocked, switches};
 use super::merge::{merge, merge_truncated, MixedFrame};
 use super::perf::{permission_hint, PerfSampler, DEFAULT_STACK_BYTES};
-use super::unwind::{NativeFrame, ProcessUnwinder, Regs};
+use super::unwind::{reached_thread_start, NativeFrame, ProcessUnwinder, Regs};
 use crate::clock::monotonic_ns;
 use crate::frames::{CodeCache, Frame, FrameWalker};
 use crate::error::{Error, ErrorKind};
@@ -162,5 +165,52 @@ pub fn take(interp: &Interpreter, cache: &mut CodeCache, resolver: &mut TidResol
         };
         out.push(NativeThread { tid, stack, partial });
     }
+    let python: Vec<i32> = threads.iter().filter_map(|t| t.tid).collect();
+    let others: Vec<i32> = crate::process::procfs::thread_ids(pid).unwrap_or_default().into_iter().filter(|t| !python.contains(t)).collect();
+    for tid in others {
+        out.push(bare_thread(interp, &mut unwinder, tid, wait)?);
+    }
     Ok(out)
+}
+
+/// The C stack of a thread without a Python thread state: its registers from `/proc` while blocked,
+/// else the first kernel sample within `wait`. Err: perf refused.
+fn bare_thread(interp: &Interpreter, unwinder: &mut ProcessUnwinder, tid: i32, wait: Duration) -> crate::Result<NativeThread> {
+    let copied = match read_blocked(interp.pid, tid, &interp.mem) {
+        Some(b) if switches(interp.pid, tid) == Some(b.switches_before) => Ok((b.regs, b.stack)),
+        Some(_) => Err("the thread ran while its blocked stack was read".to_owned()),
+        None => {
+            let mut perf = PerfSampler::new(DUMP_PERIOD_NS, DEFAULT_STACK_BYTES);
+            match perf.add_thread(tid) {
+                Ok(()) => first_sample(&mut perf, tid, Instant::now() + wait),
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Err("the thread exited".to_owned()),
+                Err(e) => return Err(Error::new(ErrorKind::PermissionDenied, permission_hint(&e))),
+            }
+        }
+    };
+    let mut partial = None;
+    let stack = copied.map(|(regs, stack)| {
+        let (native, complete) = native_frames(unwinder, regs, &stack);
+        if !complete && !reached_thread_start(&native) {
+            let at = native.last().map(|f| f.label()).unwrap_or_else(|| "[unknown]".into());
+            partial = Some(format!("the native unwind stopped after {at} (no unwind information there)"));
+        }
+        native.into_iter().map(MixedFrame::Native).collect()
+    });
+    Ok(NativeThread { tid, stack, partial })
+}
+
+/// The registers and stack of the first kernel sample of `tid` before `deadline`.
+fn first_sample(perf: &mut PerfSampler, tid: i32, deadline: Instant) -> Result<(Regs, Vec<u8>), String> {
+    let mut samples = Vec::new();
+    loop {
+        perf.drain(&mut samples);
+        if let Some(s) = samples.iter_mut().rev().find(|s| s.tid == tid) {
+            return Ok((s.regs, std::mem::take(&mut s.stack)));
+        }
+        if Instant::now() >= deadline {
+            return Err("no kernel sample of the thread (not running, not in a system call)".to_owned());
+        }
+        std::thread::sleep(BRACKET);
+    }
 }
