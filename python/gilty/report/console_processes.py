@@ -13,7 +13,7 @@ from gilty.sampling.analysis.functions import top_function_overall
 from gilty.sampling.analysis.pools import Pool, group_pools
 from gilty.sampling.analysis.states import gil_utilisation, mean_waiting_threads, thread_states
 from gilty.sampling.analysis.wording import percent
-from gilty.report.labels import cut_names
+from gilty.report.labels import cut_name, cut_names
 from gilty.report.pictures import short_command
 from gilty.sampling.native_frames import frame_text, native_stacks_line
 from gilty.sampling.processes import roles
@@ -128,7 +128,7 @@ def _process_cells(session: Session, role: str) -> tuple:
         name = session.thread_name(tid)
     line = (
         f"{session.target.pid:>7} {_cut(role, 6):<6} {session.samples:>7} {percent(gil_utilisation(session)):>5}  "
-        f"{_cut(name, 20):<20} {_pct(f[HOLDING_GIL] + f[GC]):>5} {_pct(f[WAITING_GIL]):>5} {_pct(f[NATIVE]):>6} "
+        f"{cut_name(name, 20):<20} {_pct(f[HOLDING_GIL] + f[GC]):>5} {_pct(f[WAITING_GIL]):>5} {_pct(f[NATIVE]):>6} "
         f"{_pct(f[IDLE]):>5} {_pct(f[CPU_WAIT]):>8}  "
     )
     command = _command(session)
