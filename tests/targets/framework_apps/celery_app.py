@@ -14,6 +14,8 @@ FOLDER = Path(os.environ.get("FRAMEWORK_CELERY_DIR", "/tmp/gilty-celery"))
 app = Celery("celery_app", broker="filesystem://")
 app.conf.update(
     broker_transport_options={"data_folder_in": str(FOLDER / "queue"), "data_folder_out": str(FOLDER / "queue"),
+                              # kombu's exchange table, else a "control" folder in the working directory
+                              "control_folder": str(FOLDER / "control"),
                               "store_processed": False, "polling_interval": 0.02},
     task_ignore_result=True,
     worker_hijack_root_logger=False,
