@@ -176,3 +176,4 @@ def test_aiohttp_knee_names_the_semaphore(frameworks):
     if knee["limit"] != "host CPU":
         where = f"(aiohttp_app.py:{acquire}, semaphore)"
         assert "requests to `aiohttp_view (aiohttp_app.py)`" in knee["explanation"] and where in knee["explanation"], knee
+        assert knee["limit"] == "awaiting a semaphore", knee

@@ -9,7 +9,7 @@ from __future__ import annotations
 from synthetic import (ACCEPT4, EPOLL_WAIT, HOLD, IDLE, NATIVE, PSELECT6, RECVFROM, BatchBuilder,
                        make_session)
 
-from gilty.load import analysis, kinds, profile
+from gilty.load import analysis, kinds, profile, task_endpoints
 from gilty.load.endpoints import FRAMEWORK, endpoint_table, handler_frame
 from gilty.load.eventloop import loop_lags
 from gilty.load.sites import app_fragments, site_key
@@ -82,6 +82,22 @@ def test_a_sync_worker_waiting_in_select_waits_for_work_not_on_a_dependency():
     p = profile.summarise_step(Recording([_worker(b, 12, plan)], rate_hz=100.0))
     assert profile.limit_from_profile(p)[0] == "I/O wait on a dependency", p.idle_kinds
     assert p.idle_kinds[kinds.WAITING_FOR_WORK] == 0.2
+
+
+def test_requests_queued_at_a_semaphore_name_it_as_the_limit():
+    # aiohttp behind asyncio.Semaphore(2): the loop sits at its selector, the requests' tasks await a slot.
+    b = BatchBuilder(names={1: "MainThread"})
+    wait = b.stack(*SYNC_WAIT)
+    p = profile.summarise_step(Recording([_worker(b, 30, [(IDLE, wait, PSELECT6)] * 90 + [(HOLD, b.stack(("quote", "/srv/app/server.py", 22)))] * 10)], rate_hz=100.0))
+    awaits = [{"kind": "semaphore", "function": "quote", "file": "/srv/app/server.py", "line": 22, "code": "async with sem:", "share": 0.9}]
+    p.task_endpoints = [task_endpoints.TaskEndpoint("quote", "/srv/app/server.py", 4.0, {"awaiting": 0.9}, awaits)]
+    limit, words = profile.limit_from_profile(p)
+    # before: "waiting for work", the semaphore only a possible cause after a colon
+    assert limit == "awaiting a semaphore", (limit, words)
+    assert words.startswith("requests to `quote (server.py)` spend 90% of their time awaiting `async with sem:` (server.py:22, semaphore)"), words
+    # an await that does not cap concurrency (a sleep, a socket) stays a cause of the wait
+    awaits[0]["kind"] = "sleep"
+    assert profile.limit_from_profile(p)[0] == "waiting for work"
 
 
 def test_the_cause_comes_from_the_busiest_workers():

@@ -331,6 +331,9 @@ def _site_words(top: Optional[Site]) -> str:
 # An endpoint whose requests' tasks spend this share of their time in one await names that await as
 # the cause of a limit that is time spent outside the workers' CPU (waiting for work, concurrency, I/O).
 AWAIT_CAUSE_SHARE = 0.5
+# Awaits that cap how many requests proceed at once: when the top one is of these kinds, it is the
+# limit itself (a semaphore of 2 caps the server however idle its CPU), not a cause of "waiting".
+CAPPING_KINDS = ("semaphore", "lock", "condition", "queue")
 
 
 def limit_from_profile(p: StepProfile) -> tuple:
@@ -341,6 +344,9 @@ def limit_from_profile(p: StepProfile) -> tuple:
     awaited = [e for e in getattr(p, "task_endpoints", []) if e.awaits and e.awaits[0]["share"] >= AWAIT_CAUSE_SHARE]
     if awaited and name in ("waiting for work", "concurrency", "I/O wait on a dependency"):
         top = max(awaited, key=lambda e: e.task_s * e.awaits[0]["share"])
+        kind = top.awaits[0]["kind"]
+        if kind in CAPPING_KINDS:
+            return f"awaiting a {kind}", f"{task_endpoints.await_words(top)}: it lets only so many requests proceed at once ({words})"
         words = f"{words}: {task_endpoints.await_words(top)}"
     return name, words
 
