@@ -38,6 +38,18 @@ def test_shared_names_are_told_apart_by_tid():
     assert "threads 'python' (tid 2), 'python' (tid 3) wait for it 50%" in text
 
 
+def test_a_pool_is_named_once():
+    # ThreadPoolExecutor(8) trading the GIL: the verdict listed 'ThreadPoolExecutor-0_0', '..._4',
+    # '..._1' and 6 more, twice over.
+    names = {1: "MainThread", **{10 + i: f"ThreadPoolExecutor-0_{i}" for i in range(8)}}
+    b = BatchBuilder(names=names)
+    parse = b.stack(("parse_doc", "job.py", 9))
+    passes = [{1: IDLE, **{10 + i: ((HOLD, parse) if (n + i) % 8 == 0 else WAIT) for i in range(8)}} for n in range(200)]
+    text = summarise(make_session([b.batch(passes)])).verdict.text
+    assert "Threads 'ThreadPoolExecutor-0_#' (8 threads) wait for the GIL 88% of their time" in text, text
+    assert "and 6 more" not in text and "'ThreadPoolExecutor-0_1'" not in text.split("largest holders")[0], text
+
+
 def test_no_contention():
     b = BatchBuilder(names={1: "main", 2: "worker"})
     passes = (

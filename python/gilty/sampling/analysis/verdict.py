@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from gilty.sampling.analysis.convoy import RESOLVED_SAMPLES_PER_EPISODE
 from gilty.sampling.analysis.functions import most_frequent
+from gilty.sampling.analysis.pools import group_pools
 from gilty.sampling.analysis.wording import label_list, milliseconds, percent, percent_range, short_labels, thread_label
 from gilty.sampling.analysis.summary_model import Verdict
 from gilty.sampling.native_frames import frame_text
@@ -30,6 +31,25 @@ FUNCTION_DOMINANT = 0.8
 FEW_SAMPLES = 100
 
 
+class _Labels(dict):
+    """{tid: "'name'"} that also names lists of threads with each pool once: "'ThreadPoolExecutor-0_#'
+    (8 threads)" rather than eight names, of which a sentence shows three "and 6 more"."""
+
+    def __init__(self, threads: list) -> None:
+        super().__init__(short_labels(threads))
+        pools = group_pools(threads, name_of=lambda t: t.name, tid_of=lambda t: t.tid, counts_of=lambda t: t.states.counts)
+        # Numbered pools only: threads that share one name (unnamed ones read as the process) stay
+        # told apart by tid.
+        self.pool_of = {tid: p.label for p in pools if len({t.name for t in p.members}) > 1 for tid in p.tids}
+
+    def names(self, threads: list) -> str:
+        groups: dict = {}  # pool label, or a tid of its own -> tids, in first-seen order
+        for t in threads:
+            groups.setdefault(self.pool_of.get(t.tid, t.tid), []).append(t.tid)
+        parts = [self[tids[0]] if len(tids) == 1 else f"'{key}' ({len(tids)} threads)" for key, tids in groups.items()]
+        return label_list(parts)
+
+
 def _contention(summary: "Summary", waiters: list, labels: dict) -> str:
     """Who waits for the GIL, and while whom holds it (from the same sampling passes)."""
     by_holder: Counter = Counter()
@@ -42,7 +62,7 @@ def _contention(summary: "Summary", waiters: list, labels: dict) -> str:
     subject = "Thread" if len(waiters) == 1 else "Threads"
     verb = "waits" if len(waiters) == 1 else "wait"
     their = "its" if len(waiters) == 1 else "their"
-    names = label_list([labels[t.tid] for t in waiters])
+    names = labels.names(waiters)
     waiting = f"{subject} {names} {verb} for the GIL {percent_range(waits)} of {their} time"
 
     if by_holder[None] > total_wait / 2 or not named:
@@ -80,7 +100,7 @@ def _contention(summary: "Summary", waiters: list, labels: dict) -> str:
     if len(others) == 1:
         who = f"thread {labels[others[0].tid]} waits for it {percent_range(waits)} of its time"
     else:
-        who = f"threads {label_list([labels[t.tid] for t in others])} wait for it {percent_range(waits)} of their time"
+        who = f"threads {labels.names(others)} wait for it {percent_range(waits)} of their time"
 
     # Name the holder's function when it accounts for most of the holder's share, as in
     # "while 'metrics' runs spin() (app.py:12)"; else give both shares.
@@ -115,7 +135,7 @@ def _convoy(convoy_threads: list, labels: dict, switch_interval_s: float, rate_h
     # period, so with few samples per episode the mean is an over-estimate: say so.
     limited = samples / episodes < RESOLVED_SAMPLES_PER_EPISODE
     text = (
-        f"Convoy: {label_list([labels[t.tid] for t in convoy_threads])} {verb} {'up to ' if limited else ''}"
+        f"Convoy: {labels.names(convoy_threads)} {verb} {'up to ' if limited else ''}"
         f"{milliseconds(mean)} per wake-up from a blocking call, {intervals} ({milliseconds(switch_interval_s)})"
     )
     if limited:
@@ -152,7 +172,7 @@ def _cpu_starved(summary: "Summary", starved: list, labels: dict) -> str:
     if starved:
         shares = percent_range([t.states.fraction(CPU_WAIT) for t in starved])
         one = len(starved) == 1
-        who = f"{'Thread' if one else 'Threads'} {label_list([labels[t.tid] for t in starved])} {'waits' if one else 'wait'}"
+        who = f"{'Thread' if one else 'Threads'} {labels.names(starved)} {'waits' if one else 'wait'}"
         return (
             f"CPU starved: {who} for a CPU {shares} of {'its' if one else 'their'} time{line}; "
             "that time is neither GIL contention nor native code."
@@ -169,7 +189,7 @@ def verdict(summary: "Summary") -> "Verdict":
     sentences: list = []
     kinds: list = []
     threads = summary.threads
-    labels = short_labels(threads)
+    labels = _Labels(threads)
     # Runnable threads without a CPU: the host or the cgroup's quota, not the GIL. The larger finding
     # is said first: starvation before contention only when some thread loses more time to it than
     # any thread loses waiting for the GIL (a busy 2-CPU host costs every thread a few percent).
