@@ -40,24 +40,6 @@ class Readiness:
     router: list = field(default_factory=list)
 
 
-def _tcp_table() -> list:
-    """[(local port, remote port, state, inode)] of every TCP socket in this network namespace."""
-    out = []
-    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(name) as f:
-                next(f, None)
-                for line in f:
-                    cols = line.split()
-                    if len(cols) < 10:
-                        continue
-                    local, remote, state, inode = cols[1], cols[2], cols[3], cols[9]
-                    out.append((int(local.rsplit(":", 1)[1], 16), int(remote.rsplit(":", 1)[1], 16), state, inode))
-        except OSError:
-            continue
-    return out
-
-
 def _children_map() -> dict:
     kids: dict = {}
     for entry in os.listdir("/proc"):
@@ -101,7 +83,7 @@ def _socket_inodes(pid: int) -> set:
 def workers(root: int, port: int) -> list:
     """Pids of ``root``'s tree that hold a socket listening on ``port``, less those with such a holder
     below them (a master that forked its workers)."""
-    listening = {inode for lport, _r, state, inode in _tcp_table() if state == LISTEN and lport == port}
+    listening = {inode for lport, _r, state, inode in helpers.tcp_table() if state == LISTEN and lport == port}
     if not listening:
         return []
     tree = process_tree(root)
@@ -134,7 +116,7 @@ def _cpu_ticks(pids: set) -> dict:
 
 
 def _owner(server_port: int, client_port: int, pids: list) -> Optional[int]:
-    inodes = {inode for lport, rport, state, inode in _tcp_table()
+    inodes = {inode for lport, rport, state, inode in helpers.tcp_table()
               if lport == server_port and rport == client_port and state == ESTABLISHED and inode != "0"}
     if not inodes:
         return None

@@ -53,20 +53,27 @@ class Facts:
     listens: tuple = ()  # ports of TCP sockets it holds in LISTEN state
 
 
-def _listening_ports() -> dict:
-    """{socket inode: port} of the TCP sockets listening in this network namespace."""
-    out = {}
+def tcp_table() -> list:
+    """[(local port, remote port, state, inode)] of every TCP socket in this network namespace."""
+    out = []
     for name in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             with open(name) as f:
                 next(f, None)
                 for line in f:
                     cols = line.split()
-                    if len(cols) >= 10 and cols[3] == "0A":
-                        out[cols[9]] = int(cols[1].rsplit(":", 1)[1], 16)
+                    if len(cols) < 10:
+                        continue
+                    local, remote, state, inode = cols[1], cols[2], cols[3], cols[9]
+                    out.append((int(local.rsplit(":", 1)[1], 16), int(remote.rsplit(":", 1)[1], 16), state, inode))
         except OSError:
             continue
     return out
+
+
+def _listening_ports() -> dict:
+    """{socket inode: port} of the TCP sockets listening in this network namespace."""
+    return {inode: port for port, _remote, state, inode in tcp_table() if state == "0A"}
 
 
 def read_facts(pid: int, listening: Optional[dict] = None) -> Optional[Facts]:
