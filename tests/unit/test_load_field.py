@@ -10,6 +10,7 @@ from synthetic import (ACCEPT4, EPOLL_WAIT, HOLD, IDLE, NATIVE, PSELECT6, RECVFR
                        make_session)
 
 from gilty.load import analysis, kinds, profile, task_endpoints
+from gilty.load import endpoints
 from gilty.load.endpoints import FRAMEWORK, endpoint_table, handler_frame
 from gilty.load.eventloop import loop_lags
 from gilty.load.sites import app_fragments, site_key
@@ -98,6 +99,12 @@ def test_requests_queued_at_a_semaphore_name_it_as_the_limit():
     # an await that does not cap concurrency (a sleep, a socket) stays a cause of the wait
     awaits[0]["kind"] = "sleep"
     assert profile.limit_from_profile(p)[0] == "waiting for work"
+    # The handler's thread samples are its moments on the loop, all holding the GIL: with its tasks
+    # awaiting 90 %, it is not "holding the GIL 100 % of its time" (said after the limit before).
+    p.endpoints = [endpoints.Endpoint("quote", "/srv/app/server.py", {"holding_gil": 0.1}, 0.1, 1.0)]
+    assert not any("endpoint `quote" in c for c in profile.other_causes(p, "awaiting a semaphore")), profile.other_causes(p, "x")
+    p.task_endpoints = []
+    assert any("endpoint `quote (server.py)` holds the GIL 100%" in c for c in profile.other_causes(p, "x"))
 
 
 def test_the_cause_comes_from_the_busiest_workers():

@@ -545,7 +545,10 @@ def other_causes(p: StepProfile, limit: str) -> list:
     loop = p.loops[0] if p.loops else None
     if loop is not None and limit != "event loop blocked" and loop.spans and loop.lag_share >= 0.05:
         out.append(loop_words(loop))
-    cpu = [e for e in p.endpoints if e.file and e.share_holding >= 0.5]
+    # An asyncio handler's thread samples are only its moments on the loop (all holding the GIL): where
+    # its requests' tasks mostly await, its time is not CPU.
+    awaiting = {(t.function, t.file) for t in getattr(p, "task_endpoints", []) if t.states.get("awaiting", 0) >= 0.5}
+    cpu = [e for e in p.endpoints if e.file and e.share_holding >= 0.5 and (e.function, e.file) not in awaiting]
     if cpu and limit not in ("CPU in Python",):
         e = max(cpu, key=lambda e: e.total_s * e.share_holding)
         where = f", {e.top_site_share:.0%} under `{e.top_site}`" if e.top_site else ""
