@@ -86,9 +86,14 @@ def _contention(summary: "Summary", waiters: list, labels: dict) -> str:
 
     if holder_share < 0.5:
         # Nobody dominates: list the biggest holders instead of blaming one.
+        # A pool's threads taking turns are one holder here: its share, not three of its threads'.
+        by_group: Counter = Counter()
+        for tid, n in named:
+            by_group[labels.pool_of.get(tid, tid)] += n
         top = ", ".join(
-            f"{labels.get(tid, thread_label(summary.session.thread_name(tid), tid))} {percent(n / total_wait)}"
-            for tid, n in named[:3]
+            (f"'{key}' ({sum(1 for p in labels.pool_of.values() if p == key)} threads)" if key in labels.pool_of.values()
+             else labels.get(key, thread_label(summary.session.thread_name(key), key))) + f" {percent(n / total_wait)}"
+            for key, n in by_group.most_common(3)
         )
         return f"{waiting}; no single thread holds it most of that time (largest holders: {top})."
 
