@@ -5,13 +5,10 @@ from __future__ import annotations
 
 from gilty.sampling.analysis import Summary
 from gilty.sampling.analysis.exact import log2_histogram_lines, zero_count
+from gilty.report.labels import cut_names
 from gilty.sampling.analysis.wording import milliseconds, percent
 
 NAME_WIDTH = 20
-
-
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "~"
 
 
 def _ms(seconds: float) -> str:
@@ -32,17 +29,18 @@ def exact_sections(summary: Summary) -> list:
         f"{'THREAD':<{NAME_WIDTH}} {'TID':>8} {'HOLD':>7} {'(sampled)':>9} {'WAIT':>7} {'HANDOFF':>7} {'(sampled)':>9} "
         f"{'ACQUIRED':>8} {'FORCED':>6}  WAIT p50 / p90 / p99 / max",
     ]
-    for t in summary.threads:
-        e = exact.threads.get(t.tid)
-        if e is None:
-            continue
+    traced = [t for t in summary.threads if t.tid in exact.threads]
+    # Per thread (exact figures are not pooled): names cut keeping their ends, so a pool's rows differ.
+    names = dict(zip((t.tid for t in traced), cut_names([t.name for t in traced], NAME_WIDTH)))
+    for t in traced:
+        e = exact.threads[t.tid]
         # A holder preempted by the kernel still holds the GIL, as exact tracing sees it.
         sampled_hold = t.states.hold_fraction
         sampled_wait = t.states.fraction(2)
         w = e.wait
         dist = " / ".join(_ms(w[k]) for k in ("p50_s", "p90_s", "p99_s", "max_s")) if w["count"] else "-"
         out.append(
-            f"{_cut(t.name, NAME_WIDTH):<{NAME_WIDTH}} {t.tid:>8} {percent(e.hold_fraction):>7} "
+            f"{names[t.tid]:<{NAME_WIDTH}} {t.tid:>8} {percent(e.hold_fraction):>7} "
             f"{'(' + percent(sampled_hold) + ')':>9} {percent(e.wait_fraction):>7} {percent(e.handoff_fraction):>7} "
             f"{'(' + percent(sampled_wait) + ')':>9} "
             f"{e.acquisitions:>8} {e.forced_switches:>6}  {dist}"
