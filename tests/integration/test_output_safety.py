@@ -9,9 +9,11 @@ before attaching, kill -9 mid-write leaves nothing, a second Ctrl-C while writin
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import pwd
+import select
 import shutil
 import signal
 import stat
@@ -333,6 +335,7 @@ def test_kill_9_while_writing_leaves_nothing(target, tmp_path):
         json.loads(out.read_text())
 
 
+
 class Running:
     """A gilty command whose stderr is collected as it comes, so a test can wait for a line."""
 
@@ -359,39 +362,35 @@ class Running:
         return "".join(self.err)
 
 
-def _stop_while_writing(proc, directory, timeout: float = 30) -> bool:
-    """SIGSTOP ``proc`` as soon as one of its descriptors is a file in ``directory`` (the report being
-    written, under its own or a temporary name); False when it exited or never opened one."""
-    fd_dir = f"/proc/{proc.pid}/fd"
-    deadline = time.monotonic() + timeout
-    while proc.poll() is None and time.monotonic() < deadline:
-        try:
-            links = [os.readlink(f"{fd_dir}/{fd}") for fd in os.listdir(fd_dir)]
-        except OSError:
-            links = []  # a descriptor closed between the listing and its readlink
-        if any(link.startswith(f"{directory}/") for link in links):
-            proc.send_signal(signal.SIGSTOP)
-            return True
-        time.sleep(0.0005)
-    return False
-
-
 def test_second_ctrl_c_while_writing_still_writes_the_report(target, tmp_path):
+    # The report goes to a FIFO whose pipe holds 4 KiB and is not read until the second Ctrl-C: once
+    # its first bytes are there, gilty is inside its write and stays there, however fast the machine
+    # (a sleep, or watching its descriptors, missed a write that took a few ms).
     out = tmp_path / "r.html"
-    run = Running(["record", "--pid", target.pid, "--rate", "2000", "--duration", "60", "-o", out])
-    run.wait_for("gilty: recording")
-    time.sleep(3.0)
-    run.proc.send_signal(signal.SIGINT)  # ends the recording
-    # Caught with the report's file open (a sleep cannot know when a fast machine is already done):
-    # stopped there, the second Ctrl-C waits for the continue and lands inside the write.
-    assert _stop_while_writing(run.proc, tmp_path), "the report's file was never seen open"
-    run.proc.send_signal(signal.SIGINT)
-    run.proc.send_signal(signal.SIGCONT)
+    os.mkfifo(out)
+    reader = os.open(out, os.O_RDONLY | os.O_NONBLOCK)  # a reader from the start: gilty's open does not wait
+    try:
+        fcntl.fcntl(reader, fcntl.F_SETPIPE_SZ, 4096)
+        run = Running(["record", "--pid", target.pid, "--rate", "2000", "--duration", "60", "-o", out])
+        run.wait_for("gilty: recording")
+        time.sleep(3.0)
+        run.proc.send_signal(signal.SIGINT)  # ends the recording
+        readable, _, _ = select.select([reader], [], [], 60)
+        assert readable and run.proc.poll() is None, "no report began before gilty ended"
+        run.proc.send_signal(signal.SIGINT)
+        time.sleep(0.2)  # delivered while the write waits for the pipe
+        os.set_blocking(reader, True)
+        chunks = []
+        while chunk := os.read(reader, 1 << 16):
+            chunks.append(chunk)
+    finally:
+        os.close(reader)
     err = run.end()
+    page = b"".join(chunks)
     assert run.proc.returncode == 0, f"exit {run.proc.returncode}: {err}"
     assert "Traceback" not in err
     assert "finishing" in err and f"gilty: wrote {out}" in err, err
-    assert out.read_text().rstrip().endswith("</html>")
+    assert len(page) > 4096 and page.rstrip().endswith(b"</html>"), len(page)
 
 
 def test_specialization_ctrl_c_keeps_what_it_read(target):

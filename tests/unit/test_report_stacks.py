@@ -5,6 +5,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 from recordings import HOSTILE, one_process, two_processes, worker_session
+from synthetic import HOLD, BatchBuilder, make_session
 
 from gilty.report import collapsed, speedscope
 from gilty.report.pictures import PictureOptions
@@ -110,3 +111,13 @@ def test_svg_is_an_inferno_flame_graph_with_escaped_names():
     assert "spin (app.py:12)" in text and "worker (tid 10)" in text
     assert "gilty: 2 processes" in text
     assert not root.findall(".//{http://www.w3.org/2000/svg}img") and "<img" not in svg
+
+
+def test_speedscope_leaves_out_a_line_that_could_not_be_read():
+    # A frame read without its line (-1) was written "line": -1 (test_record_native saw it in a
+    # clean clone); speedscope's line is optional.
+    b = BatchBuilder(names={1: "MainThread"})
+    stack = b.stack(("lost", "app.py", -1), ("main", "app.py", 3))
+    doc = json.loads(speedscope.render(Recording.of(make_session([b.batch([{1: (HOLD, stack)}] * 10)]))))
+    frames = {f["name"]: f for f in doc["shared"]["frames"]}
+    assert "line" not in frames["lost"] and frames["main"]["line"] == 3, frames

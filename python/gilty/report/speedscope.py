@@ -56,7 +56,9 @@ class _FrameTable:
             if source is not None:
                 entry["line"] = source_line
             return self.index(("frame", function, file, line), entry)
-        entry = {"name": function, "file": file, "line": line}
+        entry = {"name": function, "file": file}
+        if line >= 0:  # -1: a frame whose line could not be read; speedscope's line is optional
+            entry["line"] = line
         if position is not None and position[2] is not None:
             entry["col"] = position[2] + 1
         return self.index(("frame", function, file, line), entry)
