@@ -136,7 +136,10 @@ def routed_uwsgi(request, tmp_path):
                 urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5).read()
                 kids = _workers(proc.pid)
                 router = _listening_holder(kids, port)
-                if len(kids) == 4 and router is not None:
+                # With --lazy-apps each worker loads the app itself: one still importing it (a clean
+                # clone's parallel part caught one) is not yet a worker like the others.
+                ready = (tmp_path / "uwsgi.log").read_text(errors="replace").count("WSGI app 0 (mountpoint='') ready")
+                if len(kids) == 4 and router is not None and ready >= (3 if lazy else 1):
                     break
             except OSError:
                 pass
