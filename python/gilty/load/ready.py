@@ -65,21 +65,6 @@ def process_tree(root: int) -> list:
     return out
 
 
-def _socket_inodes(pid: int) -> set:
-    out = set()
-    try:
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            try:
-                link = os.readlink(f"/proc/{pid}/fd/{fd}")
-            except OSError:
-                continue
-            if link.startswith("socket:["):
-                out.add(link[8:-1])
-    except OSError:
-        pass
-    return out
-
-
 def workers(root: int, port: int) -> list:
     """Pids of ``root``'s tree that hold a socket listening on ``port``, less those with such a holder
     below them (a master that forked its workers)."""
@@ -87,7 +72,7 @@ def workers(root: int, port: int) -> list:
     if not listening:
         return []
     tree = process_tree(root)
-    holders = [pid for pid in tree if _socket_inodes(pid) & listening]
+    holders = [pid for pid in tree if helpers.socket_inodes(pid) & listening]
     kids = _children_map()
 
     def below(pid):
@@ -121,7 +106,7 @@ def _owner(server_port: int, client_port: int, pids: list) -> Optional[int]:
     if not inodes:
         return None
     for pid in pids:
-        if _socket_inodes(pid) & inodes:
+        if helpers.socket_inodes(pid) & inodes:
             return pid
     return None
 

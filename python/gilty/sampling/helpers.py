@@ -71,6 +71,22 @@ def tcp_table() -> list:
     return out
 
 
+def socket_inodes(pid: int) -> set:
+    """Inodes of the sockets ``pid`` holds open (from its /proc/PID/fd links)."""
+    out = set()
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if link.startswith("socket:["):
+                out.add(link[8:-1])
+    except OSError:
+        pass
+    return out
+
+
 def _listening_ports() -> dict:
     """{socket inode: port} of the TCP sockets listening in this network namespace."""
     return {inode: port for port, _remote, state, inode in tcp_table() if state == "0A"}
@@ -97,18 +113,7 @@ def read_facts(pid: int, listening: Optional[dict] = None) -> Optional[Facts]:
                     private += int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass
-    ports = set()
-    if listening:
-        try:
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                try:
-                    link = os.readlink(f"/proc/{pid}/fd/{fd}")
-                except OSError:
-                    continue
-                if link.startswith("socket:[") and link[8:-1] in listening:
-                    ports.add(listening[link[8:-1]])
-        except OSError:
-            pass
+    ports = {listening[inode] for inode in socket_inodes(pid) & listening.keys()} if listening else set()
     try:
         return Facts(pid=pid, ppid=int(status["PPid"]), exe=exe, cmdline=cmdline,
                      caught=int(status.get("SigCgt", "0"), 16), ignored=int(status.get("SigIgn", "0"), 16),
