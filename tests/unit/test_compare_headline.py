@@ -59,3 +59,16 @@ def test_a_large_change_called_noise_says_why():
     why = next((line for line in text.splitlines() if "p50" in line and "is within noise" in line), None)
     assert why is not None, text
     assert "243.3 ms → 50.0 ms" in why and "seconds" in why, why
+
+
+def test_latency_leads_the_servers_inner_figures():
+    # Seen in CI: server threads 0.93 -> 1.40 (+50 %) outranked the median 20.7 -> 30.5 ms (+48 %), and the
+    # headline's three places went to server threads, p99 and p90: what users feel leads now.
+    from gilty.load.compare import Row
+    rows = [Row("step 50 rps endpoint Handler.do_GET", "server_threads", 0.93, 1.40, 0.47, 0.05, True),
+            Row("step 50 rps", "p50_s", 0.0207, 0.0305, 0.0098, 0.002, True),
+            Row("step 50 rps", "p90_s", 0.0210, 0.0310, 0.0100, 0.002, True),
+            Row("step 50 rps", "p99_s", 0.0223, 0.0335, 0.0112, 0.003, True)]
+    first = render_text("a.json", "b.json", "load", rows).splitlines()[2]
+    assert "step 50 rps p50_s 20.7 ms → 30.5 ms (worse)" in first, first
+    assert "server_threads" not in first, first

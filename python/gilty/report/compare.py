@@ -31,6 +31,10 @@ def _knee_rate(v: Optional[float]) -> str:
     return "below the first step" if v is None else f"{v:g}"
 
 
+def _user_facing(metric: str) -> bool:
+    return metric.startswith("p") and metric.endswith("_s") or metric in ("throughput", "max_throughput")
+
+
 def headline(rows: list) -> list:
     """The changes that matter, first: the knee, an event loop's lag, then the largest changes beyond
     noise (their direction said); empty when nothing changed."""
@@ -46,7 +50,8 @@ def headline(rows: list) -> list:
         out.append(f"loop lag of {visible(thread)} at {step.removeprefix('step ')} {r.a * 100:.0f} % → {r.b * 100:.0f} % "
                    f"({direction(r, judged=False)})")
     rest = [r for r in rows if r.beyond_noise and r is not knee and r.metric != "lag_share"]
-    rest.sort(key=lambda r: -abs(r.change) / max(abs(r.a), abs(r.b), 1e-12))
+    # what the users of the service feel (latency, throughput) leads; the server's inner figures explain it after
+    rest.sort(key=lambda r: (not _user_facing(r.metric), -abs(r.change) / max(abs(r.a), abs(r.b), 1e-12)))
     for r in rest[:3 - min(2, len(out))]:
         how = direction(r)
         out.append(f"{visible(r.scope)} {r.metric} {_fmt(r.metric, r.a)} → {_fmt(r.metric, r.b)}" + (f" ({how})" if how else ""))
