@@ -71,8 +71,10 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=2.0)
     ap.add_argument("--rate", type=float, default=100.0)
     args = ap.parse_args()
-    print(f"{'interpreter':<40} {'tasks':>6} {'cpu ms/pass threads':>20} {'cpu ms/pass +tasks':>19} "
-          f"{'ratio':>6} {'passes/read':>12} {'ms/read':>8} {'target threads':>15} {'target +tasks':>14}  task errors")
+    print(
+        f"{'interpreter':<40} {'tasks':>6} {'cpu ms/pass threads':>20} {'cpu ms/pass +tasks':>19} "
+        f"{'ratio':>6} {'passes/read':>12} {'ms/read':>8} {'target threads':>15} {'target +tasks':>14}  task errors"
+    )
     for exe in args.python or DEFAULT:
         if not os.path.exists(exe):
             print(f"{exe}: not installed, skipped")
@@ -84,22 +86,24 @@ def main() -> int:
             target = _native.Target(proc.pid)
             per_mode: dict = {m: [] for m in MODES}
             for r in range(args.rounds):
-                order = MODES[r % 3:] + MODES[:r % 3]
+                order = MODES[r % 3 :] + MODES[: r % 3]
                 got = {m: window(target, m, count, args.seconds, args.rate) for m in order}
                 for m in MODES:
                     per_mode[m].append(got[m])
                 for m in ("threads", "tasks"):
                     got[m]["slowdown"] = got[m]["throughput"] / got["none"]["throughput"]
-            med = lambda m, k: statistics.median(w[k] for w in per_mode[m])  # noqa: E731
+            med = lambda m, k: statistics.median(w[k] for w in per_mode[m])  # noqa: E731, B023 - used within its iteration
             errors: dict = {}
             for w in per_mode["tasks"]:
                 for k, v in w["errors"].items():
                     errors[k] = errors.get(k, 0) + v
             th, tk = med("threads", "cpu_per_pass_ms"), med("tasks", "cpu_per_pass_ms")
-            print(f"{exe:<40} {med('tasks', 'tasks_per_pass'):>6.0f} {th:>20.2f} {tk:>19.2f} {tk / th:>6.1f} "
-                  f"{med('tasks', 'passes_per_read'):>12.1f} {med('tasks', 'cpu_per_read_ms'):>8.1f} "
-                  f"{med('threads', 'slowdown'):>15.3f} {med('tasks', 'slowdown'):>14.3f}  "
-                  + ", ".join(f"{k} {v}" for k, v in errors.items() if v))
+            print(
+                f"{exe:<40} {med('tasks', 'tasks_per_pass'):>6.0f} {th:>20.2f} {tk:>19.2f} {tk / th:>6.1f} "
+                f"{med('tasks', 'passes_per_read'):>12.1f} {med('tasks', 'cpu_per_read_ms'):>8.1f} "
+                f"{med('threads', 'slowdown'):>15.3f} {med('tasks', 'slowdown'):>14.3f}  "
+                + ", ".join(f"{k} {v}" for k, v in errors.items() if v)
+            )
         finally:
             proc.kill()
             proc.wait()

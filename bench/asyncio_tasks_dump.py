@@ -53,7 +53,9 @@ def main() -> int:
                 cpus.append((cpu() - c0) * 1000)
                 walls.append((time.perf_counter() - w0) * 1000)
                 found, pages = len(snap["tasks"]), snap["pages_read"]
-            print(f"{exe:<40} {found:>7} {pages:>7} {statistics.median(cpus):>14.1f} {max(cpus):>11.1f} {statistics.median(walls):>15.1f}")
+            print(
+                f"{exe:<40} {found:>7} {pages:>7} {statistics.median(cpus):>14.1f} {max(cpus):>11.1f} {statistics.median(walls):>15.1f}"
+            )
         finally:
             proc.kill()
             proc.wait()

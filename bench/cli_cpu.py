@@ -36,7 +36,7 @@ def main() -> int:
         set_nice(args.nice)
     gilty = os.path.join(os.path.dirname(sys.executable), "gilty")
 
-    print(f"| rate (Hz) | wall (s) | user CPU (s) | system CPU (s) | CPU-s per s | peak RSS (MiB) | samples/s | target M it/s |")
+    print("| rate (Hz) | wall (s) | user CPU (s) | system CPU (s) | CPU-s per s | peak RSS (MiB) | samples/s | target M it/s |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for rate in args.rates:
         target = subprocess.Popen(
@@ -50,7 +50,18 @@ def main() -> int:
                 report_path = os.path.join(tmp, "report.json")
                 started = time.monotonic()
                 record = subprocess.Popen(
-                    [gilty, "record", "--pid", str(target.pid), "--duration", f"{args.duration:g}", "--rate", f"{rate:g}", "-o", report_path],
+                    [
+                        gilty,
+                        "record",
+                        "--pid",
+                        str(target.pid),
+                        "--duration",
+                        f"{args.duration:g}",
+                        "--rate",
+                        f"{rate:g}",
+                        "-o",
+                        report_path,
+                    ],
                     stderr=subprocess.DEVNULL,
                 )
                 _pid, status, ru = os.wait4(record.pid, 0)

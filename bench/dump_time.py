@@ -66,8 +66,9 @@ def split(pid: int, env: dict) -> dict:
 
 def instructions(cmd: list, env: dict) -> int:
     """Instructions executed by cmd (and its threads), counted by callgrind."""
-    out = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *cmd],
-                         capture_output=True, text=True, env=env).stderr
+    out = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *cmd], capture_output=True, text=True, env=env
+    ).stderr
     for line in out.splitlines():
         if "Collected :" in line:
             return int(line.split(":")[-1])
@@ -123,8 +124,10 @@ def main() -> int:
         parts = split(pid, env)
         counts = {}
         if args.instructions and shutil.which("valgrind"):
-            floor = {"python -c pass": [sys.executable, "-c", "pass"],
-                     "python -c 'import argparse'": [sys.executable, "-c", "import argparse"]}
+            floor = {
+                "python -c pass": [sys.executable, "-c", "pass"],
+                "python -c 'import argparse'": [sys.executable, "-c", "import argparse"],
+            }
             for name, cmd in {**tools, **floor}.items():
                 counts[name] = instructions(cmd, env)
     finally:

@@ -52,13 +52,22 @@ def function_addresses(pid: int) -> list[int]:
         if len(values) != len(FUNCTIONS):
             continue
         segs = subprocess.run(["readelf", "-lW", path], capture_output=True, text=True).stdout
-        loads = [tuple(int(x, 16) for x in s.groups()) for s in re.finditer(
-            r"^\s*LOAD\s+0x([0-9a-f]+)\s+0x([0-9a-f]+)\s+0x[0-9a-f]+\s+0x[0-9a-f]+\s+0x([0-9a-f]+)", segs, re.M)]
+        loads = [
+            tuple(int(x, 16) for x in s.groups())
+            for s in re.finditer(
+                r"^\s*LOAD\s+0x([0-9a-f]+)\s+0x([0-9a-f]+)\s+0x[0-9a-f]+\s+0x[0-9a-f]+\s+0x([0-9a-f]+)", segs, re.M
+            )
+        ]
         out = []
         for value in values.values():
             off = next(value - vaddr + foff for foff, vaddr, memsz in loads if vaddr <= value < vaddr + memsz)
-            out.append(next(lo + off - moff for lo, hi, perms, moff, mpath in maps
-                            if mpath == path and "x" in perms and moff <= off < moff + (hi - lo)))
+            out.append(
+                next(
+                    lo + off - moff
+                    for lo, hi, perms, moff, mpath in maps
+                    if mpath == path and "x" in perms and moff <= off < moff + (hi - lo)
+                )
+            )
         return out
     raise SystemExit(f"no mapped interpreter file of {pid} defines {FUNCTIONS}")
 
@@ -109,9 +118,24 @@ def normal_run(python: str, duration: float, path: str) -> dict:
     try:
         addrs = function_addresses(target.pid)
         assert not probed(target.pid, addrs)
-        gilty = subprocess.Popen([GILTY, "record", "--exact", "--pid", str(target.pid), "--duration", str(duration),
-                                  "--rate", "1000", "--format", "json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 env=gilty_env(path))
+        gilty = subprocess.Popen(
+            [
+                GILTY,
+                "record",
+                "--exact",
+                "--pid",
+                str(target.pid),
+                "--duration",
+                str(duration),
+                "--rate",
+                "1000",
+                "--format",
+                "json",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=gilty_env(path),
+        )
         wait_until(lambda: probed(target.pid, addrs), 30)
         buf = b""
         report_at = None
@@ -140,8 +164,9 @@ def normal_run(python: str, duration: float, path: str) -> dict:
         res["probes_gone_s"] = wait_until(lambda: not probed(target.pid, addrs), 120)
         w.join(180)
         res["exit_s"] = done.get("exit")
-        res["uprobe_events_clean_s"] = round(time.monotonic() - report_at + (wait_until(
-            lambda: gilty_entries(gilty.pid) == 0, 60) or float("nan")), 3)
+        res["uprobe_events_clean_s"] = round(
+            time.monotonic() - report_at + (wait_until(lambda: gilty_entries(gilty.pid) == 0, 60) or float("nan")), 3
+        )
         res["rc"] = gilty.returncode
         res["target_alive"] = target.poll() is None
         return res
@@ -154,9 +179,12 @@ def killed_run(python: str, path: str) -> dict:
     target = start_target(python)
     try:
         addrs = function_addresses(target.pid)
-        gilty = subprocess.Popen([GILTY, "record", "--exact", "--pid", str(target.pid), "--duration", "60",
-                                  "--format", "json"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                 env=gilty_env(path))
+        gilty = subprocess.Popen(
+            [GILTY, "record", "--exact", "--pid", str(target.pid), "--duration", "60", "--format", "json"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=gilty_env(path),
+        )
         wait_until(lambda: probed(target.pid, addrs), 30)
         time.sleep(1.0)
         killed = time.monotonic()
@@ -183,8 +211,10 @@ def main() -> None:
     rows = {}
     for _ in range(args.rounds):
         for path in ("pmu", "named"):
-            for kind, run in (("normal", lambda: normal_run(args.python, args.duration, path)),
-                              ("sigkill", lambda: killed_run(args.python, path))):
+            for kind, run in (
+                ("normal", lambda: normal_run(args.python, args.duration, path)),  # noqa: B023 - called within its iteration
+                ("sigkill", lambda: killed_run(args.python, path)),  # noqa: B023
+            ):
                 rows.setdefault((path, kind), []).append(run())
                 print(f"{path:5} {kind:7}", rows[(path, kind)][-1], flush=True)
     for (path, kind), rs in rows.items():
@@ -192,6 +222,7 @@ def main() -> None:
             vals = [r[key] for r in rs if isinstance(r[key], float)]
             if vals:
                 print(f"{path:5} {kind:8} {key:24} median {statistics.median(vals):7.3f}  [{min(vals):.3f}, {max(vals):.3f}]")
+
 
 if __name__ == "__main__":
     main()

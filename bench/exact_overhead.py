@@ -67,12 +67,12 @@ def main() -> int:
     results: dict = {(t, c): [] for t in TARGETS for c in CONFIGS}
     for r in range(a.rounds):
         for target in TARGETS:
-            order = CONFIGS[r % len(CONFIGS):] + CONFIGS[: r % len(CONFIGS)]
+            order = CONFIGS[r % len(CONFIGS) :] + CONFIGS[: r % len(CONFIGS)]
             runs = {c: run_once(a.python, target, c, a.window) for c in order}
             for c, res in runs.items():
                 res["ratio"] = res["throughput"] / runs["none"]["throughput"]
                 results[(target, c)].append(res)
-    print(f"| target | configuration | throughput vs none, median [min, max] | exact events/s | lost |")
+    print("| target | configuration | throughput vs none, median [min, max] | exact events/s | lost |")
     print("| --- | --- | --- | --- | --- |")
     for (target, config), runs in results.items():
         ratios = [x["ratio"] for x in runs]
@@ -80,8 +80,9 @@ def main() -> int:
         lost = sum(x.get("lost") or 0 for x in runs)
         print(
             f"| {target} | {config} | {statistics.median(ratios):.3f} [{min(ratios):.3f}, {max(ratios):.3f}] | "
-            f"{statistics.median(ev):.0f} | {lost if ev else '-'} |" if ev else
-            f"| {target} | {config} | {statistics.median(ratios):.3f} [{min(ratios):.3f}, {max(ratios):.3f}] | - | - |"
+            f"{statistics.median(ev):.0f} | {lost if ev else '-'} |"
+            if ev
+            else f"| {target} | {config} | {statistics.median(ratios):.3f} [{min(ratios):.3f}, {max(ratios):.3f}] | - | - |"
         )
     return 0
 

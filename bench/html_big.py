@@ -53,8 +53,20 @@ def timed(pythonpath: str, *args: str) -> dict:
 
 def record(path: str, args: argparse.Namespace) -> None:
     cmd = [
-        "record", "--rate", str(args.rate), "--duration", str(args.duration), "-o", path,
-        "--", args.python, MIXED32, "--threads", str(args.threads), "--spinners", "4",
+        "record",
+        "--rate",
+        str(args.rate),
+        "--duration",
+        str(args.duration),
+        "-o",
+        path,
+        "--",
+        args.python,
+        MIXED32,
+        "--threads",
+        str(args.threads),
+        "--spinners",
+        "4",
     ]
     print(f"recording {args.duration} s of {args.threads} threads at {args.rate} Hz into {path}", file=sys.stderr)
     print(json.dumps({"record": timed(os.path.join(REPO, "python"), *cmd)}), file=sys.stderr)
@@ -110,8 +122,12 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=420.0)
     parser.add_argument("--threads", type=int, default=200)
     parser.add_argument("--python", default=DEFAULT_TARGET_PYTHON, help="the target's interpreter")
-    parser.add_argument("--variant", action="append", metavar="NAME=DIR",
-                        help="a gilty python/ tree to import (repeatable; default: this checkout's python/)")
+    parser.add_argument(
+        "--variant",
+        action="append",
+        metavar="NAME=DIR",
+        help="a gilty python/ tree to import (repeatable; default: this checkout's python/)",
+    )
     parser.add_argument("--chromium", action="store_true", help="also load each variant's page in headless Chromium")
     parser.add_argument("--json", metavar="FILE", help="also write the results here")
     args = parser.parse_args()
@@ -125,8 +141,11 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as out:
         for name, tree in variants:
             row = {}
-            for fmt, extra in (("html", ["-o", f"{out}/x.html"]), ("text", ["-o", f"{out}/x.txt"]),
-                               ("json", ["--format", "json", "-o", f"{out}/x.json"])):
+            for fmt, extra in (
+                ("html", ["-o", f"{out}/x.html"]),
+                ("text", ["-o", f"{out}/x.txt"]),
+                ("json", ["--format", "json", "-o", f"{out}/x.json"]),
+            ):
                 row[fmt] = timed(os.path.abspath(tree), "report", path, *extra)
             row["html_mib"] = round(os.path.getsize(f"{out}/x.html") / 2**20, 1)
             os.rename(f"{out}/x.html", f"{out}/{name}.html")

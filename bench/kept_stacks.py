@@ -23,7 +23,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -88,12 +87,27 @@ def recursion(python: str, seconds: float, rate: float) -> dict:
     script = "recursive.py"
     module_lines = {line_of(RECURSIVE, m) for m in ("ready", "loop", "module")}
     call_line, module_call = line_of(RECURSIVE, "recurse"), line_of(RECURSIVE, "module")
-    structural = [s for s in stacks if s[-1][:2] != ("<module>", script) or s[-1][2] not in module_lines
-                  or len(s) > 22 or any(f[0] != "recurse" for f in s[:-1])]
-    strict = [s for s in stacks if s not in structural and (
-        any(f[2] != call_line for f in s[1:-1]) or (len(s) > 1 and s[-1][2] != module_call))]
-    return {"passes": passes, "kept": len(stacks), "kept_share": len(stacks) / passes if passes else 0.0,
-            "torn_structural": len(structural), "torn_call_line": len(strict), "errors": errors}
+    structural = [
+        s
+        for s in stacks
+        if s[-1][:2] != ("<module>", script)
+        or s[-1][2] not in module_lines
+        or len(s) > 22
+        or any(f[0] != "recurse" for f in s[:-1])
+    ]
+    strict = [
+        s
+        for s in stacks
+        if s not in structural and (any(f[2] != call_line for f in s[1:-1]) or (len(s) > 1 and s[-1][2] != module_call))
+    ]
+    return {
+        "passes": passes,
+        "kept": len(stacks),
+        "kept_share": len(stacks) / passes if passes else 0.0,
+        "torn_structural": len(structural),
+        "torn_call_line": len(strict),
+        "errors": errors,
+    }
 
 
 def bias(python: str, seconds: float, rate: float) -> dict:
@@ -114,8 +128,15 @@ def bias(python: str, seconds: float, rate: float) -> dict:
     phase = [next((f[0] for f in s if f[0] in ("calls", "flat")), None) for s in stacks]
     n_calls, n_flat = phase.count("calls"), phase.count("flat")
     sampled_share = n_calls / (n_calls + n_flat) if n_calls + n_flat else float("nan")
-    return {"passes": passes, "kept": len(stacks), "run_delay_share": waited / sum(true.values()), "true_calls_share": true_share, "sampled_calls_share": sampled_share,
-            "bias_points": 100 * (sampled_share - true_share), "errors": errors}
+    return {
+        "passes": passes,
+        "kept": len(stacks),
+        "run_delay_share": waited / sum(true.values()),
+        "true_calls_share": true_share,
+        "sampled_calls_share": sampled_share,
+        "bias_points": 100 * (sampled_share - true_share),
+        "errors": errors,
+    }
 
 
 def main() -> int:
@@ -127,18 +148,25 @@ def main() -> int:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     os.sched_setaffinity(0, {1})
-    print("| interpreter | passes | kept | kept share | torn (structure) | torn (call line) | calls: true share | calls: sampled share | bias (points) | target waited for CPU |")
+    print(
+        "| interpreter | passes | kept | kept share | torn (structure) | torn (call line) | calls: true share | calls: sampled share | bias (points) | target waited for CPU |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for python in args.python or pyenv_pythons():
-        version = subprocess.run([python, "-c", "import platform; print(platform.python_version())"], capture_output=True, text=True).stdout.strip()
+        version = subprocess.run(
+            [python, "-c", "import platform; print(platform.python_version())"], capture_output=True, text=True
+        ).stdout.strip()
         for _ in range(args.repeats):
             r = recursion(python, args.seconds, args.rate)
             b = bias(python, args.seconds, args.rate)
             if args.json:
                 print(json.dumps({"python": version, "recursion": r, "bias": b}))
-            print(f"| {version} | {r['passes']} | {r['kept']} | {100 * r['kept_share']:.1f} % | {r['torn_structural']} | "
-                  f"{r['torn_call_line']} | {100 * b['true_calls_share']:.1f} % | {100 * b['sampled_calls_share']:.1f} % | "
-                  f"{b['bias_points']:+.1f} | {100 * b['run_delay_share']:.0f} % |", flush=True)
+            print(
+                f"| {version} | {r['passes']} | {r['kept']} | {100 * r['kept_share']:.1f} % | {r['torn_structural']} | "
+                f"{r['torn_call_line']} | {100 * b['true_calls_share']:.1f} % | {100 * b['sampled_calls_share']:.1f} % | "
+                f"{b['bias_points']:+.1f} | {100 * b['run_delay_share']:.0f} % |",
+                flush=True,
+            )
     return 0
 
 

@@ -72,8 +72,12 @@ def _children_cpu() -> float:
 
 def wrk(url: str, connections: int, seconds: float) -> dict:
     cpu0 = _children_cpu()
-    out = subprocess.run(["wrk", "-t", "1", "-c", str(connections), "-d", f"{seconds:g}s", "--latency", url],
-                         capture_output=True, text=True, timeout=seconds + 60).stdout
+    out = subprocess.run(
+        ["wrk", "-t", "1", "-c", str(connections), "-d", f"{seconds:g}s", "--latency", url],
+        capture_output=True,
+        text=True,
+        timeout=seconds + 60,
+    ).stdout
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
     lat = {}
     for p in ("50", "90", "99"):
@@ -85,9 +89,17 @@ def wrk(url: str, connections: int, seconds: float) -> dict:
 
 
 def gilty_run(url: str, rate: float, seconds: float, connections: int) -> dict:
-    plan = {"requests": [{"method": "GET", "url": url, "headers": [], "body": b"", "weight": 1.0}], "rate": float(rate),
-            "duration_s": float(seconds), "arrivals": "constant", "seed": 1, "max_in_flight": 10_000_000, "timeout_s": 10.0,
-            "connections": connections, "threads": 1}
+    plan = {
+        "requests": [{"method": "GET", "url": url, "headers": [], "body": b"", "weight": 1.0}],
+        "rate": float(rate),
+        "duration_s": float(seconds),
+        "arrivals": "constant",
+        "seed": 1,
+        "max_in_flight": 10_000_000,
+        "timeout_s": 10.0,
+        "connections": connections,
+        "threads": 1,
+    }
     return _native.load_run(plan)
 
 
@@ -129,7 +141,9 @@ def throughput(connections: int, seconds: float) -> None:
         w = wrk(url, connections, seconds)
         if "Non-2xx" in w["raw"]:
             raise SystemExit(f"nginx did not serve the file: {w['raw']}")
-        print(f"wrk -t1 -c{connections} -d{seconds:g}s: {w['rps']:.0f} requests/s (closed loop), CPU {w['cpu_per_k'] * 1e3:.1f} ms per 1,000 requests")
+        print(
+            f"wrk -t1 -c{connections} -d{seconds:g}s: {w['rps']:.0f} requests/s (closed loop), CPU {w['cpu_per_k'] * 1e3:.1f} ms per 1,000 requests"
+        )
         # Saturated: arrivals at 1.5 x wrk's rate keep a queue of tickets, so every connection sends its
         # next request as soon as an answer is in (wrk's closed loop, on gilty's code path). Alternated
         # with wrk, so that both see the same machine.
@@ -137,11 +151,15 @@ def throughput(connections: int, seconds: float) -> None:
             r = gilty_run(url, 1.5 * w["rps"], seconds, connections)
             got = r["ok"] / r["wall_s"]
             cpu_per_k = r["generator"]["cpu_s"] / max(1, r["ok"]) * 1000
-            print(f"gilty saturated (queue always full), round {round_}: {got:.0f} answers/s = {got / w['rps']:.2f} x wrk's {w['rps']:.0f}, "
-                  f"errors {r['errors'] or 0}, CPU {cpu_per_k * 1e3:.1f} ms per 1,000 requests (wrk {w['cpu_per_k'] * 1e3:.1f})")
+            print(
+                f"gilty saturated (queue always full), round {round_}: {got:.0f} answers/s = {got / w['rps']:.2f} x wrk's {w['rps']:.0f}, "
+                f"errors {r['errors'] or 0}, CPU {cpu_per_k * 1e3:.1f} ms per 1,000 requests (wrk {w['cpu_per_k'] * 1e3:.1f})"
+            )
             if round_ == 1:
                 w = wrk(url, connections, seconds)
-                print(f"wrk -t1 -c{connections} -d{seconds:g}s: {w['rps']:.0f} requests/s (closed loop), CPU {w['cpu_per_k'] * 1e3:.1f} ms per 1,000 requests")
+                print(
+                    f"wrk -t1 -c{connections} -d{seconds:g}s: {w['rps']:.0f} requests/s (closed loop), CPU {w['cpu_per_k'] * 1e3:.1f} ms per 1,000 requests"
+                )
         best = None
         for share in SHARES:
             rate = round(w["rps"] * share, -1)
@@ -150,9 +168,11 @@ def throughput(connections: int, seconds: float) -> None:
                 print(f"gilty at {rate:.0f} rps: no answers, errors {r['errors']}")
                 break
             kept, why, got, cpu_per_k = judge_kept(r, rate)
-            print(f"gilty open loop at {rate:.0f} rps ({share:.2f} x wrk): {got:.0f} answers/s, p50 {r['latency_s']['p50'] * 1e3:.2f} ms, "
-                  f"p99 {r['latency_s']['p99'] * 1e3:.2f} ms, errors {r['errors'] or 0}, lag p99 {r['generator']['lag_p99_s'] * 1e3:.2f} ms, "
-                  f"CPU {cpu_per_k * 1e3:.1f} ms per 1,000 requests" + ("" if kept else f"  (not kept: {why})"))
+            print(
+                f"gilty open loop at {rate:.0f} rps ({share:.2f} x wrk): {got:.0f} answers/s, p50 {r['latency_s']['p50'] * 1e3:.2f} ms, "
+                f"p99 {r['latency_s']['p99'] * 1e3:.2f} ms, errors {r['errors'] or 0}, lag p99 {r['generator']['lag_p99_s'] * 1e3:.2f} ms, "
+                f"CPU {cpu_per_k * 1e3:.1f} ms per 1,000 requests" + ("" if kept else f"  (not kept: {why})")
+            )
             if kept:
                 best = (rate, cpu_per_k)
             else:
@@ -160,8 +180,10 @@ def throughput(connections: int, seconds: float) -> None:
         w2 = wrk(url, connections, seconds)
         print(f"wrk again: {w2['rps']:.0f} requests/s, CPU {w2['cpu_per_k'] * 1e3:.1f} ms per 1,000 requests")
         if best:
-            print(f"highest rate kept: {best[0]:.0f} rps = {best[0] / w['rps']:.2f} x the wrk run before the open-loop steps, {best[0] / w2['rps']:.2f} x the one after; "
-                  f"CPU {best[1] * 1e3:.1f} ms per 1,000 requests (wrk {w['cpu_per_k'] * 1e3:.1f}, {w2['cpu_per_k'] * 1e3:.1f})")
+            print(
+                f"highest rate kept: {best[0]:.0f} rps = {best[0] / w['rps']:.2f} x the wrk run before the open-loop steps, {best[0] / w2['rps']:.2f} x the one after; "
+                f"CPU {best[1] * 1e3:.1f} ms per 1,000 requests (wrk {w['cpu_per_k'] * 1e3:.1f}, {w2['cpu_per_k'] * 1e3:.1f})"
+            )
     finally:
         nginx.terminate()
         nginx.wait()
@@ -170,8 +192,11 @@ def throughput(connections: int, seconds: float) -> None:
 
 def stalled_server():
     port = free_port()
-    proc = subprocess.Popen([sys.executable, str(REPO / "tests/targets/http_delay_server.py"), str(port), "0.02", "threads"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, str(REPO / "tests/targets/http_delay_server.py"), str(port), "0.02", "threads"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     wait_port(port)
 
     def stall():
@@ -186,15 +211,20 @@ def stalled_server():
 def accuracy() -> None:
     """p50 against a threaded server answering in 20 ms, at rates it keeps up with (goal: within 1 ms)."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, str(REPO / "tests/targets/http_delay_server.py"), str(port), "0.02", "threads"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, str(REPO / "tests/targets/http_delay_server.py"), str(port), "0.02", "threads"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_port(port)
         for rate in (50, 100, 500):
             r = gilty_run(f"http://127.0.0.1:{port}/", rate, 3, 64)
             lat = r["latency_s"]
-            print(f"gilty {rate} rps, 20 ms server: p50 {lat['p50'] * 1e3:.2f} ms, p99 {lat['p99'] * 1e3:.2f} ms, "
-                  f"start lateness p99 {r['generator']['lag_p99_s'] * 1e3:.2f} ms ({r['ok']} answers)")
+            print(
+                f"gilty {rate} rps, 20 ms server: p50 {lat['p50'] * 1e3:.2f} ms, p99 {lat['p99'] * 1e3:.2f} ms, "
+                f"start lateness p99 {r['generator']['lag_p99_s'] * 1e3:.2f} ms ({r['ok']} answers)"
+            )
     finally:
         proc.terminate()
         proc.wait()
@@ -207,8 +237,10 @@ def coordinated_omission() -> None:
         r = gilty_run(f"http://127.0.0.1:{port}/", 100, 10, 64)
         staller.join()
         lat = r["latency_s"]
-        print(f"gilty 100 rps open loop, server stopped 1 s of 10: p50 {lat['p50'] * 1e3:.1f} ms, p90 {lat['p90'] * 1e3:.1f} ms, "
-              f"p99 {lat['p99'] * 1e3:.0f} ms, max {lat['max'] * 1e3:.0f} ms ({r['ok']} answers)")
+        print(
+            f"gilty 100 rps open loop, server stopped 1 s of 10: p50 {lat['p50'] * 1e3:.1f} ms, p90 {lat['p90'] * 1e3:.1f} ms, "
+            f"p99 {lat['p99'] * 1e3:.0f} ms, max {lat['max'] * 1e3:.0f} ms ({r['ok']} answers)"
+        )
     finally:
         os.kill(proc.pid, signal.SIGCONT)
         proc.terminate()
@@ -219,8 +251,10 @@ def coordinated_omission() -> None:
         w = wrk(f"http://127.0.0.1:{port}/", 2, 10)
         staller.join()
         lat = w["latency_s"]
-        print(f"wrk -c2 closed loop, same stall: {w['rps']:.0f} requests/s, p50 {lat.get('50', 0) * 1e3:.1f} ms, "
-              f"p90 {lat.get('90', 0) * 1e3:.1f} ms, p99 {lat.get('99', 0) * 1e3:.0f} ms")
+        print(
+            f"wrk -c2 closed loop, same stall: {w['rps']:.0f} requests/s, p50 {lat.get('50', 0) * 1e3:.1f} ms, "
+            f"p90 {lat.get('90', 0) * 1e3:.1f} ms, p99 {lat.get('99', 0) * 1e3:.0f} ms"
+        )
     finally:
         os.kill(proc.pid, signal.SIGCONT)
         proc.terminate()

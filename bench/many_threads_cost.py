@@ -43,7 +43,10 @@ def main() -> int:
     window = len(builds) * len(rates) * args.rounds * (args.seconds + 2) + 30
     target = subprocess.Popen(
         [args.python, CPU4, "--threads", str(args.threads), "--window", str(window)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
     )
     results: dict = {}
     try:
@@ -58,7 +61,10 @@ def main() -> int:
                         env["PYTHONPATH"] = path
                     out = subprocess.run(
                         [sys.executable, SAMPLER, "--pid", str(target.pid), "--rate", str(rate), "--duration", str(args.seconds)],
-                        capture_output=True, text=True, env=env, timeout=args.seconds + 60,
+                        capture_output=True,
+                        text=True,
+                        env=env,
+                        timeout=args.seconds + 60,
                     )
                     if out.returncode != 0:
                         print(out.stderr, file=sys.stderr)
@@ -69,8 +75,12 @@ def main() -> int:
         target.wait()
 
     threads = args.threads + 1  # and the main thread, waiting
-    print(f"cpu4 --threads {args.threads} under {args.python}; {args.rounds} rounds of {args.seconds:g} s, interleaved; medians\n")
-    print("| build | requested Hz | achieved passes/s | CPU ms per pass | CPU µs per thread per pass | sampler CPU share | torn retried / dropped (all runs) |")
+    print(
+        f"cpu4 --threads {args.threads} under {args.python}; {args.rounds} rounds of {args.seconds:g} s, interleaved; medians\n"
+    )
+    print(
+        "| build | requested Hz | achieved passes/s | CPU ms per pass | CPU µs per thread per pass | sampler CPU share | torn retried / dropped (all runs) |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|")
     for (name, rate), runs in results.items():
         hz = statistics.median(r["achieved_hz"] for r in runs)
@@ -78,7 +88,9 @@ def main() -> int:
         share = statistics.median(r["cpu_share"] for r in runs)
         retried = sum(r["errors"]["torn_retried"] for r in runs)
         dropped = sum(r["errors"]["torn_dropped"] for r in runs)
-        print(f"| {name} | {rate:g} | {hz:.0f} | {1000 * per_pass:.2f} | {1e6 * per_pass / threads:.1f} | {share:.2f} | {retried} / {dropped} |")
+        print(
+            f"| {name} | {rate:g} | {hz:.0f} | {1000 * per_pass:.2f} | {1e6 * per_pass / threads:.1f} | {share:.2f} | {retried} / {dropped} |"
+        )
     return 0
 
 

@@ -184,11 +184,13 @@ def main() -> int:
     sizes = [int(s) for s in args.sizes.split(",")]
     result = {"machine": platform.platform(), "cpus": os.cpu_count(), "python": args.python, "passes": {}}
     print(f"target {args.python}; {os.cpu_count()} CPUs; {platform.platform()}")
-    print(f"{'heap':>6} {'RSS MiB':>8} {'stat':>8} {'smaps':>8} {'maps':>8} {'gc':>8} {'pm base':>8} {'pm scan':>8}  (ms, medians)")
+    print(
+        f"{'heap':>6} {'RSS MiB':>8} {'stat':>8} {'smaps':>8} {'maps':>8} {'gc':>8} {'pm base':>8} {'pm scan':>8}  (ms, medians)"
+    )
     for mib in sizes:
         c = pass_cost(native, args.python, mib, args.repeats)
         result["passes"][mib] = c
-        ms = lambda k: f"{c[k] * 1e3:8.2f}"  # noqa: E731
+        ms = lambda k: f"{c[k] * 1e3:8.2f}"  # noqa: E731, B023 - used within its iteration
         print(
             f"{mib:>5}M {c['rss'] / 2**20:8.0f} {ms('stat_s')} {ms('smaps_s')} {ms('maps_s')} {ms('gc_s')} "
             f"{ms('pagemap_baseline_s')} {ms('pagemap_scan_s')}"

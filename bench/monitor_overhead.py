@@ -51,7 +51,9 @@ print(json.dumps(out))
 
 
 def run(seconds: float, threads: int, interval: float) -> dict:
-    done = subprocess.run([PYTHON, "-c", WORKLOAD, str(seconds), str(threads), str(interval)], capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [PYTHON, "-c", WORKLOAD, str(seconds), str(threads), str(interval)], capture_output=True, text=True, check=True
+    )
     return json.loads(done.stdout)
 
 

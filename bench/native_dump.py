@@ -30,11 +30,33 @@ TICK = os.sysconf("SC_CLK_TCK")
 
 
 def build(python: str, out: str) -> None:
-    probe = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['include']); print(sysconfig.get_config_var('EXT_SUFFIX'))"],
-                           capture_output=True, text=True, check=True)
+    probe = subprocess.run(
+        [
+            python,
+            "-c",
+            "import sysconfig; print(sysconfig.get_paths()['include']); print(sysconfig.get_config_var('EXT_SUFFIX'))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     include, suffix = probe.stdout.split()
-    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-g", "-fno-inline", "-fno-optimize-sibling-calls", f"-I{include}",
-                    SOURCE, "-o", os.path.join(out, f"native_chain{suffix}")], check=True)
+    subprocess.run(
+        [
+            "gcc",
+            "-shared",
+            "-fPIC",
+            "-O1",
+            "-g",
+            "-fno-inline",
+            "-fno-optimize-sibling-calls",
+            f"-I{include}",
+            SOURCE,
+            "-o",
+            os.path.join(out, f"native_chain{suffix}"),
+        ],
+        check=True,
+    )
 
 
 def cpu_s(pid: int) -> float:

@@ -41,9 +41,24 @@ def one_run(python: str, seconds: float, rate: int, realtime: bool) -> list:
     try:
         time.sleep(1.0)
         with tempfile.NamedTemporaryFile(suffix=".json") as out:
-            g = subprocess.Popen(GILTY + ["record", "--pid", str(target.pid), "--duration", str(seconds), "--rate", str(rate),
-                                          "--format", "json", "-o", out.name], stderr=subprocess.PIPE,
-                                 env=dict(os.environ, **({} if realtime else {"GILTY_NO_REALTIME": "1"})))
+            g = subprocess.Popen(
+                GILTY
+                + [
+                    "record",
+                    "--pid",
+                    str(target.pid),
+                    "--duration",
+                    str(seconds),
+                    "--rate",
+                    str(rate),
+                    "--format",
+                    "json",
+                    "-o",
+                    out.name,
+                ],
+                stderr=subprocess.PIPE,
+                env=dict(os.environ, **({} if realtime else {"GILTY_NO_REALTIME": "1"})),
+            )
             before = t0 = None
             for line in g.stderr:
                 if before is None and line.startswith(b"gilty: recording"):
@@ -82,8 +97,10 @@ def main() -> None:
         for realtime in (True, False):
             rows = one_run(args.python, args.seconds, args.rate, realtime)
             for name, cpu, on_cpu, native, runnable, g_runnable in rows:
-                print(f"| {i + 1} | {'SCHED_FIFO' if realtime else 'normal'} | {name} | {cpu:.3f} | {on_cpu:.3f} | "
-                      f"{native:.3f} | {runnable:.3f} | {g_runnable:.3f} |")
+                print(
+                    f"| {i + 1} | {'SCHED_FIFO' if realtime else 'normal'} | {name} | {cpu:.3f} | {on_cpu:.3f} | "
+                    f"{native:.3f} | {runnable:.3f} | {g_runnable:.3f} |"
+                )
     print(f"load average at end: {os.getloadavg()[0]:.1f}")
 
 

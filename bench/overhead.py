@@ -176,7 +176,11 @@ class GiltySampler(Sampler):
     def start(self, pid: int, duration_s: float, cpu: Optional[int]) -> None:
         self.started = time.monotonic()
         # gilty-batch: the sampler under SCHED_BATCH, which does not preempt on wake-up.
-        cmd = taskset(cpu) + (["chrt", "--batch", "0"] if self.batch else []) + [sys.executable, GILTY_SAMPLER, "--pid", str(pid), "--rate", f"{self.rate:g}", "--duration", f"{duration_s:g}"]
+        cmd = (
+            taskset(cpu)
+            + (["chrt", "--batch", "0"] if self.batch else [])
+            + [sys.executable, GILTY_SAMPLER, "--pid", str(pid), "--rate", f"{self.rate:g}", "--duration", f"{duration_s:g}"]
+        )
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
         line = read_line(self.proc, self.proc.stdout, 15)
         if line != "attached":
@@ -210,8 +214,19 @@ class PySpySampler(Sampler):
         self.raw.close()
         # --idle: count every thread in every pass, so passes = samples / threads.
         cmd = taskset(cpu) + [
-            self.py_spy, "record", "--pid", str(pid), "--rate", f"{self.rate:g}", "--duration", str(int(duration_s + 1)),
-            "--format", "raw", "--output", self.raw.name, "--idle",
+            self.py_spy,
+            "record",
+            "--pid",
+            str(pid),
+            "--rate",
+            f"{self.rate:g}",
+            "--duration",
+            str(int(duration_s + 1)),
+            "--format",
+            "raw",
+            "--output",
+            self.raw.name,
+            "--idle",
         ]
         if self.nonblocking:
             cmd.append("--nonblocking")
@@ -322,9 +337,12 @@ def overhead(python: str, args: argparse.Namespace, py_spy: Optional[str]) -> di
             result = run_cpu4(python, config, args.window, args.pin, args.threads)
             result["round"] = round_no
             runs[config.name].append(result)
-            print(f"  round {round_no + 1} {config.name:<16} {result['ips'] / 1e6:7.3f} M it/s  "
-                  f"{result['ips_per_cpu_s'] / 1e6:7.3f} M it/CPU-s  others {result['others_cpu_share'] * 100:3.0f}% of a CPU",
-                  file=sys.stderr, flush=True)
+            print(
+                f"  round {round_no + 1} {config.name:<16} {result['ips'] / 1e6:7.3f} M it/s  "
+                f"{result['ips_per_cpu_s'] / 1e6:7.3f} M it/CPU-s  others {result['others_cpu_share'] * 100:3.0f}% of a CPU",
+                file=sys.stderr,
+                flush=True,
+            )
     return {"configs": [c.name for c in configs], "runs": runs}
 
 
@@ -399,9 +417,13 @@ def maxrate(python: str, args: argparse.Namespace, py_spy: Optional[str]) -> lis
                 others_cpu_share=max(0.0, (busy1 - busy0) - (tgt1 - tgt0) - r["process_cpu_s"]) / r["process_wall_s"],
             )
             rows.append(r)
-            print(f"  gilty@{rate:<6g} achieved {r['achieved_hz']:8.1f}/s late {r['late']:6d} "
-                  f"cpu {r['cpu_share'] * 100:5.1f}% {r['cpu_ms_per_pass']:.3f} ms/pass  "
-                  f"others {r['others_cpu_share'] * 100:3.0f}% of a CPU", file=sys.stderr, flush=True)
+            print(
+                f"  gilty@{rate:<6g} achieved {r['achieved_hz']:8.1f}/s late {r['late']:6d} "
+                f"cpu {r['cpu_share'] * 100:5.1f}% {r['cpu_ms_per_pass']:.3f} ms/pass  "
+                f"others {r['others_cpu_share'] * 100:3.0f}% of a CPU",
+                file=sys.stderr,
+                flush=True,
+            )
             if not py_spy:
                 continue
             duration = max(1, round(args.maxrate_seconds))
@@ -425,9 +447,12 @@ def maxrate(python: str, args: argparse.Namespace, py_spy: Optional[str]) -> lis
                 others_cpu_share=max(0.0, (busy1 - busy0) - (tgt1 - tgt0) - r["process_cpu_s"]) / r["process_wall_s"],
             )
             rows.append(r)
-            print(f"  py-spy-nb@{rate:<6g} achieved {r['achieved_hz']:8.1f}/s "
-                  f"cpu {r['cpu_share'] * 100:5.1f}% (whole process)  others {r['others_cpu_share'] * 100:3.0f}% of a CPU",
-                  file=sys.stderr, flush=True)
+            print(
+                f"  py-spy-nb@{rate:<6g} achieved {r['achieved_hz']:8.1f}/s "
+                f"cpu {r['cpu_share'] * 100:5.1f}% (whole process)  others {r['others_cpu_share'] * 100:3.0f}% of a CPU",
+                file=sys.stderr,
+                flush=True,
+            )
     finally:
         target.send_signal(signal.SIGTERM)
         try:
@@ -521,14 +546,20 @@ def markdown(report: dict) -> str:
             if max_others == float("inf"):
                 which = "over all rounds"
             else:
-                which = (f"over the rounds in which other processes used at most {max_others * 100:.0f}% of a CPU during "
-                         "both runs (\"clean\"; * = too few clean rounds, all rounds used)")
+                which = (
+                    f"over the rounds in which other processes used at most {max_others * 100:.0f}% of a CPU during "
+                    'both runs ("clean"; * = too few clean rounds, all rounds used)'
+                )
             others = statistics.median(r.get("others_cpu_share", 0.0) for runs in ov["runs"].values() for r in runs)
-            lines.append(f"cpu4 target ({report.get('threads', 4)} threads), {report['window']:g} s window, {report['repeats']} interleaved rounds{', target on CPU 0, sampler on CPU 1' if report['pin'] else ''}. "
-                         f"Change vs. the same round's no-sampler run: median [min, max], {which}. "
-                         f"Other processes used a median {others * 100:.0f}% of a CPU during the runs.")
+            lines.append(
+                f"cpu4 target ({report.get('threads', 4)} threads), {report['window']:g} s window, {report['repeats']} interleaved rounds{', target on CPU 0, sampler on CPU 1' if report['pin'] else ''}. "
+                f"Change vs. the same round's no-sampler run: median [min, max], {which}. "
+                f"Other processes used a median {others * 100:.0f}% of a CPU during the runs."
+            )
             lines.append("")
-            lines.append("| sampler | rounds used | throughput (M it/s, median) | throughput change | per target CPU-s change | target CPU use | achieved rate (passes/s) | sampler CPU (CPU-s per s) |")
+            lines.append(
+                "| sampler | rounds used | throughput (M it/s, median) | throughput change | per target CPU-s change | target CPU use | achieved rate (passes/s) | sampler CPU (CPU-s per s) |"
+            )
             lines.append("|---|---:|---:|---:|---:|---:|---:|---:|")
             for name in ov["configs"]:
                 t, c = thr[name], per_cpu[name]
@@ -548,18 +579,23 @@ def markdown(report: dict) -> str:
                 )
             lines.append("")
         if "maxrate" in py:
-            lines.append(f"mixed32 target (32 threads: 4 spinning, 27 sleeping 1-5 ms, main), {report['maxrate_seconds']:g} s per rate. "
-                         "gilty: CPU of the sampling loop only; py-spy --nonblocking: CPU of the whole process (incl. start-up), "
-                         "passes = samples / 32 threads.")
+            lines.append(
+                f"mixed32 target (32 threads: 4 spinning, 27 sleeping 1-5 ms, main), {report['maxrate_seconds']:g} s per rate. "
+                "gilty: CPU of the sampling loop only; py-spy --nonblocking: CPU of the whole process (incl. start-up), "
+                "passes = samples / 32 threads."
+            )
             lines.append("")
-            lines.append("| sampler | requested Hz | achieved passes/s | late (skipped) slots | pass interval p50 / p99 (ms) | CPU ms per pass | sampler CPU share | sampler waiting for a CPU (s) | target CPU use | other processes' CPU |")
+            lines.append(
+                "| sampler | requested Hz | achieved passes/s | late (skipped) slots | pass interval p50 / p99 (ms) | CPU ms per pass | sampler CPU share | sampler waiting for a CPU (s) | target CPU use | other processes' CPU |"
+            )
             lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
             for r in py["maxrate"]:
                 gilty = r["sampler"] == "gilty"
                 lines.append(
                     f"| {r['sampler']} | {r['rate']:g} | {r['achieved_hz']:.0f} | {r['late'] if gilty else '-'} | "
                     + (f"{r['pass_ms_p50']} / {r['pass_ms_p99']}" if gilty else "-")
-                    + " | " + (f"{r['cpu_ms_per_pass']:.3f}" if r["cpu_ms_per_pass"] else "-")
+                    + " | "
+                    + (f"{r['cpu_ms_per_pass']:.3f}" if r["cpu_ms_per_pass"] else "-")
                     + f" | {r['cpu_share'] * 100:.0f}% | "
                     + (f"{r['runq_wait_s']:.2f}" if gilty else "-")
                     + f" | {r['target_cpu_share']:.2f} | {r['others_cpu_share'] * 100:.0f}% |"
@@ -606,7 +642,9 @@ def main(argv: Optional[list] = None) -> int:
     parser.add_argument("--python", action="append", help=f"target interpreter (repeatable; default {DEFAULT_PYTHON})")
     parser.add_argument("--repeats", type=int, default=4)
     parser.add_argument("--window", type=float, default=4.0, help="seconds the target measures its throughput")
-    parser.add_argument("--threads", type=int, default=4, help="spinning threads in the overhead target (e.g. 200 for the many-threads run)")
+    parser.add_argument(
+        "--threads", type=int, default=4, help="spinning threads in the overhead target (e.g. 200 for the many-threads run)"
+    )
     parser.add_argument("--rates", type=lambda s: [float(x) for x in s.split(",")], default=[100.0, 1000.0])
     parser.add_argument("--pin", action="store_true", help="target on CPU 0, sampler on CPU 1")
     parser.add_argument(
@@ -617,9 +655,13 @@ def main(argv: Optional[list] = None) -> int:
         "gilty-batch runs gilty under SCHED_BATCH (chrt --batch 0)",
     )
     parser.add_argument("--maxrate-seconds", type=float, default=3.0)
-    parser.add_argument("--max-noise", type=float, default=None,
-                        help="a round counts as clean when other processes used at most this share of a CPU "
-                        "(default 0.10; with --nice, every round counts)")
+    parser.add_argument(
+        "--max-noise",
+        type=float,
+        default=None,
+        help="a round counts as clean when other processes used at most this share of a CPU "
+        "(default 0.10; with --nice, every round counts)",
+    )
     parser.add_argument("--skip-overhead", action="store_true")
     parser.add_argument("--skip-maxrate", action="store_true")
     parser.add_argument("--no-py-spy", action="store_true")
@@ -667,7 +709,9 @@ def main(argv: Optional[list] = None) -> int:
         print(f"warning: other processes are busy: {report['busy_before']}", file=sys.stderr)
     started = time.monotonic()
     for python in pythons:
-        version = subprocess.run([python, "-c", "import sys; print(sys.version.split()[0])"], capture_output=True, text=True, check=True).stdout.strip()
+        version = subprocess.run(
+            [python, "-c", "import sys; print(sys.version.split()[0])"], capture_output=True, text=True, check=True
+        ).stdout.strip()
         print(f"== Python {version} ({python})", file=sys.stderr, flush=True)
         entry: dict = {"python": python, "version": version}
         if not args.skip_overhead:

@@ -81,13 +81,17 @@ def main() -> int:
     rows = [measure(p, args.rate, args.seconds, args.cpu) for p in (args.python or pyenv_pythons())]
     if args.json:
         print(json.dumps(rows, indent=1))
-    print("| target | passes | achieved passes/s | CPU ms per pass | CPU µs per thread per pass | one core: passes/s | torn retried / dropped |")
+    print(
+        "| target | passes | achieved passes/s | CPU ms per pass | CPU µs per thread per pass | one core: passes/s | torn retried / dropped |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         e = r["errors"]
         name = os.path.basename(os.path.dirname(os.path.dirname(r["python"]))) or r["python"]
-        print(f"| {name} | {r['passes']} | {r['achieved_hz']:.0f} | {r['cpu_ms_per_pass']:.3f} | {r['cpu_us_per_thread']:.1f} "
-              f"| {r['one_core_hz']:.0f} | {e.get('torn_retried', 0)} / {e.get('torn_dropped', 0)} |")
+        print(
+            f"| {name} | {r['passes']} | {r['achieved_hz']:.0f} | {r['cpu_ms_per_pass']:.3f} | {r['cpu_us_per_thread']:.1f} "
+            f"| {r['one_core_hz']:.0f} | {e.get('torn_retried', 0)} / {e.get('torn_dropped', 0)} |"
+        )
     return 0
 
 

@@ -49,8 +49,20 @@ def count(python: str, pythonpath: str, seconds: float, rate: float) -> tuple:
             env = dict(os.environ)
             if pythonpath:
                 env["PYTHONPATH"] = pythonpath
-            cmd = ["valgrind", "--tool=callgrind", "--toggle-collect=*sample_pass*", f"--callgrind-out-file={out}",
-                   sys.executable, SAMPLER, "--pid", str(pid), "--rate", str(rate), "--duration", str(seconds)]
+            cmd = [
+                "valgrind",
+                "--tool=callgrind",
+                "--toggle-collect=*sample_pass*",
+                f"--callgrind-out-file={out}",
+                sys.executable,
+                SAMPLER,
+                "--pid",
+                str(pid),
+                "--rate",
+                str(rate),
+                "--duration",
+                str(seconds),
+            ]
             run = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=seconds * 20 + 300)
             if run.returncode != 0:
                 raise RuntimeError(run.stderr.strip().splitlines()[-1] if run.stderr.strip() else "sampler failed")

@@ -82,9 +82,9 @@ def stored_shape(session) -> dict:
 def child(pid: int, rate: float, duration: float) -> int:
     """The recording process: attach, record like `gilty record`, analyse, report."""
     from gilty import _native
-    from gilty.sampling.analysis import summarise
     from gilty.cli.record import sample_until_stopped
     from gilty.report import json_report
+    from gilty.sampling.analysis import summarise
     from gilty.sampling.session import Session, TargetInfo
 
     target = _native.Target(pid)
@@ -153,7 +153,16 @@ def main() -> int:
         procs = []
         for name, path in variants:
             env = dict(os.environ, PYTHONPATH=os.path.abspath(path))
-            cmd = [sys.executable, __file__, "--child", str(target.pid), "--rate", f"{args.rate:g}", "--duration", f"{args.duration:g}"]
+            cmd = [
+                sys.executable,
+                __file__,
+                "--child",
+                str(target.pid),
+                "--rate",
+                f"{args.rate:g}",
+                "--duration",
+                f"{args.duration:g}",
+            ]
             procs.append((name, path, subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True)))
         results = []
         for name, path, proc in procs:

@@ -68,15 +68,27 @@ def cpu_s(pid: int) -> float:
 def one_run(python: str, ext: str, seconds: float, tool: str, rate: int, scratch: str) -> dict:
     # Two identical targets run at once: one profiled, one not. The machine's other load, CPU
     # frequency and the sibling hyperthread weigh on both alike, so their ratio is the cost.
-    target, control = (subprocess.Popen([python, "-c", TARGET, ext, str(seconds)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-                       for _ in range(2))
+    target, control = (
+        subprocess.Popen([python, "-c", TARGET, ext, str(seconds)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        for _ in range(2)
+    )
     for t in (target, control):
         assert t.stdout.readline().strip() == "ready"
     prof = None
     env = None
     if tool in ("gilty", "gilty-python") or tool in BUILDS:
-        cmd = [os.path.join(VENV_BIN, "gilty"), "record", "--pid", str(target.pid), "--rate", str(rate),
-               "--duration", str(seconds + 3), "-o", os.path.join(scratch, "g.json")]
+        cmd = [
+            os.path.join(VENV_BIN, "gilty"),
+            "record",
+            "--pid",
+            str(target.pid),
+            "--rate",
+            str(rate),
+            "--duration",
+            str(seconds + 3),
+            "-o",
+            os.path.join(scratch, "g.json"),
+        ]
         if tool != "gilty-python":
             cmd.append("--native")
         if tool in BUILDS:
@@ -84,8 +96,21 @@ def one_run(python: str, ext: str, seconds: float, tool: str, rate: int, scratch
             cmd = [sys.executable, "-m", "gilty", *cmd[1:]]
             env = dict(os.environ, PYTHONPATH=BUILDS[tool])
     elif tool == "py-spy":
-        cmd = [os.path.join(VENV_BIN, "py-spy"), "record", "--native", "--pid", str(target.pid), "--rate", str(rate),
-               "--duration", str(int(seconds + 3)), "--format", "raw", "-o", os.path.join(scratch, "p.txt")]
+        cmd = [
+            os.path.join(VENV_BIN, "py-spy"),
+            "record",
+            "--native",
+            "--pid",
+            str(target.pid),
+            "--rate",
+            str(rate),
+            "--duration",
+            str(int(seconds + 3)),
+            "--format",
+            "raw",
+            "-o",
+            os.path.join(scratch, "p.txt"),
+        ]
     if tool != "none":
         prof = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
         time.sleep(2.0)  # attached and sampling
@@ -104,10 +129,14 @@ def one_run(python: str, ext: str, seconds: float, tool: str, rate: int, scratch
         _, err = prof.communicate(timeout=60)
     if prof and prof.returncode not in (0, 8):  # 8: gilty's "target exited before the duration"
         sys.exit(f"{tool} exited {prof.returncode}: {err.strip()[-500:]}")
-    return {"calls_s": int(n) / float(wall), "calls_cpu_s": int(n) / float(cpu), "prof_cpu": prof_cpu / float(wall),
-            "slowdown": 1 - (int(n) / float(wall)) / (int(n0) / float(wall0)),
-            "cpu_lost": 1 - (int(n) / float(cpu)) / (int(n0) / float(cpu0)),
-            "kernel": (float(sys_cpu) - float(sys0) * float(cpu) / float(cpu0)) / float(cpu)}
+    return {
+        "calls_s": int(n) / float(wall),
+        "calls_cpu_s": int(n) / float(cpu),
+        "prof_cpu": prof_cpu / float(wall),
+        "slowdown": 1 - (int(n) / float(wall)) / (int(n0) / float(wall0)),
+        "cpu_lost": 1 - (int(n) / float(cpu)) / (int(n0) / float(cpu0)),
+        "kernel": (float(sys_cpu) - float(sys0) * float(cpu) / float(cpu0)) / float(cpu),
+    }
 
 
 def quartiles(values: list) -> tuple:
@@ -124,8 +153,13 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--python-only", action="store_true", help="also gilty without --native (what the C frames add)")
     ap.add_argument("--rates", default="100,1000", help="sampling rates to compare (comma-separated)")
-    ap.add_argument("--build", action="append", default=[], metavar="NAME=DIR",
-                    help="also gilty --native from the `gilty` package in DIR (another build), shown as NAME")
+    ap.add_argument(
+        "--build",
+        action="append",
+        default=[],
+        metavar="NAME=DIR",
+        help="also gilty --native from the `gilty` package in DIR (another build), shown as NAME",
+    )
     ap.add_argument("--no-py-spy", action="store_true", help="leave py-spy out")
     args = ap.parse_args()
     if not args.no_py_spy and not os.path.exists(os.path.join(VENV_BIN, "py-spy")):
@@ -136,8 +170,7 @@ def main() -> None:
             sys.exit(f"--build {spec}: expected NAME=DIR with a gilty package in DIR, NAME not a built-in condition")
         BUILDS[name] = os.path.abspath(path)
     rates = [int(r) for r in args.rates.split(",")]
-    tools = ((["gilty-python"] if args.python_only else []) + list(BUILDS) + ["gilty"]
-             + ([] if args.no_py_spy else ["py-spy"]))
+    tools = (["gilty-python"] if args.python_only else []) + list(BUILDS) + ["gilty"] + ([] if args.no_py_spy else ["py-spy"])
     conditions = [("none", 0)] + [(tool, rate) for rate in rates for tool in tools]
     results: dict = {c: [] for c in conditions}
     with tempfile.TemporaryDirectory() as scratch:
@@ -147,14 +180,19 @@ def main() -> None:
                 results[(tool, rate)].append(one_run(args.python, scratch, args.seconds, tool, rate, scratch))
     med = {c: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for c, rs in results.items()}
     print(f"target: {args.python}, {args.seconds:g} s windows, {args.repeats} interleaved repeats, load {os.getloadavg()[0]:.1f}")
-    print(f"{'condition':<20}{'calls/s':>10}{'slowdown':>10}{'calls/CPU-s':>13}{'CPU lost':>10}{'profiler CPU':>14}"
-          f"{'slowdown IQR':>20}{'CPU lost IQR':>20}{'kernel':>9}")
+    print(
+        f"{'condition':<20}{'calls/s':>10}{'slowdown':>10}{'calls/CPU-s':>13}{'CPU lost':>10}{'profiler CPU':>14}"
+        f"{'slowdown IQR':>20}{'CPU lost IQR':>20}{'kernel':>9}"
+    )
     for (tool, rate), m in med.items():
         name = "unsampled" if tool == "none" else f"{tool} {rate} Hz".replace("gilty-python", "gilty, no C")
         slow, lost = m["slowdown"], m["cpu_lost"]
         spread = [quartiles([r[k] for r in results[(tool, rate)]]) for k in ("slowdown", "cpu_lost")]
-        print(f"{name:<20}{m['calls_s']:>10.0f}{slow:>10.1%}{m['calls_cpu_s']:>13.0f}{lost:>10.1%}{m['prof_cpu']:>14.1%}"
-              + "".join(f"{f'{lo:.1%} .. {hi:.1%}':>20}" for lo, hi in spread) + f"{m['kernel']:>9.2%}")
+        print(
+            f"{name:<20}{m['calls_s']:>10.0f}{slow:>10.1%}{m['calls_cpu_s']:>13.0f}{lost:>10.1%}{m['prof_cpu']:>14.1%}"
+            + "".join(f"{f'{lo:.1%} .. {hi:.1%}':>20}" for lo, hi in spread)
+            + f"{m['kernel']:>9.2%}"
+        )
     for rate in rates:
         if args.no_py_spy:
             break

@@ -48,8 +48,12 @@ def main() -> int:
     parser.add_argument("--every", type=float, default=10.0)
     parser.add_argument("--python", default=DEFAULT_PYTHON)
     parser.add_argument("--json", metavar="FILE", help="also write the readings here")
-    parser.add_argument("--tree", metavar="DIR", help="run `python -m gilty` from this python/ tree (with its built "
-                        "_native) instead of .venv/bin/gilty, e.g. an older commit's copy")
+    parser.add_argument(
+        "--tree",
+        metavar="DIR",
+        help="run `python -m gilty` from this python/ tree (with its built "
+        "_native) instead of .venv/bin/gilty, e.g. an older commit's copy",
+    )
     parser.add_argument("extra", nargs="*", help="more `gilty record` arguments (after --)")
     args = parser.parse_args()
 
@@ -63,8 +67,19 @@ def main() -> int:
         if not ready.startswith("ready"):
             raise SystemExit(f"target did not start: {ready!r}")
         gilty = [sys.executable, "-m", "gilty"] if args.tree else [GILTY]
-        cmd = [*gilty, "record", "--pid", str(target.pid), "--rate", f"{args.rate:g}",
-               "--duration", f"{args.duration:g}", "-o", out, *args.extra]
+        cmd = [
+            *gilty,
+            "record",
+            "--pid",
+            str(target.pid),
+            "--rate",
+            f"{args.rate:g}",
+            "--duration",
+            f"{args.duration:g}",
+            "-o",
+            out,
+            *args.extra,
+        ]
         start = time.monotonic()
         env = dict(os.environ, PYTHONPATH=os.path.abspath(args.tree)) if args.tree else None
         rec = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)

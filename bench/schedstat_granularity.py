@@ -32,8 +32,9 @@ def main() -> None:
         prev = now
         time.sleep(0.0002)
     gaps = sorted((b[0] - a[0]) * 1e3 for a, b in zip(changes, changes[1:]))
-    print(f"CPU time changed {len(changes)} times in 1 s; ms between changes: median {gaps[len(gaps) // 2]:.1f}, "
-          f"max {gaps[-1]:.1f}")
+    print(
+        f"CPU time changed {len(changes)} times in 1 s; ms between changes: median {gaps[len(gaps) // 2]:.1f}, max {gaps[-1]:.1f}"
+    )
     for _t, run, delay, switches in changes[:10]:
         print(f"  +{run / 1e6:.1f} ms CPU, +{delay / 1e6:.1f} ms delay, +{switches} switches")
 

@@ -60,15 +60,33 @@ def main() -> int:
     gunicorn = shutil.which("gunicorn", path=str(Path(sys.executable).parent)) or shutil.which("gunicorn")
     app_port, metrics_port = free_port(), free_port()
     server = subprocess.Popen(
-        [gunicorn, "-w", "4", "-k", "gthread", "--threads", "4", "--max-requests", str(args.max_requests),
-         "-b", f"127.0.0.1:{app_port}", "--chdir", str(TARGETS), "fleet_app:app"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            gunicorn,
+            "-w",
+            "4",
+            "-k",
+            "gthread",
+            "--threads",
+            "4",
+            "--max-requests",
+            str(args.max_requests),
+            "-b",
+            f"127.0.0.1:{app_port}",
+            "--chdir",
+            str(TARGETS),
+            "fleet_app:app",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     sidecar = None
     try:
         wait_for(lambda: urllib.request.urlopen(f"http://127.0.0.1:{app_port}/", timeout=5).read())
-        sidecar = subprocess.Popen([args.gilty, "serve", "-s", "--pid", str(server.pid), "--port", str(metrics_port),
-                                    *args.extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        sidecar = subprocess.Popen(
+            [args.gilty, "serve", "-s", "--pid", str(server.pid), "--port", str(metrics_port), *args.extra],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         wait_for(lambda: scrape(metrics_port))
         time.sleep(2)
         seen: set = set()
@@ -89,7 +107,9 @@ def main() -> int:
         seen |= last
         processes = {m for m in last if m.startswith("gilty_process_up")}
         print(f"{args.requests} requests in {time.monotonic() - started:.0f} s; serve args {args.extra or '(none)'}")
-        print(f"processes up: {len(processes)}; series in the last scrape: {len(last)}; distinct series over all scrapes: {len(seen)}")
+        print(
+            f"processes up: {len(processes)}; series in the last scrape: {len(last)}; distinct series over all scrapes: {len(seen)}"
+        )
     finally:
         for proc in (sidecar, server):
             if proc is not None:

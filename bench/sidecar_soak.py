@@ -7,7 +7,6 @@ RSS over time, printed as a table for docs/benchmarks.md.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import socket
@@ -29,7 +28,11 @@ def free_port() -> int:
 
 def series(port: int) -> int:
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    return len(set(re.findall(r'gilty_gil_hold_seconds_total\{pid="(\d+)",role="[^"]*",process="[^"]*",thread="[^"]*",tid="(\d+)"', text)))
+    return len(
+        set(
+            re.findall(r'gilty_gil_hold_seconds_total\{pid="(\d+)",role="[^"]*",process="[^"]*",thread="[^"]*",tid="(\d+)"', text)
+        )
+    )
 
 
 def rss_mib(pid: int) -> float:
@@ -44,14 +47,30 @@ def main() -> None:
     app_port, metrics_port = free_port(), free_port()
     gunicorn = shutil.which("gunicorn", path=str(Path(sys.executable).parent)) or "gunicorn"
     server = subprocess.Popen(
-        [gunicorn, "-w", "2", "--max-requests", "1", "-b", f"127.0.0.1:{app_port}", "--chdir", str(TARGETS),
-         "-c", str(TARGETS / "respawn_conf.py"), "respawn_app:app"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            gunicorn,
+            "-w",
+            "2",
+            "--max-requests",
+            "1",
+            "-b",
+            f"127.0.0.1:{app_port}",
+            "--chdir",
+            str(TARGETS),
+            "-c",
+            str(TARGETS / "respawn_conf.py"),
+            "respawn_app:app",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     time.sleep(3)
     gilty = [str(REPO / ".venv" / "bin" / "gilty")]
-    sidecar = subprocess.Popen([*gilty, "serve", "-s", "--pid", str(server.pid), "--port", str(metrics_port), "--rate", "50", "--per-thread"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    sidecar = subprocess.Popen(
+        [*gilty, "serve", "-s", "--pid", str(server.pid), "--port", str(metrics_port), "--rate", "50", "--per-thread"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     time.sleep(3)
     print("| minute | requests | series | sidecar RSS (MiB) |")
     print("| ---: | ---: | ---: | ---: |")

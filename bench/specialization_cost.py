@@ -45,9 +45,24 @@ def window(target: subprocess.Popen, seconds: float) -> dict:
 def gilty_run(target: subprocess.Popen, pid: int, args) -> tuple:
     out = tempfile.NamedTemporaryFile(prefix="gilty-spec-cost-", suffix=".json", delete=False).name
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    g = subprocess.Popen([GILTY, "specialization", "--pid", str(pid), "--duration", str(args.duration),
-                          "--read-interval", str(args.read_interval), "--format", "json", "-o", out],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    g = subprocess.Popen(
+        [
+            GILTY,
+            "specialization",
+            "--pid",
+            str(pid),
+            "--duration",
+            str(args.duration),
+            "--read-interval",
+            str(args.read_interval),
+            "--format",
+            "json",
+            "-o",
+            out,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     time.sleep(0.5)
     w = window(target, args.duration - 1.0)
     g.wait()
@@ -56,8 +71,16 @@ def gilty_run(target: subprocess.Popen, pid: int, args) -> tuple:
     report = json.load(open(out))
     os.unlink(out)
     proc = report["session"]["processes"][0]
-    return w, cpu, {"codes": len(proc["codes"]), "read_passes": proc["read_passes"], "running_samples": proc["running_samples"],
-                    "busy_s": proc["busy_s"]}
+    return (
+        w,
+        cpu,
+        {
+            "codes": len(proc["codes"]),
+            "read_passes": proc["read_passes"],
+            "running_samples": proc["running_samples"],
+            "busy_s": proc["busy_s"],
+        },
+    )
 
 
 def main() -> int:
@@ -69,7 +92,9 @@ def main() -> int:
     ap.add_argument("--read-interval", type=float, default=5.0)
     ap.add_argument("--json")
     args = ap.parse_args()
-    target = subprocess.Popen([args.python, TARGET, str(args.functions)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    target = subprocess.Popen(
+        [args.python, TARGET, str(args.functions)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     pid = int(target.stdout.readline().split()[1])
     rows = []
     try:
@@ -85,31 +110,47 @@ def main() -> int:
             per_cpu = lambda w: w["calls"] / w["cpu_s"]  # noqa: E731 - calls per CPU-second of the target
             cpu_ratio = per_cpu(got["gilty"]) / per_cpu(got["baseline"])
             rows.append({"ratio": ratio, "cpu_ratio": cpu_ratio, **got})
-            print(f"round {r + 1}: baseline {got['baseline']['cps']:.0f} calls/s, with gilty {got['gilty']['cps']:.0f} "
-                  f"({ratio:.3f}; per target CPU-second {cpu_ratio:.3f}); gilty CPU {got['gilty_cpu_s']:.2f} s; "
-                  f"read {got['read']}", flush=True)
+            print(
+                f"round {r + 1}: baseline {got['baseline']['cps']:.0f} calls/s, with gilty {got['gilty']['cps']:.0f} "
+                f"({ratio:.3f}; per target CPU-second {cpu_ratio:.3f}); gilty CPU {got['gilty_cpu_s']:.2f} s; "
+                f"read {got['read']}",
+                flush=True,
+            )
     finally:
         target.stdin.write("quit\n")
         target.stdin.close()
         target.wait(timeout=10)
     ratios = [r["ratio"] for r in rows]
     summary = {
-        "python": subprocess.run([args.python, "-c", "import platform; print(platform.python_version())"], capture_output=True, text=True).stdout.strip(),
-        "functions": args.functions, "duration_s": args.duration, "read_interval_ms": args.read_interval,
-        "median_ratio": statistics.median(ratios), "min_ratio": min(ratios), "max_ratio": max(ratios),
+        "python": subprocess.run(
+            [args.python, "-c", "import platform; print(platform.python_version())"], capture_output=True, text=True
+        ).stdout.strip(),
+        "functions": args.functions,
+        "duration_s": args.duration,
+        "read_interval_ms": args.read_interval,
+        "median_ratio": statistics.median(ratios),
+        "min_ratio": min(ratios),
+        "max_ratio": max(ratios),
         "quartiles_ratio": statistics.quantiles(ratios, n=4)[::2] if len(ratios) > 1 else ratios * 2,
-        "quartiles_cpu_ratio": statistics.quantiles([r["cpu_ratio"] for r in rows], n=4)[::2] if len(rows) > 1 else [rows[0]["cpu_ratio"]] * 2,
+        "quartiles_cpu_ratio": statistics.quantiles([r["cpu_ratio"] for r in rows], n=4)[::2]
+        if len(rows) > 1
+        else [rows[0]["cpu_ratio"]] * 2,
         "median_cpu_ratio": statistics.median(r["cpu_ratio"] for r in rows),
-        "min_cpu_ratio": min(r["cpu_ratio"] for r in rows), "max_cpu_ratio": max(r["cpu_ratio"] for r in rows),
+        "min_cpu_ratio": min(r["cpu_ratio"] for r in rows),
+        "max_cpu_ratio": max(r["cpu_ratio"] for r in rows),
         "loadavg_1m": os.getloadavg()[0],
-        "median_gilty_cpu_s": statistics.median(r["gilty_cpu_s"] for r in rows), "cpus": os.cpu_count(), "rounds": rows,
+        "median_gilty_cpu_s": statistics.median(r["gilty_cpu_s"] for r in rows),
+        "cpus": os.cpu_count(),
+        "rounds": rows,
     }
-    print(f"median throughput with gilty / without: {summary['median_ratio']:.3f} (range {summary['min_ratio']:.3f}-"
-          f"{summary['max_ratio']:.3f}, quartiles {summary['quartiles_ratio'][0]:.3f}-{summary['quartiles_ratio'][1]:.3f}); "
-          f"per target CPU-second: {summary['median_cpu_ratio']:.3f} (range {summary['min_cpu_ratio']:.3f}-"
-          f"{summary['max_cpu_ratio']:.3f}, quartiles {summary['quartiles_cpu_ratio'][0]:.3f}-"
-          f"{summary['quartiles_cpu_ratio'][1]:.3f}); gilty CPU per {args.duration:g} s run: "
-          f"{summary['median_gilty_cpu_s']:.2f} s; load average {summary['loadavg_1m']:.1f} on {os.cpu_count()} CPUs")
+    print(
+        f"median throughput with gilty / without: {summary['median_ratio']:.3f} (range {summary['min_ratio']:.3f}-"
+        f"{summary['max_ratio']:.3f}, quartiles {summary['quartiles_ratio'][0]:.3f}-{summary['quartiles_ratio'][1]:.3f}); "
+        f"per target CPU-second: {summary['median_cpu_ratio']:.3f} (range {summary['min_cpu_ratio']:.3f}-"
+        f"{summary['max_cpu_ratio']:.3f}, quartiles {summary['quartiles_cpu_ratio'][0]:.3f}-"
+        f"{summary['quartiles_cpu_ratio'][1]:.3f}); gilty CPU per {args.duration:g} s run: "
+        f"{summary['median_gilty_cpu_s']:.2f} s; load average {summary['loadavg_1m']:.1f} on {os.cpu_count()} CPUs"
+    )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(summary, f, indent=1)

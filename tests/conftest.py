@@ -8,6 +8,7 @@ a silent pass; the session ends with a list of what was tested and what was skip
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import re
@@ -23,8 +24,6 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
-
-import importlib.util
 
 import pytest
 
@@ -84,7 +83,9 @@ def _probe_version(path: str) -> Optional[tuple]:
     try:
         out = subprocess.run(
             [path, "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
-            capture_output=True, text=True, timeout=20,
+            capture_output=True,
+            text=True,
+            timeout=20,
         ).stdout.strip()
         return tuple(int(x) for x in out.split("."))
     except (OSError, subprocess.SubprocessError, ValueError):
@@ -121,8 +122,11 @@ def _sid_interpreter(minor: str) -> Interpreter:
             reason = sid.REASON.read_text().strip().replace("\n", "; ")
         except OSError:
             reason = f"no stamp at {sid.STAMP}"
-        return Interpreter(id=f"{minor}-missing", path=None,
-                           skip_reason=f"pyenv {minor} not installed and sid's python{minor} not built (make sid-pythons, as root): {reason}")
+        return Interpreter(
+            id=f"{minor}-missing",
+            path=None,
+            skip_reason=f"pyenv {minor} not installed and sid's python{minor} not built (make sid-pythons, as root): {reason}",
+        )
     version = _probe_version(info["exe"])
     if version is None:
         return Interpreter(id=info["version"], path=None, skip_reason=f"sid's python{minor} at {info['exe']} does not run")
@@ -279,7 +283,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         tr.write_line(f"{label}  {interp.id:<14} Python {interp.version_str} at {interp.path}: {detail}")
     unsupported = discover_unsupported()
     tr.write_line(
-        f"unsupported-interpreter check: {unsupported.id} at {unsupported.path}" if unsupported
+        f"unsupported-interpreter check: {unsupported.id} at {unsupported.path}"
+        if unsupported
         else "unsupported-interpreter check: no pyenv build older than 3.10 installed"
     )
     if _MEASURED:
@@ -454,9 +459,7 @@ def run_gilty(*args, timeout: float = CLI_TIMEOUT_S, argv: Optional[list] = None
     """Run the CLI with ``args`` (or the whole ``argv``); returns (returncode, stdout, stderr) as text."""
     cmd = argv if argv is not None else gilty_command() + [str(a) for a in args]
     try:
-        proc = subprocess.run(
-            cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout, env=gilty_env(), cwd=str(REPO)
-        )
+        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout, env=gilty_env(), cwd=str(REPO))
     except subprocess.TimeoutExpired as e:
         pytest.fail(f"gilty did not finish within {timeout:g} s: {cmd}\nstdout: {e.stdout!r}\nstderr: {e.stderr!r}")
     return (
@@ -535,7 +538,9 @@ def line_of(script: str, marker: str) -> int:
 def thread_named(report: dict, name: str) -> dict:
     """The one thread called ``name`` in a dump or record report."""
     found = [t for t in report["threads"] if t["name"] == name]
-    assert len(found) == 1, f"expected one thread named {name!r}, found {len(found)}; names: {[t['name'] for t in report['threads']]}"
+    assert len(found) == 1, (
+        f"expected one thread named {name!r}, found {len(found)}; names: {[t['name'] for t in report['threads']]}"
+    )
     return found[0]
 
 

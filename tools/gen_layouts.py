@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import NoReturn
 
 import asyncio_layouts
 from generated_files import check_or_write
@@ -60,16 +61,22 @@ FIELDS: list[tuple[str, dict[str, str]]] = [
     # PyInterpreterState
     ("interp_next", {"*": "offsetof(PyInterpreterState, next)"}),
     ("interp_id", {"*": "offsetof(PyInterpreterState, id)"}),
-    ("interp_threads_head", {
-        "3.10": "offsetof(PyInterpreterState, tstate_head)",
-        "3.11+": "offsetof(PyInterpreterState, threads.head)",
-    }),
+    (
+        "interp_threads_head",
+        {
+            "3.10": "offsetof(PyInterpreterState, tstate_head)",
+            "3.11+": "offsetof(PyInterpreterState, threads.head)",
+        },
+    ),
     ("interp_gil_ptr", {"3.12+": "offsetof(PyInterpreterState, ceval.gil)"}),
     ("interp_gc", {"*": "offsetof(PyInterpreterState, gc)"}),
-    ("interp_modules", {
-        "3.10-3.11": "offsetof(PyInterpreterState, modules)",
-        "3.12+": "offsetof(PyInterpreterState, imports.modules)",
-    }),
+    (
+        "interp_modules",
+        {
+            "3.10-3.11": "offsetof(PyInterpreterState, modules)",
+            "3.12+": "offsetof(PyInterpreterState, imports.modules)",
+        },
+    ),
     # struct _gc_runtime_state / struct gc_generation
     ("gc_enabled", {"*": "offsetof(struct _gc_runtime_state, enabled)"}),
     ("gc_collecting", {"*": "offsetof(struct _gc_runtime_state, collecting)"}),
@@ -107,27 +114,39 @@ FIELDS: list[tuple[str, dict[str, str]]] = [
     ("stackchunk_previous", {"3.11+": "offsetof(_PyStackChunk, previous)"}),
     ("stackchunk_size", {"3.11+": "offsetof(_PyStackChunk, size)"}),
     # PyFrameObject (3.10) / _PyInterpreterFrame (3.11+)
-    ("frame_code", {
-        "3.10": "offsetof(PyFrameObject, f_code)",
-        "3.11-3.12": "offsetof(_PyInterpreterFrame, f_code)",
-        "3.13+": "offsetof(_PyInterpreterFrame, f_executable)",
-    }),
-    ("frame_previous", {
-        "3.10": "offsetof(PyFrameObject, f_back)",
-        "3.11+": "offsetof(_PyInterpreterFrame, previous)",
-    }),
-    ("frame_instr", {
-        "3.10": "offsetof(PyFrameObject, f_lasti)",
-        "3.11-3.12": "offsetof(_PyInterpreterFrame, prev_instr)",
-        "3.13+": "offsetof(_PyInterpreterFrame, instr_ptr)",
-    }),
+    (
+        "frame_code",
+        {
+            "3.10": "offsetof(PyFrameObject, f_code)",
+            "3.11-3.12": "offsetof(_PyInterpreterFrame, f_code)",
+            "3.13+": "offsetof(_PyInterpreterFrame, f_executable)",
+        },
+    ),
+    (
+        "frame_previous",
+        {
+            "3.10": "offsetof(PyFrameObject, f_back)",
+            "3.11+": "offsetof(_PyInterpreterFrame, previous)",
+        },
+    ),
+    (
+        "frame_instr",
+        {
+            "3.10": "offsetof(PyFrameObject, f_lasti)",
+            "3.11-3.12": "offsetof(_PyInterpreterFrame, prev_instr)",
+            "3.13+": "offsetof(_PyInterpreterFrame, instr_ptr)",
+        },
+    ),
     ("frame_owner", {"3.11+": "offsetof(_PyInterpreterFrame, owner)"}),
     ("frame_state", {"3.10": "offsetof(PyFrameObject, f_state)"}),
     ("frame_is_entry", {"3.11": "offsetof(_PyInterpreterFrame, is_entry)"}),
-    ("frame_localsplus", {
-        "3.10": "offsetof(PyFrameObject, f_localsplus)",
-        "3.11+": "offsetof(_PyInterpreterFrame, localsplus)",
-    }),
+    (
+        "frame_localsplus",
+        {
+            "3.10": "offsetof(PyFrameObject, f_localsplus)",
+            "3.11+": "offsetof(_PyInterpreterFrame, localsplus)",
+        },
+    ),
     # PyCodeObject
     ("code_filename", {"*": "offsetof(PyCodeObject, co_filename)"}),
     ("code_name", {"*": "offsetof(PyCodeObject, co_name)"}),
@@ -153,21 +172,30 @@ FIELDS: list[tuple[str, dict[str, str]]] = [
     ("unicode_compact_size", {"*": "sizeof(PyCompactUnicodeObject)"}),
     ("bytes_sval", {"*": "offsetof(PyBytesObject, ob_sval)"}),
     ("tuple_item", {"*": "offsetof(PyTupleObject, ob_item)"}),
-    ("long_size", {
-        "3.10-3.11": "offsetof(PyVarObject, ob_size)",
-        "3.12+": "offsetof(PyLongObject, long_value.lv_tag)",
-    }),
-    ("long_digit", {
-        "3.10-3.11": "offsetof(PyLongObject, ob_digit)",
-        "3.12+": "offsetof(PyLongObject, long_value.ob_digit)",
-    }),
+    (
+        "long_size",
+        {
+            "3.10-3.11": "offsetof(PyVarObject, ob_size)",
+            "3.12+": "offsetof(PyLongObject, long_value.lv_tag)",
+        },
+    ),
+    (
+        "long_digit",
+        {
+            "3.10-3.11": "offsetof(PyLongObject, ob_digit)",
+            "3.12+": "offsetof(PyLongObject, long_value.ob_digit)",
+        },
+    ),
     ("dict_used", {"*": "offsetof(PyDictObject, ma_used)"}),
     ("dict_keys", {"*": "offsetof(PyDictObject, ma_keys)"}),
     ("dict_values", {"*": "offsetof(PyDictObject, ma_values)"}),
-    ("dictkeys_size", {
-        "3.10": "offsetof(struct _dictkeysobject, dk_size)",
-        "3.11+": "offsetof(struct _dictkeysobject, dk_log2_size)",
-    }),
+    (
+        "dictkeys_size",
+        {
+            "3.10": "offsetof(struct _dictkeysobject, dk_size)",
+            "3.11+": "offsetof(struct _dictkeysobject, dk_log2_size)",
+        },
+    ),
     ("dictkeys_kind", {"3.11+": "offsetof(struct _dictkeysobject, dk_kind)"}),
     ("dictkeys_log2_index_bytes", {"3.11+": "offsetof(struct _dictkeysobject, dk_log2_index_bytes)"}),
     ("dictkeys_nentries", {"*": "offsetof(struct _dictkeysobject, dk_nentries)"}),
@@ -200,10 +228,13 @@ FIELDS += [
 # `sys.exc_info()` reads. Its own block, for easy merges.
 FIELDS += [
     ("tstate_exc_info", {"*": "offsetof(PyThreadState, exc_info)"}),
-    ("err_stackitem_exc", {
-        "3.10": "offsetof(_PyErr_StackItem, exc_type)",
-        "3.11+": "offsetof(_PyErr_StackItem, exc_value)",
-    }),
+    (
+        "err_stackitem_exc",
+        {
+            "3.10": "offsetof(_PyErr_StackItem, exc_type)",
+            "3.11+": "offsetof(_PyErr_StackItem, exc_value)",
+        },
+    ),
     ("err_stackitem_previous", {"*": "offsetof(_PyErr_StackItem, previous_item)"}),
     ("tstate_exc_state", {"*": "offsetof(PyThreadState, exc_state)"}),
 ]
@@ -223,15 +254,26 @@ FIELDS += [
 # other by bare name, which resolves next to the including file).
 INCLUDES = {
     (3, 10): [
-        "Python.h", "frameobject.h",
-        "internal/pycore_runtime.h", "internal/pycore_interp.h", "internal/pycore_pystate.h",
-        "internal/pycore_gc.h", "internal/pycore_gil.h", "internal/pycore_moduleobject.h",
+        "Python.h",
+        "frameobject.h",
+        "internal/pycore_runtime.h",
+        "internal/pycore_interp.h",
+        "internal/pycore_pystate.h",
+        "internal/pycore_gc.h",
+        "internal/pycore_gil.h",
+        "internal/pycore_moduleobject.h",
     ],
     (3, 11): [
         "Python.h",
-        "internal/pycore_runtime.h", "internal/pycore_interp.h", "internal/pycore_pystate.h",
-        "internal/pycore_gc.h", "internal/pycore_gil.h", "internal/pycore_frame.h",
-        "internal/pycore_code.h", "internal/pycore_dict.h", "internal/pycore_moduleobject.h",
+        "internal/pycore_runtime.h",
+        "internal/pycore_interp.h",
+        "internal/pycore_pystate.h",
+        "internal/pycore_gc.h",
+        "internal/pycore_gil.h",
+        "internal/pycore_frame.h",
+        "internal/pycore_code.h",
+        "internal/pycore_dict.h",
+        "internal/pycore_moduleobject.h",
     ],
 }
 INCLUDES[(3, 12)] = INCLUDES[(3, 11)]
@@ -239,7 +281,9 @@ INCLUDES[(3, 13)] = INCLUDES[(3, 11)]
 # 3.14 moved _PyInterpreterFrame to pycore_interpframe_structs.h, _PyThreadStateImpl is in pycore_tstate.h
 # and _Py_DebugOffsets in pycore_debug_offsets.h.
 INCLUDES[(3, 14)] = INCLUDES[(3, 11)] + [
-    "internal/pycore_interpframe.h", "internal/pycore_tstate.h", "internal/pycore_debug_offsets.h",
+    "internal/pycore_interpframe.h",
+    "internal/pycore_tstate.h",
+    "internal/pycore_debug_offsets.h",
 ]
 INCLUDES[(3, 15)] = INCLUDES[(3, 14)]
 
@@ -293,7 +337,7 @@ int main(void) {{
 """
 
 
-def die(msg: str) -> "NoReturn":  # type: ignore[name-defined]
+def die(msg: str) -> NoReturn:
     print(f"gen_layouts: error: {msg}", file=sys.stderr)
     sys.exit(2)
 
@@ -361,6 +405,7 @@ def check_field_table(fields: list[tuple[str, bool]], table_fields=None, what: s
 # Discovery
 # ---------------------------------------------------------------------------------------------
 
+
 def pyenv_root() -> Path | None:
     try:
         out = subprocess.run(["pyenv", "root"], capture_output=True, text=True, check=True)
@@ -422,8 +467,9 @@ def sid_installs() -> dict[tuple[int, int], Path]:
     from libpython3.X-dev); none when it has not run here."""
     cache = Path(os.environ.get("GILTY_SID_CACHE") or "/root/.cache/gilty/sid-pythons")
     prefix = cache / "root" / "usr"
-    return {ver: prefix for ver in SUPPORTED
-            if (include_dir(prefix, ver) / "internal").is_dir() and python_exe(prefix, ver).exists()}
+    return {
+        ver: prefix for ver in SUPPORTED if (include_dir(prefix, ver) / "internal").is_dir() and python_exe(prefix, ver).exists()
+    }
 
 
 def python_exe(prefix: Path, ver: tuple[int, int]) -> Path:
@@ -436,14 +482,17 @@ def python_exe(prefix: Path, ver: tuple[int, int]) -> Path:
 # Probe
 # ---------------------------------------------------------------------------------------------
 
-def build_probe(ver: tuple[int, int], fields: list[tuple[str, bool]],
-                async_fields: list[tuple[str, bool]] = (), debug_members: list[str] = ()) -> str:
+
+def build_probe(
+    ver: tuple[int, int], fields: list[tuple[str, bool]], async_fields: list[tuple[str, bool]] = (), debug_members: list[str] = ()
+) -> str:
     spec = dict(FIELDS)
     prints = []
     # Where each `_Py_DebugOffsets` member sits in the block, and its size (only u64 members are kept).
     for path in debug_members:
-        prints.append(f'    printf("dbg.{path} %zu %zu\\n", offsetof(_Py_DebugOffsets, {path}), '
-                      f'sizeof(((_Py_DebugOffsets *)0)->{path}));')
+        prints.append(
+            f'    printf("dbg.{path} %zu %zu\\n", offsetof(_Py_DebugOffsets, {path}), sizeof(((_Py_DebugOffsets *)0)->{path}));'
+        )
     if debug_members:
         prints.append('    printf("dbgsize %zu\\n", sizeof(_Py_DebugOffsets));')
     for name, _ in fields:
@@ -493,8 +542,7 @@ def core_defines(prefix: Path, ver: tuple[int, int]) -> list[str]:
         r = subprocess.run([str(python_exe(prefix, ver)), "-I", "-c", snippet], capture_output=True, text=True)
         if r.returncode != 0:
             die(f"reading the build flags of {python_exe(prefix, ver)} failed:\n{r.stderr}")
-        _CORE_DEFINES[key] = [f for f in r.stdout.split()
-                              if f.startswith("-D_Py_") and not f.startswith("-D_Py_FORTIFY")]
+        _CORE_DEFINES[key] = [f for f in r.stdout.split() if f.startswith("-D_Py_") and not f.startswith("-D_Py_FORTIFY")]
     return _CORE_DEFINES[key]
 
 
@@ -504,8 +552,9 @@ def debug_offsets_members(ver: tuple[int, int], prefix: Path) -> list[str]:
     if ver < (3, 13):
         return []
     src = "#define Py_BUILD_CORE 1\n" + "".join(f'#include "{h}"\n' for h in INCLUDES[ver])
-    r = subprocess.run([compiler(), "-E", "-P", *include_flags(prefix, ver), "-x", "c", "-"],
-                       input=src, capture_output=True, text=True)
+    r = subprocess.run(
+        [compiler(), "-E", "-P", *include_flags(prefix, ver), "-x", "c", "-"], input=src, capture_output=True, text=True
+    )
     if r.returncode != 0:
         die(f"preprocessing the {ver[0]}.{ver[1]} headers failed:\n{r.stderr}")
     m = re.search(r"typedef\s+struct\s+_Py_DebugOffsets\s*\{", r.stdout)
@@ -518,7 +567,7 @@ def debug_offsets_members(ver: tuple[int, int], prefix: Path) -> list[str]:
     while True:
         t = token.match(r.stdout, pos)
         if t is None:
-            die(f"{prefix}: cannot read _Py_DebugOffsets near {r.stdout[pos:pos + 80]!r}")
+            die(f"{prefix}: cannot read _Py_DebugOffsets near {r.stdout[pos : pos + 80]!r}")
         pos = t.end()
         if t.group(1):
             groups.append([])
@@ -533,8 +582,9 @@ def debug_offsets_members(ver: tuple[int, int], prefix: Path) -> list[str]:
             return [n for n in members if n not in ("cookie", "version", "free_threaded")]
 
 
-def run_probe(ver: tuple[int, int], prefix: Path, fields: list[tuple[str, bool]],
-              async_fields: list[tuple[str, bool]] = ()) -> dict[str, str]:
+def run_probe(
+    ver: tuple[int, int], prefix: Path, fields: list[tuple[str, bool]], async_fields: list[tuple[str, bool]] = ()
+) -> dict[str, str]:
     cc = compiler()
     src = build_probe(ver, fields, async_fields, debug_offsets_members(ver, prefix))
     with tempfile.TemporaryDirectory(prefix="gilty-layouts-") as tmp:
@@ -578,14 +628,17 @@ def check_runtime_symbol(ver: tuple[int, int], prefix: Path, runtime_size: int) 
         if len(parts) == 4 and parts[3] == "_PyRuntime":
             size = int(parts[1], 16)
             if size != runtime_size:
-                die(f"{lib}: _PyRuntime symbol is {size} bytes but sizeof(_PyRuntimeState) is "
-                    f"{runtime_size}; headers and library do not match")
+                die(
+                    f"{lib}: _PyRuntime symbol is {size} bytes but sizeof(_PyRuntimeState) is "
+                    f"{runtime_size}; headers and library do not match"
+                )
             return
 
 
 # ---------------------------------------------------------------------------------------------
 # Rendering
 # ---------------------------------------------------------------------------------------------
+
 
 def module_name(ver: tuple[int, int]) -> str:
     return f"v{ver[0]}_{ver[1]}"
@@ -613,11 +666,11 @@ def handoff_opcodes(prefix: Path, ver: tuple[int, int]) -> list[int]:
     return [int(x) for x in r.stdout.split()]
 
 
-def render_layout(ver: tuple[int, int], prefix: Path, values: dict[str, str],
-                  fields: list[tuple[str, bool]], handoff: list[int]) -> str:
+def render_layout(
+    ver: tuple[int, int], prefix: Path, values: dict[str, str], fields: list[tuple[str, bool]], handoff: list[int]
+) -> str:
     lines = [
-        f"// Generated by tools/gen_layouts.py from CPython {values['py_version']} headers "
-        f"({prefix}). Do not edit.",
+        f"// Generated by tools/gen_layouts.py from CPython {values['py_version']} headers ({prefix}). Do not edit.",
         "",
         "use crate::layout::Layout;",
         "",
@@ -655,12 +708,15 @@ def render_mod(versions=None) -> str:
 
 # ---------------------------------------------------------------------------------------------
 
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--check", action="store_true",
-                    help="compare with the committed files instead of writing; exit 1 if they differ")
-    ap.add_argument("--prefix", action="append", default=[],
-                    help="a CPython install prefix (repeatable); default: pyenv versions")
+    ap.add_argument(
+        "--check", action="store_true", help="compare with the committed files instead of writing; exit 1 if they differ"
+    )
+    ap.add_argument(
+        "--prefix", action="append", default=[], help="a CPython install prefix (repeatable); default: pyenv versions"
+    )
     args = ap.parse_args()
 
     fields = layout_fields()
@@ -685,21 +741,31 @@ def main() -> int:
             if failed:
                 die(f"{prefix}: the _asyncio structs do not match the live interpreter:\n  " + "\n  ".join(failed))
             outputs[ASYNC_DIR / f"{module_name(ver)}.rs"] = asyncio_layouts.render(
-                ver, prefix, values["py_version"], values, async_fields)
+                ver, prefix, values["py_version"], values, async_fields
+            )
         print(f"gen_layouts: {ver[0]}.{ver[1]}: CPython {values['py_version']} at {prefix}", file=sys.stderr)
 
     # Only versions with a table, generated now or committed before (a new version joins when generated).
-    outputs[GEN_DIR / "mod.rs"] = render_mod([v for v in SUPPORTED if (GEN_DIR / f"{module_name(v)}.rs") in outputs
-                                              or (GEN_DIR / f"{module_name(v)}.rs").exists()])
-    outputs[ASYNC_DIR / "mod.rs"] = render_mod([v for v in ASYNC_VERSIONS if (ASYNC_DIR / f"{module_name(v)}.rs") in outputs
-                                                or (ASYNC_DIR / f"{module_name(v)}.rs").exists()])
+    outputs[GEN_DIR / "mod.rs"] = render_mod(
+        [v for v in SUPPORTED if (GEN_DIR / f"{module_name(v)}.rs") in outputs or (GEN_DIR / f"{module_name(v)}.rs").exists()]
+    )
+    outputs[ASYNC_DIR / "mod.rs"] = render_mod(
+        [
+            v
+            for v in ASYNC_VERSIONS
+            if (ASYNC_DIR / f"{module_name(v)}.rs") in outputs or (ASYNC_DIR / f"{module_name(v)}.rs").exists()
+        ]
+    )
     for ver in skipped:
         path = GEN_DIR / f"{module_name(ver)}.rs"
         why = "not among --prefix" if args.prefix else "not installed"
         note = "committed file left unchanged" if path.exists() else "no committed file: gilty refuses it"
         print(f"gen_layouts: skipped {ver[0]}.{ver[1]} ({why}; {note})", file=sys.stderr)
 
-    return check_or_write(outputs, args.check, "gen_layouts", REPO, f"{len(SUPPORTED) - len(skipped)} version(s) checked, {len(skipped)} skipped")
+    return check_or_write(
+        outputs, args.check, "gen_layouts", REPO, f"{len(SUPPORTED) - len(skipped)} version(s) checked, {len(skipped)} skipped"
+    )
+
 
 if __name__ == "__main__":
     sys.exit(main())

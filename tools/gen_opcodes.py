@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import NoReturn
 
 from generated_files import check_or_write
 
@@ -51,7 +52,9 @@ OPCACHE_PROBE = """
     printf("entry_optimized %zu\\n", offsetof(struct _PyOpcache, optimized));
 """
 
-OPCACHE_OPS_SNIPPET = "import dis, json; print(json.dumps({n: dis.opmap[n] for n in ('LOAD_GLOBAL', 'LOAD_ATTR', 'LOAD_METHOD', 'EXTENDED_ARG')}))"
+OPCACHE_OPS_SNIPPET = (
+    "import dis, json; print(json.dumps({n: dis.opmap[n] for n in ('LOAD_GLOBAL', 'LOAD_ATTR', 'LOAD_METHOD', 'EXTENDED_ARG')}))"
+)
 
 # Discovery (pyenv / --prefix) is shared with the layout generator.
 _spec = importlib.util.spec_from_file_location("gen_layouts", Path(__file__).with_name("gen_layouts.py"))
@@ -151,7 +154,7 @@ int main(void) {{
 """
 
 
-def die(msg: str) -> "NoReturn":  # type: ignore[name-defined]
+def die(msg: str) -> NoReturn:
     print(f"gen_opcodes: error: {msg}", file=sys.stderr)
     sys.exit(2)
 
@@ -224,7 +227,7 @@ def render(ver: tuple[int, int], prefix: Path, meta: dict, consts: dict[str, int
     def arr(values: list, fmt=str) -> str:
         rows = []
         for i in range(0, 256, 16):
-            rows.append("        " + " ".join(fmt(v) + "," for v in values[i:i + 16]))
+            rows.append("        " + " ".join(fmt(v) + "," for v in values[i : i + 16]))
         return "[\n" + "\n".join(rows) + "\n    ]"
 
     def opt(key: str) -> str:
@@ -300,8 +303,12 @@ def main() -> int:
             continue
         meta = metadata(prefix, ver)
         consts = counter_constants(ver, prefix)
-        version = subprocess.run([str(python_exe(prefix, ver)), "-c", "import platform; print(platform.python_version())"],
-                                 capture_output=True, text=True, check=True).stdout.strip()
+        version = subprocess.run(
+            [str(python_exe(prefix, ver)), "-c", "import platform; print(platform.python_version())"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
         outputs[GEN_DIR / f"v{ver[0]}_{ver[1]}.rs"] = render(ver, prefix, meta, consts, version)
         print(f"gen_opcodes: {ver[0]}.{ver[1]}: CPython {version} at {prefix}", file=sys.stderr)
     for ver in OPCACHE_VERSIONS:
@@ -310,9 +317,12 @@ def main() -> int:
             skipped.append(ver)
             continue
         exe = str(prefix / "bin" / "python3")
-        ops = json.loads(subprocess.run([exe, "-I", "-c", OPCACHE_OPS_SNIPPET], capture_output=True, text=True, check=True).stdout)
-        version = subprocess.run([exe, "-c", "import platform; print(platform.python_version())"],
-                                 capture_output=True, text=True, check=True).stdout.strip()
+        ops = json.loads(
+            subprocess.run([exe, "-I", "-c", OPCACHE_OPS_SNIPPET], capture_output=True, text=True, check=True).stdout
+        )
+        version = subprocess.run(
+            [exe, "-c", "import platform; print(platform.python_version())"], capture_output=True, text=True, check=True
+        ).stdout.strip()
         consts = counter_constants(ver, prefix, OPCACHE_PROBE)
         outputs[GEN_DIR / f"v{ver[0]}_{ver[1]}.rs"] = render_opcache(ver, prefix, consts, ops, version)
         print(f"gen_opcodes: {ver[0]}.{ver[1]} (opcache): CPython {version} at {prefix}", file=sys.stderr)
@@ -322,7 +332,14 @@ def main() -> int:
         if ver in [(3, 14), (3, 15)]:
             note += "; Debian sid's build comes from `make sid-pythons`"
         print(f"gen_opcodes: skipped {ver[0]}.{ver[1]} (not installed; {note})", file=sys.stderr)
-    return check_or_write(outputs, args.check, "gen_opcodes", REPO, f"{len(SUPPORTED) + len(OPCACHE_VERSIONS) - len(skipped)} checked, {len(skipped)} skipped")
+    return check_or_write(
+        outputs,
+        args.check,
+        "gen_opcodes",
+        REPO,
+        f"{len(SUPPORTED) + len(OPCACHE_VERSIONS) - len(skipped)} checked, {len(skipped)} skipped",
+    )
+
 
 if __name__ == "__main__":
     sys.exit(main())

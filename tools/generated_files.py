@@ -18,9 +18,14 @@ def check_or_write(outputs: dict, check: bool, tool: str, repo: Path, summary: s
             if old != new:
                 stale += 1
                 rel = path.relative_to(repo)
-                sys.stdout.writelines(difflib.unified_diff(
-                    old.splitlines(keepends=True), new.splitlines(keepends=True),
-                    fromfile=f"{rel} (committed)", tofile=f"{rel} (generated)"))
+                sys.stdout.writelines(
+                    difflib.unified_diff(
+                        old.splitlines(keepends=True),
+                        new.splitlines(keepends=True),
+                        fromfile=f"{rel} (committed)",
+                        tofile=f"{rel} (generated)",
+                    )
+                )
         if stale:
             print(f"{tool}: {stale} file(s) out of date; run python3 tools/{tool}.py", file=sys.stderr)
             return 1

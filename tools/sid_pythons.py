@@ -45,17 +45,21 @@ TRIPLET = "x86_64-linux-gnu"
 FORMAT = 2
 # sid's libc and the libraries the stdlib's extension modules link (_ssl, _sqlite3, _ctypes, zlib,
 # _bz2, _lzma, _zstd, _decimal, _uuid, readline, curses, dbm); libgcc-s1 for glibc's own dlopen.
-LIBRARIES = ("libc6 libgcc-s1 zlib1g libexpat1 libffi8 libssl3t64 libbz2-1.0 liblzma5 libzstd1 libsqlite3-0 "
-             "libmpdec4 libuuid1 libcrypt1 libreadline8t64 libtinfo6 libncursesw6 libgdbm6t64 libdb5.3t64 "
-             "libnsl2 libtirpc3t64").split()
+LIBRARIES = (
+    "libc6 libgcc-s1 zlib1g libexpat1 libffi8 libssl3t64 libbz2-1.0 liblzma5 libzstd1 libsqlite3-0 "
+    "libmpdec4 libuuid1 libcrypt1 libreadline8t64 libtinfo6 libncursesw6 libgdbm6t64 libdb5.3t64 "
+    "libnsl2 libtirpc3t64"
+).split()
 PER_MINOR = ("python{m}-minimal", "libpython{m}-minimal", "libpython{m}-stdlib", "libpython{m}-dev", "python{m}")
 # python3.X-dbg carries, beside a --pydebug interpreter, the separate debug info of the standard one
 # (the symbols exact mode probes: the packaged interpreter is stripped). Only that one file is kept.
 DBG = "python{m}-dbg"
 # Run by each built interpreter: the modules the targets use, and where it thinks it lives.
-VERIFY = ("import asyncio, ssl, sqlite3, ctypes, hashlib, threading, os, sys, platform, json; "
-          "print(json.dumps({'version': platform.python_version(), 'exe': os.readlink('/proc/self/exe'), "
-          "'prefix': sys.prefix, 'openssl': ssl.OPENSSL_VERSION, 'sqlite': sqlite3.sqlite_version}))")
+VERIFY = (
+    "import asyncio, ssl, sqlite3, ctypes, hashlib, threading, os, sys, platform, json; "
+    "print(json.dumps({'version': platform.python_version(), 'exe': os.readlink('/proc/self/exe'), "
+    "'prefix': sys.prefix, 'openssl': ssl.OPENSSL_VERSION, 'sqlite': sqlite3.sqlite_version}))"
+)
 
 
 def say(msg: str) -> None:
@@ -112,10 +116,17 @@ class SidApt:
             (self.dir / d).mkdir(parents=True, exist_ok=True)
         src = self.dir / "etc" / "sources.list"
         src.write_text(f"deb [signed-by={keyring}] {mirror} sid main\n")
-        self.opts = [f"-o=Dir::Etc::SourceList={src}", f"-o=Dir::Etc::SourceParts={self.dir / 'etc/sources.list.d'}",
-                     f"-o=Dir::State::Lists={self.dir / 'lists'}", f"-o=Dir::Cache={self.dir / 'cache'}",
-                     "-o=APT::Get::List-Cleanup=0", "-o=Acquire::Languages=none", "-o=Acquire::IndexTargets::deb::DEP-11::DefaultEnabled=false",
-                     "-o=Acquire::IndexTargets::deb::DEP-11-icons::DefaultEnabled=false", "-o=Acquire::IndexTargets::deb::DEP-11-icons-small::DefaultEnabled=false"]
+        self.opts = [
+            f"-o=Dir::Etc::SourceList={src}",
+            f"-o=Dir::Etc::SourceParts={self.dir / 'etc/sources.list.d'}",
+            f"-o=Dir::State::Lists={self.dir / 'lists'}",
+            f"-o=Dir::Cache={self.dir / 'cache'}",
+            "-o=APT::Get::List-Cleanup=0",
+            "-o=Acquire::Languages=none",
+            "-o=Acquire::IndexTargets::deb::DEP-11::DefaultEnabled=false",
+            "-o=Acquire::IndexTargets::deb::DEP-11-icons::DefaultEnabled=false",
+            "-o=Acquire::IndexTargets::deb::DEP-11-icons-small::DefaultEnabled=false",
+        ]
 
     def run(self, tool: str, *args: str, cwd: Path | None = None) -> str:
         try:
@@ -225,12 +236,17 @@ def build(refresh_lists: bool, previous: dict | None = None) -> dict:
             missing[m] = f"python{m}-minimal has no usr/bin/python{m}"
             continue
         # Patched in place: the interpreter finds its prefix (ROOT/usr) from its own path.
-        r = subprocess.run([patchelf, "--set-interpreter", str(loader), "--force-rpath", "--set-rpath", str(libdir), str(exe)],
-                           capture_output=True, text=True)
+        r = subprocess.run(
+            [patchelf, "--set-interpreter", str(loader), "--force-rpath", "--set-rpath", str(libdir), str(exe)],
+            capture_output=True,
+            text=True,
+        )
         if r.returncode != 0:
             missing[m] = f"patchelf on python{m} failed: {r.stderr.strip()}"
             continue
-        r = subprocess.run([str(exe), "-I", "-c", VERIFY], capture_output=True, text=True, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+        r = subprocess.run(
+            [str(exe), "-I", "-c", VERIFY], capture_output=True, text=True, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+        )
         if r.returncode != 0:
             missing[m] = f"sid's python{m} does not run: {(r.stderr.strip().splitlines() or ['?'])[-1]}"
             continue
@@ -240,24 +256,36 @@ def build(refresh_lists: bool, previous: dict | None = None) -> dict:
             continue
         debug = install_debug_file(exe, [f for f in dbg_debs if f.name.startswith(DBG.format(m=m) + "_")])
         interpreters[m] = {
-            "version": info["version"], "exe": str(exe), "prefix": str(ROOT / "usr"),
+            "version": info["version"],
+            "exe": str(exe),
+            "prefix": str(ROOT / "usr"),
             "include": str(ROOT / "usr" / "include" / f"python{m}"),
             "include_arch": str(ROOT / "usr" / "include" / TRIPLET / f"python{m}"),
-            "openssl": info["openssl"], "sqlite": info["sqlite"],
-            "package": wanted[f"python{m}-minimal"], "debug_file": debug,
+            "openssl": info["openssl"],
+            "sqlite": info["sqlite"],
+            "package": wanted[f"python{m}-minimal"],
+            "debug_file": debug,
         }
     if not interpreters:
         raise Skip("; ".join(missing.values()))
-    return {"format": FORMAT, "mirror": mirror, "libc6": wanted.get("libc6"), "interpreters": interpreters, "missing": missing,
-            "packages": wanted}
+    return {
+        "format": FORMAT,
+        "mirror": mirror,
+        "libc6": wanted.get("libc6"),
+        "interpreters": interpreters,
+        "missing": missing,
+        "packages": wanted,
+    }
 
 
 def install_debug_file(exe: Path, debs: list[Path]) -> str | None:
     """The interpreter's separate debug file from python3.X-dbg, placed where its .gnu_debuglink is
     looked for (beside it, in .debug/), so a tool resolving its symbols finds them without anything in
     the system's /usr/lib/debug. None when the package or the matching file is missing."""
+
     def readelf(*args: str) -> str:  # the debuglink's CRC follows its name: not all UTF-8
         return subprocess.run(["readelf", *args, str(exe)], capture_output=True, encoding="utf-8", errors="replace").stdout
+
     notes, link = readelf("-n"), readelf("-p", ".gnu_debuglink")
     build_id = re.search(r"Build ID: ([0-9a-f]+)", notes)
     name = re.search(r"\]\s+(\S+\.debug)", link)

@@ -1,6 +1,7 @@
 """N asyncio tasks (default 1,000): most parked two coroutines deep on an Event, BUSY of them (default
 100) looping over a little Python work and `await asyncio.sleep(0)`. Every 0.1 s it writes
 "STEPS MONOTONIC" to COUNT_FILE (the busy tasks' loop iterations so far); prints "ready"."""
+
 import asyncio
 import sys
 import time

@@ -50,8 +50,7 @@ def main():
 
     counts.extend([0] * args.threads)
     threads = [
-        threading.Thread(target=descend, args=(args.depth, i), name="spin-%d" % (i + 1), daemon=True)
-        for i in range(args.threads)
+        threading.Thread(target=descend, args=(args.depth, i), name="spin-%d" % (i + 1), daemon=True) for i in range(args.threads)
     ]
     for t in threads:
         t.start()

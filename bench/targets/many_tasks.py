@@ -1,4 +1,5 @@
 """N pending asyncio tasks (default 10,000), each two coroutines deep awaiting an Event; prints "ready"."""
+
 import asyncio
 import sys
 

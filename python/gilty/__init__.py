@@ -26,6 +26,7 @@ def _installed_version() -> str:
     except ImportError:  # pragma: no cover - importlib.metadata is stdlib since 3.8
         return "0+unknown"
 
+
 # Names forwarded to gilty._native on first use.
 _NATIVE_NAMES = ("GiltyError", "Target", "Sampler", "syscall_name")
 

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Optional
 
 import pytest
-
 from conftest import AVAILABLE
 
 # The formats do not depend on the interpreter; one is enough (the sampler is tested on all).
@@ -40,10 +39,18 @@ def speedscope_schema(cache_dir: Path) -> Optional[dict]:
             pytest.skip("npm not installed: cannot get speedscope's schema (structural checks still run in tests/unit)")
         cache_dir.mkdir(parents=True, exist_ok=True)
         try:
-            out = subprocess.run(
-                [npm, "pack", SPEEDSCOPE_PACKAGE, "--silent"],
-                cwd=cache_dir, capture_output=True, text=True, timeout=120, check=True,
-            ).stdout.strip().splitlines()[-1]
+            out = (
+                subprocess.run(
+                    [npm, "pack", SPEEDSCOPE_PACKAGE, "--silent"],
+                    cwd=cache_dir,
+                    capture_output=True,
+                    text=True,
+                    timeout=120,
+                    check=True,
+                )
+                .stdout.strip()
+                .splitlines()[-1]
+            )
             with tarfile.open(cache_dir / out) as tar:
                 member = tar.extractfile(SPEEDSCOPE_SCHEMA_PATH)
                 schema.write_bytes(member.read())

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import gilty_command, gilty_env
 
 TRIES = 2
@@ -24,8 +23,22 @@ def venv_bin(name: str) -> str:
 
 
 def load_ramp(urls: list, ramp: str, slo: str, server: list, env: dict, duration: float = 2.0, extra: tuple = ()) -> tuple:
-    argv = [*gilty_command(), "load", *urls, "--ramp", ramp, "--duration", str(duration), "--slo", slo,
-            *extra, "--format", "json", "--", *server]
+    argv = [
+        *gilty_command(),
+        "load",
+        *urls,
+        "--ramp",
+        ramp,
+        "--duration",
+        str(duration),
+        "--slo",
+        slo,
+        *extra,
+        "--format",
+        "json",
+        "--",
+        *server,
+    ]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=240, env=dict(gilty_env(), **env))
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Traceback" not in done.stderr, done.stderr[-2000:]
@@ -42,7 +55,9 @@ def unclean(run: dict) -> str:
         return f"every step up to {run['steps'][-1]['requested_rate']:g} rps met the SLO"
     if knee["limit"] == "generator":  # the step would have met the SLO without the generator's own delay
         gen = run["steps"][-1]["generator"]
-        return f"at {run['steps'][-1]['requested_rate']:g} rps the generator fell behind (lag p99 {gen['lag_p99_s'] * 1e3:.1f} ms)"
+        return (
+            f"at {run['steps'][-1]['requested_rate']:g} rps the generator fell behind (lag p99 {gen['lag_p99_s'] * 1e3:.1f} ms)"
+        )
     return ""
 
 

@@ -8,7 +8,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import TARGETS
 
 SOURCE = TARGETS / "native_chain" / "native_chain.c"
@@ -20,19 +19,39 @@ def build_native_chain(interpreter: str, out_dir: Path) -> Path:
     if gcc is None:
         pytest.skip("gcc is not installed (apt-get install gcc)")
     probe = subprocess.run(
-        [interpreter, "-c", "import sysconfig; print(sysconfig.get_paths()['include']); print(sysconfig.get_config_var('EXT_SUFFIX'))"],
-        capture_output=True, text=True, timeout=30,
+        [
+            interpreter,
+            "-c",
+            "import sysconfig; print(sysconfig.get_paths()['include']); print(sysconfig.get_config_var('EXT_SUFFIX'))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
     include, suffix = probe.stdout.split()
     if not (Path(include) / "Python.h").exists():
-        pytest.skip(f"no Python.h in {include} for {interpreter} (Debian: apt-get install python3-dev; see the Makefile's system-deps)")
+        pytest.skip(
+            f"no Python.h in {include} for {interpreter} (Debian: apt-get install python3-dev; see the Makefile's system-deps)"
+        )
     out_dir.mkdir(parents=True, exist_ok=True)
     # The include dir's parent too: Debian's pyconfig.h includes <x86_64-linux-gnu/python3.X/pyconfig.h>
     # from there (sid's 3.14/3.15 live in a private root, not on gcc's default path).
     target = out_dir / f"native_chain{suffix}"
     # No inlining and no sibling calls: outer -> middle -> inner_spin keep a frame each, as -g keeps lines.
-    cmd = [gcc, "-shared", "-fPIC", "-O1", "-g", "-fno-inline", "-fno-optimize-sibling-calls",
-           f"-I{include}", f"-I{Path(include).parent}", str(SOURCE), "-o", str(target)]
+    cmd = [
+        gcc,
+        "-shared",
+        "-fPIC",
+        "-O1",
+        "-g",
+        "-fno-inline",
+        "-fno-optimize-sibling-calls",
+        f"-I{include}",
+        f"-I{Path(include).parent}",
+        str(SOURCE),
+        "-o",
+        str(target),
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, f"{' '.join(cmd)} failed:\n{done.stderr}"
     return out_dir

@@ -26,14 +26,26 @@ def _venv_lock(venv: Path):
 def new_venv(interpreter: str, venv: Path, timeout: float = 120) -> subprocess.CompletedProcess:
     """An empty venv of ``interpreter``. Without pip: ensurepip costs ~5-10 s per venv, and the test
     run's own pip installs into it (see pip_install)."""
-    return subprocess.run([interpreter, "-m", "venv", "--clear", "--without-pip", str(venv)], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [interpreter, "-m", "venv", "--clear", "--without-pip", str(venv)], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def pip_install(venv: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     """`pip install ARGS` into ``venv`` by the test run's pip (`--python`: pip runs under the venv's
     interpreter, so tags and markers are that interpreter's)."""
     return subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q", "--disable-pip-version-check", *args],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(venv / "bin" / "python"),
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            *args,
+        ],
         capture_output=True,
         text=True,
         timeout=timeout,

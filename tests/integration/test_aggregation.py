@@ -14,9 +14,7 @@ import sys
 from collections import Counter
 
 import pytest
-
 from conftest import start_target
-
 from gilty import _native
 from gilty.sampling.aggregate import PASS_HOLDER_CPU_WAIT, aggregate_rows
 from gilty.sampling.session import GC, HOLDING_GIL, WAITING_GIL, Session, TargetInfo
@@ -84,9 +82,13 @@ def test_twin_folds_the_same_rows_into_the_same_aggregate(recording):
     cpu_waiters = Counter(p for (p, _tid), (state, _s, _n) in grid.items() if state == CPU_WAIT)
     flagged = {p for p, f in enumerate(recording.pass_flags) if f & PASS_HOLDER_CPU_WAIT}
     if any(cpu_waiters[p] != 1 for p in flagged):
-        pytest.skip("a pass whose GIL holder waited for a CPU had several threads waiting for one: the runs do not say which held it")
-    rows = sorted((p, tid, state, stack, nr, state in (HOLDING_GIL, GC) or (state == CPU_WAIT and p in flagged))
-                  for (p, tid), (state, stack, nr) in grid.items())
+        pytest.skip(
+            "a pass whose GIL holder waited for a CPU had several threads waiting for one: the runs do not say which held it"
+        )
+    rows = sorted(
+        (p, tid, state, stack, nr, state in (HOLDING_GIL, GC) or (state == CPU_WAIT and p in flagged))
+        for (p, tid), (state, stack, nr) in grid.items()
+    )
     twin = Session(recording.target, recording.rate_hz)
     twin.add_batch({"times": list(recording.times), **aggregate_rows(recording.samples, rows)})
 

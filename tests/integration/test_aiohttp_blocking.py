@@ -23,7 +23,6 @@ import urllib.parse
 import urllib.request
 
 import pytest
-
 from conftest import free_port, line_of, one_version, parse_json, run_gilty, start_target
 from package_venvs import venv_python
 

@@ -6,7 +6,6 @@ cycles, and `record --tasks` samples every such task without looping."""
 from __future__ import annotations
 
 import pytest
-
 from conftest import parse_json, record_json, run_gilty, running_target
 
 pytestmark = pytest.mark.interpreter
@@ -25,7 +24,7 @@ def test_text_lists_every_task_and_names_each_cycle(cyclic):
     rc, out, err = run_gilty("dump", "--pid", cyclic.pid, "--tasks", timeout=60)
     assert rc == 0 and "Traceback" not in err, err
     assert f"{len(NAMES)} task(s)" in out, out
-    body = out[out.index("Event loop 0x"):]
+    body = out[out.index("Event loop 0x") :]
     listed = [n for n in NAMES if f"{n} [pending]" in body]
     assert sorted(listed) == sorted(NAMES), out
     rings = [line for line in body.splitlines() if "deadlock: await cycle:" in line]

@@ -10,7 +10,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import note, one_version, parse_json, run_gilty, running_target
 from test_asyncio_tasks import extras_python, read_count
 
@@ -141,7 +140,10 @@ def test_a_running_task_takes_its_threads_state_and_stack(interp, targets):
     for r in running:
         assert [f[0] for f in r["stack"]][-2:] in (["work", "spin"],), r["stack"]
     # Dropped passes (the task read did not match the thread's stack) are counted, not drawn elsewhere.
-    assert total + view["errors"]["running_unmatched"] + view["errors"]["torn_dropped"] + view["errors"]["changed"] >= view["passes"] * 0.9
+    assert (
+        total + view["errors"]["running_unmatched"] + view["errors"]["torn_dropped"] + view["errors"]["changed"]
+        >= view["passes"] * 0.9
+    )
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import gilty_command, gilty_env, note, one_version, parse_json, run_gilty, running_target
 from package_venvs import venv_python
 
@@ -249,8 +248,13 @@ def held_off(pid: int, stopped_s: float = 0.015, running_s: float = 0.002):
 
 def held_off_dump(pid: int) -> tuple:
     """`gilty dump --tasks` of ``pid`` with gilty itself held off its CPUs while the target runs."""
-    gilty = subprocess.Popen([*gilty_command(), "dump", "--pid", str(pid), "--tasks", "--format", "json"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=gilty_env())
+    gilty = subprocess.Popen(
+        [*gilty_command(), "dump", "--pid", str(pid), "--tasks", "--format", "json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        env=gilty_env(),
+    )
     with held_off(gilty.pid):
         out, err = gilty.communicate(timeout=120)
     return gilty.returncode, out.decode(), err.decode()

@@ -7,14 +7,13 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import (
     REPO,
     VENV_GILTY,
     assert_one_error_line,
     discover_unsupported,
-    settled_state,
     run_gilty,
+    settled_state,
 )
 
 # Each subcommand with the arguments it needs besides --pid; all of them attach the same way.

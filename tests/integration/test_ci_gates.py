@@ -9,15 +9,27 @@ import sys
 
 from conftest import assert_one_error_line, run_gilty, running_target
 
-
 # The interpreter running the tests is the target: one is enough, gates read the report.
 HOST = sys.executable
 
 
 def test_a_gate_that_holds_fails_the_run_and_names_the_thread():
     with running_target(HOST, "spinners.py") as proc:
-        rc, out, err = run_gilty("record", "--pid", proc.pid, "--duration", 2, "--rate", 200, "--format", "json",
-                                 "--fail-if", "waiting_gil>0.2", "--fail-if", "gc>0.5")
+        rc, out, err = run_gilty(
+            "record",
+            "--pid",
+            proc.pid,
+            "--duration",
+            2,
+            "--rate",
+            200,
+            "--format",
+            "json",
+            "--fail-if",
+            "waiting_gil>0.2",
+            "--fail-if",
+            "gc>0.5",
+        )
     assert rc == 10, err
     gate_lines = [line for line in err.splitlines() if "gate failed" in line]
     assert len(gate_lines) == 1 and "waiting_gil>0.2: thread 'spinner-" in gate_lines[0], err
@@ -29,8 +41,19 @@ def test_a_gate_that_holds_fails_the_run_and_names_the_thread():
 
 def test_a_gate_that_does_not_hold_keeps_exit_0():
     with running_target(HOST, "spinners.py") as proc:
-        rc, out, err = run_gilty("record", "--pid", proc.pid, "--duration", 1, "--rate", 200, "--format", "json",
-                                 "--fail-if", "thread=spinner-*:wait>0.95")
+        rc, out, err = run_gilty(
+            "record",
+            "--pid",
+            proc.pid,
+            "--duration",
+            1,
+            "--rate",
+            200,
+            "--format",
+            "json",
+            "--fail-if",
+            "thread=spinner-*:wait>0.95",
+        )
     assert rc == 0, err
     assert json.loads(out)["gates"][0]["passed"] is True
 

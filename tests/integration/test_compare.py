@@ -9,7 +9,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import TARGETS, free_port, gilty_command, gilty_env
 from timing_reference import TRANSPORT_S, Pressure, assert_unless_busy, busy, quantile, within_server_time
 
@@ -38,8 +37,23 @@ class LoadRun:
         self.name, self.path = name, str(tmp_path / f"{name}.json")
         served_file = tmp_path / f"{name}-served.json"
         pressure = Pressure()
-        done = gilty("load", f"http://127.0.0.1:{port}/", "--rate", 50, "--duration", 4, "-o", self.path,
-                     "--", sys.executable, TARGETS / "http_delay_server.py", port, delay, "threads", served_file)
+        done = gilty(
+            "load",
+            f"http://127.0.0.1:{port}/",
+            "--rate",
+            50,
+            "--duration",
+            4,
+            "-o",
+            self.path,
+            "--",
+            sys.executable,
+            TARGETS / "http_delay_server.py",
+            port,
+            delay,
+            "threads",
+            served_file,
+        )
         self.pressure = pressure.share()
         assert done.returncode == 0, done.stderr
         with open(self.path) as f:
@@ -48,7 +62,7 @@ class LoadRun:
         # The server's times are in the order it answered: the measured step's requests come last,
         # after gilty's first request and the warmup.
         with open(served_file) as f:
-            served = json.load(f)["served_s"][-step["ok"]:]
+            served = json.load(f)["served_s"][-step["ok"] :]
         self.p50, self.server_p50 = step["latency_s"]["p50"], quantile(served, 0.5)
         self.allowed = TRANSPORT_S + step["generator"]["lag_p99_s"]
 
@@ -119,8 +133,10 @@ def test_recordings_side_by_side(tmp_path, interp):
     expected = {("thread worker", "holding_gil"), ("recording", "gil_utilisation")}
     if not expected <= flagged(changed) and why:
         # Other jobs on the CPUs make the per-second blocks (the noise estimate) vary as much as the change.
-        pytest.skip(f"the machine was too busy for the change to stand out of 3 one-second blocks ({why}): "
-                    f"{[rows.get(k) for k in expected]}")
+        pytest.skip(
+            f"the machine was too busy for the change to stand out of 3 one-second blocks ({why}): "
+            f"{[rows.get(k) for k in expected]}"
+        )
     assert expected <= flagged(changed), changed["rows"]
     # Busy for 30 % then 70 % of the wall clock: running Python, or (busy host) runnable without a CPU.
     busier_by = sum(rows[("thread worker", m)]["change"] for m in ("holding_gil", "cpu_wait") if ("thread worker", m) in rows)
@@ -191,8 +207,12 @@ def test_one_added_function_is_found_and_drawn_red(tmp_path, interp):
     # (title, y, fg:x, fill) per frame. As in flamegraph.pl's differential graphs, a frame's colour is
     # the change of its own (self) time: the spin() called by extra_work() is red, the one called by
     # steady() blue, since steady() kept its time but now is a smaller share.
-    frames = [(t, float(y), int(x), tuple(int(c) for c in fill.split(",")))
-              for t, y, fill, x in re.findall(r'<title>([^<]*)</title><rect [^>]*y="([\d.]+)"[^>]*fill="rgb\(([^)]*)\)" fg:x="(\d+)"', svg)]
+    frames = [
+        (t, float(y), int(x), tuple(int(c) for c in fill.split(",")))
+        for t, y, fill, x in re.findall(
+            r'<title>([^<]*)</title><rect [^>]*y="([\d.]+)"[^>]*fill="rgb\(([^)]*)\)" fg:x="(\d+)"', svg
+        )
+    ]
 
     def samples(title):
         return int(title.rsplit(" (", 1)[1].split()[0].replace(",", ""))

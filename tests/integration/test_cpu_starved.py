@@ -19,7 +19,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import gilty_command, gilty_env, note, one_version, parse_json
 
 pytestmark = pytest.mark.alone
@@ -70,9 +69,22 @@ def _hog(python: str):
 
 def _record(pid: int, rate: float = 200.0, extra: tuple = ()) -> tuple:
     """(JSON report, kernel run delay share per tid over the sampling) for one recording."""
-    cmd = _gilty_cpu() + gilty_command() + [
-        "record", "--pid", str(pid), "--duration", str(DURATION_S), "--rate", str(rate), "--format", "json", *extra,
-    ]
+    cmd = (
+        _gilty_cpu()
+        + gilty_command()
+        + [
+            "record",
+            "--pid",
+            str(pid),
+            "--duration",
+            str(DURATION_S),
+            "--rate",
+            str(rate),
+            "--format",
+            "json",
+            *extra,
+        ]
+    )
     return record_beside_the_kernel(cmd, lambda: [pid])
 
 
@@ -158,8 +170,13 @@ def test_starved_spinner_holds_as_much_as_its_process_holds_the_gil(interp, targ
     one_version(interp, "the process table's columns read nothing version-specific")
     with _hog(interp.path):
         target = targets(interp, "starved.py", str(TARGET_CPU), "spin")
-        proc = subprocess.run(_gilty_cpu() + gilty_command() + ["record", "-s", "--pid", str(target.pid), "--duration", "2",
-                              "--rate", "200"], stdin=subprocess.DEVNULL, capture_output=True, env=gilty_env(), timeout=120)
+        proc = subprocess.run(
+            _gilty_cpu() + gilty_command() + ["record", "-s", "--pid", str(target.pid), "--duration", "2", "--rate", "200"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            env=gilty_env(),
+            timeout=120,
+        )
     out = proc.stdout.decode(errors="replace")
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")
     lines = out.splitlines()

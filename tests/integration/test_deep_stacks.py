@@ -7,7 +7,6 @@ walks heap frame objects, 3.11+ interpreter frames in data-stack chunks."""
 from __future__ import annotations
 
 import pytest
-
 from conftest import line_of, parse_json, record_json, run_gilty, running_target, thread_named
 
 pytestmark = pytest.mark.interpreter
@@ -48,7 +47,7 @@ def test_dump_text_names_the_leaf(deep):
         block = out.split(f"'deep-{depth}' (", 1)[1].split("\nThread ", 1)[0]
         assert block.startswith("idle"), block[:200]
         assert "(no Python stack)" not in block
-        assert block.splitlines()[1].strip().startswith(f"sleep_at_bottom ("), block[:300]
+        assert block.splitlines()[1].strip().startswith("sleep_at_bottom ("), block[:300]
 
 
 def test_record_charges_the_leaf_function(deep):

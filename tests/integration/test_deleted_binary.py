@@ -19,7 +19,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import DEBIAN_PYTHON, TargetProcess, one_version, parse_json, run_gilty, start_target
 
 

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
 import time
 
 import pytest
-
 from conftest import INTERPRETERS
 
 

@@ -5,13 +5,11 @@ search) and the logging thread (GIL held outside any request)."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import time
 
 import pytest
-
 from conftest import REPO, gilty_env
 
 pytestmark = pytest.mark.alone
@@ -66,8 +64,10 @@ def test_web_demo_names_each_cause():
     named = any(line.strip().startswith("pid ") and "audit-logger: holds the GIL" in line for line in lines)
     print(f"audit-logger named: {named}; other jobs used {others_cpus:.2f} of {os.cpu_count()} CPUs during the demo")
     if not named and others_cpus >= BUSY_OTHERS_CPUS:
-        pytest.skip(f"other jobs used {others_cpus:.2f} CPUs during the demo: the audit-logger got too little CPU to hold "
-                    f"the GIL 10 % of its time, so the demo rightly did not name it")
+        pytest.skip(
+            f"other jobs used {others_cpus:.2f} CPUs during the demo: the audit-logger got too little CPU to hold "
+            f"the GIL 10 % of its time, so the demo rightly did not name it"
+        )
     assert named, out
     # the knee's words name both, unless the generator itself fell behind first (then the server's
     # limit is not measured: a machine busy with other jobs)

@@ -5,14 +5,13 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from conftest import (
     TARGETS,
     line_of,
     parse_json,
-    settled_state,
     run_gilty,
     running_target,
+    settled_state,
     task_ids,
     thread_named,
 )
@@ -121,9 +120,7 @@ def test_thread_names_of_every_unicode_kind(interp, named_threads):
     for name in ("plain-ascii", "wörker-é", "線程", "snake-🐍"):
         thread = thread_named(dump, name)
         assert frames(thread)[0] == ("park", script, line_of(script, "park")), thread["stack"]
-    assert sorted(t["name"] for t in dump["threads"]) == sorted(
-        ["MainThread", "plain-ascii", "wörker-é", "線程", "snake-🐍"]
-    )
+    assert sorted(t["name"] for t in dump["threads"]) == sorted(["MainThread", "plain-ascii", "wörker-é", "線程", "snake-🐍"])
 
 
 # Guards: non-ASCII file names and function names (co_filename / co_name as UCS-2) garbled or dropped.

@@ -5,7 +5,6 @@ exception-info stack, and does not flag threads that handled one earlier or neve
 from __future__ import annotations
 
 import pytest
-
 from conftest import parse_json, run_gilty, running_target, thread_named
 
 pytestmark = pytest.mark.interpreter
@@ -24,8 +23,10 @@ def test_threads_handling_an_exception_are_flagged(interp, exceptions_target):
     rc, out, err = run_gilty("dump", "--pid", exceptions_target.pid, "--format", "json", timeout=30)
     assert rc == 0, err
     dump = parse_json(out, "gilty dump --format json")
-    got = {name: thread_named(dump, name)["handling_exception"] for name in
-           ("in-except", "in-finally", "in-generator", "looping", "plain", "MainThread")}
+    got = {
+        name: thread_named(dump, name)["handling_exception"]
+        for name in ("in-except", "in-finally", "in-generator", "looping", "plain", "MainThread")
+    }
     assert got == {
         "in-except": "ValueError",
         "in-finally": "KeyError",

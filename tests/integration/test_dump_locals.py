@@ -5,7 +5,6 @@ non-ASCII string; plus *args/**kwargs, keyword-only arguments, a cell, sets, byt
 from __future__ import annotations
 
 import pytest
-
 from conftest import line_of, one_version, parse_json, run_gilty, running_target, settled_state, thread_named
 
 pytestmark = pytest.mark.interpreter
@@ -80,11 +79,20 @@ def test_locals_of_known_frames(interp, local_vars):
     # *args, keyword-only and **kwargs are arguments in co_varnames order; a cell shows its contents.
     got = [(v["name"], v["arg"], v["repr"]) for v in second["locals"]]
     assert [g[:2] for g in got] == [
-        ("first", True), ("flag", True), ("rest", True), ("options", True), ("inner", False), ("captured", False),
+        ("first", True),
+        ("flag", True),
+        ("rest", True),
+        ("options", True),
+        ("inner", False),
+        ("captured", False),
     ], got
     reprs = {name: r for name, _, r in got}
     assert (reprs["first"], reprs["flag"], reprs["rest"], reprs["options"], reprs["captured"]) == (
-        "1", "2", "(2, 3)", '{"extra": "x"}', '"in a cell"',
+        "1",
+        "2",
+        "(2, 3)",
+        '{"extra": "x"}',
+        '"in a cell"',
     ), reprs
     assert reprs["inner"].startswith("<function at 0x"), reprs["inner"]
 

@@ -7,7 +7,6 @@ import json
 import subprocess
 
 import pytest
-
 from conftest import TARGETS, line_of, parse_json, run_gilty, running_target, thread_named
 
 pytestmark = pytest.mark.interpreter
@@ -55,8 +54,12 @@ def test_multiline_comprehension_call_position_matches_dis(interp, positions_tar
         assert "position" in top and top["position"] is None, top
         pytest.skip("3.10: its line table has lines only, so frames carry no column range (position is null)")
     expected = json.loads(
-        subprocess.run([interp.path, "-I", "-c", DIS_CALLS, str(TARGETS / SCRIPT), str(call_line)],
-                       capture_output=True, text=True, check=True).stdout
+        subprocess.run(
+            [interp.path, "-I", "-c", DIS_CALLS, str(TARGETS / SCRIPT), str(call_line)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
     )
     assert len(expected) == 1, expected
     line, end_line, column, end_column = expected[0]

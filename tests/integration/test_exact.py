@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import (
     DEBIAN_PYTHON,
     gilty_command,
@@ -58,6 +57,8 @@ def tolerance_for(report: dict, thread: dict = None) -> float:
     late, samples = report["errors"]["late"], report["samples"]
     starved_target = thread is not None and thread["states"].get("cpu_wait", 0.0) >= STARVED_CPU_WAIT
     return STARVED_TOLERANCE if starved_target or late > STARVED_LATE_SHARE * (late + samples) else TOLERANCE
+
+
 EXIT_EXACT_UNAVAILABLE = 9
 
 
@@ -583,7 +584,10 @@ def test_sigkill_mid_record_leaves_no_probes(pyenv_interp, targets):
     before = relative_rate(proc, control, 12)
     gilty = subprocess.Popen(
         gilty_command() + ["record", "--exact", "--pid", str(proc.pid), "--duration", "60", "--format", "json"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=gilty_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=gilty_env(),
     )
     try:
         started = time.monotonic()

@@ -19,7 +19,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import gilty_command, gilty_env, note, task_ids
 from test_exact import INT3, first_byte, function_address, pyenv_interp, wait_for_line  # noqa: F401 (fixture)
 
@@ -72,8 +71,18 @@ def start_gilty(pid: int, duration: float, pmu: bool, **popen) -> subprocess.Pop
     env.pop("GILTY_TRACE_PMU", None)
     if pmu:
         env["GILTY_TRACE_PMU"] = "1"
-    cmd = gilty_command() + ["record", "--exact", "--pid", str(pid), "--duration", str(duration), "--rate", "200",
-                             "--format", "json"]
+    cmd = gilty_command() + [
+        "record",
+        "--exact",
+        "--pid",
+        str(pid),
+        "--duration",
+        str(duration),
+        "--rate",
+        "200",
+        "--format",
+        "json",
+    ]
     return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, **popen)
 
 

@@ -23,7 +23,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, gilty_command, gilty_env, note, parse_json, running_target, thread_named
 
 # Alone: bpftrace's uprobes reach every process that maps the library, other tests' targets too.
@@ -59,7 +58,9 @@ def interpreter_file(pid: int) -> str:
         nm = subprocess.run(["nm", "--defined-only", path], capture_output=True, text=True).stdout
         if re.search(r"^[0-9a-f]+ [tT] take_gil$", nm, re.M):
             return path
-    pytest.skip(f"no mapped interpreter file of pid {pid} has the symbol take_gil in its own symbol table, where bpftrace looks ({paths}; a stripped build)")
+    pytest.skip(
+        f"no mapped interpreter file of pid {pid} has the symbol take_gil in its own symbol table, where bpftrace looks ({paths}; a stripped build)"
+    )
 
 
 def read_line(stream, timeout: float) -> bytes:
@@ -103,16 +104,32 @@ def both(interp):
         with open(Path(tmp, "bt.err"), "wb") as bt_err_file:
             bt = subprocess.Popen(
                 ["bpftrace", "-f", "json", "-p", str(proc.pid), str(script), str(proc.pid), str(int(DURATION_S * 1000))],
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=bt_err_file,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=bt_err_file,
             )
         gilty = None
         try:
             first = read_line(bt.stdout, BT_ATTACH_TIMEOUT_S)
             assert b"attached_probes" in first, f"bpftrace did not attach: {first!r}; {Path(tmp, 'bt.err').read_text()}"
             gilty = subprocess.Popen(
-                gilty_command() + ["record", "--exact", "--pid", str(proc.pid), "--duration", str(DURATION_S),
-                                   "--rate", str(RATE_HZ), "--format", "json"],
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=gilty_env(),
+                gilty_command()
+                + [
+                    "record",
+                    "--exact",
+                    "--pid",
+                    str(proc.pid),
+                    "--duration",
+                    str(DURATION_S),
+                    "--rate",
+                    str(RATE_HZ),
+                    "--format",
+                    "json",
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=gilty_env(),
             )
             line = read_line(gilty.stderr, 30)
             assert line.startswith(b"gilty: recording"), f"gilty said {line!r}"

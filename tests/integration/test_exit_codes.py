@@ -20,11 +20,9 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import (
     AVAILABLE,
     REPO,
-    TARGETS,
     VENV_GILTY,
     assert_one_error_line,
     free_port,
@@ -37,7 +35,10 @@ from conftest import (
 
 HERE = Path(__file__).name
 PRODUCED_BY = {
-    "0": ["test_ci_gates.py::test_a_gate_that_does_not_hold_keeps_exit_0", "test_load.py::test_ctrl_c_ends_the_run_with_a_partial_report"],
+    "0": [
+        "test_ci_gates.py::test_a_gate_that_does_not_hold_keeps_exit_0",
+        "test_load.py::test_ctrl_c_ends_the_run_with_a_partial_report",
+    ],
     "1": [f"{HERE}::test_1_internal_error_without_the_native_extension"],
     "2": [f"{HERE}::test_2_usage_error", "test_bad_input.py::test_usage_errors"],
     "3": [f"{HERE}::test_3_no_such_process", "test_bad_input.py::test_no_such_process"],
@@ -139,8 +140,15 @@ def test_1_internal_error_without_the_native_extension(tmp_path):
     shutil.copytree(REPO / "python" / "gilty", tmp_path / "gilty", ignore=shutil.ignore_patterns("*.so", "__pycache__"))
     python = str(REPO / ".venv" / "bin" / "python") if VENV_GILTY.exists() else sys.executable
     env = dict(gilty_env(), PYTHONPATH=str(tmp_path))
-    done = subprocess.run([python, "-m", "gilty", "dump", "--pid", str(os.getpid())], capture_output=True, text=True,
-                          timeout=60, env=env, stdin=subprocess.DEVNULL, cwd=str(tmp_path))
+    done = subprocess.run(
+        [python, "-m", "gilty", "dump", "--pid", str(os.getpid())],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        cwd=str(tmp_path),
+    )
     line = _one_line(done.returncode, 1, done.stderr, "dump without the extension")
     assert "make setup" in line, line
 
@@ -183,8 +191,11 @@ def python2():
     found = sorted(pyenv_root().glob("versions/2.*/bin/python2.?"))
     if not found:
         pytest.skip("no pyenv Python 2 installed (pyenv install 2.7.18)")
-    proc = subprocess.Popen([str(found[-1]), "-c", "import sys, time; sys.stdout.write('ready\\n'); sys.stdout.flush(); time.sleep(600)"],
-                            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [str(found[-1]), "-c", "import sys, time; sys.stdout.write('ready\\n'); sys.stdout.flush(); time.sleep(600)"],
+        stdout=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.stdout.readline().strip() == b"ready"
     yield proc
     proc.kill()
@@ -224,8 +235,14 @@ def test_9_exact_without_perf_events(deny_perf):
     if interp is None:
         pytest.skip("pyenv Python 3.12 not installed")
     with running_target(interp, "sleeper.py") as target:
-        done = subprocess.run([deny_perf, *gilty_command(), "record", "--exact", "--pid", str(target.pid), "--duration", "1"],
-                              capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, env=gilty_env())
+        done = subprocess.run(
+            [deny_perf, *gilty_command(), "record", "--exact", "--pid", str(target.pid), "--duration", "1"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+            env=gilty_env(),
+        )
         _one_line(done.returncode, 9, done.stderr, "record --exact without perf events")
         assert done.stdout == "" and target.alive()
 
@@ -233,8 +250,9 @@ def test_9_exact_without_perf_events(deny_perf):
 def _interrupt_once_started(argv: list, child: str, wait_s: float) -> tuple:
     """Run gilty, Ctrl-C it as soon as ``child`` runs under it; (returncode, stderr) or a skip when
     gilty gave up waiting first (a machine too busy to start it within ``wait_s``)."""
-    proc = subprocess.Popen([*gilty_command(), *argv], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=gilty_env())
+    proc = subprocess.Popen(
+        [*gilty_command(), *argv], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=gilty_env()
+    )
     deadline = time.monotonic() + 60
     while proc.poll() is None and _descendant_named(proc.pid, child) is None and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -249,10 +267,14 @@ def _interrupt_once_started(argv: list, child: str, wait_s: float) -> tuple:
 
 # The table's case (`-- CMD` not yet running Python), and load's wait for its server (issue 30: the
 # Ctrl-C was only seen after the 30 s wait).
-@pytest.mark.parametrize("argv, child, wait_s", [
-    (["record", "--", "sleep", "120"], "sleep", 5),
-    (["load", "URL", "--rate", "5", "--", "sleep", "120"], "sleep", 30),
-], ids=["record -- CMD", "load -- SERVER"])
+@pytest.mark.parametrize(
+    "argv, child, wait_s",
+    [
+        (["record", "--", "sleep", "120"], "sleep", 5),
+        (["load", "URL", "--rate", "5", "--", "sleep", "120"], "sleep", 30),
+    ],
+    ids=["record -- CMD", "load -- SERVER"],
+)
 def test_130_ctrl_c_while_waiting_for_a_command(argv, child, wait_s):
     argv = [f"http://127.0.0.1:{free_port()}/" if a == "URL" else a for a in argv]
     rc, out, err = _interrupt_once_started(argv, child, wait_s)

@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import TARGETS, free_port, gilty_command, one_version
 from package_venvs import venv_python
 from test_cpu_starved import STARVED_MIN, TARGET_CPU, TOLERANCE, _quota_group, record_beside_the_kernel
@@ -65,17 +64,23 @@ def _server(argv: list, url: str, workers: int, group=None):
                 log.seek(0)
                 pytest.fail(f"server did not start: {log.read().decode(errors='replace')[-2000:]}")
             time.sleep(0.2)
-        loop = ("import threading, urllib.request\n"
-                "def get():\n"
-                "    while True:\n"
-                "        try:\n"
-                f"            urllib.request.urlopen({url!r}, timeout=30).read()\n"
-                "        except OSError:\n"
-                "            pass\n"
-                "for _ in range(4): threading.Thread(target=get, daemon=True).start()\n"
-                "threading.Event().wait()\n")
-        client = subprocess.Popen(["taskset", "-c", _other_cpus(), sys.executable, "-c", loop],
-                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        loop = (
+            "import threading, urllib.request\n"
+            "def get():\n"
+            "    while True:\n"
+            "        try:\n"
+            f"            urllib.request.urlopen({url!r}, timeout=30).read()\n"
+            "        except OSError:\n"
+            "            pass\n"
+            "for _ in range(4): threading.Thread(target=get, daemon=True).start()\n"
+            "threading.Event().wait()\n"
+        )
+        client = subprocess.Popen(
+            ["taskset", "-c", _other_cpus(), sys.executable, "-c", loop],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         time.sleep(1.0)  # workers busy before the recording
         yield server
     finally:
@@ -90,14 +95,27 @@ def _server(argv: list, url: str, workers: int, group=None):
 
 def _record_tree(master: int) -> tuple:
     """(JSON report of `record -s`, {tid: kernel run delay share over the recording})."""
-    cmd = ["taskset", "-c", _other_cpus(), *gilty_command(), "record", "--pid", str(master), "-s",
-           "--duration", str(DURATION_S), "--format", "json"]
+    cmd = [
+        "taskset",
+        "-c",
+        _other_cpus(),
+        *gilty_command(),
+        "record",
+        "--pid",
+        str(master),
+        "-s",
+        "--duration",
+        str(DURATION_S),
+        "--format",
+        "json",
+    ]
     return record_beside_the_kernel(cmd, lambda: [master, *_children(master)])
 
 
 def _worker_mains(report: dict) -> list:
-    mains = [(p, t) for p in report["processes"] if p["process"]["role"] == "worker"
-             for t in p["threads"] if t["name"] == "MainThread"]
+    mains = [
+        (p, t) for p in report["processes"] if p["process"]["role"] == "worker" for t in p["threads"] if t["name"] == "MainThread"
+    ]
     assert len(mains) >= WORKERS, [(p["process"]["pid"], p["process"]["role"]) for p in report["processes"]]
     return mains
 
@@ -109,11 +127,14 @@ def _judge(mains: list, kernel: dict, what: str) -> None:
         if share < STARVED_MIN:
             pytest.skip(f"worker {proc['process']['pid']} was not starved (run delay {share:.0%}): nothing to judge")
         states = t["states"]
-        print(f"{what} worker {proc['process']['pid']}: cpu_wait {states['cpu_wait']:.3f}, kernel run delay "
-              f"{share:.3f}, waiting_gil {states['waiting_gil']:.3f}, native {states['native']:.3f}")
+        print(
+            f"{what} worker {proc['process']['pid']}: cpu_wait {states['cpu_wait']:.3f}, kernel run delay "
+            f"{share:.3f}, waiting_gil {states['waiting_gil']:.3f}, native {states['native']:.3f}"
+        )
         assert abs(states["cpu_wait"] - share) <= TOLERANCE, (
             f"{what} worker {proc['process']['pid']}: cpu_wait {states['cpu_wait']:.3f} against the kernel's run "
-            f"delay {share:.3f}; states {states}")
+            f"delay {share:.3f}; states {states}"
+        )
         # One Python thread: nothing else can hold its GIL. Held off by the kernel is not a GIL wait.
         assert states["waiting_gil"] <= 0.02, f"{what}: {states}"
 
@@ -122,11 +143,13 @@ def test_httpbin_sync_workers_beside_a_cpu_hog():
     python = venv_python(_httpbin_base(), "httpbin", HTTPBIN_PACKAGES, "import httpbin, gunicorn")
     gunicorn = str(Path(python).parent / "gunicorn")
     port = free_port()
-    hog = subprocess.Popen(["taskset", "-c", str(TARGET_CPU), sys.executable, "-c", "while True: pass"],
-                           stdin=subprocess.DEVNULL)
+    hog = subprocess.Popen(["taskset", "-c", str(TARGET_CPU), sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL)
     try:
-        with _server([gunicorn, "-w", str(WORKERS), "-b", f"127.0.0.1:{port}", "httpbin:app"],
-                     f"http://127.0.0.1:{port}/bytes/20000", WORKERS) as server:
+        with _server(
+            [gunicorn, "-w", str(WORKERS), "-b", f"127.0.0.1:{port}", "httpbin:app"],
+            f"http://127.0.0.1:{port}/bytes/20000",
+            WORKERS,
+        ) as server:
             report, kernel = _record_tree(server.pid)
     finally:
         hog.kill()
@@ -144,13 +167,26 @@ def test_httpbin_sync_workers_beside_a_cpu_hog():
 
 
 def test_fastapi_uvicorn_workers_under_a_cgroup_quota(interp):
-    one_version(interp, "one server under a quota is enough; cpu_wait is checked per version in "
-                        "test_cpu_starved.py (a starved spinner)")
+    one_version(
+        interp, "one server under a quota is enough; cpu_wait is checked per version in test_cpu_starved.py (a starved spinner)"
+    )
     python = venv_python(interp, "server", SERVER_PACKAGES, "import uvicorn, fastapi")
     port = free_port()
     with _quota_group(0.2) as group:
-        argv = [python, "-m", "uvicorn", "spec_service:app", "--app-dir", str(TARGETS), "--port", str(port),
-                "--workers", str(WORKERS), "--log-level", "warning"]
+        argv = [
+            python,
+            "-m",
+            "uvicorn",
+            "spec_service:app",
+            "--app-dir",
+            str(TARGETS),
+            "--port",
+            str(port),
+            "--workers",
+            str(WORKERS),
+            "--log-level",
+            "warning",
+        ]
         with _server(argv, f"http://127.0.0.1:{port}/", WORKERS, group) as server:
             report, kernel = _record_tree(server.pid)
     mains = _worker_mains(report)

@@ -19,7 +19,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, TARGETS, free_port, gilty_command, gilty_env, run_gilty, running_target
 from test_metrics_export import PROMETHEUS, _query, _start_prometheus
 
@@ -74,18 +73,40 @@ def fleet(tmp_path_factory):
     app_port, metrics_port = free_port(), free_port()
     prom = prom_port = None
     server = subprocess.Popen(
-        [gunicorn(), "-w", "2", "-k", "gthread", "--threads", "4", "--max-requests", "80", "-b", f"127.0.0.1:{app_port}",
-         "--chdir", str(TARGETS), "fleet_app:app"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=str(REPO),
+        [
+            gunicorn(),
+            "-w",
+            "2",
+            "-k",
+            "gthread",
+            "--threads",
+            "4",
+            "--max-requests",
+            "80",
+            "-b",
+            f"127.0.0.1:{app_port}",
+            "--chdir",
+            str(TARGETS),
+            "fleet_app:app",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=str(REPO),
     )
     sidecar = None
     try:
         wait_until(lambda: urllib.request.urlopen(f"http://127.0.0.1:{app_port}/", timeout=5).read(), "gunicorn did not answer")
         sidecar = subprocess.Popen(
             [*gilty_command(), "serve", "-s", "--pid", str(server.pid), "--port", str(metrics_port), "--rate", "50"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=gilty_env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=gilty_env(),
         )
-        wait_until(lambda: sum(1 for m, _l, _v in scrape(metrics_port) if m == "gilty_process_up") >= 3, "the sidecar did not list 3 processes")
+        wait_until(
+            lambda: sum(1 for m, _l, _v in scrape(metrics_port) if m == "gilty_process_up") >= 3,
+            "the sidecar did not list 3 processes",
+        )
         if PROMETHEUS is not None:
             prom, prom_port = _start_prometheus(tmp_path_factory.mktemp("prometheus"), metrics_port, "gilty")
 
@@ -155,14 +176,33 @@ def test_uvicorn_spawned_workers_are_workers_and_its_helper_is_not():
     if uvicorn is None:
         pytest.skip("uvicorn not installed (requirements-dev.txt)")
     app_port, metrics_port = free_port(), free_port()
-    server = subprocess.Popen([uvicorn, "--workers", "2", "--host", "127.0.0.1", "--port", str(app_port),
-                               "--app-dir", str(TARGETS / "server_app"), "serverapp:api"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=str(REPO))
+    server = subprocess.Popen(
+        [
+            uvicorn,
+            "--workers",
+            "2",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(app_port),
+            "--app-dir",
+            str(TARGETS / "server_app"),
+            "serverapp:api",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=str(REPO),
+    )
     sidecar = None
     try:
         wait_until(lambda: urllib.request.urlopen(f"http://127.0.0.1:{app_port}/", timeout=5).getcode(), "uvicorn did not answer")
-        sidecar = subprocess.Popen([*gilty_command(), "serve", "-s", "--pid", str(server.pid), "--port", str(metrics_port)],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=gilty_env())
+        sidecar = subprocess.Popen(
+            [*gilty_command(), "serve", "-s", "--pid", str(server.pid), "--port", str(metrics_port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=gilty_env(),
+        )
+
         def all_four():
             up = [labels for m, labels, _v in scrape(metrics_port) if m == "gilty_process_up"]
             return up if len(up) >= 4 else None
@@ -241,8 +281,13 @@ def test_dashboard_queries_ask_only_for_what_the_sidecar_exports(fleet):
         assert not missing, f"{where}: labels {sorted(missing)} are on none of {sorted(metrics)} ({expr})"
         panels_using |= metrics
     # The panels the fleet page promises.
-    assert {"gilty_process_gil_held_seconds_total", "gilty_gil_wait_seconds_total", "gilty_process_gc_seconds_total",
-            "gilty_process_private_bytes", "gilty_process_shared_bytes"} <= panels_using
+    assert {
+        "gilty_process_gil_held_seconds_total",
+        "gilty_gil_wait_seconds_total",
+        "gilty_process_gc_seconds_total",
+        "gilty_process_private_bytes",
+        "gilty_process_shared_bytes",
+    } <= panels_using
 
 
 def _runnable(expr: str) -> str:
@@ -297,11 +342,11 @@ def _pprof_labels(data: bytes) -> dict:
                 value, i = varint(buf, i)
             elif wire == 2:
                 size, i = varint(buf, i)
-                value, i = buf[i:i + size], i + size
+                value, i = buf[i : i + size], i + size
             elif wire == 1:
-                value, i = buf[i:i + 8], i + 8
+                value, i = buf[i : i + 8], i + 8
             elif wire == 5:
-                value, i = buf[i:i + 4], i + 4
+                value, i = buf[i : i + 4], i + 4
             else:
                 raise AssertionError(f"wire type {wire}")
             yield number, value

@@ -7,13 +7,11 @@ must name the function, the threads, and show both holding and waiting.
 from __future__ import annotations
 
 import json
-import xml.etree.ElementTree as ET
-
 import tempfile
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-
 from conftest import run_gilty, running_target
 from formats_support import recording_interpreter, speedscope_schema
 
@@ -104,7 +102,9 @@ def test_trace_events(outputs):
     slices = [e for e in events if e["ph"] == "X" and e["name"] in ("holding_gil", "waiting_gil")]
     assert slices
     # The stacks are on each thread's stack track, one nested slice per frame.
-    stack_tracks = {e["tid"] for e in events if e["ph"] == "M" and e["name"] == "thread_name" and e["args"]["name"].endswith(" stack")}
+    stack_tracks = {
+        e["tid"] for e in events if e["ph"] == "M" and e["name"] == "thread_name" and e["args"]["name"].endswith(" stack")
+    }
     frames = [e for e in events if e["ph"] == "X" and e["tid"] in stack_tracks]
     assert any(e["name"].startswith("spin_forever (spinners.py:") for e in frames)
     owner = {e["name"] for e in events if e["ph"] == "X" and e["cat"] == "gil"}

@@ -18,7 +18,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, free_port, gilty_command, gilty_env, line_of, one_version
 from package_venvs import new_venv, pip_install, venv_python
 
@@ -27,10 +26,20 @@ pytestmark = pytest.mark.interpreter
 APPS = REPO / "tests" / "targets" / "framework_apps"
 # The releases whose dispatch frames gilty/load/frameworks.py names.
 PINS = {
-    "aiohttp": "aiohttp==3.14.5", "tornado": "tornado==6.6.1", "sanic": "sanic==25.12.1", "quart": "quart==0.22.0",
-    "litestar": "litestar==2.25.0", "starlette": "starlette==1.10.0", "fastapi": "fastapi==0.165.0",
-    "django": "django==6.1.3", "flask": "flask==3.1.3", "falcon": "falcon==4.4.0", "grpc": "grpcio==1.85.3",
-    "celery": "celery==5.7.0", "uvicorn": "uvicorn==0.54.0", "hypercorn": "hypercorn==0.18.0",
+    "aiohttp": "aiohttp==3.14.5",
+    "tornado": "tornado==6.6.1",
+    "sanic": "sanic==25.12.1",
+    "quart": "quart==0.22.0",
+    "litestar": "litestar==2.25.0",
+    "starlette": "starlette==1.10.0",
+    "fastapi": "fastapi==0.165.0",
+    "django": "django==6.1.3",
+    "flask": "flask==3.1.3",
+    "falcon": "falcon==4.4.0",
+    "grpc": "grpcio==1.85.3",
+    "celery": "celery==5.7.0",
+    "uvicorn": "uvicorn==0.54.0",
+    "hypercorn": "hypercorn==0.18.0",
 }
 # framework -> (group, server name in launch.py, path, handler's function, its module)
 FRAMEWORKS = {
@@ -52,18 +61,33 @@ FRAMEWORKS = {
     "generic (hypercorn)": ("sync", "hypercorn", "/", "raw_asgi_app", "generic_app.py"),
 }
 # the module each framework needs (uvicorn serves the ASGI ones)
-IMPORTS = {"aiohttp": "aiohttp", "tornado": "tornado", "sanic": "sanic", "quart": "quart,uvicorn", "litestar": "litestar,uvicorn",
-           "starlette": "starlette,uvicorn", "fastapi": "fastapi,uvicorn", "flask": "flask", "falcon": "falcon", "django": "django",
-           "django-async": "django,uvicorn", "falcon-asgi": "falcon,uvicorn", "grpc": "grpc", "celery": "celery",
-           "generic (hypercorn)": "hypercorn"}
+IMPORTS = {
+    "aiohttp": "aiohttp",
+    "tornado": "tornado",
+    "sanic": "sanic",
+    "quart": "quart,uvicorn",
+    "litestar": "litestar,uvicorn",
+    "starlette": "starlette,uvicorn",
+    "fastapi": "fastapi,uvicorn",
+    "flask": "flask",
+    "falcon": "falcon",
+    "django": "django",
+    "django-async": "django,uvicorn",
+    "falcon-asgi": "falcon,uvicorn",
+    "grpc": "grpc",
+    "celery": "celery",
+    "generic (hypercorn)": "hypercorn",
+}
 PER_URL_RATE = 5  # requests per second to each app: ~15 in a 3 s step, 8 ms of CPU each
 
 
 def _probe(python: str) -> dict:
     """framework -> why it cannot run ("" when it can)."""
-    code = ("import importlib, json, sys\nout = {}\nfor name, mods in json.loads(sys.argv[1]).items():\n"
-            "    try:\n        [importlib.import_module(m) for m in mods.split(',')]\n        out[name] = ''\n"
-            "    except Exception as e:\n        out[name] = f'{type(e).__name__}: {e}'\nprint(json.dumps(out))")
+    code = (
+        "import importlib, json, sys\nout = {}\nfor name, mods in json.loads(sys.argv[1]).items():\n"
+        "    try:\n        [importlib.import_module(m) for m in mods.split(',')]\n        out[name] = ''\n"
+        "    except Exception as e:\n        out[name] = f'{type(e).__name__}: {e}'\nprint(json.dumps(out))"
+    )
     done = subprocess.run([python, "-c", code, json.dumps(IMPORTS)], capture_output=True, text=True, timeout=120)
     return json.loads(done.stdout) if done.returncode == 0 else {name: done.stderr[-200:] for name in IMPORTS}
 
@@ -106,9 +130,25 @@ def frameworks(interp, tmp_path_factory):
                 _group, server, path, _f, _m = FRAMEWORKS[n]
                 urls.append(f"{base}:{front}{path}" if server in ("grpc", "celery") else f"{base}:{ports[n]}{path}")
             servers = [f"{FRAMEWORKS[n][1]}={ports[n]}" for n in names]
-            argv = [*gilty_command(), "load", *urls, "--rate", str(PER_URL_RATE * len(urls)), "--duration", "3",
-                    "--warmup", "0.5", "--format", "json", *(["--tasks"] if group == "async" else []),
-                    "--", python, str(APPS / "launch.py"), str(front), *servers]
+            argv = [
+                *gilty_command(),
+                "load",
+                *urls,
+                "--rate",
+                str(PER_URL_RATE * len(urls)),
+                "--duration",
+                "3",
+                "--warmup",
+                "0.5",
+                "--format",
+                "json",
+                *(["--tasks"] if group == "async" else []),
+                "--",
+                python,
+                str(APPS / "launch.py"),
+                str(front),
+                *servers,
+            ]
             env = dict(gilty_env(), FRAMEWORK_CELERY_DIR=str(tmp_path_factory.mktemp("celery")))
             done = subprocess.run(argv, capture_output=True, text=True, timeout=180, env=env)
             # gilty's own traceback only: the servers' output shares its stderr, and a Celery worker
@@ -158,10 +198,30 @@ def test_aiohttp_knee_names_the_semaphore(frameworks):
     if missing.get("aiohttp"):
         pytest.skip(f"aiohttp cannot be installed or imported here: {missing['aiohttp']}")
     front, port = free_port(), free_port()
-    argv = [*gilty_command(), "load", f"http://127.0.0.1:{port}/", "--ramp", "30:90:30", "--slo", "p99=300ms", "--duration", "3",
-            "--warmup", "0.5", "--tasks", "--format", "json", "--", python, str(APPS / "launch.py"), str(front), f"aiohttp={port}"]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=120,
-                          env=dict(gilty_env(), AIOHTTP_SLOT_MS="40", FRAMEWORK_WORK_MS="2"))
+    argv = [
+        *gilty_command(),
+        "load",
+        f"http://127.0.0.1:{port}/",
+        "--ramp",
+        "30:90:30",
+        "--slo",
+        "p99=300ms",
+        "--duration",
+        "3",
+        "--warmup",
+        "0.5",
+        "--tasks",
+        "--format",
+        "json",
+        "--",
+        python,
+        str(APPS / "launch.py"),
+        str(front),
+        f"aiohttp={port}",
+    ]
+    done = subprocess.run(
+        argv, capture_output=True, text=True, timeout=120, env=dict(gilty_env(), AIOHTTP_SLOT_MS="40", FRAMEWORK_WORK_MS="2")
+    )
     assert done.returncode in (0, 10), done.stderr[-3000:]
     report = json.loads(done.stdout)
     knee = report["knee"]

@@ -11,8 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from conftest import note, running_target, run_gilty
+from conftest import note, run_gilty, running_target
 
 pytestmark = [pytest.mark.interpreter]
 

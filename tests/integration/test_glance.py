@@ -19,7 +19,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, free_port, run_gilty
 
 pytestmark = pytest.mark.alone
@@ -53,9 +52,12 @@ def outputs(tmp_path_factory):
     port = free_port()
     log = open(out / "gunicorn.log", "wb")
     server = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "-w", str(WORKERS), "-b", f"127.0.0.1:{port}", "--timeout", "60",
-         "serverapp:wsgi"],
-        cwd=str(APP_DIR), stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+        [sys.executable, "-m", "gunicorn", "-w", str(WORKERS), "-b", f"127.0.0.1:{port}", "--timeout", "60", "serverapp:wsgi"],
+        cwd=str(APP_DIR),
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=log,
+        start_new_session=True,
     )
     stop = threading.Event()
     try:
@@ -84,8 +86,14 @@ def outputs(tmp_path_factory):
         server.wait()
         log.close()
     paths = {"json": rec, "master": server.pid}
-    for fmt, name in (("text", "rec.txt"), ("html", "rec.html"), ("svg", "rec.svg"),
-                      ("speedscope", "rec.speedscope.json"), ("chrome", "rec.trace.json"), ("collapsed", "rec.collapsed")):
+    for fmt, name in (
+        ("text", "rec.txt"),
+        ("html", "rec.html"),
+        ("svg", "rec.svg"),
+        ("speedscope", "rec.speedscope.json"),
+        ("chrome", "rec.trace.json"),
+        ("collapsed", "rec.collapsed"),
+    ):
         rc, _out, err = run_gilty("report", rec, "-o", out / name)
         assert rc == 0, err
         paths[fmt] = out / name
@@ -100,12 +108,12 @@ def test_text_report_first_screen_names_roles_busiest_thread_and_functions(outpu
     assert max(len(line) for line in lines) <= 120
     assert lines[1].startswith("Busiest: pid ") and "(worker)" in lines[1], lines[:3]
     heading = next(i for i, line in enumerate(lines) if line.lstrip().startswith("PID ROLE"))
-    rows = lines[heading + 1: heading + 4]
+    rows = lines[heading + 1 : heading + 4]
     roles = {int(r.split()[0]): r.split()[1] for r in rows}
     assert roles[outputs["master"]] == "master" and sorted(roles.values()) == ["master", "worker", "worker"], rows
     top = next(i for i, line in enumerate(lines) if line.startswith("Top functions"))
     assert top < 24, "the top functions are not on the first screen"
-    assert "busy_handler (serverapp.py:" in lines[top + 2], lines[top: top + 4]
+    assert "busy_handler (serverapp.py:" in lines[top + 2], lines[top : top + 4]
     # A worker's main thread is named by what it runs, not by the wait it sleeps in between requests.
     workers_main = [line for line in lines if line.startswith("  MainThread ") and "busy_handler" in line]
     assert len(workers_main) == WORKERS, "\n".join(lines)
@@ -190,8 +198,10 @@ def test_html_first_screen_roles_idle_off_search_and_self_time(browser, outputs)
     severities = browser.js("Array.from(document.querySelectorAll('.verdict')).map(v => [v.dataset.severity, v.textContent])")
     assert all(s != "bad" for s, text in severities if "No GIL contention" in text), severities
     # Search: frames of the function are outlined and the share of samples through it is given.
-    browser.js("(() => { const s = document.getElementById('flame-search'); s.value = 'busy_handler';"
-               " s.dispatchEvent(new Event('input')); })()")
+    browser.js(
+        "(() => { const s = document.getElementById('flame-search'); s.value = 'busy_handler';"
+        " s.dispatchEvent(new Event('input')); })()"
+    )
     result = browser.js("document.getElementById('search-result').textContent")
     assert int(result.split()[0]) > 0 and "samples" in result, result
     matches = browser.js("Array.from(document.querySelectorAll('#flamegraph .frame.match')).map(e => e.textContent)")
@@ -204,8 +214,10 @@ def test_html_first_screen_roles_idle_off_search_and_self_time(browser, outputs)
     workers = [v for v, text in options if text.startswith(f"{WORKERS} workers of pid {outputs['master']}")]
     assert len(workers) == 1 and len(workers[0].split(",")) == WORKERS, options
     total = browser.js("document.querySelector('#flamegraph .frame[data-depth=\"0\"]').title")
-    browser.js(f"(() => {{ const s = document.getElementById('filter-process'); s.value = '{workers[0]}';"
-               " s.dispatchEvent(new Event('change')); })()")
+    browser.js(
+        f"(() => {{ const s = document.getElementById('filter-process'); s.value = '{workers[0]}';"
+        " s.dispatchEvent(new Event('change')); })()"
+    )
     assert browser.errors() == []
     only = browser.js("document.querySelector('#flamegraph .frame[data-depth=\"0\"]').title")
     samples = lambda title: int(title.split("\n")[1].split()[0])  # noqa: E731
@@ -225,25 +237,35 @@ SPEEDSCOPE_SCHEMA = {
         "shared": {
             "type": "object",
             "required": ["frames"],
-            "properties": {"frames": {"type": "array", "items": {
-                "type": "object", "required": ["name"],
-                "properties": {"name": {"type": "string"}, "file": {"type": "string"}, "line": {"type": "number"}},
-            }}},
+            "properties": {
+                "frames": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["name"],
+                        "properties": {"name": {"type": "string"}, "file": {"type": "string"}, "line": {"type": "number"}},
+                    },
+                }
+            },
         },
         "activeProfileIndex": {"type": "number"},
-        "profiles": {"type": "array", "minItems": 1, "items": {
-            "type": "object",
-            "required": ["type", "name", "unit", "startValue", "endValue", "samples", "weights"],
-            "properties": {
-                "type": {"const": "sampled"},
-                "name": {"type": "string"},
-                "unit": {"enum": ["none", "nanoseconds", "microseconds", "milliseconds", "seconds", "bytes"]},
-                "startValue": {"type": "number"},
-                "endValue": {"type": "number"},
-                "samples": {"type": "array", "items": {"type": "array", "items": {"type": "number"}}},
-                "weights": {"type": "array", "items": {"type": "number"}},
+        "profiles": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "required": ["type", "name", "unit", "startValue", "endValue", "samples", "weights"],
+                "properties": {
+                    "type": {"const": "sampled"},
+                    "name": {"type": "string"},
+                    "unit": {"enum": ["none", "nanoseconds", "microseconds", "milliseconds", "seconds", "bytes"]},
+                    "startValue": {"type": "number"},
+                    "endValue": {"type": "number"},
+                    "samples": {"type": "array", "items": {"type": "array", "items": {"type": "number"}}},
+                    "weights": {"type": "array", "items": {"type": "number"}},
+                },
             },
-        }},
+        },
     },
 }
 

@@ -11,18 +11,17 @@ import signal
 import subprocess
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
-
-from timing_reference import Pressure, assert_unless_busy
-
 from conftest import AVAILABLE, TARGETS, free_port
+from timing_reference import Pressure, assert_unless_busy
 from wheel_env import venv_with_wheel
 
 pytestmark = pytest.mark.alone
 
-prometheus_parser = pytest.importorskip("prometheus_client.parser", reason="prometheus_client not installed (requirements-dev.txt)")
+prometheus_parser = pytest.importorskip(
+    "prometheus_client.parser", reason="prometheus_client not installed (requirements-dev.txt)"
+)
 
 WORKERS = 2
 PACKAGES = ("gunicorn==23.0.0", "prometheus-client>=0.20")
@@ -68,9 +67,26 @@ def server(tmp_path):
     env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir), "PYTHONPATH": str(TARGETS)}
     with open(log, "wb") as out:
         popen = subprocess.Popen(
-            [str(python), "-m", "gunicorn", "-w", str(WORKERS), "-b", f"127.0.0.1:{port}", "--timeout", "60",
-             "-c", str(TARGETS / "gunicorn_metrics_conf.py"), "gunicorn_metrics_app:app"],
-            cwd=str(TARGETS), env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
+            [
+                str(python),
+                "-m",
+                "gunicorn",
+                "-w",
+                str(WORKERS),
+                "-b",
+                f"127.0.0.1:{port}",
+                "--timeout",
+                "60",
+                "-c",
+                str(TARGETS / "gunicorn_metrics_conf.py"),
+                "gunicorn_metrics_app:app",
+            ],
+            cwd=str(TARGETS),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            start_new_session=True,
         )
     try:
         deadline = time.monotonic() + 60

@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import TARGETS, free_port, gilty_command, gilty_env, running_target
 from formats_support import recording_interpreter
 
@@ -98,10 +97,15 @@ def commands(target_pid: int, tmp: Path) -> dict:
         "serve": (["serve", "--pid", target_pid, "--port", free_port()], r"gilty: serving", None),
         "memory": (["memory", "--pid", target_pid, "--duration", "60", "-o", out], r"gilty: ", out),
         "specialization": (["specialization", "--pid", target_pid, "--duration", "60", "-o", out], r"gilty: sampling", out),
-        "specialization -s": (["specialization", "-s", "--pid", target_pid, "--duration", "60", "-o", out], r"gilty: sampling", out),
+        "specialization -s": (
+            ["specialization", "-s", "--pid", target_pid, "--duration", "60", "-o", out],
+            r"gilty: sampling",
+            out,
+        ),
         "load -- SERVER": (
             ["load", f"http://127.0.0.1:{port}/", "--rate", "20", "--duration", "60", "-o", out, "--", *server],
-            r"gilty: loading at", out,
+            r"gilty: loading at",
+            out,
         ),
     }
 
@@ -143,7 +147,17 @@ def check_after(name: str, trial: Trial, how: str, out, tmp: Path) -> None:
         out.unlink()
 
 
-NAMES = ["record", "record -s", "record -- CMD", "top", "serve", "memory", "specialization", "specialization -s", "load -- SERVER"]
+NAMES = [
+    "record",
+    "record -s",
+    "record -- CMD",
+    "top",
+    "serve",
+    "memory",
+    "specialization",
+    "specialization -s",
+    "load -- SERVER",
+]
 
 
 @pytest.fixture(scope="module")
@@ -172,7 +186,9 @@ def test_stop(name, how, target, tmp_path):
 def test_stop_while_writing(sig, target, tmp_path):
     # A recording of many passes, stopped when its output file is being written.
     out = tmp_path / "out.json"
-    trial = Trial(["record", "--pid", str(target.pid), "--duration", "3", "--rate", "2000", "--format", "json", "-o", str(out)], tmp_path)
+    trial = Trial(
+        ["record", "--pid", str(target.pid), "--duration", "3", "--rate", "2000", "--format", "json", "-o", str(out)], tmp_path
+    )
     trial.wait_for(lambda: any(tmp_path.glob(".*.part")) or out.exists(), "writing its output")
     trial.proc.send_signal(sig)
     check_after("record", trial, f"{'kill -9' if sig == signal.SIGKILL else 'Ctrl-C'} while writing", out, tmp_path)

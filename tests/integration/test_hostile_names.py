@@ -20,10 +20,8 @@ from contextlib import redirect_stdout
 from pathlib import Path
 
 import pytest
-
 from conftest import TARGETS, free_port, gilty_command, gilty_env, run_gilty, running_target
 from formats_support import recording_interpreter
-
 from gilty import report
 from gilty.cli import main as gilty_main
 
@@ -33,8 +31,14 @@ TERMINAL_CONTROL = set(range(0x20)) - {0x0A, 0x09} | {0x7F}
 # Code points that act instead of showing once decoded: C1 controls, direction overrides and isolates;
 # and those shown as nothing (issue 30): zero-width space and joiners, word joiner, byte-order mark,
 # a variation selector, tag characters.
-HIDDEN_CODEPOINTS = (set(range(0x80, 0xA0)) | {0x061C, 0x200E, 0x200F, 0x2028, 0x2029} | set(range(0x202A, 0x202F))
-                     | set(range(0x2066, 0x206A)) | {0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF, 0xFE0F} | set(range(0xE0000, 0xE0080)))
+HIDDEN_CODEPOINTS = (
+    set(range(0x80, 0xA0))
+    | {0x061C, 0x200E, 0x200F, 0x2028, 0x2029}
+    | set(range(0x202A, 0x202F))
+    | set(range(0x2066, 0x206A))
+    | {0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF, 0xFE0F}
+    | set(range(0xE0000, 0xE0080))
+)
 # How the text formats show the zero-width and tag names of the target.
 INVISIBLE_SHOWN = ("zero\\u200bwidth\\u200d\\u2060join\\ufeff", "tag\\U000e0041\\U000e007fend\\ufe0f")
 
@@ -71,7 +75,9 @@ def hostile(tmp_path_factory):
         )
         top = subprocess.run(
             gilty_command() + ["top", "--pid", str(proc.pid), "--duration", "1"],
-            capture_output=True, timeout=60, env=gilty_env(),
+            capture_output=True,
+            timeout=60,
+            env=gilty_env(),
         )
     assert dump.returncode == 0, dump.stderr
     assert top.returncode == 0, top.stderr
@@ -168,12 +174,19 @@ def hostile_exe(tmp_path_factory):
         yield proc.pid, int(proc.read_line(10))
 
 
-@pytest.mark.parametrize("command", [
-    ("dump", "--pid", "CHILD"), ("dump", "--pid", "PARENT", "-s"),
-    ("record", "--pid", "CHILD", "--duration", "1"), ("record", "--pid", "CHILD", "-s", "--duration", "1"),
-    ("top", "--pid", "CHILD", "--duration", "1"), ("top", "--pid", "CHILD", "-s", "--duration", "1"),
-    ("specialization", "--pid", "CHILD", "--duration", "1"),
-], ids=" ".join)
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("dump", "--pid", "CHILD"),
+        ("dump", "--pid", "PARENT", "-s"),
+        ("record", "--pid", "CHILD", "--duration", "1"),
+        ("record", "--pid", "CHILD", "-s", "--duration", "1"),
+        ("top", "--pid", "CHILD", "--duration", "1"),
+        ("top", "--pid", "CHILD", "-s", "--duration", "1"),
+        ("specialization", "--pid", "CHILD", "--duration", "1"),
+    ],
+    ids=" ".join,
+)
 def test_errors_naming_a_hostile_executable_write_no_acting_byte(hostile_exe, command, tmp_path):
     # Issue 30: "pid N (/path...) is not a Python process" and "skipping pid ..." printed the path
     # raw, so with -s any unprivileged descendant could write into root's terminal.
@@ -197,8 +210,13 @@ def test_metrics_of_hostile_names_act_on_nothing_and_parse(tmp_path, targets):
     shutil.copy(TARGETS / "hostile_names.py", script)
     proc = targets(recording_interpreter(), str(script), ARGV_HOSTILE)
     port = free_port()
-    serve = subprocess.Popen(gilty_command() + ["serve", "--pid", str(proc.pid), "--port", str(port), "--rate", "50"],
-                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=gilty_env())
+    serve = subprocess.Popen(
+        gilty_command() + ["serve", "--pid", str(proc.pid), "--port", str(port), "--rate", "50"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=gilty_env(),
+    )
     try:
         deadline, body = time.monotonic() + 30, b""
         while time.monotonic() < deadline and b"rtl" not in body:

@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, gilty_env, run_gilty, running_target
 from formats_support import recording_interpreter
 
@@ -95,8 +94,9 @@ def peak_rss_kib(*args) -> int:
 
 
 def test_html_of_a_large_recording_needs_memory_like_its_text_report(big_recording, tmp_path):
-    runs = sum(len(r["passes"]) for p in json.loads(big_recording.read_text())["recording"]["processes"]
-               for r in p["runs"].values())
+    runs = sum(
+        len(r["passes"]) for p in json.loads(big_recording.read_text())["recording"]["processes"] for r in p["runs"].values()
+    )
     text_kib = peak_rss_kib("report", big_recording, "-o", tmp_path / "x.txt")
     html_kib = peak_rss_kib("report", big_recording, "-o", tmp_path / "x.html")
     size = big_recording.stat().st_size

@@ -19,7 +19,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, run_gilty, running_target
 from formats_support import recording_interpreter
 
@@ -36,9 +35,16 @@ class Browser:
 
     def __init__(self, profile_dir: Path) -> None:
         args = [
-            CHROMIUM, "--headless", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
-            "--remote-debugging-port=0", "--remote-allow-origins=*", f"--user-data-dir={profile_dir}",
-            "--window-size=1280,1200", "about:blank",
+            CHROMIUM,
+            "--headless",
+            "--disable-gpu",
+            "--no-first-run",
+            "--no-default-browser-check",
+            "--remote-debugging-port=0",
+            "--remote-allow-origins=*",
+            f"--user-data-dir={profile_dir}",
+            "--window-size=1280,1200",
+            "about:blank",
         ]
         if os.geteuid() == 0:
             args.insert(1, "--no-sandbox")  # Chromium refuses to run its sandbox as root
@@ -150,7 +156,11 @@ def hostile_report(tmp_path_factory):
         "open(sys.argv[1], 'w', encoding='utf-8').write(report.render(two_processes(), 'html'))"
     )
     python = REPO / ".venv" / "bin" / "python"
-    subprocess.run([str(python) if python.exists() else sys.executable, "-c", code, str(path), str(REPO / "tests" / "unit")], check=True, timeout=60)
+    subprocess.run(
+        [str(python) if python.exists() else sys.executable, "-c", code, str(path), str(REPO / "tests" / "unit")],
+        check=True,
+        timeout=60,
+    )
     return path
 
 

@@ -8,7 +8,6 @@ import threading
 import time
 
 import pytest
-
 from conftest import TARGETS, gilty_command, gilty_env, one_version, parse_json, run_gilty, thread_named
 from timing_reference import Pressure, assert_unless_busy
 
@@ -27,7 +26,11 @@ def record_until_target_exits(proc) -> tuple:
     started = time.monotonic()
     gilty = subprocess.Popen(
         gilty_command() + ["record", "--pid", str(proc.pid), "--duration", "10", "--rate", "200", "--format", "json"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=gilty_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=gilty_env(),
     )
     err = []
     for line in gilty.stderr:

@@ -14,12 +14,10 @@ import threading
 import time
 
 import pytest
-
-from conftest import free_port, TARGETS, gilty_command, gilty_env, start_target
+from conftest import TARGETS, free_port, gilty_command, gilty_env, start_target
 from timing_reference import TRANSPORT_S, Pressure, assert_unless_busy, busy, quantile, server_times, within_server_time
 
 pytestmark = pytest.mark.alone
-
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +52,11 @@ def test_latency_is_the_service_time(delay_server, rate):
     served = server_times(url, step["ok"])
     assert len(served) == step["ok"]
     assert abs(step["verdict"]["throughput"] - rate) <= rate * 0.02
-    print(within_server_time("latency p50", step["latency_s"]["p50"], quantile(served, 0.5),
-                             TRANSPORT_S + step["generator"]["lag_p99_s"], pressure))
+    print(
+        within_server_time(
+            "latency p50", step["latency_s"]["p50"], quantile(served, 0.5), TRANSPORT_S + step["generator"]["lag_p99_s"], pressure
+        )
+    )
 
 
 def test_a_stalled_server_shows_in_p99_and_in_its_second(delay_server):
@@ -85,15 +86,22 @@ def test_a_stalled_server_shows_in_p99_and_in_its_second(delay_server):
     # The other requests are untouched: the median is still the server's own (its time for a request
     # read after the stall does not contain the stall).
     served = server_times(url, step["ok"])
-    measured = within_server_time("latency p50", step["latency_s"]["p50"], quantile(served, 0.5),
-                                  TRANSPORT_S + step["generator"]["lag_p99_s"], pressure,
-                                  note=" (p99 showed the stall)")
+    measured = within_server_time(
+        "latency p50",
+        step["latency_s"]["p50"],
+        quantile(served, 0.5),
+        TRANSPORT_S + step["generator"]["lag_p99_s"],
+        pressure,
+        note=" (p99 showed the stall)",
+    )
     print(measured)
     # Only the stalled second has a request of half a second, unless the machine stalled some by itself.
     elsewhere = [t for t in stalled if not 3 <= t <= 5]
     if elsewhere and busy(pressure):
-        pytest.skip(f"the machine stalled requests by itself ({busy(pressure)}): seconds {elsewhere} also had "
-                    f"a request of 0.5 s or more; maxima {[(t, round(m, 3)) for t, m in maxima if m]}; {measured}")
+        pytest.skip(
+            f"the machine stalled requests by itself ({busy(pressure)}): seconds {elsewhere} also had "
+            f"a request of 0.5 s or more; maxima {[(t, round(m, 3)) for t, m in maxima if m]}; {measured}"
+        )
     assert not elsewhere, maxima
 
 
@@ -116,8 +124,10 @@ def knee_run_is_clean(run: dict) -> str:
         return f"the server took p50 {service['p50'] * 1e3:.1f} ms, p99 {service['p99'] * 1e3:.1f} ms per request at low load"
     for step in run["steps"]:
         if step["verdict"]["generator_behind"]:
-            return (f"at {step['requested_rate']:g} rps the generator fell behind (lag p99 "
-                    f"{step['generator']['lag_p99_s'] * 1e3:.1f} ms, {step['generator']['cpu_s']:.2f} CPU-s)")
+            return (
+                f"at {step['requested_rate']:g} rps the generator fell behind (lag p99 "
+                f"{step['generator']['lag_p99_s'] * 1e3:.1f} ms, {step['generator']['cpu_s']:.2f} CPU-s)"
+            )
         if not step["verdict"]["meets_slo"]:
             break
     return ""
@@ -133,8 +143,9 @@ def test_knee_of_a_one_at_a_time_server():
         port = free_port()
         proc = start_target(sys.executable, "http_delay_server.py", str(port), "0.01", "serial")
         try:
-            run = load_json(f"http://127.0.0.1:{port}/", "--ramp", f"{start}:{stop}:{step}", "--duration", 3,
-                            "--slo", "p99=50ms", timeout=200)
+            run = load_json(
+                f"http://127.0.0.1:{port}/", "--ramp", f"{start}:{stop}:{step}", "--duration", 3, "--slo", "p99=50ms", timeout=200
+            )
         finally:
             proc.stop()
         reason = knee_run_is_clean(run)
@@ -158,7 +169,9 @@ def test_connection_refused_is_counted_by_kind():
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=gilty_env())
     assert done.returncode == 11, done.stderr
     assert "Traceback" not in done.stderr
-    assert [l for l in done.stderr.splitlines() if "error" in l] == [l for l in done.stderr.splitlines() if l.startswith("gilty: error: every one of the")]
+    assert [l for l in done.stderr.splitlines() if "error" in l] == [
+        l for l in done.stderr.splitlines() if l.startswith("gilty: error: every one of the")
+    ]
     step = json.loads(done.stdout)["steps"][0]
     assert step["ok"] == 0 and step["errors"] == {"connect": step["sent"]}
 
@@ -187,8 +200,13 @@ def test_bad_input_is_one_line(args, message):
 
 def test_ctrl_c_ends_the_run_with_a_partial_report(delay_server):
     _proc, url = delay_server
-    proc = subprocess.Popen([*gilty_command(), "load", url, "--rate", "50", "--duration", "60", "--format", "json"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=gilty_env())
+    proc = subprocess.Popen(
+        [*gilty_command(), "load", url, "--rate", "50", "--duration", "60", "--format", "json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=gilty_env(),
+    )
     # Interrupt once requests flow (a busy machine may take seconds to start gilty and the server).
     first_lines = []
     while not any("loading at" in line for line in first_lines):
@@ -226,8 +244,10 @@ def server_starved(run: dict) -> str:
     cpu_wait = (first.get("profile") or {}).get("states", {}).get("cpu_wait", 0.0)
     if cpu_wait < STARVED_CPU_WAIT:
         return ""
-    return (f"at {first['requested_rate']:g} rps the server's threads waited for a CPU {cpu_wait:.0%} of the time and "
-            f"took {first['service_s']['mean'] * 1e3:.1f} ms per request, sized for {SIZED_SERVICE_S * 1e3:.0f} ms")
+    return (
+        f"at {first['requested_rate']:g} rps the server's threads waited for a CPU {cpu_wait:.0%} of the time and "
+        f"took {first['service_s']['mean'] * 1e3:.1f} ms per request, sized for {SIZED_SERVICE_S * 1e3:.0f} ms"
+    )
 
 
 def profiled_run_is_clean(run: dict) -> str:
@@ -236,14 +256,18 @@ def profiled_run_is_clean(run: dict) -> str:
     whole ramp stayed under the server's capacity (its work per request was sized on a busier CPU)."""
     if run["knee"]["rate"] is None:
         first = run["steps"][0]
-        return (f"already at {first['requested_rate']:g} rps p99 was {first['latency_s']['p99'] * 1e3:.0f} ms "
-                f"(server time per request {first['service_s']['mean'] * 1e3:.0f} ms)")
+        return (
+            f"already at {first['requested_rate']:g} rps p99 was {first['latency_s']['p99'] * 1e3:.0f} ms "
+            f"(server time per request {first['service_s']['mean'] * 1e3:.0f} ms)"
+        )
     if run["knee"]["limit"] == "generator":
         return "the generator fell behind its schedule"
     if run["knee"]["limit"] == "none reached":
         last = run["steps"][-1]
-        return (f"no knee up to {last['requested_rate']:g} rps (server time per request "
-                f"{last['service_s']['mean'] * 1e3:.1f} ms against the {SIZED_SERVICE_S * 1e3:.0f} ms it was sized for)")
+        return (
+            f"no knee up to {last['requested_rate']:g} rps (server time per request "
+            f"{last['service_s']['mean'] * 1e3:.1f} ms against the {SIZED_SERVICE_S * 1e3:.0f} ms it was sized for)"
+        )
     return ""
 
 
@@ -253,13 +277,31 @@ def test_profiled_knee_names_cpu_in_python_and_the_code():
     # test was written and 18 ms on a later VM, which put the knee below the ramp's first step).
     why = []
     for _ in range(2):
-        calls = int(subprocess.run([sys.executable, script, "--calls-for", str(round(SIZED_SERVICE_S * 1e3))], capture_output=True, text=True,
-                                   check=True, timeout=60).stdout)
+        calls = int(
+            subprocess.run(
+                [sys.executable, script, "--calls-for", str(round(SIZED_SERVICE_S * 1e3))],
+                capture_output=True,
+                text=True,
+                check=True,
+                timeout=60,
+            ).stdout
+        )
         port = free_port()
         pressure = Pressure()
         run = load_json(
-            f"http://127.0.0.1:{port}/", "--ramp", "30:200:30", "--duration", 2, "--slo", "p99=100ms",
-            "--", sys.executable, script, port, calls, timeout=240,
+            f"http://127.0.0.1:{port}/",
+            "--ramp",
+            "30:200:30",
+            "--duration",
+            2,
+            "--slo",
+            "p99=100ms",
+            "--",
+            sys.executable,
+            script,
+            port,
+            calls,
+            timeout=240,
         )
         pressure = pressure.share()
         reason = profiled_run_is_clean(run)
@@ -298,8 +340,10 @@ def test_profiled_knee_names_cpu_in_python_and_the_code():
     # at least half the time, or it would (rightly) read "waiting for work".
     in_progress = 1.0 - last["waiting_for_work_passes"]
     if in_progress < 0.5 and busy(pressure):
-        pytest.skip(f"other jobs broke the SLO before the server was full ({busy(pressure)}): past the knee it had a "
-                    f"request in progress {in_progress:.0%} of the time, GIL held {last['gil_utilisation']:.0%}")
+        pytest.skip(
+            f"other jobs broke the SLO before the server was full ({busy(pressure)}): past the knee it had a "
+            f"request in progress {in_progress:.0%} of the time, GIL held {last['gil_utilisation']:.0%}"
+        )
     assert in_progress >= 0.5, last
     first = run["steps"][0]["profile"]
     assert first["gil_utilisation"] < last["gil_utilisation"]

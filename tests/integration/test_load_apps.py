@@ -16,9 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, TARGETS, free_port
-from load_apps_support import STARTUP_WORDS, host_limited, venv_bin, last_endpoints, judged, load_ramp
+from load_apps_support import STARTUP_WORDS, host_limited, judged, last_endpoints, load_ramp, venv_bin
 
 pytestmark = pytest.mark.alone
 
@@ -30,8 +29,13 @@ def test_django_slow_sqlite_view_is_native_code_under_the_view(tmp_path):
     def run():
         port = free_port()
         env = {"DJANGO_SITE_REPORT_ROWS": "60000", "DJANGO_SITE_DB": str(tmp_path / "site.sqlite3")}
-        return load_ramp([f"http://127.0.0.1:{port}/report/"], "15:150:10", "p99=300ms",
-                     [gunicorn, "-w", "2", "-b", f"127.0.0.1:{port}", "--chdir", str(TARGETS / "django_site"), "site_conf.wsgi"], env)
+        return load_ramp(
+            [f"http://127.0.0.1:{port}/report/"],
+            "15:150:10",
+            "p99=300ms",
+            [gunicorn, "-w", "2", "-b", f"127.0.0.1:{port}", "--chdir", str(TARGETS / "django_site"), "site_conf.wsgi"],
+            env,
+        )
 
     report, err = judged(run)
     assert "2 workers answered in" in err, err
@@ -52,8 +56,10 @@ def test_django_slow_sqlite_view_is_native_code_under_the_view(tmp_path):
 
 def _heavy_module(folder: Path) -> str:
     """A module that takes a while to compile from source (no .pyc: the run sets PYTHONDONTWRITEBYTECODE)."""
-    body = "\n".join(f"def f{i}(x):\n    y = x * {i}\n    if y > {i}:\n        return [y, {i}, 'a{i}']\n    return {{'k': y, 'n': {i}}}\n"
-                     for i in range(25000))
+    body = "\n".join(
+        f"def f{i}(x):\n    y = x * {i}\n    if y > {i}:\n        return [y, {i}, 'a{i}']\n    return {{'k': y, 'n': {i}}}\n"
+        for i in range(25000)
+    )
     (folder / "lazy_heavy.py").write_text(body)
     return "lazy_heavy"
 
@@ -67,9 +73,24 @@ def test_fastapi_uvicorn_workers_blocked_loop_not_startup(tmp_path):
     def run():
         port = free_port()
         env = {"LAZYAPP_PATH": str(tmp_path), "LAZYAPP_MODULE": module, "LAZYAPP_BLOCK_S": "0.05", "PYTHONDONTWRITEBYTECODE": "1"}
-        return load_ramp([f"http://127.0.0.1:{port}/block"], "10:120:10", "p99=300ms",
-                     [gunicorn, "-w", "2", "-k", "uvicorn.workers.UvicornWorker", "-b", f"127.0.0.1:{port}",
-                      "--chdir", str(REPO / "tests" / "targets" / "web_app"), "lazyapp:app"], env)
+        return load_ramp(
+            [f"http://127.0.0.1:{port}/block"],
+            "10:120:10",
+            "p99=300ms",
+            [
+                gunicorn,
+                "-w",
+                "2",
+                "-k",
+                "uvicorn.workers.UvicornWorker",
+                "-b",
+                f"127.0.0.1:{port}",
+                "--chdir",
+                str(REPO / "tests" / "targets" / "web_app"),
+                "lazyapp:app",
+            ],
+            env,
+        )
 
     report, err = judged(run)
     # every worker answered (and so imported its lazy module) before the first measured step

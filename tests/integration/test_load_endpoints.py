@@ -16,7 +16,6 @@ import json
 import subprocess
 
 import pytest
-
 from conftest import REPO, free_port, gilty_command, gilty_env, line_of
 from package_venvs import venv_python
 from timing_reference import Pressure, assert_unless_busy
@@ -39,9 +38,32 @@ def run(interp) -> dict:
     python = venv_python(interp, "server", PACKAGES, "import gunicorn, uvicorn, fastapi")
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    argv = [*gilty_command(), "load", f"{base}/block", f"{base}/urls", f"{base}/fast", "--rate", str(RATE),
-            "--duration", "4", "--loop-lag", "15", "--format", "json",
-            "--", python, "-m", "uvicorn", "--app-dir", str(APP_DIR), "webapp:app", "--port", str(port), "--log-level", "warning"]
+    argv = [
+        *gilty_command(),
+        "load",
+        f"{base}/block",
+        f"{base}/urls",
+        f"{base}/fast",
+        "--rate",
+        str(RATE),
+        "--duration",
+        "4",
+        "--loop-lag",
+        "15",
+        "--format",
+        "json",
+        "--",
+        python,
+        "-m",
+        "uvicorn",
+        "--app-dir",
+        str(APP_DIR),
+        "webapp:app",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+    ]
     # ~150 URL-building calls: some 10 ms of Python per /urls request on this machine, dozens of samples in the handler
     env = dict(gilty_env(), WEBAPP_URL_CALLS="150")
     pressure = Pressure()
@@ -82,7 +104,9 @@ def test_server_time_is_charged_to_each_endpoint(run):
     assert 0.25 <= block["total_s"] <= 1.5, block
     # URL building is Python: the GIL is held (or waited for), under quote() called from build_url.
     # On a busy host part of that is runnable without a CPU (cpu_wait), which is neither idle nor native.
-    python_time = urls["share_holding"] + (urls["seconds"].get("waiting_gil", 0) + urls["seconds"].get("cpu_wait", 0)) / urls["total_s"]
+    python_time = (
+        urls["share_holding"] + (urls["seconds"].get("waiting_gil", 0) + urls["seconds"].get("cpu_wait", 0)) / urls["total_s"]
+    )
     assert python_time >= 0.7, urls
     assert urls["top_site"].startswith("quote ("), urls
 

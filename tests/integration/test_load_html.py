@@ -14,7 +14,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import TARGETS, free_port, gilty_command, gilty_env
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -25,9 +24,30 @@ def page(tmp_path_factory) -> tuple:
     out = tmp_path_factory.mktemp("load-html") / "run.html"
     port = free_port()
     done = subprocess.run(
-        [*gilty_command(), "load", f"http://127.0.0.1:{port}/", "--ramp", "10:250:40", "--duration", "2", "--slo", "p99=1s", "--warmup", "1",
-         "-o", str(out), "--", sys.executable, str(TARGETS / "http_cpu_server.py"), str(port), "60"],
-        capture_output=True, text=True, timeout=240, env=gilty_env(),
+        [
+            *gilty_command(),
+            "load",
+            f"http://127.0.0.1:{port}/",
+            "--ramp",
+            "10:250:40",
+            "--duration",
+            "2",
+            "--slo",
+            "p99=1s",
+            "--warmup",
+            "1",
+            "-o",
+            str(out),
+            "--",
+            sys.executable,
+            str(TARGETS / "http_cpu_server.py"),
+            str(port),
+            "60",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=gilty_env(),
     )
     assert done.returncode == 0, done.stderr
     text = out.read_text(encoding="utf-8")
@@ -51,8 +71,15 @@ def test_chromium_draws_the_curve_steps_and_endpoints(page, tmp_path):
     text, data = page
     path = tmp_path / "run.html"
     path.write_text(text, encoding="utf-8")
-    args = [CHROMIUM, "--headless", "--disable-gpu", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
-            "--dump-dom", path.as_uri()]
+    args = [
+        CHROMIUM,
+        "--headless",
+        "--disable-gpu",
+        "--no-first-run",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--dump-dom",
+        path.as_uri(),
+    ]
     if os.geteuid() == 0:  # Chromium refuses to run its sandbox as root
         args.insert(1, "--no-sandbox")
     dom = subprocess.run(args, capture_output=True, text=True, timeout=60).stdout
@@ -63,7 +90,9 @@ def test_chromium_draws_the_curve_steps_and_endpoints(page, tmp_path):
         assert points and len(points.group(1).split()) == len(steps), series
     # The p99 points are drawn after (over) the throughput points and larger, so a p99 point on the
     # same pixel as a throughput point stays visible.
-    circles = re.findall(r'<circle [^>]*class="series point (\w+)"[^>]*r="([\d.]+)"|<circle [^>]*r="([\d.]+)"[^>]*class="series point (\w+)"', dom)
+    circles = re.findall(
+        r'<circle [^>]*class="series point (\w+)"[^>]*r="([\d.]+)"|<circle [^>]*r="([\d.]+)"[^>]*class="series point (\w+)"', dom
+    )
     order = [c[0] or c[3] for c in circles]
     radius = {c[0] or c[3]: float(c[1] or c[2]) for c in circles}
     assert order and max(i for i, c in enumerate(order) if c == "tp") < min(i for i, c in enumerate(order) if c == "p99"), order
@@ -80,8 +109,15 @@ def test_chromium_draws_the_curve_steps_and_endpoints(page, tmp_path):
 
 
 def _dom(path, tmp_path) -> str:
-    args = [CHROMIUM, "--headless", "--disable-gpu", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
-            "--dump-dom", path.as_uri()]
+    args = [
+        CHROMIUM,
+        "--headless",
+        "--disable-gpu",
+        "--no-first-run",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--dump-dom",
+        path.as_uri(),
+    ]
     if os.geteuid() == 0:  # Chromium refuses to run its sandbox as root
         args.insert(1, "--no-sandbox")
     return subprocess.run(args, capture_output=True, text=True, timeout=60).stdout
@@ -94,12 +130,35 @@ def test_a_saved_load_report_has_a_load_header(tmp_path):
     port = free_port()
     saved, out = tmp_path / "load.json", tmp_path / "x.html"
     done = subprocess.run(
-        [*gilty_command(), "load", f"http://127.0.0.1:{port}/", "--ramp", "20:60:40", "--duration", "1", "--slo", "p99=1s", "--warmup", "0.2",
-         "-o", str(saved), "--", sys.executable, str(TARGETS / "http_cpu_server.py"), str(port), "5"],
-        capture_output=True, text=True, timeout=120, env=gilty_env(),
+        [
+            *gilty_command(),
+            "load",
+            f"http://127.0.0.1:{port}/",
+            "--ramp",
+            "20:60:40",
+            "--duration",
+            "1",
+            "--slo",
+            "p99=1s",
+            "--warmup",
+            "0.2",
+            "-o",
+            str(saved),
+            "--",
+            sys.executable,
+            str(TARGETS / "http_cpu_server.py"),
+            str(port),
+            "5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=gilty_env(),
     )
     assert done.returncode == 0, done.stderr
-    done = subprocess.run([*gilty_command(), "report", str(saved), "-o", str(out)], capture_output=True, text=True, timeout=60, env=gilty_env())
+    done = subprocess.run(
+        [*gilty_command(), "report", str(saved), "-o", str(out)], capture_output=True, text=True, timeout=60, env=gilty_env()
+    )
     assert done.returncode == 0, done.stderr
     page = out.read_text(encoding="utf-8")
     assert f"<title>gilty load: http://127.0.0.1:{port}/" in page, page[:300]

@@ -17,7 +17,7 @@ import types
 from pathlib import Path
 
 from conftest import free_port
-from load_apps_support import STARTUP_WORDS, host_limited, last_endpoints, judged, load_ramp
+from load_apps_support import STARTUP_WORDS, host_limited, judged, last_endpoints, load_ramp
 from package_venvs import venv_python
 
 HTTPBIN_PACKAGES = ("httpbin==0.10.4", "gunicorn==23.0.0")
@@ -25,9 +25,11 @@ HTTPBIN_PACKAGES = ("httpbin==0.10.4", "gunicorn==23.0.0")
 
 def _httpbin_base():
     """The interpreter under the test run's venv: httpbin gets a venv of its own (see requirements-dev.txt)."""
-    return types.SimpleNamespace(path=getattr(sys, "_base_executable", sys.executable),
-                                 version_str=".".join(map(str, sys.version_info[:3])),
-                                 id=f"httpbin-{sys.version_info[0]}.{sys.version_info[1]}")
+    return types.SimpleNamespace(
+        path=getattr(sys, "_base_executable", sys.executable),
+        version_str=".".join(map(str, sys.version_info[:3])),
+        id=f"httpbin-{sys.version_info[0]}.{sys.version_info[1]}",
+    )
 
 
 def test_httpbin_installed_in_site_packages_names_its_view():
@@ -36,8 +38,13 @@ def test_httpbin_installed_in_site_packages_names_its_view():
 
     def run():
         port = free_port()
-        return load_ramp([f"http://127.0.0.1:{port}/bytes/20000"], "25:250:15", "p99=200ms",
-                         [gunicorn, "-w", "2", "-b", f"127.0.0.1:{port}", "httpbin:app"], {})
+        return load_ramp(
+            [f"http://127.0.0.1:{port}/bytes/20000"],
+            "25:250:15",
+            "p99=200ms",
+            [gunicorn, "-w", "2", "-b", f"127.0.0.1:{port}", "httpbin:app"],
+            {},
+        )
 
     report, err = judged(run)
     assert "2 workers answered in" in err, err
@@ -63,8 +70,14 @@ def test_httpbin_delay_is_too_few_requests_at_once_in_the_view():
     def run():
         port = free_port()
         # --app says httpbin is the application's code (the /bytes test finds the view without it)
-        return load_ramp([f"http://127.0.0.1:{port}/delay/0.1"], "10:60:10", "p99=500ms",
-                         [gunicorn, "-w", "2", "-b", f"127.0.0.1:{port}", "httpbin:app"], {}, extra=("--app", "httpbin"))
+        return load_ramp(
+            [f"http://127.0.0.1:{port}/delay/0.1"],
+            "10:60:10",
+            "p99=500ms",
+            [gunicorn, "-w", "2", "-b", f"127.0.0.1:{port}", "httpbin:app"],
+            {},
+            extra=("--app", "httpbin"),
+        )
 
     report, _err = judged(run)
     knee = report["knee"]

@@ -13,13 +13,13 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import TARGETS, free_port, gilty_command, gilty_env
 
 LOCUST = Path(sys.executable).with_name("locust")
 pytestmark = [
-    pytest.mark.skipif(not LOCUST.exists() and shutil.which("locust") is None,
-                       reason="Locust not installed (requirements-dev.txt; make setup)"),
+    pytest.mark.skipif(
+        not LOCUST.exists() and shutil.which("locust") is None, reason="Locust not installed (requirements-dev.txt; make setup)"
+    ),
     pytest.mark.alone,
 ]
 
@@ -28,10 +28,32 @@ pytestmark = [
 def report() -> dict:
     port = free_port()
     done = subprocess.run(
-        [*gilty_command(), "load", f"http://127.0.0.1:{port}/", "--locustfile", str(TARGETS / "locust_tasks.py"),
-         "--users", "6", "--spawn-rate", "6", "--workers", "2", "--duration", "4", "--format", "json",
-         "--", sys.executable, str(TARGETS / "http_cpu_server.py"), str(port), "20"],
-        capture_output=True, text=True, timeout=180, env=gilty_env(),
+        [
+            *gilty_command(),
+            "load",
+            f"http://127.0.0.1:{port}/",
+            "--locustfile",
+            str(TARGETS / "locust_tasks.py"),
+            "--users",
+            "6",
+            "--spawn-rate",
+            "6",
+            "--workers",
+            "2",
+            "--duration",
+            "4",
+            "--format",
+            "json",
+            "--",
+            sys.executable,
+            str(TARGETS / "http_cpu_server.py"),
+            str(port),
+            "20",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=gilty_env(),
     )
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
@@ -80,10 +102,19 @@ def test_html_part_of_a_locust_run(report, tmp_path):
     from gilty.report.load import render_locust_html
 
     page = tmp_path / "locust.html"
-    page.write_text(render_locust_html({k: v for k, v in report.items() if k not in ("format_version", "kind", "loop")}, None),
-                    encoding="utf-8")
-    args = ["chromium", "--headless", "--disable-gpu", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
-            "--dump-dom", page.as_uri()]
+    page.write_text(
+        render_locust_html({k: v for k, v in report.items() if k not in ("format_version", "kind", "loop")}, None),
+        encoding="utf-8",
+    )
+    args = [
+        "chromium",
+        "--headless",
+        "--disable-gpu",
+        "--no-first-run",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--dump-dom",
+        page.as_uri(),
+    ]
     if os.geteuid() == 0:
         args.insert(1, "--no-sandbox")  # Chromium refuses to run its sandbox as root
     dom = subprocess.run(args, capture_output=True, text=True, timeout=60).stdout

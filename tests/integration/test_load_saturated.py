@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import TARGETS, free_port, gilty_command, gilty_env
 
 pytestmark = pytest.mark.alone
@@ -48,13 +47,45 @@ def _gilty_cpus() -> list:
 
 def _load(fmt: str, out: Path) -> subprocess.CompletedProcess:
     if not UWSGI.exists():
-        pytest.skip(f"uwsgi not installed at {UWSGI} (requirements-dev.txt; it builds with a C compiler and the interpreter's headers)")
+        pytest.skip(
+            f"uwsgi not installed at {UWSGI} (requirements-dev.txt; it builds with a C compiler and the interpreter's headers)"
+        )
     port = free_port()
-    server = ["taskset", "-c", str(SERVER_CPU), str(UWSGI), "--http", f"127.0.0.1:{port}", "--master", "--processes", "3",
-              "--wsgi-file", str(TARGETS / "uwsgi_cpu_app.py"), "--env", f"UWSGI_CPU_CALLS={CALLS}", "--disable-logging",
-              "--die-on-term"]
-    argv = [*_gilty_cpus(), *gilty_command(), "load", f"http://127.0.0.1:{port}/", "--ramp", "20:200:20", "--duration", "2",
-            "--slo", "p99=250ms", "--format", fmt, "-o", str(out), "--", *server]
+    server = [
+        "taskset",
+        "-c",
+        str(SERVER_CPU),
+        str(UWSGI),
+        "--http",
+        f"127.0.0.1:{port}",
+        "--master",
+        "--processes",
+        "3",
+        "--wsgi-file",
+        str(TARGETS / "uwsgi_cpu_app.py"),
+        "--env",
+        f"UWSGI_CPU_CALLS={CALLS}",
+        "--disable-logging",
+        "--die-on-term",
+    ]
+    argv = [
+        *_gilty_cpus(),
+        *gilty_command(),
+        "load",
+        f"http://127.0.0.1:{port}/",
+        "--ramp",
+        "20:200:20",
+        "--duration",
+        "2",
+        "--slo",
+        "p99=250ms",
+        "--format",
+        fmt,
+        "-o",
+        str(out),
+        "--",
+        *server,
+    ]
     with _spinners(2):
         return subprocess.run(argv, capture_output=True, text=True, timeout=180, env=gilty_env())
 
@@ -77,7 +108,9 @@ def test_saturated_host_is_the_knee_limit_with_its_figures(tmp_path):
     last = run["steps"][-1]["profile"]
     # The master, the router and the idle workers, blocked in C between requests, are not I/O inside
     # a request.
-    assert last["idle_kinds"].get("I/O wait", 0.0) < 0.05 and last["idle_kinds"].get("I/O wait in a request", 0.0) < 0.05, last["idle_kinds"]
+    assert last["idle_kinds"].get("I/O wait", 0.0) < 0.05 and last["idle_kinds"].get("I/O wait in a request", 0.0) < 0.05, last[
+        "idle_kinds"
+    ]
     assert abs(sum(v for k, v in last["states"].items()) - 1.0) < 0.01, last["states"]
 
 
@@ -92,9 +125,30 @@ def test_a_starved_thread_per_connection_server_is_not_waiting_for_work(tmp_path
     # 100 rounds a request (~7 ms of CPU alone, several times that beside the spinner): past the knee the
     # server is busy most of the time. With 25 it crossed the SLO on scheduling delays while idle half the
     # time, and its limit read either way ("waiting for work" at 49 % idle passes, "CPU in Python" at 51 %).
-    argv = [*_gilty_cpus(), *gilty_command(), "load", f"http://127.0.0.1:{port}/", "--ramp", "5:125:20", "--duration", "2",
-            "--slo", "p99=100ms", "--format", "json", "-o", str(out), "--",
-            "taskset", "-c", str(SERVER_CPU), sys.executable, script, str(port), "100"]
+    argv = [
+        *_gilty_cpus(),
+        *gilty_command(),
+        "load",
+        f"http://127.0.0.1:{port}/",
+        "--ramp",
+        "5:125:20",
+        "--duration",
+        "2",
+        "--slo",
+        "p99=100ms",
+        "--format",
+        "json",
+        "-o",
+        str(out),
+        "--",
+        "taskset",
+        "-c",
+        str(SERVER_CPU),
+        sys.executable,
+        script,
+        str(port),
+        "100",
+    ]
     with _spinners(1):
         done = subprocess.run(argv, capture_output=True, text=True, timeout=180, env=gilty_env())
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr

@@ -12,7 +12,6 @@ import json
 import subprocess
 
 import pytest
-
 from conftest import REPO, free_port, gilty_command, gilty_env, line_of
 from package_venvs import venv_python
 
@@ -34,9 +33,32 @@ def run(interp) -> dict:
     python = venv_python(interp, "server", PACKAGES, "import gunicorn, uvicorn, fastapi")
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    argv = [*gilty_command(), "load", f"{base}/sleep@1", f"{base}/sem@4", "--ramp", "40:200:160", "--slo", "p50=200ms",
-            "--duration", "4", "--tasks", "--format", "json",
-            "--", python, "-m", "uvicorn", "--app-dir", str(APP.parent), "asyncapp:app", "--port", str(port), "--log-level", "warning"]
+    argv = [
+        *gilty_command(),
+        "load",
+        f"{base}/sleep@1",
+        f"{base}/sem@4",
+        "--ramp",
+        "40:200:160",
+        "--slo",
+        "p50=200ms",
+        "--duration",
+        "4",
+        "--tasks",
+        "--format",
+        "json",
+        "--",
+        python,
+        "-m",
+        "uvicorn",
+        "--app-dir",
+        str(APP.parent),
+        "asyncapp:app",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+    ]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=240, env=gilty_env())
     assert done.returncode in (0, 10), done.stderr
     assert "Traceback" not in done.stderr, done.stderr
@@ -59,7 +81,9 @@ def test_sleep_endpoint_awaits_the_sleep_line(run):
 def test_semaphore_endpoint_above_capacity_awaits_the_acquire_line(run):
     last = run["steps"][-1]
     if last["requested_rate"] * 4 / 5 <= 100:
-        pytest.skip(f"the ramp stopped at {last['requested_rate']:g} rps (p50 {last['latency_s']['p50']}): the machine is too busy to reach the semaphore's capacity")
+        pytest.skip(
+            f"the ramp stopped at {last['requested_rate']:g} rps (p50 {last['latency_s']['p50']}): the machine is too busy to reach the semaphore's capacity"
+        )
     e = _endpoints(last)["sem_endpoint"]
     top = e["awaits"][0]
     assert (top["kind"], top["function"], top["line"]) == ("semaphore", "sem_endpoint", line_of(SCRIPT, "acquire")), e["awaits"]

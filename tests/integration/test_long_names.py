@@ -5,7 +5,6 @@ whole). JSON keeps what was read."""
 from __future__ import annotations
 
 import pytest
-
 from conftest import AVAILABLE, parse_json, run_gilty, running_target
 
 LONG = "long_" + "n" * 4_100

@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Callable, Optional
 
 import pytest
-
 from conftest import REPO, VENV_GILTY, assert_one_error_line, gilty_command, gilty_env, note, parse_json, run_gilty
 from package_venvs import venv_python
 
@@ -198,7 +197,11 @@ def _wait_line(stream, prefix: str, timeout: float) -> tuple:
 
 
 def run_memory(
-    master: int, duration: float, action: Optional[Callable[[], object]] = None, extra=(), stop_after_action_s: Optional[float] = None
+    master: int,
+    duration: float,
+    action: Optional[Callable[[], object]] = None,
+    extra=(),
+    stop_after_action_s: Optional[float] = None,
 ) -> tuple:
     """``gilty memory --format json`` on ``master`` while ``action`` runs; (rc, report, stderr, action result).
 
@@ -257,7 +260,7 @@ def _phases(tree: GunicornTree) -> dict:
     """Two gilty runs: one while every worker runs gc.collect(), one while every worker reads every object."""
     phases = {}
     for name, path in (("collect", "/collect?once=1"), ("touch", "/touch?once=1")):
-        rc, report, err, hit = run_memory(tree.master, 60.0, lambda: tree.in_every_worker(path), stop_after_action_s=PHASE_MIN_S)
+        rc, report, err, hit = run_memory(tree.master, 60.0, lambda: tree.in_every_worker(path), stop_after_action_s=PHASE_MIN_S)  # noqa: B023 - called within its iteration
         assert rc == 0 and report, f"gilty memory exited {rc}:\n{err}"
         phases[name] = (report, hit)
     return phases

@@ -20,9 +20,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from conftest import TARGETS, note, run_gilty
-from test_memory import WORKERS, _children, _gunicorn_python, _free_port, mib, proc_of, run_memory
+from test_memory import WORKERS, _children, _free_port, _gunicorn_python, mib, proc_of, run_memory
 
 MIB = 1 << 20
 # Since fork vs the kernel's count: private pages outside the copy-on-write mappings (the stack) and
@@ -85,11 +84,19 @@ def pool_run(interp):
     if interp.path is None:
         pytest.skip(interp.skip_reason)
     env = dict(os.environ, POOL_WORKERS="3", POOL_RECORDS=POOL_RECORDS)
-    popen = subprocess.Popen([interp.path, str(TARGETS / "pool_workers.py")], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, env=env, start_new_session=True)
+    popen = subprocess.Popen(
+        [interp.path, str(TARGETS / "pool_workers.py")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        start_new_session=True,
+    )
     try:
         line = popen.stdout.readline().decode()
-        assert line.startswith("pids "), f"pool target: {line!r} {popen.stderr.read().decode()[-2000:] if popen.poll() is not None else ''}"
+        assert line.startswith("pids "), (
+            f"pool target: {line!r} {popen.stderr.read().decode()[-2000:] if popen.poll() is not None else ''}"
+        )
         master, *workers = (int(x) for x in line.split()[1:])
         rc, report, err, _ = run_memory(master, 2.0)
         reference = {w: _private(w) for w in workers}
@@ -148,8 +155,14 @@ def test_spawn_pool_resource_tracker_is_a_helper(interp):
 
     one_version(interp, "telling multiprocessing's resource tracker from the pool's workers reads only /proc")
     env = dict(os.environ, POOL_WORKERS="2", POOL_RECORDS="20000", POOL_START="spawn")
-    popen = subprocess.Popen([interp.path, str(TARGETS / "pool_workers.py")], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, env=env, start_new_session=True)
+    popen = subprocess.Popen(
+        [interp.path, str(TARGETS / "pool_workers.py")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        start_new_session=True,
+    )
     try:
         line = popen.stdout.readline().decode()
         assert line.startswith("pids "), f"pool target: {line!r}"
@@ -181,8 +194,21 @@ class Gunicorn:
 
     def __init__(self, python: str, preload: bool) -> None:
         self.port = _free_port()
-        args = [python, "-m", "gunicorn", "-w", str(WORKERS), "-b", f"127.0.0.1:{self.port}", "--timeout", "120",
-                "--graceful-timeout", "5", "--log-level", "warning"]
+        args = [
+            python,
+            "-m",
+            "gunicorn",
+            "-w",
+            str(WORKERS),
+            "-b",
+            f"127.0.0.1:{self.port}",
+            "--timeout",
+            "120",
+            "--graceful-timeout",
+            "5",
+            "--log-level",
+            "warning",
+        ]
         args += ["--preload"] if preload else []
         args.append("app:app")
         env = dict(os.environ, PYTHONPATH=str(APP_DIR), PREFORK_APP_RECORDS=APP_RECORDS, PYTHONUNBUFFERED="1")
@@ -190,8 +216,9 @@ class Gunicorn:
             env.pop(var, None)
         self.log = Path(f"/tmp/gilty-forktest-{self.port}.log")
         with open(self.log, "wb") as log:
-            self.popen = subprocess.Popen(args, cwd=str(APP_DIR), env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                          start_new_session=True)
+            self.popen = subprocess.Popen(
+                args, cwd=str(APP_DIR), env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
+            )
         self.master = self.popen.pid
 
     def wait_ready(self) -> list:

@@ -6,8 +6,8 @@ about as much GIL hold as wait."""
 from __future__ import annotations
 
 import http.server
-import os
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -18,7 +18,6 @@ import urllib.parse
 import urllib.request
 
 import pytest
-
 from conftest import free_port, start_target
 from timing_reference import Pressure, assert_unless_busy, busy
 
@@ -36,8 +35,14 @@ def _start_prometheus(folder, scraped_port: int, job: str) -> tuple:
         f"scrape_configs: [{{job_name: {job}, static_configs: [{{targets: ['127.0.0.1:{scraped_port}']}}]}}]\n"
     )
     proc = subprocess.Popen(
-        [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={folder / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            PROMETHEUS,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={folder / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     return proc, port
 
@@ -63,7 +68,10 @@ def test_prometheus_scrapes_hold_and_wait(tmp_path):
             time.sleep(0.5)
             try:
                 # Over the last 3 s of whole scrapes, once 4 s of data exist.
-                holds = _query(prom_port, 'rate(gilty_gil_hold_seconds_total{thread=~"spinner-.*"}[3s]) and on() (time() - min(timestamp(up)) > 0) and on() count_over_time(up[5s]) >= 8')
+                holds = _query(
+                    prom_port,
+                    'rate(gilty_gil_hold_seconds_total{thread=~"spinner-.*"}[3s]) and on() (time() - min(timestamp(up)) > 0) and on() count_over_time(up[5s]) >= 8',
+                )
             except OSError:
                 continue
             if len(holds) == 2:
@@ -151,8 +159,13 @@ def test_otlp_exporter_sends_gilty_metrics():
 def _gilty_serve(pid: int, port: int) -> subprocess.Popen:
     from conftest import gilty_command, gilty_env
 
-    return subprocess.Popen([*gilty_command(), "serve", "--pid", str(pid), "--port", str(port), "--rate", "50"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=gilty_env())
+    return subprocess.Popen(
+        [*gilty_command(), "serve", "--pid", str(pid), "--port", str(port), "--rate", "50"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=gilty_env(),
+    )
 
 
 @pytest.mark.skipif(PROMETHEUS is None, reason="Prometheus server not installed (Debian package prometheus; make system-deps)")
@@ -168,11 +181,17 @@ def test_prometheus_scrapes_the_sidecar_and_it_survives_a_restart(tmp_path):
         while time.monotonic() < deadline and len(holds) != 2:
             time.sleep(0.5)
             try:
-                holds = _query(prom_port, 'rate(gilty_gil_hold_seconds_total{thread=~"spinner-.*"}[3s]) and on() count_over_time(up[5s]) >= 8')
+                holds = _query(
+                    prom_port,
+                    'rate(gilty_gil_hold_seconds_total{thread=~"spinner-.*"}[3s]) and on() count_over_time(up[5s]) >= 8',
+                )
             except OSError:
                 continue
         assert len(holds) == 2, holds
-        waits = {r["metric"]["thread"]: float(r["value"][1]) for r in _query(prom_port, 'rate(gilty_gil_wait_seconds_total{thread=~"spinner-.*"}[3s])')}
+        waits = {
+            r["metric"]["thread"]: float(r["value"][1])
+            for r in _query(prom_port, 'rate(gilty_gil_wait_seconds_total{thread=~"spinner-.*"}[3s])')
+        }
         for row in holds:
             hold, wait = float(row["value"][1]), waits[row["metric"]["thread"]]
             assert row["metric"]["pid"] == str(target.pid)

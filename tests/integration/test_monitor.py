@@ -9,7 +9,6 @@ import json
 import subprocess
 
 import pytest
-
 from conftest import TARGETS, note
 from timing_reference import Pressure, assert_unless_busy
 from wheel_env import venv_with_wheel

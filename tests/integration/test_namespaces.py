@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import DEBIAN_PYTHON, TARGETS, TargetProcess, one_version, parse_json, run_gilty
 
 READY_TIMEOUT_S = 30.0
@@ -44,7 +43,10 @@ def namespaced_target(python: str, script: str, inner_dir: Path, copy_python: bo
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     popen = subprocess.Popen(
         ["unshare", "--pid", "--kill-child", "--map-root-user", "--mount-proc", "sh", "-c", shell],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=fd, env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=fd,
+        env=env,
     )
     os.close(fd)
     proc = TargetProcess(popen, TARGETS / script, err_path)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from conftest import line_of, parse_json, run_gilty, running_target, thread_named
 from native_ext import build_native_chain, c_line_of
 
@@ -51,8 +50,14 @@ def ends_in_chain(thread: dict, call_line: int) -> bool:
         return False
     names = [f[1] for f in stack[:3]]
     kind, function, file, line = stack[3]
-    return (names == CHAIN and all(f[0] == "c" for f in stack[:3]) and kind == "py" and function == "spin"
-            and os.path.basename(file) == SCRIPT and line == call_line)
+    return (
+        names == CHAIN
+        and all(f[0] == "c" for f in stack[:3])
+        and kind == "py"
+        and function == "spin"
+        and os.path.basename(file) == SCRIPT
+        and line == call_line
+    )
 
 
 @pytest.mark.parametrize("mode", ["release", "hold"])
@@ -73,7 +78,9 @@ def test_c_chain_under_calling_line(interp, ext_dir, mode):
     spin_line, inner_call = c_line_of("spin"), c_line_of("inner")
     assert all(os.path.basename(s[0][4] or "") == "native_chain.c" for s in chains), [s[0] for s in chains]
     at_loop = sum(s[0][5] == spin_line for s in chains)
-    assert at_loop >= 0.9 * len(chains), f"inner_spin at line {spin_line} in {at_loop} of {len(chains)}: {[s[0][5] for s in chains]}"
+    assert at_loop >= 0.9 * len(chains), (
+        f"inner_spin at line {spin_line} in {at_loop} of {len(chains)}: {[s[0][5] for s in chains]}"
+    )
     assert all(s[1][5] == inner_call for s in chains), [s[1] for s in chains]
     if mode == "hold":
         # Holding the GIL in C: holding_gil, or cpu_wait when the busy machine preempted the holder.
@@ -182,7 +189,7 @@ def test_hazards_never_crash(interp, ext_dir, hazard):
                 frames = t["native_stack"]
                 unknown = [i for i, f in enumerate(frames) if f["kind"] == "native" and f["label"] == "[unknown]"]
                 assert unknown, frames
-                below = [f for f in frames[unknown[-1] + 1:] if f["kind"] == "python"]
+                below = [f for f in frames[unknown[-1] + 1 :] if f["kind"] == "python"]
                 assert below and below[0]["function"] == "anon" and below[0]["line"] == anon_line, frames
 
 
@@ -205,7 +212,7 @@ def test_numpy_fft_names_pocketfft(interp):
         if not libs:
             continue
         assert all(frames[i]["function"] for i in libs), frames
-        caller = next(f for f in frames[libs[-1]:] if f["kind"] == "python")
+        caller = next(f for f in frames[libs[-1] :] if f["kind"] == "python")
         assert "numpy" in caller["file"] and "fft" in caller["file"], frames
         named += 1
     assert named >= 3, f"pocketfft frames in {named} of 10 dumps"

@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from conftest import REPO, record_json, running_target, thread_named
 from package_venvs import venv_python
 

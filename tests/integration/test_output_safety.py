@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, assert_one_error_line, gilty_command, gilty_env, run_gilty, running_target
 from formats_support import recording_interpreter
 
@@ -100,9 +99,15 @@ def victim_file(tmp_path: Path) -> Path:
 
 def start_stopped(argv: list, **kwargs) -> subprocess.Popen:
     """gilty stopped before it starts (SIGCONT lets it run): its pid is known, as `ps` shows it to anyone."""
-    shell = "kill -STOP $$; exec \"$@\""
-    proc = subprocess.Popen(["sh", "-c", shell, "sh", *gilty_command(), *map(str, argv)], env=gilty_env(), cwd=str(REPO),
-                            stdout=kwargs.pop("stdout", subprocess.PIPE), stderr=subprocess.PIPE, **kwargs)
+    shell = 'kill -STOP $$; exec "$@"'
+    proc = subprocess.Popen(
+        ["sh", "-c", shell, "sh", *gilty_command(), *map(str, argv)],
+        env=gilty_env(),
+        cwd=str(REPO),
+        stdout=kwargs.pop("stdout", subprocess.PIPE),
+        stderr=subprocess.PIPE,
+        **kwargs,
+    )
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         state = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -126,7 +131,15 @@ def finish(proc: subprocess.Popen, timeout: float = 60) -> tuple:
 
 def guessable_names(name: str, pid: int) -> list:
     # The name gilty used (`.NAME.PID.part`) and the usual others a tool might use.
-    return [f".{name}.{pid}.part", f".{name}.part", f"{name}.part", f"{name}.tmp", f".{name}.tmp", f".{name}.{pid}.tmp", f"{name}~"]
+    return [
+        f".{name}.{pid}.part",
+        f".{name}.part",
+        f"{name}.part",
+        f"{name}.tmp",
+        f".{name}.tmp",
+        f".{name}.{pid}.tmp",
+        f"{name}~",
+    ]
 
 
 # -- items 1 and 3: plants at the temporary file's name -------------------------------------
@@ -281,7 +294,11 @@ def commands(pid: int, saved: Path, out: str) -> dict:
 @pytest.mark.parametrize("name", ["record", "record -s", "memory", "specialization", "load", "report", "compare"])
 def test_bad_output_is_refused_before_any_work(name, where, target, saved, tmp_path):
     (tmp_path / "file").write_text("")
-    out = {"/nodir/x.json": "/nodir/x.json", "directory": str(tmp_path / "d.json"), "file/x.json": str(tmp_path / "file" / "x.json")}[where]
+    out = {
+        "/nodir/x.json": "/nodir/x.json",
+        "directory": str(tmp_path / "d.json"),
+        "file/x.json": str(tmp_path / "file" / "x.json"),
+    }[where]
     if where == "directory":
         os.mkdir(out)
     started = time.monotonic()
@@ -320,7 +337,9 @@ def test_kill_9_while_writing_leaves_nothing(target, tmp_path):
     out_dir.mkdir()
     out = out_dir / "r.json"
     argv = ["record", "--pid", str(target.pid), "--duration", "2", "--rate", "2000", "--format", "json", "-o", str(out)]
-    proc = subprocess.Popen([*gilty_command(), *argv], env=gilty_env(), cwd=str(REPO), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [*gilty_command(), *argv], env=gilty_env(), cwd=str(REPO), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     try:
         deadline = time.monotonic() + 60
         while not writing_into(proc.pid, out_dir, set()) and proc.poll() is None and time.monotonic() < deadline:
@@ -335,14 +354,17 @@ def test_kill_9_while_writing_leaves_nothing(target, tmp_path):
         json.loads(out.read_text())
 
 
-
 class Running:
     """A gilty command whose stderr is collected as it comes, so a test can wait for a line."""
 
     def __init__(self, argv: list, stdout=subprocess.DEVNULL) -> None:
-        self.proc = subprocess.Popen([*gilty_command(), *map(str, argv)], env=gilty_env(), cwd=str(REPO), stdout=stdout, stderr=subprocess.PIPE)
+        self.proc = subprocess.Popen(
+            [*gilty_command(), *map(str, argv)], env=gilty_env(), cwd=str(REPO), stdout=stdout, stderr=subprocess.PIPE
+        )
         self.err: list = []
-        self._reader = threading.Thread(target=lambda: self.err.extend(line.decode(errors="replace") for line in self.proc.stderr), daemon=True)
+        self._reader = threading.Thread(
+            target=lambda: self.err.extend(line.decode(errors="replace") for line in self.proc.stderr), daemon=True
+        )
         self._reader.start()
 
     def wait_for(self, text: str, timeout: float = 60) -> None:

@@ -12,15 +12,20 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-
 from conftest import gilty_command, gilty_env, one_version
 
 pytestmark = pytest.mark.interpreter
 
 
 def _refused(deny_perf: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([deny_perf, *gilty_command(), *args], capture_output=True, text=True, timeout=60,
-                          stdin=subprocess.DEVNULL, env=gilty_env())
+    return subprocess.run(
+        [deny_perf, *gilty_command(), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        env=gilty_env(),
+    )
 
 
 def _one_line_refusal(done: subprocess.CompletedProcess) -> str:

@@ -17,7 +17,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, run_gilty, running_target
 from formats_support import recording_interpreter
 
@@ -28,7 +27,9 @@ def pprof_tool() -> str:
     local = REPO / ".venv" / "bin" / "pprof"
     found = str(local) if local.exists() else shutil.which("pprof")
     if not found:
-        pytest.skip("google's pprof tool is not installed (make test builds it with `go install`; no Go toolchain or module proxy here)")
+        pytest.skip(
+            "google's pprof tool is not installed (make test builds it with `go install`; no Go toolchain or module proxy here)"
+        )
     return found
 
 
@@ -63,8 +64,8 @@ def written(tmp_path_factory):
 
 
 def test_totals_per_function_and_state_equal_the_json(written):
-    from gilty.sampling.session import NO_STACK, Recording
     from gilty.report.labels import state_name
+    from gilty.sampling.session import NO_STACK, Recording
 
     tool = pprof_tool()
     recording = Recording.from_dict(json.loads((written / "r.json").read_text())["recording"])
@@ -92,8 +93,13 @@ def test_totals_per_function_and_state_equal_the_json(written):
 
 def test_state_label_filters_in_pprof(written):
     tool = pprof_tool()
-    out = subprocess.run([tool, "-top", "-tagfocus", "state=waiting_gil", str(written / "r.pb.gz")],
-                         capture_output=True, text=True, timeout=60, check=True).stdout
+    out = subprocess.run(
+        [tool, "-top", "-tagfocus", "state=waiting_gil", str(written / "r.pb.gz")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
     assert "spin_forever" in out and "Condition.wait" not in out, out
 
 

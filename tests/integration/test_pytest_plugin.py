@@ -9,16 +9,29 @@ import sys
 import xml.etree.ElementTree as ET
 
 import pytest
-
 from conftest import REPO, TARGETS
 from timing_reference import Pressure, assert_unless_busy
 
 
 def _pytest(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rA", "--rootdir", str(TARGETS),
-         str(TARGETS / "gil_budget_tests.py"), *args],
-        capture_output=True, text=True, timeout=120, cwd=REPO,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "-rA",
+            "--rootdir",
+            str(TARGETS),
+            str(TARGETS / "gil_budget_tests.py"),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
     )
 
 
@@ -59,7 +72,9 @@ def test_a_bad_budget_is_one_clear_error(tmp_path):
     bad.write_text("import pytest\n@pytest.mark.gil_budget(max_waiting=0.2)\ndef test_x():\n    pass\n")
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--rootdir", str(tmp_path), str(bad), "--gilty"],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode != 0
     assert "gil_budget takes only max_wait, max_hold, max_gc" in done.stdout + done.stderr

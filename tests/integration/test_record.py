@@ -16,7 +16,6 @@ import signal
 import time
 
 import pytest
-
 from conftest import note, record_json, running_target, task_ids, thread_named
 from timing_reference import Pressure, assert_unless_busy
 
@@ -147,16 +146,21 @@ def test_spinners_hold_or_wait_for_the_gil(interp, spinners):
         # A holder preempted by the kernel still holds (cpu_wait_holding_gil); at load ~20 a spinner
         # held 0.08-0.10 all the same: the machine could not give it more (issue 31).
         hold = s["holding_gil"] + (thread_named(spinners, name).get("cpu_wait_holding_gil") or 0.0)
-        assert_unless_busy(hold >= 0.1 and s["waiting_gil"] >= 0.1, spinners["_pressure"],
-                           f"{name}: held {hold:.3f}, waited {s['waiting_gil']:.3f}: {s}")
+        assert_unless_busy(
+            hold >= 0.1 and s["waiting_gil"] >= 0.1,
+            spinners["_pressure"],
+            f"{name}: held {hold:.3f}, waited {s['waiting_gil']:.3f}: {s}",
+        )
         assert s["idle"] <= 0.02 and s["unknown"] <= 0.02, (name, s)
     # One of the two always has the GIL (measured 0.98-0.99).
     note(interp, "spinners: gil_utilisation", spinners["gil_utilisation"])
     # The GIL is free only in a handoff, and a handoff lasts while its taker waits for a CPU: on a
     # loaded host (0.884 at load 9) the bar is lowered by the spinners' passes spent runnable without
     # the GIL or a CPU, measured in the same run.
-    unheld_cpu_wait = sum(states(spinners, n)["cpu_wait"] - (thread_named(spinners, n).get("cpu_wait_holding_gil") or 0.0)
-                          for n in ("spinner-1", "spinner-2"))
+    unheld_cpu_wait = sum(
+        states(spinners, n)["cpu_wait"] - (thread_named(spinners, n).get("cpu_wait_holding_gil") or 0.0)
+        for n in ("spinner-1", "spinner-2")
+    )
     note(interp, "spinners: cpu_wait without the GIL", round(unheld_cpu_wait, 3))
     assert spinners["gil_utilisation"] >= 0.9 - unheld_cpu_wait, (spinners["gil_utilisation"], unheld_cpu_wait)
     # A holder preempted by other jobs reads cpu_wait (it still counts in gil_utilisation above).
@@ -170,7 +174,9 @@ def test_spinners_top_function_is_spin_forever(interp, spinners):
     for name in ("spinner-1", "spinner-2"):
         top = top_function(thread_named(spinners, name), "holding_gil")
         assert top["function"] == "spin_forever" and top["file"].endswith("spinners.py"), top
-        assert_unless_busy(top["fraction"] >= 0.1, spinners["_pressure"], f"{name} held the GIL in spin_forever {top['fraction']:.3f}")
+        assert_unless_busy(
+            top["fraction"] >= 0.1, spinners["_pressure"], f"{name} held the GIL in spin_forever {top['fraction']:.3f}"
+        )
     # While one spinner waits, the other holds the GIL: blame names the other spinner.
     blame = thread_named(spinners, "spinner-1")["blame"]
     note(interp, "spinner-1: blame[0] fraction", blame[0]["fraction"] if blame else 0.0)
@@ -242,7 +248,9 @@ def test_experiment1_io_threads_are_idle(interp, experiment1):
         assert t["states"]["idle"] + t["states"]["native"] + t["states"]["cpu_wait"] >= 0.95, (name, t["states"])
         assert t["states"]["waiting_gil"] <= 0.05, (name, t["states"])
         assert t["convoy"]["is_convoy"] is False, (name, t["convoy"])
-    assert "contention" not in experiment1["verdict_kinds"] and "convoy" not in experiment1["verdict_kinds"], experiment1["verdict"]
+    assert "contention" not in experiment1["verdict_kinds"] and "convoy" not in experiment1["verdict_kinds"], experiment1[
+        "verdict"
+    ]
     assert experiment1["mean_waiting_threads"] <= 0.1, experiment1["mean_waiting_threads"]
 
 
@@ -277,8 +285,11 @@ def test_experiment2_io_threads_wait_in_a_convoy(interp, experiment2):
         assert wakes >= 50, (name, wakes)
         # 32 of 172 wake-ups seen as episodes at load ~20 (issue 31): a woken thread waiting for a CPU
         # starts no episode.
-        assert_unless_busy(convoy["episodes"] >= 0.3 * wakes, experiment2["_pressure"],
-                           f"{name}: {convoy['episodes']} of {wakes} wake-ups seen as convoy episodes")
+        assert_unless_busy(
+            convoy["episodes"] >= 0.3 * wakes,
+            experiment2["_pressure"],
+            f"{name}: {convoy['episodes']} of {wakes} wake-ups seen as convoy episodes",
+        )
         assert convoy["mean_wait_s"] is not None and convoy["mean_wait_s"] >= 0.001, (name, convoy)
     assert "convoy" in experiment2["verdict_kinds"], experiment2["verdict"]
     # cpu1 holds the GIL 0.96-0.99 on an idle box; 0.79 seen when other jobs kept woken I/O threads

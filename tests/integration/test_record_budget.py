@@ -10,8 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from conftest import one_version, record_json, running_target, run_gilty
+from conftest import one_version, record_json, run_gilty, running_target
 
 pytestmark = [pytest.mark.interpreter]
 
@@ -23,8 +22,9 @@ def test_a_long_recording_keeps_its_timeline_within_the_budget(interp, monkeypat
     monkeypatch.setenv("GILTY_TIMELINE_BUDGET", str(BUDGET))
     with running_target(interp, "napping_threads.py", "30") as proc:
         report = record_json(proc.pid, duration=4.0, rate=1000.0)
-        rc, _out, err = run_gilty("record", "--pid", proc.pid, "--duration", 2, "--rate", 1000, "--format", "chrome",
-                                  "-o", tmp_path / "t.json")
+        rc, _out, err = run_gilty(
+            "record", "--pid", proc.pid, "--duration", 2, "--rate", 1000, "--format", "chrome", "-o", tmp_path / "t.json"
+        )
         assert rc == 0, err
     raw = report["recording"]["processes"][0]
     runs = sum(len(columns["passes"]) for columns in raw["runs"].values())

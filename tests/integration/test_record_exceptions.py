@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import record_json, run_gilty, running_target, thread_named
 
 pytestmark = pytest.mark.interpreter
@@ -48,8 +47,10 @@ def test_shares_of_threads_in_and_out_of_error_paths(interp, recorded):
             # Its tenth of the time at work (a wall-clock 2 ms of every 20), seen at a fiftieth, beside
             # a wait for a CPU as long or sampling passes that ran late: the machine (other tests beside
             # it) ran neither it nor the sampler as planned; not a misreading of error paths.
-            pytest.skip(f"{name} held the GIL {working:.3f} of the time, waited for a CPU {states.get('cpu_wait', 0):.3f}, "
-                        f"{late} of {report['samples']} passes late: the machine was too busy for this check")
+            pytest.skip(
+                f"{name} held the GIL {working:.3f} of the time, waited for a CPU {states.get('cpu_wait', 0):.3f}, "
+                f"{late} of {report['samples']} passes late: the machine was too busy for this check"
+            )
         assert working >= 0.02, (busy, "the handling threads hardly ran")
         assert 0.7 * working <= shares[name] <= busy[name] + 0.02, (shares, busy, working)
     for name in NOT_HANDLING:
@@ -67,7 +68,9 @@ def test_shares_of_threads_in_and_out_of_error_paths(interp, recorded):
 # text report not saying which threads were in error paths.
 def test_text_report_from_the_saved_recording(interp, recorded):
     if interp.id.startswith("debian") or interp.minor_str != "3.12":
-        pytest.skip("rendering a saved recording does not depend on the version that recorded it: checked on pyenv 3.12 only (suite time)")
+        pytest.skip(
+            "rendering a saved recording does not depend on the version that recorded it: checked on pyenv 3.12 only (suite time)"
+        )
     _report, path = recorded
     rc, out, err = run_gilty("report", path, "--format", "text", timeout=60)
     assert rc == 0, err

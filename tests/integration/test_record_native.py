@@ -10,11 +10,11 @@ import json
 import os
 
 import pytest
-
 from conftest import line_of, run_gilty, running_target
 from native_ext import build_native_chain, c_line_of
+from test_perf_refused import _one_line_refusal as one_line_refusal
+from test_perf_refused import _refused as refused
 from timing_reference import Pressure, assert_unless_busy
-from test_perf_refused import _one_line_refusal as one_line_refusal, _refused as refused
 
 pytestmark = pytest.mark.interpreter
 
@@ -83,7 +83,9 @@ def test_c_chain_under_calling_line(interp, ext_dir, mode, tmp_path):
     share = have / total
     print(f"{interp.id} {mode}: {have} of {total} spinner samples ({share:.0%}) have a native part; {good} end in the chain")
     bad = [st[:5] for _, st, _ in with_native if not chain_under_line(st, call_line)][:3]
-    assert good >= 0.95 * have, f"{good}/{have} native samples end in inner_spin <- middle <- outer <- spin:{call_line}; others: {bad}"
+    assert good >= 0.95 * have, (
+        f"{good}/{have} native samples end in inner_spin <- middle <- outer <- spin:{call_line}; others: {bad}"
+    )
     # The spinner is in C nearly all the time; a sample keeps its Python stack alone when no kernel
     # sample fell between two equal reads (the thread waited for a CPU, or passed between calls).
     assert share >= 0.3, f"only {share:.0%} of the spinner's samples have a native part"
@@ -165,7 +167,7 @@ def test_every_output_shows_the_chain(interp, ext_dir, tmp_path):
     assert names == ["spin", "outer", "middle", "inner_spin"] and frames[-4].endswith(f"{SCRIPT}:{call_line})"), line
     assert frames[-1].startswith("inner_spin (/") and frames[-1].endswith(at_loop), line
     assert frames[-2].endswith(f"/native_chain.c:{c_line_of('inner')})"), line
-    assert f"inner_spin (/" in outputs["text"].decode() and at_loop in outputs["text"].decode()
+    assert "inner_spin (/" in outputs["text"].decode() and at_loop in outputs["text"].decode()
     short = f"inner_spin (native_chain.c:{spin_line})"  # pictures: the file's base name
     svg = outputs["svg"].decode()
     assert all(f"{name} (native_chain.c:" in svg for name in CHAIN) and short in svg, "the flame graph lacks the C chain"
@@ -180,10 +182,15 @@ def test_every_output_shows_the_chain(interp, ext_dir, tmp_path):
     events = json.loads(chrome)
     events = events["traceEvents"] if isinstance(events, dict) else events
     args = [e.get("args") for e in events if e.get("name") == short]
-    assert args and all(a["file"].endswith("/native_chain.c") and a["line"] == spin_line and a["library"].startswith("native_chain")
-                        and a["offset"].startswith("0x") for a in args), args[:3]
+    assert args and all(
+        a["file"].endswith("/native_chain.c")
+        and a["line"] == spin_line
+        and a["library"].startswith("native_chain")
+        and a["offset"].startswith("0x")
+        for a in args
+    ), args[:3]
     html = outputs["html"].decode()
-    assert '"inner_spin","native_chain' in html and "isNative" in html and f"/native_chain.c:{spin_line}\"" in html
+    assert '"inner_spin","native_chain' in html and "isNative" in html and f'/native_chain.c:{spin_line}"' in html
     gz = __import__("gzip").decompress(outputs["pprof"])
     assert b"inner_spin" in gz and b"native_chain.c" in gz
 
@@ -208,7 +215,7 @@ def test_hazards_never_crash(interp, ext_dir, hazard, tmp_path):
         cut = [st for _, st, _ in anon if any(f[0] == "[unknown]" for f in st)]
         assert cut and errors["native_partial"] > 0, anon[:3]
         for st in cut:
-            below = [f for f in st[max(i for i, f in enumerate(st) if f[0] == "[unknown]") + 1:] if not is_native(f)]
+            below = [f for f in st[max(i for i, f in enumerate(st) if f[0] == "[unknown]") + 1 :] if not is_native(f)]
             assert below and below[0][0] == "anon" and below[0][2] == anon_line, st
     if hazard == "threads":
         # Main thread, spawner, and the short-lived threads seen come and go.
@@ -216,16 +223,14 @@ def test_hazards_never_crash(interp, ext_dir, hazard, tmp_path):
         assert len(tids) >= 4, f"threads seen: {p['thread_names']}"
 
 
-
 def test_numpy_fft_names_pocketfft(interp, tmp_path):
     """NumPy (from the registry, pinned in requirements-dev.txt): the recording's C frames of the FFT
     thread name pocketfft's functions, under NumPy's Python line that calls them."""
     if interp.id != "3.12.1":
         pytest.skip("NumPy's frames are version-independent: checked on pyenv 3.12 only (suite time)")
+    from gilty.sampling.native_frames import native_parts
     from package_venvs import venv_python
     from test_numpy_states import _numpy_pin
-
-    from gilty.sampling.native_frames import native_parts
 
     python = venv_python(interp, "numpy", (_numpy_pin(),), "import numpy")
     with running_target(python, "starved.py", "-", "fft") as proc:
@@ -239,7 +244,7 @@ def test_numpy_fft_names_pocketfft(interp, tmp_path):
             continue
         # Named functions (numpy's wheels keep their symbols), not library+0xOFFSET.
         assert all("+0x" not in st[i][0] for i in libs), st
-        caller = next(f for f in st[libs[-1]:] if not is_native(f))
+        caller = next(f for f in st[libs[-1] :] if not is_native(f))
         assert "numpy" in caller[1] and "fft" in caller[1], st
         named += n
     print(f"pocketfft frames in {named} of {total} samples of the fft thread")
@@ -277,7 +282,9 @@ def test_server_workers_and_their_blas_threads(interp, tmp_path):
     python = venv_python(interp, "numpy", (_numpy_pin(),), "import numpy")
     out = str(tmp_path / "r.json")
     with running_target(python, "numpy_workers.py") as server:
-        rc, _, err = run_gilty("record", "--pid", server.pid, "-s", "--native", "--duration", "2", "--rate", 100, "-o", out, timeout=60)
+        rc, _, err = run_gilty(
+            "record", "--pid", server.pid, "-s", "--native", "--duration", "2", "--rate", 100, "-o", out, timeout=60
+        )
     if rc != 0 and "not permitted" in err:
         pytest.skip(err.strip().splitlines()[-1])
     assert rc == 0 and "Traceback" not in err, f"gilty record -s --native exited {rc}:\n{err}"
@@ -295,14 +302,22 @@ def test_server_workers_and_their_blas_threads(interp, tmp_path):
             by_tid.setdefault(tid, []).append((stacks.get(stack_id, []), n))
         python_tids = [t for t, seen in by_tid.items() if any(not is_native(f) for st, _ in seen for f in st)]
         # The worker's own thread: C frames (OpenBLAS) under the matmul line.
-        under = sum(n for t in python_tids for st, n in by_tid[t] if any(is_native(f) for f in st)
-                    and any(f[0] == "work" and f[2] == matmul_line for f in st))
+        under = sum(
+            n
+            for t in python_tids
+            for st, n in by_tid[t]
+            if any(is_native(f) for f in st) and any(f[0] == "work" and f[2] == matmul_line for f in st)
+        )
         assert under > 0, by_tid
         # OpenBLAS's pool threads: stacks of C frames only, in OpenBLAS's library.
         bare = {t: seen for t, seen in by_tid.items() if t not in python_tids}
         assert bare, f"no thread without a Python stack in pid {p['target']['pid']}: {p['thread_names']}"
-        blas = sum(n for seen in bare.values() for st, n in seen if st and all(is_native(f) for f in st)
-                   and any("openblas" in f[1].lower() for f in st))
+        blas = sum(
+            n
+            for seen in bare.values()
+            for st, n in seen
+            if st and all(is_native(f) for f in st) and any("openblas" in f[1].lower() for f in st)
+        )
         assert blas > 0, {t: seen[:2] for t, seen in bare.items()}
     errors = report["errors"]
     reasons = {k: v for k, v in errors.items() if k.startswith("native_missing_")}
@@ -319,5 +334,5 @@ def test_server_workers_and_their_blas_threads(interp, tmp_path):
         lines = f.read().splitlines()
     at = next(i for i, ln in enumerate(lines) if ln.startswith("native stacks:"))
     # Wrapped to the report's width: the line and its indented continuation.
-    line = " ".join([lines[at]] + [ln.strip() for ln in lines[at + 1:] if ln.startswith("    ")][:3])
+    line = " ".join([lines[at]] + [ln.strip() for ln in lines[at + 1 :] if ln.startswith("    ")][:3])
     assert "without" in line and all(f"{n} " in line for n in reasons.values()), line

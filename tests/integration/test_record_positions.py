@@ -10,7 +10,6 @@ import re
 import subprocess
 
 import pytest
-
 from conftest import TARGETS, line_of, record_json, run_gilty, running_target, thread_named
 from test_dump_positions import DIS_CALLS
 
@@ -32,8 +31,12 @@ def recorded(interp, tmp_path_factory):
 def dis_position(interp) -> list:
     """[line, end_line, column, end_column] of the sleeping call, as the interpreter's `dis` gives it."""
     found = json.loads(
-        subprocess.run([interp.path, "-I", "-c", DIS_CALLS, str(TARGETS / SCRIPT), str(line_of(SCRIPT, "call"))],
-                       capture_output=True, text=True, check=True).stdout
+        subprocess.run(
+            [interp.path, "-I", "-c", DIS_CALLS, str(TARGETS / SCRIPT), str(line_of(SCRIPT, "call"))],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
     )
     assert len(found) == 1, found
     return found[0]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import shutil
 
 import pytest
-
 from conftest import DEBIAN_PYTHON, run_gilty, start_target
 
 

@@ -8,7 +8,6 @@ import json
 import sys
 
 import pytest
-
 from conftest import TARGETS, free_port, run_gilty, running_target
 from formats_support import recording_interpreter
 
@@ -22,8 +21,23 @@ def _report(src, out):
 def test_a_saved_load_report_is_rendered_again(tmp_path):
     port = free_port()
     saved = tmp_path / "load.json"
-    rc, _out, err = run_gilty("load", f"http://127.0.0.1:{port}/", "--rate", 20, "--duration", 2, "-o", saved,
-                              "--", sys.executable, TARGETS / "http_delay_server.py", port, 0.01, "threads", timeout=120)
+    rc, _out, err = run_gilty(
+        "load",
+        f"http://127.0.0.1:{port}/",
+        "--rate",
+        20,
+        "--duration",
+        2,
+        "-o",
+        saved,
+        "--",
+        sys.executable,
+        TARGETS / "http_delay_server.py",
+        port,
+        0.01,
+        "threads",
+        timeout=120,
+    )
     assert rc == 0, err
     text = _report(saved, None)
     assert text.startswith(f"gilty load: http://127.0.0.1:{port}/") and "RATE" in text, text

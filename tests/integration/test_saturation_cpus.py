@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import record_json
 
 SPIN = "import time\nwhile True:\n    time.sleep(0.001)\n"

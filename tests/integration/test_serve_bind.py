@@ -12,7 +12,6 @@ import time
 import urllib.request
 
 import pytest
-
 from conftest import assert_one_error_line, free_port, gilty_command, gilty_env, run_gilty
 
 
@@ -30,8 +29,13 @@ def _serve_lines(targets, bind: str) -> list:
     over loopback; then it is stopped."""
     target = targets(sys.executable, "sleeper.py")
     port = free_port()
-    serve = subprocess.Popen(gilty_command() + ["serve", "--pid", str(target.pid), "--bind", bind, "--port", str(port)],
-                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=gilty_env())
+    serve = subprocess.Popen(
+        gilty_command() + ["serve", "--pid", str(target.pid), "--bind", bind, "--port", str(port)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=gilty_env(),
+    )
     lines: list = []
     try:
         deadline = time.monotonic() + 30

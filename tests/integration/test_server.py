@@ -18,10 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-
+from conftest import REPO, free_port, gilty_command, gilty_env, one_version, parse_json
 from gilty.sampling.processes import HINT_CHILDREN_MIN, HINT_PARENT_MAX
-
-from conftest import free_port, REPO, gilty_command, gilty_env, one_version, parse_json
 from package_venvs import venv_python
 
 pytestmark = [pytest.mark.interpreter, pytest.mark.alone]
@@ -42,7 +40,6 @@ def _server_python(interp) -> str:
     return venv_python(interp, "server", PACKAGES, "import gunicorn, uvicorn, fastapi")
 
 
-
 def _children(pid: int) -> list:
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as f:
@@ -55,11 +52,28 @@ class Server:
     def __init__(self, python: str, app: str, worker_class: str) -> None:
         self.port = free_port()
         self.log = Path(f"/tmp/gilty-server-{self.port}.log")
-        args = [python, "-m", "gunicorn", "-w", str(WORKERS), "-k", worker_class, "-b", f"127.0.0.1:{self.port}",
-                "--max-requests", str(MAX_REQUESTS), "--timeout", "60", "--graceful-timeout", "2", app]
+        args = [
+            python,
+            "-m",
+            "gunicorn",
+            "-w",
+            str(WORKERS),
+            "-k",
+            worker_class,
+            "-b",
+            f"127.0.0.1:{self.port}",
+            "--max-requests",
+            str(MAX_REQUESTS),
+            "--timeout",
+            "60",
+            "--graceful-timeout",
+            "2",
+            app,
+        ]
         with open(self.log, "wb") as log:
-            self.popen = subprocess.Popen(args, cwd=str(APP_DIR), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                          start_new_session=True)
+            self.popen = subprocess.Popen(
+                args, cwd=str(APP_DIR), stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
+            )
         self.master = self.popen.pid
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -127,9 +141,12 @@ def _record_under_load(server: Server, *extra: str, requests: int = REQUESTS, un
     cpu_before, wall_before = _tree_cpu(server.master), time.monotonic()
     duration = "60" if until_load_ends else "5"
     proc = subprocess.Popen(
-        gilty_command() + ["record", "--pid", str(server.master), "--duration", duration, "--rate", "200",
-                           "--format", "json", *extra],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=gilty_env(),
+        gilty_command()
+        + ["record", "--pid", str(server.master), "--duration", duration, "--rate", "200", "--format", "json", *extra],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=gilty_env(),
     )
     started = time.monotonic()
     head = b""
@@ -200,7 +217,9 @@ def test_without_subprocesses_the_hint_appears(interp, server_python):
     # The hint is for children using at least 20 % of a CPU while the parent idles. A machine too busy
     # to give the workers 1.5 times that (or that kept the master busy) cannot show it: say so.
     if workers_share < 1.5 * HINT_CHILDREN_MIN or master_share > HINT_PARENT_MAX / 2:
-        pytest.skip(f"the machine gave the workers {workers_share:.0%} of a CPU and the master {master_share:.0%} "
-                    f"during the recording: too little to expect the --subprocesses hint (hints: {report['hints']})")
+        pytest.skip(
+            f"the machine gave the workers {workers_share:.0%} of a CPU and the master {master_share:.0%} "
+            f"during the recording: too little to expect the --subprocesses hint (hints: {report['hints']})"
+        )
     assert any("--subprocesses" in h for h in report["hints"]), (report["hints"], err)
     assert "hint:" in err

@@ -16,7 +16,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, TARGETS, free_port, gilty_command, gilty_env
 
 REQUESTS = 45
@@ -32,7 +31,9 @@ def gunicorn() -> str:
 
 def thread_series(port: int) -> set:
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    return set(re.findall(r'gilty_gil_hold_seconds_total\{pid="(\d+)",role="[^"]*",process="[^"]*",thread="[^"]*",tid="(\d+)"', text))
+    return set(
+        re.findall(r'gilty_gil_hold_seconds_total\{pid="(\d+)",role="[^"]*",process="[^"]*",thread="[^"]*",tid="(\d+)"', text)
+    )
 
 
 def live_threads(master: int) -> int:
@@ -68,16 +69,43 @@ def wait_until(check, what: str):
 def test_series_follow_live_threads_on_a_respawning_server():
     app_port, metrics_port = free_port(), free_port()
     server = subprocess.Popen(
-        [gunicorn(), "-w", "2", "--max-requests", "1", "-b", f"127.0.0.1:{app_port}", "--chdir", str(TARGETS),
-         "-c", str(TARGETS / "respawn_conf.py"), "respawn_app:app"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=str(REPO),
+        [
+            gunicorn(),
+            "-w",
+            "2",
+            "--max-requests",
+            "1",
+            "-b",
+            f"127.0.0.1:{app_port}",
+            "--chdir",
+            str(TARGETS),
+            "-c",
+            str(TARGETS / "respawn_conf.py"),
+            "respawn_app:app",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=str(REPO),
     )
     sidecar = None
     try:
         wait_until(lambda: urllib.request.urlopen(f"http://127.0.0.1:{app_port}/", timeout=5).read(), "gunicorn did not answer")
         sidecar = subprocess.Popen(
-            [*gilty_command(), "serve", "-s", "--pid", str(server.pid), "--port", str(metrics_port), "--rate", "50", "--per-thread"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=gilty_env(),
+            [
+                *gilty_command(),
+                "serve",
+                "-s",
+                "--pid",
+                str(server.pid),
+                "--port",
+                str(metrics_port),
+                "--rate",
+                "50",
+                "--per-thread",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=gilty_env(),
         )
         wait_until(lambda: thread_series(metrics_port), "the sidecar served no series")
         counts = []

@@ -20,7 +20,6 @@ import tempfile
 import time
 
 import pytest
-
 from conftest import assert_one_error_line, gilty_command, gilty_env, note, one_version, running_target
 
 pytestmark = [pytest.mark.root, pytest.mark.interpreter]
@@ -54,8 +53,9 @@ def run_watched(*args, timeout: float = DEADLINE_S) -> dict:
     out = tempfile.TemporaryFile()
     err = tempfile.TemporaryFile()
     start = time.monotonic()
-    popen = subprocess.Popen(gilty_command() + [str(a) for a in args], stdin=subprocess.DEVNULL, stdout=out,
-                             stderr=err, env=gilty_env())
+    popen = subprocess.Popen(
+        gilty_command() + [str(a) for a in args], stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=gilty_env()
+    )
     stopped, status, rusage = None, None, None
     while status is None:
         pid, st, ru = os.wait4(popen.pid, os.WNOHANG)
@@ -74,17 +74,21 @@ def run_watched(*args, timeout: float = DEADLINE_S) -> dict:
     popen.returncode = os.waitstatus_to_exitcode(status)
     out.seek(0)
     err.seek(0)
-    return {"rc": popen.returncode, "out": out.read().decode("utf-8", "replace"),
-            "err": err.read().decode("utf-8", "replace"), "seconds": time.monotonic() - start,
-            "max_rss_mb": rusage.ru_maxrss / 1024, "stopped": stopped}
+    return {
+        "rc": popen.returncode,
+        "out": out.read().decode("utf-8", "replace"),
+        "err": err.read().decode("utf-8", "replace"),
+        "seconds": time.monotonic() - start,
+        "max_rss_mb": rusage.ru_maxrss / 1024,
+        "stopped": stopped,
+    }
 
 
 @pytest.fixture(scope="module")
 def user():
     """An unprivileged user made for this module (uid, gid), removed after it."""
     name = f"gilty-src-{os.getpid()}"
-    subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True,
-                   capture_output=True)
+    subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True, capture_output=True)
     try:
         entry = pwd.getpwnam(name)
         yield entry.pw_uid, entry.pw_gid
@@ -144,8 +148,17 @@ def runs(interp, user, plants, tmp_path_factory):
     out_dir = tmp_path_factory.mktemp("source-reads")
     who = f"{user[0]}:{user[1]}"
     results = {}
-    with running_target(interp.path, "hostile_sources.py", "--user", who, "/etc/shadow", plants["secret.py"],
-                        plants["fifo"], "/dev/zero", plants["shown.py"]) as proc:
+    with running_target(
+        interp.path,
+        "hostile_sources.py",
+        "--user",
+        who,
+        "/etc/shadow",
+        plants["secret.py"],
+        plants["fifo"],
+        "/dev/zero",
+        plants["shown.py"],
+    ) as proc:
         for fmt in ("text", "json", "html"):
             output = out_dir / f"spec.{fmt}"
             r = run_watched("specialization", "--pid", proc.pid, "--duration", "1", "--format", fmt, "-o", output)
@@ -155,8 +168,17 @@ def runs(interp, user, plants, tmp_path_factory):
     with running_target(interp.path, "hostile_sources.py", "--user", who, "/dev/zero") as proc:
         results["zero"] = run_watched("specialization", "--pid", proc.pid, "--duration", "1", "--format", "json")
         results["zero"]["file"] = results["zero"]["out"]
-    with running_target(interp.path, "hostile_sources.py", "--chroot", plants["jail"], "--user", who,
-                        plants["outside.py"], "/inside.py", "/shown.py") as proc:
+    with running_target(
+        interp.path,
+        "hostile_sources.py",
+        "--chroot",
+        plants["jail"],
+        "--user",
+        who,
+        plants["outside.py"],
+        "/inside.py",
+        "/shown.py",
+    ) as proc:
         output = out_dir / "jail.json"
         r = run_watched("specialization", "--pid", proc.pid, "--duration", "1", "--format", "json", "-o", output)
         r["file"] = output.read_text(encoding="utf-8", errors="replace") if output.exists() else ""

@@ -13,9 +13,15 @@ import subprocess
 import tempfile
 
 import pytest
-
 from conftest import (
-    assert_one_error_line, gilty_command, gilty_env, line_of, note, one_version, parse_json, run_gilty, running_target,
+    gilty_command,
+    gilty_env,
+    line_of,
+    note,
+    one_version,
+    parse_json,
+    run_gilty,
+    running_target,
 )
 
 pytestmark = pytest.mark.interpreter
@@ -43,8 +49,20 @@ def report(interp):
     try:
         duration = "10" if interp.version[:2] == (3, 11) else "3"
         with running_target(interp.path, SCRIPT, "run", path) as proc:
-            rc, out, err = run_gilty("specialization", "--pid", proc.pid, "--duration", duration, "--rate", "1000",
-                                     "--read-interval", "1", "--format", "json", timeout=60)
+            rc, out, err = run_gilty(
+                "specialization",
+                "--pid",
+                proc.pid,
+                "--duration",
+                duration,
+                "--rate",
+                "1000",
+                "--read-interval",
+                "1",
+                "--format",
+                "json",
+                timeout=60,
+            )
             assert rc == 0, f"exit {rc}; stderr:\n{err}"
             yield parse_json(out, "gilty specialization --format json")
     finally:
@@ -59,8 +77,13 @@ def truth(interp):
     """True slow-path rates of the polymorphic sites, counted execution by execution in-process. The
     sites' states repeat with the batches, so the count settles early: 10,000 executions read within
     0.002 of 20,000 on 3.11, 3.12 and 3.13 (5,000: within 0.005), at half the cost."""
-    out = subprocess.run([interp.path, str(line_of.__globals__["TARGETS"] / SCRIPT), "truth", str(TRUTH_EXECUTIONS)],
-                         capture_output=True, text=True, timeout=120, check=True).stdout
+    out = subprocess.run(
+        [interp.path, str(line_of.__globals__["TARGETS"] / SCRIPT), "truth", str(TRUTH_EXECUTIONS)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
     return json.loads(out)
 
 
@@ -92,19 +115,29 @@ def test_miss_estimate_is_within_ten_points_of_the_true_rate(report, truth, inte
         # the two apart (docs/specialization.md#miss-estimate). Its error is printed, not asserted.
         markers.remove("rotate_four")
         four = site_at(report, "rotate_four")
-        note(interp, "spec miss estimate error rotate_four (3.12+, not asserted)",
-             round(abs(four["slow_path_estimate"] - truth["rotate_four"]), 3))
+        note(
+            interp,
+            "spec miss estimate error rotate_four (3.12+, not asserted)",
+            round(abs(four["slow_path_estimate"] - truth["rotate_four"]), 3),
+        )
     sites = {marker: site_at(report, marker) for marker in markers}
     starved = {m: s["reads"] for m, s in sites.items() if s["reads"] < MIN_ESTIMATE_READS}
     if starved:
         # Reads are taken while the site's code runs on a CPU: a busy machine can starve the target.
-        pytest.skip(f"too few reads to judge the estimate ({starved}, {MIN_ESTIMATE_READS} needed): "
-                    f"the target got little CPU in this run (load average {os.getloadavg()[0]:.1f})")
-    wide = {m: round(estimate_spread(s, interp.version[:2]), 3) for m, s in sites.items()
-            if SPREAD_SIGMAS * estimate_spread(s, interp.version[:2]) > MAX_ESTIMATE_ERROR}
+        pytest.skip(
+            f"too few reads to judge the estimate ({starved}, {MIN_ESTIMATE_READS} needed): "
+            f"the target got little CPU in this run (load average {os.getloadavg()[0]:.1f})"
+        )
+    wide = {
+        m: round(estimate_spread(s, interp.version[:2]), 3)
+        for m, s in sites.items()
+        if SPREAD_SIGMAS * estimate_spread(s, interp.version[:2]) > MAX_ESTIMATE_ERROR
+    }
     if wide:
-        pytest.skip(f"too few reads for a {MAX_ESTIMATE_ERROR:.2f} bar to hold {SPREAD_SIGMAS} sigma (sigma by site: "
-                    f"{wide}; reads {dict((m, sites[m]['reads']) for m in wide)}; load average {os.getloadavg()[0]:.1f})")
+        pytest.skip(
+            f"too few reads for a {MAX_ESTIMATE_ERROR:.2f} bar to hold {SPREAD_SIGMAS} sigma (sigma by site: "
+            f"{wide}; reads {dict((m, sites[m]['reads']) for m in wide)}; load average {os.getloadavg()[0]:.1f})"
+        )
     for marker, s in sites.items():
         err = abs(s["slow_path_estimate"] - truth[marker])
         note(interp, f"spec miss estimate error {marker}", round(err, 3))
@@ -188,8 +221,9 @@ def test_subprocesses_watches_every_python_child(interp):
         pytest.skip(f"Python {interp.minor_str} has no specializing interpreter (PEP 659 is 3.11+)")
     script = "busy_children.py"
     with running_target(interp.path, script) as parent:
-        rc, out, err = run_gilty("specialization", "--pid", parent.pid, "--subprocesses", "--duration", "2",
-                                 "--format", "json", timeout=60)
+        rc, out, err = run_gilty(
+            "specialization", "--pid", parent.pid, "--subprocesses", "--duration", "2", "--format", "json", timeout=60
+        )
     assert rc == 0, err
     report = parse_json(out)
     procs = report["session"]["processes"]
@@ -223,8 +257,15 @@ def test_html_report_is_the_shared_report_with_annotated_source(interp, tmp_path
     assert "t += o.missing  # LINE" not in text.split('id="gilty-data"')[0]
     if CHROMIUM is None:
         pytest.skip("chromium not installed (make system-deps installs it)")
-    args = [CHROMIUM, "--headless", "--disable-gpu", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
-            "--dump-dom", page.as_uri()]
+    args = [
+        CHROMIUM,
+        "--headless",
+        "--disable-gpu",
+        "--no-first-run",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--dump-dom",
+        page.as_uri(),
+    ]
     if os.geteuid() == 0:  # Chromium refuses to run its sandbox as root
         args.insert(1, "--no-sandbox")
     dom = subprocess.run(args, capture_output=True, text=True, timeout=60).stdout
@@ -246,7 +287,11 @@ def test_target_exiting_midway_gives_a_partial_report(interp):
     with running_target(interp.path, "exits_soon.py", "60", "2") as proc:
         gilty = subprocess.Popen(
             gilty_command() + ["specialization", "--pid", str(proc.pid), "--duration", "12", "--format", "json"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=gilty_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=gilty_env(),
         )
         err = ""
         for line in gilty.stderr:

@@ -12,7 +12,6 @@ import os
 import tempfile
 
 import pytest
-
 from conftest import running_target
 
 pytestmark = pytest.mark.interpreter

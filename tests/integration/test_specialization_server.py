@@ -13,11 +13,9 @@ import time
 import urllib.request
 
 import pytest
-
 from conftest import TARGETS, free_port, line_of, parse_json, run_gilty
-from package_venvs import venv_python
-
 from gilty.specialization.analysis import PYTHON_CALLEE_FORMS
+from package_venvs import venv_python
 
 pytestmark = [pytest.mark.interpreter, pytest.mark.alone]
 
@@ -37,14 +35,19 @@ def _get(url: str) -> bool:
 
 def test_worker_under_load_names_the_sites_that_do_not_stay_specialized(interp):
     if interp.id.startswith("debian") or interp.minor_str != "3.12":
-        pytest.skip("one FastAPI worker is enough: checked on pyenv 3.12 only (suite time); "
-                    "the site kinds are checked per version in test_specialization_cli.py")
+        pytest.skip(
+            "one FastAPI worker is enough: checked on pyenv 3.12 only (suite time); "
+            "the site kinds are checked per version in test_specialization_cli.py"
+        )
     python = venv_python(interp, "server", PACKAGES, "import uvicorn, fastapi")
     port = free_port()
     url = f"http://127.0.0.1:{port}/"
-    server = subprocess.Popen([python, "-m", "uvicorn", "spec_service:app", "--app-dir", str(TARGETS), "--port", str(port),
-                               "--log-level", "warning"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE)
+    server = subprocess.Popen(
+        [python, "-m", "uvicorn", "spec_service:app", "--app-dir", str(TARGETS), "--port", str(port), "--log-level", "warning"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     stop = threading.Event()
 
     def client() -> None:
@@ -94,6 +97,9 @@ def test_worker_under_load_names_the_sites_that_do_not_stay_specialized(interp):
         if line.startswith(("threading.py", "selectors.py")):
             share = float(re.search(r"(\d+(?:\.\d+)?)% of the time spent running Python", line).group(1))
             assert share < 1.0, line
-    (mono,) = [s for s in report["sites"] if s["line"] == line_of(SCRIPT, "mono_total") and s["family"] == "LOAD_ATTR"
-               and s["filename"].endswith(SCRIPT)]
+    (mono,) = [
+        s
+        for s in report["sites"]
+        if s["line"] == line_of(SCRIPT, "mono_total") and s["family"] == "LOAD_ATTR" and s["filename"].endswith(SCRIPT)
+    ]
     assert mono["form"] == "specialized" and not mono["cost"], mono

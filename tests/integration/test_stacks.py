@@ -14,7 +14,6 @@ import os
 import signal
 
 import pytest
-
 from conftest import TARGETS, line_of, note, parse_json, run_gilty, running_target, thread_named
 
 pytestmark = pytest.mark.interpreter
@@ -207,7 +206,9 @@ def test_code_objects_and_classes_reused_at_one_address_keep_their_own_names(int
     # The window between that read and its decode grows when the sampler is held off its CPU: 9 of
     # 2,124 (0.42 %) at load 9. The guard is against a systematic misnaming (tens of percent), so the
     # bar is 1 %.
-    assert len(bad) <= 0.01 * sum(seen.values()), f"{len(bad)} of {sum(seen.values())} samples misnamed, e.g. {sorted(set(bad))[:4]}"
+    assert len(bad) <= 0.01 * sum(seen.values()), (
+        f"{len(bad)} of {sum(seen.values())} samples misnamed, e.g. {sorted(set(bad))[:4]}"
+    )
 
 
 # Guards: 3.13's `__init__` cleanup shim (an interpreter-owned frame, `__init__ (__init__:0)`) shown
@@ -250,7 +251,9 @@ def test_a_recursing_thread_keeps_most_of_its_stacks(interp, request):
     if interp.version and interp.version[:2] == (3, 10):
         # With another job competing for the CPUs, 3.10 kept 517-778 of ~3,000 (603 on the branch that
         # brought the method, so not a merge effect); quiet, 96.9 %. 3.11+ keep most either way.
-        request.applymarker(pytest.mark.xfail(reason="3.10 keeps under half its stacks when other jobs compete for the CPUs", strict=False))
+        request.applymarker(
+            pytest.mark.xfail(reason="3.10 keeps under half its stacks when other jobs compete for the CPUs", strict=False)
+        )
     script = "recursive.py"
     with running_target(interp, script) as proc, own_cpus(proc.pid):
         sampled, errors = sampled_stacks(proc.pid, 3.0)
@@ -287,7 +290,11 @@ def run_delay_s(pid: int) -> float:
 @pytest.mark.alone  # its own CPU and the sampler's: a shared machine changes what it measures
 def test_call_heavy_code_is_sampled_in_proportion_to_its_time(interp, request):
     if interp.version[:2] == (3, 10):
-        request.applymarker(pytest.mark.xfail(reason="known miss on 3.10: call-heavy code sampled 10-13 points under its time (docs/states.md)", strict=False))
+        request.applymarker(
+            pytest.mark.xfail(
+                reason="known miss on 3.10: call-heavy code sampled 10-13 points under its time (docs/states.md)", strict=False
+            )
+        )
     script = "call_mix.py"
     with running_target(interp, script) as proc, own_cpus(proc.pid):
         proc.popen.send_signal(signal.SIGUSR1)
@@ -301,7 +308,9 @@ def test_call_heavy_code_is_sampled_in_proportion_to_its_time(interp, request):
     # A target that waits for its CPU puts whole time slices into one phase: the two shares then
     # differ by chance, not by the sampler.
     if waited > 0.05 * sum(spent.values()):
-        pytest.skip(f"target waited {waited:.2f} s of {sum(spent.values()):.2f} s for its CPU (a busy machine): the in-process reference does not hold")
+        pytest.skip(
+            f"target waited {waited:.2f} s of {sum(spent.values()):.2f} s for its CPU (a busy machine): the in-process reference does not hold"
+        )
     true_share = spent["calls"] / (spent["calls"] + spent["flat"])
     phases = [next((f[0] for f in stack if f[0] in ("calls", "flat")), None) for _name, stack in sampled]
     n_calls, n_flat = phases.count("calls"), phases.count("flat")
@@ -313,7 +322,9 @@ def test_call_heavy_code_is_sampled_in_proportion_to_its_time(interp, request):
     moving = [stack for _name, stack in sampled if any(f[0] == MOVING_FRAMES for f in stack)]
     bad = [s for s in moving if s[0][0] != MOVING_FRAMES or s[-1][0] != "<module>" or any(f[0] == MOVING_FRAMES for f in s[1:])]
     assert not bad, bad[:3]
-    assert abs(bias) <= 4.0, f"calls sampled {100 * n_calls / (n_calls + n_flat):.1f} % of the time, true {100 * true_share:.1f} %; errors {errors}"
+    assert abs(bias) <= 4.0, (
+        f"calls sampled {100 * n_calls / (n_calls + n_flat):.1f} % of the time, true {100 * true_share:.1f} %; errors {errors}"
+    )
 
 
 # Guards: a uWSGI worker's main thread shown as "(no Python stack)" while it served a request (3.11+).
@@ -331,4 +342,6 @@ def test_a_child_forked_behind_the_interpreters_back_has_its_stack(interp):
     main = [stack for name, stack in sampled]
     spinning = [s for s in main if s and s[0][:2] == ("child_spin", script)]
     note(interp, "raw fork: child stacks with child_spin", len(spinning))
-    assert len(spinning) >= 0.5 * len(main) > 0, f"{len(spinning)} of {len(main)} samples show child_spin, e.g. {main[:1]}; errors {errors}"
+    assert len(spinning) >= 0.5 * len(main) > 0, (
+        f"{len(spinning)} of {len(main)} samples show child_spin, e.g. {main[:1]}; errors {errors}"
+    )

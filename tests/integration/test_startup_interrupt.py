@@ -58,7 +58,9 @@ def test_ctrl_c_before_the_first_pass_of_record_s_is_an_interrupt(interp, target
     out = tmp_path / "r.json"
     argv = [*gilty_command(), "record", "-s", "--pid", str(target.pid), "--duration", "60", "-o", str(out)]
     r, w, filled = _full_pipe()
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=w, env=gilty_env(), cwd=str(tmp_path))
+    proc = subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=w, env=gilty_env(), cwd=str(tmp_path)
+    )
     os.close(w)
     try:
         deadline = time.monotonic() + 30

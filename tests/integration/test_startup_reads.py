@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import gilty_command, gilty_env, one_version, parse_json, run_gilty, start_target
 
 ATTACHES = 20

@@ -13,7 +13,6 @@ import subprocess
 import time
 
 import pytest
-
 from conftest import TARGETS, gilty_command, gilty_env, line_of, parse_json, record_json, run_gilty, running_target
 
 pytestmark = pytest.mark.interpreter
@@ -80,14 +79,21 @@ def test_a_python_child_started_late_by_a_shell_is_attached(interp):
     # that gilty records (gilty's start-up takes seconds on a busy machine).
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     wrapper = subprocess.Popen(
-        [str(TARGETS / "late_python_child.sh"), interp.path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
+        [str(TARGETS / "late_python_child.sh"), interp.path],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env,
         start_new_session=True,
     )
     try:
         assert wrapper.stdout.readline().strip() == b"ready"
         gilty = subprocess.Popen(
             gilty_command() + ["record", "--pid", str(wrapper.pid), "-s", "--duration", "3", "--rate", "200", "--format", "json"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=gilty_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=gilty_env(),
         )
         err = _until_recording(gilty, lambda: (wrapper.stdin.write(b"go\n"), wrapper.stdin.flush()))
         out, rest = gilty.communicate(timeout=120)
@@ -137,8 +143,13 @@ def test_a_child_that_exits_is_marked_not_an_error(interp):
     _one_version(interp)  # a child's exit is seen in /proc; its functions are read per version above
     with running_target(interp, "child_exits_midway.py") as parent:
         gilty = subprocess.Popen(
-            gilty_command() + ["record", "--pid", str(parent.pid), "-s", "--duration", "2.5", "--rate", "200", "--format", "json"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=gilty_env(),
+            gilty_command()
+            + ["record", "--pid", str(parent.pid), "-s", "--duration", "2.5", "--rate", "200", "--format", "json"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=gilty_env(),
         )
         # The child is forked once gilty says it records (its start-up takes seconds on a busy machine).
         err = _until_recording(gilty, lambda: parent.popen.send_signal(signal.SIGUSR1))
@@ -150,7 +161,10 @@ def test_a_child_that_exits_is_marked_not_an_error(interp):
     assert len(child) == 1, [p["process"] for p in report["processes"]]
     info = child[0]["process"]
     # Its exit comes after its first sample and inside the recording.
-    assert info["exited"] is True and info["first_sample_s"] < info["exited_at_s"] < report["duration_s"], (info, report["duration_s"])
+    assert info["exited"] is True and info["first_sample_s"] < info["exited_at_s"] < report["duration_s"], (
+        info,
+        report["duration_s"],
+    )
     # The loop spends its time on two lines (the test and the add): the function is what counts.
     assert "short_spin" in {f for f, _line in _functions(child[0])}
     assert report["partial"] is False  # the parent lived on
@@ -227,7 +241,10 @@ def test_stop_signal_ends_promptly_at_a_very_low_rate(interp, parked_sleeper, co
     target = parked_sleeper
     proc = subprocess.Popen(
         gilty_command() + [command[0], "--pid", str(target.pid), "--rate", "0.1", *command[1:]],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=gilty_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=gilty_env(),
     )
     _wait_until_sampling(proc)
     sent = time.monotonic()
@@ -251,7 +268,9 @@ def test_the_command_itself_is_attached_once_its_interpreter_is_initialised(inte
     # Whether t=0 falls before the interpreter is initialised depends on timing (before the fix about
     # one run in three exited 4): four runs, each of which must record the parent.
     for _ in range(4):
-        rc, out, err = run_gilty("record", "--subprocesses", "--rate", 200, "--format", "json", "--", interp.path, TARGETS / script, "0.5")
+        rc, out, err = run_gilty(
+            "record", "--subprocesses", "--rate", 200, "--format", "json", "--", interp.path, TARGETS / script, "0.5"
+        )
         assert rc == 0, f"gilty record exited {rc}; stderr:\n{err}"
         report = parse_json(out, "gilty record -s --format json")
         assert "not initialised" not in err and "no Python thread state" not in err, err

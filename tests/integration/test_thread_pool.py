@@ -8,7 +8,6 @@ import json
 import re
 
 import pytest
-
 from conftest import record_json, run_gilty, running_target
 
 pytestmark = pytest.mark.interpreter
@@ -53,7 +52,7 @@ def _table(text: str) -> list:
     start = next(i for i, line in enumerate(lines) if line.startswith("THREAD "))
     end = lines.index("", start)
     # Notes under the table (HOLD's meaning, ×N) are no rows.
-    return [line for line in lines[start + 1:end] if not line.startswith(("HOLD counts", "×N:"))]
+    return [line for line in lines[start + 1 : end] if not line.startswith(("HOLD counts", "×N:"))]
 
 
 # Guards issue 31 item 10: a pool of eight threads was eight rows all reading `ThreadPoolExecutor-~`

@@ -17,9 +17,7 @@ from __future__ import annotations
 import collections
 
 import pytest
-
 from conftest import note, running_target
-
 from gilty.sampling.thread_states import STATE_NAMES
 
 pytestmark = [pytest.mark.interpreter, pytest.mark.alone]

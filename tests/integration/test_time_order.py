@@ -16,7 +16,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
 from conftest import TARGETS, run_gilty
 from formats_support import recording_interpreter, speedscope_schema
 
@@ -27,8 +26,19 @@ WORKERS = 2
 def _record(out: Path, *extra) -> Path:
     interp = recording_interpreter()
     rec = out / "rec.json"
-    rc, _out, err = run_gilty("record", "--rate", 200, *extra, "-o", rec, "--", interp.path,
-                              TARGETS / "two_phases.py", PHASE_S, *(("--workers", WORKERS) if "-s" in extra else ()))
+    rc, _out, err = run_gilty(
+        "record",
+        "--rate",
+        200,
+        *extra,
+        "-o",
+        rec,
+        "--",
+        interp.path,
+        TARGETS / "two_phases.py",
+        PHASE_S,
+        *(("--workers", WORKERS) if "-s" in extra else ()),
+    )
     assert rc == 0, err
     return rec
 
@@ -84,8 +94,11 @@ def test_speedscope_lists_phase_a_before_phase_b_with_the_recorded_weights(one_t
     assert f"(tid {main})" in active["name"], active["name"]
     for function, index in (("phase_a", a), ("phase_b", b)):
         samples = sum(
-            n for tid, state, stack_id, n in proc["counts"]
-            if str(tid) == main and state != 4 and stack_id >= 0
+            n
+            for tid, state, stack_id, n in proc["counts"]
+            if str(tid) == main
+            and state != 4
+            and stack_id >= 0
             and any(proc["frames"][str(f)][0] == function for f in proc["stacks"][str(stack_id)])
         )
         weight = sum(active["weights"][i] for i in index)
@@ -120,7 +133,8 @@ def drag(browser, start: float, end: float) -> None:
     browser.js("document.querySelector('#timeline .tl-track').scrollIntoView({block: 'center'})")
     left, top, width, height = browser.js(
         "(() => { const r = document.querySelector('#timeline .tl-track').getBoundingClientRect();"
-        " return [r.left, r.top, r.width, r.height]; })()")
+        " return [r.left, r.top, r.width, r.height]; })()"
+    )
     y = top + height / 2
     x0, x1 = left + start * width, left + end * width
     browser.call("Input.dispatchMouseEvent", type="mousePressed", x=x0, y=y, button="left", buttons=1, clickCount=1)
@@ -132,7 +146,8 @@ def drag(browser, start: float, end: float) -> None:
 def click_button(browser, selector: str) -> None:
     x, y = browser.js(
         f"(() => {{ const e = document.querySelector('{selector}'); e.scrollIntoView({{block: 'center'}});"
-        " const r = e.getBoundingClientRect(); return [r.left + r.width / 2, r.top + r.height / 2]; })()")
+        " const r = e.getBoundingClientRect(); return [r.left + r.width / 2, r.top + r.height / 2]; })()"
+    )
     browser.click(x, y)
 
 
@@ -157,7 +172,9 @@ def select_phase_b_and_reset(browser, page: Path, shots: str) -> None:
     assert "phase_b" in shown and "phase_a" not in shown, shown
     first = browser.js("document.querySelector('#self-time-table tbody tr td').textContent")
     assert first.startswith("phase_b ("), first
-    assert not browser.js("Array.from(document.querySelectorAll('#self-time-table td.name')).some(td => td.textContent.startsWith('phase_a ('))")
+    assert not browser.js(
+        "Array.from(document.querySelectorAll('#self-time-table td.name')).some(td => td.textContent.startsWith('phase_a ('))"
+    )
     browser.js("document.getElementById('flame-section').scrollIntoView()")
     screenshot(browser, page.with_name(f"{shots}-phase-b.png"))
     click_button(browser, "#range-reset")
@@ -181,8 +198,10 @@ def test_html_time_range_with_merged_workers(browser, workers):
     options = browser.js("Array.from(document.querySelectorAll('#filter-process option')).map(o => [o.value, o.textContent])")
     merged = [v for v, text in options if text.startswith(f"{WORKERS} workers of pid ")]
     assert len(merged) == 1 and len(merged[0].split(",")) == WORKERS, options
-    browser.js(f"(() => {{ const s = document.getElementById('filter-process'); s.value = '{merged[0]}';"
-               " s.dispatchEvent(new Event('change')); })()")
+    browser.js(
+        f"(() => {{ const s = document.getElementById('filter-process'); s.value = '{merged[0]}';"
+        " s.dispatchEvent(new Event('change')); })()"
+    )
     whole = browser.js(TOTAL_JS)
     drag(browser, 0.72, 0.97)
     shown = functions(browser)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import one_version, proc_state, run_gilty, running_target
 
 pytestmark = pytest.mark.interpreter

@@ -16,7 +16,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from conftest import TARGETS, free_port, line_of, parse_json, run_gilty
 
 UWSGI = Path(sys.executable).parent / "uwsgi"
@@ -33,13 +32,29 @@ def _workers(master: int) -> list:
 @pytest.fixture
 def uwsgi_server(tmp_path):
     if not UWSGI.exists():
-        pytest.skip(f"uwsgi not installed at {UWSGI} (requirements-dev.txt; it builds with a C compiler and the interpreter's headers)")
+        pytest.skip(
+            f"uwsgi not installed at {UWSGI} (requirements-dev.txt; it builds with a C compiler and the interpreter's headers)"
+        )
     port = free_port()
     log = open(tmp_path / "uwsgi.log", "wb")
     proc = subprocess.Popen(
-        [str(UWSGI), "--http-socket", f"127.0.0.1:{port}", "--master", "--processes", "2", "--threads", "2",
-         "--wsgi-file", str(TARGETS / "uwsgi_app.py"), "--disable-logging", "--die-on-term"],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        [
+            str(UWSGI),
+            "--http-socket",
+            f"127.0.0.1:{port}",
+            "--master",
+            "--processes",
+            "2",
+            "--threads",
+            "2",
+            "--wsgi-file",
+            str(TARGETS / "uwsgi_app.py"),
+            "--disable-logging",
+            "--die-on-term",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     try:
         deadline = time.monotonic() + 30
@@ -49,7 +64,9 @@ def uwsgi_server(tmp_path):
                 break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"uwsgi did not answer on 127.0.0.1:{port}: {(tmp_path / 'uwsgi.log').read_text(errors='replace')[-2000:]}")
+                    pytest.fail(
+                        f"uwsgi did not answer on 127.0.0.1:{port}: {(tmp_path / 'uwsgi.log').read_text(errors='replace')[-2000:]}"
+                    )
                 time.sleep(0.2)
         yield proc, port
     finally:
@@ -73,7 +90,9 @@ def test_every_uwsgi_worker_thread_serving_a_request_has_its_stack(uwsgi_server)
     for c in clients:
         c.start()
     try:
-        rc, out, err = run_gilty("record", "--pid", proc.pid, "--subprocesses", "--duration", 2, "--rate", 200, "--format", "json")
+        rc, out, err = run_gilty(
+            "record", "--pid", proc.pid, "--subprocesses", "--duration", 2, "--rate", 200, "--format", "json"
+        )
     finally:
         stop.set()
         for c in clients:
@@ -87,7 +106,11 @@ def test_every_uwsgi_worker_thread_serving_a_request_has_its_stack(uwsgi_server)
         main = [t for t in worker["threads"] if t["tid"] == worker["process"]["pid"]]
         assert len(main) == 1, [t["name"] for t in worker["threads"]]
         functions = {(f["function"], f["line"]) for f in main[0]["top_functions"]}
-        assert ("serve_request", line) in functions or ("serve_request", line + 1) in functions, (main[0]["name"], main[0]["states"], functions)
+        assert ("serve_request", line) in functions or ("serve_request", line + 1) in functions, (
+            main[0]["name"],
+            main[0]["states"],
+            functions,
+        )
 
 
 # -- issue 31: the --http router is a helper, not a worker -------------------------------------------
@@ -119,15 +142,29 @@ def routed_uwsgi(request, tmp_path):
     """uWSGI with --master --processes 3 and its --http router in front; the app builds 30 MiB at import.
     Yields (master pid, router pid, worker pids, port, lazy)."""
     if not UWSGI.exists():
-        pytest.skip(f"uwsgi not installed at {UWSGI} (requirements-dev.txt; it builds with a C compiler and the interpreter's headers)")
+        pytest.skip(
+            f"uwsgi not installed at {UWSGI} (requirements-dev.txt; it builds with a C compiler and the interpreter's headers)"
+        )
     lazy = request.param == "lazy-apps"
     port = free_port()
     log = open(tmp_path / "uwsgi.log", "wb")
     proc = subprocess.Popen(
-        [str(UWSGI), "--master", "--processes", "3", "--http", f"127.0.0.1:{port}",
-         "--wsgi-file", str(TARGETS / "uwsgi_ballast_app.py"), "--disable-logging", "--die-on-term"]
+        [
+            str(UWSGI),
+            "--master",
+            "--processes",
+            "3",
+            "--http",
+            f"127.0.0.1:{port}",
+            "--wsgi-file",
+            str(TARGETS / "uwsgi_ballast_app.py"),
+            "--disable-logging",
+            "--die-on-term",
+        ]
         + (["--lazy-apps"] if lazy else []),
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     try:
         deadline = time.monotonic() + 30
@@ -144,7 +181,9 @@ def routed_uwsgi(request, tmp_path):
             except OSError:
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"uwsgi did not answer on 127.0.0.1:{port}: {(tmp_path / 'uwsgi.log').read_text(errors='replace')[-2000:]}")
+                pytest.fail(
+                    f"uwsgi did not answer on 127.0.0.1:{port}: {(tmp_path / 'uwsgi.log').read_text(errors='replace')[-2000:]}"
+                )
             time.sleep(0.2)
         yield proc.pid, router, [k for k in kids if k != router], port, lazy
     finally:

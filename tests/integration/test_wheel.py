@@ -19,7 +19,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from conftest import INTERPRETERS, running_target
 from wheel_env import MANYLINUX, build_products_left, venv_with_wheel, wheel, zig_available  # noqa: F401 - wheel is a fixture
 

@@ -86,16 +86,19 @@ def busy(pressure: Optional[float]) -> str:
     return f"other tasks waited for a CPU during {pressure * 100:.0f} % of the run"
 
 
-def within_server_time(what: str, generator_s: float, server_s: float, allowed_s: float,
-                       pressure: Optional[float], note: str = "") -> str:
+def within_server_time(
+    what: str, generator_s: float, server_s: float, allowed_s: float, pressure: Optional[float], note: str = ""
+) -> str:
     """A generator's figure against the server's own for the same requests: never below it (each
     request's time at the generator contains its time at the server), and at most `allowed_s` above.
     Past that, on a machine that was busy during the run, skips saying what it measured; otherwise the
     assertion fails. Returns the measurement in words."""
     gap = generator_s - server_s
-    measured = (f"{what}: generator {generator_s * 1e3:.3f} ms, server's own {server_s * 1e3:.3f} ms, "
-                f"gap {gap * 1e3:.3f} ms (allowed {allowed_s * 1e3:.3f} ms), CPU pressure "
-                + ("unknown" if pressure is None else f"{pressure * 100:.1f} %"))
+    measured = (
+        f"{what}: generator {generator_s * 1e3:.3f} ms, server's own {server_s * 1e3:.3f} ms, "
+        f"gap {gap * 1e3:.3f} ms (allowed {allowed_s * 1e3:.3f} ms), CPU pressure "
+        + ("unknown" if pressure is None else f"{pressure * 100:.1f} %")
+    )
     assert generator_s >= server_s, f"shorter than the server's own time: {measured}"
     if gap > allowed_s and busy(pressure):
         pytest.skip(f"the machine cannot hold a millisecond ({busy(pressure)}){note}: {measured}")

@@ -17,7 +17,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
 from package_venvs import new_venv, pip_install
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from synthetic import GC, HOLD, IDLE, WAIT, BatchBuilder, contention_session, make_session
-
 from gilty.sampling.session import Recording
+from synthetic import GC, HOLD, IDLE, WAIT, BatchBuilder, contention_session, make_session
 
 HOSTILE = "</script><img src=x onerror=alert(1)>"
 

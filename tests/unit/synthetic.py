@@ -19,8 +19,14 @@ EPOLL_WAIT = 232
 RECVFROM = 45
 PSELECT6 = 270
 ACCEPT4 = 288
-SYSCALL_NAMES = {FUTEX: "futex", CLOCK_NANOSLEEP: "clock_nanosleep", EPOLL_WAIT: "epoll_wait", RECVFROM: "recvfrom",
-                 PSELECT6: "pselect6", ACCEPT4: "accept4"}
+SYSCALL_NAMES = {
+    FUTEX: "futex",
+    CLOCK_NANOSLEEP: "clock_nanosleep",
+    EPOLL_WAIT: "epoll_wait",
+    RECVFROM: "recvfrom",
+    PSELECT6: "pselect6",
+    ACCEPT4: "accept4",
+}
 
 
 def syscall_name(nr: int) -> str:
@@ -28,9 +34,7 @@ def syscall_name(nr: int) -> str:
 
 
 def target(pid: int = 4242, switch_interval_s: float = 0.005) -> TargetInfo:
-    return TargetInfo(
-        pid=pid, python_version="3.12.1", executable="/usr/bin/python3.12", switch_interval_s=switch_interval_s
-    )
+    return TargetInfo(pid=pid, python_version="3.12.1", executable="/usr/bin/python3.12", switch_interval_s=switch_interval_s)
 
 
 class BatchBuilder:

@@ -13,7 +13,6 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tools"))
 
 import asyncio_layouts  # noqa: E402
-
 from conftest import INTERPRETERS  # noqa: E402
 
 

@@ -11,15 +11,29 @@ LOOP = 0x1000
 
 
 def task(i: int, name: str, parent=None, waits=(), kind="task"):
-    return {"id": i, "name": name, "state": "pending", "loop": LOOP, "python_impl": False, "eager": False,
-            "stack": [(name, "app.py", i)], "awaiting": {"kind": kind, "type": "_asyncio.Task", "address": waits[0] if waits else 0},
-            "parent": parent, "parent_via": "await" if parent else None, "waits_for": list(waits)}
+    return {
+        "id": i,
+        "name": name,
+        "state": "pending",
+        "loop": LOOP,
+        "python_impl": False,
+        "eager": False,
+        "stack": [(name, "app.py", i)],
+        "awaiting": {"kind": kind, "type": "_asyncio.Task", "address": waits[0] if waits else 0},
+        "parent": parent,
+        "parent_via": "await" if parent else None,
+        "waits_for": list(waits),
+    }
 
 
 def snapshot(tasks: list) -> dict:
-    return {"asyncio_imported": True, "other_frameworks": [],
-            "loops": [{"address": LOOP, "type": "L", "thread_ident": 1, "tid": 1, "running_task": None}],
-            "tasks": tasks, "errors": {"torn_dropped": 0, "unreadable": 0, "changed": 0}}
+    return {
+        "asyncio_imported": True,
+        "other_frameworks": [],
+        "loops": [{"address": LOOP, "type": "L", "thread_ident": 1, "tid": 1, "running_task": None}],
+        "tasks": tasks,
+        "errors": {"torn_dropped": 0, "unreadable": 0, "changed": 0},
+    }
 
 
 def listed(text: str) -> list:

@@ -6,7 +6,6 @@ is read or any request sent, so none needs a target.
 from __future__ import annotations
 
 import pytest
-
 from gilty.cli import main as gilty_main
 
 PID = ["--pid", "1"]
@@ -23,13 +22,25 @@ OPTIONS = {
     "dump": (PID, {"--pid": "count"}),
     "memory": (PID, {"--duration": "seconds", "--interval": "seconds", "--gc-poll": "seconds", "--pid": "count"}),
     "serve": (PID, {"--rate": "hz", "--port": "count", "--pid": "count"}),
-    "specialization": (PID, {"--duration": "seconds", "--rate": "hz", "--read-interval": "seconds", "--top": "count", "--pid": "count"}),
+    "specialization": (
+        PID,
+        {"--duration": "seconds", "--rate": "hz", "--read-interval": "seconds", "--top": "count", "--pid": "count"},
+    ),
     "load": (
         [URL, "--rate", "10"],
         {
-            "--rate": "seconds", "--duration": "seconds", "--timeout": "seconds", "--warmup": "seconds",
-            "--loop-lag": "seconds", "--spawn-rate": "seconds", "--connections": "count", "--threads": "count",
-            "--max-in-flight": "count", "--users": "count", "--workers": "count", "--profile": "count",
+            "--rate": "seconds",
+            "--duration": "seconds",
+            "--timeout": "seconds",
+            "--warmup": "seconds",
+            "--loop-lag": "seconds",
+            "--spawn-rate": "seconds",
+            "--connections": "count",
+            "--threads": "count",
+            "--max-in-flight": "count",
+            "--users": "count",
+            "--workers": "count",
+            "--profile": "count",
         },
     ),
 }

@@ -2,9 +2,8 @@
 
 import math
 
-from synthetic import GC, HOLD, IDLE, WAIT, BatchBuilder, contention_session, make_session
-
 from gilty.sampling.analysis.blame import NO_HOLDER_NAME, blame
+from synthetic import GC, HOLD, IDLE, WAIT, BatchBuilder, contention_session, make_session
 
 
 def test_waits_are_attributed_to_the_holder_of_the_same_pass():

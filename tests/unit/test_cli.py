@@ -8,10 +8,9 @@ import sys
 import types
 
 import pytest
-
-from gilty.sampling import launch
 from gilty._errors import EXIT_CODE_BY_KIND
 from gilty.cli import main, split_child_command
+from gilty.sampling import launch
 
 KIND_EXIT_CODES = [
     ("no_such_process", 3),

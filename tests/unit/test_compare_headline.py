@@ -10,16 +10,28 @@ from gilty.report.compare import render_json, render_text
 
 
 def _second(t: int, p50: float) -> dict:
-    return {"t": t, "completed": 50, "errors": 0, "sent": 50, "dropped": 0,
-            "latency_s": {"p50": p50, "p90": p50 * 1.5, "p99": p50 * 2}}
+    return {
+        "t": t,
+        "completed": 50,
+        "errors": 0,
+        "sent": 50,
+        "dropped": 0,
+        "latency_s": {"p50": p50, "p90": p50 * 1.5, "p99": p50 * 2},
+    }
 
 
 def _step(rate: float, p50s: list, lag: float) -> dict:
     mean = sum(p50s) / len(p50s)
-    return {"requested_rate": rate, "window_s": float(len(p50s)), "ok": 50 * len(p50s),
-            "seconds": [_second(t, v) for t, v in enumerate(p50s)],
-            "latency_s": {"p50": mean, "p90": mean * 1.5, "p99": mean * 2}, "verdict": {"error_share": 0.0}, "per_request": [],
-            "profile": {"endpoints": [], "memory": [], "rate_hz": 200.0, "loops": [{"thread": "MainThread", "lag_share": lag}]}}
+    return {
+        "requested_rate": rate,
+        "window_s": float(len(p50s)),
+        "ok": 50 * len(p50s),
+        "seconds": [_second(t, v) for t, v in enumerate(p50s)],
+        "latency_s": {"p50": mean, "p90": mean * 1.5, "p99": mean * 2},
+        "verdict": {"error_share": 0.0},
+        "per_request": [],
+        "profile": {"endpoints": [], "memory": [], "rate_hz": 200.0, "loops": [{"thread": "MainThread", "lag_share": lag}]},
+    }
 
 
 def _run(knee: float, p50s: list, lag: float) -> dict:
@@ -65,10 +77,13 @@ def test_latency_leads_the_servers_inner_figures():
     # Seen in CI: server threads 0.93 -> 1.40 (+50 %) outranked the median 20.7 -> 30.5 ms (+48 %), and the
     # headline's three places went to server threads, p99 and p90: what users feel leads now.
     from gilty.load.compare import Row
-    rows = [Row("step 50 rps endpoint Handler.do_GET", "server_threads", 0.93, 1.40, 0.47, 0.05, True),
-            Row("step 50 rps", "p50_s", 0.0207, 0.0305, 0.0098, 0.002, True),
-            Row("step 50 rps", "p90_s", 0.0210, 0.0310, 0.0100, 0.002, True),
-            Row("step 50 rps", "p99_s", 0.0223, 0.0335, 0.0112, 0.003, True)]
+
+    rows = [
+        Row("step 50 rps endpoint Handler.do_GET", "server_threads", 0.93, 1.40, 0.47, 0.05, True),
+        Row("step 50 rps", "p50_s", 0.0207, 0.0305, 0.0098, 0.002, True),
+        Row("step 50 rps", "p90_s", 0.0210, 0.0310, 0.0100, 0.002, True),
+        Row("step 50 rps", "p99_s", 0.0223, 0.0335, 0.0112, 0.003, True),
+    ]
     first = render_text("a.json", "b.json", "load", rows).splitlines()[2]
     assert "step 50 rps p50_s 20.7 ms → 30.5 ms (worse)" in first, first
     assert "server_threads" not in first, first

@@ -1,5 +1,6 @@
 """Text renderings: summary, top frame, dump."""
 
+from gilty.report import console
 from synthetic import (
     CLOCK_NANOSLEEP,
     FUTEX,
@@ -11,8 +12,6 @@ from synthetic import (
     make_session,
     syscall_name,
 )
-
-from gilty.report import console
 
 
 def test_summary_shows_threads_sections_and_verdict():
@@ -67,9 +66,7 @@ def test_top_frame():
     b = BatchBuilder(names={1: "main", 2: "metrics"})
     spin = b.stack(("spin", "app.py", 12))
     sleep = b.stack(("main", "app.py", 30))
-    session = make_session(
-        [b.batch([{1: (IDLE, sleep, CLOCK_NANOSLEEP), 2: (HOLD, spin)}] * 3 + [{1: WAIT, 2: (HOLD, spin)}])]
-    )
+    session = make_session([b.batch([{1: (IDLE, sleep, CLOCK_NANOSLEEP), 2: (HOLD, spin)}] * 3 + [{1: WAIT, 2: (HOLD, spin)}])])
     session.duration_s = 1.0
     text = console.render_top(session, 5.0)
     lines = text.splitlines()
@@ -106,9 +103,8 @@ def test_dump_text():
 
 
 def test_single_process_report_warns_with_the_effective_rate_when_passes_were_missed():
-    from synthetic import HOLD, BatchBuilder, make_session
-
     from gilty.report import console
+    from synthetic import HOLD, BatchBuilder, make_session
 
     b = BatchBuilder(names={1: "main"})
     steady = make_session([b.batch([{1: HOLD}] * 100)])
@@ -119,5 +115,7 @@ def test_single_process_report_warns_with_the_effective_rate_when_passes_were_mi
     late = make_session([b.batch([{1: HOLD}] * 100, late=100)])
     late.duration_s = 2.0
     warning = [line for line in console.render(late).splitlines() if "effective rate" in line]
-    assert warning == ["warning: pid 4242 missed 100 passes: effective rate 50 Hz of 100 Hz asked "
-                       "(the sampler could not keep up; lower --rate or record fewer processes)"]
+    assert warning == [
+        "warning: pid 4242 missed 100 passes: effective rate 50 Hz of 100 Hz asked "
+        "(the sampler could not keep up; lower --rate or record fewer processes)"
+    ]

@@ -3,11 +3,10 @@
 
 import json
 
-from synthetic import HOLD, IDLE, WAIT, BatchBuilder, target
-
-from gilty.sampling.processes import ProcessTracker, roles, roles_of
 from gilty.report import console, console_processes, json_report
+from gilty.sampling.processes import ProcessTracker, roles, roles_of
 from gilty.sampling.session import Recording, Session
+from synthetic import HOLD, IDLE, WAIT, BatchBuilder, target
 
 
 def _recording(workers=4, pool=8, exited_worker=None):
@@ -32,16 +31,29 @@ def _recording(workers=4, pool=8, exited_worker=None):
     tracker.add({"events": events, "batches": batches, "finished": False})
     if exited_worker is not None:
         tracker.add({"events": [{"kind": "exited", "pid": exited_worker, "t": 0.4}], "batches": {}, "finished": False})
-    tracker.add({"events": [{"kind": "skipped", "pid": 999, "ppid": 100, "t": 0.1, "reason": "pid 999 is a zombie"}],
-                 "batches": {}, "finished": False})
+    tracker.add(
+        {
+            "events": [{"kind": "skipped", "pid": 999, "ppid": 100, "t": 0.1, "reason": "pid 999 is a zombie"}],
+            "batches": {},
+            "finished": False,
+        }
+    )
     tracker.finish(0.5, "duration")
     return rec
 
 
 def _attached(pid, ppid, cmdline):
     t = target(pid)
-    return {"kind": "attached", "pid": pid, "ppid": ppid, "t": 0.0, "cmdline": cmdline,
-            "python_version": t.python_version, "executable": t.executable, "switch_interval_s": 0.005}
+    return {
+        "kind": "attached",
+        "pid": pid,
+        "ppid": ppid,
+        "t": 0.0,
+        "cmdline": cmdline,
+        "python_version": t.python_version,
+        "executable": t.executable,
+        "switch_interval_s": 0.005,
+    }
 
 
 def test_roles_master_and_forked_workers():
@@ -96,8 +108,9 @@ def test_top_names_a_busy_thread_by_its_function_in_a_wide_column():
 def test_top_sort_by_wait_puts_the_waiting_process_first():
     rec = _recording(workers=2, pool=0)
     b = BatchBuilder(names={300: "waiter"})
-    ProcessTracker(rec).add({"events": [_attached(300, 100, "other")],
-                             "batches": {300: b.batch([{300: WAIT}] * 50)}, "finished": False})
+    ProcessTracker(rec).add(
+        {"events": [_attached(300, 100, "other")], "batches": {300: b.batch([{300: WAIT}] * 50)}, "finished": False}
+    )
     frame = console_processes.render_top(rec, 1.0, "wait", 80, 24)
     first_process = next(line for line in frame.splitlines() if line.startswith("pid "))
     assert first_process.startswith("pid 300"), frame
@@ -132,7 +145,9 @@ def test_single_process_json_keeps_its_shape():
 
 # -- the first screen of a server's report (issue 16) -------------------------------------------
 
-VENV_CMD = "/srv/v-httpbin/bin/python /srv/v-httpbin/bin/gunicorn httpbin:app -w 2 -k uvicorn.workers.UvicornWorker " + "--x " * 40
+VENV_CMD = (
+    "/srv/v-httpbin/bin/python /srv/v-httpbin/bin/gunicorn httpbin:app -w 2 -k uvicorn.workers.UvicornWorker " + "--x " * 40
+)
 
 
 def _server(late: int = 0):
@@ -145,7 +160,7 @@ def _server(late: int = 0):
     b = BatchBuilder(names={100: "MainThread"})
     batches[100] = b.batch([{100: (IDLE, b.stack(("SyncWorker.wait", "/srv/gunicorn/workers/sync.py", 35)))}] * 100)
     for pid in (101, 102):
-        names = {pid: "MainThread", **{pid * 100 + i: f"AnyIO worker thread" for i in range(8)}}
+        names = {pid: "MainThread", **{pid * 100 + i: "AnyIO worker thread" for i in range(8)}}
         b = BatchBuilder(names=names)
         handle = b.stack(("handle", "/srv/app/views.py", 12), ("run", "/srv/uvicorn/server.py", 60))
         wait = b.stack(("select", "/usr/lib/python3.12/selectors.py", 468), ("run", "/srv/uvicorn/server.py", 60))
@@ -191,7 +206,7 @@ def test_report_has_top_functions_and_a_headline_first():
     first = lines[start + 2]
     assert first.split()[:2] == ["156", "100%"] and first.split()[6:9] == ["2", "workers", "handle"], first
     # Idle samples are not functions worth reading: the master's wait is not in the section.
-    section = "\n".join(lines[start: start + 6])
+    section = "\n".join(lines[start : start + 6])
     assert "SyncWorker.wait" not in section and "select" not in section
     # The first screen (24 lines) has the headline, the process table and the top function.
     first_screen = "\n".join(lines[:24])
@@ -205,7 +220,7 @@ def test_every_line_fits_120_and_commands_tell_roles_apart():
     widths = [len(line) for line in text.splitlines()]
     assert max(widths) <= console_processes.REPORT_WIDTH, max(widths)
     table = text.splitlines().index(console_processes.PROCESS_HEADING)
-    rows = text.splitlines()[table + 1: table + 4]
+    rows = text.splitlines()[table + 1 : table + 4]
     assert [r.split()[1] for r in rows] == ["master", "worker", "worker"]
     # The virtualenv's path is not what tells processes apart: the script and its arguments are.
     assert all("python gunicorn httpbin:app -w 2" in r for r in rows), rows
@@ -239,8 +254,10 @@ def test_compare_text_says_too_noisy_rather_than_a_share_over_100_percent():
     from gilty.load.compare import Row
     from gilty.report import compare as compare_report
 
-    rows = [Row("worker thread MainThread", "holding_gil", 0.30, 0.35, 0.05, 2.926, False),
-            Row("recording", "gil_utilisation", 0.30, 0.35, 0.05, 0.02, True)]
+    rows = [
+        Row("worker thread MainThread", "holding_gil", 0.30, 0.35, 0.05, 2.926, False),
+        Row("recording", "gil_utilisation", 0.30, 0.35, 0.05, 0.02, True),
+    ]
     text = compare_report.render_text("a.json", "b.json", "recording", rows)
     assert "292.6 %" not in text and ">100 %" in text
     assert "2.0 %" in text  # a noise under 100 % is printed as it is
@@ -275,7 +292,7 @@ def test_commands_cut_alike_show_what_tells_them_apart():
         s.target.cmdline = base + queue
     text = console.render_recording(rec)
     heading = text.splitlines().index(console_processes.PROCESS_HEADING)
-    rows = text.splitlines()[heading + 2: heading + 4]
+    rows = text.splitlines()[heading + 2 : heading + 4]
     assert rows[0].endswith("-Q mail") and rows[1].endswith("-Q billing"), rows
     assert max(len(line) for line in text.splitlines()) <= console_processes.REPORT_WIDTH
 
@@ -284,10 +301,25 @@ def test_roles_of_spawned_workers_differ_only_in_numbers():
     # uvicorn --workers 2: multiprocessing's spawn gives each worker its own pipe handle; the
     # resource tracker is another kind of child.
     spawn = "/v/bin/python -c from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd={}, pipe_handle={}) --multiprocessing-fork"
-    members = [(10, 1, "/v/bin/python -m uvicorn app:app --workers 2"),
-               (11, 10, "/v/bin/python -c from multiprocessing.resource_tracker import main;main(4)"),
-               (12, 10, spawn.format(5, 7)), (13, 10, spawn.format(5, 9)),
-               (20, 1, "/v/bin/python pool.py"), (21, 20, spawn.format(3, 8)),
-               (30, 1, "/v/bin/python main.py"), (31, 30, "/usr/bin/git status 1"), (32, 30, "/usr/bin/git log 2")]
-    assert roles_of(members) == {10: "master", 11: "child", 12: "worker", 13: "worker", 20: "master", 21: "worker",
-                                 30: "master", 31: "child", 32: "child"}
+    members = [
+        (10, 1, "/v/bin/python -m uvicorn app:app --workers 2"),
+        (11, 10, "/v/bin/python -c from multiprocessing.resource_tracker import main;main(4)"),
+        (12, 10, spawn.format(5, 7)),
+        (13, 10, spawn.format(5, 9)),
+        (20, 1, "/v/bin/python pool.py"),
+        (21, 20, spawn.format(3, 8)),
+        (30, 1, "/v/bin/python main.py"),
+        (31, 30, "/usr/bin/git status 1"),
+        (32, 30, "/usr/bin/git log 2"),
+    ]
+    assert roles_of(members) == {
+        10: "master",
+        11: "child",
+        12: "worker",
+        13: "worker",
+        20: "master",
+        21: "worker",
+        30: "master",
+        31: "child",
+        32: "child",
+    }

@@ -2,16 +2,13 @@
 
 import math
 
-from synthetic import HOLD, IDLE, NATIVE, WAIT, BatchBuilder, contention_session, make_session
-
 from gilty.sampling.analysis.convoy import convoys
+from synthetic import HOLD, IDLE, NATIVE, WAIT, BatchBuilder, contention_session, make_session
 
 
 def _session(states, rate_hz=1000.0, times=None, switch_interval_s=0.005):
     b = BatchBuilder(rate_hz=rate_hz)
-    return make_session(
-        [b.batch([{1: s} for s in states], times=times)], rate_hz=rate_hz, switch_interval_s=switch_interval_s
-    )
+    return make_session([b.batch([{1: s} for s in states], times=times)], rate_hz=rate_hz, switch_interval_s=switch_interval_s)
 
 
 def test_episodes_and_mean_wait_from_timestamps():

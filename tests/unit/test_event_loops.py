@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import json
 
-from synthetic import IDLE, EPOLL_WAIT, RECVFROM, BatchBuilder, contention_session, make_session
-from test_json_report import documented_keys, key_paths
-
 from gilty.report import console, json_report
 from gilty.sampling.analysis import summarise
+from synthetic import EPOLL_WAIT, IDLE, RECVFROM, BatchBuilder, contention_session, make_session
+from test_json_report import documented_keys, key_paths
 
 LIB = "/usr/lib/python3.12"
 RUN_ONCE = ("BaseEventLoop._run_once", f"{LIB}/asyncio/base_events.py", 1949)
@@ -21,10 +20,14 @@ FOREVER = ("BaseEventLoop.run_forever", f"{LIB}/asyncio/base_events.py", 641)
 def _loop_session(blocked: int, at_rest: int, cycles: int = 40):
     b = BatchBuilder(names={1: "MainThread"})
     rest = b.stack(("EpollSelector.select", f"{LIB}/selectors.py", 468), RUN_ONCE, FOREVER)
-    block = b.stack(("SocketIO.readinto", f"{LIB}/socket.py", 707),
-                    ("get", "/venv/lib/python3.12/site-packages/requests/api.py", 73),
-                    ("fetch_price", "/srv/server.py", 10),
-                    ("Handle._run", f"{LIB}/asyncio/events.py", 84), RUN_ONCE, FOREVER)
+    block = b.stack(
+        ("SocketIO.readinto", f"{LIB}/socket.py", 707),
+        ("get", "/venv/lib/python3.12/site-packages/requests/api.py", 73),
+        ("fetch_price", "/srv/server.py", 10),
+        ("Handle._run", f"{LIB}/asyncio/events.py", 84),
+        RUN_ONCE,
+        FOREVER,
+    )
     passes = ([{1: (IDLE, block, RECVFROM)}] * blocked + [{1: (IDLE, rest, EPOLL_WAIT)}] * at_rest) * cycles
     return make_session([b.batch(passes)])
 

@@ -1,9 +1,8 @@
 """Top functions: innermost frame, pooled across lines, per state."""
 
-from synthetic import HOLD, IDLE, NATIVE, WAIT, BatchBuilder, make_session
-
 from gilty.sampling.analysis.functions import top_function_overall, top_functions
 from gilty.sampling.analysis.states import thread_states
+from synthetic import HOLD, IDLE, NATIVE, WAIT, BatchBuilder, make_session
 
 
 def test_top_functions_per_state_use_innermost_frame_and_pool_lines():

@@ -1,11 +1,10 @@
 """CI gates: parsing `--fail-if` expressions and judging summaries of synthetic recordings."""
 
 import pytest
-from synthetic import HOLD, IDLE, WAIT, BatchBuilder, make_session
-
 from gilty._errors import UsageError
 from gilty.sampling.analysis import summarise
 from gilty.sampling.analysis.gates import describe_failure, evaluate, parse_gate
+from synthetic import HOLD, IDLE, WAIT, BatchBuilder, make_session
 
 
 def _contended():

@@ -12,35 +12,78 @@ STDLIB = "/usr/lib/python3.12"
 PREFIXES = (f"{STDLIB}/",)
 VIEW = ("view", "/srv/app/server.py", 12)
 INNER = ("quote", f"{STDLIB}/urllib/parse.py", 893)  # a library call inside the handler
-LOOP = [("Handle._run", f"{STDLIB}/asyncio/events.py", 84), ("BaseEventLoop._run_once", f"{STDLIB}/asyncio/base_events.py", 1936),
-        ("BaseEventLoop.run_forever", f"{STDLIB}/asyncio/base_events.py", 608)]
-THREAD = [("Thread.run", f"{STDLIB}/threading.py", 1010), ("Thread._bootstrap_inner", f"{STDLIB}/threading.py", 1073),
-          ("Thread._bootstrap", f"{STDLIB}/threading.py", 1030)]
+LOOP = [
+    ("Handle._run", f"{STDLIB}/asyncio/events.py", 84),
+    ("BaseEventLoop._run_once", f"{STDLIB}/asyncio/base_events.py", 1936),
+    ("BaseEventLoop.run_forever", f"{STDLIB}/asyncio/base_events.py", 608),
+]
+THREAD = [
+    ("Thread.run", f"{STDLIB}/threading.py", 1010),
+    ("Thread._bootstrap_inner", f"{STDLIB}/threading.py", 1073),
+    ("Thread._bootstrap", f"{STDLIB}/threading.py", 1030),
+]
 MAIN = ("<module>", "/srv/app/server.py", 40)
 
 # framework -> the frames between the handler and the event loop or thread (innermost first)
 FRAMEWORKS = {
-    "aiohttp": [("Application._handle", f"{SITE}/aiohttp/web_app.py", 569),
-                ("RequestHandler._handle_request", f"{SITE}/aiohttp/web_protocol.py", 510),
-                ("RequestHandler.start", f"{SITE}/aiohttp/web_protocol.py", 620), *LOOP,
-                ("run_app", f"{SITE}/aiohttp/web.py", 530), MAIN],
-    "tornado": [("RequestHandler._execute", f"{SITE}/tornado/web.py", 1990), *LOOP,
-                ("IOLoop.start", f"{SITE}/tornado/platform/asyncio.py", 211), MAIN],
-    "sanic": [("Sanic.handle_request", f"{SITE}/sanic/app.py", 1373), ("HttpProtocol.connection_task", f"{SITE}/sanic/server/protocols/http_protocol.py", 155), *LOOP],
+    "aiohttp": [
+        ("Application._handle", f"{SITE}/aiohttp/web_app.py", 569),
+        ("RequestHandler._handle_request", f"{SITE}/aiohttp/web_protocol.py", 510),
+        ("RequestHandler.start", f"{SITE}/aiohttp/web_protocol.py", 620),
+        *LOOP,
+        ("run_app", f"{SITE}/aiohttp/web.py", 530),
+        MAIN,
+    ],
+    "tornado": [
+        ("RequestHandler._execute", f"{SITE}/tornado/web.py", 1990),
+        *LOOP,
+        ("IOLoop.start", f"{SITE}/tornado/platform/asyncio.py", 211),
+        MAIN,
+    ],
+    "sanic": [
+        ("Sanic.handle_request", f"{SITE}/sanic/app.py", 1373),
+        ("HttpProtocol.connection_task", f"{SITE}/sanic/server/protocols/http_protocol.py", 155),
+        *LOOP,
+    ],
     # Sanic's touchup recompiles these methods with their name for a file (sanic/touchup/schemes/base.py)
-    "sanic touched up": [("Sanic.handle_request", "handle_request", 1291), ("HttpProtocol.connection_task", "connection_task", 155), *LOOP],
-    "quart": [("Quart.dispatch_request", f"{SITE}/quart/app.py", 1601), ("Quart.full_dispatch_request", f"{SITE}/quart/app.py", 1500), *LOOP],
-    "litestar": [("HTTPRoute._call_handler_function", f"{SITE}/litestar/routes/http.py", 181),
-                 ("HTTPRoute._get_response_for_request", f"{SITE}/litestar/routes/http.py", 120), *LOOP],
-    "falcon": [("App.__call__", f"{SITE}/falcon/app.py", 487), ("ServerHandler.run", f"{STDLIB}/wsgiref/handlers.py", 137), *THREAD],
+    "sanic touched up": [
+        ("Sanic.handle_request", "handle_request", 1291),
+        ("HttpProtocol.connection_task", "connection_task", 155),
+        *LOOP,
+    ],
+    "quart": [
+        ("Quart.dispatch_request", f"{SITE}/quart/app.py", 1601),
+        ("Quart.full_dispatch_request", f"{SITE}/quart/app.py", 1500),
+        *LOOP,
+    ],
+    "litestar": [
+        ("HTTPRoute._call_handler_function", f"{SITE}/litestar/routes/http.py", 181),
+        ("HTTPRoute._get_response_for_request", f"{SITE}/litestar/routes/http.py", 120),
+        *LOOP,
+    ],
+    "falcon": [
+        ("App.__call__", f"{SITE}/falcon/app.py", 487),
+        ("ServerHandler.run", f"{STDLIB}/wsgiref/handlers.py", 137),
+        *THREAD,
+    ],
     "falcon asgi": [("App.__call__", f"{SITE}/falcon/asgi/app.py", 585), *LOOP],
     "django async": [("BaseHandler._get_response_async", f"{SITE}/django/core/handlers/base.py", 253), *LOOP],
-    "django sync view under asgi": [("SyncToAsync.thread_handler", f"{SITE}/asgiref/sync.py", 522),
-                                    ("_WorkItem.run", f"{STDLIB}/concurrent/futures/thread.py", 58), *THREAD],
-    "grpc": [("_call_behavior", f"{SITE}/grpc/_server.py", 608), ("_unary_response_in_pool", f"{SITE}/grpc/_server.py", 788),
-             ("_WorkItem.run", f"{STDLIB}/concurrent/futures/thread.py", 58), *THREAD],
-    "celery": [("build_tracer.<locals>.trace_task", f"{SITE}/celery/app/trace.py", 564),
-               ("fast_trace_task", f"{SITE}/celery/app/trace.py", 779), ("Worker.workloop", f"{SITE}/billiard/pool.py", 362)],
+    "django sync view under asgi": [
+        ("SyncToAsync.thread_handler", f"{SITE}/asgiref/sync.py", 522),
+        ("_WorkItem.run", f"{STDLIB}/concurrent/futures/thread.py", 58),
+        *THREAD,
+    ],
+    "grpc": [
+        ("_call_behavior", f"{SITE}/grpc/_server.py", 608),
+        ("_unary_response_in_pool", f"{SITE}/grpc/_server.py", 788),
+        ("_WorkItem.run", f"{STDLIB}/concurrent/futures/thread.py", 58),
+        *THREAD,
+    ],
+    "celery": [
+        ("build_tracer.<locals>.trace_task", f"{SITE}/celery/app/trace.py", 564),
+        ("fast_trace_task", f"{SITE}/celery/app/trace.py", 779),
+        ("Worker.workloop", f"{SITE}/billiard/pool.py", 362),
+    ],
     "wsgiref": [("ServerHandler.run", f"{STDLIB}/wsgiref/handlers.py", 137), *THREAD],
 }
 
@@ -62,7 +105,10 @@ def test_generic_handler_under_a_server_without_a_rule():
     served = [("Server._serve_one", f"{SITE}/acme_web/server.py", 88), ("Server.serve_forever", f"{SITE}/acme_web/server.py", 40)]
     # the first application frame under the server's frames, looking through the standard library
     assert handler_frame([INNER, VIEW, *served, *LOOP, MAIN], PREFIXES) == VIEW
-    assert handler_frame([INNER, VIEW, ("ContextDecorator.inner", f"{STDLIB}/contextlib.py", 81), *served, *THREAD], PREFIXES) == VIEW
+    assert (
+        handler_frame([INNER, VIEW, ("ContextDecorator.inner", f"{STDLIB}/contextlib.py", 81), *served, *THREAD], PREFIXES)
+        == VIEW
+    )
     # a server's pool thread: started by the standard library, then the server's frames call the handler
     pool = [("_WorkItem.run", f"{STDLIB}/concurrent/futures/thread.py", 58), *THREAD]
     assert handler_frame([INNER, VIEW, *served, *pool], PREFIXES) == VIEW
@@ -83,21 +129,30 @@ def test_no_handler_where_the_stack_never_reaches_the_application():
     run_app = [("run_app", f"{SITE}/acme_web/app.py", 530), MAIN]
     assert handler_frame([INNER, ("refresh_cache", "/srv/app/cache.py", 20), *LOOP, *run_app], PREFIXES) is None
     # a pool thread parked in its queue
-    parked = [("Condition.wait", f"{STDLIB}/threading.py", 355), ("_worker", f"{STDLIB}/concurrent/futures/thread.py", 89), *THREAD]
+    parked = [
+        ("Condition.wait", f"{STDLIB}/threading.py", 355),
+        ("_worker", f"{STDLIB}/concurrent/futures/thread.py", 89),
+        *THREAD,
+    ]
     assert handler_frame(parked, PREFIXES) is None
 
 
 def test_a_blocked_aiohttp_handler_waits_on_a_dependency_not_for_work():
     # The server: a synchronous `requests` call inside an async handler blocks the loop in
     # recvfrom. Outside any known dispatch that read as the loop "waiting for work".
+    from gilty.load.kinds import DEPENDENCY_WAIT, WAITING_FOR_WORK, classify
     from synthetic import EPOLL_WAIT, IDLE, RECVFROM, BatchBuilder, make_session
 
-    from gilty.load.kinds import DEPENDENCY_WAIT, WAITING_FOR_WORK, classify
-
     b = BatchBuilder(names={1: "MainThread"})
-    blocked = b.stack(("SocketIO.readinto", f"{STDLIB}/socket.py", 706), ("Session.get", f"{SITE}/requests/sessions.py", 602),
-                      ("fetch_price", "/srv/app/server.py", 10), *FRAMEWORKS["aiohttp"])
-    select = b.stack(("EpollSelector.select", f"{STDLIB}/selectors.py", 468), *LOOP, ("run_app", f"{SITE}/aiohttp/web.py", 530), MAIN)
+    blocked = b.stack(
+        ("SocketIO.readinto", f"{STDLIB}/socket.py", 706),
+        ("Session.get", f"{SITE}/requests/sessions.py", 602),
+        ("fetch_price", "/srv/app/server.py", 10),
+        *FRAMEWORKS["aiohttp"],
+    )
+    select = b.stack(
+        ("EpollSelector.select", f"{STDLIB}/selectors.py", 468), *LOOP, ("run_app", f"{SITE}/aiohttp/web.py", 530), MAIN
+    )
     session = make_session([b.batch([{1: (IDLE, blocked, RECVFROM)}, {1: (IDLE, select, EPOLL_WAIT)}])])
     cache: dict = {}
     assert classify(session, IDLE, blocked, RECVFROM, PREFIXES, (), cache) == DEPENDENCY_WAIT

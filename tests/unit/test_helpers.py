@@ -21,7 +21,9 @@ def test_uwsgi_router_is_a_helper_and_named_by_its_own_port():
     facts[13] = kid(13, ROUTER_SIGS, private=MIB // 4, listens=(8000,))
     found = helpers(facts)
     assert list(found) == [13]
-    assert found[13].startswith("router: listens on :8000, which its workers do not; handles signals unlike its 3 sibling workers")
+    assert found[13].startswith(
+        "router: listens on :8000, which its workers do not; handles signals unlike its 3 sibling workers"
+    )
 
 
 def test_one_worker_and_a_router_tie_goes_to_the_one_with_memory_of_its_own():
@@ -42,8 +44,18 @@ def test_resource_tracker_by_its_command_line_and_other_programs_left_alone():
     py = "/usr/bin/python3.12"
     facts = {
         20: kid(20, WORKER_SIGS, exe=py, cmdline=f"{py} -B -c from multiprocessing.resource_tracker import main;main(5)"),
-        21: kid(21, WORKER_SIGS, exe=py, cmdline=f"{py} -c from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=6, pipe_handle=13)"),
-        22: kid(22, WORKER_SIGS, exe=py, cmdline=f"{py} -c from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=6, pipe_handle=15)"),
+        21: kid(
+            21,
+            WORKER_SIGS,
+            exe=py,
+            cmdline=f"{py} -c from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=6, pipe_handle=13)",
+        ),
+        22: kid(
+            22,
+            WORKER_SIGS,
+            exe=py,
+            cmdline=f"{py} -c from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=6, pipe_handle=15)",
+        ),
         23: kid(23, ROUTER_SIGS, exe="/usr/bin/nginx", cmdline="nginx: worker process"),
     }
     assert helpers(facts) == {20: "multiprocessing's resource tracker"}

@@ -5,9 +5,8 @@ import math
 import pathlib
 import re
 
-from synthetic import CLOCK_NANOSLEEP, FUTEX, HOLD, IDLE, BatchBuilder, contention_session, make_session, syscall_name
-
 from gilty.report import json_report
+from synthetic import CLOCK_NANOSLEEP, FUTEX, HOLD, IDLE, BatchBuilder, contention_session, make_session, syscall_name
 
 DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "json-format.md"
 # Objects whose keys are data (syscall names, idle kinds), not part of the format.
@@ -66,18 +65,18 @@ def _recording_keys(report: dict) -> set:
 
 
 def test_recording_report_keys_match_the_documentation():
-    from test_console_processes import _recording
-
     from gilty.sampling.session import Recording
+    from test_console_processes import _recording
 
     for recording in (_recording(exited_worker=104), Recording.of(contention_session()[0])):
         report = json.loads(json_report.render_recording(recording))
         documented = documented_keys("Report") | documented_keys("Several processes")
         present = _recording_keys(report)
+
         # Keys of list items can only be present when the list has items (skipped, gates).
         def under_an_empty_list(key: str) -> bool:
             parts = key.split("[].")
-            return any(not any(p.startswith("[].".join(parts[:i]) + "[].") for p in present) for i in range(1, len(parts)))
+            return any(not any(p.startswith("[].".join(parts[:i]) + "[].") for p in present) for i in range(1, len(parts)))  # noqa: B023 - called within its iteration
 
         empty_lists = {k for k in documented if "[]." in k and under_an_empty_list(k)}
         # An object documented as "object or null" (saturation, for sessions without scheduler counters)
@@ -151,12 +150,30 @@ def _tasks():
         "other_frameworks": [],
         "loops": [{"address": 0x1000, "type": "_UnixSelectorEventLoop", "thread_ident": 77, "tid": 1, "running_task": None}],
         "tasks": [
-            {"id": 0x2000, "name": "Task-1", "state": "pending", "loop": 0x1000, "python_impl": False, "eager": False,
-             "stack": [("main", "app.py", 9)], "awaiting": {"kind": "task", "type": "_asyncio.Task", "address": 0x3000},
-             "parent": None, "parent_via": None},
-            {"id": 0x3000, "name": "child", "state": "pending", "loop": 0x1000, "python_impl": False, "eager": False,
-             "stack": stack, "awaiting": {"kind": "sleep", "type": "_asyncio.Future", "address": 0x4000},
-             "parent": 0x2000, "parent_via": "await"},
+            {
+                "id": 0x2000,
+                "name": "Task-1",
+                "state": "pending",
+                "loop": 0x1000,
+                "python_impl": False,
+                "eager": False,
+                "stack": [("main", "app.py", 9)],
+                "awaiting": {"kind": "task", "type": "_asyncio.Task", "address": 0x3000},
+                "parent": None,
+                "parent_via": None,
+            },
+            {
+                "id": 0x3000,
+                "name": "child",
+                "state": "pending",
+                "loop": 0x1000,
+                "python_impl": False,
+                "eager": False,
+                "stack": stack,
+                "awaiting": {"kind": "sleep", "type": "_asyncio.Future", "address": 0x4000},
+                "parent": 0x2000,
+                "parent_via": "await",
+            },
         ],
         "errors": {"torn_dropped": 0, "unreadable": 0, "changed": 0},
         "pages_read": 12,
@@ -182,14 +199,23 @@ def test_dump_keys_match_the_documentation():
     documented = documented_keys("Snapshot")
     plain = key_paths(json.loads(json_report.render_dump(TARGET_INFO, _snapshot(), syscall_name)))
     # Without --tasks, --locals, positions or --native: every documented key except those.
-    optional = ("asyncio", "threads[].locals_error", "threads[].positions_error", "threads[].stack[].locals",
-                "threads[].stack[].position", "threads[].native_", "errors")
+    optional = (
+        "asyncio",
+        "threads[].locals_error",
+        "threads[].positions_error",
+        "threads[].stack[].locals",
+        "threads[].stack[].position",
+        "threads[].native_",
+        "errors",
+    )
     assert {k for k in documented if not k.startswith(optional)} - plain == set()
     assert plain - documented == set()
     full = dict(_snapshot_with_locals(), tasks=_tasks())
     # --native: one thread merged (a C frame over its Python frame), one without its native part.
-    full["threads"][0] = dict(full["threads"][0], native_stack=[
-        ("c", "pthread_cond_wait", "/lib/libc.so.6", 0x1234, None, None), ("py", "wait", "threading.py", 320)])
+    full["threads"][0] = dict(
+        full["threads"][0],
+        native_stack=[("c", "pthread_cond_wait", "/lib/libc.so.6", 0x1234, None, None), ("py", "wait", "threading.py", 320)],
+    )
     full["threads"][1] = dict(full["threads"][1], native_error="the Python stack moved around every kernel sample (3 tries)")
     present = key_paths(json.loads(json_report.render_dump(TARGET_INFO, full, syscall_name)))
     assert documented - present == set()
@@ -293,9 +319,7 @@ def exact_session():
                 "blame": [{"holder_tid": metrics, "wait_s": 0.5, "functions": [(spin_frame, 40)]}],
             },
         },
-        "collections": [
-            {"tid": metrics, "generation": 2, "start_s": 0.5, "duration_s": 0.01, "collected": 100, "open": False}
-        ],
+        "collections": [{"tid": metrics, "generation": 2, "start_s": 0.5, "duration_s": 0.01, "collected": 100, "open": False}],
         "gc_by_generation": {"2": _distribution([10_000_000])},
     }
     return session

@@ -65,9 +65,37 @@ def test_terminal_text_keeps_newlines_and_tabs():
 
 
 def test_same_as_the_class_on_random_text():
-    alphabet = [chr(c) for c in (*range(0, 0x30), *range(0x7c, 0xa3), 0x61c, 0x200d, 0x200e, 0x2027, 0x2028,
-                                 0x202e, 0x202f, 0x2065, 0x2066, 0x3000, 0xd7ff, 0xd800, 0xdfff, 0xe000, 0xfeff,
-                                 0x1f40d, 0xe0080, 0x200b, 0xfe0f, 0x3164, 0xe0041, 0xe0100, 0xf0080, 0xe9)]
+    alphabet = [
+        chr(c)
+        for c in (
+            *range(0, 0x30),
+            *range(0x7C, 0xA3),
+            0x61C,
+            0x200D,
+            0x200E,
+            0x2027,
+            0x2028,
+            0x202E,
+            0x202F,
+            0x2065,
+            0x2066,
+            0x3000,
+            0xD7FF,
+            0xD800,
+            0xDFFF,
+            0xE000,
+            0xFEFF,
+            0x1F40D,
+            0xE0080,
+            0x200B,
+            0xFE0F,
+            0x3164,
+            0xE0041,
+            0xE0100,
+            0xF0080,
+            0xE9,
+        )
+    ]
     rng = random.Random(20)
     for _ in range(3000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 12)))

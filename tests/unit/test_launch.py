@@ -7,9 +7,8 @@ import sys
 import time
 
 import pytest
-
-from gilty.sampling import launch
 from gilty._errors import CommandError
+from gilty.sampling import launch
 
 FAST_STEPS = ((signal.SIGINT, 0.3), (signal.SIGTERM, 0.3), (signal.SIGKILL, None))
 
@@ -52,9 +51,7 @@ def test_terminate_reaches_the_whole_group():
 
 
 def test_terminate_escalates_when_sigint_is_ignored():
-    code = (
-        "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); print('ready', flush=True); time.sleep(30)"
-    )
+    code = "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); print('ready', flush=True); time.sleep(30)"
     child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, start_new_session=True)
     assert child.stdout.readline() == b"ready\n"
     started = time.monotonic()

@@ -3,11 +3,10 @@ the handler under each framework's dispatch frame, and lag spans found, measured
 
 from __future__ import annotations
 
-from synthetic import CLOCK_NANOSLEEP, CPU_WAIT, EPOLL_WAIT, HOLD, IDLE, WAIT, BatchBuilder, make_session
-
 from gilty.load.endpoints import FRAMEWORK, endpoint_table, handler_frame
 from gilty.load.eventloop import loop_lags, loop_threads
 from gilty.sampling.session import NO_STACK as NO_STACK_ID
+from synthetic import CLOCK_NANOSLEEP, CPU_WAIT, EPOLL_WAIT, HOLD, IDLE, WAIT, BatchBuilder, make_session
 
 SITE = "/venv/lib/python3.12/site-packages"
 STDLIB = "/usr/lib/python3.12"  # synthetic.target()'s executable is /usr/bin/python3.12
@@ -18,8 +17,10 @@ def test_handler_under_each_framework():
     app = ("view", "/srv/app/views.py", 10)
     cases = {
         "flask": [("Flask.dispatch_request", f"{SITE}/flask/app.py", 880)],
-        "django": [("_view_wrapper", f"{SITE}/django/views/decorators/csrf.py", 65),
-                   ("BaseHandler._get_response", f"{SITE}/django/core/handlers/base.py", 197)],
+        "django": [
+            ("_view_wrapper", f"{SITE}/django/views/decorators/csrf.py", 65),
+            ("BaseHandler._get_response", f"{SITE}/django/core/handlers/base.py", 197),
+        ],
         "fastapi": [("run_endpoint_function", f"{SITE}/fastapi/routing.py", 212)],
         "stdlib": [("BaseHTTPRequestHandler.handle_one_request", f"{STDLIB}/http/server.py", 424)],
         "gunicorn": [("SyncWorker.handle_request", f"{SITE}/gunicorn/workers/sync.py", 177)],
@@ -32,8 +33,16 @@ def test_handler_under_each_framework():
     wrapped = [app, ("wrapper", f"{SITE}/lib/deco.py", 5), ("Flask.dispatch_request", f"{SITE}/flask/app.py", 880)]
     assert handler_frame(wrapped, PREFIXES) == app
     # in the framework, before the handler: the framework row; outside any dispatch: nothing
-    assert handler_frame([("solve_dependencies", f"{SITE}/fastapi/dependencies/utils.py", 600),
-                          ("run_endpoint_function", f"{SITE}/fastapi/routing.py", 212)], PREFIXES) == FRAMEWORK
+    assert (
+        handler_frame(
+            [
+                ("solve_dependencies", f"{SITE}/fastapi/dependencies/utils.py", 600),
+                ("run_endpoint_function", f"{SITE}/fastapi/routing.py", 212),
+            ],
+            PREFIXES,
+        )
+        == FRAMEWORK
+    )
     assert handler_frame([app, ("main", "/srv/app/main.py", 3)], PREFIXES) is None
 
 
@@ -42,17 +51,29 @@ def _loop_recording():
     time.sleep inside an async endpoint and once for 20 ms running Python; a pool thread runs the
     CPU-bound sync endpoint meanwhile."""
     b = BatchBuilder(names={1: "MainThread", 2: "AnyIO worker thread"})
-    base = [("BaseEventLoop._run_once", f"{STDLIB}/asyncio/base_events.py", 1884),
-            ("BaseEventLoop.run_forever", f"{STDLIB}/asyncio/base_events.py", 607)]
+    base = [
+        ("BaseEventLoop._run_once", f"{STDLIB}/asyncio/base_events.py", 1884),
+        ("BaseEventLoop.run_forever", f"{STDLIB}/asyncio/base_events.py", 607),
+    ]
     select = b.stack(("EpollSelector.select", f"{STDLIB}/selectors.py", 468), *base)
     dispatch = ("run_endpoint_function", f"{SITE}/fastapi/routing.py", 212)
     block = b.stack(("block", "/srv/app.py", 34), dispatch, *base)
     busy = b.stack(("parse", "/srv/app.py", 50), ("fast", "/srv/app.py", 48), dispatch, *base)
-    urls = b.stack(("quote", f"{STDLIB}/urllib/parse.py", 893), ("urls", "/srv/app.py", 40),
-                   ("WorkerThread.run", f"{SITE}/anyio/_backends/_asyncio.py", 1124))
-    plan = [(IDLE, select, EPOLL_WAIT)] * 20 + [(IDLE, block, CLOCK_NANOSLEEP)] * 5 + [(IDLE, select, EPOLL_WAIT)] * 20 \
-        + [(HOLD, busy)] * 2 + [(IDLE, select, EPOLL_WAIT)] * 10 + [(IDLE, block, CLOCK_NANOSLEEP)] * 5 \
-        + [(WAIT, select)] * 1 + [(IDLE, select, EPOLL_WAIT)] * 37
+    urls = b.stack(
+        ("quote", f"{STDLIB}/urllib/parse.py", 893),
+        ("urls", "/srv/app.py", 40),
+        ("WorkerThread.run", f"{SITE}/anyio/_backends/_asyncio.py", 1124),
+    )
+    plan = (
+        [(IDLE, select, EPOLL_WAIT)] * 20
+        + [(IDLE, block, CLOCK_NANOSLEEP)] * 5
+        + [(IDLE, select, EPOLL_WAIT)] * 20
+        + [(HOLD, busy)] * 2
+        + [(IDLE, select, EPOLL_WAIT)] * 10
+        + [(IDLE, block, CLOCK_NANOSLEEP)] * 5
+        + [(WAIT, select)] * 1
+        + [(IDLE, select, EPOLL_WAIT)] * 37
+    )
     passes = [{1: state, 2: (HOLD, urls)} for state in plan]
     return make_session([b.batch(passes[:50]), b.batch(passes[50:])])
 
@@ -92,7 +113,9 @@ def test_background_threads_outside_requests():
     b = BatchBuilder(names={1: "MainThread", 2: "audit-logger", 3: "AnyIO worker thread"})
     fmt = b.stack(("Formatter.format", f"{STDLIB}/logging/__init__.py", 700), ("log_forever", "/srv/app.py", 60))
     urls = b.stack(("urls", "/srv/app.py", 40), ("WorkerThread.run", f"{SITE}/anyio/_backends/_asyncio.py", 1124))
-    passes = [{1: (IDLE, NO_STACK_ID), 2: (HOLD if i % 2 else WAIT, fmt), 3: (HOLD if i % 2 == 0 else WAIT, urls)} for i in range(50)]
+    passes = [
+        {1: (IDLE, NO_STACK_ID), 2: (HOLD if i % 2 else WAIT, fmt), 3: (HOLD if i % 2 == 0 else WAIT, urls)} for i in range(50)
+    ]
     session = make_session([b.batch(passes)])
     found = background_threads([session], set())
     # the handler thread holds the GIL half the time too, but inside a request: not background
@@ -109,8 +132,13 @@ def test_a_cpu_bound_callback_is_charged_though_its_stretch_began_in_the_loop():
     base = [("BaseEventLoop._run_once", f"{STDLIB}/asyncio/base_events.py", 1884)]
     select = b.stack(("EpollSelector.select", f"{STDLIB}/selectors.py", 468), *base)
     loop_code = b.stack(*base)
-    cpu = b.stack(("quote", f"{STDLIB}/urllib/parse.py", 893), ("build_url", "/srv/app.py", 28),
-                  ("cpu", "/srv/app.py", 60), ("run_endpoint_function", f"{SITE}/fastapi/routing.py", 212), *base)
+    cpu = b.stack(
+        ("quote", f"{STDLIB}/urllib/parse.py", 893),
+        ("build_url", "/srv/app.py", 28),
+        ("cpu", "/srv/app.py", 60),
+        ("run_endpoint_function", f"{SITE}/fastapi/routing.py", 212),
+        *base,
+    )
     plan = [(IDLE, select, EPOLL_WAIT)] * 10 + [(HOLD, loop_code)] + [(HOLD, cpu)] * 9 + [(IDLE, select, EPOLL_WAIT)] * 10
     (lag,) = loop_lags([make_session([b.batch([{1: p} for p in plan])])], threshold_s=0.05)
     assert lag.spans == 1 and abs(lag.lag_s - 0.10) < 1e-6
@@ -123,8 +151,11 @@ def test_a_console_script_entry_is_not_the_application():
     from gilty.load.sites import site_key
 
     entry = ("<module>", "/srv/venv/bin/gunicorn", 8)
-    framework = [("h11_impl.handle", f"{SITE}/uvicorn/protocols/http/h11_impl.py", 400),
-                 ("run", f"{SITE}/gunicorn/app/wsgiapp.py", 66), entry]
+    framework = [
+        ("h11_impl.handle", f"{SITE}/uvicorn/protocols/http/h11_impl.py", 400),
+        ("run", f"{SITE}/gunicorn/app/wsgiapp.py", 66),
+        entry,
+    ]
     # nothing of the application's: the innermost frame, not the entry script's caller chain
     assert site_key(framework, PREFIXES)[:2] == ("h11_impl.handle", f"{SITE}/uvicorn/protocols/http/h11_impl.py")
     app = [("quote", f"{STDLIB}/urllib/parse.py", 893), ("build_url", "/srv/app.py", 12), *framework]
@@ -137,10 +168,20 @@ def test_a_loop_woken_at_its_selector_without_a_cpu_is_at_rest():
     b = BatchBuilder(names={1: "MainThread"})
     base = [("BaseEventLoop._run_once", f"{STDLIB}/asyncio/base_events.py", 1884)]
     select = b.stack(("EpollSelector.select", f"{STDLIB}/selectors.py", 468), *base)
-    cpu = b.stack(("build_url", "/srv/app.py", 28), ("cpu", "/srv/app.py", 60),
-                  ("run_endpoint_function", f"{SITE}/fastapi/routing.py", 212), *base)
-    plan = [(IDLE, select, EPOLL_WAIT)] * 10 + [(CPU_WAIT, select)] * 8 + [(IDLE, select, EPOLL_WAIT)] * 10 \
-        + [(HOLD, cpu)] * 3 + [(CPU_WAIT, cpu)] * 4 + [(IDLE, select, EPOLL_WAIT)] * 10
+    cpu = b.stack(
+        ("build_url", "/srv/app.py", 28),
+        ("cpu", "/srv/app.py", 60),
+        ("run_endpoint_function", f"{SITE}/fastapi/routing.py", 212),
+        *base,
+    )
+    plan = (
+        [(IDLE, select, EPOLL_WAIT)] * 10
+        + [(CPU_WAIT, select)] * 8
+        + [(IDLE, select, EPOLL_WAIT)] * 10
+        + [(HOLD, cpu)] * 3
+        + [(CPU_WAIT, cpu)] * 4
+        + [(IDLE, select, EPOLL_WAIT)] * 10
+    )
     (lag,) = loop_lags([make_session([b.batch([{1: p} for p in plan])])], threshold_s=0.05)
     assert lag.spans == 1 and abs(lag.lag_s - 0.07) < 1e-6, lag
     assert abs(lag.at_rest - 38 / 45) < 1e-6, lag.at_rest

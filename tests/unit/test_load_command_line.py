@@ -5,12 +5,13 @@ said so on stderr) unless gilty's own -o came before `--`; anything else stays t
 from __future__ import annotations
 
 import pytest
-
 from gilty.cli import build_parser, split_child_command
 from gilty.cli.load import take_trailing_output
 
-ISSUE_8 = ("load http://127.0.0.1:8000/ --ramp 50:1000:50 --slo p99=50ms "
-           "-- gunicorn -w 4 -k uvicorn.workers.UvicornWorker app:app -o run.html").split()
+ISSUE_8 = (
+    "load http://127.0.0.1:8000/ --ramp 50:1000:50 --slo p99=50ms "
+    "-- gunicorn -w 4 -k uvicorn.workers.UvicornWorker app:app -o run.html"
+).split()
 
 
 def parse(argv: list):
@@ -51,11 +52,24 @@ def test_other_placements_stay_where_they_are(argv, capsys):
     own_output = argv[argv.index("-o") + 1] if argv.index("-o") < argv.index("--") else None
     args = parse(argv)
     assert args.output == own_output
-    assert args.child_argv == argv[argv.index("--") + 1:]
+    assert args.child_argv == argv[argv.index("--") + 1 :]
     assert capsys.readouterr().err == ""
 
 
 def test_app_packages_are_repeatable_and_stay_gilty_s():
-    args = parse(["load", "http://127.0.0.1:8000/", "--rate", "10", "--app", "httpbin", "--app", "shop.views",
-                  "--", "gunicorn", "httpbin:app"])
+    args = parse(
+        [
+            "load",
+            "http://127.0.0.1:8000/",
+            "--rate",
+            "10",
+            "--app",
+            "httpbin",
+            "--app",
+            "shop.views",
+            "--",
+            "gunicorn",
+            "httpbin:app",
+        ]
+    )
     assert args.app == ["httpbin", "shop.views"] and args.child_argv == ["gunicorn", "httpbin:app"]

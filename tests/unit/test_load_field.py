@@ -6,29 +6,36 @@ p99 from 30 answers."""
 
 from __future__ import annotations
 
-from synthetic import (ACCEPT4, EPOLL_WAIT, HOLD, IDLE, NATIVE, PSELECT6, RECVFROM, BatchBuilder,
-                       make_session)
-
-from gilty.load import analysis, kinds, profile, task_endpoints
-from gilty.load import endpoints
+from gilty.load import analysis, endpoints, kinds, profile, task_endpoints
 from gilty.load.endpoints import FRAMEWORK, endpoint_table, handler_frame
 from gilty.load.eventloop import loop_lags
 from gilty.load.sites import app_fragments, site_key
 from gilty.sampling.session import Recording
+from synthetic import ACCEPT4, EPOLL_WAIT, HOLD, IDLE, NATIVE, PSELECT6, RECVFROM, BatchBuilder, make_session
 
 SITE = "/venv/lib/python3.12/site-packages"
 STDLIB = "/usr/lib/python3.12"  # synthetic.target()'s executable is /usr/bin/python3.12
 PREFIXES = (f"{STDLIB}/",)
 
 # httpbin's /bytes view as pip installs it: every frame is in site-packages or the standard library.
-RANDOM = [("Random._randbelow_with_getrandbits", f"{STDLIB}/random.py", 242),
-          ("Random.randrange", f"{STDLIB}/random.py", 322), ("Random.randint", f"{STDLIB}/random.py", 336)]
+RANDOM = [
+    ("Random._randbelow_with_getrandbits", f"{STDLIB}/random.py", 242),
+    ("Random.randrange", f"{STDLIB}/random.py", 322),
+    ("Random.randint", f"{STDLIB}/random.py", 336),
+]
 VIEW = ("random_bytes", f"{SITE}/httpbin/core.py", 1460)
-FLASK = [("Flask.dispatch_request", f"{SITE}/flask/app.py", 902), ("Flask.full_dispatch_request", f"{SITE}/flask/app.py", 917),
-         ("Flask.wsgi_app", f"{SITE}/flask/app.py", 1511), ("Flask.__call__", f"{SITE}/flask/app.py", 1536),
-         ("SyncWorker.handle_request", f"{SITE}/gunicorn/workers/sync.py", 178)]
-SYNC_WAIT = [("SyncWorker.wait", f"{SITE}/gunicorn/workers/sync.py", 36), ("SyncWorker.run_for_one", f"{SITE}/gunicorn/workers/sync.py", 72),
-             ("SyncWorker.run", f"{SITE}/gunicorn/workers/sync.py", 125)]
+FLASK = [
+    ("Flask.dispatch_request", f"{SITE}/flask/app.py", 902),
+    ("Flask.full_dispatch_request", f"{SITE}/flask/app.py", 917),
+    ("Flask.wsgi_app", f"{SITE}/flask/app.py", 1511),
+    ("Flask.__call__", f"{SITE}/flask/app.py", 1536),
+    ("SyncWorker.handle_request", f"{SITE}/gunicorn/workers/sync.py", 178),
+]
+SYNC_WAIT = [
+    ("SyncWorker.wait", f"{SITE}/gunicorn/workers/sync.py", 36),
+    ("SyncWorker.run_for_one", f"{SITE}/gunicorn/workers/sync.py", 72),
+    ("SyncWorker.run", f"{SITE}/gunicorn/workers/sync.py", 125),
+]
 
 
 def test_a_view_installed_in_site_packages_is_the_endpoint():
@@ -37,15 +44,27 @@ def test_a_view_installed_in_site_packages_is_the_endpoint():
     assert handler_frame(stack, PREFIXES) == VIEW
     # its site is the library function the view called, not random's internals
     own = ("site-packages/httpbin/",)
-    assert site_key(stack, PREFIXES, own) == ("Random.randint", f"{STDLIB}/random.py", 336, f"random_bytes ({SITE}/httpbin/core.py:1460)")
+    assert site_key(stack, PREFIXES, own) == (
+        "Random.randint",
+        f"{STDLIB}/random.py",
+        336,
+        f"random_bytes ({SITE}/httpbin/core.py:1460)",
+    )
     # --app httpbin says the same, wherever httpbin is installed
     assert site_key(stack, PREFIXES, app_fragments(["httpbin"]))[0] == "Random.randint"
     # a decorator of the framework between the dispatch and the view is looked through; generated code is no handler
-    wrapped = [VIEW, ("wrapper", "<decorator-gen-3>", 2), ("_view_wrapper", f"{SITE}/django/views/decorators/csrf.py", 65),
-               ("BaseHandler._get_response", f"{SITE}/django/core/handlers/base.py", 197)]
+    wrapped = [
+        VIEW,
+        ("wrapper", "<decorator-gen-3>", 2),
+        ("_view_wrapper", f"{SITE}/django/views/decorators/csrf.py", 65),
+        ("BaseHandler._get_response", f"{SITE}/django/core/handlers/base.py", 197),
+    ]
     assert handler_frame(wrapped, PREFIXES) == VIEW
-    created = [("__create_fn__", "<string>", 3), ("_process_class", f"{STDLIB}/dataclasses.py", 1000),
-               ("run_endpoint_function", f"{SITE}/fastapi/routing.py", 212)]
+    created = [
+        ("__create_fn__", "<string>", 3),
+        ("_process_class", f"{STDLIB}/dataclasses.py", 1000),
+        ("run_endpoint_function", f"{SITE}/fastapi/routing.py", 212),
+    ]
     assert handler_frame(created, PREFIXES) == FRAMEWORK
 
 
@@ -70,7 +89,7 @@ def test_a_sync_worker_waiting_in_select_waits_for_work_not_on_a_dependency():
     b = BatchBuilder(names={1: "MainThread"})
     busy = b.stack(*RANDOM, VIEW, *FLASK)
     wait = b.stack(*SYNC_WAIT)
-    plan = ([(HOLD, busy)] * 32 + [(IDLE, wait, PSELECT6)] * 68)
+    plan = [(HOLD, busy)] * 32 + [(IDLE, wait, PSELECT6)] * 68
     p = profile.summarise_step(Recording([_worker(b, 10, plan), _worker(b, 11, plan)], rate_hz=100.0))
     assert p.idle_kinds[kinds.WAITING_FOR_WORK] == 0.68, p.idle_kinds
     assert kinds.DEPENDENCY_WAIT not in p.idle_kinds
@@ -78,7 +97,12 @@ def test_a_sync_worker_waiting_in_select_waits_for_work_not_on_a_dependency():
     # before issue 21: "I/O wait on a dependency", "blocked in I/O 68 %"
     assert limit == "waiting for work" and "68%" in words, (limit, words)
     # a handler blocked reading a socket is the dependency wait
-    dep = b.stack(("SocketIO.readinto", f"{STDLIB}/socket.py", 706), ("fetch", "/srv/app/client.py", 9), ("view", "/srv/app/views.py", 3), *FLASK)
+    dep = b.stack(
+        ("SocketIO.readinto", f"{STDLIB}/socket.py", 706),
+        ("fetch", "/srv/app/client.py", 9),
+        ("view", "/srv/app/views.py", 3),
+        *FLASK,
+    )
     plan = [(IDLE, dep, RECVFROM)] * 70 + [(HOLD, busy)] * 10 + [(IDLE, wait, ACCEPT4)] * 20
     p = profile.summarise_step(Recording([_worker(b, 12, plan)], rate_hz=100.0))
     assert profile.limit_from_profile(p)[0] == "I/O wait on a dependency", p.idle_kinds
@@ -89,13 +113,29 @@ def test_requests_queued_at_a_semaphore_name_it_as_the_limit():
     # aiohttp behind asyncio.Semaphore(2): the loop sits at its selector, the requests' tasks await a slot.
     b = BatchBuilder(names={1: "MainThread"})
     wait = b.stack(*SYNC_WAIT)
-    p = profile.summarise_step(Recording([_worker(b, 30, [(IDLE, wait, PSELECT6)] * 90 + [(HOLD, b.stack(("quote", "/srv/app/server.py", 22)))] * 10)], rate_hz=100.0))
-    awaits = [{"kind": "semaphore", "function": "quote", "file": "/srv/app/server.py", "line": 22, "code": "async with sem:", "share": 0.9}]
+    p = profile.summarise_step(
+        Recording(
+            [_worker(b, 30, [(IDLE, wait, PSELECT6)] * 90 + [(HOLD, b.stack(("quote", "/srv/app/server.py", 22)))] * 10)],
+            rate_hz=100.0,
+        )
+    )
+    awaits = [
+        {
+            "kind": "semaphore",
+            "function": "quote",
+            "file": "/srv/app/server.py",
+            "line": 22,
+            "code": "async with sem:",
+            "share": 0.9,
+        }
+    ]
     p.task_endpoints = [task_endpoints.TaskEndpoint("quote", "/srv/app/server.py", 4.0, {"awaiting": 0.9}, awaits)]
     limit, words = profile.limit_from_profile(p)
     # before: "waiting for work", the semaphore only a possible cause after a colon
     assert limit == "awaiting a semaphore", (limit, words)
-    assert words.startswith("requests to `quote (server.py)` spend 90% of their time awaiting `async with sem:` (server.py:22, semaphore)"), words
+    assert words.startswith(
+        "requests to `quote (server.py)` spend 90% of their time awaiting `async with sem:` (server.py:22, semaphore)"
+    ), words
     # an await that does not cap concurrency (a sleep, a socket) stays a cause of the wait
     awaits[0]["kind"] = "sleep"
     assert profile.limit_from_profile(p)[0] == "waiting for work"
@@ -110,18 +150,28 @@ def test_requests_queued_at_a_semaphore_name_it_as_the_limit():
 def test_the_cause_comes_from_the_busiest_workers():
     # Django: two workers hold the GIL 31 % and run sqlite 45 %; two more wait for work all along.
     b = BatchBuilder(names={1: "MainThread"})
-    django = [("BaseHandler._get_response", f"{SITE}/django/core/handlers/base.py", 197),
-              ("WSGIHandler.__call__", f"{SITE}/django/core/handlers/wsgi.py", 124),
-              ("SyncWorker.handle_request", f"{SITE}/gunicorn/workers/sync.py", 178)]
+    django = [
+        ("BaseHandler._get_response", f"{SITE}/django/core/handlers/base.py", 197),
+        ("WSGIHandler.__call__", f"{SITE}/django/core/handlers/wsgi.py", 124),
+        ("SyncWorker.handle_request", f"{SITE}/gunicorn/workers/sync.py", 178),
+    ]
     view = ("report", "/srv/site/shop/views.py", 14)
-    sqlite = b.stack(("CursorWrapper._execute", f"{SITE}/django/db/backends/utils.py", 105),
-                     ("CursorWrapper.execute", f"{SITE}/django/db/backends/utils.py", 79), view, *django)
+    sqlite = b.stack(
+        ("CursorWrapper._execute", f"{SITE}/django/db/backends/utils.py", 105),
+        ("CursorWrapper.execute", f"{SITE}/django/db/backends/utils.py", 79),
+        view,
+        *django,
+    )
     python = b.stack(("JsonResponse.__init__", f"{SITE}/django/http/response.py", 732), view, *django)
     wait = b.stack(*SYNC_WAIT)
     busy_plan = [(HOLD, python)] * 31 + [(NATIVE, sqlite)] * 45 + [(IDLE, wait, PSELECT6)] * 24
     idle_plan = [(HOLD, python)] * 6 + [(IDLE, wait, PSELECT6)] * 94
-    p = profile.summarise_step(Recording([_worker(b, 20, busy_plan), _worker(b, 21, busy_plan),
-                                          _worker(b, 22, idle_plan), _worker(b, 23, idle_plan)], rate_hz=100.0))
+    p = profile.summarise_step(
+        Recording(
+            [_worker(b, 20, busy_plan), _worker(b, 21, busy_plan), _worker(b, 22, idle_plan), _worker(b, 23, idle_plan)],
+            rate_hz=100.0,
+        )
+    )
     assert p.busy_processes == 2
     limit, words = profile.limit_from_profile(p)
     # before issue 21: "concurrency", "mostly idle"
@@ -133,8 +183,11 @@ def test_shares_are_at_most_100_percent():
     b = BatchBuilder(names={1: "MainThread", 2: "worker"})
     # Two threads read as holding the GIL in the same passes (a torn read): a site's share of passes
     # would be 200 %.
-    spin = b.stack(("dumps", f"{STDLIB}/json/__init__.py", 231), ("view", "/srv/app/views.py", 3),
-                   ("Flask.dispatch_request", f"{SITE}/flask/app.py", 902))
+    spin = b.stack(
+        ("dumps", f"{STDLIB}/json/__init__.py", 231),
+        ("view", "/srv/app/views.py", 3),
+        ("Flask.dispatch_request", f"{SITE}/flask/app.py", 902),
+    )
     s = make_session([b.batch([{1: (HOLD, spin), 2: (HOLD, spin)}] * 50)])
     p = profile.summarise_step(Recording([s], rate_hz=100.0))
     assert p.sites[0].function == "dumps" and p.sites[0].share <= 1.0, p.sites
@@ -143,8 +196,12 @@ def test_shares_are_at_most_100_percent():
     b = BatchBuilder(names={1: "MainThread"})
     base = [("BaseEventLoop._run_once", f"{STDLIB}/asyncio/base_events.py", 1884)]
     select = b.stack(("EpollSelector.select", f"{STDLIB}/selectors.py", 468), *base)
-    block = b.stack(("dumps", f"{STDLIB}/json/__init__.py", 231), ("block", "/srv/app.py", 34),
-                    ("run_endpoint_function", f"{SITE}/fastapi/routing.py", 212), *base)
+    block = b.stack(
+        ("dumps", f"{STDLIB}/json/__init__.py", 231),
+        ("block", "/srv/app.py", 34),
+        ("run_endpoint_function", f"{SITE}/fastapi/routing.py", 212),
+        *base,
+    )
     plan = [(IDLE, select, EPOLL_WAIT)] * 20 + [(HOLD, block)] * 10 + [(IDLE, select, EPOLL_WAIT)] * 20
     times, t = [], 0.0
     for i in range(len(plan)):
@@ -161,15 +218,26 @@ def test_startup_in_a_step_is_not_load():
     b = BatchBuilder(names={1: "MainThread"})
     base = [("BaseEventLoop._run_once", f"{STDLIB}/asyncio/base_events.py", 1884)]
     select = b.stack(("EpollSelector.select", f"{STDLIB}/selectors.py", 468), *base)
-    importing = b.stack(("FileLoader.get_data", "<frozen importlib._bootstrap_external>", 1131),
-                        ("SourceLoader.get_code", "<frozen importlib._bootstrap_external>", 1012),
-                        ("_load_unlocked", "<frozen importlib._bootstrap>", 690),
-                        ("import_from_string", f"{SITE}/uvicorn/importer.py", 19), *base)
-    compiling = b.stack(("_compile_bytecode", "<frozen importlib._bootstrap_external>", 729),
-                        ("_load_unlocked", "<frozen importlib._bootstrap>", 690), *base)
+    importing = b.stack(
+        ("FileLoader.get_data", "<frozen importlib._bootstrap_external>", 1131),
+        ("SourceLoader.get_code", "<frozen importlib._bootstrap_external>", 1012),
+        ("_load_unlocked", "<frozen importlib._bootstrap>", 690),
+        ("import_from_string", f"{SITE}/uvicorn/importer.py", 19),
+        *base,
+    )
+    compiling = b.stack(
+        ("_compile_bytecode", "<frozen importlib._bootstrap_external>", 729),
+        ("_load_unlocked", "<frozen importlib._bootstrap>", 690),
+        *base,
+    )
     block = b.stack(("block", "/srv/app.py", 34), ("run_endpoint_function", f"{SITE}/fastapi/routing.py", 212), *base)
-    plan = ([(IDLE, importing, 0)] * 30 + [(HOLD, compiling)] * 20 + [(IDLE, select, EPOLL_WAIT)] * 30
-            + [(IDLE, block, 230)] * 3 + [(IDLE, select, EPOLL_WAIT)] * 17)
+    plan = (
+        [(IDLE, importing, 0)] * 30
+        + [(HOLD, compiling)] * 20
+        + [(IDLE, select, EPOLL_WAIT)] * 30
+        + [(IDLE, block, 230)] * 3
+        + [(IDLE, select, EPOLL_WAIT)] * 17
+    )
     p = profile.summarise_step(Recording([make_session([b.batch([{1: x} for x in plan])])], rate_hz=100.0))
     assert abs(p.startup_share - 0.5) < 1e-9 and p.startup_sites[0] == "FileLoader.get_data (importlib)", p
     (loop,) = p.loops
@@ -188,9 +256,19 @@ def test_a_percentile_from_few_answers_says_so():
     assert analysis.min_answers("p99") == 200 and analysis.min_answers("p50") == 4 and analysis.min_answers("p99_9") == 2000
 
     def step(answers):
-        return {"requested_rate": 10.0, "ok": answers, "completed": answers, "errors": {}, "dropped": 0, "window_s": 3.0,
-                "latency_s": {"p99": 0.02}, "service_s": {"p99": 0.02, "mean": 0.01}, "in_flight_mean": 0.1,
-                "wall_s": 3.0, "generator": {"lag_p99_s": 0.0, "cpu_s": 0.1, "threads": 1}}
+        return {
+            "requested_rate": 10.0,
+            "ok": answers,
+            "completed": answers,
+            "errors": {},
+            "dropped": 0,
+            "window_s": 3.0,
+            "latency_s": {"p99": 0.02},
+            "service_s": {"p99": 0.02, "mean": 0.01},
+            "in_flight_mean": 0.1,
+            "wall_s": 3.0,
+            "generator": {"lag_p99_s": 0.0, "cpu_s": 0.1, "threads": 1},
+        }
 
     few = analysis.judge(step(30), ("p99", 0.05))
     assert few.few_answers and few.answers == 30
@@ -204,8 +282,10 @@ def test_idle_asyncio_workers_wait_for_work():
     # FastAPI under 4 uvicorn workers at 10 rps: each loop sits at its selector with nothing ready,
     # now and then serving a short request.
     b = BatchBuilder(names={1: "MainThread"})
-    base = [("BaseEventLoop._run_once", f"{STDLIB}/asyncio/base_events.py", 1884),
-            ("BaseEventLoop.run_forever", f"{STDLIB}/asyncio/base_events.py", 607)]
+    base = [
+        ("BaseEventLoop._run_once", f"{STDLIB}/asyncio/base_events.py", 1884),
+        ("BaseEventLoop.run_forever", f"{STDLIB}/asyncio/base_events.py", 607),
+    ]
     select = b.stack(("EpollSelector.select", f"{STDLIB}/selectors.py", 468), *base)
     serve = b.stack(("fast", "/srv/app.py", 48), ("run_endpoint_function", f"{SITE}/fastapi/routing.py", 212), *base)
     plan = ([(IDLE, select, EPOLL_WAIT)] * 9 + [(HOLD, serve)]) * 10
@@ -221,8 +301,12 @@ def test_app_names_the_application_wherever_installed():
     # a decorator from another installed library wraps the view: --app says which frame is the app's
     deco = ("login_required.<locals>.wrapper", f"{SITE}/authlib/decorators.py", 20)
     view = ("profile", f"{SITE}/shop/views.py", 12)
-    stack = [("quote", f"{STDLIB}/urllib/parse.py", 893), view, deco,
-             ("BaseHandler._get_response", f"{SITE}/django/core/handlers/base.py", 197)]
+    stack = [
+        ("quote", f"{STDLIB}/urllib/parse.py", 893),
+        view,
+        deco,
+        ("BaseHandler._get_response", f"{SITE}/django/core/handlers/base.py", 197),
+    ]
     assert handler_frame(stack, PREFIXES) == deco
     assert handler_frame(stack, PREFIXES, app_fragments(["shop"])) == view
 

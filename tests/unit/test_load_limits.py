@@ -6,19 +6,27 @@ line adds up to 100 %."""
 
 from __future__ import annotations
 
-from synthetic import CPU_WAIT, EPOLL_WAIT, HOLD, IDLE, PSELECT6, RECVFROM, WAIT, BatchBuilder, make_session
-
 from gilty.load import kinds, profile
 from gilty.sampling.session import NO_STACK, Recording
+from synthetic import CPU_WAIT, EPOLL_WAIT, HOLD, IDLE, PSELECT6, RECVFROM, WAIT, BatchBuilder, make_session
 
 STDLIB = "/usr/lib/python3.12"
-HTTP = [("BaseHTTPRequestHandler.handle_one_request", f"{STDLIB}/http/server.py", 424),
-        ("BaseHTTPRequestHandler.handle", f"{STDLIB}/http/server.py", 436)]
-READLINE = [("SocketIO.readinto", f"{STDLIB}/socket.py", 706), ("BaseHTTPRequestHandler.handle_one_request", f"{STDLIB}/http/server.py", 410),
-            ("BaseHTTPRequestHandler.handle", f"{STDLIB}/http/server.py", 436)]
+HTTP = [
+    ("BaseHTTPRequestHandler.handle_one_request", f"{STDLIB}/http/server.py", 424),
+    ("BaseHTTPRequestHandler.handle", f"{STDLIB}/http/server.py", 436),
+]
+READLINE = [
+    ("SocketIO.readinto", f"{STDLIB}/socket.py", 706),
+    ("BaseHTTPRequestHandler.handle_one_request", f"{STDLIB}/http/server.py", 410),
+    ("BaseHTTPRequestHandler.handle", f"{STDLIB}/http/server.py", 436),
+]
 SELECT = [("PollSelector.select", f"{STDLIB}/selectors.py", 415), ("BaseServer.serve_forever", f"{STDLIB}/socketserver.py", 233)]
-QUOTE = [("quote", f"{STDLIB}/urllib/parse.py", 893), ("build_url", "/srv/http_cpu_server.py", 18),
-         ("Handler.do_GET", "/srv/http_cpu_server.py", 43), *HTTP]
+QUOTE = [
+    ("quote", f"{STDLIB}/urllib/parse.py", 893),
+    ("build_url", "/srv/http_cpu_server.py", 18),
+    ("Handler.do_GET", "/srv/http_cpu_server.py", 43),
+    *HTTP,
+]
 
 
 def _session(b: BatchBuilder, pid: int, passes: list):
@@ -86,10 +94,23 @@ def test_workers_runnable_without_a_cpu_name_the_host():
 
 def test_the_step_line_adds_up_to_100_percent_with_cpu_wait():
     # The field's step: GIL 50 %, idle 41 %, and 9 % runnable without a CPU that the line left out.
-    p = profile.StepProfile(processes=5, busy_processes=3, gil_utilisation=0.5, gc_share=0.0, mean_waiting_threads=0.0,
-                            states={"holding_gil": 0.50, "gc": 0.0, "waiting_gil": 0.0, "native": 0.003, "idle": 0.407,
-                                    "unknown": 0.0, "cpu_wait": 0.09},
-                            idle_kinds={kinds.WAITING_FOR_WORK: 0.3, "sleep": 0.107})
+    p = profile.StepProfile(
+        processes=5,
+        busy_processes=3,
+        gil_utilisation=0.5,
+        gc_share=0.0,
+        mean_waiting_threads=0.0,
+        states={
+            "holding_gil": 0.50,
+            "gc": 0.0,
+            "waiting_gil": 0.0,
+            "native": 0.003,
+            "idle": 0.407,
+            "unknown": 0.0,
+            "cpu_wait": 0.09,
+        },
+        idle_kinds={kinds.WAITING_FOR_WORK: 0.3, "sleep": 0.107},
+    )
     from gilty.report.load import state_shares  # new with the line
 
     line = state_shares(p)
@@ -117,8 +138,10 @@ def test_threads_waiting_for_a_gil_whose_holder_has_no_cpu_wait_for_the_host():
     # and two more wait for it: the GIL is not what they wait for, the CPU is.
     b = BatchBuilder(names={1: "MainThread", 2: "Thread-2", 3: "Thread-3", 4: "Thread-4"})
     select, quote = b.stack(*SELECT), b.stack(*QUOTE)
-    plan = ([{1: (IDLE, select, PSELECT6), 2: (CPU_WAIT, quote), 3: (WAIT, quote), 4: (WAIT, quote)}] * 7
-            + [{1: (IDLE, select, PSELECT6), 2: (HOLD, quote), 3: (WAIT, quote), 4: (WAIT, quote)}] * 3) * 10
+    plan = (
+        [{1: (IDLE, select, PSELECT6), 2: (CPU_WAIT, quote), 3: (WAIT, quote), 4: (WAIT, quote)}] * 7
+        + [{1: (IDLE, select, PSELECT6), 2: (HOLD, quote), 3: (WAIT, quote), 4: (WAIT, quote)}] * 3
+    ) * 10
     p = profile.summarise_step(Recording([_session(b, 50, plan)], rate_hz=100.0))
     limit, words = profile.limit_from_profile(p)
     # before: "GIL contention", "threads of the busiest process wait for the GIL 50% of the time"

@@ -8,7 +8,6 @@ import sys
 import types
 
 import pytest
-
 from gilty.cli import main
 
 MIB = 1 << 20
@@ -32,14 +31,39 @@ def batch(t, finished=False, master_exited=None, first=False):
         "finished": finished,
     }
     if first:
-        b["processes"].append({"pid": 7, "ppid": 1, "role": "master", "cmdline": "m", "first_seen": 0.0, "exited": None,
-                               "python": None, "gc_note": "not Python", "baseline": None})
-    b["samples"].append({
-        "pid": 7, "pass": int(t), "t": t, "rss": 10 * MIB, "pss": 10 * MIB, "uss": 10 * MIB, "shared_clean": 0,
-        "shared_dirty": 0, "private_clean": 0, "private_dirty": 10 * MIB, "anonymous": 10 * MIB, "swap": 0,
-        "minflt": 1, "majflt": 0, "gc": None,
-        "cost": {"stat_s": 1e-5, "smaps_s": 1e-3, "gc_s": 0.0, "pagemap_s": 0.0, "pages_read": 0},
-    })
+        b["processes"].append(
+            {
+                "pid": 7,
+                "ppid": 1,
+                "role": "master",
+                "cmdline": "m",
+                "first_seen": 0.0,
+                "exited": None,
+                "python": None,
+                "gc_note": "not Python",
+                "baseline": None,
+            }
+        )
+    b["samples"].append(
+        {
+            "pid": 7,
+            "pass": int(t),
+            "t": t,
+            "rss": 10 * MIB,
+            "pss": 10 * MIB,
+            "uss": 10 * MIB,
+            "shared_clean": 0,
+            "shared_dirty": 0,
+            "private_clean": 0,
+            "private_dirty": 10 * MIB,
+            "anonymous": 10 * MIB,
+            "swap": 0,
+            "minflt": 1,
+            "majflt": 0,
+            "gc": None,
+            "cost": {"stat_s": 1e-5, "smaps_s": 1e-3, "gc_s": 0.0, "pagemap_s": 0.0, "pages_read": 0},
+        }
+    )
     return b
 
 
@@ -111,7 +135,12 @@ def test_native_errors_are_one_line(monkeypatch, capsys, kind, status):
 
 @pytest.mark.parametrize(
     "args",
-    [["memory"], ["memory", "--pid", "x"], ["memory", "--pid", "7", "--gc-poll", "5000"], ["memory", "--pid", "7", "--interval", "0"]],
+    [
+        ["memory"],
+        ["memory", "--pid", "x"],
+        ["memory", "--pid", "7", "--gc-poll", "5000"],
+        ["memory", "--pid", "7", "--interval", "0"],
+    ],
     ids=lambda a: " ".join(a),
 )
 def test_usage_errors(monkeypatch, capsys, args):

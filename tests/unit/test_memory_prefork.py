@@ -12,7 +12,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from gilty import prefork
 
 PYTHON_DIR = Path(__file__).resolve().parents[2] / "python"

@@ -9,8 +9,8 @@ import pathlib
 import re
 
 from gilty.memory import analysis
-from gilty.report import memory_json, memory_text
 from gilty.memory.session import MemorySession
+from gilty.report import memory_json, memory_text
 
 MIB = 1 << 20
 DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "memory.md"
@@ -83,15 +83,29 @@ def proc(pid, role, first_seen=0.0, exited=None):
         "exited": exited,
         "python": "3.12.1",
         "gc_note": None,
-        "baseline": {"t": first_seen, "present_bytes": 165 * MIB, "shared_bytes": 160 * MIB, "mappings": 40, "scan_s": 0.004, "method": "pagemap_exclusive_bit_and_pfn"},
+        "baseline": {
+            "t": first_seen,
+            "present_bytes": 165 * MIB,
+            "shared_bytes": 160 * MIB,
+            "mappings": 40,
+            "scan_s": 0.004,
+            "method": "pagemap_exclusive_bit_and_pfn",
+        },
     }
 
 
 def fork_fact(pid, t, shared=0, copied=0, new=0, modules=("sys", "os", "app"), parent=MASTER):
     share = None
     if pid != MASTER:
-        share = {"present_bytes": shared + copied + new, "shared_with_parent_bytes": shared, "copied_bytes": copied,
-                 "new_bytes": new, "shared_other_bytes": 0, "method": "pagemap_pfn", "scan_s": 0.003}
+        share = {
+            "present_bytes": shared + copied + new,
+            "shared_with_parent_bytes": shared,
+            "copied_bytes": copied,
+            "new_bytes": new,
+            "shared_other_bytes": 0,
+            "method": "pagemap_pfn",
+            "scan_s": 0.003,
+        }
     return {"pid": pid, "t": t, "when": "final", "parent": parent, "share": share, "modules": list(modules)}
 
 
@@ -108,7 +122,11 @@ def default_session(frozen=375, master_enabled=True, extra_batch=None) -> Memory
         ],
         "cow_steps": [step(W1, 0.02), step(W2, 0.03)],
         "gc_windows": [],
-        "gc_snapshots": [snapshot(MASTER, 0.01, frozen, enabled=master_enabled), snapshot(W1, 0.02, frozen), snapshot(W2, 0.03, frozen)],
+        "gc_snapshots": [
+            snapshot(MASTER, 0.01, frozen, enabled=master_enabled),
+            snapshot(W1, 0.02, frozen),
+            snapshot(W2, 0.03, frozen),
+        ],
         "notes": [],
         "master_exited": None,
         "finished": False,
@@ -124,8 +142,11 @@ def default_session(frozen=375, master_enabled=True, extra_batch=None) -> Memory
         "gc_windows": [{"pid": W1, "start": 1.49, "end": 1.69, "generation": 2, "polls": 200}],
         "gc_snapshots": [],
         # Preloaded: the workers' pages are the master's, copied where they wrote.
-        "fork_facts": [fork_fact(MASTER, 4.0), fork_fact(W1, 4.0, shared=110 * MIB, copied=52 * MIB, new=1 * MIB),
-                       fork_fact(W2, 4.0, shared=130 * MIB, copied=32 * MIB, new=1 * MIB)],
+        "fork_facts": [
+            fork_fact(MASTER, 4.0),
+            fork_fact(W1, 4.0, shared=110 * MIB, copied=52 * MIB, new=1 * MIB),
+            fork_fact(W2, 4.0, shared=130 * MIB, copied=32 * MIB, new=1 * MIB),
+        ],
         "notes": [],
         "master_exited": None,
         "finished": False,
@@ -141,22 +162,39 @@ def default_session(frozen=375, master_enabled=True, extra_batch=None) -> Memory
     s.add_batch(later)
     if extra_batch:
         s.add_batch(extra_batch)
-    s.finish({"elapsed_s": 4.0, "passes": 4, "measuring_cpu_s": 0.1, "trigger_scans": 2, "trigger_scans_skipped": 0,
-              "tree_scans": 160, "tree_scan_s": 0.02, "gc_poll": {"cpu_s": 0.12, "passes": 4000, "max_gap_s": 0.003,
-                                                                   "late_passes": 3, "windows": 1}}, 4.0, "duration")
+    s.finish(
+        {
+            "elapsed_s": 4.0,
+            "passes": 4,
+            "measuring_cpu_s": 0.1,
+            "trigger_scans": 2,
+            "trigger_scans_skipped": 0,
+            "tree_scans": 160,
+            "tree_scan_s": 0.02,
+            "gc_poll": {"cpu_s": 0.12, "passes": 4000, "max_gap_s": 0.003, "late_passes": 3, "windows": 1},
+        },
+        4.0,
+        "duration",
+    )
     return s
 
 
 def frozen_session() -> MemorySession:
     """The same tree with the freeze fix: the master froze 560k objects and has GC off."""
     s = MemorySession(MASTER, 1.0, 0.001)
-    s.add_batch({
-        "processes": [proc(MASTER, "master"), proc(W1, "worker")],
-        "samples": [sample(MASTER, 0, 0.0, 5 * MIB, gc=gc_state(enabled=False)), sample(W1, 0, 0.0, 2 * MIB, gc=gc_state()),
-                    sample(MASTER, 1, 1.0, 5 * MIB, gc=gc_state(enabled=False)), sample(W1, 1, 1.0, 3 * MIB, gc=gc_state())],
-        "cow_steps": [step(W1, 1.0, outside=40 * MIB)],
-        "gc_snapshots": [snapshot(MASTER, 0.0, 560_000, enabled=False), snapshot(W1, 0.0, 560_000)],
-    })
+    s.add_batch(
+        {
+            "processes": [proc(MASTER, "master"), proc(W1, "worker")],
+            "samples": [
+                sample(MASTER, 0, 0.0, 5 * MIB, gc=gc_state(enabled=False)),
+                sample(W1, 0, 0.0, 2 * MIB, gc=gc_state()),
+                sample(MASTER, 1, 1.0, 5 * MIB, gc=gc_state(enabled=False)),
+                sample(W1, 1, 1.0, 3 * MIB, gc=gc_state()),
+            ],
+            "cow_steps": [step(W1, 1.0, outside=40 * MIB)],
+            "gc_snapshots": [snapshot(MASTER, 0.0, 560_000, enabled=False), snapshot(W1, 0.0, 560_000)],
+        }
+    )
     s.finish({}, 1.0, "duration")
     return s
 

@@ -7,12 +7,17 @@ import pytest
 
 prometheus_client = pytest.importorskip("prometheus_client")
 
+from gilty.observe.prometheus import GiltyCollector  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from gilty.observe.prometheus import GiltyCollector  # noqa: E402
-
-NAMES = {"title\x1b]0;owned\x07": "title\\x1b]0;owned\\x07", "cr\rrow": "cr\\rrow", "c1\x9b2J": "c1\\x9b2J",
-         "rtl\u202eevil": "rtl\\u202eevil", "zero\u200bwidth": "zero\\u200bwidth", "tag\U000e0041": "tag\\U000e0041"}
+NAMES = {
+    "title\x1b]0;owned\x07": "title\\x1b]0;owned\\x07",
+    "cr\rrow": "cr\\rrow",
+    "c1\x9b2J": "c1\\x9b2J",
+    "rtl\u202eevil": "rtl\\u202eevil",
+    "zero\u200bwidth": "zero\\u200bwidth",
+    "tag\U000e0041": "tag\\U000e0041",
+}
 
 
 def test_thread_names_are_escaped_and_the_page_parses():

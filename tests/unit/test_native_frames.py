@@ -19,7 +19,9 @@ def test_source_line_splits_from_library():
 def test_text_with_and_without_line_tables():
     offset_line = -2 - 0x1181
     assert frame_text("inner_spin", f"{LIB}//src/ext/native_chain.c:14", offset_line) == "inner_spin (/src/ext/native_chain.c:14)"
-    assert frame_text("inner_spin", f"{LIB}//src/ext/native_chain.c:14", offset_line, short=True) == "inner_spin (native_chain.c:14)"
+    assert (
+        frame_text("inner_spin", f"{LIB}//src/ext/native_chain.c:14", offset_line, short=True) == "inner_spin (native_chain.c:14)"
+    )
     assert frame_text("inner_spin", LIB, offset_line) == f"inner_spin ({LIB}+0x1181)"
     assert frame_text(f"{LIB}+0x1181", LIB, offset_line) == f"{LIB}+0x1181"
     assert frame_text("[unknown]", "", -2) == "[unknown]"

@@ -14,7 +14,6 @@ import re
 import subprocess
 
 import pytest
-
 from conftest import INTERPRETERS, REPO
 
 TABLES = REPO / "crates" / "gilty-layouts" / "src" / "generated_opcodes"

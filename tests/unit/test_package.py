@@ -4,9 +4,8 @@ import subprocess
 import sys
 import types
 
-import pytest
-
 import gilty
+import pytest
 
 
 def test_import_without_native_extension():
@@ -17,9 +16,7 @@ def test_import_without_native_extension():
         "print(gilty.__version__)\n"
         "try:\n    gilty.Target\nexcept ImportError:\n    print('no native')\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env={"PYTHONPATH": ":".join(sys.path)}
-    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={"PYTHONPATH": ":".join(sys.path)})
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[-1] == "no native"
 

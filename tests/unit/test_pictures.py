@@ -1,10 +1,9 @@
 """What the pictures draw (report/pictures.py): idle left out, a master's identical workers merged,
 frame names by base name and told apart when two files share one, a colour for every state name."""
 
-from test_console_processes import _recording, _server
-
 from gilty.report import collapsed
 from gilty.report.pictures import FrameNames, PictureOptions, groups, merges, state_colour
+from test_console_processes import _recording, _server
 
 
 def test_workers_merge_by_default_and_on_request_only():
@@ -30,8 +29,12 @@ def test_merged_workers_add_up_their_threads_and_idle_is_left_out():
 
 
 def test_frame_names_use_base_names_and_tell_same_named_files_apart():
-    frames = [("f", "/a/pkg1/__init__.py", 1), ("g", "/a/pkg2/__init__.py", 2), ("f", "/a/pkg2/__init__.py", 3),
-              ("h", "/srv/app/views.py", 9)]
+    frames = [
+        ("f", "/a/pkg1/__init__.py", 1),
+        ("g", "/a/pkg2/__init__.py", 2),
+        ("f", "/a/pkg2/__init__.py", 3),
+        ("h", "/srv/app/views.py", 9),
+    ]
     names = FrameNames(frames)
     assert names.short(frames[3]) == "h (views.py:9)"
     assert names.short(frames[1]) == "g (__init__.py:2)"  # no other `g` in an __init__.py

@@ -2,11 +2,10 @@
 
 import io
 
-from synthetic import HOLD, BatchBuilder, make_session
-from test_record_loop import Clock, ScriptedSampler, Stop
-
 from gilty.cli.progress import Progress
 from gilty.cli.record import sample_until_stopped
+from synthetic import HOLD, BatchBuilder, make_session
+from test_record_loop import Clock, ScriptedSampler, Stop
 
 
 class Terminal(io.StringIO):

@@ -6,10 +6,9 @@ not anything the native sampler decides.
 """
 
 import pytest
-from synthetic import HOLD, BatchBuilder, make_session
-
 from gilty._errors import EXIT_OK, EXIT_PARTIAL, EXIT_TARGET_EXITED, CommandError
 from gilty.cli.record import CHUNK_S, finish, output_format, sample_until_stopped
+from synthetic import HOLD, BatchBuilder, make_session
 
 
 class ScriptedSampler:

@@ -3,11 +3,10 @@
 import json
 
 import pytest
-from recordings import one_process, two_processes
-from test_json_report import exact_session
-
 from gilty.report import chrome_trace
 from gilty.sampling.session import Recording
+from recordings import one_process, two_processes
+from test_json_report import exact_session
 
 
 def events(rec):

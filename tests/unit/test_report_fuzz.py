@@ -14,14 +14,11 @@ import json
 import random
 import signal
 from contextlib import redirect_stderr, redirect_stdout
-from pathlib import Path
 
 import pytest
-
-from recordings import two_processes
-
 from gilty import report
 from gilty.cli import main as gilty_main
+from recordings import two_processes
 
 # Stand-ins for a value: each of another kind or outside what a recorder writes.
 REPLACEMENTS = [None, -1, 0, 10**30, float("nan"), float("inf"), -1e308, "x", "", [], {}, [[]], True, 1.5]
@@ -93,10 +90,20 @@ def damaged_documents(valid: dict) -> list:
     ]
     docs = []
     for path, value in named:
-        docs.append((f"{'/'.join(map(str, path))}={str(value)[:20]}", {"format_version": 1, "recording": replaced(valid["recording"], path, value)}))
+        docs.append(
+            (
+                f"{'/'.join(map(str, path))}={str(value)[:20]}",
+                {"format_version": 1, "recording": replaced(valid["recording"], path, value)},
+            )
+        )
     for i, path in enumerate(chosen):
         value = REPLACEMENTS[i % len(REPLACEMENTS)]
-        docs.append((f"{'/'.join(map(str, path))}={value!r}", {"format_version": 1, "recording": replaced(valid["recording"], path, value)}))
+        docs.append(
+            (
+                f"{'/'.join(map(str, path))}={value!r}",
+                {"format_version": 1, "recording": replaced(valid["recording"], path, value)},
+            )
+        )
     return docs
 
 

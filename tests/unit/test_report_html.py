@@ -3,11 +3,10 @@
 import json
 import re
 
-from recordings import HOSTILE, one_process, two_processes, worker_session
-from test_json_report import exact_session
-
 from gilty.report import html_report
 from gilty.sampling.session import Recording
+from recordings import HOSTILE, one_process, two_processes, worker_session
+from test_json_report import exact_session
 
 
 def embedded_data(page: str) -> dict:

@@ -3,11 +3,10 @@
 import importlib.util
 
 import pytest
-from recordings import one_process
-
 from gilty import report as reports
 from gilty._errors import EXIT_USAGE, UsageError
 from gilty.cli import main
+from recordings import one_process
 
 
 @pytest.mark.parametrize(

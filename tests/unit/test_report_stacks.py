@@ -4,12 +4,11 @@ import json
 import xml.etree.ElementTree as ET
 
 import pytest
-from recordings import HOSTILE, one_process, two_processes, worker_session
-from synthetic import HOLD, BatchBuilder, make_session
-
 from gilty.report import collapsed, speedscope
 from gilty.report.pictures import PictureOptions
 from gilty.sampling.session import STATE_NAMES, Recording
+from recordings import HOSTILE, one_process, two_processes, worker_session
+from synthetic import HOLD, BatchBuilder, make_session
 
 
 def parse_collapsed(text: str) -> dict:
@@ -38,7 +37,11 @@ def test_pictures_leave_idle_out_unless_asked():
     names = {f["name"] for f in doc["shared"]["frames"]}
     used = {doc["shared"]["frames"][s[0]]["name"] for p in doc["profiles"] for s in p["samples"]}
     assert "idle" in names and "idle" not in used
-    used = {doc["shared"]["frames"][s[0]]["name"] for p in json.loads(speedscope.render(rec, PictureOptions(idle=True)))["profiles"] for s in p["samples"]}
+    used = {
+        doc["shared"]["frames"][s[0]]["name"]
+        for p in json.loads(speedscope.render(rec, PictureOptions(idle=True)))["profiles"]
+        for s in p["samples"]
+    }
     assert "idle" in used
 
 

@@ -86,7 +86,7 @@ def _expand(tree: str) -> list:
     brace = tree.find("{")
     if brace < 0:
         return [tree]
-    prefix, body = tree[:brace], tree[brace + 1: tree.rindex("}")]
+    prefix, body = tree[:brace], tree[brace + 1 : tree.rindex("}")]
     items, depth, start = [], 0, 0
     for i, ch in enumerate(body):
         depth += ch == "{"
@@ -148,6 +148,12 @@ def test_module_paths_resolve():
 @pytest.mark.parametrize("crate", CRATES, ids=lambda p: p.name)
 def test_no_two_rust_modules_import_each_other(crate):
     edges = module_graph(crate)
-    mutual = sorted({tuple(sorted(("::".join(a), "::".join(b)))) for a, targets in edges.items() for b in targets
-                     if a in edges.get(b, ()) and not related(a, b)})
+    mutual = sorted(
+        {
+            tuple(sorted(("::".join(a), "::".join(b))))
+            for a, targets in edges.items()
+            for b in targets
+            if a in edges.get(b, ()) and not related(a, b)
+        }
+    )
     assert mutual == [], f"{crate.name}: modules importing each other: {mutual}"

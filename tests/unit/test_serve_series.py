@@ -15,7 +15,7 @@ def series(text: str) -> list:
 
 
 def thread_labels(text: str) -> set:
-    return set(re.findall(r'gilty_gil_hold_seconds_total\{([^}]*)\}', text))
+    return set(re.findall(r"gilty_gil_hold_seconds_total\{([^}]*)\}", text))
 
 
 def test_short_process_names():
@@ -93,11 +93,14 @@ def test_churning_pools_and_respawned_workers_keep_the_series_bounded():
     assert 'pid="2000",role="worker",process="gunicorn",thread="Thread-# (worker)"' in labels
     assert 'pid="2000",role="worker",process="gunicorn",thread="MainThread"' in labels
     assert len([x for x in labels if 'pid="2000"' in x]) == 3
-    assert 'tid=' not in text and "cmdline" not in text
+    assert "tid=" not in text and "cmdline" not in text
     # The master stayed a master while it had no live worker.
     assert 'gilty_process_up{pid="100",role="master",process="gunicorn"} 1' in text
     # 20 rounds × 3 pool threads × 1 waiting pass, at 10 Hz: the pool's wait is all of theirs.
-    assert 'gilty_gil_wait_seconds_total{pid="2000",role="worker",process="gunicorn",thread="ThreadPoolExecutor-#_#"} 6.000000' in text
+    assert (
+        'gilty_gil_wait_seconds_total{pid="2000",role="worker",process="gunicorn",thread="ThreadPoolExecutor-#_#"} 6.000000'
+        in text
+    )
 
 
 def test_per_thread_keeps_tids_and_ends_the_series_of_ended_threads():
@@ -107,7 +110,9 @@ def test_per_thread_keeps_tids_and_ends_the_series_of_ended_threads():
     b = BatchBuilder(RATE, names={7: "MainThread", 8: "ThreadPoolExecutor-0_0"})
     totals.add(7, b.batch([{7: HOLD, 8: WAIT}]))
     text = totals.exposition()
-    assert 'gilty_gil_wait_seconds_total{pid="7",role="main",process="app",thread="ThreadPoolExecutor-0_0",tid="8"} 0.100000' in text
+    assert (
+        'gilty_gil_wait_seconds_total{pid="7",role="main",process="app",thread="ThreadPoolExecutor-0_0",tid="8"} 0.100000' in text
+    )
 
 
 def test_process_gil_and_gc_figures():
@@ -150,8 +155,16 @@ def test_retitled_and_spawned_workers_are_workers():
 
 # Thread and process names the target chose, as `gilty serve` met them (issue 30): a terminal
 # showing `curl .../metrics` must act on none of them, and Prometheus's parser must read the page.
-HOSTILE_NAMES = ["title\x1b]0;owned\x07", "clear\x1b[2J", "cr\rnul\x00", "c1\x9b31m", "rtl\u202eevil",
-                 "zero\u200bwidth\u200d", "tag\U000e0041", 'quote"back\\slash\nnew']
+HOSTILE_NAMES = [
+    "title\x1b]0;owned\x07",
+    "clear\x1b[2J",
+    "cr\rnul\x00",
+    "c1\x9b31m",
+    "rtl\u202eevil",
+    "zero\u200bwidth\u200d",
+    "tag\U000e0041",
+    'quote"back\\slash\nnew',
+]
 
 
 def test_hostile_thread_and_process_names_are_escaped_and_parse():
@@ -167,6 +180,14 @@ def test_hostile_thread_and_process_names_are_escaped_and_parse():
     assert not raw, raw
     samples = [s for f in text_string_to_metric_families(text) for s in f.samples]
     threads = {s.labels["thread"] for s in samples if "thread" in s.labels}
-    assert {"title\\x1b]0;owned\\x07", "clear\\x1b[2J", "cr\\rnul\\x00", "c1\\x9b31m", "rtl\\u202eevil",
-            "zero\\u200bwidth\\u200d", "tag\\U000e0041", 'quote"back\\slash\\nnew'} == threads
+    assert {
+        "title\\x1b]0;owned\\x07",
+        "clear\\x1b[2J",
+        "cr\\rnul\\x00",
+        "c1\\x9b31m",
+        "rtl\\u202eevil",
+        "zero\\u200bwidth\\u200d",
+        "tag\\U000e0041",
+        'quote"back\\slash\\nnew',
+    } == threads
     assert {s.labels["process"] for s in samples if "process" in s.labels} == {"evil\\x1b[2J\\x07\\u202e\\u200b"}

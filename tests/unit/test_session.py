@@ -1,10 +1,7 @@
 """Session: merging batches into flat columns, and saving/loading them."""
 
+from gilty.sampling.session import NO_STACK, NO_SYSCALL, Session
 from synthetic import CLOCK_NANOSLEEP, FUTEX, HOLD, IDLE, WAIT, BatchBuilder, make_session
-
-from gilty.sampling.session import NO_STACK, NO_SYSCALL
-
-from gilty.sampling.session import Session
 
 
 def test_batches_merge_with_pass_indices_offset():
@@ -121,7 +118,6 @@ def test_runs_parsed_into_arrays_load_the_same_and_bad_values_are_still_refused(
     import json
 
     import pytest
-
     from gilty.sampling.session import compact_runs
 
     b = BatchBuilder(names={1: "main", 2: "worker"})
@@ -190,8 +186,11 @@ def test_a_holder_waiting_for_a_cpu_is_counted_as_holding():
 
     cpu_wait = 6
     # pass 0: tid 2 holds the GIL without a CPU while 3 waits; pass 1: tid 3 runnable, no holder.
-    rows = [(0, 3, WAIT, NO_STACK, NO_SYSCALL), (0, 2, cpu_wait, NO_STACK, NO_SYSCALL, True),
-            (1, 3, cpu_wait, NO_STACK, NO_SYSCALL)]
+    rows = [
+        (0, 3, WAIT, NO_STACK, NO_SYSCALL),
+        (0, 2, cpu_wait, NO_STACK, NO_SYSCALL, True),
+        (1, 3, cpu_wait, NO_STACK, NO_SYSCALL),
+    ]
     session = make_session([{"times": [0.0, 0.001], **aggregate_rows(2, rows)}])
     assert session.held_cpu_wait == {2: 1}
     assert session.passes_holder_cpu_wait() == 1
@@ -201,8 +200,12 @@ def test_twin_counts_samples_handling_an_exception_as_the_native_aggregate_does(
     from gilty.sampling.aggregate import aggregate_rows
 
     # The scenario of aggregate.rs's samples_handling_an_exception_are_counted_apart_by_thread_state_and_stack.
-    rows = [(0, 1, IDLE, 5, 230, False, True), (0, 2, HOLD, 6, NO_SYSCALL),
-            (1, 1, IDLE, 5, 230, False, True), (1, 2, HOLD, 7, NO_SYSCALL, True, True)]
+    rows = [
+        (0, 1, IDLE, 5, 230, False, True),
+        (0, 2, HOLD, 6, NO_SYSCALL),
+        (1, 1, IDLE, 5, 230, False, True),
+        (1, 2, HOLD, 7, NO_SYSCALL, True, True),
+    ]
     fields = aggregate_rows(2, rows)
     assert fields["handling"] == [(1, IDLE, 5, 2), (2, HOLD, 7, 1)]
     assert len(fields["counts"]) == 3, "the handling flag does not split the counts"
@@ -212,7 +215,6 @@ def test_error_paths_and_positions_round_trip_and_older_recordings_load_without_
     import json
 
     import pytest
-
     from gilty.sampling.aggregate import aggregate_rows
 
     b = BatchBuilder(names={1: "main", 2: "worker"})

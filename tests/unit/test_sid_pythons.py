@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
 
 SCRIPT = REPO / "tools" / "sid_pythons.py"
@@ -35,10 +34,10 @@ def test_sid_interpreter_runs_without_env_and_is_its_own_exe(minor):
     info = built().get(minor)
     if info is None:
         pytest.skip(f"sid's python{minor} not built")
-    code = ("import asyncio, ssl, sqlite3, ctypes, hashlib, threading, sys; "
-            "print(sys.prefix, flush=True); sys.stdin.read()")
-    proc = subprocess.Popen([info["exe"], "-c", code], env={}, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    code = "import asyncio, ssl, sqlite3, ctypes, hashlib, threading, sys; print(sys.prefix, flush=True); sys.stdin.read()"
+    proc = subprocess.Popen(
+        [info["exe"], "-c", code], env={}, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         line = proc.stdout.readline().strip()
         assert line == info["prefix"], proc.stderr.read() if not line else line
@@ -56,9 +55,11 @@ def test_debug_file_describes_the_patched_interpreter(minor):
     info = built().get(minor)
     if info is None or not info.get("debug_file"):
         pytest.skip(f"no debug file for sid's python{minor}")
+
     def symbols(*args):
         out = subprocess.run(["nm", *args], capture_output=True, text=True, check=True).stdout
         return {line.split()[2]: line.split()[0] for line in out.splitlines() if len(line.split()) == 3}
+
     exported = symbols("-D", "--defined-only", info["exe"])
     full = symbols(info["debug_file"])
     assert exported["_PyRuntime"] == full["_PyRuntime"]
@@ -82,8 +83,13 @@ def test_second_run_reads_only_the_stamp():
 @pytest.mark.skipif(os.geteuid() != 0, reason="runs the script as another user: needs root")
 def test_not_root_is_one_line_and_exit_zero(tmp_path):
     env = dict(os.environ, GILTY_SID_CACHE=str(tmp_path / "cache"))
-    r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, str(SCRIPT)],
-                       capture_output=True, text=True, env=env, timeout=30)
+    r = subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, str(SCRIPT)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=30,
+    )
     assert r.returncode == 0, r.stderr
     assert r.stderr == ""
     assert r.stdout.count("\n") == 1 and "not root" in r.stdout, r.stdout
@@ -91,8 +97,10 @@ def test_not_root_is_one_line_and_exit_zero(tmp_path):
 
 def test_the_scripts_reason_names_the_skipped_interpreter(tmp_path):
     (tmp_path / "skip-reason.txt").write_text("apt-get update against sid failed: E: no route\n")
-    code = ("import conftest; print([i.skip_reason for i in conftest.INTERPRETERS "
-            "if i.id == '3.15-missing'] or [i.id for i in conftest.INTERPRETERS])")
+    code = (
+        "import conftest; print([i.skip_reason for i in conftest.INTERPRETERS "
+        "if i.id == '3.15-missing'] or [i.id for i in conftest.INTERPRETERS])"
+    )
     env = dict(os.environ, GILTY_SID_CACHE=str(tmp_path), PYTHONPATH=str(REPO / "tests"))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode == 0, r.stderr

@@ -6,37 +6,89 @@ import json
 import os
 
 import pytest
-
 from gilty.report import specialization_json, specialization_text
 from gilty.specialization.analysis import analyse, counter_meaning
 from gilty.specialization.session import ProcessWatch, SpecializationSession
 
-RULES_312 = {"value_shift": 4, "specialized_start": 52, "specialized_shift": 4, "warmup": 17,
-             "quickening_warmup_delay": None, "adaptive_start": None, "max_backoff": 12}
-RULES_311 = {"value_shift": 4, "specialized_start": 53, "specialized_shift": 0, "warmup": None,
-             "quickening_warmup_delay": 8, "adaptive_start": (31 << 4) | 5, "max_backoff": 12}
+RULES_312 = {
+    "value_shift": 4,
+    "specialized_start": 52,
+    "specialized_shift": 4,
+    "warmup": 17,
+    "quickening_warmup_delay": None,
+    "adaptive_start": None,
+    "max_backoff": 12,
+}
+RULES_311 = {
+    "value_shift": 4,
+    "specialized_start": 53,
+    "specialized_shift": 0,
+    "warmup": None,
+    "quickening_warmup_delay": 8,
+    "adaptive_start": (31 << 4) | 5,
+    "max_backoff": 12,
+}
 
 
 def ins(offset, name, family, form, samples, history, line=10, value=40, backoff=0, operator=None):
-    return {"offset": offset, "opcode": 1, "name": name, "oparg": 0, "line": line, "family": family, "form": form,
-            "operator": operator, "counter": value << 4, "counter_value": value, "backoff": backoff,
-            "misses_since_specialized": (52 - value) if form == "specialized" else None,
-            "samples": samples, "history": history}
+    return {
+        "offset": offset,
+        "opcode": 1,
+        "name": name,
+        "oparg": 0,
+        "line": line,
+        "family": family,
+        "form": form,
+        "operator": operator,
+        "counter": value << 4,
+        "counter_value": value,
+        "backoff": backoff,
+        "misses_since_specialized": (52 - value) if form == "specialized" else None,
+        "samples": samples,
+        "history": history,
+    }
 
 
 def hist(reads, specs, forms=None, names=None):
-    return {"reads": reads, "forms": forms or {}, "names": names or {}, "specializations": specs,
-            "counted_misses": 0, "changes": 0}
+    return {
+        "reads": reads,
+        "forms": forms or {},
+        "names": names or {},
+        "specializations": specs,
+        "counted_misses": 0,
+        "changes": 0,
+    }
 
 
 def watch(version, rules, instructions, pid=100):
-    return ProcessWatch(pid, {
-        "pid": pid, "python_version": version, "counter_rules": rules, "passes": 1000, "thread_samples": 1000,
-        "running_samples": 1000, "unfollowed_samples": 0, "read_passes": 200, "idle_read_passes": 0,
-        "elapsed_s": 2.0, "busy_s": 0.1,
-        "codes": [{"address": 1, "qualname": "handler", "filename": "/nonexistent/app.py", "firstlineno": 1,
-                   "samples": 600, "reads": 200, "gone": False, "instructions": instructions}],
-    })
+    return ProcessWatch(
+        pid,
+        {
+            "pid": pid,
+            "python_version": version,
+            "counter_rules": rules,
+            "passes": 1000,
+            "thread_samples": 1000,
+            "running_samples": 1000,
+            "unfollowed_samples": 0,
+            "read_passes": 200,
+            "idle_read_passes": 0,
+            "elapsed_s": 2.0,
+            "busy_s": 0.1,
+            "codes": [
+                {
+                    "address": 1,
+                    "qualname": "handler",
+                    "filename": "/nonexistent/app.py",
+                    "firstlineno": 1,
+                    "samples": 600,
+                    "reads": 200,
+                    "gone": False,
+                    "instructions": instructions,
+                }
+            ],
+        },
+    )
 
 
 def session(*watches):
@@ -109,8 +161,11 @@ def test_311_unaliased_or_sparse_reads_are_taken_as_they_are():
     f = 32 / 137
     h = hist(1000, [round(1000 * (1 - f))])
     # Reads that met all but a few of the run's values (a chance gap): no pattern, no correction.
-    h.update(rest_reads=1000, rest_specialized=round(1000 * (1 - f)),
-             rest_generic_values={v: 8 for v in range(32) if v not in (5, 17, 18)})
+    h.update(
+        rest_reads=1000,
+        rest_specialized=round(1000 * (1 - f)),
+        rest_generic_values={v: 8 for v in range(32) if v not in (5, 17, 18)},
+    )
     w = watch("3.11.7", RULES_311, [ins(4, "LOAD_ATTR_INSTANCE_VALUE", "LOAD_ATTR", "specialized", 100, h)])
     assert analyse(session(w)).sites[0].slow_path_estimate == pytest.approx(85 / 137, abs=0.005)
     # Too few adaptive reads to tell a pattern from chance, even if they happen to fall on even values.
@@ -120,10 +175,14 @@ def test_311_unaliased_or_sparse_reads_are_taken_as_they_are():
 
 
 def test_monomorphic_is_clean_and_too_few_reads_give_no_estimate():
-    w = watch("3.12.1", RULES_312, [
-        ins(4, "LOAD_ATTR_INSTANCE_VALUE", "LOAD_ATTR", "specialized", 100, hist(200, [200]), value=52),
-        ins(30, "LOAD_GLOBAL_MODULE", "LOAD_GLOBAL", "specialized", 5, hist(3, [3]), value=52),
-    ])
+    w = watch(
+        "3.12.1",
+        RULES_312,
+        [
+            ins(4, "LOAD_ATTR_INSTANCE_VALUE", "LOAD_ATTR", "specialized", 100, hist(200, [200]), value=52),
+            ins(30, "LOAD_GLOBAL_MODULE", "LOAD_GLOBAL", "specialized", 5, hist(3, [3]), value=52),
+        ],
+    )
     a = analyse(session(w))
     mono = next(s for s in a.sites if s.offset == 4)
     assert (mono.slow_path_estimate, mono.cause, mono.missing_while_specialized) == (0.0, "", False)
@@ -133,11 +192,15 @@ def test_monomorphic_is_clean_and_too_few_reads_give_no_estimate():
 
 
 def test_backoff_causes_by_family_and_operator():
-    w = watch("3.12.1", RULES_312, [
-        ins(4, "BINARY_OP", "BINARY_OP", "backoff", 50, hist(100, []), value=3000, backoff=12, operator="%"),
-        ins(10, "BINARY_OP", "BINARY_OP", "backoff", 80, hist(100, []), value=3000, backoff=12, operator="+"),
-        ins(20, "LOAD_ATTR", "LOAD_ATTR", "backoff", 20, hist(100, []), value=7, backoff=3),
-    ])
+    w = watch(
+        "3.12.1",
+        RULES_312,
+        [
+            ins(4, "BINARY_OP", "BINARY_OP", "backoff", 50, hist(100, []), value=3000, backoff=12, operator="%"),
+            ins(10, "BINARY_OP", "BINARY_OP", "backoff", 80, hist(100, []), value=3000, backoff=12, operator="+"),
+            ins(20, "LOAD_ATTR", "LOAD_ATTR", "backoff", 20, hist(100, []), value=7, backoff=3),
+        ],
+    )
     a = analyse(session(w))
     by_offset = {s.offset: s for s in a.sites}
     assert "operator `%` has no specialization" in by_offset[4].cause
@@ -175,8 +238,12 @@ def test_html_part_carries_the_annotated_source_as_escaped_data(tmp_path):
     src = tmp_path / "app.py"
     src.write_text("def handler(p):\n    x = '</script><b>'\n" + "\n" * 7 + "    return p.x  # hot\n")
     # This process stands for the target: its source is read from it when the run ends, kept in the session.
-    w = watch("3.12.1", RULES_312, [ins(4, "LOAD_ATTR_INSTANCE_VALUE", "LOAD_ATTR", "specialized", 100, hist(200, [100, 100]))],
-              pid=os.getpid())
+    w = watch(
+        "3.12.1",
+        RULES_312,
+        [ins(4, "LOAD_ATTR_INSTANCE_VALUE", "LOAD_ATTR", "specialized", 100, hist(200, [100, 100]))],
+        pid=os.getpid(),
+    )
     w.raw["codes"][0]["filename"] = str(src)
     w.raw["codes"][0]["qualname"] = "handler</script><b>"
     from gilty.report import specialization_html
@@ -205,10 +272,14 @@ def test_same_site_in_several_workers_is_one_verdict_line():
 
 # Guards: a call ranked by its callee's time (issue 21: `sock.sendall(data)` first at 11.5 %).
 def test_generic_call_is_listed_apart_not_ranked():
-    w = watch("3.12.1", RULES_312, [
-        ins(4, "CALL", "CALL", "backoff", 500, hist(100, []), value=900, backoff=12),
-        ins(8, "LOAD_ATTR", "LOAD_ATTR", "backoff", 50, hist(100, []), value=900, backoff=12),
-    ])
+    w = watch(
+        "3.12.1",
+        RULES_312,
+        [
+            ins(4, "CALL", "CALL", "backoff", 500, hist(100, []), value=900, backoff=12),
+            ins(8, "LOAD_ATTR", "LOAD_ATTR", "backoff", 50, hist(100, []), value=900, backoff=12),
+        ],
+    )
     a = analyse(session(w))
     assert len(a.verdict) == 1 and "LOAD_ATTR" in a.verdict[0] and "CALL" not in a.verdict[0]
     assert len(a.generic_calls) == 1 and "in the callee" in a.generic_calls[0]
@@ -235,15 +306,36 @@ def test_nothing_ran_is_said_when_nothing_ran():
 
 
 def test_opcache_text_for_310():
-    doc = {"pid": 7, "python_version": "3.10.13", "samples": 50, "codes": [
-        {"qualname": "hot", "filename": "/x/app.py", "firstlineno": 3, "samples": 40, "has_opcache": True,
-         "opcache_flag": 1024, "entries": 2, "sites": [
-             {"offset": 2, "name": "LOAD_ATTR", "line": 4, "state": "deoptimized", "misses_tolerated": None},
-             {"offset": 6, "name": "LOAD_GLOBAL", "line": 4, "state": "active", "misses_tolerated": 1}]},
-        {"qualname": "cold", "filename": "/x/app.py", "firstlineno": 9, "samples": 10, "has_opcache": False,
-         "opcache_flag": 12, "entries": 0, "sites": [
-             {"offset": 2, "name": "LOAD_GLOBAL", "line": 10, "state": "no_opcache", "misses_tolerated": None}]},
-    ]}
+    doc = {
+        "pid": 7,
+        "python_version": "3.10.13",
+        "samples": 50,
+        "codes": [
+            {
+                "qualname": "hot",
+                "filename": "/x/app.py",
+                "firstlineno": 3,
+                "samples": 40,
+                "has_opcache": True,
+                "opcache_flag": 1024,
+                "entries": 2,
+                "sites": [
+                    {"offset": 2, "name": "LOAD_ATTR", "line": 4, "state": "deoptimized", "misses_tolerated": None},
+                    {"offset": 6, "name": "LOAD_GLOBAL", "line": 4, "state": "active", "misses_tolerated": 1},
+                ],
+            },
+            {
+                "qualname": "cold",
+                "filename": "/x/app.py",
+                "firstlineno": 9,
+                "samples": 10,
+                "has_opcache": False,
+                "opcache_flag": 12,
+                "entries": 0,
+                "sites": [{"offset": 2, "name": "LOAD_GLOBAL", "line": 10, "state": "no_opcache", "misses_tolerated": None}],
+            },
+        ],
+    }
     text = specialization_text.render_opcache(doc)
     assert "hot (app.py:3), 40 samples: opcache with 2 entries" in text
     assert "no opcache yet (12 calls counted" in text
@@ -262,10 +354,24 @@ def test_free_threaded_build_is_one_line():
     assert "\n" not in line
 
 
-RULES_314 = {"value_shift": 4, "specialized_start": 52, "specialized_shift": 4, "warmup": 17,
-             "quickening_warmup_delay": None, "adaptive_start": None, "max_backoff": 12}
-RULES_315 = {"value_shift": 3, "specialized_start": 52, "specialized_shift": 3, "warmup": 9,
-             "quickening_warmup_delay": None, "adaptive_start": None, "max_backoff": 6}
+RULES_314 = {
+    "value_shift": 4,
+    "specialized_start": 52,
+    "specialized_shift": 4,
+    "warmup": 17,
+    "quickening_warmup_delay": None,
+    "adaptive_start": None,
+    "max_backoff": 12,
+}
+RULES_315 = {
+    "value_shift": 3,
+    "specialized_start": 52,
+    "specialized_shift": 3,
+    "warmup": 9,
+    "quickening_warmup_delay": None,
+    "adaptive_start": None,
+    "max_backoff": 6,
+}
 
 
 def test_314_cooldown_on_the_generic_opcode_is_said_as_a_retry_without_backoff():
@@ -278,12 +384,16 @@ def test_314_cooldown_on_the_generic_opcode_is_said_as_a_retry_without_backoff()
 
 def test_314_binary_op_and_call_families():
     for version, rules in (("3.14.10", RULES_314), ("3.15.2", RULES_315)):
-        w = watch(version, rules, [
-            ins(4, "BINARY_OP", "BINARY_OP", "backoff", 50, hist(100, []), value=3000, backoff=12, operator="%"),
-            ins(8, "CALL_KW", "CALL_KW", "backoff", 500, hist(100, []), value=900, backoff=12),
-            ins(12, "CALL_KW_PY", "CALL_KW", "specialized", 100, hist(100, [50, 50])),
-            ins(16, "CALL_FUNCTION_EX", "CALL_FUNCTION_EX", "backoff", 400, hist(100, []), value=900, backoff=12),
-        ])
+        w = watch(
+            version,
+            rules,
+            [
+                ins(4, "BINARY_OP", "BINARY_OP", "backoff", 50, hist(100, []), value=3000, backoff=12, operator="%"),
+                ins(8, "CALL_KW", "CALL_KW", "backoff", 500, hist(100, []), value=900, backoff=12),
+                ins(12, "CALL_KW_PY", "CALL_KW", "specialized", 100, hist(100, [50, 50])),
+                ins(16, "CALL_FUNCTION_EX", "CALL_FUNCTION_EX", "backoff", 400, hist(100, []), value=900, backoff=12),
+            ],
+        )
         by_offset = {s.offset: s for s in analyse(session(w)).sites}
         # 3.14 specializes more than + - * (subscripts, mixed int/float): the cause says so, not "3.11-3.13 only".
         assert "3.11-3.13" not in by_offset[4].cause and "`%`" in by_offset[4].cause, by_offset[4].cause

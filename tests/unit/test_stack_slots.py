@@ -6,11 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from synthetic import HOLD, IDLE, BatchBuilder, make_session
-
 from gilty.report import html_report, speedscope
 from gilty.sampling import stack_slots
 from gilty.sampling.session import Recording, Session
+from synthetic import HOLD, IDLE, BatchBuilder, make_session
 
 
 def phases_session(batches: int = 6, per_batch: int = 10):
@@ -52,11 +51,14 @@ def test_saved_and_loaded_alike_and_refused_when_damaged():
     back = Session.from_dict(data)
     assert list(back.stack_slots.first) == list(s.stack_slots.first)
     assert back.stack_slots.counts == s.stack_slots.counts
-    for damage in ({"width": 1, "first": [0, 0], "counts": [[], []]},
-                   {"width": 1, "first": [0], "counts": [[1, 0, 99999, 3]]},
-                   {"width": 1, "first": [0], "counts": [[1, 0, -1]]},
-                   {"width": 1, "first": [0], "counts": [[1, 42, -1, 3]]},
-                   {"first": [0]}, [1, 2]):
+    for damage in (
+        {"width": 1, "first": [0, 0], "counts": [[], []]},
+        {"width": 1, "first": [0], "counts": [[1, 0, 99999, 3]]},
+        {"width": 1, "first": [0], "counts": [[1, 0, -1]]},
+        {"width": 1, "first": [0], "counts": [[1, 42, -1, 3]]},
+        {"first": [0]},
+        [1, 2],
+    ):
         with pytest.raises(ValueError):
             Session.from_dict({**data, "stack_slots": damage})
     # A recording saved before stack slots: loads, and speedscope draws it one stack a sample.
@@ -83,7 +85,9 @@ def test_html_page_slots_bounded(monkeypatch):
     monkeypatch.setattr(html_report, "PAGE_SLOTS", 8)
     edges, series = html_report.page_slots(rec)[0]
     assert len(edges) == 9 and edges == sorted(edges)
-    assert sum(series[key][i + 1] for key in series for i in range(0, len(series[key]), 2)) == sum(rec.sessions[0].counts.values())
+    assert sum(series[key][i + 1] for key in series for i in range(0, len(series[key]), 2)) == sum(
+        rec.sessions[0].counts.values()
+    )
     # Over the page's budget of (slot, samples) pairs, slots get coarser, never below MIN_PAGE_SLOTS.
     monkeypatch.setattr(html_report, "PAGE_SLOT_VALUES", 4)
     monkeypatch.setattr(html_report, "MIN_PAGE_SLOTS", 2)

@@ -2,6 +2,8 @@
 
 import math
 
+from gilty.sampling.analysis.states import gc_share, gil_utilisation, idle_syscalls, mean_waiting_threads, thread_states
+from gilty.sampling.analysis.summary import summarise
 from synthetic import (
     CLOCK_NANOSLEEP,
     EPOLL_WAIT,
@@ -16,9 +18,6 @@ from synthetic import (
     contention_session,
     make_session,
 )
-
-from gilty.sampling.analysis.states import gc_share, gil_utilisation, idle_syscalls, mean_waiting_threads, thread_states
-from gilty.sampling.analysis.summary import summarise
 
 
 def test_fractions_sum_to_one_per_thread():

@@ -7,13 +7,11 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from synthetic import HOLD, IDLE, BatchBuilder, make_session
-from test_json_report import documented_keys, key_paths
-
 from gilty.report import chrome_trace, collapsed, json_report, speedscope, task_view
 from gilty.sampling.session import Recording, Session
 from gilty.sampling.tasks import AWAITING, READY
+from synthetic import HOLD, IDLE, BatchBuilder, make_session
+from test_json_report import documented_keys, key_paths
 
 
 def _session() -> Session:
@@ -22,7 +20,9 @@ def _session() -> Session:
     sleep = ("sleep", "/py/asyncio/tasks.py", 665)
     chain = b.stack(sleep, helper, ("handler", "/srv/app.py", 20))
     running = b.stack(("compute", "/srv/app.py", 40), ("busy", "/srv/app.py", 41))
-    thread = b.stack(("compute", "/srv/app.py", 40), ("busy", "/srv/app.py", 41), ("run_forever", "/py/asyncio/base_events.py", 600))
+    thread = b.stack(
+        ("compute", "/srv/app.py", 40), ("busy", "/srv/app.py", 41), ("run_forever", "/py/asyncio/base_events.py", 600)
+    )
     batches = []
     for i in range(2):
         batch = b.batch([{1: (HOLD, thread)}] * 5 if i == 0 else [{1: (IDLE, thread)}] * 5)
@@ -31,7 +31,8 @@ def _session() -> Session:
             batch["frames"].update({fid: frame for frame, fid in b._frames.items()})
         site = next(fid for fid, f in batch["frames"].items() if tuple(f) == helper) if i == 0 else None
         batch["tasks"] = {
-            "passes": 5, "reads": 5,
+            "passes": 5,
+            "reads": 5,
             "counts": [(0, chain, AWAITING, 0, 5), (1, running, HOLD, -1, 5), (2, chain, READY, -1, 1)],
             "paths": {0: ["main", "req-1"], 1: ["busy"], 2: ["main", "req-2"]} if i == 0 else {},
             "awaits": {0: ("sleep", site)} if i == 0 else {},
@@ -85,8 +86,14 @@ def test_saved_and_loaded():
 def test_stack_formats_draw_the_task_view():
     rec = Recording.of(_session())
     lines = [ln for ln in collapsed.lines(rec) if ";asyncio tasks;" in ln]
-    assert "pid 4242 · python;asyncio tasks;task main;task req-1;handler (/srv/app.py:20);helper (/srv/app.py:12);"\
-        "sleep (/py/asyncio/tasks.py:665);awaiting sleep (/srv/app.py:12) 10" in [ln.replace(f"pid 4242 · {task_view.process_label(rec.sessions[0]).split(' · ', 1)[1]}", "pid 4242 · python") for ln in lines], lines
+    assert (
+        "pid 4242 · python;asyncio tasks;task main;task req-1;handler (/srv/app.py:20);helper (/srv/app.py:12);"
+        "sleep (/py/asyncio/tasks.py:665);awaiting sleep (/srv/app.py:12) 10"
+        in [
+            ln.replace(f"pid 4242 · {task_view.process_label(rec.sessions[0]).split(' · ', 1)[1]}", "pid 4242 · python")
+            for ln in lines
+        ]
+    ), lines
     assert any(ln.endswith(";busy (/srv/app.py:41);compute (/srv/app.py:40);holding_gil 10") for ln in lines), lines
     assert any(ln.endswith(";ready 2") for ln in lines), lines
     prof = speedscope.profile_file(rec)

@@ -4,13 +4,12 @@ reads (counts, blame, pass flags, convoy episodes, idle syscalls) stays what eve
 import random
 
 import pytest
-from synthetic import CLOCK_NANOSLEEP, FUTEX, HOLD, IDLE, NATIVE, WAIT, BatchBuilder, syscall_name, target
-
 from gilty.report import json_report
 from gilty.sampling.analysis.convoy import _episode_wait, _episodes, _wakeups, convoys
 from gilty.sampling.analysis.states import idle_syscalls, thread_states
 from gilty.sampling.session import Session
 from gilty.sampling.timeline import BUDGET_ENV
+from synthetic import CLOCK_NANOSLEEP, FUTEX, HOLD, IDLE, NATIVE, WAIT, BatchBuilder, syscall_name, target
 
 BUDGET = 2000
 BATCHES = 120

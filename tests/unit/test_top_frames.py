@@ -6,9 +6,8 @@ refresh loop, not the native sampler.
 
 import io
 
-from synthetic import HOLD, IDLE, BatchBuilder, make_session
-
 from gilty.cli.top import CLEAR_AND_HOME, watch
+from synthetic import HOLD, IDLE, BatchBuilder, make_session
 
 
 class Clock:
@@ -37,9 +36,7 @@ class Stop:
 def test_one_block_per_second_until_duration():
     b, clock, out = BatchBuilder(names={1: "metrics", 2: "main"}), Clock(), io.StringIO()
     base = make_session([])
-    total, exited = watch(
-        base, ScriptedSampler(b, clock, 25, 100), 2.5, Stop(), RuntimeError, out, tty=False, clock=clock
-    )
+    total, exited = watch(base, ScriptedSampler(b, clock, 25, 100), 2.5, Stop(), RuntimeError, out, tty=False, clock=clock)
     blocks = out.getvalue().split("\n\n")
     frames = [block for block in blocks if block.startswith("gilty top:")]
     assert len(frames) == 3  # two full seconds and the last half second

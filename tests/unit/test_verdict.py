@@ -1,5 +1,6 @@
 """The verdict's sentences for the cases a user meets."""
 
+from gilty.sampling.analysis import summarise
 from synthetic import (
     CLOCK_NANOSLEEP,
     EPOLL_WAIT,
@@ -13,8 +14,6 @@ from synthetic import (
     contention_session,
     make_session,
 )
-
-from gilty.sampling.analysis import summarise
 
 
 def test_contention_names_holder_waiters_and_function():
@@ -53,16 +52,10 @@ def test_a_pool_is_named_once():
 
 def test_no_contention():
     b = BatchBuilder(names={1: "main", 2: "worker"})
-    passes = (
-        [{1: HOLD, 2: (IDLE, -1, EPOLL_WAIT)}] * 30
-        + [{1: (IDLE, -1, CLOCK_NANOSLEEP), 2: HOLD}] * 70
-        + [{1: WAIT, 2: HOLD}]
-    )
+    passes = [{1: HOLD, 2: (IDLE, -1, EPOLL_WAIT)}] * 30 + [{1: (IDLE, -1, CLOCK_NANOSLEEP), 2: HOLD}] * 70 + [{1: WAIT, 2: HOLD}]
     verdict = summarise(make_session([b.batch(passes)])).verdict
     assert verdict.kinds == ["no_contention"]
-    assert verdict.text.startswith(
-        "No GIL contention: the GIL is busy 100% of the time and no thread waits for it more than 1%"
-    )
+    assert verdict.text.startswith("No GIL contention: the GIL is busy 100% of the time and no thread waits for it more than 1%")
 
 
 def test_mostly_idle():

@@ -17,8 +17,7 @@ from __future__ import annotations
 import argparse
 
 from gilty._errors import EXIT_OK, EXIT_USAGE, CommandError
-from gilty.cli.options import read_json_file
-from gilty.cli.options import check_output
+from gilty.cli.options import check_output, read_json_file
 from gilty.cli.record import add_format_argument, emit, output_format
 from gilty.load import compare
 from gilty.report import compare as compare_report
@@ -69,13 +68,19 @@ def run(args: argparse.Namespace) -> int:
     except (ArithmeticError, LookupError, TypeError, ValueError, AttributeError, RecursionError) as e:
         raise CommandError(f"a report lacks a field the comparison needs ({type(e).__name__}: {e})", EXIT_USAGE) from None
     if not rows:
-        raise CommandError(f"{args.a} and {args.b} have nothing in common to compare (no step at the same rate, no thread of the same name)", EXIT_USAGE)
+        raise CommandError(
+            f"{args.a} and {args.b} have nothing in common to compare (no step at the same rate, no thread of the same name)",
+            EXIT_USAGE,
+        )
     if fmt in ("svg", "html"):
         if kind_a != "recording":
             raise CommandError(f"a differential flame graph ({fmt}) compares two recordings, not load runs", EXIT_USAGE)
         try:
-            text = (compare_report.diff_svg(a, b, args.a, args.b) if fmt == "svg"
-                    else compare_report.diff_html(a, b, args.a, args.b, rows))
+            text = (
+                compare_report.diff_svg(a, b, args.a, args.b)
+                if fmt == "svg"
+                else compare_report.diff_html(a, b, args.a, args.b, rows)
+            )
         except ValueError as e:
             raise CommandError(f"cannot draw the differential flame graph: {e}", EXIT_USAGE) from None
         emit(text, args.output)

@@ -12,18 +12,19 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gilty.sampling.attach import attach, child_pids, native_module
 from gilty._errors import EXIT_OK
 from gilty._visible import visible
 from gilty.cli.options import add_format_argument, add_pid_arguments, emit
 from gilty.report import dump
+from gilty.sampling.attach import attach, child_pids, native_module
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
     add_pid_arguments(parser, required=True)
     add_format_argument(parser)
-    parser.add_argument("--tasks", action="store_true",
-                        help="also read every asyncio task: state, coroutine stack, what it awaits, who awaits it")
+    parser.add_argument(
+        "--tasks", action="store_true", help="also read every asyncio task: state, coroutine stack, what it awaits, who awaits it"
+    )
     parser.add_argument(
         "--locals",
         action="store_true",
@@ -36,8 +37,9 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _snapshot(native, pid: int, tasks: bool = False, with_locals: bool = False, positions: bool = False,
-              with_native: bool = False) -> tuple:
+def _snapshot(
+    native, pid: int, tasks: bool = False, with_locals: bool = False, positions: bool = False, with_native: bool = False
+) -> tuple:
     target = attach(native, pid)
     target_info = {
         "pid": target.pid,

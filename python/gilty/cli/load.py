@@ -35,15 +35,14 @@ import time
 import urllib.parse
 from dataclasses import asdict
 
-from gilty.sampling import launch
 from gilty._errors import EXIT_ALL_FAILED, EXIT_OK, EXIT_SERVER_NOT_READY, EXIT_TARGET_EXITED, CommandError, UsageError
-from gilty.cli.options import bounded_float, bounded_int, pid_number, seconds
-from gilty.cli.options import check_output
+from gilty.cli.options import bounded_float, bounded_int, check_output, pid_number, seconds
 from gilty.cli.record import add_format_argument, emit, output_format, positive_int
 from gilty.load import analysis, locust, profile, ready
+from gilty.load.plan import MAX_RATE, LoadOptions, native_plan, parse_header, parse_ramp, parse_slo, parse_url
 from gilty.load.sites import app_fragments
 from gilty.report import load as load_report
-from gilty.load.plan import MAX_RATE, LoadOptions, native_plan, parse_header, parse_ramp, parse_slo, parse_url
+from gilty.sampling import launch
 
 DEFAULT_DURATION_S = 10.0
 DEFAULT_STEP_S = 5.0
@@ -57,32 +56,117 @@ MAX_THREADS = 256
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
-    parser.usage = ("gilty load URL[@WEIGHT] [URL ...] (--rate RPS | --ramp FROM:TO:STEP) [--duration S] [--slo p99=50ms] [options]\n"
-                    "       gilty load [URL] --locustfile F [--users N] [--spawn-rate R] [--workers K] [--duration S] [options]")
-    parser.add_argument("urls", nargs="*", metavar="URL", help="http:// URL to load; URL@WEIGHT to weight several (with --locustfile: the host)")
+    parser.usage = (
+        "gilty load URL[@WEIGHT] [URL ...] (--rate RPS | --ramp FROM:TO:STEP) [--duration S] [--slo p99=50ms] [options]\n"
+        "       gilty load [URL] --locustfile F [--users N] [--spawn-rate R] [--workers K] [--duration S] [options]"
+    )
+    parser.add_argument(
+        "urls", nargs="*", metavar="URL", help="http:// URL to load; URL@WEIGHT to weight several (with --locustfile: the host)"
+    )
     parser.add_argument("--rate", type=bounded_float(0.0, MAX_RATE), metavar="RPS", help="requests started per second")
-    parser.add_argument("--ramp", metavar="FROM:TO:STEP", help="step the rate up, stopping after the first step that misses the SLO")
-    parser.add_argument("--duration", type=seconds, metavar="S", help=f"seconds per run or per ramp step (default {DEFAULT_DURATION_S:g} / {DEFAULT_STEP_S:g})")
-    parser.add_argument("--slo", metavar="pXX=LIMIT", help="latency objective for --ramp, e.g. p99=50ms (errors must stay <= 1%%)")
-    parser.add_argument("--arrivals", choices=("constant", "poisson"), default="constant", help="arrival process (default: constant)")
+    parser.add_argument(
+        "--ramp", metavar="FROM:TO:STEP", help="step the rate up, stopping after the first step that misses the SLO"
+    )
+    parser.add_argument(
+        "--duration",
+        type=seconds,
+        metavar="S",
+        help=f"seconds per run or per ramp step (default {DEFAULT_DURATION_S:g} / {DEFAULT_STEP_S:g})",
+    )
+    parser.add_argument(
+        "--slo", metavar="pXX=LIMIT", help="latency objective for --ramp, e.g. p99=50ms (errors must stay <= 1%%)"
+    )
+    parser.add_argument(
+        "--arrivals", choices=("constant", "poisson"), default="constant", help="arrival process (default: constant)"
+    )
     parser.add_argument("--seed", type=bounded_int(0, 2**64 - 1), default=1, help="seed of the Poisson arrivals (default 1)")
-    parser.add_argument("--max-in-flight", type=positive_int, default=1000, metavar="N", help="arrivals beyond N requests in flight are dropped and counted (default 1000)")
-    parser.add_argument("--timeout", type=seconds, default=10.0, metavar="S", help="a request without a full answer after S seconds is a timeout (default 10)")
-    parser.add_argument("--connections", type=bounded_int(1, MAX_CONNECTIONS), default=64, metavar="N", help="keep-alive connections per host, at most (default 64); an arrival waits for a free one")
-    parser.add_argument("--threads", type=bounded_int(1, MAX_THREADS), default=1, metavar="N", help="generator threads (default 1)")
+    parser.add_argument(
+        "--max-in-flight",
+        type=positive_int,
+        default=1000,
+        metavar="N",
+        help="arrivals beyond N requests in flight are dropped and counted (default 1000)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=seconds,
+        default=10.0,
+        metavar="S",
+        help="a request without a full answer after S seconds is a timeout (default 10)",
+    )
+    parser.add_argument(
+        "--connections",
+        type=bounded_int(1, MAX_CONNECTIONS),
+        default=64,
+        metavar="N",
+        help="keep-alive connections per host, at most (default 64); an arrival waits for a free one",
+    )
+    parser.add_argument(
+        "--threads", type=bounded_int(1, MAX_THREADS), default=1, metavar="N", help="generator threads (default 1)"
+    )
     parser.add_argument("-X", "--method", default="GET", help="HTTP method (default GET)")
-    parser.add_argument("-H", "--header", action="append", default=[], metavar="'NAME: VALUE'", help="a request header (repeatable)")
+    parser.add_argument(
+        "-H", "--header", action="append", default=[], metavar="'NAME: VALUE'", help="a request header (repeatable)"
+    )
     parser.add_argument("--body", help="request body (text)")
-    parser.add_argument("--profile", type=pid_number, metavar="PID", help="sample this server process and its Python descendants during every step")
-    parser.add_argument("--warmup", type=seconds, metavar="S", help=f"first load the server at the first rate for S seconds, unmeasured (lazy imports, caches, connections; default {SERVER_WARMUP_S:g} for a server gilty starts, else 0)")
-    parser.add_argument("--app", action="append", default=[], metavar="PACKAGE", help="with a profile: this package (or module) is the application's code wherever it is installed, e.g. site-packages (repeatable)")
-    parser.add_argument("--tasks", action="store_true", help="with a profile: also read every asyncio task in each pass, and split each endpoint's requests' time into running, waiting for the GIL and awaiting (what, at which line)")
-    parser.add_argument("--loop-lag", type=bounded_float(0.0, 60_000.0), default=20.0, metavar="MS", help="with a profile: report asyncio loop spans away from the selector longer than MS (default 20)")
-    parser.add_argument("--locustfile", metavar="F", help="run Locust headless with this locustfile instead (closed loop; see docs/load.md)")
-    parser.add_argument("--users", type=bounded_int(1, MAX_CONNECTIONS), default=10, metavar="N", help="with --locustfile: Locust users (default 10)")
-    parser.add_argument("--spawn-rate", type=bounded_float(0.0, MAX_RATE), default=10.0, metavar="R", help="with --locustfile: users started per second (default 10)")
-    parser.add_argument("--workers", type=bounded_int(1, MAX_THREADS), default=1, metavar="K", help="with --locustfile: local Locust worker processes (default 1)")
-    parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout (may also end the server command)")
+    parser.add_argument(
+        "--profile",
+        type=pid_number,
+        metavar="PID",
+        help="sample this server process and its Python descendants during every step",
+    )
+    parser.add_argument(
+        "--warmup",
+        type=seconds,
+        metavar="S",
+        help=f"first load the server at the first rate for S seconds, unmeasured (lazy imports, caches, connections; default {SERVER_WARMUP_S:g} for a server gilty starts, else 0)",
+    )
+    parser.add_argument(
+        "--app",
+        action="append",
+        default=[],
+        metavar="PACKAGE",
+        help="with a profile: this package (or module) is the application's code wherever it is installed, e.g. site-packages (repeatable)",
+    )
+    parser.add_argument(
+        "--tasks",
+        action="store_true",
+        help="with a profile: also read every asyncio task in each pass, and split each endpoint's requests' time into running, waiting for the GIL and awaiting (what, at which line)",
+    )
+    parser.add_argument(
+        "--loop-lag",
+        type=bounded_float(0.0, 60_000.0),
+        default=20.0,
+        metavar="MS",
+        help="with a profile: report asyncio loop spans away from the selector longer than MS (default 20)",
+    )
+    parser.add_argument(
+        "--locustfile", metavar="F", help="run Locust headless with this locustfile instead (closed loop; see docs/load.md)"
+    )
+    parser.add_argument(
+        "--users",
+        type=bounded_int(1, MAX_CONNECTIONS),
+        default=10,
+        metavar="N",
+        help="with --locustfile: Locust users (default 10)",
+    )
+    parser.add_argument(
+        "--spawn-rate",
+        type=bounded_float(0.0, MAX_RATE),
+        default=10.0,
+        metavar="R",
+        help="with --locustfile: users started per second (default 10)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=bounded_int(1, MAX_THREADS),
+        default=1,
+        metavar="K",
+        help="with --locustfile: local Locust worker processes (default 1)",
+    )
+    parser.add_argument(
+        "-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout (may also end the server command)"
+    )
     add_format_argument(parser, ("text", "json", "html"))
 
 
@@ -101,8 +185,11 @@ def take_trailing_output(args: argparse.Namespace) -> None:
     if not path:
         return
     args.output, args.child_argv = path, server
-    print(f"gilty: the trailing `-o {path}` is gilty's: the report goes to {path} (to pass -o to the server, "
-          "give gilty's -o before --)", file=sys.stderr)
+    print(
+        f"gilty: the trailing `-o {path}` is gilty's: the report goes to {path} (to pass -o to the server, "
+        "give gilty's -o before --)",
+        file=sys.stderr,
+    )
 
 
 def _run_profiled_step(native, plan: dict, stop, pids: list, tasks: bool = False) -> tuple:
@@ -128,7 +215,9 @@ def _wait_until_listening(url: str, child, timeout_s: float = SERVER_START_TIMEO
         if stop is not None and stop.requested:
             raise KeyboardInterrupt  # Ctrl-C before anything was loaded: `gilty: interrupted`, 130
         if child.poll() is not None:
-            raise CommandError(f"the server command exited with status {child.returncode} before {host}:{port} answered", EXIT_TARGET_EXITED)
+            raise CommandError(
+                f"the server command exited with status {child.returncode} before {host}:{port} answered", EXIT_TARGET_EXITED
+            )
         conn = http.client.HTTPConnection(host, port, timeout=max(0.5, min(5.0, deadline - time.monotonic())))
         try:
             conn.request("GET", path)
@@ -161,14 +250,23 @@ def _wait_for_workers(url: str, root: int, child=None):
     if r.router:
         router = ", ".join(map(str, r.router))
         state = "settled" if r.complete else "not settled (their start-up may show in the first step)"
-        print(f"gilty: the server answered through its router (pid {router}) in {r.seconds:.1f} s; {what} behind it "
-              f"(pid{'s' if n != 1 else ''} {', '.join(map(str, r.workers))}), {state}", file=sys.stderr)
+        print(
+            f"gilty: the server answered through its router (pid {router}) in {r.seconds:.1f} s; {what} behind it "
+            f"(pid{'s' if n != 1 else ''} {', '.join(map(str, r.workers))}), {state}",
+            file=sys.stderr,
+        )
         return r
     if r.complete:
-        print(f"gilty: {what} answered in {r.seconds:.1f} s (pid{'s' if n != 1 else ''} {', '.join(map(str, r.workers))})", file=sys.stderr)
+        print(
+            f"gilty: {what} answered in {r.seconds:.1f} s (pid{'s' if n != 1 else ''} {', '.join(map(str, r.workers))})",
+            file=sys.stderr,
+        )
     else:
-        print(f"gilty: warning: {len(r.answered)} of {n} workers answered within {r.seconds:.0f} s; "
-              f"not pid {', '.join(map(str, r.missing))}: their start-up may show in the first step", file=sys.stderr)
+        print(
+            f"gilty: warning: {len(r.answered)} of {n} workers answered within {r.seconds:.0f} s; "
+            f"not pid {', '.join(map(str, r.missing))}: their start-up may show in the first step",
+            file=sys.stderr,
+        )
     return r
 
 
@@ -243,8 +341,14 @@ def _run_locust(args: argparse.Namespace, fmt: str) -> int:
         stopped = stop.requested
     locust.join_profile(result["seconds"], recording)
     report = {
-        "locustfile": args.locustfile, "host": host, "users": args.users, "spawn_rate": args.spawn_rate,
-        "workers": args.workers, "duration_s": duration, "stopped": stopped, **result,
+        "locustfile": args.locustfile,
+        "host": host,
+        "users": args.users,
+        "spawn_rate": args.spawn_rate,
+        "workers": args.workers,
+        "duration_s": duration,
+        "stopped": stopped,
+        **result,
         "profile": None if prof is None else asdict(prof),
     }
     if fmt == "html":
@@ -381,11 +485,17 @@ def run(args: argparse.Namespace) -> int:
     few = [v for v in verdicts if v.few_answers]
     if few:
         v = few[0]
-        print(f"gilty: warning: {v.percentile.replace('_', '.')} at {', '.join(f'{x.rate:g}' for x in few)} rps rests on fewer than "
-              f"{analysis.min_answers(v.percentile)} answers ({v.answers} at {v.rate:g} rps): a longer --duration makes it a percentile", file=sys.stderr)
+        print(
+            f"gilty: warning: {v.percentile.replace('_', '.')} at {', '.join(f'{x.rate:g}' for x in few)} rps rests on fewer than "
+            f"{analysis.min_answers(v.percentile)} answers ({v.answers} at {v.rate:g} rps): a longer --duration makes it a percentile",
+            file=sys.stderr,
+        )
     for v in verdicts:
         if v.generator_behind:
-            print(f"gilty: warning: at {v.rate:g} rps the generator fell behind its schedule; latencies include its delay", file=sys.stderr)
+            print(
+                f"gilty: warning: at {v.rate:g} rps the generator fell behind its schedule; latencies include its delay",
+                file=sys.stderr,
+            )
     if fmt == "html":
         text = load_report.render_html(result, recordings[-1] if recordings else None)
     else:

@@ -16,13 +16,12 @@ import sys
 import time
 from typing import Any, Callable, Optional
 
-from gilty.sampling import launch
 from gilty._errors import EXIT_OK, EXIT_PARTIAL, UsageError
-from gilty.cli.options import bounded_float, pid_number, seconds
-from gilty.cli.options import check_output
+from gilty.cli.options import bounded_float, check_output, pid_number, seconds
 from gilty.cli.record import add_format_argument, emit, output_format
-from gilty.report import memory_json, memory_text
 from gilty.memory.session import MemorySession
+from gilty.report import memory_json, memory_text
+from gilty.sampling import launch
 
 DEFAULT_INTERVAL_S = 1.0
 DEFAULT_GC_POLL_MS = 1.0
@@ -32,9 +31,7 @@ MIN_INTERVAL_S = 0.05
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
-    parser.usage = (
-        "gilty memory --pid MASTER [--duration S] [--interval S] [--gc-poll MS] [-o FILE] [--format {text,json}]"
-    )
+    parser.usage = "gilty memory --pid MASTER [--duration S] [--interval S] [--gc-poll MS] [-o FILE] [--format {text,json}]"
     parser.add_argument("--pid", type=pid_number, required=True, help="the master (parent) process of the tree")
     parser.add_argument(
         "--duration", type=seconds, metavar="S", help="stop after S seconds (default: until Ctrl-C or the master exits)"
@@ -113,8 +110,7 @@ def run(args: argparse.Namespace) -> int:
         session = MemorySession(args.pid, interval, gc_poll_s, requested_duration_s=args.duration)
         until = f"for {args.duration:g} s" if args.duration else "until Ctrl-C or the master exits"
         print(
-            f"gilty: measuring pid {args.pid} and its children every {interval:g} s "
-            f"(GC flag every {args.gc_poll:g} ms) {until}",
+            f"gilty: measuring pid {args.pid} and its children every {interval:g} s (GC flag every {args.gc_poll:g} ms) {until}",
             file=sys.stderr,
         )
         measure_until_stopped(session, monitor, args.duration, stop)

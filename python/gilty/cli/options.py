@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing `typing` costs every CLI start ~15 ms
     from typing import Optional
@@ -141,10 +142,9 @@ def read_json_file(path: str, hint: str = "", object_hook=None):
     """The JSON document in ``path`` (``object_hook`` as json.load's); an unreadable or non-JSON
     file is one line, exit 2."""
     import json
+    import stat
 
     from gilty._errors import EXIT_USAGE
-
-    import stat
 
     try:
         # Non-blocking, and only a regular file is read: a FIFO would wait for a writer forever (and

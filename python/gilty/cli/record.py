@@ -19,7 +19,6 @@ import time
 from typing import Any, Callable, Optional
 
 from gilty import report as reports
-from gilty.sampling import launch, processes
 from gilty._errors import (
     EXIT_EXACT_UNAVAILABLE,
     EXIT_GATE_FAILED,
@@ -31,8 +30,6 @@ from gilty._errors import (
     CommandError,
     UsageError,
 )
-from gilty.sampling.analysis.gates import as_json as gates_json
-from gilty.sampling.analysis.gates import describe_failure, evaluate, parse_gate
 from gilty.cli.options import (  # noqa: F401 - re-exported for the other commands
     FORMATS,
     add_format_argument,
@@ -49,6 +46,9 @@ from gilty.cli.options import (  # noqa: F401 - re-exported for the other comman
 )
 from gilty.cli.progress import Progress
 from gilty.report.output_file import WritePhase
+from gilty.sampling import launch, processes
+from gilty.sampling.analysis.gates import as_json as gates_json
+from gilty.sampling.analysis.gates import describe_failure, evaluate, parse_gate
 from gilty.sampling.session import Recording, Session, TargetInfo
 
 ACCEPTS_CHILD_COMMAND = True
@@ -66,9 +66,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
         "[--tasks] [--native] [-o FILE] [--format FORMAT]"
     )
     add_pid_arguments(parser)
-    parser.add_argument(
-        "--duration", type=seconds, metavar="S", help="stop after S seconds (default: until Ctrl-C or exit)"
-    )
+    parser.add_argument("--duration", type=seconds, metavar="S", help="stop after S seconds (default: until Ctrl-C or exit)")
     parser.add_argument(
         "--rate",
         type=sampling_rate,
@@ -242,18 +240,24 @@ def run(args: argparse.Namespace) -> int:
             session = Session(TargetInfo.from_native(target), args.rate)
             session.command = child_argv
             session.requested_duration_s = args.duration
-            sampler = open_sampler(native, target, args.rate, args.exact, getattr(args, "tasks", False), getattr(args, "native", False))
+            sampler = open_sampler(
+                native, target, args.rate, args.exact, getattr(args, "tasks", False), getattr(args, "native", False)
+            )
             # Cheap (/proc/PID/stat only): were Python children doing the work we are not recording?
             children_cpu = processes.ChildrenCpu(session.target.pid)
             until = f"for {args.duration:g} s" if args.duration else "until Ctrl-C"
             print(
-                f"gilty: recording pid {session.target.pid} (Python {session.target.python_version}) "
-                f"at {args.rate:g} Hz {until}",
+                f"gilty: recording pid {session.target.pid} (Python {session.target.python_version}) at {args.rate:g} Hz {until}",
                 file=sys.stderr,
             )
             try:
                 sample_until_stopped(
-                    session, sampler, args.duration, stop, native.GiltyError, native.syscall_name,
+                    session,
+                    sampler,
+                    args.duration,
+                    stop,
+                    native.GiltyError,
+                    native.syscall_name,
                     on_chunk=children_cpu.poll,
                     progress=Progress(sys.stderr),
                 )
@@ -312,11 +316,16 @@ def run_processes(args: argparse.Namespace, pids: list, child_argv: Optional[lis
             if child_argv is not None:
                 child = launch.start_command(child_argv, die_with_gilty=True)
                 pids = [child.pid]
-            process_set = native.ProcessSet(pids, args.rate, follow=bool(args.subprocesses), native=bool(getattr(args, "native", False)))
+            process_set = native.ProcessSet(
+                pids, args.rate, follow=bool(args.subprocesses), native=bool(getattr(args, "native", False))
+            )
             recording.start_time = time.time()
             until = f"for {args.duration:g} s" if args.duration else "until Ctrl-C"
             what = "and its Python descendants" if args.subprocesses else ""
-            print(f"gilty: recording pid {', '.join(map(str, pids))} {what} at {args.rate:g} Hz {until}".replace("  ", " "), file=sys.stderr)
+            print(
+                f"gilty: recording pid {', '.join(map(str, pids))} {what} at {args.rate:g} Hz {until}".replace("  ", " "),
+                file=sys.stderr,
+            )
             progress = Progress(sys.stderr)
 
             def show_progress() -> None:
@@ -333,7 +342,9 @@ def run_processes(args: argparse.Namespace, pids: list, child_argv: Optional[lis
         return _finish_processes(args, recording, tracker, pids, child, child_status, fmt)
 
 
-def _finish_processes(args, recording: Recording, tracker: Any, pids: list, child: Any, child_status: Optional[int], fmt: str) -> int:
+def _finish_processes(
+    args, recording: Recording, tracker: Any, pids: list, child: Any, child_status: Optional[int], fmt: str
+) -> int:
     if recording.stopped_by == "interrupt" and (not recording.sessions or tracker.passes == 0):
         # Ctrl-C before the first pass: nothing was looked at yet, which says nothing about the targets.
         print("gilty: interrupted", file=sys.stderr)

@@ -98,13 +98,15 @@ def run(args: argparse.Namespace) -> int:
     except (ArithmeticError, LookupError, TypeError, ValueError, RecursionError) as e:
         # The checks on loading cannot foresee every inconsistency of a hand-edited file; what a
         # recorder wrote renders, so a failure here is the file's, said as one line.
-        raise CommandError(f"{args.file}: the recording cannot be drawn, it is damaged ({type(e).__name__}: {e})", EXIT_USAGE) from None
+        raise CommandError(
+            f"{args.file}: the recording cannot be drawn, it is damaged ({type(e).__name__}: {e})", EXIT_USAGE
+        ) from None
     reports.emit(text, args.output)
     return EXIT_OK
 
 
 def _other_kind(data) -> "str | None":
-    """"load", "specialization" or "compare" for those commands' JSON reports; None otherwise."""
+    """ "load", "specialization" or "compare" for those commands' JSON reports; None otherwise."""
     if not isinstance(data, dict):
         return None
     if data.get("kind") == "load" and isinstance(data.get("steps"), list):

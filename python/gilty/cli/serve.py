@@ -20,11 +20,11 @@ import sys
 import threading
 import time
 
-from gilty.sampling import launch
 from gilty._errors import EXIT_OK, CommandError, UsageError
 from gilty.cli.options import port_number, sampling_rate
 from gilty.cli.record import add_pid_arguments
 from gilty.observe.sidecar import Totals, find_by_cmdline
+from gilty.sampling import launch
 
 DEFAULT_RATE_HZ = 10.0
 DEFAULT_PORT = 9464
@@ -35,12 +35,22 @@ RESTART_POLL_S = 0.5
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.usage = "gilty serve --pid PID [--pid PID ...] [-s] [--rate HZ] [--bind ADDR] [--port PORT] [--per-thread]"
     add_pid_arguments(parser, required=True)
-    parser.add_argument("--rate", type=sampling_rate, default=DEFAULT_RATE_HZ, metavar="HZ", help="samples per second (default: %(default)g)")
-    parser.add_argument("--bind", type=listen_address, default="127.0.0.1", metavar="ADDR",
-                        help="address to listen on (default: loopback only; 0.0.0.0 or :: for every interface)")
+    parser.add_argument(
+        "--rate", type=sampling_rate, default=DEFAULT_RATE_HZ, metavar="HZ", help="samples per second (default: %(default)g)"
+    )
+    parser.add_argument(
+        "--bind",
+        type=listen_address,
+        default="127.0.0.1",
+        metavar="ADDR",
+        help="address to listen on (default: loopback only; 0.0.0.0 or :: for every interface)",
+    )
     parser.add_argument("--port", type=port_number, default=DEFAULT_PORT, help="port of /metrics (default: %(default)d)")
-    parser.add_argument("--per-thread", action="store_true",
-                        help="one series per thread id (label tid) instead of one per thread name with numbered pools folded")
+    parser.add_argument(
+        "--per-thread",
+        action="store_true",
+        help="one series per thread id (label tid) instead of one per thread name with numbered pools folded",
+    )
 
 
 def listen_address(text: str) -> str:
@@ -62,8 +72,9 @@ def _warn_unless_loopback(host: str, port: int) -> None:
     if address is not None and address.is_loopback:
         return
     where = f"every interface ({host})" if address is not None and address.is_unspecified else host
-    print(f"gilty: warning: /metrics is served on {where} port {port}, not loopback only: other hosts can read it",
-          file=sys.stderr)
+    print(
+        f"gilty: warning: /metrics is served on {where} port {port}, not loopback only: other hosts can read it", file=sys.stderr
+    )
 
 
 def _handler(totals: Totals):
@@ -146,7 +157,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot listen on {args.bind}:{args.port}: {e.strerror or e}") from None
     _warn_unless_loopback(server.server_address[0], server.server_address[1])
     threading.Thread(target=server.serve_forever, name="gilty-serve-http", daemon=True).start()
-    print(f"gilty: serving metrics of pid {', '.join(map(str, pids))} on http://{args.bind}:{server.server_address[1]}/metrics", file=sys.stderr)
+    print(
+        f"gilty: serving metrics of pid {', '.join(map(str, pids))} on http://{args.bind}:{server.server_address[1]}/metrics",
+        file=sys.stderr,
+    )
     with launch.StopSignals() as stop:
         try:
             while not stop.requested:

@@ -19,10 +19,10 @@ import signal
 import sys
 import threading
 
-from gilty.sampling import launch
 from gilty._errors import EXIT_OK, EXIT_PARTIAL, EXIT_UNSUPPORTED, CommandError, exit_code_for_kind
 from gilty.cli.options import bounded_float, check_output, pid_number, sampling_rate, seconds
 from gilty.cli.record import add_format_argument, emit, output_format, positive_int
+from gilty.sampling import launch
 from gilty.specialization.analysis import analyse
 from gilty.specialization.session import ProcessWatch, SpecializationSession
 from gilty.specialization.sources import read_sources
@@ -38,13 +38,26 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
         "gilty specialization --pid PID [--duration S] [--top N] [--format {text,json,html}] [-o FILE] [--subprocesses]"
     )
     parser.add_argument("--pid", type=pid_number, required=True, help="the process to read")
-    parser.add_argument("--duration", type=seconds, default=DEFAULT_DURATION_S, metavar="S",
-                        help="seconds to sample (default: %(default)g)")
-    parser.add_argument("--top", type=positive_int, default=10, metavar="N", help="sites and functions listed (default: %(default)d)")
-    parser.add_argument("--rate", type=sampling_rate, default=DEFAULT_RATE_HZ, metavar="HZ",
-                        help="samples of every thread per second (default: %(default)g)")
-    parser.add_argument("--read-interval", type=bounded_float(0.0, 60_000.0), default=DEFAULT_READ_INTERVAL_MS, metavar="MS",
-                        help="milliseconds between reads of the hot code objects (default: %(default)g)")
+    parser.add_argument(
+        "--duration", type=seconds, default=DEFAULT_DURATION_S, metavar="S", help="seconds to sample (default: %(default)g)"
+    )
+    parser.add_argument(
+        "--top", type=positive_int, default=10, metavar="N", help="sites and functions listed (default: %(default)d)"
+    )
+    parser.add_argument(
+        "--rate",
+        type=sampling_rate,
+        default=DEFAULT_RATE_HZ,
+        metavar="HZ",
+        help="samples of every thread per second (default: %(default)g)",
+    )
+    parser.add_argument(
+        "--read-interval",
+        type=bounded_float(0.0, 60_000.0),
+        default=DEFAULT_READ_INTERVAL_MS,
+        metavar="MS",
+        help="milliseconds between reads of the hot code objects (default: %(default)g)",
+    )
     parser.add_argument("-s", "--subprocesses", action="store_true", help="also every Python descendant (a server's workers)")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
     add_format_argument(parser, choices=("text", "json", "html"))
@@ -72,7 +85,10 @@ def _check_target(native, pid: int) -> None:
         raise
     minor = tuple(int(x) for x in target.python_version.split(".")[:2])
     if minor < (3, 10):
-        raise CommandError(f"pid {pid} runs Python {target.python_version}, which has neither an opcache nor a specializing interpreter", EXIT_UNSUPPORTED)
+        raise CommandError(
+            f"pid {pid} runs Python {target.python_version}, which has neither an opcache nor a specializing interpreter",
+            EXIT_UNSUPPORTED,
+        )
     return minor
 
 
@@ -82,7 +98,10 @@ def _run_opcache(native, args, fmt: str) -> int:
         raise CommandError("the Python 3.10 opcache report is text or json", 2)
     if args.subprocesses:
         print("gilty: Python 3.10: the opcache report covers --pid only, not its subprocesses", file=sys.stderr)
-    print(f"gilty: sampling pid {args.pid} for {args.duration:g} s and reading its hot code's opcache (Python 3.10)", file=sys.stderr)
+    print(
+        f"gilty: sampling pid {args.pid} for {args.duration:g} s and reading its hot code's opcache (Python 3.10)",
+        file=sys.stderr,
+    )
     doc = native.specialization_opcache(args.pid, args.duration, rate_hz=args.rate, max_codes=max(args.top, 20))
     from gilty.report import specialization_text
 
@@ -107,7 +126,11 @@ def _watch_all(native, pids: list, args) -> SpecializationSession:
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         try:
             results[pid] = native.specialization_watch(
-                pid, args.duration, rate_hz=args.rate, read_interval_s=args.read_interval / 1e3, max_codes=MAX_CODES,
+                pid,
+                args.duration,
+                rate_hz=args.rate,
+                read_interval_s=args.read_interval / 1e3,
+                max_codes=MAX_CODES,
                 stop=native_stop,
             )
         except Exception as e:  # noqa: BLE001 - reported per process below
@@ -155,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
     session = _watch_all(native, pids, args)
     read_sources(session)  # while the targets live: a saved report carries its lines
     status = EXIT_OK
-    for w in ([] if session.partial_reason else session.processes):  # an interrupted run is the user's choice: exit 0
+    for w in [] if session.partial_reason else session.processes:  # an interrupted run is the user's choice: exit 0
         elapsed = w.raw["elapsed_s"]
         if elapsed < args.duration * 0.9:
             session.partial_reason = f"pid {w.pid} exited after {elapsed:.1f} s of the requested {args.duration:g} s"

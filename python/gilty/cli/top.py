@@ -20,9 +20,7 @@ import time
 import tty
 from typing import Any, Callable, Optional, TextIO
 
-from gilty.sampling import launch
 from gilty._errors import EXIT_OK, EXIT_TARGET_EXITED, EXIT_USAGE, CommandError
-from gilty.sampling import processes
 from gilty.cli.record import (
     CHUNK_S,
     DEFAULT_RATE_HZ,
@@ -35,6 +33,7 @@ from gilty.cli.record import (
 from gilty.report import console_processes
 from gilty.report.console import render_top
 from gilty.report.labels import displayed, displayed_session, terminal_text
+from gilty.sampling import launch, processes
 from gilty.sampling.session import Recording, Session, TargetInfo
 
 REFRESH_S = 1.0
@@ -56,9 +55,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
         metavar="HZ",
         help="samples per second (default: %(default)g)",
     )
-    parser.add_argument(
-        "--duration", type=seconds, metavar="S", help="stop after S seconds (default: until Ctrl-C or exit)"
-    )
+    parser.add_argument("--duration", type=seconds, metavar="S", help="stop after S seconds (default: until Ctrl-C or exit)")
     add_exact_argument(parser)
 
 
@@ -204,7 +201,11 @@ def watch_processes(
     def draw(now: float) -> None:
         width, height = size()
         frame = console_processes.render_top(
-            displayed(recording), now - started, state["sort"], width, height - 1 if tty_out else height,
+            displayed(recording),
+            now - started,
+            state["sort"],
+            width,
+            height - 1 if tty_out else height,
             keys=keys is not None and keys.active,
         )
         frame = terminal_text(frame)
@@ -259,8 +260,16 @@ def run(args: argparse.Namespace) -> int:
     tty_out = sys.stdout.isatty()
     with launch.StopSignals() as stop, Keys() as keys:
         total, finished = watch_processes(
-            process_set, recording, tracker, args.duration, stop, sys.stdout, tty_out, args.sort,
-            keys if tty_out else None, size=_terminal_size if tty_out else (lambda: (80, 24)),
+            process_set,
+            recording,
+            tracker,
+            args.duration,
+            stop,
+            sys.stdout,
+            tty_out,
+            args.sort,
+            keys if tty_out else None,
+            size=_terminal_size if tty_out else (lambda: (80, 24)),
         )
     if finished:
         if total == 0:

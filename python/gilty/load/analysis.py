@@ -102,20 +102,31 @@ def find_knee(steps: list, verdicts: list, slo: Optional[tuple]) -> Knee:
     failing = [v for v in verdicts if not v.meets_slo]
     slo_text = f"{slo[0].replace('_', '.')} <= {slo[1] * 1e3:g} ms" if slo else "errors <= 1%"
     if not failing:
-        return Knee(rate, max_tp, concurrency, "none reached", f"every step met {slo_text}; the knee is above {verdicts[-1].rate:g} rps")
+        return Knee(
+            rate, max_tp, concurrency, "none reached", f"every step met {slo_text}; the knee is above {verdicts[-1].rate:g} rps"
+        )
     first_bad = failing[0]
     # The generator is to blame only if, without its own delay, the step would have passed.
     server_slow = slo is not None and first_bad.service_percentile_s is not None and first_bad.service_percentile_s > slo[1]
     if first_bad.generator_behind and not server_slow:
-        return Knee(rate, max_tp, concurrency, "generator",
-                    f"at {first_bad.rate:g} rps the generator itself fell behind its schedule; the server's limit is not measured")
+        return Knee(
+            rate,
+            max_tp,
+            concurrency,
+            "generator",
+            f"at {first_bad.rate:g} rps the generator itself fell behind its schedule; the server's limit is not measured",
+        )
     c = f"{concurrency:.1f}" if concurrency is not None else "?"
     return Knee(
         rate,
         max_tp,
         concurrency,
         "concurrency",
-        (f"above {rate:g} rps {slo_text} no longer holds" if rate is not None else f"already at {first_bad.rate:g} rps {slo_text} does not hold")
+        (
+            f"above {rate:g} rps {slo_text} no longer holds"
+            if rate is not None
+            else f"already at {first_bad.rate:g} rps {slo_text} does not hold"
+        )
         + "; the server completes at most "
         f"{max_tp:.0f} rps, i.e. about {c} requests at a time at its low-load service time",
     )
@@ -128,6 +139,8 @@ def knee_notes(verdicts: list, knee: Knee) -> list:
     if not few:
         return []
     key = few[0].percentile
-    return [f"{key.replace('_', '.')} at {' and '.join(f'{v.rate:g}' for v in few)} rps is read from "
-            f"{' and '.join(str(v.answers) for v in few)} answers (fewer than {min_answers(key)}): "
-            "it is about the slowest answer, not a percentile"]
+    return [
+        f"{key.replace('_', '.')} at {' and '.join(f'{v.rate:g}' for v in few)} rps is read from "
+        f"{' and '.join(str(v.answers) for v in few)} answers (fewer than {min_answers(key)}): "
+        "it is about the slowest answer, not a percentile"
+    ]

@@ -67,8 +67,9 @@ def t975(blocks: Optional[int]) -> float:
     return next((T975[k] for k in sorted(T975) if k >= df), Z)
 
 
-def row(scope: str, metric: str, a, b, se_a, se_b, abs_floor: float = 0.0, rel_floor: float = REL_FLOOR,
-        blocks: Optional[int] = None) -> Row:
+def row(
+    scope: str, metric: str, a, b, se_a, se_b, abs_floor: float = 0.0, rel_floor: float = REL_FLOOR, blocks: Optional[int] = None
+) -> Row:
     if a is None or b is None:
         return Row(scope, metric, a, b, None, None, False)
     noise = t975(blocks) * math.sqrt(se_a**2 + se_b**2) if se_a is not None and se_b is not None else None
@@ -98,8 +99,18 @@ def _step_rows(a: dict, b: dict) -> list:
     ok_per_s = lambda secs: [s["completed"] - s["errors"] for s in secs]  # noqa: E731
     rows.append(row(scope, "throughput", tp(a), tp(b), _se(ok_per_s(sa)), _se(ok_per_s(sb)), abs_floor=1.0, blocks=n))
     for p in PERCENTILES:
-        rows.append(row(scope, f"{p}_s", a["latency_s"][p], b["latency_s"][p],
-                        _se([s["latency_s"][p] for s in sa]), _se([s["latency_s"][p] for s in sb]), abs_floor=0.0005, blocks=n))
+        rows.append(
+            row(
+                scope,
+                f"{p}_s",
+                a["latency_s"][p],
+                b["latency_s"][p],
+                _se([s["latency_s"][p] for s in sa]),
+                _se([s["latency_s"][p] for s in sb]),
+                abs_floor=0.0005,
+                blocks=n,
+            )
+        )
     err = lambda step: step["verdict"]["error_share"]  # noqa: E731
     err_s = lambda secs: [(s["errors"] + s["dropped"]) / max(1, s["sent"] + s["dropped"]) for s in secs]  # noqa: E731
     rows.append(row(scope, "error_share", err(a), err(b), _se(err_s(sa)), _se(err_s(sb)), abs_floor=0.005, blocks=n))
@@ -114,9 +125,18 @@ def _step_rows(a: dict, b: dict) -> list:
                 se_a = _se([s["latency_s"][p] for s in sa])
                 se_b = _se([s["latency_s"][p] for s in sb])
                 scale = lambda r, step: math.sqrt(max(1, step["ok"]) / max(1, r["ok"]))  # noqa: E731
-                rows.append(row(f"{scope} {path}", f"{p}_s", ra["latency_s"][p], rb["latency_s"][p],
-                                None if se_a is None else se_a * scale(ra, a), None if se_b is None else se_b * scale(rb, b),
-                                abs_floor=0.0005, blocks=n))
+                rows.append(
+                    row(
+                        f"{scope} {path}",
+                        f"{p}_s",
+                        ra["latency_s"][p],
+                        rb["latency_s"][p],
+                        None if se_a is None else se_a * scale(ra, a),
+                        None if se_b is None else se_b * scale(rb, b),
+                        abs_floor=0.0005,
+                        blocks=n,
+                    )
+                )
     rows.extend(_endpoint_rows(scope, a, b))
     return rows
 
@@ -143,8 +163,18 @@ def _endpoint_rows(scope: str, a: dict, b: dict) -> list:
         label = key[0] if not key[1] else f"{key[0]} ({key[1]})"
         wa, wb = a["window_s"] or 1.0, b["window_s"] or 1.0
         va, vb = ea[key]["total_s"] / wa, eb[key]["total_s"] / wb
-        rows.append(row(f"{scope} endpoint {label}", "server_threads", va, vb, _count_se(ea[key], pa, wa), _count_se(eb[key], pb, wb),
-                        abs_floor=ENDPOINT_ABS_FLOOR, rel_floor=COUNT_REL_FLOOR))
+        rows.append(
+            row(
+                f"{scope} endpoint {label}",
+                "server_threads",
+                va,
+                vb,
+                _count_se(ea[key], pa, wa),
+                _count_se(eb[key], pb, wb),
+                abs_floor=ENDPOINT_ABS_FLOOR,
+                rel_floor=COUNT_REL_FLOOR,
+            )
+        )
         holding_a, holding_b = ea[key]["share_holding"], eb[key]["share_holding"]
         if max(holding_a, holding_b) >= 0.05 and max(va, vb) >= ENDPOINT_ABS_FLOOR:
             rows.append(row(f"{scope} endpoint {label}", "share_holding", holding_a, holding_b, None, None))
@@ -173,8 +203,14 @@ def compare_load(a: dict, b: dict) -> list:
 
 # -- recordings --------------------------------------------------------------------------------
 
-_SHARE_STATES = ((HOLDING_GIL, "holding_gil"), (WAITING_GIL, "waiting_gil"), (NATIVE, "native"), (IDLE, "idle"), (GC, "gc"),
-                 (CPU_WAIT, "cpu_wait"))
+_SHARE_STATES = (
+    (HOLDING_GIL, "holding_gil"),
+    (WAITING_GIL, "waiting_gil"),
+    (NATIVE, "native"),
+    (IDLE, "idle"),
+    (GC, "gc"),
+    (CPU_WAIT, "cpu_wait"),
+)
 
 
 def _blocks(times) -> list:
@@ -262,9 +298,11 @@ def compare_recordings(a: Recording, b: Recording) -> list:
 
 # -- output ------------------------------------------------------------------------------------
 
-NOISE_METHOD = ("per-second blocks (batch means): Student's t (97.5 %, seconds - 1 degrees of freedom) x the combined "
-                "standard error of A and B, with a floor of 5 % of the larger value; per-endpoint server time: "
-                "counting noise x 2, 10 % floor")
+NOISE_METHOD = (
+    "per-second blocks (batch means): Student's t (97.5 %, seconds - 1 degrees of freedom) x the combined "
+    "standard error of A and B, with a floor of 5 % of the larger value; per-endpoint server time: "
+    "counting noise x 2, 10 % floor"
+)
 
 
 # Metrics where a rise is worse for the service, and where it is better; others have no direction.
@@ -273,7 +311,7 @@ BETTER_UP = ("throughput", "rate", "max_throughput")
 
 
 def direction(r: Row, judged: bool = True) -> str:
-    """"better", "worse" or "" for a row's change; with ``judged``, only for a change beyond noise."""
+    """ "better", "worse" or "" for a row's change; with ``judged``, only for a change beyond noise."""
     if (judged and not r.beyond_noise) or r.change is None:
         return ""
     if r.metric in WORSE_UP:
@@ -298,5 +336,9 @@ LARGE_CHANGE = 0.5
 
 
 def is_large_within_noise(r: Row) -> bool:
-    return (not r.beyond_noise and r.noise is not None and r.change is not None
-            and abs(r.change) >= LARGE_CHANGE * max(abs(r.a), abs(r.b)) > 0)
+    return (
+        not r.beyond_noise
+        and r.noise is not None
+        and r.change is not None
+        and abs(r.change) >= LARGE_CHANGE * max(abs(r.a), abs(r.b)) > 0
+    )

@@ -20,7 +20,7 @@ from typing import Optional
 from gilty.load.frameworks import FRAMEWORK_CODE, FRAMEWORK_VIEWS, dispatch, generic_handler
 from gilty.load.sites import is_library, library_prefixes, package_fragment, site_key
 from gilty.load.startup import startup_frame
-from gilty.sampling.session import HOLDING_GIL, GC, IDLE, STATE_NAMES, Session
+from gilty.sampling.session import GC, HOLDING_GIL, IDLE, STATE_NAMES, Session
 
 FRAMEWORK = "(framework)"  # inside a dispatch frame but not (yet) in a handler
 TOP_ENDPOINTS = 10
@@ -128,15 +128,17 @@ def endpoint_table(sessions: list, app: tuple = ()) -> list:
             continue
         holding = a.counts[HOLDING_GIL] + a.counts[GC]
         top = max(a.sites.items(), key=lambda kv: kv[1], default=None)
-        out.append(Endpoint(
-            function=function,
-            file=file,
-            seconds={name: a.counts[code] for code, name in enumerate(STATE_NAMES) if a.counts[code] > 0},
-            total_s=total,
-            share_holding=holding / total,
-            top_site=top[0] if top else None,
-            top_site_share=top[1] / total if top else 0.0,
-        ))
+        out.append(
+            Endpoint(
+                function=function,
+                file=file,
+                seconds={name: a.counts[code] for code, name in enumerate(STATE_NAMES) if a.counts[code] > 0},
+                total_s=total,
+                share_holding=holding / total,
+                top_site=top[0] if top else None,
+                top_site_share=top[1] / total if top else 0.0,
+            )
+        )
     out.sort(key=lambda e: -e.total_s)
     return out[:TOP_ENDPOINTS]
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from gilty.sampling.analysis.syscalls import idle_label
 from gilty.load.sites import is_library, library_prefixes, site_key
 from gilty.load.startup import startup_frame
+from gilty.sampling.analysis.syscalls import idle_label
 from gilty.sampling.session import CPU_WAIT, GC, HOLDING_GIL, IDLE, NATIVE, NO_STACK, WAITING_GIL, Session
 
 DEFAULT_THRESHOLD_S = 0.02
@@ -43,7 +43,7 @@ def loop_threads(session: Session) -> list:
     """Tids whose stacks run an asyncio loop, in the order first seen."""
     tids: dict = {}
     seen: set = set()
-    for (tid, _state, stack_id) in session.stack_counts():
+    for tid, _state, stack_id in session.stack_counts():
         if tid in tids or (tid, stack_id) in seen:
             continue
         seen.add((tid, stack_id))

@@ -43,11 +43,44 @@ DISPATCH_FRAMES = (
 # Packages whose own frames are the framework's machinery between the dispatch and the handler
 # (routing, decorators, sync/async adapters, protocol code); Django's contrib apps (the admin) have
 # views of their own.
-FRAMEWORK_CODE = ("flask/", "werkzeug/", "django/", "starlette/", "fastapi/", "anyio/", "asgiref/", "sniffio/",
-                  "gunicorn/", "uvicorn/", "h11/", "httptools/", "pydantic/", "pydantic_core/", "decorator.py",
-                  "itsdangerous/", "markupsafe/", "jinja2/", "blinker/", "sqlparse/",
-                  "aiohttp/", "multidict/", "yarl/", "tornado/", "sanic/", "sanic_routing/", "quart/", "hypercorn/",
-                  "litestar/", "msgspec/", "falcon/", "grpc/", "celery/", "kombu/", "billiard/", "vine/")
+FRAMEWORK_CODE = (
+    "flask/",
+    "werkzeug/",
+    "django/",
+    "starlette/",
+    "fastapi/",
+    "anyio/",
+    "asgiref/",
+    "sniffio/",
+    "gunicorn/",
+    "uvicorn/",
+    "h11/",
+    "httptools/",
+    "pydantic/",
+    "pydantic_core/",
+    "decorator.py",
+    "itsdangerous/",
+    "markupsafe/",
+    "jinja2/",
+    "blinker/",
+    "sqlparse/",
+    "aiohttp/",
+    "multidict/",
+    "yarl/",
+    "tornado/",
+    "sanic/",
+    "sanic_routing/",
+    "quart/",
+    "hypercorn/",
+    "litestar/",
+    "msgspec/",
+    "falcon/",
+    "grpc/",
+    "celery/",
+    "kombu/",
+    "billiard/",
+    "vine/",
+)
 FRAMEWORK_VIEWS = ("django/contrib/",)
 
 

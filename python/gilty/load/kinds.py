@@ -49,5 +49,3 @@ def classify(session, state: int, stack_id: int, syscall: int, prefixes: tuple, 
             out = kind
     cache[key] = out
     return out
-
-

@@ -96,16 +96,18 @@ def read_stats(prefix: str) -> dict:
         for r in csv.DictReader(f):
             if r["Name"] != "Aggregated":
                 continue
-            seconds.append({
-                "t": int(r["Timestamp"]),
-                "users": int(r["User Count"]),
-                "rps": _number(r["Requests/s"]),
-                "failures_s": _number(r["Failures/s"]),
-                "p50_s": _ms_to_s(r["50%"]),
-                "p95_s": _ms_to_s(r["95%"]),
-                "p99_s": _ms_to_s(r["99%"]),
-                "total": int(r["Total Request Count"]),
-            })
+            seconds.append(
+                {
+                    "t": int(r["Timestamp"]),
+                    "users": int(r["User Count"]),
+                    "rps": _number(r["Requests/s"]),
+                    "failures_s": _number(r["Failures/s"]),
+                    "p50_s": _ms_to_s(r["50%"]),
+                    "p95_s": _ms_to_s(r["95%"]),
+                    "p99_s": _ms_to_s(r["99%"]),
+                    "total": int(r["Total Request Count"]),
+                }
+            )
     # Requests/s in the history is Locust's rolling figure; the count of the second is exact.
     previous = 0
     for sec in seconds:
@@ -126,8 +128,13 @@ class LocustRun:
     def _start(self, args: list, name: str) -> subprocess.Popen:
         log = open(os.path.join(self.dir, f"{name}.log"), "wb")
         # Own sessions: a Ctrl-C reaches gilty, which stops the master itself and still reports.
-        p = subprocess.Popen([*locust_command(), "-f", self.options.locustfile, *args], stdin=subprocess.DEVNULL,
-                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        p = subprocess.Popen(
+            [*locust_command(), "-f", self.options.locustfile, *args],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         log.close()
         self.procs.append(p)
         return p
@@ -144,10 +151,30 @@ class LocustRun:
         o = self.options
         port = _free_port()
         prefix = os.path.join(self.dir, "stats")
-        master_args = ["--headless", "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-                       "--expect-workers", str(o.workers), "--expect-workers-max-wait", f"{WORKER_CONNECT_TIMEOUT_S:g}", "-u", str(o.users), "-r", f"{o.spawn_rate:g}",
-                       "-t", f"{max(1, round(o.duration_s))}s", "--csv", prefix, "--csv-full-history", "--only-summary",
-                       "--stop-timeout", "2"]
+        master_args = [
+            "--headless",
+            "--master",
+            "--master-bind-host",
+            "127.0.0.1",
+            "--master-bind-port",
+            str(port),
+            "--expect-workers",
+            str(o.workers),
+            "--expect-workers-max-wait",
+            f"{WORKER_CONNECT_TIMEOUT_S:g}",
+            "-u",
+            str(o.users),
+            "-r",
+            f"{o.spawn_rate:g}",
+            "-t",
+            f"{max(1, round(o.duration_s))}s",
+            "--csv",
+            prefix,
+            "--csv-full-history",
+            "--only-summary",
+            "--stop-timeout",
+            "2",
+        ]
         if o.host:
             master_args += ["--host", o.host]
         self.master = self._start(master_args, "master")

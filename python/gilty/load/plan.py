@@ -53,7 +53,9 @@ def parse_url(text: str) -> tuple:
     except ValueError:
         value = float("nan")
     if not (0 < value < float("inf")):
-        raise UsageError(f"{text}: the weight after @ must be a finite number greater than 0, not {weight!r} (write an @ in a path as %40)")
+        raise UsageError(
+            f"{text}: the weight after @ must be a finite number greater than 0, not {weight!r} (write an @ in a path as %40)"
+        )
     return url, value
 
 

@@ -10,14 +10,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from gilty.sampling import processes
-from gilty.sampling.analysis.saturation import THROTTLED_NOTABLE, saturation
-from gilty.sampling.analysis.states import gc_share, gil_utilisation, mean_waiting_threads
 from gilty.load import endpoints, eventloop, kinds, task_endpoints
-from gilty.observe.monitor.memory_self import memory_self
 from gilty.load.sites import is_library, library_prefixes, site_key
 from gilty.load.startup import startup_frame, startup_label
+from gilty.observe.monitor.memory_self import memory_self
+from gilty.sampling import processes
 from gilty.sampling.aggregate import ABSENT
+from gilty.sampling.analysis.saturation import THROTTLED_NOTABLE, saturation
+from gilty.sampling.analysis.states import gc_share, gil_utilisation, mean_waiting_threads
 from gilty.sampling.session import CPU_WAIT, GC, HOLDING_GIL, NATIVE, NO_STACK, STATE_NAMES, UNKNOWN, Recording
 
 PROFILE_RATE_HZ = 200.0
@@ -83,7 +83,7 @@ def _tally(s, prefixes: tuple, app: tuple) -> tuple:
     """({tid: {category: samples}}, {(state, stack_id, syscall): category}) over a session's runs."""
     cache: dict = {}
     per_thread: dict = {}
-    for (tid, _first, passes, state, stack_id, nr) in s.iter_runs():
+    for tid, _first, passes, state, stack_id, nr in s.iter_runs():
         if state == ABSENT:  # passes in which the thread was not seen
             continue
         category = kinds.classify(s, state, stack_id, nr, prefixes, app, cache)
@@ -120,7 +120,7 @@ def _pass_counts(s, tids: set, prefixes: tuple, app: tuple, cache: dict) -> tupl
     """(passes in which ``tids`` were seen, those in which every one seen waited for work, those with
     work in which one was runnable without a CPU and none ran on one); start-up samples count as none."""
     seen, busy, running, starved = bytearray(), bytearray(), bytearray(), bytearray()
-    for (tid, first, passes, state, stack_id, nr) in s.iter_runs():
+    for tid, first, passes, state, stack_id, nr in s.iter_runs():
         if state == ABSENT or tid not in tids:
             continue
         category = kinds.classify(s, state, stack_id, nr, prefixes, app, cache)
@@ -170,8 +170,9 @@ def _cpu_supply(live: list, sessions: list) -> dict:
     allowed = [n for n in (_cpus_allowed(s.target.pid) for s in sessions) if n is not None]
     if allowed:
         out["cpus_allowed"] = min(allowed)
-    used = [sum(run for run, _delay in s.sched["threads"].values()) / 1e9 / s.sched["seconds"]
-            for s in live if s.sched.get("seconds")]
+    used = [
+        sum(run for run, _delay in s.sched["threads"].values()) / 1e9 / s.sched["seconds"] for s in live if s.sched.get("seconds")
+    ]
     if used:
         out["cpus_used"] = sum(used)
     return out
@@ -201,8 +202,11 @@ def _busiest(tallies: list) -> list:
 def _gil_utilisation_at_work(s) -> float:
     """The share of passes with the GIL held, passes in which it was held by start-up code left out:
     a worker importing its application holds the GIL, but that is not the load's doing."""
-    starting = sum(n for (_tid, state, stack_id), n in s.stack_counts().items()
-                   if state in (HOLDING_GIL, GC) and stack_id != NO_STACK and startup_frame(s.stack(stack_id)))
+    starting = sum(
+        n
+        for (_tid, state, stack_id), n in s.stack_counts().items()
+        if state in (HOLDING_GIL, GC) and stack_id != NO_STACK and startup_frame(s.stack(stack_id))
+    )
     if not starting:
         return gil_utilisation(s)
     held = max(0, s.passes_with_gil_held() - starting)
@@ -214,7 +218,9 @@ def _rank_sites(sites: dict, total: float) -> list:
     return [Site(f, file, line, caller, n / total) for (f, file, line, caller), n in ranked]
 
 
-def summarise_step(recording: Recording, loop_threshold_s: float = eventloop.DEFAULT_THRESHOLD_S, app: tuple = ()) -> Optional[StepProfile]:
+def summarise_step(
+    recording: Recording, loop_threshold_s: float = eventloop.DEFAULT_THRESHOLD_S, app: tuple = ()
+) -> Optional[StepProfile]:
     # Helpers (a router in front of the workers, a resource tracker) serve no request of their own.
     live = [s for s in recording.sessions if s.samples and s.target.pid not in recording.helpers]
     if not live:
@@ -314,8 +320,10 @@ def loop_words(loop: eventloop.LoopLag) -> str:
     where = ""
     if top is not None:
         where = f"; most of it under `{top.site}`" + (f" called from `{top.caller}`" if top.caller else "") + f", {top.doing}"
-    return (f"the event loop of pid {loop.pid} ({loop.thread}) did not get back to its selector for {loop.lag_share:.0%} "
-            f"of the time in {loop.spans} spans over {loop.threshold_s * 1e3:g} ms (up to {loop.max_span_s * 1e3:.0f} ms){where}")
+    return (
+        f"the event loop of pid {loop.pid} ({loop.thread}) did not get back to its selector for {loop.lag_share:.0%} "
+        f"of the time in {loop.spans} spans over {loop.threshold_s * 1e3:g} ms (up to {loop.max_span_s * 1e3:.0f} ms){where}"
+    )
 
 
 def _site_words(top: Optional[Site]) -> str:
@@ -346,7 +354,10 @@ def limit_from_profile(p: StepProfile) -> tuple:
         top = max(awaited, key=lambda e: e.task_s * e.awaits[0]["share"])
         kind = top.awaits[0]["kind"]
         if kind in CAPPING_KINDS:
-            return f"awaiting a {kind}", f"{task_endpoints.await_words(top)}: it lets only so many requests proceed at once ({words})"
+            return (
+                f"awaiting a {kind}",
+                f"{task_endpoints.await_words(top)}: it lets only so many requests proceed at once ({words})",
+            )
         words = f"{words}: {task_endpoints.await_words(top)}"
     return name, words
 
@@ -354,7 +365,11 @@ def limit_from_profile(p: StepProfile) -> tuple:
 def _limit_from_profile(p: StepProfile) -> tuple:
     n = p.busy_processes
     workers = f"the {n} busiest processes" if n != 1 else "the busiest process"
-    verb = (lambda plural: plural) if n != 1 else (lambda plural: {"spend": "spends", "hold": "holds", "are": "is", "run": "runs", "wait": "waits"}[plural])
+    verb = (
+        (lambda plural: plural)
+        if n != 1
+        else (lambda plural: {"spend": "spends", "hold": "holds", "are": "is", "run": "runs", "wait": "waits"}[plural])
+    )
     where = _site_words(p.sites[0] if p.sites else None)
     loop = p.loops[0] if p.loops else None
     if loop is not None and loop.lag_share >= LOOP_LAG_LIMIT_SHARE:
@@ -381,9 +396,11 @@ def _limit_from_profile(p: StepProfile) -> tuple:
     if p.mean_waiting_threads >= 0.5 and waiting >= 0.25:
         return "GIL contention", f"threads of {workers} wait for the GIL {waiting:.0%} of the time{where}"
     if for_work >= 0.5:
-        return "waiting for work", (f"{workers} {verb('wait')} for the next request {for_work:.0%} of the time "
-                                    "(accept, or an event loop at its selector with nothing ready) while requests queue: "
-                                    "the requests wait before they reach the workers, or (asyncio) the handlers await something outside them")
+        return "waiting for work", (
+            f"{workers} {verb('wait')} for the next request {for_work:.0%} of the time "
+            "(accept, or an event loop at its selector with nothing ready) while requests queue: "
+            "the requests wait before they reach the workers, or (asyncio) the handlers await something outside them"
+        )
     held = p.states.get("holding_gil", 0) + p.states.get("gc", 0)
     native = p.states.get("native", 0)
     # Runnable without a CPU (a busy host or a spent quota): the thread was running Python or native
@@ -391,23 +408,35 @@ def _limit_from_profile(p: StepProfile) -> tuple:
     cpu_wait = p.states.get("cpu_wait", 0)
     if cpu_wait and held + native > 0:
         held, native = held + cpu_wait * held / (held + native), native + cpu_wait * native / (held + native)
-    starved = (f" ({cpu_wait:.0%} of the time runnable without a CPU, {cpu_wait / working:.0%} of their working time: the host is busy)"
-               if cpu_wait >= 0.1 * working else "")
+    starved = (
+        f" ({cpu_wait:.0%} of the time runnable without a CPU, {cpu_wait / working:.0%} of their working time: the host is busy)"
+        if cpu_wait >= 0.1 * working
+        else ""
+    )
     dependency = kinds_.get(kinds.DEPENDENCY_WAIT, 0)
     if dependency >= 0.5 * working:
-        return "I/O wait on a dependency", (f"{workers} {verb('are')} blocked in I/O inside their handlers {dependency:.0%} of the time "
-                                            "while requests queue")
+        return "I/O wait on a dependency", (
+            f"{workers} {verb('are')} blocked in I/O inside their handlers {dependency:.0%} of the time while requests queue"
+        )
     if native >= 0.5 * working or (held + native >= 0.6 * working and native >= held):
         nwhere = _site_words(p.native_sites[0] if p.native_sites else None)
-        return "native code", (f"{workers} {verb('run')} native code without the GIL {native:.0%} of the time{nwhere}"
-                               + (f"; Python with the GIL {held:.0%}" if held >= 0.1 else "") + starved)
+        return "native code", (
+            f"{workers} {verb('run')} native code without the GIL {native:.0%} of the time{nwhere}"
+            + (f"; Python with the GIL {held:.0%}" if held >= 0.1 else "")
+            + starved
+        )
     if held + native >= 0.6 * working:
-        return "CPU in Python", (f"{workers} {verb('hold')} the GIL {held:.0%} of the time{where}"
-                                 + (f"; native code without it {native:.0%}" if native >= 0.1 else "") + starved)
+        return "CPU in Python", (
+            f"{workers} {verb('hold')} the GIL {held:.0%} of the time{where}"
+            + (f"; native code without it {native:.0%}" if native >= 0.1 else "")
+            + starved
+        )
     top = next((e for e in p.endpoints if e.file), None)
     where = f", most of it in `{top.label}`" if top is not None else ""
-    return "concurrency", (f"{workers} {verb('are')} mostly idle inside their requests ({p.states.get('idle', 0):.0%}, "
-                           f"{_top_idle(kinds_)}{where}) while requests queue: too few requests are served at once")
+    return "concurrency", (
+        f"{workers} {verb('are')} mostly idle inside their requests ({p.states.get('idle', 0):.0%}, "
+        f"{_top_idle(kinds_)}{where}) while requests queue: too few requests are served at once"
+    )
 
 
 # Runnable without a CPU at least this share of the busy processes' working time: the host is the limit.
@@ -425,16 +454,24 @@ def _host_limit(p: StepProfile, workers: str, verb: Callable) -> tuple:
         figures.append(f"run queue delay {p.run_delay_ms_per_s:.0f} ms/s per thread")
     if quota:
         figures.append(f"cgroup throttled in {throttled:.0%} of its periods")
-    words = (f"{workers} had work to do {1 - p.waiting_for_work_passes:.0%} of the time and in {p.cpu_starved_passes:.0%} of it "
-             f"{'were' if p.busy_processes != 1 else 'was'} held off a CPU ({'; '.join(figures)})")
+    words = (
+        f"{workers} had work to do {1 - p.waiting_for_work_passes:.0%} of the time and in {p.cpu_starved_passes:.0%} of it "
+        f"{'were' if p.busy_processes != 1 else 'was'} held off a CPU ({'; '.join(figures)})"
+    )
     allowed, host, used = p.cpus_allowed, p.host_cpus, p.cpus_used
     if allowed is not None:
-        words += (f"; the server may run on {allowed} of the host's {host} CPUs" if host and allowed < host
-                  else f"; the server may run on all {allowed} CPUs")
+        words += (
+            f"; the server may run on {allowed} of the host's {host} CPUs"
+            if host and allowed < host
+            else f"; the server may run on all {allowed} CPUs"
+        )
         if used is not None:
             own = used >= 0.8 * allowed
-            words += (f" and used {used:.1f}: its own {'threads' if p.busy_processes == 1 else 'processes'} keep them busy" if own
-                      else f" and used {used:.1f}: other jobs took the rest")
+            words += (
+                f" and used {used:.1f}: its own {'threads' if p.busy_processes == 1 else 'processes'} keep them busy"
+                if own
+                else f" and used {used:.1f}: other jobs took the rest"
+            )
     helps = []
     if quota:
         helps.append("a larger CPU quota")
@@ -447,7 +484,9 @@ def _host_limit(p: StepProfile, workers: str, verb: Callable) -> tuple:
     if allowed is not None and p.busy_processes > allowed:
         helps.append(f"fewer busy workers than CPUs ({p.busy_processes} share {allowed})")
     held = p.states.get("holding_gil", 0) + p.states.get("gc", 0)
-    top = (p.native_sites[0] if p.native_sites else None) if p.states.get("native", 0) > held else (p.sites[0] if p.sites else None)
+    top = (
+        (p.native_sites[0] if p.native_sites else None) if p.states.get("native", 0) > held else (p.sites[0] if p.sites else None)
+    )
     if top is not None:
         place = top.file if top.line == 0 else f"{top.file}:{top.line}"
         caller = f" called from `{top.caller}`" if top.caller else ""
@@ -470,8 +509,10 @@ def startup_words(p: StepProfile) -> Optional[str]:
     if p.startup_share < STARTUP_NOTE_SHARE:
         return None
     where = f" (`{p.startup_sites[0]}`)" if p.startup_sites else ""
-    return (f"{p.startup_share:.0%} of the workers' samples were start-up{where}: importing or compiling, not serving; "
-            "left out of the cause (a longer --warmup lets the workers finish starting)")
+    return (
+        f"{p.startup_share:.0%} of the workers' samples were start-up{where}: importing or compiling, not serving; "
+        "left out of the cause (a longer --warmup lets the workers finish starting)"
+    )
 
 
 def memory_at_end(recording: Recording) -> list:
@@ -535,7 +576,6 @@ def profile_during(
     if "error" in out:
         raise out["error"]
     return out["result"], recording
-
 
 
 def other_causes(p: StepProfile, limit: str) -> list:

@@ -101,8 +101,11 @@ def _cpu_ticks(pids: set) -> dict:
 
 
 def _owner(server_port: int, client_port: int, pids: list) -> Optional[int]:
-    inodes = {inode for lport, rport, state, inode in helpers.tcp_table()
-              if lport == server_port and rport == client_port and state == ESTABLISHED and inode != "0"}
+    inodes = {
+        inode
+        for lport, rport, state, inode in helpers.tcp_table()
+        if lport == server_port and rport == client_port and state == ESTABLISHED and inode != "0"
+    }
     if not inodes:
         return None
     for pid in pids:
@@ -157,8 +160,9 @@ def _behind_router(root: int, holders: list) -> list:
 SETTLED_S = 0.5
 
 
-def _wait_through_router(host: str, port: int, path: str, router: list, behind: list, start: float, deadline: float,
-                         alive: Callable[[], bool]) -> Readiness:
+def _wait_through_router(
+    host: str, port: int, path: str, router: list, behind: list, start: float, deadline: float, alive: Callable[[], bool]
+) -> Readiness:
     """Until the router answers and its workers stop using CPU (none is still importing)."""
     rounds = 0
     answered = False
@@ -214,5 +218,4 @@ def wait_for_workers(url: str, root: int, timeout_s: float, alive: Callable[[], 
         pids = workers(root, port) or pids  # workers still being forked join the set
         if set(pids) <= answered:
             return Readiness(pids, sorted(answered & set(pids)), time.monotonic() - start, True, rounds)
-    return Readiness(pids, sorted(answered & set(pids)), time.monotonic() - start, False, rounds,
-                     sorted(set(pids) - answered))
+    return Readiness(pids, sorted(answered & set(pids)), time.monotonic() - start, False, rounds, sorted(set(pids) - answered))

@@ -57,8 +57,14 @@ def is_library(file: str, prefixes: tuple, app: tuple = ()) -> bool:
     # A console script pip wrote (`.venv/bin/gunicorn`, no .py) is the server's entry point, not the
     # application: a stack with nothing else outside libraries is the framework's own work.
     console_script = "/bin/" in file and not file.endswith(".py")
-    return ("site-packages/" in file or "dist-packages/" in file or file.startswith(prefixes)
-            or file.startswith("<frozen") or console_script or _STDLIB_DIR.search(file) is not None)
+    return (
+        "site-packages/" in file
+        or "dist-packages/" in file
+        or file.startswith(prefixes)
+        or file.startswith("<frozen")
+        or console_script
+        or _STDLIB_DIR.search(file) is not None
+    )
 
 
 def site_key(stack: list, prefixes: tuple, app: tuple = ()) -> tuple:

@@ -79,14 +79,25 @@ def task_endpoint_table(sessions: list, app: tuple = ()) -> list:
         if total <= 0:
             continue
         ranked = sorted(awaits.items(), key=lambda kv: -kv[1])[:TOP_AWAITS]
-        out.append(TaskEndpoint(
-            function=function,
-            file=file,
-            task_s=total,
-            states={k: v / total for k, v in sorted(states.items(), key=lambda kv: -kv[1])},
-            awaits=[{"kind": kind, "function": f[0], "file": f[1], "line": f[2], "code": source_of(files[f], f[1], f[2]),
-                     "share": secs / total} for (kind, f), secs in ranked],
-        ))
+        out.append(
+            TaskEndpoint(
+                function=function,
+                file=file,
+                task_s=total,
+                states={k: v / total for k, v in sorted(states.items(), key=lambda kv: -kv[1])},
+                awaits=[
+                    {
+                        "kind": kind,
+                        "function": f[0],
+                        "file": f[1],
+                        "line": f[2],
+                        "code": source_of(files[f], f[1], f[2]),
+                        "share": secs / total,
+                    }
+                    for (kind, f), secs in ranked
+                ],
+            )
+        )
     out.sort(key=lambda e: -e.task_s)
     return out[:TOP_ENDPOINTS]
 

@@ -197,10 +197,7 @@ def savings(session: MemorySession) -> dict:
     collected = [w for w in workers if any(win["generation"] == 2 for win in w.gc_windows)]
     per_full = sum(cows[w.pid]["during_gc_bytes"] for w in collected) / len(collected) if collected else 0
     frozen_everywhere = bool(workers) and all(froze_little(w) is False for w in workers if w.is_python)
-    pending = [
-        w for w in workers
-        if w.exited is None and w not in collected and w.is_python and auto_gc_on(last_gc_state(w))
-    ]
+    pending = [w for w in workers if w.exited is None and w not in collected and w.is_python and auto_gc_on(last_gc_state(w))]
     return {
         "rss_sum_bytes": last["rss"],
         "pss_sum_bytes": last["pss"],
@@ -230,17 +227,19 @@ def warnings(session: MemorySession) -> list:
         if rss >= LARGE_HEAP_BYTES:
             collected = len(master.gc_windows)
             during = f"; it collected {collected} time{'s' * (collected != 1)} during the run" if collected else ""
-            out.append({
-                "code": "master_gc_unfrozen",
-                "pids": [master.pid],
-                "message": (
-                    f"the master (pid {master.pid}) keeps automatic garbage collection on and froze next to nothing "
-                    f"(gc.freeze()) while {len(workers)} worker{'s' * (len(workers) != 1)} share its "
-                    f"{mib(rss):.0f} MiB heap{during}: each worker's first full collection will copy the pages of "
-                    "every object it traverses. Disable GC early in the master and freeze before forking "
-                    "(gilty.memory.prefork, docs/prefork.md)."
-                ),
-            })
+            out.append(
+                {
+                    "code": "master_gc_unfrozen",
+                    "pids": [master.pid],
+                    "message": (
+                        f"the master (pid {master.pid}) keeps automatic garbage collection on and froze next to nothing "
+                        f"(gc.freeze()) while {len(workers)} worker{'s' * (len(workers) != 1)} share its "
+                        f"{mib(rss):.0f} MiB heap{during}: each worker's first full collection will copy the pages of "
+                        "every object it traverses. Disable GC early in the master and freeze before forking "
+                        "(gilty.memory.prefork, docs/prefork.md)."
+                    ),
+                }
+            )
 
     master_unknown = master_little is None
     if master_little or master_unknown:
@@ -252,15 +251,17 @@ def warnings(session: MemorySession) -> list:
             pids = [w.pid for w in unfrozen]
             plural = len(pids) != 1
             whose = "the master froze next to nothing" if not master_unknown else "next to nothing is frozen"
-            out.append({
-                "code": "worker_gc_unfrozen",
-                "pids": pids,
-                "message": (
-                    f"worker{'s' * plural} {', '.join(map(str, pids))} ha{'ve' if plural else 's'} automatic garbage "
-                    f"collection on while {whose}: full collections traverse, and copy, the whole inherited heap "
-                    f"({mib(copied):.1f} MiB copied during collections in this run)."
-                ),
-            })
+            out.append(
+                {
+                    "code": "worker_gc_unfrozen",
+                    "pids": pids,
+                    "message": (
+                        f"worker{'s' * plural} {', '.join(map(str, pids))} ha{'ve' if plural else 's'} automatic garbage "
+                        f"collection on while {whose}: full collections traverse, and copy, the whole inherited heap "
+                        f"({mib(copied):.1f} MiB copied during collections in this run)."
+                    ),
+                }
+            )
 
     for rec in session.ordered():
         for change in config_changes(rec):
@@ -278,17 +279,20 @@ def warnings(session: MemorySession) -> list:
                 hint = (
                     " (a library calling gc.enable()? msgpack did at Instagram; gc.set_threshold(0) "
                     "cannot be undone that way: GILTY_PREFORK_GC=threshold0)"
-                    if change["after"] else ""
+                    if change["after"]
+                    else ""
                 )
             else:
                 before = "/".join(map(str, change["before"]))
                 after = "/".join(map(str, change["after"]))
                 what, hint = f"changed its GC thresholds from {before} to {after}", ""
-            out.append({
-                "code": "gc_config_changed",
-                "pids": [rec.pid],
-                "message": f"{rec.role} pid {rec.pid} {what} at {change['t']:.1f} s{hint}.",
-            })
+            out.append(
+                {
+                    "code": "gc_config_changed",
+                    "pids": [rec.pid],
+                    "message": f"{rec.role} pid {rec.pid} {what} at {change['t']:.1f} s{hint}.",
+                }
+            )
     return out
 
 
@@ -305,7 +309,11 @@ def summary(session: MemorySession) -> list:
     if timeline:
         last = timeline[-1]
         h = len(session.helpers)
-        who = f"master, {n} worker{'s' * (n != 1)} and {h} helper{'s' * (h != 1)}" if h else f"master and {n} worker{'s' * (n != 1)}"
+        who = (
+            f"master, {n} worker{'s' * (n != 1)} and {h} helper{'s' * (h != 1)}"
+            if h
+            else f"master and {n} worker{'s' * (n != 1)}"
+        )
         lines.append(
             f"The tree ({who}) uses {mib(last['pss']):.0f} MiB (PSS); its processes' "
             f"RSS adds up to {mib(last['rss']):.0f} MiB, so sharing pages saves {mib(sav['sharing_saves_bytes']):.0f} MiB."
@@ -327,7 +335,9 @@ def summary(session: MemorySession) -> list:
             f"and {mib(new):.1f} MiB is other growth (new allocations)."
         )
     else:
-        lines.append(f"During the recording ({session.duration_s:.0f} s) the workers' private memory (USS) grew by {mib(growth):.1f} MiB.")
+        lines.append(
+            f"During the recording ({session.duration_s:.0f} s) the workers' private memory (USS) grew by {mib(growth):.1f} MiB."
+        )
     lines.extend(_since_fork_lines(session))
     pre = preload(session)
     per_worker = (gc_b + out_b) / n

@@ -213,7 +213,11 @@ def last_frozen(rec: ProcessRecord) -> Optional[dict]:
         return None
     snap = rec.gc_snapshots[-1]
     state = last_gc_state(rec) or snap
-    return {"objects": snap["frozen_objects"], "exact": snap["frozen_exact"], "empty": state.get("frozen_empty", snap["frozen_empty"])}
+    return {
+        "objects": snap["frozen_objects"],
+        "exact": snap["frozen_exact"],
+        "empty": state.get("frozen_empty", snap["frozen_empty"]),
+    }
 
 
 def last_fork_share(rec: ProcessRecord) -> Optional[dict]:

@@ -59,11 +59,21 @@ def register(meter_provider: Any = None, *, interval: float = DEFAULT_INTERVAL_S
     if not running():
         start(interval)
     meter = (meter_provider or metrics.get_meter_provider()).get_meter("gilty")
-    meter.create_observable_counter("gilty.gil.hold", [_observations("hold")], unit="s", description="Time a thread held the GIL, GC included")
-    meter.create_observable_counter("gilty.gil.wait", [_observations("wait")], unit="s", description="Time a thread waited for the GIL")
-    meter.create_observable_counter("gilty.thread.state", [_observations("state")], unit="s", description="Time a thread spent in each state")
-    meter.create_observable_gauge("gilty.process.private", [_memory("private")], unit="By", description="Memory only this process maps")
-    meter.create_observable_gauge("gilty.process.shared", [_memory("shared")], unit="By", description="Memory shared with other processes")
+    meter.create_observable_counter(
+        "gilty.gil.hold", [_observations("hold")], unit="s", description="Time a thread held the GIL, GC included"
+    )
+    meter.create_observable_counter(
+        "gilty.gil.wait", [_observations("wait")], unit="s", description="Time a thread waited for the GIL"
+    )
+    meter.create_observable_counter(
+        "gilty.thread.state", [_observations("state")], unit="s", description="Time a thread spent in each state"
+    )
+    meter.create_observable_gauge(
+        "gilty.process.private", [_memory("private")], unit="By", description="Memory only this process maps"
+    )
+    meter.create_observable_gauge(
+        "gilty.process.shared", [_memory("shared")], unit="By", description="Memory shared with other processes"
+    )
     pauses = meter.create_histogram("gilty.gc.pause", unit="s", description="Garbage collection pauses, exact")
     add_gc_listener(lambda generation, pause: pauses.record(pause, {"generation": str(generation)}))
     return meter

@@ -112,9 +112,13 @@ class _MultiprocessExporter:
         labels = ["worker_pid", "thread", "tid"]
         self.hold = client.Counter("gilty_gil_hold_seconds", "Seconds the thread held the GIL.", labels)
         self.wait = client.Counter("gilty_gil_wait_seconds", "Seconds the thread waited for the GIL.", labels)
-        self.gc = client.Histogram("gilty_gc_pause_seconds", "Garbage collection pauses.", ["worker_pid", "generation"], buckets=BUCKETS_S)
+        self.gc = client.Histogram(
+            "gilty_gc_pause_seconds", "Garbage collection pauses.", ["worker_pid", "generation"], buckets=BUCKETS_S
+        )
         self.private = client.Gauge("gilty_process_private_bytes", "Memory only this worker maps.", multiprocess_mode="liveall")
-        self.shared = client.Gauge("gilty_process_shared_bytes", "Memory shared with other processes.", multiprocess_mode="liveall")
+        self.shared = client.Gauge(
+            "gilty_process_shared_bytes", "Memory shared with other processes.", multiprocess_mode="liveall"
+        )
         self.period = period
         self.sent: dict = {}
         self.stop = threading.Event()

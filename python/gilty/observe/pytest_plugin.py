@@ -20,7 +20,9 @@ WORDS = {"max_wait": "waited for the GIL", "max_hold": "held the GIL", "max_gc":
 
 def pytest_addoption(parser):
     group = parser.getgroup("gilty", "GIL budgets (gilty)")
-    group.addoption("--gilty", action="store_true", help="measure each test's GIL hold/wait/gc per thread; enforce gil_budget markers")
+    group.addoption(
+        "--gilty", action="store_true", help="measure each test's GIL hold/wait/gc per thread; enforce gil_budget markers"
+    )
     group.addoption("--gilty-interval", type=float, default=0.001, metavar="S", help="monitor interval (default 0.001 s)")
 
 
@@ -84,7 +86,9 @@ def pytest_runtest_call(item):
     if marker is not None:
         unknown = set(marker.kwargs) - set(BUDGET_KEYS)
         if unknown or marker.args:
-            raise pytest.UsageError(f"gil_budget takes only {', '.join(BUDGET_KEYS)} as keywords, got {sorted(unknown) or marker.args}")
+            raise pytest.UsageError(
+                f"gil_budget takes only {', '.join(BUDGET_KEYS)} as keywords, got {sorted(unknown) or marker.args}"
+            )
         over = _over_budget(usage, {k: float(v) for k, v in marker.kwargs.items() if v is not None})
         if over:
             key, name, share, limit = over[0]

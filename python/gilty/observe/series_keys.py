@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+
 from gilty.sampling.analysis.pools import MIN_NUMBERED_POOL, pool_key
 
 _PYTHON = re.compile(r"^(python|pypy)[\d.]*[a-z]?$")

@@ -80,8 +80,9 @@ class Totals:
     # Thread series per process at most (the rest are summed as "(other)").
     MAX_THREAD_SERIES = 64
 
-    def __init__(self, period_s: float, threads_of=live_tids, clock=None, per_thread: bool = False,
-                 memory_of=smaps_memory) -> None:
+    def __init__(
+        self, period_s: float, threads_of=live_tids, clock=None, per_thread: bool = False, memory_of=smaps_memory
+    ) -> None:
         import time
 
         self.period_s = period_s
@@ -195,18 +196,24 @@ class Totals:
             tid = f',tid="{key}"' if self.per_thread else ""
             return f'{process_labels(pid)},thread="{_escape(t.name)}"{tid}{extra}'
 
-        lines += ["# HELP gilty_gil_hold_seconds_total Seconds the thread (or pool) held the GIL, collections included (sampled).",
-                  "# TYPE gilty_gil_hold_seconds_total counter"]
+        lines += [
+            "# HELP gilty_gil_hold_seconds_total Seconds the thread (or pool) held the GIL, collections included (sampled).",
+            "# TYPE gilty_gil_hold_seconds_total counter",
+        ]
         hold_codes = [STATE_NAMES.index(s) for s in HOLD_STATES]
         for (pid, key), t in threads:
             lines.append(f"gilty_gil_hold_seconds_total{{{labels(pid, key, t)}}} {sum(t.seconds[c] for c in hold_codes):.6f}")
-        lines += ["# HELP gilty_gil_wait_seconds_total Seconds the thread (or pool) waited for the GIL (sampled).",
-                  "# TYPE gilty_gil_wait_seconds_total counter"]
+        lines += [
+            "# HELP gilty_gil_wait_seconds_total Seconds the thread (or pool) waited for the GIL (sampled).",
+            "# TYPE gilty_gil_wait_seconds_total counter",
+        ]
         wait_code = STATE_NAMES.index("waiting_gil")
         for (pid, key), t in threads:
             lines.append(f"gilty_gil_wait_seconds_total{{{labels(pid, key, t)}}} {t.seconds[wait_code]:.6f}")
-        lines += ["# HELP gilty_thread_state_seconds_total Seconds the thread (or pool) spent in each state it was seen in (sampled).",
-                  "# TYPE gilty_thread_state_seconds_total counter"]
+        lines += [
+            "# HELP gilty_thread_state_seconds_total Seconds the thread (or pool) spent in each state it was seen in (sampled).",
+            "# TYPE gilty_thread_state_seconds_total counter",
+        ]
         for (pid, key), t in threads:
             for code, state in enumerate(STATE_NAMES):
                 if t.seconds[code] > 0:  # a state never seen adds no series
@@ -214,24 +221,57 @@ class Totals:
                     lines.append(f"gilty_thread_state_seconds_total{{{labels(pid, key, t, extra)}}} {t.seconds[code]:.6f}")
         per_process = [
             ("gilty_process_up", "gauge", "A sampled Python process of the tree (1 while it is sampled).", lambda p: 1),
-            ("gilty_process_gil_held_seconds_total", "counter", "Seconds some thread of the process held the GIL, collections included (sampled).", lambda p: processes[p][2]),
-            ("gilty_process_gc_seconds_total", "counter", "Seconds the process spent collecting garbage (sampled).", lambda p: processes[p][3]),
-            ("gilty_process_gil_utilisation_ratio", "gauge", f"Share of the last {self.UTILISATION_WINDOW_S:g} s in which some thread held the GIL.", lambda p: _share(processes[p][4], 2)),
-            ("gilty_process_gc_ratio", "gauge", f"Share of the last {self.UTILISATION_WINDOW_S:g} s spent collecting garbage.", lambda p: _share(processes[p][4], 3)),
+            (
+                "gilty_process_gil_held_seconds_total",
+                "counter",
+                "Seconds some thread of the process held the GIL, collections included (sampled).",
+                lambda p: processes[p][2],
+            ),
+            (
+                "gilty_process_gc_seconds_total",
+                "counter",
+                "Seconds the process spent collecting garbage (sampled).",
+                lambda p: processes[p][3],
+            ),
+            (
+                "gilty_process_gil_utilisation_ratio",
+                "gauge",
+                f"Share of the last {self.UTILISATION_WINDOW_S:g} s in which some thread held the GIL.",
+                lambda p: _share(processes[p][4], 2),
+            ),
+            (
+                "gilty_process_gc_ratio",
+                "gauge",
+                f"Share of the last {self.UTILISATION_WINDOW_S:g} s spent collecting garbage.",
+                lambda p: _share(processes[p][4], 3),
+            ),
         ]
         for metric, kind, help_text, value in per_process:
             lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} {kind}"]
             for pid in sorted(processes):
                 figure = value(pid)
-                lines.append(f"{metric}{{{process_labels(pid)}}} {figure:.6f}" if isinstance(figure, float) else f"{metric}{{{process_labels(pid)}}} {figure}")
-        for field, metric, help_text in (("private", "gilty_process_private_bytes", "Private memory of the process (smaps_rollup Private_*)."),
-                                         ("shared", "gilty_process_shared_bytes", "Memory the process shares with others, e.g. a prefork master's pages (smaps_rollup Shared_*).")):
+                lines.append(
+                    f"{metric}{{{process_labels(pid)}}} {figure:.6f}"
+                    if isinstance(figure, float)
+                    else f"{metric}{{{process_labels(pid)}}} {figure}"
+                )
+        for field, metric, help_text in (
+            ("private", "gilty_process_private_bytes", "Private memory of the process (smaps_rollup Private_*)."),
+            (
+                "shared",
+                "gilty_process_shared_bytes",
+                "Memory the process shares with others, e.g. a prefork master's pages (smaps_rollup Shared_*).",
+            ),
+        ):
             lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} gauge"]
             for pid in sorted(processes):
                 if memory.get(pid) is not None:
                     lines.append(f"{metric}{{{process_labels(pid)}}} {memory[pid][field]}")
-        lines += ["# HELP gilty_attaches_total Processes attached since the sidecar started (workers replaced, restarts).",
-                  "# TYPE gilty_attaches_total counter", f"gilty_attaches_total {attaches}"]
+        lines += [
+            "# HELP gilty_attaches_total Processes attached since the sidecar started (workers replaced, restarts).",
+            "# TYPE gilty_attaches_total counter",
+            f"gilty_attaches_total {attaches}",
+        ]
         return "\n".join(lines) + "\n"
 
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import importlib
 import sys
+
 TYPE_CHECKING = False
 
 from gilty._errors import CommandError, UsageError
+
 if TYPE_CHECKING:  # annotations only: `gilty dump` imports a renderer without the session or `typing`
     from typing import Callable, Optional
 

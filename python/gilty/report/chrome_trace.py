@@ -115,7 +115,7 @@ def _slot_stacks(session: Session) -> tuple:
     first = []
     for counts in slots.counts:
         seen: dict = {}
-        for (tid, state, stack_id) in counts:
+        for tid, state, stack_id in counts:
             seen.setdefault((tid, state), stack_id)
         first.append(seen)
     return list(slots.first), first

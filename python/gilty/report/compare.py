@@ -6,8 +6,7 @@ import json
 from dataclasses import asdict
 from typing import Optional
 
-from gilty.load.compare import (FORMAT_VERSION, LAG_HEADLINE, NOISE_METHOD, direction, is_large_within_noise,
-                                 noise_unknown)
+from gilty.load.compare import FORMAT_VERSION, LAG_HEADLINE, NOISE_METHOD, direction, is_large_within_noise, noise_unknown
 from gilty.report.labels import visible
 
 
@@ -47,12 +46,14 @@ def headline(rows: list) -> list:
     if lags:
         r = max(lags, key=lambda r: abs(r.change))
         step, _sep, thread = r.scope.partition(" loop ")
-        out.append(f"loop lag of {visible(thread)} at {step.removeprefix('step ')} {r.a * 100:.0f} % → {r.b * 100:.0f} % "
-                   f"({direction(r, judged=False)})")
+        out.append(
+            f"loop lag of {visible(thread)} at {step.removeprefix('step ')} {r.a * 100:.0f} % → {r.b * 100:.0f} % "
+            f"({direction(r, judged=False)})"
+        )
     rest = [r for r in rows if r.beyond_noise and r is not knee and r.metric != "lag_share"]
     # what the users of the service feel (latency, throughput) leads; the server's inner figures explain it after
     rest.sort(key=lambda r: (not _user_facing(r.metric), -abs(r.change) / max(abs(r.a), abs(r.b), 1e-12)))
-    for r in rest[:3 - min(2, len(out))]:
+    for r in rest[: 3 - min(2, len(out))]:
         how = direction(r)
         out.append(f"{visible(r.scope)} {r.metric} {_fmt(r.metric, r.a)} → {_fmt(r.metric, r.b)}" + (f" ({how})" if how else ""))
     return out
@@ -60,11 +61,16 @@ def headline(rows: list) -> list:
 
 def _why_noise(r) -> str:
     """Why a large change is called noise: its noise is larger, and where that noise comes from."""
-    where = ("the counting noise of its samples" if " endpoint " in r.scope or r.scope.startswith("function ")
-             else "how much each run's own seconds differ from one another (few seconds widen it further)")
+    where = (
+        "the counting noise of its samples"
+        if " endpoint " in r.scope or r.scope.startswith("function ")
+        else "how much each run's own seconds differ from one another (few seconds widen it further)"
+    )
     pct = 100 * r.change / max(abs(r.a), abs(r.b))
-    return (f"{visible(r.scope)} {r.metric}: {_fmt(r.metric, r.a)} → {_fmt(r.metric, r.b)} ({pct:+.0f} %) is within noise: "
-            f"its noise is {_fmt(r.metric, r.noise)}, from {where}; repeat the runs (or run them longer) to tell")
+    return (
+        f"{visible(r.scope)} {r.metric}: {_fmt(r.metric, r.a)} → {_fmt(r.metric, r.b)} ({pct:+.0f} %) is within noise: "
+        f"its noise is {_fmt(r.metric, r.noise)}, from {where}; repeat the runs (or run them longer) to tell"
+    )
 
 
 def render_text(label_a: str, label_b: str, kind: str, rows: list) -> str:
@@ -85,31 +91,43 @@ def render_text(label_a: str, label_b: str, kind: str, rows: list) -> str:
             mark = "  <- ? noise unknown"
         scope = visible(r.scope)
         scope = scope if len(scope) <= 44 else scope[:43] + "~"
-        lines.append(f"  {scope:<44} {r.metric:<16} {_fmt(r.metric, r.a):>11} {_fmt(r.metric, r.b):>11} {change:>11} {noise:>10}{mark}")
+        lines.append(
+            f"  {scope:<44} {r.metric:<16} {_fmt(r.metric, r.a):>11} {_fmt(r.metric, r.b):>11} {change:>11} {noise:>10}{mark}"
+        )
     lines.append("")
-    lines.append(f"Noise: {NOISE_METHOD}; '?' where it cannot be estimated (one reading per run): a change there is marked "
-                 "'? noise unknown', neither beyond nor within noise.")
+    lines.append(
+        f"Noise: {NOISE_METHOD}; '?' where it cannot be estimated (one reading per run): a change there is marked "
+        "'? noise unknown', neither beyond nor within noise."
+    )
     flagged = [r for r in rows if r.beyond_noise]
     unknown = [r for r in rows if noise_unknown(r)]
     within = len(rows) - len(flagged) - len(unknown)
-    lines.append(f"{len(flagged)} of {len(rows)} figures differ beyond noise; {len(unknown)} changed with their noise unknown (?); "
-                 f"{within} within noise.")
+    lines.append(
+        f"{len(flagged)} of {len(rows)} figures differ beyond noise; {len(unknown)} changed with their noise unknown (?); "
+        f"{within} within noise."
+    )
     for r in [r for r in rows if is_large_within_noise(r)][:3]:
         lines.append(f"Within noise although large: {_why_noise(r)}.")
     return "\n".join(lines) + "\n"
 
 
 def render_json(label_a: str, label_b: str, kind: str, rows: list) -> str:
-    return json.dumps({
-        "format_version": FORMAT_VERSION,
-        "kind": "compare",
-        "compared": kind,
-        "a": label_a,
-        "b": label_b,
-        "noise_method": NOISE_METHOD,
-        "headline": headline(rows),
-        "rows": [dict(asdict(r), direction=direction(r) or None, noise_unknown=noise_unknown(r)) for r in rows],
-    }, indent=2) + "\n"
+    return (
+        json.dumps(
+            {
+                "format_version": FORMAT_VERSION,
+                "kind": "compare",
+                "compared": kind,
+                "a": label_a,
+                "b": label_b,
+                "noise_method": NOISE_METHOD,
+                "headline": headline(rows),
+                "rows": [dict(asdict(r), direction=direction(r) or None, noise_unknown=noise_unknown(r)) for r in rows],
+            },
+            indent=2,
+        )
+        + "\n"
+    )
 
 
 # -- the differential flame graph (two recordings) -------------------------------------------
@@ -136,7 +154,7 @@ def diff_html(a, b, label_a: str, label_b: str, rows: list) -> str:
 
     svg = diff_svg(a, b, label_a, label_b)
     # Inline, so that its own script (zoom, search, labels) runs in the page: the XML prologue goes.
-    inline = svg[svg.index("<svg"):]
+    inline = svg[svg.index("<svg") :]
     esc = html_mod.escape
     body = []
     for r in rows:

@@ -5,6 +5,10 @@ from __future__ import annotations
 import datetime
 from typing import Callable, Optional
 
+from gilty.report import event_loops
+from gilty.report.console_exact import exact_sections
+from gilty.report.dump import render_text as dump_text
+from gilty.report.labels import cut_name, cut_names
 from gilty.sampling.analysis import Summary, summarise
 from gilty.sampling.analysis.exact import summarise_exact
 from gilty.sampling.analysis.functions import top_function_overall
@@ -12,10 +16,6 @@ from gilty.sampling.analysis.pooled import pooled_summary
 from gilty.sampling.analysis.states import gil_utilisation, mean_waiting_threads, thread_states
 from gilty.sampling.analysis.syscalls import idle_label
 from gilty.sampling.analysis.wording import milliseconds, percent
-from gilty.report import event_loops
-from gilty.report.console_exact import exact_sections
-from gilty.report.dump import render_text as dump_text
-from gilty.report.labels import cut_name, cut_names
 from gilty.sampling.native_frames import native_stacks_line
 from gilty.sampling.session import IDLE, WAITING_GIL, Recording, Session
 
@@ -40,9 +40,7 @@ def _state_table(rows: list, extra_heading: Optional[str] = None) -> list:
     lines = [heading]
     names = cut_names([row[0] for row in rows], NAME_WIDTH)
     for (_name, tid, samples, fractions, extra), name in zip(rows, names):
-        line = f"{name:<{NAME_WIDTH}} {tid:>8} {samples:>8} " + " ".join(
-            f"{percent(f) if f else '-':>7}" for f in fractions
-        )
+        line = f"{name:<{NAME_WIDTH}} {tid:>8} {samples:>8} " + " ".join(f"{percent(f) if f else '-':>7}" for f in fractions)
         if extra:
             line += f"  {extra}"
         lines.append(line)
@@ -119,9 +117,7 @@ def _functions_section(summary: Summary) -> list:
             if f.state != "idle" and f.fraction >= SHOWN_MIN:
                 lines.append(f"    {f.state:<12} {percent(f.fraction):>5}  {f.label()}")
         if t.states.fraction(IDLE) >= SHOWN_MIN:
-            parts = [
-                f"{idle_label(name)} {percent(share)}" for name, share in t.idle_syscalls.items() if share >= SHOWN_MIN
-            ]
+            parts = [f"{idle_label(name)} {percent(share)}" for name, share in t.idle_syscalls.items() if share >= SHOWN_MIN]
             lines.append(f"    {'idle':<12} {percent(t.states.fraction(IDLE)):>5}  " + ", ".join(parts))
             idle_top = [f for f in t.top_functions if f.state == "idle" and f.fraction >= SHOWN_MIN][:3]
             for f in idle_top:
@@ -206,8 +202,10 @@ def _tasks_section(session: Session) -> list:
     states = ", ".join(f"{k} {v:.2f} s" for k, v in sorted(data["state_seconds"].items(), key=lambda kv: -kv[1]))
     out = [f"asyncio tasks: {data['mean_tasks']:g} per pass over {data['passes']} passes; task-seconds: {states or 'none'}"]
     for site in data["await_sites"][:5]:
-        out.append(f"  {site['share']:>6.1%}  awaiting {site['kind']} at {visible(site['function'])} "
-                   f"({visible(site['file'])}:{site['line']})")
+        out.append(
+            f"  {site['share']:>6.1%}  awaiting {site['kind']} at {visible(site['function'])} "
+            f"({visible(site['file'])}:{site['line']})"
+        )
     dropped = sum(data["errors"].values())
     if dropped:
         out.append(f"  (reads that moved under gilty, left out: {', '.join(f'{k} {v}' for k, v in data['errors'].items() if v)})")
@@ -224,18 +222,19 @@ def render(session: Session, summary: Optional[Summary] = None, title: str = "gi
         return "\n".join(out) + "\n"
     # Pools on one row each, in every per-thread section; exact figures stay per thread.
     shown = pooled_summary(summary)
-    out += _state_table(
-        [
-            (t.name, _tid_cell(t), t.samples, t.states.table_fractions(), None)
-            for t in shown.threads
-        ]
-    )
+    out += _state_table([(t.name, _tid_cell(t), t.samples, t.states.table_fractions(), None) for t in shown.threads])
     out += _held_note([t.states for t in shown.threads])
     if any(t.size > 1 for t in shown.threads):
         out.append(POOL_NOTE)
-    sections = (_functions_section(shown), _blame_section(shown), _convoy_section(shown),
-                _error_paths_section(shown), exact_sections(summary), _tasks_section(session),
-                event_loops.section(session))
+    sections = (
+        _functions_section(shown),
+        _blame_section(shown),
+        _convoy_section(shown),
+        _error_paths_section(shown),
+        exact_sections(summary),
+        _tasks_section(session),
+        event_loops.section(session),
+    )
     for section in sections:
         if section:
             out.append("")
@@ -268,8 +267,7 @@ def render_top(window: Session, elapsed_s: float) -> str:
     states = thread_states(window)
     top = top_function_overall(window, states, busy_min=BUSY_MIN)
     lines = [
-        f"gilty top: pid {target.pid}, Python {target.python_version}, {window.rate_hz:g} Hz, "
-        f"{elapsed_s:.0f} s (Ctrl-C to stop)",
+        f"gilty top: pid {target.pid}, Python {target.python_version}, {window.rate_hz:g} Hz, {elapsed_s:.0f} s (Ctrl-C to stop)",
         f"GIL utilisation {percent(gil_utilisation(window))}, "
         f"{mean_waiting_threads(window):.2f} threads waiting for the GIL, {window.samples} samples in the last "
         f"{window.duration_s:.1f} s",

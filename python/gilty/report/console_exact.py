@@ -3,9 +3,9 @@ hold distributions as log2 histograms, exact blame, and garbage collections."""
 
 from __future__ import annotations
 
+from gilty.report.labels import cut_names
 from gilty.sampling.analysis import Summary
 from gilty.sampling.analysis.exact import log2_histogram_lines, zero_count
-from gilty.report.labels import cut_names
 from gilty.sampling.analysis.wording import milliseconds, percent
 
 NAME_WIDTH = 20

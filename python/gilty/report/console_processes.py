@@ -8,17 +8,28 @@ import datetime
 import textwrap
 from typing import Optional
 
+from gilty.report.labels import cut_name, cut_names
+from gilty.report.pictures import short_command
 from gilty.sampling.analysis import summarise
 from gilty.sampling.analysis.functions import top_function_overall
 from gilty.sampling.analysis.pools import Pool, group_pools
 from gilty.sampling.analysis.states import gil_utilisation, mean_waiting_threads, thread_states
 from gilty.sampling.analysis.wording import percent
-from gilty.report.labels import cut_name, cut_names
-from gilty.report.pictures import short_command
 from gilty.sampling.native_frames import frame_text, native_stacks_line
 from gilty.sampling.processes import roles
-from gilty.sampling.session import (CPU_WAIT, GC, HOLDING_GIL, IDLE, NATIVE, NATIVE_ERROR_KEYS, STATE_NAMES, UNKNOWN,
-                                    WAITING_GIL, Recording, Session)
+from gilty.sampling.session import (
+    CPU_WAIT,
+    GC,
+    HOLDING_GIL,
+    IDLE,
+    NATIVE,
+    NATIVE_ERROR_KEYS,
+    STATE_NAMES,
+    UNKNOWN,
+    WAITING_GIL,
+    Recording,
+    Session,
+)
 
 PARTIAL_MARKER = "PARTIAL"
 POOL_NOTE = "×N: N threads named alike (a pool) on one line: SAMPLES summed, shares averaged over its threads"
@@ -154,7 +165,7 @@ def tell_apart(commands: list, width: int) -> list:
         if twins:
             words = c.split()
             k = 0  # words shared with every twin
-            while k < len(words) and all(o.split()[k: k + 1] == [words[k]] for o in twins):
+            while k < len(words) and all(o.split()[k : k + 1] == [words[k]] for o in twins):
                 k += 1
             if k > 1 and words[k - 1].startswith("-"):
                 k -= 1  # the option goes with its value: "-Q mail", not "mail"
@@ -167,8 +178,11 @@ def tell_apart(commands: list, width: int) -> list:
 
 
 # HOLD counts GC here, as in the process table: the room goes to CPU_WAIT, which completes the row.
-THREAD_HEADING = f"  {'THREAD':<26} {'TID':>8} {'SAMPLES':>7} " + " ".join(
-    f"{h:>6}" for h in ("HOLD", "WAIT", "NATIVE", "IDLE")) + f" {'CPU_WAIT':>8}"
+THREAD_HEADING = (
+    f"  {'THREAD':<26} {'TID':>8} {'SAMPLES':>7} "
+    + " ".join(f"{h:>6}" for h in ("HOLD", "WAIT", "NATIVE", "IDLE"))
+    + f" {'CPU_WAIT':>8}"
+)
 
 
 def _thread_lines(session: Session, width: int = REPORT_WIDTH) -> list:
@@ -240,10 +254,12 @@ def top_function_lines(recording: Recording, limit: int = TOP_FUNCTIONS_SHOWN, w
         return []
     role_of = roles(recording)
     total = sum(r[0] for r in rows)
-    lines = ["Top functions (innermost Python frame, idle left out; SHARE of the rest; HOLD counts GC; CPU_WAIT: no CPU)",
-             FUNCTION_HEADING]
+    lines = [
+        "Top functions (innermost Python frame, idle left out; SHARE of the rest; HOLD counts GC; CPU_WAIT: no CPU)",
+        FUNCTION_HEADING,
+    ]
     for n, by_state, (function, file, line), pids in rows[:limit]:
-        share = lambda *codes: _pct(sum(by_state.get(c, 0) for c in codes) / n)  # noqa: E731
+        share = lambda *codes: _pct(sum(by_state.get(c, 0) for c in codes) / n)  # noqa: E731, B023 - used within its iteration
         text = (
             f"  {n:>8} {percent(n / total):>6} {share(HOLDING_GIL, GC):>6} {share(WAITING_GIL):>6} {share(NATIVE):>6} "
             f"{share(CPU_WAIT):>8}  "
@@ -272,7 +288,9 @@ def _headline(recording: Recording, role_of: dict) -> Optional[str]:
     _key, s, tid, st = best
     role = role_of.get(s.target.pid, "")
     top = top_function_overall(s, thread_states(s), busy_min=BUSY_MIN).get(tid)
-    where = f"\n  mostly in {frame_text(top.function, top.file, top.line, short=True)} [{top.state}]" if top and top.function else ""
+    where = (
+        f"\n  mostly in {frame_text(top.function, top.file, top.line, short=True)} [{top.state}]" if top and top.function else ""
+    )
     return (
         f"Busiest: pid {s.target.pid}{' (' + role + ')' if role else ''} {s.thread_name(tid)} (tid {tid}): "
         f"GIL held {percent(st.hold_fraction)}, waited {percent(st.fraction(WAITING_GIL))}, "
@@ -288,8 +306,9 @@ def _fit(lines: list, width: int) -> list:
             out.append(line)
             continue
         indent = len(line) - len(line.lstrip(" "))
-        out += textwrap.wrap(line, width, initial_indent="", subsequent_indent=" " * (indent + 4),
-                             break_long_words=True, break_on_hyphens=False) or [line[:width]]
+        out += textwrap.wrap(
+            line, width, initial_indent="", subsequent_indent=" " * (indent + 4), break_long_words=True, break_on_hyphens=False
+        ) or [line[:width]]
     return out
 
 
@@ -306,8 +325,10 @@ def render(recording: Recording, title: str = "gilty record") -> str:
         out.append(f"*** {PARTIAL_MARKER}: {recording.partial_reason or 'the recording ended early'} ***")
     n = len(recording.sessions)
     follow = " and Python descendants" if recording.subprocesses else ""
-    out.append(f"{title}: {n} process{'es' if n != 1 else ''}{follow}, started {started}, "
-               f"{recording.duration_s or 0.0:.1f} s at {recording.rate_hz:g} Hz")
+    out.append(
+        f"{title}: {n} process{'es' if n != 1 else ''}{follow}, started {started}, "
+        f"{recording.duration_s or 0.0:.1f} s at {recording.rate_hz:g} Hz"
+    )
     if recording.command:
         out.append(_cut(f"command: {' '.join(recording.command)}", REPORT_WIDTH))
     for note in recording.notes:
@@ -340,9 +361,13 @@ def render(recording: Recording, title: str = "gilty record") -> str:
         out.append("")
         exited = f", exited at {s.exited_at:.1f} s" if s.exited_at is not None else ""
         role = role_of.get(s.target.pid, "")
-        out.append(_cut(
-            f"Process {s.target.pid}{' (' + role + ')' if role else ''}, Python {s.target.python_version}{exited}: "
-            f"{_command(s)}", REPORT_WIDTH))
+        out.append(
+            _cut(
+                f"Process {s.target.pid}{' (' + role + ')' if role else ''}, Python {s.target.python_version}{exited}: "
+                f"{_command(s)}",
+                REPORT_WIDTH,
+            )
+        )
         if not s.samples:
             out.append("  no samples")
             continue
@@ -443,8 +468,11 @@ def render_top(
     n = len(recording.sessions)
     help_text = " (h/w/c sort, q quits)" if keys else " (Ctrl-C to stop)"
     head = [
-        _cut(f"gilty top: {n} process{'es' if n != 1 else ''}, {recording.rate_hz:g} Hz, {elapsed_s:.0f} s, "
-             f"sort {sort}{help_text}", width),
+        _cut(
+            f"gilty top: {n} process{'es' if n != 1 else ''}, {recording.rate_hz:g} Hz, {elapsed_s:.0f} s, "
+            f"sort {sort}{help_text}",
+            width,
+        ),
     ]
     blocks = []
     for s in sessions:

@@ -88,8 +88,15 @@ def _mixed_json(frame: tuple) -> dict:
     if kind == "py":
         return {"kind": "python", "function": function, "file": where, "line": at}
     source, line = frame[4:6] if len(frame) >= 6 else (None, None)
-    return {"kind": "native", "function": function, "library": where, "offset": at,
-            "label": native_label(function, where, at), "file": source, "line": line}
+    return {
+        "kind": "native",
+        "function": function,
+        "library": where,
+        "offset": at,
+        "label": native_label(function, where, at),
+        "file": source,
+        "line": line,
+    }
 
 
 def _locals_lines(variables: list | None, error: str | None) -> list[str]:

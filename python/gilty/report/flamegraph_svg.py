@@ -12,11 +12,11 @@ import re
 from typing import Optional
 
 from gilty.report import collapsed, task_view
-from gilty.sampling.analysis.pools import group_pools
 from gilty.report.labels import state_name
-from gilty.sampling.native_frames import is_native
 from gilty.report.pictures import PictureOptions, frame_names, groups, stack_rows, state_colour
 from gilty.sampling import launch
+from gilty.sampling.analysis.pools import group_pools
+from gilty.sampling.native_frames import is_native
 from gilty.sampling.session import Recording
 
 # One frame of inferno's output: <g><title>TEXT</title><rect ... fill="rgb(...)" .../>
@@ -30,7 +30,8 @@ def title(recording: Recording, options: Optional[PictureOptions] = None) -> str
     if len(shown) == 1:
         return f"gilty: {shown[0].label}"
     parts = [
-        f"{len(g.sessions)} workers of pid {g.sessions[0].target.ppid}" if g.merged
+        f"{len(g.sessions)} workers of pid {g.sessions[0].target.ppid}"
+        if g.merged
         else f"pid {g.sessions[0].target.pid}" + (f" ({g.role})" if g.role and g.role != "main" else "")
         for g in shown
     ]
@@ -67,7 +68,7 @@ def recolour(svg: str, colours: dict, tooltips: dict) -> str:
         tail = _TAIL.match(text)
         name, rest = (tail.group(1), " " + tail.group(2)) if tail else (text, "")
         colour = colours.get(name)
-        fill = f'fill="{colour}"' if colour else m.group(0)[m.group(0).rindex("fill="):]
+        fill = f'fill="{colour}"' if colour else m.group(0)[m.group(0).rindex("fill=") :]
         full = tooltips.get(name)
         if not long_titles or full is None or full == name:
             return f"<g><title>{m.group(1)}</title><rect {m.group(2)}{fill}"
@@ -130,8 +131,9 @@ def pools_merged(lines: list) -> tuple:
             threads.setdefault(parts[0], {}).setdefault(parts[1], None)
     renamed: dict = {}
     for process, labels in threads.items():
-        pools = group_pools(list(labels), name_of=lambda label: _TID.sub("", label), tid_of=lambda label: label,
-                            counts_of=lambda _label: [1])
+        pools = group_pools(
+            list(labels), name_of=lambda label: _TID.sub("", label), tid_of=lambda label: label, counts_of=lambda _label: [1]
+        )
         for pool in pools:
             if pool.size > 1:
                 for label in pool.members:
@@ -153,8 +155,9 @@ def render(recording: Recording, options: Optional[PictureOptions] = None) -> st
     lines = collapsed.lines(recording, options, names.short)
     if not lines and not (options and options.idle):
         # Every sample idle: an empty picture says nothing, the idle one at least says where it waits.
-        options = PictureOptions(idle=True, merge_workers=options.merge_workers if options else None,
-                                 lines=options.lines if options else True)
+        options = PictureOptions(
+            idle=True, merge_workers=options.merge_workers if options else None, lines=options.lines if options else True
+        )
         lines = collapsed.lines(recording, options, names.short)
     lines, pool_labels = pools_merged(lines)
     svg = native.flamegraph_svg(lines, title(recording, options), subtitle(recording, options), "samples")

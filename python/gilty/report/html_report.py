@@ -15,15 +15,15 @@ from importlib import resources
 from typing import Optional
 
 from gilty import __version__
+from gilty.report import task_view
+from gilty.report.console_processes import BUSY_MIN, busiest_thread
+from gilty.report.labels import command_text, process_label
+from gilty.report.pictures import PictureOptions, merges, short_command
+from gilty.sampling.aggregate import ABSENT
 from gilty.sampling.analysis import summarise
 from gilty.sampling.analysis.functions import top_function_overall
 from gilty.sampling.analysis.states import thread_states
-from gilty.report.console_processes import BUSY_MIN, busiest_thread
-from gilty.report import task_view
-from gilty.report.labels import command_text, process_label
-from gilty.report.pictures import PictureOptions, merges, short_command
 from gilty.sampling.processes import roles
-from gilty.sampling.aggregate import ABSENT
 from gilty.sampling.session import STATE_NAMES, WAITING_GIL, Recording, Session
 from gilty.sampling.stack_slots import slot_spans
 
@@ -214,8 +214,9 @@ def _add_positions(session: Session, frames: dict, frame_list: list) -> None:
             frame_list[index].append(list(position))
 
 
-def _process(session: Session, frames: dict, frame_list: list, role: str = "", limit: int = MAX_BANDS,
-             slots: tuple = ([], {})) -> dict:
+def _process(
+    session: Session, frames: dict, frame_list: list, role: str = "", limit: int = MAX_BANDS, slots: tuple = ([], {})
+) -> dict:
     summary = summarise(session)
     duration = session.duration_s
     threads = []
@@ -230,8 +231,7 @@ def _process(session: Session, frames: dict, frame_list: list, role: str = "", l
                 "waiting_s": t.states.counts[WAITING_GIL] * session.period_s,
                 "handling_exception_share": t.handling_share,
                 "blame": [
-                    {"holder": b.holder_name, "holder_tid": b.holder_tid, "function": b.function_label(),
-                     "fraction": b.fraction}
+                    {"holder": b.holder_name, "holder_tid": b.holder_tid, "function": b.function_label(), "fraction": b.fraction}
                     for b in t.blame
                 ],
                 "convoy": {
@@ -240,9 +240,13 @@ def _process(session: Session, frames: dict, frame_list: list, role: str = "", l
                     "switch_intervals": t.convoy.switch_intervals,
                     "is_convoy": t.convoy.is_convoy,
                 },
-                "exact": None if exact is None else {
-                    "hold_s": exact.hold_s, "wait_s": exact.wait_s,
-                    "hold": _distribution(exact.hold), "wait": _distribution(exact.wait),
+                "exact": None
+                if exact is None
+                else {
+                    "hold_s": exact.hold_s,
+                    "wait_s": exact.wait_s,
+                    "hold": _distribution(exact.hold),
+                    "wait": _distribution(exact.wait),
                 },
                 "bands": bands(session, t.tid, duration, limit),
             }
@@ -372,6 +376,3 @@ def render(
     page = _asset("report.html").replace("@TITLE@", html.escape(title(recording, specialization, load)))
     # One pass: text substituted in is never searched for tokens again.
     return _TOKEN.sub(lambda m: parts[m.group(1)], page)
-
-
-

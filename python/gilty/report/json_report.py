@@ -7,13 +7,12 @@ import datetime
 import json
 from typing import Callable, Optional
 
-from gilty.sampling.analysis import Summary, summarise
-from gilty.sampling import event_loops
-from gilty.sampling.native_frames import is_native, native_offset, native_parts
-from gilty.sampling.analysis.syscalls import idle_kind
-from gilty.sampling.processes import roles
 from gilty.report import dump, task_view
-from gilty.sampling.session import ERROR_KEYS, GIL_FLAG_KEYS, IDLE, NATIVE_ERROR_KEYS, STATE_NAMES, Recording, Session
+from gilty.sampling import event_loops
+from gilty.sampling.analysis import Summary, summarise
+from gilty.sampling.native_frames import is_native, native_offset, native_parts
+from gilty.sampling.processes import roles
+from gilty.sampling.session import ERROR_KEYS, GIL_FLAG_KEYS, NATIVE_ERROR_KEYS, STATE_NAMES, Recording, Session
 
 # Shared with gilty dump's JSON (defined there so that `gilty dump` imports nothing heavy).
 FORMAT_VERSION = dump.FORMAT_VERSION
@@ -42,16 +41,17 @@ def _native_keys(prefix: str, file, line) -> dict:
     frame."""
     native = is_native(line)
     _, source, source_line = native_parts(file) if native else (None, None, None)
-    return {f"{prefix}native": native, f"{prefix}offset": native_offset(line) if native else None,
-            f"{prefix}source_file": source, f"{prefix}source_line": source_line}
+    return {
+        f"{prefix}native": native,
+        f"{prefix}offset": native_offset(line) if native else None,
+        f"{prefix}source_file": source,
+        f"{prefix}source_line": source_line,
+    }
 
 
 def _frame_file(file, line):
     """A frame's ``file``: a C frame's library base name (without its source line)."""
     return native_parts(file)[0] if is_native(line) else file
-
-
-
 
 
 def _exact_thread(e) -> Optional[dict]:
@@ -98,9 +98,7 @@ def _gc_exact(exact) -> Optional[dict]:
             }
             for c in exact.collections
         ],
-        "by_generation": {
-            g: dict(_distribution(d), total_s=_round(d["total_s"])) for g, d in exact.gc_by_generation.items()
-        },
+        "by_generation": {g: dict(_distribution(d), total_s=_round(d["total_s"])) for g, d in exact.gc_by_generation.items()},
         "gc_s": _round(exact.gc_s),
         "gc_fraction": _round(exact.gc_fraction),
     }
@@ -299,9 +297,7 @@ def recording_report(recording: Recording, raw: bool = True) -> dict:
         "command_status": recording.command_status,
         "subprocesses": recording.subprocesses,
         "hints": list(recording.notes),
-        "skipped": [
-            {"pid": k["pid"], "ppid": k["ppid"], "t": _round(k["t"]), "reason": k["reason"]} for k in recording.skipped
-        ],
+        "skipped": [{"pid": k["pid"], "ppid": k["ppid"], "t": _round(k["t"]), "reason": k["reason"]} for k in recording.skipped],
     }
     if len(recording.sessions) == 1 and not recording.subprocesses:
         out = report(recording.sessions[0], recording=recording, raw=False)
@@ -329,7 +325,8 @@ def recording_report(recording: Recording, raw: bool = True) -> dict:
         "requested_duration_s": recording.requested_duration_s,
         "rate_hz": recording.rate_hz,
         # Passes of the shared schedule; a coarsened timeline keeps only some of their times.
-        "samples": len(times) if all(s.timeline_step == 1 for s in recording.sessions)
+        "samples": len(times)
+        if all(s.timeline_step == 1 for s in recording.sessions)
         else max(s.samples for s in recording.sessions),
         "timeline": max((r["timeline"] for r in per_process), key=lambda t: t["step"]),  # the coarsest
         "errors": errors,

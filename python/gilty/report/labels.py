@@ -41,9 +41,7 @@ def displayed_session(session: Session) -> Session:
     view.frames = {k: _frame(f) for k, f in session.frames.items()}
     view.thread_names = {tid: visible(name) for tid, name in session.thread_names.items()}
     target = session.target
-    view.target = dataclasses.replace(
-        target, cmdline=visible(target.cmdline, 0), executable=visible(target.executable, 0)
-    )
+    view.target = dataclasses.replace(target, cmdline=visible(target.cmdline, 0), executable=visible(target.executable, 0))
     if session.command:
         view.command = [visible(word, 0) for word in session.command]
     return view

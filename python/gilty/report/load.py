@@ -27,16 +27,22 @@ def render_text(run: dict) -> str:
         n = len(ready["workers"])
         if ready.get("router"):
             router = ", ".join(map(str, ready["router"]))
-            lines.append(f"Before the load, the server answered through its router (pid {router}) in {ready['seconds']:.1f} s, "
-                         f"{n} worker{'s' if n != 1 else ''} behind it" + ("." if ready["complete"] else
-                                                                           " (not yet settled: their start-up may show in the first step)."))
+            lines.append(
+                f"Before the load, the server answered through its router (pid {router}) in {ready['seconds']:.1f} s, "
+                f"{n} worker{'s' if n != 1 else ''} behind it"
+                + ("." if ready["complete"] else " (not yet settled: their start-up may show in the first step).")
+            )
         elif ready["complete"]:
             lines.append(f"Before the load, {n} worker{'s' if n != 1 else ''} answered in {ready['seconds']:.1f} s.")
         else:
-            lines.append(f"Before the load, {len(ready['answered'])} of {n} workers answered within {ready['seconds']:.0f} s "
-                         f"(not pid {', '.join(map(str, ready['missing']))}): their start-up may show in the first step.")
+            lines.append(
+                f"Before the load, {len(ready['answered'])} of {n} workers answered within {ready['seconds']:.0f} s "
+                f"(not pid {', '.join(map(str, ready['missing']))}): their start-up may show in the first step."
+            )
     lines.append("")
-    lines.append(f"{'RATE':>8} {'ACHIEVED':>9} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8} {'max ms':>9} {'ERR%':>6} {'DROP':>6} {'L':>7} {'λW':>7}  ")
+    lines.append(
+        f"{'RATE':>8} {'ACHIEVED':>9} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8} {'max ms':>9} {'ERR%':>6} {'DROP':>6} {'L':>7} {'λW':>7}  "
+    )
     for step, v in zip(run["steps"], run["verdicts"]):
         lat = step["latency_s"]
         mark = "" if v.meets_slo else "  ✗ SLO"
@@ -55,12 +61,16 @@ def render_text(run: dict) -> str:
         for step in run["steps"]:
             for r in step["per_request"]:
                 lat = r["latency_s"]
-                lines.append(f"{step['requested_rate']:>8g}  {r['url']:<40} {r['ok']:>7} {r['errors']:>5} "
-                             f"{_ms(lat['p50']):>8} {_ms(lat['p99']):>8} {_ms(lat['max']):>9}")
+                lines.append(
+                    f"{step['requested_rate']:>8g}  {r['url']:<40} {r['ok']:>7} {r['errors']:>5} "
+                    f"{_ms(lat['p50']):>8} {_ms(lat['p99']):>8} {_ms(lat['max']):>9}"
+                )
     profiles = run.get("profiles") or []
     if any(p is not None for p in profiles):
         lines.append("")
-        lines.append("Server during each step (the busiest workers: the GIL's share of the time, then their working threads' samples")
+        lines.append(
+            "Server during each step (the busiest workers: the GIL's share of the time, then their working threads' samples"
+        )
         lines.append("by state, adding up to 100 %; start-up left out):")
         for step, p in zip(run["steps"], profiles):
             if p is not None:
@@ -74,7 +84,9 @@ def render_text(run: dict) -> str:
         from gilty.load.analysis import min_answers
 
         key = few[0].percentile
-        lines.append(f"{key.replace('_', '.')} from fewer than {min_answers(key)} answers (marked) is about the slowest answer, not a percentile.")
+        lines.append(
+            f"{key.replace('_', '.')} from fewer than {min_answers(key)} answers (marked) is about the slowest answer, not a percentile."
+        )
     errors: dict = {}
     for step in run["steps"]:
         for kind, n in step["errors"].items():
@@ -128,9 +140,13 @@ def server_sections(labels: list, profiles: list) -> list:
     last = profiles[last_index] if last_index is not None else None
     if last is not None and last.endpoints:
         lines.append("")
-        lines.append(f"Server time per endpoint at {labels[last_index]} (thread-seconds by state; the handler under the framework's dispatch):")
+        lines.append(
+            f"Server time per endpoint at {labels[last_index]} (thread-seconds by state; the handler under the framework's dispatch):"
+        )
         states = ("holding_gil", "waiting_gil", "idle", "native", "gc", "cpu_wait")
-        lines.append(f"  {'ENDPOINT':<34} {'TOTAL s':>8} " + " ".join(f"{n.upper():>11}" for n in states) + "  TOP SITE (GIL held)")
+        lines.append(
+            f"  {'ENDPOINT':<34} {'TOTAL s':>8} " + " ".join(f"{n.upper():>11}" for n in states) + "  TOP SITE (GIL held)"
+        )
         for e in last.endpoints:
             cells = " ".join(f"{e.seconds.get(n, 0.0):>11.2f}" for n in states)
             site = f"{e.top_site} {e.top_site_share:.0%}" if e.top_site else ""
@@ -143,13 +159,17 @@ def server_sections(labels: list, profiles: list) -> list:
         for e in last.task_endpoints:
             cells = " ".join(f"{e.states.get(n, 0.0):>11.0%}" for n in cols)
             top = e.awaits[0] if e.awaits else None
-            what = f"{top['kind']} {top['share']:.0%} at {top['function']} ({top['file'].rsplit('/', 1)[-1]}:{top['line']})" if top else ""
+            what = (
+                f"{top['kind']} {top['share']:.0%} at {top['function']} ({top['file'].rsplit('/', 1)[-1]}:{top['line']})"
+                if top
+                else ""
+            )
             if top and top["code"]:
                 what += f": {top['code']}"
             lines.append(f"  {e.label:<34} {e.task_s:>8.2f} {cells}  {what}")
     loop_lines = []
     for label, p in zip(labels, profiles):
-        for loop in (p.loops if p is not None else []):
+        for loop in p.loops if p is not None else []:
             top = loop.culprits[0] if loop.culprits else None
             where = f"; {top.seconds / loop.lag_s:.0%} under {top.site}, {top.doing}" if top and loop.lag_s else ""
             loop_lines.append(
@@ -165,7 +185,10 @@ def server_sections(labels: list, profiles: list) -> list:
         lines.append("")
         lines.append("Threads holding the GIL outside any request (they compete with the handlers for it):")
         for b in last.background:
-            lines.append(f"  pid {b.pid} {b.thread}: holds the GIL {b.share_holding:.0%} of its time" + (f", most under {b.top_site}" if b.top_site else ""))
+            lines.append(
+                f"  pid {b.pid} {b.thread}: holds the GIL {b.share_holding:.0%} of its time"
+                + (f", most under {b.top_site}" if b.top_site else "")
+            )
     return lines
 
 
@@ -180,13 +203,22 @@ def _profile_line(label: str, p) -> str:
     startup = f"; start-up {started:.0%}" + (f" ({p.startup_sites[0]})" if p.startup_sites else "") if started >= 0.005 else ""
     held_off = getattr(p, "holder_cpu_wait", 0.0)
     holder = f" ({held_off:.0%} by a holder without a CPU)" if held_off >= 0.005 else ""
-    return (f"{label:>12}: {p.busy_processes}/{p.processes} busy, GIL held {p.gil_utilisation:.0%} of the time{holder}; "
-            f"threads {state_shares(p)}{startup}{mem}{where}")
+    return (
+        f"{label:>12}: {p.busy_processes}/{p.processes} busy, GIL held {p.gil_utilisation:.0%} of the time{holder}; "
+        f"threads {state_shares(p)}{startup}{mem}{where}"
+    )
 
 
 # The per-step states in the order a reader adds them up; "unknown" only when seen.
-_LINE_STATES = (("holding_gil", "Python"), ("gc", "gc"), ("waiting_gil", "GIL wait"), ("native", "native"),
-                ("cpu_wait", "CPU wait"), ("idle", "idle"), ("unknown", "unknown"))
+_LINE_STATES = (
+    ("holding_gil", "Python"),
+    ("gc", "gc"),
+    ("waiting_gil", "GIL wait"),
+    ("native", "native"),
+    ("cpu_wait", "CPU wait"),
+    ("idle", "idle"),
+    ("unknown", "unknown"),
+)
 
 
 def state_shares(p) -> str:
@@ -198,7 +230,7 @@ def state_shares(p) -> str:
         return "not seen"
     exact = [100.0 * v / total for _l, v in shares]
     whole = [int(x) for x in exact]
-    for i in sorted(range(len(exact)), key=lambda i: whole[i] - exact[i])[:100 - sum(whole)]:
+    for i in sorted(range(len(exact)), key=lambda i: whole[i] - exact[i])[: 100 - sum(whole)]:
         whole[i] += 1
     parts = [f"{label} {n}%" for (label, _v), n in zip(shares, whole) if label != "unknown" or n]
     for_work = p.idle_kinds.get("waiting for work", 0) / total
@@ -211,8 +243,11 @@ def state_shares(p) -> str:
 def render_locust_text(run: dict, prof) -> str:
     """A Locust run: its own figures, labelled closed loop, per second joined with the server's GIL."""
     agg = run["aggregated"] or {}
-    lines = [f"gilty load --locustfile {run['locustfile']}: Locust, {run['users']} users (spawn rate {run['spawn_rate']:g}/s), "
-             f"{run['workers']} local worker{'s' if run['workers'] != 1 else ''}, {run['duration_s']:g} s" + (f", host {run['host']}" if run["host"] else "")]
+    lines = [
+        f"gilty load --locustfile {run['locustfile']}: Locust, {run['users']} users (spawn rate {run['spawn_rate']:g}/s), "
+        f"{run['workers']} local worker{'s' if run['workers'] != 1 else ''}, {run['duration_s']:g} s"
+        + (f", host {run['host']}" if run["host"] else "")
+    ]
     lines.append("CLOSED LOOP: each Locust user waits for its answer before its next request, so a slow server is sent less")
     lines.append("and these latencies omit the requests never sent (not corrected for coordinated omission; gilty's own")
     lines.append("open-loop generator is `gilty load URL --rate/--ramp`).")
@@ -221,21 +256,29 @@ def render_locust_text(run: dict, prof) -> str:
     for r in [*run["requests"], *([agg] if agg else [])]:
         name = f"{r['method']} {r['name']}".strip()
         rps = "-" if r["rps"] is None else f"{r['rps']:.1f}"
-        lines.append(f"  {name:<34} {r['count']:>7} {r['failures']:>5} {rps:>8} {_ms(r['p50_s']):>8} {_ms(r['p90_s']):>8} "
-                     f"{_ms(r['p99_s']):>8} {_ms(r['max_s']):>9}")
+        lines.append(
+            f"  {name:<34} {r['count']:>7} {r['failures']:>5} {rps:>8} {_ms(r['p50_s']):>8} {_ms(r['p90_s']):>8} "
+            f"{_ms(r['p99_s']):>8} {_ms(r['max_s']):>9}"
+        )
     if run["seconds"]:
         lines.append("")
         lines.append("Per second: requests counted by Locust's master in that second, its rolling percentiles (workers report")
         lines.append("every few seconds), and the GIL utilisation of the busiest server process in the same second:")
-        lines.append(f"  {'SECOND':>6} {'USERS':>6} {'REQS':>8} {'FAIL/s':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'SERVER GIL':>11}")
+        lines.append(
+            f"  {'SECOND':>6} {'USERS':>6} {'REQS':>8} {'FAIL/s':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'SERVER GIL':>11}"
+        )
         t0 = run["seconds"][0]["t"]
         for sec in run["seconds"]:
             gil = sec.get("server_gil")
-            lines.append(f"  {sec['t'] - t0:>6} {sec['users']:>6} {sec['requests']:>8} {sec['failures_s'] or 0:>7.1f} "
-                         f"{_ms(sec['p50_s']):>8} {_ms(sec['p95_s']):>8} {_ms(sec['p99_s']):>8} {'-' if gil is None else f'{gil:.0%}':>11}")
+            lines.append(
+                f"  {sec['t'] - t0:>6} {sec['users']:>6} {sec['requests']:>8} {sec['failures_s'] or 0:>7.1f} "
+                f"{_ms(sec['p50_s']):>8} {_ms(sec['p95_s']):>8} {_ms(sec['p99_s']):>8} {'-' if gil is None else f'{gil:.0%}':>11}"
+            )
     if prof is not None:
         lines.append("")
-        lines.append("Server during the run (busiest processes: the GIL's share of the time, then their working threads' samples by state):")
+        lines.append(
+            "Server during the run (busiest processes: the GIL's share of the time, then their working threads' samples by state):"
+        )
         lines.append(_profile_line("locust", prof))
         lines.extend(server_sections(["the Locust run"], [prof]))
         also = _also(prof)

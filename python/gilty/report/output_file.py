@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
+
 TYPE_CHECKING = False
 
 from gilty._errors import EXIT_USAGE, CommandError
@@ -101,7 +102,10 @@ def classify(path: str) -> Destination:
                 return Destination(IN_PLACE, current)
             raise _refuse(path, "it leads to a file gilty did not open as its stdout or stderr")
         if not _link_trusted(current, st):
-            raise _refuse(path, f"{current} is a symlink of uid {st.st_uid} in a directory it does not own; not followed (remove it or name its target)")
+            raise _refuse(
+                path,
+                f"{current} is a symlink of uid {st.st_uid} in a directory it does not own; not followed (remove it or name its target)",
+            )
         if st.st_uid != os.geteuid():
             foreign_owners.add(st.st_uid)
         followed = True

@@ -88,8 +88,11 @@ def render_bytes(recording: Recording) -> bytes:
             # A C frame's file: its source file where its library has line tables, else the library.
             library, source, _ = native_parts(file) if is_native(line) else (file, None, None)
             # No system_name: pprof would "demangle" it into the name and drop `<module>` as template arguments.
-            function_msgs.append(_bytes_field(_P_FUNCTION, _int_field(1, fid) + _int_field(2, strings(name))
-                                              + _int_field(4, strings(source or library))))
+            function_msgs.append(
+                _bytes_field(
+                    _P_FUNCTION, _int_field(1, fid) + _int_field(2, strings(name)) + _int_field(4, strings(source or library))
+                )
+            )
         lid = locations.get((fid, line))
         if lid is None:
             lid = locations[(fid, line)] = len(locations) + 1
@@ -97,7 +100,9 @@ def render_bytes(recording: Recording) -> bytes:
             address = _int_field(3, native_offset(line)) if is_native(line) else b""
             number = (native_parts(file)[2] or 0) if is_native(line) else max(line, 0)
             line_msg = _int_field(1, fid) + _int_field(2, number)
-            location_msgs.append(_bytes_field(_P_LOCATION, _int_field(1, lid) + _int_field(2, 1) + address + _bytes_field(4, line_msg)))
+            location_msgs.append(
+                _bytes_field(_P_LOCATION, _int_field(1, lid) + _int_field(2, 1) + address + _bytes_field(4, line_msg))
+            )
         return lid
 
     period_ns = max(1, round(1e9 / recording.rate_hz)) if recording.rate_hz > 0 else 1
@@ -114,26 +119,34 @@ def render_bytes(recording: Recording) -> bytes:
                 frames = session.stack(stack_id) if stack_id != NO_STACK else []
                 ids = [location(str(f), str(file), int(line)) for f, file, line in frames] or [location(NO_STACK_FUNCTION, "", 0)]
                 stack_locations[stack_id] = ids
-            labels = (_label(strings, "state", state_name(state)) + _label(strings, "pid", str(pid))
-                      + _label(strings, "process", process) + _label(strings, "thread", session.thread_name(tid))
-                      + _label(strings, "tid", num=tid))
+            labels = (
+                _label(strings, "state", state_name(state))
+                + _label(strings, "pid", str(pid))
+                + _label(strings, "process", process)
+                + _label(strings, "thread", session.thread_name(tid))
+                + _label(strings, "tid", num=tid)
+            )
             samples.append(_bytes_field(_P_SAMPLE, _packed(1, ids) + _packed(2, [n, n * period_ns]) + labels))
 
     duration_s = max((s.duration_s or 0.0 for s in recording.sessions), default=0.0)
-    head = (_bytes_field(_P_SAMPLE_TYPE, _value_type(strings, "samples", "count"))
-            + _bytes_field(_P_SAMPLE_TYPE, _value_type(strings, "wall", "nanoseconds")))
+    head = _bytes_field(_P_SAMPLE_TYPE, _value_type(strings, "samples", "count")) + _bytes_field(
+        _P_SAMPLE_TYPE, _value_type(strings, "wall", "nanoseconds")
+    )
     comments = ["gilty: sampled from outside; labels: state, pid, process, thread, tid"]
     if recording.partial:
         comments.append(f"PARTIAL: {recording.partial_reason or 'the recording did not end as planned'}")
     # One mapping for every Python frame, marked as already symbolized, so tools do not look for a binary.
-    mapping = _bytes_field(_P_MAPPING, _int_field(1, 1) + _int_field(5, strings("python")) + _int_field(7, 1)
-                           + _int_field(8, 1) + _int_field(9, 1))
-    tail = (_int_field(_P_TIME_NANOS, int(recording.start_time * 1e9))
-            + _int_field(_P_DURATION_NANOS, int(duration_s * 1e9))
-            + _bytes_field(_P_PERIOD_TYPE, _value_type(strings, "wall", "nanoseconds"))
-            + _int_field(_P_PERIOD, period_ns)
-            + b"".join(_int_field(_P_COMMENT, strings(c)) for c in comments)
-            + _int_field(_P_DEFAULT_SAMPLE_TYPE, strings("wall")))
+    mapping = _bytes_field(
+        _P_MAPPING, _int_field(1, 1) + _int_field(5, strings("python")) + _int_field(7, 1) + _int_field(8, 1) + _int_field(9, 1)
+    )
+    tail = (
+        _int_field(_P_TIME_NANOS, int(recording.start_time * 1e9))
+        + _int_field(_P_DURATION_NANOS, int(duration_s * 1e9))
+        + _bytes_field(_P_PERIOD_TYPE, _value_type(strings, "wall", "nanoseconds"))
+        + _int_field(_P_PERIOD, period_ns)
+        + b"".join(_int_field(_P_COMMENT, strings(c)) for c in comments)
+        + _int_field(_P_DEFAULT_SAMPLE_TYPE, strings("wall"))
+    )
     # The string table is written last: every other part has added its strings by then.
     body = head + b"".join(samples) + mapping + b"".join(location_msgs) + b"".join(function_msgs) + tail + strings.encoded()
     return gzip.compress(body, compresslevel=6, mtime=0)

@@ -31,9 +31,16 @@ def _source(watch: Optional[ProcessWatch], filename: str) -> tuple:
 
 def _site(s: Site) -> dict:
     return {
-        "offset": s.offset, "name": s.name, "family": s.family, "form": s.form, "class": chip_class(s),
-        "samples": s.samples, "slow": s.slow_path_estimate, "miss": s.miss_estimate,
-        "counter": s.counter_meaning, "cause": s.cause,
+        "offset": s.offset,
+        "name": s.name,
+        "family": s.family,
+        "form": s.form,
+        "class": chip_class(s),
+        "samples": s.samples,
+        "slow": s.slow_path_estimate,
+        "miss": s.miss_estimate,
+        "counter": s.counter_meaning,
+        "cause": s.cause,
     }
 
 
@@ -49,10 +56,14 @@ def _function(watch: Optional[ProcessWatch], pid: int, qualname: str, filename: 
         by_line[s.line].append(s)
     src, not_shown = _source(watch, filename)
     return {
-        "pid": pid, "qualname": qualname, "filename": filename, "source_not_shown": not_shown,
+        "pid": pid,
+        "qualname": qualname,
+        "filename": filename,
+        "source_not_shown": not_shown,
         "samples": sum(s.samples for s in sites),
-        "lines": [{"no": n, "text": src.get(n, ""), "sites": [_site(s) for s in by_line.get(n, [])]}
-                  for n in range(first, last + 1)],
+        "lines": [
+            {"no": n, "text": src.get(n, ""), "sites": [_site(s) for s in by_line.get(n, [])]} for n in range(first, last + 1)
+        ],
     }
 
 
@@ -68,8 +79,14 @@ def report_data(session: SpecializationSession, top: int = 10, analysis: Analysi
     return {
         "kind": "specialization",
         "processes": [
-            {"pid": w.pid, "python_version": w.python_version, "elapsed_s": w.raw["elapsed_s"],
-             "running_samples": w.raw["running_samples"], "reads": w.raw["read_passes"], "codes": len(w.raw["codes"])}
+            {
+                "pid": w.pid,
+                "python_version": w.python_version,
+                "elapsed_s": w.raw["elapsed_s"],
+                "running_samples": w.raw["running_samples"],
+                "reads": w.raw["read_passes"],
+                "codes": len(w.raw["codes"]),
+            }
             for w in session.processes
         ],
         "skipped": {str(k): v for k, v in session.skipped.items()},

@@ -74,8 +74,10 @@ def render(session: SpecializationSession, top: int = 10, analysis: Analysis = N
         out.append("specializing a call saves only the call's overhead:")
         out += [f"  - {c}" for c in _cut_names(a.generic_calls, a.sites)]
     out.append("")
-    out.append(f"Hot sites (top {top} by time; slow = estimated share of executions on the generic path or missing; "
-               "a call's time is its callee's):")
+    out.append(
+        f"Hot sites (top {top} by time; slow = estimated share of executions on the generic path or missing; "
+        "a call's time is its callee's):"
+    )
     out.append(f"  {'where':<28} {'function':<28} {'instruction':<34} {'form':<11} {'time':>6} {'slow':>5} counter")
     by_time = sorted(a.sites, key=lambda s: (-s.samples, s.qualname, s.offset))
     out += [_site_row(s) for s in by_time[:top] if s.samples]

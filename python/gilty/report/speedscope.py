@@ -90,7 +90,8 @@ def _profiles(recording: Recording, table: _FrameTable, options: Optional[Pictur
                     stack = stacks.get((state, stack_id))
                     if stack is None:
                         stack = stacks[(state, stack_id)] = (table.state(state),) + tuple(
-                            table.python(s.frames[f], s.frame_position(f)) for f in reversed(s.stacks.get(stack_id, ())))
+                            table.python(s.frames[f], s.frame_position(f)) for f in reversed(s.stacks.get(stack_id, ()))
+                        )
                     entry = by_thread.setdefault((id(group), name), (group, []))
                     entry[1].append((start, order, stack, n * s.period_s))
                     order += 1
@@ -110,15 +111,20 @@ def _profiles(recording: Recording, table: _FrameTable, options: Optional[Pictur
         total = sum(weights)
         busy = sum(w for stack, w in zip(samples, weights) if stack[0] not in not_busy)
         prefix = f"pid {group.sessions[0].target.pid}" if not group.merged else group.label
-        profiles.append((busy, {
-            "type": "sampled",
-            "name": f"{prefix} · {thread}",
-            "unit": "seconds",
-            "startValue": 0,
-            "endValue": total,
-            "samples": [list(stack) for stack in samples],
-            "weights": [round(w, 9) for w in weights],  # to the nanosecond: 0.3, not 0.30000000000000004
-        }))
+        profiles.append(
+            (
+                busy,
+                {
+                    "type": "sampled",
+                    "name": f"{prefix} · {thread}",
+                    "unit": "seconds",
+                    "startValue": 0,
+                    "endValue": total,
+                    "samples": [list(stack) for stack in samples],
+                    "weights": [round(w, 9) for w in weights],  # to the nanosecond: 0.3, not 0.30000000000000004
+                },
+            )
+        )
     return profiles
 
 
@@ -137,15 +143,20 @@ def _task_profiles(recording: Recording, table: _FrameTable) -> list:
         samples = sorted(weights.items())
         total = sum(w for _, w in samples)
         # Ranked after every thread: task-seconds add up over concurrent tasks.
-        out.append((-1.0, {
-            "type": "sampled",
-            "name": f"pid {session.target.pid} · {task_view.TASKS_LABEL}",
-            "unit": "seconds",
-            "startValue": 0,
-            "endValue": total,
-            "samples": [list(stack) for stack, _ in samples],
-            "weights": [w for _, w in samples],
-        }))
+        out.append(
+            (
+                -1.0,
+                {
+                    "type": "sampled",
+                    "name": f"pid {session.target.pid} · {task_view.TASKS_LABEL}",
+                    "unit": "seconds",
+                    "startValue": 0,
+                    "endValue": total,
+                    "samples": [list(stack) for stack, _ in samples],
+                    "weights": [w for _, w in samples],
+                },
+            )
+        )
     return out
 
 

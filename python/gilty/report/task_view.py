@@ -38,7 +38,11 @@ def leaf_label(session, state: int, await_ref: Optional[tuple]) -> str:
 
 def stack_labels(session, path: tuple, stack_id: int, state: int, await_ref: Optional[tuple], name=frame_label) -> list:
     """Labels of one task stack, outermost first (task names made ``visible``: the target names them)."""
-    return [f"task {visible(p)}" for p in path] + [name(f) for f in reversed(session.stack(stack_id))] + [leaf_label(session, state, await_ref)]
+    return (
+        [f"task {visible(p)}" for p in path]
+        + [name(f) for f in reversed(session.stack(stack_id))]
+        + [leaf_label(session, state, await_ref)]
+    )
 
 
 def sessions_with_tasks(recording) -> list:
@@ -78,14 +82,16 @@ def report(session) -> Optional[dict]:
     own = view.own_samples()
     stacks = []
     for path, stack_id, state, await_ref, n in view.rows():
-        stacks.append({
-            "path": list(path),
-            "stack": [list(f) for f in reversed(session.stack(stack_id))],
-            "state": state_name(state),
-            "awaiting": _site(session, *await_ref) if state == AWAITING and await_ref else None,
-            "samples": n,
-            "seconds": round(n * period, 6),
-        })
+        stacks.append(
+            {
+                "path": list(path),
+                "stack": [list(f) for f in reversed(session.stack(stack_id))],
+                "state": state_name(state),
+                "awaiting": _site(session, *await_ref) if state == AWAITING and await_ref else None,
+                "samples": n,
+                "seconds": round(n * period, 6),
+            }
+        )
     return {
         "passes": view.passes,
         "reads": view.reads,
@@ -94,13 +100,23 @@ def report(session) -> Optional[dict]:
         "state_seconds": {k: round(v, 6) for k, v in state_seconds(session).items()},
         "stacks": stacks,
         "longest_lived": [
-            {"id": tid, "name": name, "first_s": round(first, 6), "last_s": round(last, 6),
-             "lifetime_s": round(last - first + period, 6), "samples": n}
+            {
+                "id": tid,
+                "name": name,
+                "first_s": round(first, 6),
+                "last_s": round(last, 6),
+                "lifetime_s": round(last - first + period, 6),
+                "samples": n,
+            }
             for tid, name, first, last, n in view.longest_lived(TOP)
         ],
         "await_sites": [
-            {**_site(session, kind, frame_id), "samples": n, "seconds": round(n * period, 6),
-             "share": round(n / own, 6) if own else 0.0}
+            {
+                **_site(session, kind, frame_id),
+                "samples": n,
+                "seconds": round(n * period, 6),
+                "share": round(n / own, 6) if own else 0.0,
+            }
             for kind, frame_id, n in view.await_sites()[:TOP]
         ],
         "errors": dict(view.errors),
@@ -118,8 +134,17 @@ def chrome_events(session, pid: int, offset: float, slice_fn) -> list:
     for i, ((task_id, name), (first, last, n)) in enumerate(lives[:5000]):
         track = 1_000_000_000 + i
         events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": track, "args": {"name": f"task {visible(name)}"}})
-        events.append(slice_fn(f"task {visible(name)}", "asyncio_task", pid, track, offset + first, offset + last + session.period_s,
-                               {"id": hex(task_id), "samples": n}))
+        events.append(
+            slice_fn(
+                f"task {visible(name)}",
+                "asyncio_task",
+                pid,
+                track,
+                offset + first,
+                offset + last + session.period_s,
+                {"id": hex(task_id), "samples": n},
+            )
+        )
     return events
 
 

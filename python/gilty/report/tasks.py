@@ -79,7 +79,9 @@ def render_text(tasks: dict, thread_names: dict) -> str:
         # Roots first; then the tasks no root leads to (an await cycle and the tasks under it), cycle
         # members first: every task of the loop is listed, once.
         starts = sorted(children.get(None, []), key=lambda k: k["name"])
-        starts += sorted((t for t in group if t.get("parent") in ids), key=lambda k: (k["id"] not in in_cycle, k["name"], k["id"]))
+        starts += sorted(
+            (t for t in group if t.get("parent") in ids), key=lambda k: (k["id"] not in in_cycle, k["name"], k["id"])
+        )
         for root in starts:
             if root["id"] not in shown:
                 _walk(root, children, names, in_cycle, shown, lines)
@@ -87,7 +89,9 @@ def render_text(tasks: dict, thread_names: dict) -> str:
     dropped = errors.get("torn_dropped", 0) + errors.get("unreadable", 0)
     if dropped:
         lines.append("")
-        lines.append(f"({dropped} task(s) changed while read and were left out; {errors.get('changed', 0)} started or ended during the dump)")
+        lines.append(
+            f"({dropped} task(s) changed while read and were left out; {errors.get('changed', 0)} started or ended during the dump)"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import os
 from types import ModuleType
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing `typing` costs every CLI start ~15 ms
     from typing import Any
@@ -19,9 +20,7 @@ def native_module() -> ModuleType:
     try:
         return importlib.import_module("gilty._native")
     except ImportError as e:
-        raise CommandError(
-            f"gilty's native extension is not available ({e}); build it with `make setup`"
-        ) from None
+        raise CommandError(f"gilty's native extension is not available ({e}); build it with `make setup`") from None
 
 
 def attach(native: ModuleType, pid: int) -> Any:

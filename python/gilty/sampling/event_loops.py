@@ -112,7 +112,13 @@ def report(session) -> list:
             "away_s": round(lag.lag_s, 6),
             "max_span_s": round(lag.max_span_s, 6),
             "culprits": [
-                {"site": c.site, "caller": c.caller, "doing": c.doing, "seconds": round(c.seconds, 6), "share": round(lag.share(c), 6)}
+                {
+                    "site": c.site,
+                    "caller": c.caller,
+                    "doing": c.doing,
+                    "seconds": round(c.seconds, 6),
+                    "share": round(lag.share(c), 6),
+                }
                 for c in lag.culprits
             ],
         }

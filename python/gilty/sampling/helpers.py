@@ -115,9 +115,16 @@ def read_facts(pid: int, listening: Optional[dict] = None) -> Optional[Facts]:
         pass
     ports = {listening[inode] for inode in socket_inodes(pid) & listening.keys()} if listening else set()
     try:
-        return Facts(pid=pid, ppid=int(status["PPid"]), exe=exe, cmdline=cmdline,
-                     caught=int(status.get("SigCgt", "0"), 16), ignored=int(status.get("SigIgn", "0"), 16),
-                     private_bytes=private, listens=tuple(sorted(ports)))
+        return Facts(
+            pid=pid,
+            ppid=int(status["PPid"]),
+            exe=exe,
+            cmdline=cmdline,
+            caught=int(status.get("SigCgt", "0"), 16),
+            ignored=int(status.get("SigIgn", "0"), 16),
+            private_bytes=private,
+            listens=tuple(sorted(ports)),
+        )
     except (KeyError, ValueError):
         return None
 
@@ -183,8 +190,10 @@ def _by_signals(group: list) -> dict:
     ranked = sorted(sets.values(), key=len, reverse=True)
     workers = ranked[0]
     if len(ranked[1]) == len(workers):
+
         def per_process(g: list) -> float:
             return sum(k.private_bytes for k in g) / len(g)
+
         tied = [g for g in ranked if len(g) == len(workers)]
         tied.sort(key=per_process, reverse=True)
         if per_process(tied[0]) < TIE_PRIVATE_RATIO * max(1.0, per_process(tied[1])):

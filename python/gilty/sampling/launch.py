@@ -3,11 +3,11 @@ Attaching to a pid is gilty.sampling.attach (imported here too, for the callers 
 
 from __future__ import annotations
 
-import importlib
 import os
 import signal
 import time
 from types import ModuleType
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing `typing` costs every CLI start ~15 ms
     import subprocess
@@ -68,7 +68,10 @@ def start_command(argv: list, die_with_gilty: bool = False) -> subprocess.Popen:
         # before it has done its job.
         child.guard = subprocess.Popen(
             [sys.executable, "-I", "-S", "-c", _GUARD, str(child.pid)],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
         )
     return child
 

@@ -232,7 +232,7 @@ def say(line: str, err: TextIO = sys.stderr) -> None:
 
 
 def describe(recording: Recording) -> str:
-    """"3 processes (pids 10, 11, 12)" for status lines."""
+    """ "3 processes (pids 10, 11, 12)" for status lines."""
     pids = recording.pids
     return f"{len(pids)} process{'es' if len(pids) != 1 else ''}" + (f" (pids {', '.join(map(str, pids))})" if pids else "")
 
@@ -240,7 +240,6 @@ def describe(recording: Recording) -> str:
 def exit_summary(recording: Recording) -> list:
     """Lines for stderr about processes that exited during the recording."""
     return [f"pid {s.target.pid} exited after {s.exited_at:.1f} s" for s in recording.sessions if s.exited_at is not None]
-
 
 
 # -- the sampling loop -------------------------------------------------------------------------

@@ -23,8 +23,7 @@ from gilty.sampling.thread_states import IDLE, NATIVE, WAITING_GIL
 class _Thread:
     """One thread's fold: the run held back, the last two closed runs, an open episode, the sums."""
 
-    __slots__ = ("pending", "before", "after", "episode", "idle_end", "episodes", "wait_s", "waiting",
-                 "wakeups", "idle_syscalls")
+    __slots__ = ("pending", "before", "after", "episode", "idle_end", "episodes", "wait_s", "waiting", "wakeups", "idle_syscalls")
 
     def __init__(self) -> None:
         # [first, passes, state, syscall, time of first pass, time of the pass after it or None]

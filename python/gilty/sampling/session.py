@@ -23,9 +23,8 @@ from typing import Any, Callable, Mapping, Optional
 from gilty.sampling.aggregate import ABSENT, PASS_GIL_HELD, PASS_HOLDER_CPU_WAIT, PASS_IN_GC, RUN_COLUMNS
 from gilty.sampling.run_folds import RunFolds
 from gilty.sampling.stack_slots import StackSlots
-from gilty.sampling.timeline import MIN_TICKS, budget_from_env, decimate, resolution_note, ticks_before
-
 from gilty.sampling.thread_states import CPU_WAIT, GC, HOLDING_GIL, IDLE, NATIVE, STATE_NAMES, UNKNOWN, WAITING_GIL  # noqa: F401
+from gilty.sampling.timeline import MIN_TICKS, budget_from_env, decimate, resolution_note, ticks_before
 
 NO_STACK = -1  # stack_id of a sample without a Python stack
 NO_SYSCALL = -1  # syscall of a sample that is running or where it does not apply
@@ -36,7 +35,9 @@ ERROR_KEYS = ("torn_retried", "torn_dropped", "torn_partial", "read_failed", "la
 # `record --native` only: samples with a native part, those cut short, those missing it, kernel samples lost;
 # the missing by why (native::record::NativeCounts), and samples of threads with no Python stack given their C stack.
 NATIVE_MISSING_REASONS = ("native_missing_moved", "native_missing_no_sample", "native_missing_unmatched")
-NATIVE_ERROR_KEYS = ("native_matched", "native_partial", "native_missing", "native_lost") + NATIVE_MISSING_REASONS + ("native_bare",)
+NATIVE_ERROR_KEYS = (
+    ("native_matched", "native_partial", "native_missing", "native_lost") + NATIVE_MISSING_REASONS + ("native_bare",)
+)
 # 3.14+ only: thread samples whose own `holds_gil` flag was compared with the GIL struct, and disagreed.
 GIL_FLAG_KEYS = ("gil_flag_checked", "gil_flag_disagreed")
 
@@ -559,8 +560,9 @@ class Session:
             raise ValueError("handling or frame_positions is not as a recorder writes it") from None
         session.stacks = {int(k): list(v) for k, v in data["stacks"].items()}
         slots = data.get("stack_slots")
-        session.stack_slots = None if slots is None else StackSlots.from_dict(
-            slots, len(session.times), session.stacks, NO_STACK, len(STATE_NAMES))
+        session.stack_slots = (
+            None if slots is None else StackSlots.from_dict(slots, len(session.times), session.stacks, NO_STACK, len(STATE_NAMES))
+        )
         session.frames = {int(k): tuple(v) for k, v in data["frames"].items()}
         session.thread_names = {int(k): v for k, v in data["thread_names"].items()}
         session.syscall_names = {int(k): v for k, v in data["syscall_names"].items()}
@@ -583,7 +585,11 @@ class Session:
                 }
                 cpus = sched.get("cpus")
                 if isinstance(cpus, dict):
-                    session.sched["cpus"] = {"allowed": int(cpus["allowed"]), "host": int(cpus["host"]), "by": str(cpus.get("by", "affinity"))}
+                    session.sched["cpus"] = {
+                        "allowed": int(cpus["allowed"]),
+                        "host": int(cpus["host"]),
+                        "by": str(cpus.get("by", "affinity")),
+                    }
             except (AttributeError, IndexError, TypeError, ValueError):
                 raise ValueError("sched is not {seconds, threads: {tid: [cpu ns, delay ns]}, cgroup}") from None
         if data.get("tasks") is not None:
@@ -678,8 +684,9 @@ def check_loaded(session: Session) -> None:
         if any(f not in session.frames for f in stack):
             raise ValueError(f"stack {stack_id} names a frame that is not in the recording")
     passes = session.passes  # kept in the timeline or not
-    if session.times and (session.last_time is None or not math.isfinite(session.last_time)
-                          or session.last_time < session.times[-1]):
+    if session.times and (
+        session.last_time is None or not math.isfinite(session.last_time) or session.last_time < session.times[-1]
+    ):
         raise ValueError("timeline.last_time is before the last time kept")
     for (tid, state, stack_id), n in session.counts.items():
         _whole(tid, "a thread id", 0)

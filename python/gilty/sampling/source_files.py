@@ -20,7 +20,6 @@ import os
 import stat
 import threading
 import tokenize
-from typing import Optional
 
 MAX_FILE_BYTES = 4 << 20
 MAX_LINE_CHARS = 4096
@@ -101,8 +100,13 @@ def _become(uid: int, gid: int, groups: list) -> None:
 
 def _open_and_read(dirfd: int, name: bytes, resolve: int) -> bytes:
     how = _OpenHow(os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC, 0, resolve)
-    fd = _c().syscall(ctypes.c_long(_SYS_OPENAT2), ctypes.c_int(dirfd), ctypes.c_char_p(name), ctypes.byref(how),
-                      ctypes.c_size_t(ctypes.sizeof(how)))
+    fd = _c().syscall(
+        ctypes.c_long(_SYS_OPENAT2),
+        ctypes.c_int(dirfd),
+        ctypes.c_char_p(name),
+        ctypes.byref(how),
+        ctypes.c_size_t(ctypes.sizeof(how)),
+    )
     if fd < 0:
         raise OSError(ctypes.get_errno(), "openat2")
     try:
@@ -166,8 +170,7 @@ class SourceFiles:
         try:
             if self._creds is None:
                 self._creds = target_credentials(self.pid)
-            dirfd = os.open(f"/proc/{self.pid}/{'root' if absolute else 'cwd'}",
-                            os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+            dirfd = os.open(f"/proc/{self.pid}/{'root' if absolute else 'cwd'}", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         except (FileNotFoundError, ProcessLookupError):
             return None, "the target exited before its source was read"
         except OSError as e:
@@ -179,8 +182,11 @@ class SourceFiles:
         def read() -> None:
             try:
                 _become(*self._creds)
-                data = _open_and_read(dirfd, os.fsencode(filename.lstrip("/") or "."),
-                                      _RESOLVE_NO_MAGICLINKS | (_RESOLVE_IN_ROOT if absolute else _RESOLVE_BENEATH))
+                data = _open_and_read(
+                    dirfd,
+                    os.fsencode(filename.lstrip("/") or "."),
+                    _RESOLVE_NO_MAGICLINKS | (_RESOLVE_IN_ROOT if absolute else _RESOLVE_BENEATH),
+                )
                 result[:] = [_split(data), ""]
             except OSError as e:
                 if e.errno == errno.EFBIG:

@@ -102,9 +102,8 @@ class StackSlots:
                     raise ValueError("stack_slots: a slot's counts are not (tid, state, stack, samples) fours")
                 slot = {}
                 for i in range(0, len(flat), 4):
-                    tid, state, stack_id, n = flat[i: i + 4]
-                    if not all(type(v) is int for v in (tid, state, stack_id, n)) or tid < 0 or n < 0 \
-                            or not 0 <= state < states:
+                    tid, state, stack_id, n = flat[i : i + 4]
+                    if not all(type(v) is int for v in (tid, state, stack_id, n)) or tid < 0 or n < 0 or not 0 <= state < states:
                         raise ValueError("stack_slots: a count is not (tid, state, stack, samples) of whole numbers")
                     if stack_id != no_stack and stack_id not in stacks:
                         raise ValueError("stack_slots name a stack that is not in the recording")

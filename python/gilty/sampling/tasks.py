@@ -87,7 +87,8 @@ class TaskView:
         children (a longer path through it) awaiting through a ``CHILD_KINDS`` await."""
         parents = {p[:-1] for p in self.paths.values() if len(p) > 1}
         return {
-            (p, a) for (p, _s, state, a) in self.counts
+            (p, a)
+            for (p, _s, state, a) in self.counts
             if state == AWAITING and a in self.awaits and self.awaits[a][0] in CHILD_KINDS and self.paths.get(p) in parents
         }
 

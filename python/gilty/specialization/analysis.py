@@ -35,7 +35,6 @@ decrements (a lower bound) and misses since the last specialization.
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass, field
 from typing import Optional
@@ -66,9 +65,17 @@ ATTRIBUTE_FAMILIES = {"LOAD_ATTR", "STORE_ATTR", "LOAD_METHOD", "LOAD_SUPER_ATTR
 CALL_FAMILIES = {"CALL", "PRECALL", "CALL_KW", "CALL_FUNCTION_EX"}  # CALL_KW 3.14+, CALL_FUNCTION_EX 3.15+
 # Specialized calls of Python functions: the callee gets a frame of its own, so a sample at the call
 # is the call's own dispatch and counts as the instruction's time.
-PYTHON_CALLEE_FORMS = {"CALL_PY_EXACT_ARGS", "CALL_PY_WITH_DEFAULTS", "CALL_PY_GENERAL", "CALL_BOUND_METHOD_EXACT_ARGS",
-                       "CALL_BOUND_METHOD_GENERAL", "CALL_ALLOC_AND_ENTER_INIT", "CALL_KW_PY", "CALL_KW_BOUND_METHOD",
-                       "CALL_EX_PY"}
+PYTHON_CALLEE_FORMS = {
+    "CALL_PY_EXACT_ARGS",
+    "CALL_PY_WITH_DEFAULTS",
+    "CALL_PY_GENERAL",
+    "CALL_BOUND_METHOD_EXACT_ARGS",
+    "CALL_BOUND_METHOD_GENERAL",
+    "CALL_ALLOC_AND_ENTER_INIT",
+    "CALL_KW_PY",
+    "CALL_KW_BOUND_METHOD",
+    "CALL_EX_PY",
+}
 
 
 @dataclass
@@ -126,8 +133,13 @@ class Site:
 
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
-        d.update(missing_while_specialized=self.missing_while_specialized, in_backoff=self.in_backoff, cost=self.cost,
-                 is_call=self.is_call, own_samples=self.own_samples)
+        d.update(
+            missing_while_specialized=self.missing_while_specialized,
+            in_backoff=self.in_backoff,
+            cost=self.cost,
+            is_call=self.is_call,
+            own_samples=self.own_samples,
+        )
         return d
 
 
@@ -140,7 +152,11 @@ def counter_meaning(ins: dict, minor: tuple, rules: dict) -> str:
         return f"{since} misses since (re)specialized; re-specializes after {value + 1} more misses"
     if form == "warming":
         if minor == (3, 11):
-            return "quickened; tries to specialize on its next execution" if value == 0 else f"tries to specialize in {value} executions"
+            return (
+                "quickened; tries to specialize on its next execution"
+                if value == 0
+                else f"tries to specialize in {value} executions"
+            )
         return "executed once; specializes on its next execution"
     if form == "backoff":
         if backoff == 0 and minor >= (3, 14):
@@ -170,8 +186,10 @@ def likely_cause(site: Site, minor: tuple) -> str:
             return "several receiver types at this site: it keeps re-specializing for the latest one"
         if site.form in ("backoff", "warming") or site.slow_path_estimate:
             if fam == "STORE_ATTR":
-                return ("attribute store that cannot be specialized (to a class or module, a property or other "
-                        "descriptor, __setattr__, or an instance without inline values or slots)")
+                return (
+                    "attribute store that cannot be specialized (to a class or module, a property or other "
+                    "descriptor, __setattr__, or an instance without inline values or slots)"
+                )
             kinds = "__getattr__/__getattribute__, a property, a class attribute read through an instance, or another descriptor"
             if minor >= (3, 12):
                 kinds = "__getattr__ fallback, a class attribute or descriptor without a specialization, or a type without a version tag"
@@ -180,11 +198,15 @@ def likely_cause(site: Site, minor: tuple) -> str:
                 kinds += " (a class modified at run time over 1,000 times is never versioned again)"
             return f"attribute lookup that cannot be specialized ({kinds})"
     if fam == "LOAD_GLOBAL" and (site.changes or site.counted_misses):
-        return "the module globals or builtins keep changing keys (a global added or deleted at run time); rebinding alone does not"
+        return (
+            "the module globals or builtins keep changing keys (a global added or deleted at run time); rebinding alone does not"
+        )
     if fam == "BINARY_OP" and site.operator and minor >= (3, 14) and site.slow_path_estimate:
         # 3.14 folded subscripts into BINARY_OP and added BINARY_OP_EXTEND (mixed int/float, int bitwise).
-        return (f"operator `{site.operator}` on operand types without a specialization (3.14+ specialize + - * on "
-                f"int/float, + on str, [] on list/tuple/str/dict and some mixed int/float and int bitwise forms)")
+        return (
+            f"operator `{site.operator}` on operand types without a specialization (3.14+ specialize + - * on "
+            f"int/float, + on str, [] on list/tuple/str/dict and some mixed int/float and int bitwise forms)"
+        )
     if fam == "BINARY_OP" and site.operator and site.operator not in SPECIALIZED_OPERATORS:
         return f"operator `{site.operator}` has no specialization (CPython 3.11-3.13 specialize only +, - and * on int/float, + on str)"
     if fam in ("BINARY_OP", "COMPARE_OP"):
@@ -365,8 +387,10 @@ def _verdict_line(group: list, total_running: int) -> str:
     slow = cost / samples if samples else s.slow_path_estimate or 0.0
     what = f"misses ~{slow:.0%} of its executions" if s.form == "specialized" else f"runs the generic path ({s.form})"
     where = f"{len(group)} processes" if len(group) > 1 else "here"
-    line = (f"{os.path.basename(s.filename)}:{s.line} {s.qualname}: {s.name} {what}, "
-            f"{samples / total_running:.1%} of the time spent running Python {where}")
+    line = (
+        f"{os.path.basename(s.filename)}:{s.line} {s.qualname}: {s.name} {what}, "
+        f"{samples / total_running:.1%} of the time spent running Python {where}"
+    )
     line += f" — `{s.source}`" if s.source else f" (source not shown: {s.source_not_shown})" if s.source_not_shown else ""
     line += f"; likely cause: {s.cause}"
     return line
@@ -384,8 +408,10 @@ def _generic_calls(sites: list, total_running: int, top: int) -> list:
     for g in ordered[:top]:
         s = max(g, key=lambda x: x.samples)
         source = f" `{s.source}`" if s.source else f" (source not shown: {s.source_not_shown})" if s.source_not_shown else ""
-        out.append(f"{os.path.basename(s.filename)}:{s.line} {s.qualname}:{source} {s.name} ({s.form}), "
-                   f"{sum(x.samples for x in g) / total_running:.1%} in the callee")
+        out.append(
+            f"{os.path.basename(s.filename)}:{s.line} {s.qualname}:{source} {s.name} ({s.form}), "
+            f"{sum(x.samples for x in g) / total_running:.1%} in the callee"
+        )
     return out
 
 
@@ -423,11 +449,21 @@ def analyse(session: SpecializationSession, top: int = 10) -> Analysis:
         if raw["running_samples"] == 0 and len(session.processes) > 1:
             notes.append(f"pid {w.pid}: nothing ran (no thread ran Python code holding the GIL)")
         if w.minor == (3, 11):
-            notes.append(f"pid {w.pid}: Python 3.11 de-specializes after 53 misses (*_ADAPTIVE), so missing sites show as adaptive rather than specialized")
+            notes.append(
+                f"pid {w.pid}: Python 3.11 de-specializes after 53 misses (*_ADAPTIVE), so missing sites show as adaptive rather than specialized"
+            )
     refused = {(s.filename, s.source_not_shown) for s in sites if s.source_not_shown and s.samples}
     notes += [f"source not shown for {name}: {why}" for name, why in sorted(refused)[:top]]
-    return Analysis(sites, fn_list, fam_list, verdict, notes, nothing_ran=running == 0,
-                    generic_calls=_generic_calls(sites, total_running, top), running_samples=running)
+    return Analysis(
+        sites,
+        fn_list,
+        fam_list,
+        verdict,
+        notes,
+        nothing_ran=running == 0,
+        generic_calls=_generic_calls(sites, total_running, top),
+        running_samples=running,
+    )
 
 
 def nothing_ran_line(session: SpecializationSession) -> str:
@@ -435,5 +471,7 @@ def nothing_ran_line(session: SpecializationSession) -> str:
     seconds = max((w.raw["elapsed_s"] for w in session.processes), default=0.0)
     threads = sum(w.raw["thread_samples"] for w in session.processes)
     without = sum(w.raw.get("without_gil_samples", 0) for w in session.processes)
-    return (f"nothing ran: in {seconds:.1f} s no thread ran Python code ({threads} thread samples: idle, blocked, "
-            f"or {without} on a CPU without the GIL), so there is nothing to say about specialization")
+    return (
+        f"nothing ran: in {seconds:.1f} s no thread ran Python code ({threads} thread samples: idle, blocked, "
+        f"or {without} on a CPU without the GIL), so there is nothing to say about specialization"
+    )

@@ -91,8 +91,17 @@ def gil_stats(windows: tuple = WINDOWS_S) -> dict:
     with _lock:
         monitor, gc_pauses = _monitor, _gc
     if monitor is None:
-        return {"pid": os.getpid(), "running": False, "interval_s": None, "elapsed_s": 0.0, "passes": 0,
-                "monitor_cpu_s": 0.0, "failure": None, "threads": [], "gc": GcPauses.empty_snapshot()}
+        return {
+            "pid": os.getpid(),
+            "running": False,
+            "interval_s": None,
+            "elapsed_s": 0.0,
+            "passes": 0,
+            "monitor_cpu_s": 0.0,
+            "failure": None,
+            "threads": [],
+            "gc": GcPauses.empty_snapshot(),
+        }
     raw = monitor.stats(list(windows))
     threads = []
     for t in raw["threads"]:

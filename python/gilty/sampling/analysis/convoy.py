@@ -81,11 +81,7 @@ def _episodes(runs) -> Iterator[tuple]:
             # (not yet on a CPU, or on its way into take_gil) before it waits. The native run is
             # one pass exactly when the idle run ends right before it.
             woke_via_native = (
-                after[2] == NATIVE
-                and before is not None
-                and before[0] == tid
-                and before[2] == IDLE
-                and before[1] == first - 1
+                after[2] == NATIVE and before is not None and before[0] == tid and before[2] == IDLE and before[1] == first - 1
             )
             if woke_straight or woke_via_native:
                 open_episode = [tid, first, last]
@@ -117,8 +113,12 @@ def convoys(session: Session, switch_interval_s: Optional[float] = None) -> dict
             total_wait_s=total,
             mean_wait_s=mean,
             switch_intervals=ratio,
-            is_convoy=(ratio is not None and episodes >= CONVOY_MIN_EPISODES and ratio >= CONVOY_MIN_SWITCH_INTERVALS
-                       and episodes >= CONVOY_MIN_WAKE_SHARE * woke),
+            is_convoy=(
+                ratio is not None
+                and episodes >= CONVOY_MIN_EPISODES
+                and ratio >= CONVOY_MIN_SWITCH_INTERVALS
+                and episodes >= CONVOY_MIN_WAKE_SHARE * woke
+            ),
             resolution_limited=episodes > 0 and n_samples / episodes < RESOLVED_SAMPLES_PER_EPISODE,
             wakeups=woke,
         )

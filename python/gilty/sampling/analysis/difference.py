@@ -48,8 +48,7 @@ def stacks(recording: Recording, idle: bool = False) -> dict:
             if state == IDLE and not idle:
                 continue
             name = STATE_NAMES[state] if 0 <= state < len(STATE_NAMES) else STATE_NAMES[UNKNOWN]
-            key = (process, s.thread_name(tid).translate(_DIGITS), name,
-                   *(frame_key(f) for f in reversed(s.stack(stack_id))))
+            key = (process, s.thread_name(tid).translate(_DIGITS), name, *(frame_key(f) for f in reversed(s.stack(stack_id))))
             out[key] = out.get(key, 0) + n
     return out
 

@@ -80,8 +80,7 @@ def top_functions(session: Session, states: dict, limit: int = TOP_FUNCTIONS_PER
     """
     wanted = set(TOP_FUNCTION_STATES)
     counts = {((tid, state), stack_id): n for (tid, state, stack_id), n in session.counts.items() if state in wanted}
-    handled = {((tid, state), stack_id): n for (tid, state, stack_id), n in error_path_counts(session).items()
-               if state in wanted}
+    handled = {((tid, state), stack_id): n for (tid, state, stack_id), n in error_path_counts(session).items() if state in wanted}
     handled_pooled = _pool_by_function(session, handled) if handled else {}
     result: dict = {}
     for (tid, state), functions in sorted(_pool_by_function(session, counts).items()):
@@ -122,11 +121,11 @@ def top_function_overall(session: Session, states: dict, busy_min: Optional[floa
             busy = {k: v for k, v in with_stack.items() if sum(n for st, n in v[2].items() if st != IDLE) > 0}
             busy_samples = total - states[tid].counts[IDLE] if IDLE < len(states[tid].counts) else total
             if busy and total and busy_samples / total >= busy_min:
-                with_stack = {k: [sum(n for st, n in v[2].items() if st != IDLE), v[1],
-                                  {st: n for st, n in v[2].items() if st != IDLE}] for k, v in busy.items()}
+                with_stack = {
+                    k: [sum(n for st, n in v[2].items() if st != IDLE), v[1], {st: n for st, n in v[2].items() if st != IDLE}]
+                    for k, v in busy.items()
+                }
         (function, file), (n, lines, by_state) = max(with_stack.items(), key=lambda item: (item[1][0], str(item[0])))
         state = most_frequent(by_state)
-        result[tid] = FunctionShare(
-            function, file, most_frequent(lines), STATE_NAMES[state], n, n / states[tid].samples
-        )
+        result[tid] = FunctionShare(function, file, most_frequent(lines), STATE_NAMES[state], n, n / states[tid].samples)
     return result

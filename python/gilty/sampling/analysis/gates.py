@@ -21,16 +21,26 @@ from typing import Optional
 from gilty._errors import UsageError
 
 THREAD_METRICS = {
-    "holding_gil": "holding_gil", "hold": "holding_gil",
-    "waiting_gil": "waiting_gil", "wait": "waiting_gil",
-    "gc": "gc", "native": "native", "idle": "idle", "unknown": "unknown", "cpu_wait": "cpu_wait",
+    "holding_gil": "holding_gil",
+    "hold": "holding_gil",
+    "waiting_gil": "waiting_gil",
+    "wait": "waiting_gil",
+    "gc": "gc",
+    "native": "native",
+    "idle": "idle",
+    "unknown": "unknown",
+    "cpu_wait": "cpu_wait",
 }
 PROCESS_METRICS = {
-    "gil_utilisation": "gil_utilisation", "gil": "gil_utilisation",
-    "gc_share": "gc_share", "mean_waiting_threads": "mean_waiting_threads",
+    "gil_utilisation": "gil_utilisation",
+    "gil": "gil_utilisation",
+    "gc_share": "gc_share",
+    "mean_waiting_threads": "mean_waiting_threads",
 }
 OPS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt}
-_EXPR = re.compile(r"^\s*(?:(?P<scope>process|thread=[^:]+)\s*:\s*)?(?P<metric>[a-z_]+)\s*(?P<op>>=|<=|>|<)\s*(?P<value>[0-9.]+%?)\s*$")
+_EXPR = re.compile(
+    r"^\s*(?:(?P<scope>process|thread=[^:]+)\s*:\s*)?(?P<metric>[a-z_]+)\s*(?P<op>>=|<=|>|<)\s*(?P<value>[0-9.]+%?)\s*$"
+)
 
 
 @dataclass
@@ -59,7 +69,9 @@ class GateResult:
 def parse_gate(text: str) -> Gate:
     m = _EXPR.match(text)
     if m is None:
-        raise UsageError(f"--fail-if {text!r}: expected e.g. 'waiting_gil>0.2', 'thread=worker-*:wait>=0.3' or 'gil_utilisation>0.9'")
+        raise UsageError(
+            f"--fail-if {text!r}: expected e.g. 'waiting_gil>0.2', 'thread=worker-*:wait>=0.3' or 'gil_utilisation>0.9'"
+        )
     name, scope = m.group("metric"), m.group("scope")
     value_text = m.group("value")
     try:
@@ -106,7 +118,11 @@ def evaluate(gates: list, summaries: list) -> list:
 def describe_failure(result: GateResult) -> str:
     """One line: the gate and the worst thread or process over it."""
     worst = result.failures[0]
-    who = f"thread {worst['thread']!r} (tid {worst['tid']}, pid {worst['pid']})" if worst["thread"] is not None else f"pid {worst['pid']}"
+    who = (
+        f"thread {worst['thread']!r} (tid {worst['tid']}, pid {worst['pid']})"
+        if worst["thread"] is not None
+        else f"pid {worst['pid']}"
+    )
     more = f" and {len(result.failures) - 1} more" if len(result.failures) > 1 else ""
     return f"gate failed: {result.gate.text}: {who} at {worst['value']:.3f}{more}"
 

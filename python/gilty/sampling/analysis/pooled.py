@@ -23,8 +23,9 @@ BLAME_ENTRIES = 10  # a merged pool's blame list, as long as a thread's
 
 def thread_pools(summary: Summary) -> list:
     """The summary's threads grouped into Pools (members: ThreadSummary), in the summary's order."""
-    return group_pools(summary.threads, name_of=lambda t: t.name, tid_of=lambda t: t.tid,
-                       counts_of=lambda t: t.states.table_counts())
+    return group_pools(
+        summary.threads, name_of=lambda t: t.name, tid_of=lambda t: t.tid, counts_of=lambda t: t.states.table_counts()
+    )
 
 
 def pooled_summary(summary: Summary) -> Summary:
@@ -90,8 +91,9 @@ def _blame(members: list, pool_of: dict) -> tuple:
     for (holder, function, file), (n, lines) in sorted(counts.items(), key=lambda item: -item[1][0])[:BLAME_ENTRIES]:
         pool = pool_of.get(holder)
         name = pool.name if pool is not None else ""
-        shares.append(BlameShare(holder, name, function, file, most_frequent(lines) if lines else None, n,
-                                 n / waited if waited else 0.0))
+        shares.append(
+            BlameShare(holder, name, function, file, most_frequent(lines) if lines else None, n, n / waited if waited else 0.0)
+        )
     return {k: (n, lines) for k, (n, lines) in counts.items()}, shares
 
 
@@ -134,4 +136,3 @@ def _merged(pool: Pool, pool_of: dict) -> ThreadSummary:
         handling_samples=sum(t.handling_samples for t in members),
         size=pool.size,
     )
-

@@ -19,7 +19,7 @@ def pool_key(name: str) -> str:
 
 
 def pool_label(key: str, names: list) -> str:
-    """"ThreadPoolExecutor-0_#" for a pool whose names vary in one place only where they do."""
+    """ "ThreadPoolExecutor-0_#" for a pool whose names vary in one place only where they do."""
     if len(set(names)) == 1:
         return names[0]
     # Keep the digits that all members share ("-0_"), show only the varying ones as "#".

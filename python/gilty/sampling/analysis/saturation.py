@@ -48,7 +48,9 @@ class Saturation:
         if self.threads > 1:
             text += f" (worst {self.max_run_delay_ms_per_s:.0f} ms/s)"
         if self.throttled_share is not None:
-            text += f"; cgroup throttled {100 * self.throttled_share:.0f} % of periods ({self.cgroup_throttled_ms_per_s:.0f} ms/s)"
+            text += (
+                f"; cgroup throttled {100 * self.throttled_share:.0f} % of periods ({self.cgroup_throttled_ms_per_s:.0f} ms/s)"
+            )
         else:
             text += "; no cgroup CPU quota seen"
         if self.cpus_allowed is not None:
@@ -65,7 +67,9 @@ class Saturation:
             "cgroup_periods": self.cgroup_periods,
             "cgroup_throttled_periods": self.cgroup_throttled,
             "cgroup_throttled_share": None if self.throttled_share is None else round(self.throttled_share, 4),
-            "cgroup_throttled_ms_per_s": None if self.cgroup_throttled_ms_per_s is None else round(self.cgroup_throttled_ms_per_s, 2),
+            "cgroup_throttled_ms_per_s": None
+            if self.cgroup_throttled_ms_per_s is None
+            else round(self.cgroup_throttled_ms_per_s, 2),
             "cpu_wait_share": round(self.cpu_wait_share, 4),
             "holder_cpu_wait_share": round(self.holder_cpu_wait_share, 4),
             "cpus_allowed": self.cpus_allowed,

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 from gilty.sampling.analysis.convoy import RESOLVED_SAMPLES_PER_EPISODE
 from gilty.sampling.analysis.functions import most_frequent
 from gilty.sampling.analysis.pools import group_pools
-from gilty.sampling.analysis.wording import label_list, milliseconds, percent, percent_range, short_labels, thread_label
 from gilty.sampling.analysis.summary_model import Verdict
+from gilty.sampling.analysis.wording import label_list, milliseconds, percent, percent_range, short_labels, thread_label
 from gilty.sampling.native_frames import frame_text
 from gilty.sampling.session import CPU_WAIT, GC, IDLE, NATIVE, UNKNOWN, WAITING_GIL
 
@@ -91,8 +91,12 @@ def _contention(summary: "Summary", waiters: list, labels: dict) -> str:
         for tid, n in named:
             by_group[labels.pool_of.get(tid, tid)] += n
         top = ", ".join(
-            (f"'{key}' ({sum(1 for p in labels.pool_of.values() if p == key)} threads)" if key in labels.pool_of.values()
-             else labels.get(key, thread_label(summary.session.thread_name(key), key))) + f" {percent(n / total_wait)}"
+            (
+                f"'{key}' ({sum(1 for p in labels.pool_of.values() if p == key)} threads)"
+                if key in labels.pool_of.values()
+                else labels.get(key, thread_label(summary.session.thread_name(key), key))
+            )
+            + f" {percent(n / total_wait)}"
             for key, n in by_group.most_common(3)
         )
         return f"{waiting}; no single thread holds it most of that time (largest holders: {top})."
