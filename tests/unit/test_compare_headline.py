@@ -5,7 +5,7 @@ writes them, reduced to the fields compare reads."""
 
 from __future__ import annotations
 
-from gilty.load.compare import compare_load
+from gilty.load.run_diff import compare_load
 from gilty.report.compare import render_json, render_text
 
 
@@ -76,7 +76,7 @@ def test_a_large_change_called_noise_says_why():
 def test_latency_leads_the_servers_inner_figures():
     # Seen in CI: server threads 0.93 -> 1.40 (+50 %) outranked the median 20.7 -> 30.5 ms (+48 %), and the
     # headline's three places went to server threads, p99 and p90: what users feel leads now.
-    from gilty.load.compare import Row
+    from gilty.load.run_diff import Row
 
     rows = [
         Row("step 50 rps endpoint Handler.do_GET", "server_threads", 0.93, 1.40, 0.47, 0.05, True),

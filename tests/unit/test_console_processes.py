@@ -235,7 +235,7 @@ def test_missed_passes_warn_with_the_effective_rate():
 
 
 def test_compare_keeps_roles_apart_and_names_functions():
-    from gilty.load.compare import compare_recordings
+    from gilty.load.run_diff import compare_recordings
 
     rows = compare_recordings(_server(), _server())
     scopes = {r.scope for r in rows}
@@ -251,7 +251,7 @@ def test_compare_keeps_roles_apart_and_names_functions():
 
 
 def test_compare_text_says_too_noisy_rather_than_a_share_over_100_percent():
-    from gilty.load.compare import Row
+    from gilty.load.run_diff import Row
     from gilty.report import compare as compare_report
 
     rows = [
@@ -264,7 +264,7 @@ def test_compare_text_says_too_noisy_rather_than_a_share_over_100_percent():
 
 
 def test_compare_has_a_cpu_wait_row_when_a_run_waited_for_a_cpu():
-    from gilty.load.compare import recording_figures
+    from gilty.load.run_diff import recording_figures
 
     cpu_wait = 6
     b = BatchBuilder(names={1: "worker"})

@@ -19,7 +19,7 @@ import argparse
 from gilty._errors import EXIT_OK, EXIT_USAGE, CommandError
 from gilty.cli.options import check_output, read_json_file
 from gilty.cli.record import add_format_argument, emit, output_format
-from gilty.load import compare
+from gilty.load import run_diff
 from gilty.report import compare as compare_report
 from gilty.sampling.session import Recording
 
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     if kind_a != kind_b:
         raise CommandError(f"cannot compare a {kind_a} report ({args.a}) with a {kind_b} report ({args.b})", EXIT_USAGE)
     try:
-        rows = compare.compare_load(a, b) if kind_a == "load" else compare.compare_recordings(a, b)
+        rows = run_diff.compare_load(a, b) if kind_a == "load" else run_diff.compare_recordings(a, b)
     except (ArithmeticError, LookupError, TypeError, ValueError, AttributeError, RecursionError) as e:
         raise CommandError(f"a report lacks a field the comparison needs ({type(e).__name__}: {e})", EXIT_USAGE) from None
     if not rows:

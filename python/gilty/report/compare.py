@@ -6,7 +6,7 @@ import json
 from dataclasses import asdict
 from typing import Optional
 
-from gilty.load.compare import FORMAT_VERSION, LAG_HEADLINE, NOISE_METHOD, direction, is_large_within_noise, noise_unknown
+from gilty.load.run_diff import FORMAT_VERSION, LAG_HEADLINE, NOISE_METHOD, direction, is_large_within_noise, noise_unknown
 from gilty.report.labels import visible
 
 
@@ -188,3 +188,33 @@ Hover a frame for its change. Idle samples are left out; functions are matched w
 <tbody>{"".join(body)}</tbody></table>
 </body></html>
 """
+
+
+# -- a Comparison (gilty.load.comparison), as the registry hands it ----------------------------
+
+
+def render_comparison_text(c) -> str:
+    return render_text(c.label_a, c.label_b, c.compared, c.rows)
+
+
+def render_comparison_json(c) -> str:
+    return render_json(c.label_a, c.label_b, c.compared, c.rows)
+
+
+def _flame_graph(c, fmt: str, draw) -> str:
+    from gilty._errors import EXIT_USAGE, CommandError
+
+    if c.compared != "recording":
+        raise CommandError(f"a differential flame graph ({fmt}) compares two recordings, not load runs", EXIT_USAGE)
+    try:
+        return draw()
+    except ValueError as e:
+        raise CommandError(f"cannot draw the differential flame graph: {e}", EXIT_USAGE) from None
+
+
+def render_comparison_svg(c) -> str:
+    return _flame_graph(c, "svg", lambda: diff_svg(c.a, c.b, c.label_a, c.label_b))
+
+
+def render_comparison_html(c) -> str:
+    return _flame_graph(c, "html", lambda: diff_html(c.a, c.b, c.label_a, c.label_b, c.rows))

@@ -67,7 +67,7 @@ def render(kind: str, data: dict, fmt: str) -> str:
 
         session = SpecializationSession.from_dict(data["session"])
         return (specialization_html if fmt == "html" else specialization_text).render(session)
-    from gilty.load.compare import Row
+    from gilty.load.run_diff import Row
     from gilty.report import compare
 
     rows = [Row(**{f.name: r[f.name] for f in fields(Row)}) for r in data["rows"]]
