@@ -49,7 +49,10 @@ pub struct OrderedCounts<K> {
 
 impl<K> Default for OrderedCounts<K> {
     fn default() -> Self {
-        OrderedCounts { index: HashMap::new(), entries: Vec::new() }
+        OrderedCounts {
+            index: HashMap::new(),
+            entries: Vec::new(),
+        }
     }
 }
 
@@ -91,16 +94,32 @@ impl Runs {
     }
 
     fn push(&mut self, tid: i32, run: &OpenRun) {
-        self.push_fields(tid, run.first_pass, run.passes, run.state as u8, run.stack, run.syscall);
+        self.push_fields(
+            tid,
+            run.first_pass,
+            run.passes,
+            run.state as u8,
+            run.stack,
+            run.syscall,
+        );
     }
 
-    fn push_fields(&mut self, tid: i32, first_pass: u32, passes: u32, state: u8, stack: i32, syscall: i32) {
+    fn push_fields(
+        &mut self,
+        tid: i32,
+        first_pass: u32,
+        passes: u32,
+        state: u8,
+        stack: i32,
+        syscall: i32,
+    ) {
         self.tid.push(tid);
         self.first_pass.push(first_pass);
         self.passes.push(passes);
         self.state.push(state);
         self.stack.push(stack);
-        self.syscall.push(syscall.clamp(i16::MIN as i32, i16::MAX as i32) as i16);
+        self.syscall
+            .push(syscall.clamp(i16::MIN as i32, i16::MAX as i32) as i16);
     }
 
     /// Reordered by (tid, first_pass).
@@ -192,10 +211,17 @@ impl Aggregate {
             }
             self.runs.push(t.tid, run);
             if end < pass {
-                self.runs.push_fields(t.tid, end, pass - end, ABSENT, NONE, NONE);
+                self.runs
+                    .push_fields(t.tid, end, pass - end, ABSENT, NONE, NONE);
             }
         }
-        let run = OpenRun { first_pass: pass, passes: 1, state: t.state, stack: t.stack, syscall: t.syscall };
+        let run = OpenRun {
+            first_pass: pass,
+            passes: 1,
+            state: t.state,
+            stack: t.stack,
+            syscall: t.syscall,
+        };
         self.open.insert(t.tid, run);
     }
 
@@ -210,7 +236,8 @@ impl Aggregate {
         let mut start = 0;
         for i in 1..=tids.len() {
             if i == tids.len() || tids[i] != tids[start] {
-                self.thread_slices.push((tids[start], start, i, self.runs.first_pass[start]));
+                self.thread_slices
+                    .push((tids[start], start, i, self.runs.first_pass[start]));
                 start = i;
             }
         }
@@ -223,12 +250,30 @@ mod tests {
     use ThreadState::*;
 
     fn seen(tid: i32, state: ThreadState, stack: i32, syscall: i32) -> Seen {
-        Seen { tid, state, stack, syscall, holds: matches!(state, HoldingGil | Gc), handling: false }
+        Seen {
+            tid,
+            state,
+            stack,
+            syscall,
+            holds: matches!(state, HoldingGil | Gc),
+            handling: false,
+        }
     }
 
     fn runs_of(a: &Aggregate) -> Vec<(i32, u32, u32, u8, i32, i16)> {
         let r = &a.runs;
-        (0..r.len()).map(|i| (r.tid[i], r.first_pass[i], r.passes[i], r.state[i], r.stack[i], r.syscall[i])).collect()
+        (0..r.len())
+            .map(|i| {
+                (
+                    r.tid[i],
+                    r.first_pass[i],
+                    r.passes[i],
+                    r.state[i],
+                    r.stack[i],
+                    r.syscall[i],
+                )
+            })
+            .collect()
     }
 
     #[test]
@@ -255,9 +300,20 @@ mod tests {
             ]
         );
         assert_eq!(a.thread_slices, vec![(1, 0, 3, 0), (2, 3, 6, 0)]);
-        assert_eq!(a.counts.entries.iter().filter(|(k, _)| k.0 == 2).map(|e| e.1).sum::<u64>(), 3);
+        assert_eq!(
+            a.counts
+                .entries
+                .iter()
+                .filter(|(k, _)| k.0 == 2)
+                .map(|e| e.1)
+                .sum::<u64>(),
+            3
+        );
         assert_eq!(a.counts.entries[0], ((1, HoldingGil as u8, outer), 1));
-        assert_eq!(a.pass_flags, vec![PASS_GIL_HELD, PASS_GIL_HELD, 0, 0, PASS_GIL_HELD]);
+        assert_eq!(
+            a.pass_flags,
+            vec![PASS_GIL_HELD, PASS_GIL_HELD, 0, 0, PASS_GIL_HELD]
+        );
         // Thread 1 waited twice with nobody holding the GIL.
         assert_eq!(a.blame.entries, vec![((1, NONE, NONE), 2)]);
     }
@@ -265,17 +321,30 @@ mod tests {
     #[test]
     fn blame_names_the_first_holder_of_the_same_pass_wherever_it_was_read() {
         let mut a = Aggregate::default();
-        a.add_pass(&[seen(3, WaitingGil, 7, 202), seen(1, Gc, 9, NONE), seen(2, HoldingGil, 8, NONE)]);
+        a.add_pass(&[
+            seen(3, WaitingGil, 7, 202),
+            seen(1, Gc, 9, NONE),
+            seen(2, HoldingGil, 8, NONE),
+        ]);
         a.add_pass(&[seen(3, WaitingGil, 7, 202), seen(2, HoldingGil, 8, NONE)]);
         a.close();
         assert_eq!(a.blame.entries, vec![((3, 1, 9), 1), ((3, 2, 8), 1)]);
-        assert_eq!(a.pass_flags, vec![PASS_GIL_HELD | PASS_IN_GC, PASS_GIL_HELD]);
+        assert_eq!(
+            a.pass_flags,
+            vec![PASS_GIL_HELD | PASS_IN_GC, PASS_GIL_HELD]
+        );
     }
 
     #[test]
     fn a_holder_waiting_for_a_cpu_still_holds_the_gil() {
         let mut a = Aggregate::default();
-        a.add_pass(&[seen(3, WaitingGil, 7, 202), Seen { holds: true, ..seen(2, CpuWait, 8, NONE) }]);
+        a.add_pass(&[
+            seen(3, WaitingGil, 7, 202),
+            Seen {
+                holds: true,
+                ..seen(2, CpuWait, 8, NONE)
+            },
+        ]);
         a.add_pass(&[seen(3, CpuWait, 7, NONE)]);
         a.close();
         assert_eq!(a.blame.entries, vec![((3, 2, 8), 1)]);
@@ -287,11 +356,27 @@ mod tests {
     #[test]
     fn samples_handling_an_exception_are_counted_apart_by_thread_state_and_stack() {
         let mut a = Aggregate::default();
-        let handling = |s: Seen| Seen { handling: true, ..s };
-        a.add_pass(&[handling(seen(1, Idle, 5, 230)), seen(2, HoldingGil, 6, NONE)]);
-        a.add_pass(&[handling(seen(1, Idle, 5, 230)), handling(seen(2, HoldingGil, 7, NONE))]);
+        let handling = |s: Seen| Seen {
+            handling: true,
+            ..s
+        };
+        a.add_pass(&[
+            handling(seen(1, Idle, 5, 230)),
+            seen(2, HoldingGil, 6, NONE),
+        ]);
+        a.add_pass(&[
+            handling(seen(1, Idle, 5, 230)),
+            handling(seen(2, HoldingGil, 7, NONE)),
+        ]);
         a.close();
-        assert_eq!(a.handling.entries, vec![((1, Idle as u8, 5), 2), ((2, HoldingGil as u8, 7), 1)]);
-        assert_eq!(a.counts.entries.len(), 3, "the handling flag does not split the counts");
+        assert_eq!(
+            a.handling.entries,
+            vec![((1, Idle as u8, 5), 2), ((2, HoldingGil as u8, 7), 1)]
+        );
+        assert_eq!(
+            a.counts.entries.len(),
+            3,
+            "the handling flag does not split the counts"
+        );
     }
 }

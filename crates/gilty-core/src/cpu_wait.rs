@@ -59,13 +59,26 @@ impl CpuWaitTrack {
     /// Takes one pass's reading (None when none was taken this pass) and whether the thread is runnable
     /// (a GIL holder, or its syscall file says "running"). `now_ns` is a monotonic time and
     /// `period_ns` the mean interval between passes. True: this pass is `cpu_wait`.
-    pub fn observe(&mut self, reading: Option<Schedstat>, now_ns: u64, period_ns: u64, runnable: bool) -> bool {
+    pub fn observe(
+        &mut self,
+        reading: Option<Schedstat>,
+        now_ns: u64,
+        period_ns: u64,
+        runnable: bool,
+    ) -> bool {
         self.observe_switches(reading, now_ns, period_ns, runnable, None)
     }
 
     /// `observe`, told by `off_cpu` (Some(switch-in count)) that the thread was switched out as many
     /// times as in at a reading after `reading`: off a CPU now, whatever the other counters say.
-    pub fn observe_switches(&mut self, reading: Option<Schedstat>, now_ns: u64, period_ns: u64, runnable: bool, off_cpu: Option<u64>) -> bool {
+    pub fn observe_switches(
+        &mut self,
+        reading: Option<Schedstat>,
+        now_ns: u64,
+        period_ns: u64,
+        runnable: bool,
+        off_cpu: Option<u64>,
+    ) -> bool {
         self.last_blocked = !runnable;
         self.busy = false;
         let Some(now) = reading else {
@@ -74,28 +87,46 @@ impl CpuWaitTrack {
         let first = *self.first_ns.get_or_insert(now_ns);
         let mut ran_little = false;
         if let Some(last) = self.last {
-            let wait = now.delay_ns.saturating_sub(last.delay_ns).min(now_ns.saturating_sub(first));
+            let wait = now
+                .delay_ns
+                .saturating_sub(last.delay_ns)
+                .min(now_ns.saturating_sub(first));
             // Passes are `period_ns` apart, unless the sampler paused (between batches, or itself
             // short of a CPU) since the last one: the part of the wait that fell in the pause had no
             // passes to count it.
-            let span = self.last_at.map(|(at, _)| now_ns.saturating_sub(at)).unwrap_or(0);
+            let span = self
+                .last_at
+                .map(|(at, _)| now_ns.saturating_sub(at))
+                .unwrap_or(0);
             // Ordinary jitter (a pass late by less than a period) is no pause: subtracting it would
             // bias every thread's share down.
-            let paused = if span > 2 * period_ns { span - period_ns } else { 0 };
+            let paused = if span > 2 * period_ns {
+                span - period_ns
+            } else {
+                0
+            };
             let counted = wait.saturating_sub(paused);
             self.owed = (self.owed + counted as f64 / period_ns.max(1) as f64).min(MAX_OWED);
             if let Some((at, was_runnable)) = self.last_at {
-                let (ran, span) = (now.run_ns.saturating_sub(last.run_ns), now_ns.saturating_sub(at));
+                let (ran, span) = (
+                    now.run_ns.saturating_sub(last.run_ns),
+                    now_ns.saturating_sub(at),
+                );
                 ran_little = was_runnable && ran * 10 < span;
                 // Of the time it was not queued for a CPU, it ran at least two thirds: it did not block.
                 let queued = now.delay_ns.saturating_sub(last.delay_ns);
-                self.busy = was_runnable && runnable && ran > 0 && ran * 3 >= 2 * span.saturating_sub(queued);
+                self.busy = was_runnable
+                    && runnable
+                    && ran > 0
+                    && ran * 3 >= 2 * span.saturating_sub(queued);
             }
         }
         self.last = Some(now);
         self.last_at = Some((now_ns, runnable));
         let still = match self.still_since {
-            Some((s, since)) if s.run_ns == now.run_ns && s.pcount == now.pcount => now_ns.saturating_sub(since),
+            Some((s, since)) if s.run_ns == now.run_ns && s.pcount == now.pcount => {
+                now_ns.saturating_sub(since)
+            }
             _ => {
                 self.still_since = Some((now, now_ns));
                 0
@@ -130,7 +161,11 @@ mod tests {
     use super::*;
 
     fn st(run_ns: u64, delay_ns: u64, pcount: u64) -> Option<Schedstat> {
-        Some(Schedstat { run_ns, delay_ns, pcount })
+        Some(Schedstat {
+            run_ns,
+            delay_ns,
+            pcount,
+        })
     }
     const MS: u64 = 1_000_000;
 
@@ -152,7 +187,9 @@ mod tests {
             assert!(!t.observe(st(MS + i * MS, 0, 1 + i), i * MS, MS, true));
         }
         // Preempted and back: 3 ms of waiting credited, counters moving throughout.
-        let got: Vec<bool> = (4..=8).map(|i| t.observe(st(MS + i * MS, 3 * MS, 1 + i), i * MS, MS, true)).collect();
+        let got: Vec<bool> = (4..=8)
+            .map(|i| t.observe(st(MS + i * MS, 3 * MS, 1 + i), i * MS, MS, true))
+            .collect();
         assert_eq!(got, vec![true, true, true, false, false]);
         // A wait begun before the first reading owes only the part after it.
         let mut u = CpuWaitTrack::default();
@@ -171,7 +208,9 @@ mod tests {
         assert!(!t.observe(st(6 * MS, 4 * MS, 3), 10 * MS, 5 * MS, true));
         // A thread that sleeps between passes is not owed: at most PREPAID passes are taken ahead.
         let mut u = CpuWaitTrack::default();
-        let got: Vec<bool> = (0..8u64).map(|i| u.observe(st(MS + i * 10_000, 0, 1 + i), i * 5 * MS, MS, true)).collect();
+        let got: Vec<bool> = (0..8u64)
+            .map(|i| u.observe(st(MS + i * 10_000, 0, 1 + i), i * 5 * MS, MS, true))
+            .collect();
         assert_eq!(got.iter().filter(|&&w| w).count(), 2);
     }
 
@@ -188,8 +227,8 @@ mod tests {
     fn switched_out_as_often_as_in_is_waiting_at_once() {
         let mut t = CpuWaitTrack::default();
         assert!(!t.observe(st(MS, 0, 1), 0, MS, false)); // asleep
-        // Woken, run a little (switched in: the count moved), preempted: no rule above sees it, the
-        // switch counts do, and the wait is paid now rather than from a later credit.
+                                                         // Woken, run a little (switched in: the count moved), preempted: no rule above sees it, the
+                                                         // switch counts do, and the wait is paid now rather than from a later credit.
         assert!(t.observe_switches(st(MS + 20_000, 0, 2), MS, MS, true, Some(2)));
         assert!(!t.observe(st(2 * MS, MS, 3), 2 * MS, MS, true));
         assert!(!t.observe(st(3 * MS, MS, 3), 3 * MS, MS, true));

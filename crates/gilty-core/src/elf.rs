@@ -18,10 +18,16 @@ pub struct ElfInfo {
 /// The symbols gilty needs (all exported); the rest of a 7 MB symbol table is not kept.
 const WANTED: &[&str] = &["_PyRuntime", "PyCode_Type", "Py_Version"];
 
-fn collect_symbols<'d>(syms: impl Iterator<Item = object::Symbol<'d, 'd>>, into: &mut Vec<(String, u64, u64)>) {
+fn collect_symbols<'d>(
+    syms: impl Iterator<Item = object::Symbol<'d, 'd>>,
+    into: &mut Vec<(String, u64, u64)>,
+) {
     for sym in syms {
         if let Ok(name) = sym.name() {
-            if WANTED.contains(&name) && sym.address() != 0 && !into.iter().any(|(n, _, _)| n == name) {
+            if WANTED.contains(&name)
+                && sym.address() != 0
+                && !into.iter().any(|(n, _, _)| n == name)
+            {
                 into.push((name.to_owned(), sym.address(), sym.size()));
             }
         }
@@ -40,19 +46,37 @@ impl Mapped {
         use std::os::unix::fs::OpenOptionsExt;
         // The target names these paths (its maps; a FIFO planted as "lib.so (deleted)"): opened
         // without waiting for a writer, and only a regular file is mapped.
-        let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY).open(path)?;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(path)?;
         let meta = file.metadata()?;
         if !meta.is_file() {
-            return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file"));
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "not a regular file",
+            ));
         }
         let len = meta.len() as usize;
         if len == 0 {
-            return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "empty file"));
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "empty file",
+            ));
         }
         use std::os::fd::AsRawFd;
         // SAFETY: a fresh private read-only mapping of a file we opened; unmapped on drop. The
         // mapping outlives the fd (closed when `file` drops), as mmap allows.
-        let ptr = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_PRIVATE, file.as_raw_fd(), 0) };
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                file.as_raw_fd(),
+                0,
+            )
+        };
         if ptr == libc::MAP_FAILED {
             return Err(std::io::Error::last_os_error());
         }
@@ -96,8 +120,9 @@ impl ElfInfo {
             .min()
             .map(|a| a & !0xfff)
             .unwrap_or(0);
-        let pyruntime_section =
-            file.section_by_name(".PyRuntime").map(|s| (s.address(), s.size()));
+        let pyruntime_section = file
+            .section_by_name(".PyRuntime")
+            .map(|s| (s.address(), s.size()));
         let rodata = file
             .section_by_name(".rodata")
             .and_then(|s| s.file_range())
@@ -105,12 +130,23 @@ impl ElfInfo {
             .filter(|(off, size)| off.checked_add(*size).is_some_and(|end| end <= data.len()));
         let is_pie_or_shared = matches!(file.kind(), object::ObjectKind::Dynamic);
         drop(file);
-        Ok(ElfInfo { path: path.to_owned(), first_load_vaddr, is_pie_or_shared, symbols, pyruntime_section, file: mapped, rodata })
+        Ok(ElfInfo {
+            path: path.to_owned(),
+            first_load_vaddr,
+            is_pie_or_shared,
+            symbols,
+            pyruntime_section,
+            file: mapped,
+            rodata,
+        })
     }
 
     /// (address, size) of a symbol, as linked (add the load bias for the runtime address).
     pub fn symbol(&self, name: &str) -> Option<(u64, u64)> {
-        self.symbols.iter().find(|(n, _, _)| n == name).map(|(_, a, s)| (*a, *s))
+        self.symbols
+            .iter()
+            .find(|(n, _, _)| n == name)
+            .map(|(_, a, s)| (*a, *s))
     }
 
     /// Finds a "3.X.Y" release string (PY_VERSION) in .rodata, for 3.10, which has no `Py_Version`.
@@ -147,7 +183,13 @@ pub fn parse_release(s: &str) -> Option<(u8, u8, u8)> {
     let rest = parts.next()?;
     let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
     let tail = &rest[digits.len()..];
-    if digits.is_empty() || !(tail.is_empty() || tail == "+" || tail.starts_with('a') || tail.starts_with('b') || tail.starts_with("rc")) {
+    if digits.is_empty()
+        || !(tail.is_empty()
+            || tail == "+"
+            || tail.starts_with('a')
+            || tail.starts_with('b')
+            || tail.starts_with("rc"))
+    {
         return None;
     }
     Some((major, minor, digits.parse().ok()?))

@@ -42,7 +42,10 @@ pub struct Error {
 
 impl Error {
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Error { kind, message: message.into() }
+        Error {
+            kind,
+            message: message.into(),
+        }
     }
 }
 
@@ -63,9 +66,15 @@ pub fn from_os(pid: i32, err: &std::io::Error, what: &str) -> Error {
     match err.raw_os_error() {
         Some(libc::ESRCH) | Some(libc::ENOENT) => {
             if crate::process::procfs::exists(pid) {
-                Error::new(ErrorKind::TargetExited, format!("pid {pid} exited while reading {what}"))
+                Error::new(
+                    ErrorKind::TargetExited,
+                    format!("pid {pid} exited while reading {what}"),
+                )
             } else {
-                Error::new(ErrorKind::NoSuchProcess, format!("no process with pid {pid}"))
+                Error::new(
+                    ErrorKind::NoSuchProcess,
+                    format!("no process with pid {pid}"),
+                )
             }
         }
         Some(libc::EPERM) | Some(libc::EACCES) => {
@@ -75,9 +84,15 @@ pub fn from_os(pid: i32, err: &std::io::Error, what: &str) -> Error {
             } else {
                 "run as the same user or as root; check kernel.yama.ptrace_scope"
             };
-            Error::new(ErrorKind::PermissionDenied, format!("not permitted to read {what} of pid {pid} ({hint})"))
+            Error::new(
+                ErrorKind::PermissionDenied,
+                format!("not permitted to read {what} of pid {pid} ({hint})"),
+            )
         }
-        _ => Error::new(ErrorKind::Internal, format!("reading {what} of pid {pid}: {err}")),
+        _ => Error::new(
+            ErrorKind::Internal,
+            format!("reading {what} of pid {pid}: {err}"),
+        ),
     }
 }
 

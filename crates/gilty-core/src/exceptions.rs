@@ -13,7 +13,12 @@ use std::io;
 const MAX_LEVELS: usize = 4096;
 
 /// The type name of the exception the thread at `tstate` is handling, or None.
-pub fn handled_exception(mem: &dyn Memory, l: &Layout, tstate: u64, types: &TypeCache) -> io::Result<Option<String>> {
+pub fn handled_exception(
+    mem: &dyn Memory,
+    l: &Layout,
+    tstate: u64,
+    types: &TypeCache,
+) -> io::Result<Option<String>> {
     let reprs = ObjectRepr::new(mem, l, types);
     let mut item = mem.read_u64(tstate + l.tstate_exc_info)?;
     for _ in 0..MAX_LEVELS {
@@ -23,16 +28,28 @@ pub fn handled_exception(mem: &dyn Memory, l: &Layout, tstate: u64, types: &Type
         let exc = mem.read_u64(item + l.err_stackitem_exc)?;
         if exc != 0 && !reprs.is_none(exc)? {
             // 3.10 keeps the exception's type here; 3.11+ the exception itself.
-            return Ok(Some(if l.version.1 == 10 { reprs.type_object_name(exc)? } else { reprs.type_name(exc)? }));
+            return Ok(Some(if l.version.1 == 10 {
+                reprs.type_object_name(exc)?
+            } else {
+                reprs.type_name(exc)?
+            }));
         }
         item = mem.read_u64(item + l.err_stackitem_previous)?;
     }
-    Err(io::Error::new(io::ErrorKind::InvalidData, "exception-info stack too deep"))
+    Err(io::Error::new(
+        io::ErrorKind::InvalidData,
+        "exception-info stack too deep",
+    ))
 }
 
 /// `handled_exception` of every Python thread, by OS thread id (threads whose tid is unknown are left out).
-pub fn handled_by_tid(interp: &crate::interpreter::Interpreter) -> io::Result<std::collections::HashMap<i32, Option<String>>> {
-    let (_, threads) = crate::threads::python_threads_settled(interp, &mut crate::threads::TidResolver::default())?;
+pub fn handled_by_tid(
+    interp: &crate::interpreter::Interpreter,
+) -> io::Result<std::collections::HashMap<i32, Option<String>>> {
+    let (_, threads) = crate::threads::python_threads_settled(
+        interp,
+        &mut crate::threads::TidResolver::default(),
+    )?;
     let types = TypeCache::default();
     let mut out = std::collections::HashMap::new();
     for t in threads {
@@ -59,11 +76,19 @@ impl HandlingCheck {
     /// Whether the thread at `tstate` is handling an exception, from `head` as read with the thread
     /// list. While no generator or coroutine runs on the thread, `exc_info` points at the bottom level
     /// inside the thread state, already read: no read at all. Else one read per level above it.
-    pub fn handling(&mut self, mem: &dyn Memory, l: &Layout, tstate: u64, head: ExcHead) -> io::Result<bool> {
+    pub fn handling(
+        &mut self,
+        mem: &dyn Memory,
+        l: &Layout,
+        tstate: u64,
+        head: ExcHead,
+    ) -> io::Result<bool> {
         let bottom = tstate + l.tstate_exc_state;
         let len = (l.err_stackitem_exc.max(l.err_stackitem_previous) + 8) as usize;
         let mut buf = [0u8; 64];
-        let at = |b: &[u8], off: u64| u64::from_le_bytes(b[off as usize..off as usize + 8].try_into().unwrap());
+        let at = |b: &[u8], off: u64| {
+            u64::from_le_bytes(b[off as usize..off as usize + 8].try_into().unwrap())
+        };
         let mut item = head.info;
         for _ in 0..MAX_LEVELS {
             if item == 0 {
@@ -74,14 +99,20 @@ impl HandlingCheck {
                 (head.bottom_exc, 0)
             } else {
                 mem.read(item, &mut buf[..len])?;
-                (at(&buf, l.err_stackitem_exc), at(&buf, l.err_stackitem_previous))
+                (
+                    at(&buf, l.err_stackitem_exc),
+                    at(&buf, l.err_stackitem_previous),
+                )
             };
             if exc != 0 && !self.is_none(mem, l, exc)? {
                 return Ok(true);
             }
             item = previous;
         }
-        Err(io::Error::new(io::ErrorKind::InvalidData, "exception-info stack too deep"))
+        Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "exception-info stack too deep",
+        ))
     }
 
     fn is_none(&mut self, mem: &dyn Memory, l: &Layout, addr: u64) -> io::Result<bool> {

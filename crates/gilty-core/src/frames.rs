@@ -55,7 +55,11 @@ impl From<io::Error> for WalkError {
     fn from(e: io::Error) -> Self {
         match e.raw_os_error() {
             Some(libc::EFAULT) | Some(libc::EIO) => WalkError::Torn,
-            _ if e.kind() == io::ErrorKind::InvalidData || e.kind() == io::ErrorKind::UnexpectedEof => WalkError::Torn,
+            _ if e.kind() == io::ErrorKind::InvalidData
+                || e.kind() == io::ErrorKind::UnexpectedEof =>
+            {
+                WalkError::Torn
+            }
             _ => WalkError::Io(e),
         }
     }
@@ -187,7 +191,11 @@ impl<'a> FrameWalker<'a> {
     pub fn new(mem: &'a dyn Memory, layout: &'a Layout, code_type: Option<u64>) -> Self {
         let l = layout;
         // 3.10 reads the first local with the frame, for the method's class (no co_qualname).
-        let first_local = if l.code_qualname.is_none() { l.frame_localsplus } else { None };
+        let first_local = if l.code_qualname.is_none() {
+            l.frame_localsplus
+        } else {
+            None
+        };
         let frame_read_len = [
             Some(l.frame_code),
             Some(l.frame_previous),
@@ -198,10 +206,10 @@ impl<'a> FrameWalker<'a> {
             first_local,
         ]
         .iter()
-            .flatten()
-            .max()
-            .copied()
-            .unwrap()
+        .flatten()
+        .max()
+        .copied()
+        .unwrap()
             + 8;
         let code_read_len = [
             Some(l.code_filename),
@@ -223,7 +231,19 @@ impl<'a> FrameWalker<'a> {
         .copied()
         .unwrap()
             + 8;
-        FrameWalker { mem, layout, code_type, frame_read_len: frame_read_len as usize, code_read_len: code_read_len as usize, rounds: Default::default(), call_ends: Default::default(), keep_outer_part: false, outer_only: Default::default(), cut: Default::default(), chain_addrs: Default::default() }
+        FrameWalker {
+            mem,
+            layout,
+            code_type,
+            frame_read_len: frame_read_len as usize,
+            code_read_len: code_read_len as usize,
+            rounds: Default::default(),
+            call_ends: Default::default(),
+            keep_outer_part: false,
+            outer_only: Default::default(),
+            cut: Default::default(),
+            chain_addrs: Default::default(),
+        }
     }
 
     /// Address of the innermost frame of a thread state (already read into `tstate_bytes` when possible).
@@ -239,7 +259,9 @@ impl<'a> FrameWalker<'a> {
         if cframe == 0 {
             return Ok(0);
         }
-        Ok(self.mem.read_u64(cframe + l.cframe_current_frame.unwrap())?)
+        Ok(self
+            .mem
+            .read_u64(cframe + l.cframe_current_frame.unwrap())?)
     }
 
     /// The thread's current frame as the walk's first read sees it, with the used part of its
@@ -248,20 +270,37 @@ impl<'a> FrameWalker<'a> {
     /// chunk bounds come from one read of the thread state, so they belong together.
     /// `head`, when given, is those three fields as read earlier in the pass (with the thread list):
     /// a stack that moved since fails the recheck at the end of the walk like any other.
-    fn start_walk(&self, tstate: u64, head: Option<WalkHead>, reads: &BlockCache) -> Result<u64, WalkError> {
+    fn start_walk(
+        &self,
+        tstate: u64,
+        head: Option<WalkHead>,
+        reads: &BlockCache,
+    ) -> Result<u64, WalkError> {
         let l = self.layout;
-        let (Some(chunk_off), Some(top_off)) = (l.tstate_datastack_chunk, l.tstate_datastack_top) else {
+        let (Some(chunk_off), Some(top_off)) = (l.tstate_datastack_chunk, l.tstate_datastack_top)
+        else {
             return self.top_frame(tstate);
         };
-        let frame_off = l.tstate_current_frame.or(l.tstate_cframe).ok_or(WalkError::Torn)?;
-        let WalkHead { frame_ptr: ptr, chunk, top } = match head {
+        let frame_off = l
+            .tstate_current_frame
+            .or(l.tstate_cframe)
+            .ok_or(WalkError::Torn)?;
+        let WalkHead {
+            frame_ptr: ptr,
+            chunk,
+            top,
+        } = match head {
             Some(h) => h,
             None => {
                 let lo = frame_off.min(chunk_off).min(top_off);
                 let hi = frame_off.max(chunk_off).max(top_off) + 8;
                 let mut buf = vec![0u8; (hi - lo) as usize];
                 self.mem.read(tstate + lo, &mut buf)?;
-                WalkHead { frame_ptr: u64_at(&buf, frame_off - lo), chunk: u64_at(&buf, chunk_off - lo), top: u64_at(&buf, top_off - lo) }
+                WalkHead {
+                    frame_ptr: u64_at(&buf, frame_off - lo),
+                    chunk: u64_at(&buf, chunk_off - lo),
+                    top: u64_at(&buf, top_off - lo),
+                }
             }
         };
         let first = match (l.tstate_cframe, l.cframe_current_frame) {
@@ -308,20 +347,39 @@ impl<'a> FrameWalker<'a> {
     /// `walk`, starting from a thread-state head read earlier (see `start_walk`). `moving`: the thread
     /// may run Python code during the walk (it holds the GIL, or that is unknown); only then does 3.10
     /// read each frame's link again after the walk.
-    pub fn walk_from(&self, tstate: u64, head: Option<WalkHead>, moving: bool, cache: &mut CodeCache) -> Result<Walked, WalkError> {
+    pub fn walk_from(
+        &self,
+        tstate: u64,
+        head: Option<WalkHead>,
+        moving: bool,
+        cache: &mut CodeCache,
+    ) -> Result<Walked, WalkError> {
         self.walk_located(tstate, head, moving, cache, None)
     }
 
     /// `walk_from`, also giving each frame's instruction position (3.11+: line and column ranges, as
     /// `co_positions()` has them; None on 3.10 and for a frame that has run no instruction yet), in
     /// the order of the frames. Decoded in the same pass over the location table as the line.
-    pub fn walk_with_positions(&self, tstate: u64, head: Option<WalkHead>, moving: bool, cache: &mut CodeCache) -> Result<(Walked, Vec<Option<Position>>), WalkError> {
+    pub fn walk_with_positions(
+        &self,
+        tstate: u64,
+        head: Option<WalkHead>,
+        moving: bool,
+        cache: &mut CodeCache,
+    ) -> Result<(Walked, Vec<Option<Position>>), WalkError> {
         let mut positions = Vec::with_capacity(32);
         let walked = self.walk_located(tstate, head, moving, cache, Some(&mut positions))?;
         Ok((walked, positions))
     }
 
-    fn walk_located(&self, tstate: u64, head: Option<WalkHead>, moving: bool, cache: &mut CodeCache, mut positions: Option<&mut Vec<Option<Position>>>) -> Result<Walked, WalkError> {
+    fn walk_located(
+        &self,
+        tstate: u64,
+        head: Option<WalkHead>,
+        moving: bool,
+        cache: &mut CodeCache,
+        mut positions: Option<&mut Vec<Option<Position>>>,
+    ) -> Result<Walked, WalkError> {
         // Read the whole chain first and check it before decoding anything: the window in which the
         // thread can move its stack under us is then only as long as the reads themselves.
         let pages = cache.frame_pages.get(&tstate).cloned().unwrap_or_default();
@@ -335,7 +393,11 @@ impl<'a> FrameWalker<'a> {
         let mut top = None;
         let mut ends = Vec::with_capacity(chain.len() + 1);
         if self.outer_only.get() {
-            out.push(Frame { function: MOVING_FRAMES.to_owned(), file: String::new(), line: -1 });
+            out.push(Frame {
+                function: MOVING_FRAMES.to_owned(),
+                file: String::new(),
+                line: -1,
+            });
             ends.push(false);
             if let Some(p) = positions.as_deref_mut() {
                 p.push(None);
@@ -347,7 +409,9 @@ impl<'a> FrameWalker<'a> {
         let code_reads = BlockCache::new(self.mem);
         let want = positions.is_some();
         for &(code, instr, first_local, call_end) in &chain {
-            if let Some((f, at)) = self.frame_and_position(code, instr, first_local, cache, &code_reads, want)? {
+            if let Some((f, at)) =
+                self.frame_and_position(code, instr, first_local, cache, &code_reads, want)?
+            {
                 if top_wanted {
                     top = Some((code, instr));
                     top_wanted = false;
@@ -365,7 +429,11 @@ impl<'a> FrameWalker<'a> {
             }
         }
         if self.cut.get() && !self.outer_only.get() {
-            out.push(Frame { function: CUT_FRAMES.to_owned(), file: String::new(), line: -1 });
+            out.push(Frame {
+                function: CUT_FRAMES.to_owned(),
+                file: String::new(),
+                line: -1,
+            });
             ends.push(true);
             if let Some(p) = positions.as_deref_mut() {
                 p.push(None);
@@ -395,7 +463,14 @@ impl<'a> FrameWalker<'a> {
     /// `pages` (3.10) are the blocks that held this thread's frames at its last walk: a thread that may
     /// move has them in the first copy, so that a chain that moved to frames on another of its pages
     /// can be compared at once. Returns the chain and the blocks the accepted copy held.
-    fn read_chain(&self, tstate: u64, head: Option<WalkHead>, moving: bool, pages: &[(u64, usize)], prior: &[u64]) -> Result<(Vec<(u64, i64, u64, bool)>, Vec<(u64, usize)>), WalkError> {
+    fn read_chain(
+        &self,
+        tstate: u64,
+        head: Option<WalkHead>,
+        moving: bool,
+        pages: &[(u64, usize)],
+        prior: &[u64],
+    ) -> Result<(Vec<(u64, i64, u64, bool)>, Vec<(u64, usize)>), WalkError> {
         let l = self.layout;
         self.rounds.set(0);
         self.outer_only.set(false);
@@ -410,7 +485,11 @@ impl<'a> FrameWalker<'a> {
         let first = self.start_walk(tstate, head, &reads)?;
         let walked = self.chain(&reads, first);
         // A fresh read, not the cached one: did the stack move while we read it?
-        let (mut top, mut depth) = if first != 0 || walked.is_err() { self.top_frame_and_depth(tstate)? } else { (0, None) };
+        let (mut top, mut depth) = if first != 0 || walked.is_err() {
+            self.top_frame_and_depth(tstate)?
+        } else {
+            (0, None)
+        };
         let moved = !matches!(&walked, Ok(chain) if top == first && !too_deep(chain, depth));
         if let Ok(chain) = &walked {
             // 3.10: a stack that moved and came back to the same frame can leave a chain of frames
@@ -420,7 +499,8 @@ impl<'a> FrameWalker<'a> {
             // different moments: a thread that may run has its frames compared with a second copy.
             let recheck_links = moving;
             if top == first && !too_deep(chain, depth) && !recheck_links {
-                self.chain_addrs.replace(chain.iter().map(|f| f.addr).collect());
+                self.chain_addrs
+                    .replace(chain.iter().map(|f| f.addr).collect());
                 return Ok((frames_with_code(l, chain), reads.ranges()));
             }
         }
@@ -431,17 +511,21 @@ impl<'a> FrameWalker<'a> {
                 self.rounds.set(round);
             }
             if let Some(chain) = self.stable_chain(&before, &after, top, depth)? {
-                self.chain_addrs.replace(chain.iter().map(|f| f.addr).collect());
+                self.chain_addrs
+                    .replace(chain.iter().map(|f| f.addr).collect());
                 return Ok((frames_with_code(l, &chain), after.ranges()));
             }
             if round == SNAPSHOT_ROUNDS && self.keep_outer_part {
-                let part = self.outer_part(&before, &after, top).or_else(|| self.loose_outer_part(&before, &after, top, prior));
+                let part = self
+                    .outer_part(&before, &after, top)
+                    .or_else(|| self.loose_outer_part(&before, &after, top, prior));
                 let part = match part {
                     Some(part) => Some(part),
                     None => match self.live_outer_part(tstate, prior) {
                         Some((chain, true)) => {
                             // Every frame held still between its two reads: the whole stack after all.
-                            self.chain_addrs.replace(chain.iter().map(|f| f.addr).collect());
+                            self.chain_addrs
+                                .replace(chain.iter().map(|f| f.addr).collect());
                             return Ok((frames_with_code(l, &chain), after.ranges()));
                         }
                         Some((part, false)) => Some(part),
@@ -451,7 +535,8 @@ impl<'a> FrameWalker<'a> {
                 if let Some(part) = part {
                     self.outer_only.set(true);
                     // The next walk's prior: the frames this one knows to be the stack's outer part.
-                    self.chain_addrs.replace(part.iter().map(|f| f.addr).collect());
+                    self.chain_addrs
+                        .replace(part.iter().map(|f| f.addr).collect());
                     return Ok((frames_with_code(l, &part), after.ranges()));
                 }
             }
@@ -464,8 +549,17 @@ impl<'a> FrameWalker<'a> {
     /// The chain from `top` (the current frame, read after `before` was copied and before `after`)
     /// if it is whole in `before` and every frame is the same in `after` (see `read_chain`); None
     /// when it is not. Frames missing from `before` are loaded into `after`, for the next round.
-    fn stable_chain(&self, before: &BlockCache, after: &BlockCache, top: u64, depth: Option<i64>) -> Result<Option<Vec<RawFrame>>, WalkError> {
-        let copied = CopiedOnly { cache: before, missed: std::cell::Cell::new(None) };
+    fn stable_chain(
+        &self,
+        before: &BlockCache,
+        after: &BlockCache,
+        top: u64,
+        depth: Option<i64>,
+    ) -> Result<Option<Vec<RawFrame>>, WalkError> {
+        let copied = CopiedOnly {
+            cache: before,
+            missed: std::cell::Cell::new(None),
+        };
         let chain = match self.chain(&copied, top) {
             Ok(chain) => chain,
             Err(WalkError::Torn) => {
@@ -491,7 +585,8 @@ impl<'a> FrameWalker<'a> {
             let same = if i == 0 {
                 (f.code, f.previous, f.owner, f.entry) == (g.code, g.previous, g.owner, g.entry)
             } else {
-                (f.code, f.previous, f.owner, f.entry, f.instr, f.state) == (g.code, g.previous, g.owner, g.entry, g.instr, g.state)
+                (f.code, f.previous, f.owner, f.entry, f.instr, f.state)
+                    == (g.code, g.previous, g.owner, g.entry, g.instr, g.state)
             };
             if !same {
                 return Ok(None);
@@ -514,13 +609,25 @@ impl<'a> FrameWalker<'a> {
     /// whose instruction moved (it ran between the copies, so nothing inside it held still). None
     /// when neither copy holds a whole chain from `top` or not one frame agrees; also None when all
     /// agree, which `stable_chain` judges.
-    fn outer_part(&self, before: &BlockCache, after: &BlockCache, top: u64) -> Option<Vec<RawFrame>> {
+    fn outer_part(
+        &self,
+        before: &BlockCache,
+        after: &BlockCache,
+        top: u64,
+    ) -> Option<Vec<RawFrame>> {
         let mut buf = vec![0u8; self.frame_read_len];
         for (walked, other) in [(after, before), (before, after)] {
             // The later copy may read on past what it holds (3.10 frames are heap blocks read a page
             // at a time): what it reads there is checked against the earlier copy like the rest.
-            let copied = CopiedOnly { cache: walked, missed: std::cell::Cell::new(None) };
-            let chain = if std::ptr::eq(walked, after) { self.chain(after, top) } else { self.chain(&copied, top) };
+            let copied = CopiedOnly {
+                cache: walked,
+                missed: std::cell::Cell::new(None),
+            };
+            let chain = if std::ptr::eq(walked, after) {
+                self.chain(after, top)
+            } else {
+                self.chain(&copied, top)
+            };
             let Ok(chain) = chain else { continue };
             let mut keep = chain.len();
             for (i, f) in chain.iter().enumerate().rev() {
@@ -528,7 +635,9 @@ impl<'a> FrameWalker<'a> {
                     break;
                 }
                 let g = self.raw_frame(f.addr, &buf);
-                if (f.code, f.previous, f.owner, f.entry, f.state) != (g.code, g.previous, g.owner, g.entry, g.state) {
+                if (f.code, f.previous, f.owner, f.entry, f.state)
+                    != (g.code, g.previous, g.owner, g.entry, g.state)
+                {
                     break;
                 }
                 keep = i;
@@ -557,15 +666,31 @@ impl<'a> FrameWalker<'a> {
     /// frame (the outermost of its last whole walk, `prior`): a chain that wandered into freed frames
     /// or another thread's stack does not end there. Kept up to and including the first frame whose
     /// instruction moved, as in `outer_part`.
-    fn loose_outer_part(&self, before: &BlockCache, after: &BlockCache, top: u64, prior: &[u64]) -> Option<Vec<RawFrame>> {
-        let (Some(_), Some(&bottom)) = (self.layout.frame_state, prior.last()) else { return None };
+    fn loose_outer_part(
+        &self,
+        before: &BlockCache,
+        after: &BlockCache,
+        top: u64,
+        prior: &[u64],
+    ) -> Option<Vec<RawFrame>> {
+        let (Some(_), Some(&bottom)) = (self.layout.frame_state, prior.last()) else {
+            return None;
+        };
         for (walked, other) in [(after, before), (before, after)] {
             let is_after = std::ptr::eq(walked, after);
-            let read = |addr: u64, buf: &mut [u8]| walked.read_cached(addr, buf) || (is_after && walked.read(addr, buf).is_ok());
-            let Some(chain) = self.loose_chain(top, bottom, read) else { continue };
+            let read = |addr: u64, buf: &mut [u8]| {
+                walked.read_cached(addr, buf) || (is_after && walked.read(addr, buf).is_ok())
+            };
+            let Some(chain) = self.loose_chain(top, bottom, read) else {
+                continue;
+            };
             // A frame the other copy does not hold is read again now: a second look all the same.
-            let again = |addr: u64, buf: &mut [u8]| other.read_cached(addr, buf) || self.mem.read(addr, buf).is_ok();
-            let Some((keep, instr)) = self.executing_suffix(&chain, again) else { continue };
+            let again = |addr: u64, buf: &mut [u8]| {
+                other.read_cached(addr, buf) || self.mem.read(addr, buf).is_ok()
+            };
+            let Some((keep, instr)) = self.executing_suffix(&chain, again) else {
+                continue;
+            };
             let mut part = chain[keep..].to_vec();
             if !is_after {
                 // The innermost kept frame where the later copy has it.
@@ -582,7 +707,9 @@ impl<'a> FrameWalker<'a> {
     /// two reads (the innermost's instruction excepted), so the chain is the whole stack at a moment
     /// between the walk and the second reads.
     fn live_outer_part(&self, tstate: u64, prior: &[u64]) -> Option<(Vec<RawFrame>, bool)> {
-        let (Some(_), Some(&bottom)) = (self.layout.frame_state, prior.last()) else { return None };
+        let (Some(_), Some(&bottom)) = (self.layout.frame_state, prior.last()) else {
+            return None;
+        };
         let read = |addr: u64, buf: &mut [u8]| self.mem.read(addr, buf).is_ok();
         let top = self.top_frame(tstate).ok()?;
         let chain = self.loose_chain(top, bottom, read)?;
@@ -596,7 +723,12 @@ impl<'a> FrameWalker<'a> {
 
     /// 3.10: the frames from `top` by their links, read with `read`, wherever they lead (a freed frame
     /// keeps its link to its caller); None unless they end at `bottom`, the thread's first frame.
-    fn loose_chain(&self, top: u64, bottom: u64, read: impl Fn(u64, &mut [u8]) -> bool) -> Option<Vec<RawFrame>> {
+    fn loose_chain(
+        &self,
+        top: u64,
+        bottom: u64,
+        read: impl Fn(u64, &mut [u8]) -> bool,
+    ) -> Option<Vec<RawFrame>> {
         let mut buf = vec![0u8; self.frame_read_len];
         let mut chain: Vec<RawFrame> = Vec::new();
         let mut frame = top;
@@ -612,14 +744,21 @@ impl<'a> FrameWalker<'a> {
             frame = f.previous;
             chain.push(f);
         }
-        chain.last().is_some_and(|f| f.addr == bottom && f.previous == 0).then_some(chain)
+        chain
+            .last()
+            .is_some_and(|f| f.addr == bottom && f.previous == 0)
+            .then_some(chain)
     }
 
     /// 3.10: how much of `chain` held still, from the outermost frame inwards: frames executing and
     /// the same in a second look (`again`), up to and including the first whose instruction moved
     /// (the innermost frame's instruction is not compared: it runs). The index of the innermost frame
     /// kept and its instruction in the second look; None if not even the outermost frame held.
-    fn executing_suffix(&self, chain: &[RawFrame], again: impl Fn(u64, &mut [u8]) -> bool) -> Option<(usize, i64)> {
+    fn executing_suffix(
+        &self,
+        chain: &[RawFrame],
+        again: impl Fn(u64, &mut [u8]) -> bool,
+    ) -> Option<(usize, i64)> {
         let mut buf = vec![0u8; self.frame_read_len];
         let mut kept = None;
         for (i, f) in chain.iter().enumerate().rev() {
@@ -628,7 +767,10 @@ impl<'a> FrameWalker<'a> {
             }
             let g = self.raw_frame(f.addr, &buf);
             let live = matches!(f.state, FRAME_EXECUTING | FRAME_UNWINDING);
-            if !live || (f.code, f.previous, f.state, f.first_local) != (g.code, g.previous, g.state, g.first_local) {
+            if !live
+                || (f.code, f.previous, f.state, f.first_local)
+                    != (g.code, g.previous, g.state, g.first_local)
+            {
                 break;
             }
             kept = Some((i, g.instr));
@@ -646,7 +788,12 @@ impl<'a> FrameWalker<'a> {
     /// (its state changes when it returns), so such frames are still the outer part of the stack;
     /// later versions leave a returned frame's memory as it was, so they are not looked at this way.
     /// Kept up to and including the first whose instruction moved, as in `outer_part`.
-    fn prior_outer_part(&self, before: &BlockCache, after: &BlockCache, prior: &[u64]) -> Option<Vec<RawFrame>> {
+    fn prior_outer_part(
+        &self,
+        before: &BlockCache,
+        after: &BlockCache,
+        prior: &[u64],
+    ) -> Option<Vec<RawFrame>> {
         if self.layout.frame_state.is_none() || prior.is_empty() {
             return None;
         }
@@ -663,11 +810,18 @@ impl<'a> FrameWalker<'a> {
             }
             let g = self.raw_frame(addr, &buf);
             let live = matches!(f.state, FRAME_EXECUTING | FRAME_UNWINDING);
-            if !live || f.previous != outer || (f.code, f.previous, f.state, f.first_local) != (g.code, g.previous, g.state, g.first_local) {
+            if !live
+                || f.previous != outer
+                || (f.code, f.previous, f.state, f.first_local)
+                    != (g.code, g.previous, g.state, g.first_local)
+            {
                 break;
             }
             let moved = f.instr != g.instr;
-            part.push(RawFrame { instr: g.instr, ..f });
+            part.push(RawFrame {
+                instr: g.instr,
+                ..f
+            });
             outer = addr;
             if moved {
                 break;
@@ -683,13 +837,20 @@ impl<'a> FrameWalker<'a> {
     /// The fields of the frame at `addr` whose first `frame_read_len` bytes are `buf`.
     fn raw_frame(&self, addr: u64, buf: &[u8]) -> RawFrame {
         let l = self.layout;
-        let instr: i64 = if l.version.1 == 10 { i32_at(buf, l.frame_instr) as i64 } else { u64_at(buf, l.frame_instr) as i64 };
+        let instr: i64 = if l.version.1 == 10 {
+            i32_at(buf, l.frame_instr) as i64
+        } else {
+            u64_at(buf, l.frame_instr) as i64
+        };
         RawFrame {
             addr,
             code: l.frame_code_ptr(u64_at(buf, l.frame_code)),
             previous: u64_at(buf, l.frame_previous),
             instr,
-            state: l.frame_state.map(|off| buf[off as usize] as i8).unwrap_or(0),
+            state: l
+                .frame_state
+                .map(|off| buf[off as usize] as i8)
+                .unwrap_or(0),
             owner: l.frame_owner.map(|off| buf[off as usize]).unwrap_or(0),
             entry: l.frame_is_entry.map(|off| buf[off as usize]).unwrap_or(0),
             first_local: match (l.code_qualname, l.frame_localsplus) {
@@ -725,7 +886,8 @@ impl<'a> FrameWalker<'a> {
                 // A frame that is only being set up with nothing before it is a spare frame caught
                 // mid-reuse (3.10 keeps freed frames and relinks them), not a thread's first frame
                 // being entered: dropping that rare real case costs one sample.
-                if !live || (f.previous == 0 && matches!(f.state, FRAME_CREATED | FRAME_SUSPENDED)) {
+                if !live || (f.previous == 0 && matches!(f.state, FRAME_CREATED | FRAME_SUSPENDED))
+                {
                     return Err(WalkError::Torn);
                 }
             }
@@ -752,7 +914,10 @@ impl<'a> FrameWalker<'a> {
         let lo = frame_off.min(depth_off);
         let mut head = vec![0u8; (frame_off.max(depth_off) + 8 - lo) as usize];
         self.mem.read(tstate + lo, &mut head)?;
-        Ok((u64_at(&head, frame_off - lo), Some(i32_at(&head, depth_off - lo) as i64)))
+        Ok((
+            u64_at(&head, frame_off - lo),
+            Some(i32_at(&head, depth_off - lo) as i64),
+        ))
     }
 
     /// Whether a frame with no previous frame is where a thread's stack starts.
@@ -808,9 +973,15 @@ impl<'a> FrameWalker<'a> {
             }
             self.mem.read(frame, &mut buf)?;
             let code = l.frame_code_ptr(u64_at(&buf, l.frame_code));
-            let shim = l.frame_owner.is_some_and(|off| l.is_interpreter_owner(buf[off as usize]));
+            let shim = l
+                .frame_owner
+                .is_some_and(|off| l.is_interpreter_owner(buf[off as usize]));
             if !shim && code != 0 {
-                let instr: i64 = if l.version.1 == 10 { i32_at(&buf, l.frame_instr) as i64 } else { u64_at(&buf, l.frame_instr) as i64 };
+                let instr: i64 = if l.version.1 == 10 {
+                    i32_at(&buf, l.frame_instr) as i64
+                } else {
+                    u64_at(&buf, l.frame_instr) as i64
+                };
                 return Ok(Some((code, instr)));
             }
             frame = u64_at(&buf, l.frame_previous);
@@ -839,22 +1010,48 @@ impl<'a> FrameWalker<'a> {
 
     /// One frame decoded from its code object and instruction as read elsewhere (a suspended
     /// coroutine's frame, which is on no thread's stack), reading through `mem`.
-    pub fn decode_frame(&self, code: u64, instr: i64, cache: &mut CodeCache, mem: &dyn Memory) -> Result<Option<Frame>, WalkError> {
+    pub fn decode_frame(
+        &self,
+        code: u64,
+        instr: i64,
+        cache: &mut CodeCache,
+        mem: &dyn Memory,
+    ) -> Result<Option<Frame>, WalkError> {
         self.frame_at(code, instr, 0, cache, mem)
     }
 
     /// Decodes one frame; `Ok(None)` for a 3.13 frame whose executable is not a code object or is
     /// an interpreter shim.
     /// `first_local` is the frame's first local variable (3.10 only, else 0).
-    fn frame_at(&self, code: u64, instr: i64, first_local: u64, cache: &mut CodeCache, mem: &dyn Memory) -> Result<Option<Frame>, WalkError> {
-        Ok(self.frame_and_position(code, instr, first_local, cache, mem, false)?.map(|(f, _)| f))
+    fn frame_at(
+        &self,
+        code: u64,
+        instr: i64,
+        first_local: u64,
+        cache: &mut CodeCache,
+        mem: &dyn Memory,
+    ) -> Result<Option<Frame>, WalkError> {
+        Ok(self
+            .frame_and_position(code, instr, first_local, cache, mem, false)?
+            .map(|(f, _)| f))
     }
 
     /// `frame_at`, with the instruction's position when `want` (3.11+).
-    fn frame_and_position(&self, code: u64, instr: i64, first_local: u64, cache: &mut CodeCache, mem: &dyn Memory, want: bool) -> Result<Option<(Frame, Option<Position>)>, WalkError> {
+    fn frame_and_position(
+        &self,
+        code: u64,
+        instr: i64,
+        first_local: u64,
+        cache: &mut CodeCache,
+        mem: &dyn Memory,
+        want: bool,
+    ) -> Result<Option<(Frame, Option<Position>)>, WalkError> {
         let l = self.layout;
         // Checked every pass: an address decoded once may hold another code object by now.
-        let checked = cache.map.get(&code).is_some_and(|c| c.checked_pass == cache.pass);
+        let checked = cache
+            .map
+            .get(&code)
+            .is_some_and(|c| c.checked_pass == cache.pass);
         if checked && cache.map.get(&code).is_some_and(|c| c.shim) {
             return Ok(None);
         }
@@ -862,7 +1059,9 @@ impl<'a> FrameWalker<'a> {
             return Ok(None);
         }
         let info = cache.map.get(&code).unwrap();
-        let (mut frame, at) = self.located(info, code, instr, want).ok_or(WalkError::Torn)?;
+        let (mut frame, at) = self
+            .located(info, code, instr, want)
+            .ok_or(WalkError::Torn)?;
         if let Some(class) = cache.types.class_of(mem, l, info.first_arg, first_local) {
             frame.function = format!("{class}.{}", frame.function);
         }
@@ -873,7 +1072,9 @@ impl<'a> FrameWalker<'a> {
     fn code_key(&self, head: &[u8]) -> CodeKey {
         let l = self.layout;
         let identity = match (l.code_version, l.code_code) {
-            (Some(off), _) => u32::from_le_bytes(head[off as usize..off as usize + 4].try_into().unwrap()) as u64,
+            (Some(off), _) => {
+                u32::from_le_bytes(head[off as usize..off as usize + 4].try_into().unwrap()) as u64
+            }
             (None, Some(off)) => u64_at(head, off),
             (None, None) => u64_at(head, l.varobject_size),
         };
@@ -889,7 +1090,12 @@ impl<'a> FrameWalker<'a> {
 
     /// Makes sure `cache` holds the code object at `code`, as it is now; false for a frame not to
     /// show: a 3.13 executable that is not a code object, or interpreter-owned shim code.
-    fn refresh_code(&self, code: u64, cache: &mut CodeCache, mem: &dyn Memory) -> Result<bool, WalkError> {
+    fn refresh_code(
+        &self,
+        code: u64,
+        cache: &mut CodeCache,
+        mem: &dyn Memory,
+    ) -> Result<bool, WalkError> {
         let l = self.layout;
         let mut head = vec![0u8; self.code_read_len];
         mem.read(code, &mut head)?;
@@ -909,7 +1115,9 @@ impl<'a> FrameWalker<'a> {
         }
         // 3.13+: `CO_NO_MONITORING_EVENTS` marks the code objects the interpreter makes for itself (the
         // `__init__` cleanup shim of `CALL_ALLOC_AND_ENTER_INIT`); earlier versions use the bit otherwise.
-        let shim = l.code_flag_shim.is_some_and(|bit| i32_at(&head, l.code_flags) as u32 as u64 & bit != 0);
+        let shim = l
+            .code_flag_shim
+            .is_some_and(|bit| i32_at(&head, l.code_flags) as u32 as u64 & bit != 0);
         let function = read_unicode(mem, l, key.name)?;
         let file = read_unicode(mem, l, key.filename)?;
         let linetable = read_bytes(mem, l, key.linetable, MAX_LINETABLE)?;
@@ -917,7 +1125,19 @@ impl<'a> FrameWalker<'a> {
             Some(off) => self.first_arg(u64_at(&head, off), key.argcount),
             None => FirstArg::Plain,
         };
-        cache.map.insert(code, CodeInfo { key, checked_pass: pass, shim, function, first_arg, file, firstlineno: key.firstlineno, linetable });
+        cache.map.insert(
+            code,
+            CodeInfo {
+                key,
+                checked_pass: pass,
+                shim,
+                function,
+                first_arg,
+                file,
+                firstlineno: key.firstlineno,
+                linetable,
+            },
+        );
         Ok(!shim)
     }
 
@@ -928,14 +1148,25 @@ impl<'a> FrameWalker<'a> {
             return FirstArg::Plain;
         }
         let l = self.layout;
-        let name = self.mem.read_u64(varnames + l.tuple_item).ok().and_then(|p| read_unicode(self.mem, l, p).ok());
-        name.map(|n| FirstArg::of(argcount, &n)).unwrap_or(FirstArg::Plain)
+        let name = self
+            .mem
+            .read_u64(varnames + l.tuple_item)
+            .ok()
+            .and_then(|p| read_unicode(self.mem, l, p).ok());
+        name.map(|n| FirstArg::of(argcount, &n))
+            .unwrap_or(FirstArg::Plain)
     }
 
     /// The frame for a decoded code object at an instruction position; None when the position is
     /// outside the code (the frame or code changed while we read them).
     /// With `want` (3.11+), also the instruction's position (the same line, and its column range).
-    fn located(&self, info: &CodeInfo, code: u64, instr: i64, want: bool) -> Option<(Frame, Option<Position>)> {
+    fn located(
+        &self,
+        info: &CodeInfo,
+        code: u64,
+        instr: i64,
+        want: bool,
+    ) -> Option<(Frame, Option<Position>)> {
         let l = self.layout;
         let mut at = None;
         let line = if l.version.1 == 10 {
@@ -956,9 +1187,23 @@ impl<'a> FrameWalker<'a> {
         // A module's RESUME sits at line 0 (3.11+; `f_lineno` reads 0 there too): a module frame that has
         // not run a line yet, at process start or in an import, is put at its first line like a new frame.
         if line <= 0 {
-            return Some((Frame { function: info.function.clone(), file: info.file.clone(), line: info.firstlineno }, None));
+            return Some((
+                Frame {
+                    function: info.function.clone(),
+                    file: info.file.clone(),
+                    line: info.firstlineno,
+                },
+                None,
+            ));
         }
-        Some((Frame { function: info.function.clone(), file: info.file.clone(), line }, at))
+        Some((
+            Frame {
+                function: info.function.clone(),
+                file: info.file.clone(),
+                line,
+            },
+            at,
+        ))
     }
 }
 
@@ -1036,7 +1281,10 @@ impl Memory for CopiedOnly<'_, '_> {
             return Ok(());
         }
         self.missed.set(Some(addr));
-        Err(io::Error::new(io::ErrorKind::InvalidData, "not in the copy"))
+        Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "not in the copy",
+        ))
     }
 }
 
@@ -1073,7 +1321,10 @@ mod tests {
     }
 
     /// Frames linked `i -> next(i)` in a buffer, 3.12 layout (no per-frame liveness to fake).
-    fn linked_frames(n: usize, next: impl Fn(usize) -> Option<usize>) -> (BufferMemory, &'static Layout, u64) {
+    fn linked_frames(
+        n: usize,
+        next: impl Fn(usize) -> Option<usize>,
+    ) -> (BufferMemory, &'static Layout, u64) {
         let l = gilty_layouts::layout_for(3, 12).unwrap();
         const SIZE: u64 = 128;
         let base = 0x10000u64;
@@ -1110,7 +1361,10 @@ mod tests {
         for len in [2usize, 3, 1000] {
             let (mem, l, first) = linked_frames(len, |i| Some((i + 1) % len));
             let walker = FrameWalker::new(&mem, l, None);
-            assert!(matches!(walker.chain(&mem, first), Err(WalkError::Torn)), "cycle of {len}");
+            assert!(
+                matches!(walker.chain(&mem, first), Err(WalkError::Torn)),
+                "cycle of {len}"
+            );
             assert!(!walker.cut.get());
         }
     }
@@ -1124,7 +1378,10 @@ mod tests {
         for (major, minor) in gilty_layouts::SUPPORTED.iter().copied() {
             let l = gilty_layouts::layout_for(major, minor).unwrap();
             for _ in 0..4 {
-                let mem = Churning { mem: RefCell::new(seed.buffer()), garbage: RefCell::new(Garbage::new(seed.next() | 1)) };
+                let mem = Churning {
+                    mem: RefCell::new(seed.buffer()),
+                    garbage: RefCell::new(Garbage::new(seed.next() | 1)),
+                };
                 let mut walker = FrameWalker::new(&mem, l, None);
                 walker.keep_outer_part = true;
                 let mut cache = CodeCache::default();
@@ -1132,7 +1389,10 @@ mod tests {
                     let tstate = Garbage::BASE + seed.next() % Garbage::LEN / 8 * 8;
                     if let Ok((frames, _)) = walker.walk_from(tstate, None, true, &mut cache) {
                         assert!(frames.len() <= MAX_DEPTH + 1);
-                        let stand_ins = frames.iter().filter(|f| f.function == MOVING_FRAMES).count();
+                        let stand_ins = frames
+                            .iter()
+                            .filter(|f| f.function == MOVING_FRAMES)
+                            .count();
                         assert_eq!(stand_ins, usize::from(walker.outer_only.get()));
                         if walker.outer_only.get() {
                             assert_eq!(frames[0].function, MOVING_FRAMES);

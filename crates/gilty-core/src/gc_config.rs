@@ -27,8 +27,8 @@
 
 use crate::error::{from_os, Error, ErrorKind, Result};
 use crate::interpreter::Interpreter;
-use crate::process::memory::ProcessMemory;
 use crate::process::memory::Memory;
+use crate::process::memory::ProcessMemory;
 use gilty_layouts::Layout;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -90,7 +90,8 @@ impl GcOffsets {
             permanent: l.gc_permanent_generation,
             collecting: l.gc_collecting,
             stats: stats_fit.then_some(stats),
-            long_lived: (stats_fit || ptr_fit).then_some((l.gc_collecting + 4).next_multiple_of(8) + gap),
+            long_lived: (stats_fit || ptr_fit)
+                .then_some((l.gc_collecting + 4).next_multiple_of(8) + gap),
             stats_ptr: ptr_fit.then_some(stats),
         }
     }
@@ -186,7 +187,10 @@ pub fn locate(interp: &Interpreter) -> Result<GcLocation> {
     let pid = interp.pid;
     let mem = ProcessMemory::open(pid).map_err(|e| from_os(pid, &e, "memory"))?;
     let l = &interp.layout;
-    let read = |addr: u64| mem.read_u64(addr).map_err(|e| from_os(pid, &e, "the interpreter list"));
+    let read = |addr: u64| {
+        mem.read_u64(addr)
+            .map_err(|e| from_os(pid, &e, "the interpreter list"))
+    };
     // The main interpreter: `interpreters.main`, else the last of `interpreters.head` (as Interpreter::main_interp).
     let main = match read(interp.runtime + l.runtime_interpreters_main)? {
         0 => read(interp.runtime + l.runtime_interpreters_head)?,
@@ -198,7 +202,9 @@ pub fn locate(interp: &Interpreter) -> Result<GcLocation> {
         offsets: GcOffsets::from_layout(&interp.layout),
         version: interp.version,
     };
-    let state = loc.read(&mem).map_err(|e| from_os(interp.pid, &e, "the GC state"))?;
+    let state = loc
+        .read(&mem)
+        .map_err(|e| from_os(interp.pid, &e, "the GC state"))?;
     if !loc.plausible(&state) {
         return Err(Error::new(
             ErrorKind::UnrecognisedInterpreter,
@@ -273,12 +279,20 @@ impl GcLocation {
         s.thresholds.iter().all(|&t| t >= 0)
             && ptr_ok(s.frozen_next)
             && ptr_ok(s.frozen_prev & !3)
-            && s.collections.map(|c| c.iter().all(|&n| n >= 0)).unwrap_or(true)
+            && s.collections
+                .map(|c| c.iter().all(|&n| n >= 0))
+                .unwrap_or(true)
             && s.long_lived_total.map(|n| n >= 0).unwrap_or(true)
     }
 
     /// Walks the permanent generation, stopping after `max_objects` or `budget`.
-    pub fn count_frozen(&self, mem: &dyn Memory, state: &GcState, max_objects: u64, budget: Duration) -> FrozenCount {
+    pub fn count_frozen(
+        &self,
+        mem: &dyn Memory,
+        state: &GcState,
+        max_objects: u64,
+        budget: Duration,
+    ) -> FrozenCount {
         let started = Instant::now();
         let head = state.frozen_head;
         let mut cache = PageCache::default();
@@ -300,7 +314,11 @@ impl GcLocation {
                 None => break false,
             }
         };
-        FrozenCount { objects: n, exact, walk_ns: started.elapsed().as_nanos() as u64 }
+        FrozenCount {
+            objects: n,
+            exact,
+            walk_ns: started.elapsed().as_nanos() as u64,
+        }
     }
 }
 
@@ -349,7 +367,9 @@ pub struct GcConfig {
 pub fn read_gc_config(interp: &Interpreter, max_frozen: u64, budget: Duration) -> Result<GcConfig> {
     let loc = locate(interp)?;
     let mem = ProcessMemory::open(interp.pid).map_err(|e| from_os(interp.pid, &e, "memory"))?;
-    let state = loc.read(&mem).map_err(|e| from_os(interp.pid, &e, "the GC state"))?;
+    let state = loc
+        .read(&mem)
+        .map_err(|e| from_os(interp.pid, &e, "the GC state"))?;
     let frozen = loc.count_frozen(&mem, &state, max_frozen, budget);
     Ok(GcConfig { state, frozen })
 }
@@ -366,10 +386,19 @@ mod tests {
     /// Builds a fake `_gc_runtime_state` at `base` with a permanent list of `frozen` nodes.
     fn fake_state(base: u64, frozen: usize) -> (BufferMemory, GcLocation) {
         let l = layout_313();
-        let loc = GcLocation { pid: 1, gc_addr: base, offsets: GcOffsets::from_layout(&l), version: (3, 13, 0) };
+        let loc = GcLocation {
+            pid: 1,
+            gc_addr: base,
+            offsets: GcOffsets::from_layout(&l),
+            version: (3, 13, 0),
+        };
         let mut bytes = vec![0u8; 4096 + frozen * 16];
-        let put32 = |b: &mut Vec<u8>, off: u64, v: i32| b[off as usize..off as usize + 4].copy_from_slice(&v.to_le_bytes());
-        let put64 = |b: &mut Vec<u8>, off: u64, v: u64| b[off as usize..off as usize + 8].copy_from_slice(&v.to_le_bytes());
+        let put32 = |b: &mut Vec<u8>, off: u64, v: i32| {
+            b[off as usize..off as usize + 4].copy_from_slice(&v.to_le_bytes())
+        };
+        let put64 = |b: &mut Vec<u8>, off: u64, v: u64| {
+            b[off as usize..off as usize + 8].copy_from_slice(&v.to_le_bytes())
+        };
         put32(&mut bytes, l.gc_enabled, 1);
         for (g, (t, c)) in [(700, 12), (10, 3), (10, 1)].into_iter().enumerate() {
             let gen = l.gc_generations + g as u64 * l.gc_generation_size;
@@ -412,7 +441,10 @@ mod tests {
         }
         if let Some(l) = gilty_layouts::layout_for(3, 15) {
             let o = GcOffsets::from_layout(l);
-            assert!(o.stats.is_none() && o.stats_ptr.is_some() && o.long_lived.is_some(), "3.15: {o:?}");
+            assert!(
+                o.stats.is_none() && o.stats_ptr.is_some() && o.long_lived.is_some(),
+                "3.15: {o:?}"
+            );
         }
     }
 
@@ -424,7 +456,10 @@ mod tests {
         assert_eq!(s.thresholds, [700, 10, 10]);
         assert_eq!(s.counts, [12, 3, 1]);
         assert_eq!(s.collections, Some([100, 60, 20]));
-        assert_eq!((s.long_lived_total, s.long_lived_pending), (Some(4321), Some(12)));
+        assert_eq!(
+            (s.long_lived_total, s.long_lived_pending),
+            (Some(4321), Some(12))
+        );
         assert!(s.frozen_empty());
         assert!(loc.plausible(&s));
         let c = loc.count_frozen(&mem, &s, 10, Duration::from_secs(1));
@@ -476,26 +511,49 @@ mod tests {
                 eprintln!("skipping {v}: not installed");
                 continue;
             }
-            let mut child = Command::new(&python).args(["-c", script]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+            let mut child = Command::new(&python)
+                .args(["-c", script])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap();
             let mut line = String::new();
-            BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+            BufReader::new(child.stdout.take().unwrap())
+                .read_line(&mut line)
+                .unwrap();
             let pid = child.id() as i32;
-            let result = crate::interpreter::attach(pid).and_then(|i| read_gc_config(&i, 1_000_000, Duration::from_secs(5)));
+            let result = crate::interpreter::attach(pid)
+                .and_then(|i| read_gc_config(&i, 1_000_000, Duration::from_secs(5)));
             drop(child.stdin.take());
             let _ = child.wait();
             let cfg = result.unwrap_or_else(|e| panic!("{v}: {e}"));
             let expected: Vec<&str> = line.trim().trim_matches(['[', ']']).split(", ").collect();
             // [false, [1234, 11, 9], N, [c0, c1, c2]] flattened by the trim/split above.
-            let nums: Vec<i64> = line.replace(['[', ']', ','], " ").split_whitespace().filter_map(|t| t.parse().ok()).collect();
+            let nums: Vec<i64> = line
+                .replace(['[', ']', ','], " ")
+                .split_whitespace()
+                .filter_map(|t| t.parse().ok())
+                .collect();
             assert_eq!(expected[0], "false", "{v}: {line}");
             assert!(!cfg.state.enabled, "{v}");
             assert_eq!(cfg.state.thresholds, [1234, 11, 9], "{v}");
             assert!(cfg.frozen.exact, "{v}: {:?}", cfg.frozen);
-            assert_eq!(cfg.frozen.objects as i64, nums[3], "{v}: frozen count; target said {line}");
-            assert_eq!(cfg.state.collections.map(|c| c.to_vec()), Some(nums[4..7].to_vec()), "{v}: {line}");
+            assert_eq!(
+                cfg.frozen.objects as i64, nums[3],
+                "{v}: frozen count; target said {line}"
+            );
+            assert_eq!(
+                cfg.state.collections.map(|c| c.to_vec()),
+                Some(nums[4..7].to_vec()),
+                "{v}: {line}"
+            );
             // After gc.collect() every survivor is in the oldest generation: long_lived_total.
             let llt = cfg.state.long_lived_total.unwrap_or(-1);
-            assert!((llt - nums[7]).abs() < 200, "{v}: long_lived_total {llt}, tracked objects {}", nums[7]);
+            assert!(
+                (llt - nums[7]).abs() < 200,
+                "{v}: long_lived_total {llt}, tracked objects {}",
+                nums[7]
+            );
             tested += 1;
         }
         eprintln!("compared the GC state of {tested} live interpreters");

@@ -50,7 +50,10 @@ impl GilStats {
         self.passes += 1;
         let second = now_s.max(0.0) as u64;
         for (tid, name, state) in states {
-            let t = self.threads.entry(*tid).or_insert_with(|| ThreadCounts { ring: vec![(u64::MAX, [0; STATES]); RING_SECONDS], ..Default::default() });
+            let t = self.threads.entry(*tid).or_insert_with(|| ThreadCounts {
+                ring: vec![(u64::MAX, [0; STATES]); RING_SECONDS],
+                ..Default::default()
+            });
             t.last_seen_s = now_s;
             if t.name != *name {
                 t.name = name.clone();
@@ -69,7 +72,8 @@ impl GilStats {
     /// Forgets threads no pass has listed for longer than the longest window: a thread that just
     /// exited still shows in the windows (and totals) that cover its last seconds.
     pub fn retain(&mut self, now_s: f64) {
-        self.threads.retain(|_, t| now_s - t.last_seen_s <= RING_SECONDS as f64);
+        self.threads
+            .retain(|_, t| now_s - t.last_seen_s <= RING_SECONDS as f64);
     }
 
     pub fn passes(&self) -> u64 {
@@ -96,10 +100,22 @@ impl GilStats {
                                 }
                             }
                         }
-                        (w, WindowCounts { samples: counts.iter().sum(), counts })
+                        (
+                            w,
+                            WindowCounts {
+                                samples: counts.iter().sum(),
+                                counts,
+                            },
+                        )
                     })
                     .collect();
-                ThreadStats { tid: *tid, name: t.name.clone(), total: t.total, total_s: t.total_s, windows }
+                ThreadStats {
+                    tid: *tid,
+                    name: t.name.clone(),
+                    total: t.total,
+                    total_s: t.total_s,
+                    windows,
+                }
             })
             .collect();
         out.sort_by_key(|t| t.tid);
@@ -112,7 +128,10 @@ mod tests {
     use super::*;
 
     fn pass(stats: &mut GilStats, t: f64, states: &[(i32, ThreadState)]) {
-        let named: Vec<(i32, String, ThreadState)> = states.iter().map(|(tid, s)| (*tid, format!("t{tid}"), *s)).collect();
+        let named: Vec<(i32, String, ThreadState)> = states
+            .iter()
+            .map(|(tid, s)| (*tid, format!("t{tid}"), *s))
+            .collect();
         stats.add_pass(t, 0.001, &named);
     }
 
@@ -140,7 +159,10 @@ mod tests {
         // 61 s later the slot of second 1 is reused for second 61: the old count must not leak in.
         pass(&mut s, 61.0, &[(1, ThreadState::Idle)]);
         let snap = s.snapshot(61.0, &[60]);
-        assert_eq!(snap[0].windows[0].1.counts[ThreadState::HoldingGil as usize], 0);
+        assert_eq!(
+            snap[0].windows[0].1.counts[ThreadState::HoldingGil as usize],
+            0
+        );
         assert_eq!(snap[0].windows[0].1.counts[ThreadState::Idle as usize], 1);
         assert_eq!(snap[0].total[ThreadState::HoldingGil as usize], 1);
     }
@@ -148,10 +170,18 @@ mod tests {
     #[test]
     fn exited_threads_stay_for_the_longest_window_then_go() {
         let mut s = GilStats::default();
-        pass(&mut s, 0.0, &[(1, ThreadState::HoldingGil), (2, ThreadState::Idle)]);
+        pass(
+            &mut s,
+            0.0,
+            &[(1, ThreadState::HoldingGil), (2, ThreadState::Idle)],
+        );
         pass(&mut s, 1.0, &[(2, ThreadState::Idle)]);
         s.retain(1.0);
-        assert_eq!(s.snapshot(1.0, &[60]).len(), 2, "thread 1 exited a second ago: its last minute still counts");
+        assert_eq!(
+            s.snapshot(1.0, &[60]).len(),
+            2,
+            "thread 1 exited a second ago: its last minute still counts"
+        );
         pass(&mut s, 61.0, &[(2, ThreadState::Idle)]);
         s.retain(61.0);
         let snap = s.snapshot(61.0, &[1]);

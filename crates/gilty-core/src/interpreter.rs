@@ -61,7 +61,10 @@ fn candidate_binaries(pid: i32, maps: &[MapEntry], exe: &Option<String>) -> Vec<
             return;
         }
         // The mapping with file offset 0 gives the load address of the file's first page.
-        if let Some(m) = maps.iter().find(|m| m.path.as_deref() == Some(path) && m.offset == 0) {
+        if let Some(m) = maps
+            .iter()
+            .find(|m| m.path.as_deref() == Some(path) && m.offset == 0)
+        {
             out.push((path.to_owned(), m.start));
         }
     };
@@ -101,15 +104,24 @@ struct Found {
 /// under a running service: the kernel names it `PATH (deleted)`): read through the mapping itself.
 fn deleted_file_path(pid: i32, path: &str, map_start: u64, maps: &[MapEntry]) -> Option<String> {
     path.strip_suffix(" (deleted)")?;
-    let m = maps.iter().find(|m| m.start == map_start && m.path.as_deref() == Some(path))?;
+    let m = maps
+        .iter()
+        .find(|m| m.start == map_start && m.path.as_deref() == Some(path))?;
     Some(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end))
 }
 
 fn find_runtime(pid: i32, maps: &[MapEntry], exe: &Option<String>) -> Option<Found> {
     for (path, map_start) in candidate_binaries(pid, maps, exe) {
-        let file = deleted_file_path(pid, &path, map_start, maps).unwrap_or_else(|| readable_path(pid, &path));
-        let Ok(elf) = ElfInfo::read(&file) else { continue };
-        let bias = if elf.is_pie_or_shared { map_start.wrapping_sub(elf.first_load_vaddr) } else { 0 };
+        let file = deleted_file_path(pid, &path, map_start, maps)
+            .unwrap_or_else(|| readable_path(pid, &path));
+        let Ok(elf) = ElfInfo::read(&file) else {
+            continue;
+        };
+        let bias = if elf.is_pie_or_shared {
+            map_start.wrapping_sub(elf.first_load_vaddr)
+        } else {
+            0
+        };
         let (addr, size) = match elf.symbol("_PyRuntime") {
             Some((a, s)) => (a, if s > 0 { Some(s) } else { None }),
             None => match elf.pyruntime_section {
@@ -117,25 +129,46 @@ fn find_runtime(pid: i32, maps: &[MapEntry], exe: &Option<String>) -> Option<Fou
                 None => continue,
             },
         };
-        return Some(Found { runtime: bias.wrapping_add(addr), runtime_size: size, elf, bias, path });
+        return Some(Found {
+            runtime: bias.wrapping_add(addr),
+            runtime_size: size,
+            elf,
+            bias,
+            path,
+        });
     }
     None
 }
 
 fn supported_list() -> String {
-    SUPPORTED.iter().map(|(a, b)| format!("{a}.{b}")).collect::<Vec<_>>().join(", ")
+    SUPPORTED
+        .iter()
+        .map(|(a, b)| format!("{a}.{b}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// "2.7" when the process runs an interpreter older than 3.7, which has no `_PyRuntime` to find: a
 /// libpython or executable named for it (python2.7, libpython3.6m.so). Told apart from "not Python"
 /// so that it exits as unsupported (5), not as some other program (4).
 fn older_python(maps: &[MapEntry], exe: &Option<String>) -> Option<String> {
-    let names = maps.iter().filter_map(|m| m.file_name()).chain(exe.as_deref().map(|e| e.rsplit('/').next().unwrap_or(e)));
+    let names = maps
+        .iter()
+        .filter_map(|m| m.file_name())
+        .chain(exe.as_deref().map(|e| e.rsplit('/').next().unwrap_or(e)));
     for name in names {
-        let Some(rest) = name.strip_prefix("libpython").or_else(|| name.strip_prefix("python")) else { continue };
+        let Some(rest) = name
+            .strip_prefix("libpython")
+            .or_else(|| name.strip_prefix("python"))
+        else {
+            continue;
+        };
         let mut parts = rest.splitn(2, '.');
         let major = parts.next().and_then(|m| m.parse::<u8>().ok());
-        let minor = parts.next().map(|r| r.split(|c: char| !c.is_ascii_digit()).next().unwrap_or("")).and_then(|m| m.parse::<u8>().ok());
+        let minor = parts
+            .next()
+            .map(|r| r.split(|c: char| !c.is_ascii_digit()).next().unwrap_or(""))
+            .and_then(|m| m.parse::<u8>().ok());
         match (major, minor) {
             (Some(2), Some(m)) => return Some(format!("2.{m}")),
             (Some(2), None) => return Some("2".to_owned()),
@@ -180,7 +213,10 @@ fn detect_version(f: &Found, mem: &ProcessMemory) -> Option<(u8, u8, u8)> {
 
 pub fn attach(pid: i32) -> Result<Interpreter> {
     if pid <= 0 || !procfs::exists(pid) {
-        return Err(Error::new(ErrorKind::NoSuchProcess, format!("no process with pid {pid}")));
+        return Err(Error::new(
+            ErrorKind::NoSuchProcess,
+            format!("no process with pid {pid}"),
+        ));
     }
     let maps = read_maps(pid)?;
     let exe = procfs::exe(pid);
@@ -188,14 +224,22 @@ pub fn attach(pid: i32) -> Result<Interpreter> {
         return Err(if procfs::is_gone(pid) {
             Error::new(ErrorKind::NoSuchProcess, format!("pid {pid} has exited"))
         } else {
-            Error::new(ErrorKind::NotPython, format!("pid {pid} is not a Python process (it has no memory maps: a kernel thread?)"))
+            Error::new(
+                ErrorKind::NotPython,
+                format!(
+                    "pid {pid} is not a Python process (it has no memory maps: a kernel thread?)"
+                ),
+            )
         });
     }
     let Some(found) = find_runtime(pid, &maps, &exe) else {
         if let Some(old) = older_python(&maps, &exe) {
             return Err(Error::new(
                 ErrorKind::UnsupportedVersion,
-                format!("pid {pid} runs Python {old}, which gilty does not support (supported: {})", supported_list()),
+                format!(
+                    "pid {pid} runs Python {old}, which gilty does not support (supported: {})",
+                    supported_list()
+                ),
             ));
         }
         return Err(Error::new(
@@ -208,15 +252,26 @@ pub fn attach(pid: i32) -> Result<Interpreter> {
     };
     let mem = ProcessMemory::open(pid).map_err(|e| from_os(pid, &e, "memory"))?;
     // A first read tells permission problems apart from layout problems.
-    mem.read_u64(found.runtime).map_err(|e| from_os(pid, &e, "memory"))?;
+    mem.read_u64(found.runtime)
+        .map_err(|e| from_os(pid, &e, "memory"))?;
 
     let version = detect_version(&found, &mem).ok_or_else(|| {
-        Error::new(ErrorKind::UnrecognisedInterpreter, format!("pid {pid}: could not determine the Python version of {}", found.path))
+        Error::new(
+            ErrorKind::UnrecognisedInterpreter,
+            format!(
+                "pid {pid}: could not determine the Python version of {}",
+                found.path
+            ),
+        )
     })?;
     let Some(base) = layout_for(version.0, version.1) else {
         return Err(Error::new(
             ErrorKind::UnsupportedVersion,
-            format!("pid {pid} runs Python {}, which gilty does not support (supported: {})", version_string(version), supported_list()),
+            format!(
+                "pid {pid} runs Python {}, which gilty does not support (supported: {})",
+                version_string(version),
+                supported_list()
+            ),
         ));
     };
     let mut layout = *base;
@@ -224,9 +279,12 @@ pub fn attach(pid: i32) -> Result<Interpreter> {
     let mut used_debug_offsets = false;
     if version.1 >= 13 {
         // 3.14+: the block's members sit where the version's header puts them (generated with the table).
-        let named = gilty_layouts::debug_offsets_fields(version.0, version.1).filter(|_| version.1 >= 14);
+        let named =
+            gilty_layouts::debug_offsets_fields(version.0, version.1).filter(|_| version.1 >= 14);
         let size = named.map_or(debug_offsets::SIZE_3_13, |(_, size)| size as usize);
-        let bytes = mem.read_vec(found.runtime, size).map_err(|e| from_os(pid, &e, "memory"))?;
+        let bytes = mem
+            .read_vec(found.runtime, size)
+            .map_err(|e| from_os(pid, &e, "memory"))?;
         if let Some((_, true)) = debug_offsets::peek_version(&bytes) {
             // Py_GIL_DISABLED builds (python3.13t, 3.14t) lay their structs out otherwise and have no GIL.
             return Err(Error::new(
@@ -239,7 +297,8 @@ pub fn attach(pid: i32) -> Result<Interpreter> {
             ));
         }
         let parsed = match named {
-            Some((fields, _)) => debug_offsets::parse_named(&bytes, version.1, fields).map(|d| debug_offsets::apply_named(&layout, &d)),
+            Some((fields, _)) => debug_offsets::parse_named(&bytes, version.1, fields)
+                .map(|d| debug_offsets::apply_named(&layout, &d)),
             None => debug_offsets::parse(&bytes).map(|d| debug_offsets::apply(&layout, &d)),
         };
         match parsed {
@@ -251,7 +310,10 @@ pub fn attach(pid: i32) -> Result<Interpreter> {
             None => {
                 return Err(Error::new(
                     ErrorKind::UnrecognisedInterpreter,
-                    format!("pid {pid}: Python {} without a valid _Py_DebugOffsets block", version_string(version)),
+                    format!(
+                        "pid {pid}: Python {} without a valid _Py_DebugOffsets block",
+                        version_string(version)
+                    ),
                 ))
             }
         }
@@ -269,7 +331,10 @@ pub fn attach(pid: i32) -> Result<Interpreter> {
         }
     }
 
-    let code_type = found.elf.symbol("PyCode_Type").map(|(a, _)| found.bias.wrapping_add(a));
+    let code_type = found
+        .elf
+        .symbol("PyCode_Type")
+        .map(|(a, _)| found.bias.wrapping_add(a));
     let mut interp = Interpreter {
         pid,
         mem,
@@ -296,16 +361,24 @@ impl Interpreter {
     }
 
     fn read_ptr(&self, addr: u64, what: &str) -> Result<u64> {
-        self.mem.read_u64(addr).map_err(|e| from_os(self.pid, &e, what))
+        self.mem
+            .read_u64(addr)
+            .map_err(|e| from_os(self.pid, &e, what))
     }
 
     /// The main interpreter state (the last one in the `interpreters.head` list).
     pub fn main_interp(&self) -> Result<u64> {
-        let main = self.read_ptr(self.runtime + self.layout.runtime_interpreters_main, "the interpreter list")?;
+        let main = self.read_ptr(
+            self.runtime + self.layout.runtime_interpreters_main,
+            "the interpreter list",
+        )?;
         if main != 0 {
             return Ok(main);
         }
-        self.read_ptr(self.runtime + self.layout.runtime_interpreters_head, "the interpreter list")
+        self.read_ptr(
+            self.runtime + self.layout.runtime_interpreters_head,
+            "the interpreter list",
+        )
     }
 
     /// Checks the layout against live data (back-pointers) and finds the GIL.
@@ -313,11 +386,17 @@ impl Interpreter {
         let pid = self.pid;
         let interp = self.main_interp()?;
         if interp == 0 {
-            return Err(Error::new(ErrorKind::NotInitialised, format!("pid {pid} has not initialised its Python interpreter yet")));
+            return Err(Error::new(
+                ErrorKind::NotInitialised,
+                format!("pid {pid} has not initialised its Python interpreter yet"),
+            ));
         }
         let head = self.read_ptr(interp + self.layout.interp_threads_head, "the thread list")?;
         if head == 0 {
-            return Err(Error::new(ErrorKind::NotInitialised, format!("pid {pid} has no Python thread state yet (starting up or shutting down)")));
+            return Err(Error::new(
+                ErrorKind::NotInitialised,
+                format!("pid {pid} has no Python thread state yet (starting up or shutting down)"),
+            ));
         }
         let back = self.read_ptr(head + self.layout.tstate_interp, "a thread state")?;
         if back != interp {
@@ -334,11 +413,19 @@ impl Interpreter {
             (None, Some(off)) => {
                 let p = self.read_ptr(interp + off, "the GIL pointer")?;
                 if p == 0 {
-                    return Err(Error::new(ErrorKind::UnrecognisedInterpreter, format!("pid {pid}: the interpreter has no GIL pointer")));
+                    return Err(Error::new(
+                        ErrorKind::UnrecognisedInterpreter,
+                        format!("pid {pid}: the interpreter has no GIL pointer"),
+                    ));
                 }
                 GilLocation::Pointer { resolved: p }
             }
-            (None, None) => return Err(Error::new(ErrorKind::Internal, "layout names no GIL location")),
+            (None, None) => {
+                return Err(Error::new(
+                    ErrorKind::Internal,
+                    "layout names no GIL location",
+                ))
+            }
         };
         // The GIL interval is a switch interval in microseconds: a sane value confirms the GIL address.
         let interval = self.read_ptr(self.gil.address() + self.layout.gil_interval, "the GIL")?;
@@ -379,8 +466,15 @@ impl Interpreter {
     /// Looks up `module.name` through the main interpreter's `sys.modules`; None when the module is not
     /// imported or has no such global.
     pub fn module_global(&self, module: &str, name: &str) -> std::io::Result<Option<u64>> {
-        let main = self.main_interp().map_err(|e| std::io::Error::other(e.message))?;
-        crate::object_graph::module_global_in(&crate::object_graph::Reader::new(&self.mem, &self.layout), main, module, name)
+        let main = self
+            .main_interp()
+            .map_err(|e| std::io::Error::other(e.message))?;
+        crate::object_graph::module_global_in(
+            &crate::object_graph::Reader::new(&self.mem, &self.layout),
+            main,
+            module,
+            name,
+        )
     }
 
     /// `sys.getswitchinterval()` of the target, in seconds (read each time: the target may change it).

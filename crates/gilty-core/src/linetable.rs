@@ -45,7 +45,11 @@ fn read_varint(t: &[u8], i: &mut usize) -> Option<u32> {
 
 fn read_svarint(t: &[u8], i: &mut usize) -> Option<i32> {
     let v = read_varint(t, i)?;
-    Some(if v & 1 == 1 { -((v >> 1) as i32) } else { (v >> 1) as i32 })
+    Some(if v & 1 == 1 {
+        -((v >> 1) as i32)
+    } else {
+        (v >> 1) as i32
+    })
 }
 
 /// Line for an instruction index (in 16-bit code units) in 3.11+ bytecode; None when the index is
@@ -140,26 +144,51 @@ pub fn position_311(table: &[u8], firstlineno: i32, unit_index: i64) -> Option<P
 fn entry_position(table: &[u8], mut i: usize, code: u8, line: i32) -> Option<Position> {
     let col = |v: u32| if v == 0 { None } else { Some(v as i32 - 1) };
     Some(match code {
-        15 => Position { line, end_line: None, column: None, end_column: None },
+        15 => Position {
+            line,
+            end_line: None,
+            column: None,
+            end_column: None,
+        },
         14 => {
             let line = line + read_svarint(table, &mut i)?;
             let end_line = line + read_varint(table, &mut i)? as i32;
             let (c, e) = (read_varint(table, &mut i)?, read_varint(table, &mut i)?);
-            Position { line, end_line: Some(end_line), column: col(c), end_column: col(e) }
+            Position {
+                line,
+                end_line: Some(end_line),
+                column: col(c),
+                end_column: col(e),
+            }
         }
         13 => {
             let line = line + read_svarint(table, &mut i)?;
-            Position { line, end_line: Some(line), column: None, end_column: None }
+            Position {
+                line,
+                end_line: Some(line),
+                column: None,
+                end_column: None,
+            }
         }
         10..=12 => {
             let line = line + (code - 10) as i32;
             let (c, e) = (*table.get(i)? as i32, *table.get(i + 1)? as i32);
-            Position { line, end_line: Some(line), column: Some(c), end_column: Some(e) }
+            Position {
+                line,
+                end_line: Some(line),
+                column: Some(c),
+                end_column: Some(e),
+            }
         }
         _ => {
             let b = *table.get(i)? as i32;
             let c = code as i32 * 8 + ((b >> 4) & 7);
-            Position { line, end_line: Some(line), column: Some(c), end_column: Some(c + (b & 15)) }
+            Position {
+                line,
+                end_line: Some(line),
+                column: Some(c),
+                end_column: Some(c + (b & 15)),
+            }
         }
     })
 }
@@ -174,7 +203,11 @@ mod tests {
         let t = [4u8, 0, 6, 2, 2, 0x80, 8, 0xff];
         assert_eq!(line_310(&t, 10, 0), 10);
         assert_eq!(line_310(&t, 10, 6), 12);
-        assert_eq!(line_310(&t, 10, 10), 12, "no line: the preceding instruction's");
+        assert_eq!(
+            line_310(&t, 10, 10),
+            12,
+            "no line: the preceding instruction's"
+        );
         assert_eq!(line_310(&t, 10, 14), 11);
     }
 
@@ -207,13 +240,26 @@ mod tests {
         // entry 2: one-line form code 11 (line +1), 3 units -> 6
         // entry 3: no-column form code 13, 1 unit, line delta -2 (svarint 5) -> 4
         // entry 4: no location (code 15), 1 unit
-        let t = [0x80 | (0 << 3) | 1, 0x00, 0x80 | (11 << 3) | 2, 1, 2, 0x80 | (13 << 3), 5, 0x80 | (15 << 3)];
+        let t = [
+            0x80 | (0 << 3) | 1,
+            0x00,
+            0x80 | (11 << 3) | 2,
+            1,
+            2,
+            0x80 | (13 << 3),
+            5,
+            0x80 | (15 << 3),
+        ];
         assert_eq!(line_311(&t, 5, 0), Some(5));
         assert_eq!(line_311(&t, 5, 1), Some(5));
         assert_eq!(line_311(&t, 5, 2), Some(6));
         assert_eq!(line_311(&t, 5, 4), Some(6));
         assert_eq!(line_311(&t, 5, 5), Some(4));
-        assert_eq!(line_311(&t, 5, 6), Some(4), "no location: the preceding instruction's line");
+        assert_eq!(
+            line_311(&t, 5, 6),
+            Some(4),
+            "no location: the preceding instruction's line"
+        );
         assert_eq!(line_311(&t, 5, 7), None, "past the table");
     }
 
@@ -221,7 +267,11 @@ mod tests {
     fn table_311_leading_instruction_without_location() {
         // COPY_FREE_VARS without location (1 unit), then a one-line entry (+1) of 2 units.
         let t = [0x80 | (15 << 3), 0x80 | (11 << 3) | 1, 4, 9];
-        assert_eq!(line_311(&t, 7, 0), Some(7), "before any location: the first line");
+        assert_eq!(
+            line_311(&t, 7, 0),
+            Some(7),
+            "before any location: the first line"
+        );
         assert_eq!(line_311(&t, 7, 2), Some(8));
     }
 
@@ -232,11 +282,30 @@ mod tests {
     #[test]
     fn positions_of_a_multiline_comprehension() {
         let hex = "8000f00a001214f609050c06f008000d0ef40700090cd80c0df50302090af203050c06f000050506f9f200050c06";
-        let t: Vec<u8> = (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect();
+        let t: Vec<u8> = (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect();
         let p = position_311(&t, 1, 16).unwrap();
-        assert_eq!(p, Position { line: 3, end_line: Some(5), column: Some(8), end_column: Some(9) });
-        assert_eq!(Some(p.line), line_311(&t, 1, 16), "the same line as line_311");
+        assert_eq!(
+            p,
+            Position {
+                line: 3,
+                end_line: Some(5),
+                column: Some(8),
+                end_column: Some(9)
+            }
+        );
+        assert_eq!(
+            Some(p.line),
+            line_311(&t, 1, 16),
+            "the same line as line_311"
+        );
         let resume = position_311(&t, 1, 0).unwrap();
-        assert_eq!((resume.line, resume.column), (1, Some(0)), "RESUME stands on the def line");
+        assert_eq!(
+            (resume.line, resume.column),
+            (1, Some(0)),
+            "RESUME stands on the def line"
+        );
     }
 }

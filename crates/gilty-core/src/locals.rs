@@ -9,10 +9,10 @@
 //! has started (3.11+ MAKE_CELL); its contents are shown.
 
 use crate::frames::{FrameWalker, WalkError, MAX_DEPTH};
+use crate::linetable::{position_311, Position};
 use crate::object_repr::{ObjectRepr, TypeCache};
 use crate::process::block_cache::BlockCache;
 use crate::process::memory::Memory;
-use crate::linetable::{position_311, Position};
 use crate::pyobjects::{read_bytes, read_unicode};
 use gilty_layouts::Layout;
 use std::io;
@@ -65,7 +65,14 @@ fn invalid(msg: &str) -> io::Error {
 ///
 /// Reads go through one page cache per call: objects, code objects and frames cluster in pages, and
 /// what one call reads is then close to one moment of the thread.
-pub fn thread_locals(target: &dyn Memory, l: &Layout, code_type: Option<u64>, tstate: u64, types: &TypeCache, want: Want) -> Result<Vec<FrameLocals>, WalkError> {
+pub fn thread_locals(
+    target: &dyn Memory,
+    l: &Layout,
+    code_type: Option<u64>,
+    tstate: u64,
+    types: &TypeCache,
+    want: Want,
+) -> Result<Vec<FrameLocals>, WalkError> {
     let walker = FrameWalker::new(target, l, code_type);
     let mut frame = walker.top_frame(tstate)?;
     let reads = BlockCache::new(target);
@@ -80,7 +87,11 @@ pub fn thread_locals(target: &dyn Memory, l: &Layout, code_type: Option<u64>, ts
         }
         let code = l.frame_code_ptr(mem.read_u64(frame + l.frame_code)?);
         let previous = mem.read_u64(frame + l.frame_previous)?;
-        let shim = l.frame_owner.map(|o| mem.read_u8(frame + o)).transpose()?.is_some_and(|o| l.is_interpreter_owner(o));
+        let shim = l
+            .frame_owner
+            .map(|o| mem.read_u8(frame + o))
+            .transpose()?
+            .is_some_and(|o| l.is_interpreter_owner(o));
         let is_code = match code_type {
             Some(ct) if code != 0 => mem.read_u64(code + l.object_type)? == ct,
             _ => code != 0,
@@ -102,15 +113,44 @@ pub fn thread_locals(target: &dyn Memory, l: &Layout, code_type: Option<u64>, ts
     Ok(out)
 }
 
-fn frame_locals(mem: &dyn Memory, l: &Layout, reprs: &ObjectRepr, frame: u64, code: u64, want: Want) -> FrameLocals {
-    let name = mem.read_u64(code + l.code_name).and_then(|p| read_unicode(mem, l, p)).unwrap_or_else(|_| "?".to_owned());
-    let position = if want.positions { position(mem, l, frame, code).ok().flatten() } else { None };
+fn frame_locals(
+    mem: &dyn Memory,
+    l: &Layout,
+    reprs: &ObjectRepr,
+    frame: u64,
+    code: u64,
+    want: Want,
+) -> FrameLocals {
+    let name = mem
+        .read_u64(code + l.code_name)
+        .and_then(|p| read_unicode(mem, l, p))
+        .unwrap_or_else(|_| "?".to_owned());
+    let position = if want.positions {
+        position(mem, l, frame, code).ok().flatten()
+    } else {
+        None
+    };
     if !want.variables {
-        return FrameLocals { name, variables: Vec::new(), error: None, position };
+        return FrameLocals {
+            name,
+            variables: Vec::new(),
+            error: None,
+            position,
+        };
     }
     match variables(mem, l, reprs, frame, code) {
-        Ok(variables) => FrameLocals { name, variables, error: None, position },
-        Err(e) => FrameLocals { name, variables: Vec::new(), error: Some(e.to_string()), position },
+        Ok(variables) => FrameLocals {
+            name,
+            variables,
+            error: None,
+            position,
+        },
+        Err(e) => FrameLocals {
+            name,
+            variables: Vec::new(),
+            error: Some(e.to_string()),
+            position,
+        },
     }
 }
 
@@ -120,14 +160,21 @@ const MAX_LINETABLE: usize = 1 << 20;
 /// 3.11+: the position of the instruction the frame stands on (3.11/3.12 `prev_instr`, 3.13
 /// `instr_ptr`, both pointers into `co_code_adaptive`; the same index the stack's line comes from).
 fn position(mem: &dyn Memory, l: &Layout, frame: u64, code: u64) -> io::Result<Option<Position>> {
-    let Some(adaptive) = l.code_code_adaptive else { return Ok(None) };
+    let Some(adaptive) = l.code_code_adaptive else {
+        return Ok(None);
+    };
     // Wrapping: on a torn or garbage frame either pointer may be anything.
     let instr = mem.read_u64(frame + l.frame_instr)? as i64;
     let index = instr.wrapping_sub(code.wrapping_add(adaptive) as i64) / 2;
     if index < 0 {
         return Ok(None); // created, no instruction run yet
     }
-    let table = read_bytes(mem, l, mem.read_u64(code + l.code_linetable)?, MAX_LINETABLE)?;
+    let table = read_bytes(
+        mem,
+        l,
+        mem.read_u64(code + l.code_linetable)?,
+        MAX_LINETABLE,
+    )?;
     let firstlineno = mem.read_i32(code + l.code_firstlineno)?;
     Ok(position_311(&table, firstlineno, index))
 }
@@ -142,12 +189,18 @@ fn str_tuple(mem: &dyn Memory, l: &Layout, tuple: u64) -> io::Result<Vec<String>
         return Err(invalid("implausible name tuple size"));
     }
     let raw = mem.read_vec(tuple + l.tuple_item, n as usize * 8)?;
-    raw.chunks_exact(8).map(|c| read_unicode(mem, l, u64::from_le_bytes(c.try_into().unwrap()))).collect()
+    raw.chunks_exact(8)
+        .map(|c| read_unicode(mem, l, u64::from_le_bytes(c.try_into().unwrap())))
+        .collect()
 }
 
 /// (name, kind) of every `localsplus` slot of a code object.
 fn slots(mem: &dyn Memory, l: &Layout, code: u64) -> io::Result<Vec<(String, u8)>> {
-    if let (Some(names_off), Some(kinds_off), Some(n_off)) = (l.code_localsplusnames, l.code_localspluskinds, l.code_nlocalsplus) {
+    if let (Some(names_off), Some(kinds_off), Some(n_off)) = (
+        l.code_localsplusnames,
+        l.code_localspluskinds,
+        l.code_nlocalsplus,
+    ) {
         let n = mem.read_i32(code + n_off)?;
         let names = str_tuple(mem, l, mem.read_u64(code + names_off)?)?;
         let kinds = read_bytes(mem, l, mem.read_u64(code + kinds_off)?, MAX_SLOTS)?;
@@ -157,7 +210,9 @@ fn slots(mem: &dyn Memory, l: &Layout, code: u64) -> io::Result<Vec<(String, u8)
         return Ok(names.into_iter().zip(kinds).collect());
     }
     // 3.10: f_localsplus = co_nlocals locals (co_varnames), then cells, then free variables.
-    let (Some(var_off), Some(cell_off), Some(free_off)) = (l.code_varnames, l.code_cellvars, l.code_freevars) else {
+    let (Some(var_off), Some(cell_off), Some(free_off)) =
+        (l.code_varnames, l.code_cellvars, l.code_freevars)
+    else {
         return Err(invalid("no slot names in this layout"));
     };
     let nlocals = mem.read_i32(code + l.code_nlocals)?;
@@ -165,13 +220,31 @@ fn slots(mem: &dyn Memory, l: &Layout, code: u64) -> io::Result<Vec<(String, u8)
     if nlocals < 0 || nlocals as usize > varnames.len() {
         return Err(invalid("implausible co_nlocals"));
     }
-    let mut out: Vec<(String, u8)> = varnames.into_iter().take(nlocals as usize).map(|n| (n, CO_FAST_LOCAL)).collect();
-    out.extend(str_tuple(mem, l, mem.read_u64(code + cell_off)?)?.into_iter().map(|n| (n, CO_FAST_CELL)));
-    out.extend(str_tuple(mem, l, mem.read_u64(code + free_off)?)?.into_iter().map(|n| (n, CO_FAST_FREE)));
+    let mut out: Vec<(String, u8)> = varnames
+        .into_iter()
+        .take(nlocals as usize)
+        .map(|n| (n, CO_FAST_LOCAL))
+        .collect();
+    out.extend(
+        str_tuple(mem, l, mem.read_u64(code + cell_off)?)?
+            .into_iter()
+            .map(|n| (n, CO_FAST_CELL)),
+    );
+    out.extend(
+        str_tuple(mem, l, mem.read_u64(code + free_off)?)?
+            .into_iter()
+            .map(|n| (n, CO_FAST_FREE)),
+    );
     Ok(out)
 }
 
-fn variables(mem: &dyn Memory, l: &Layout, reprs: &ObjectRepr, frame: u64, code: u64) -> io::Result<Vec<Variable>> {
+fn variables(
+    mem: &dyn Memory,
+    l: &Layout,
+    reprs: &ObjectRepr,
+    frame: u64,
+    code: u64,
+) -> io::Result<Vec<Variable>> {
     let slots = slots(mem, l, code)?;
     if slots.len() > MAX_SLOTS {
         return Err(invalid("too many slots"));
@@ -182,14 +255,21 @@ fn variables(mem: &dyn Memory, l: &Layout, reprs: &ObjectRepr, frame: u64, code:
     if argcount < 0 || kwonly < 0 {
         return Err(invalid("negative argument count"));
     }
-    let nargs = (argcount + kwonly) as usize + (flags & CO_VARARGS != 0) as usize + (flags & CO_VARKEYWORDS != 0) as usize;
-    let localsplus = l.frame_localsplus.ok_or_else(|| invalid("no localsplus in this layout"))?;
+    let nargs = (argcount + kwonly) as usize
+        + (flags & CO_VARARGS != 0) as usize
+        + (flags & CO_VARKEYWORDS != 0) as usize;
+    let localsplus = l
+        .frame_localsplus
+        .ok_or_else(|| invalid("no localsplus in this layout"))?;
     let raw = mem.read_vec(frame + localsplus, slots.len() * 8)?;
     let mut out = Vec::new();
     for (i, ((name, kind), value)) in slots.into_iter().zip(raw.chunks_exact(8)).enumerate() {
         // 3.14+: a slot is a `_PyStackRef`; its low bits tag a deferred reference, not the address.
         let mut value = l.frame_code_ptr(u64::from_le_bytes(value.try_into().unwrap()));
-        if kind & CO_FAST_HIDDEN != 0 || (kind & CO_FAST_FREE != 0 && kind & CO_FAST_LOCAL == 0) || value == 0 {
+        if kind & CO_FAST_HIDDEN != 0
+            || (kind & CO_FAST_FREE != 0 && kind & CO_FAST_LOCAL == 0)
+            || value == 0
+        {
             continue;
         }
         if kind & CO_FAST_CELL != 0 {
@@ -200,7 +280,11 @@ fn variables(mem: &dyn Memory, l: &Layout, reprs: &ObjectRepr, frame: u64, code:
                 _ => {}
             }
         }
-        out.push(Variable { name, arg: i < nargs, repr: reprs.repr(value) });
+        out.push(Variable {
+            name,
+            arg: i < nargs,
+            repr: reprs.repr(value),
+        });
     }
     Ok(out)
 }
@@ -211,7 +295,8 @@ fn variables(mem: &dyn Memory, l: &Layout, reprs: &ObjectRepr, frame: u64, code:
 pub fn matches_stack(stack: &[crate::frames::Frame], locals: &[FrameLocals]) -> bool {
     stack.len() == locals.len()
         && stack.iter().zip(locals).all(|(f, l)| {
-            (f.function == l.name || f.function.ends_with(&format!(".{}", l.name))) && l.position.is_none_or(|p| p.line == f.line)
+            (f.function == l.name || f.function.ends_with(&format!(".{}", l.name)))
+                && l.position.is_none_or(|p| p.line == f.line)
         })
 }
 
@@ -231,12 +316,23 @@ pub fn locals_for_threads(
         // 3.10's line table has lines only: every position is None, nothing to read again (and
         // no second read of a moving stack to fail to match the first).
         for &(tid, stack) in stacks {
-            let frames = stack.iter().map(|f| FrameLocals { name: f.function.clone(), variables: Vec::new(), error: None, position: None }).collect();
+            let frames = stack
+                .iter()
+                .map(|f| FrameLocals {
+                    name: f.function.clone(),
+                    variables: Vec::new(),
+                    error: None,
+                    position: None,
+                })
+                .collect();
             out.insert(tid, Ok(frames));
         }
         return Ok(out);
     }
-    let (_, threads) = crate::threads::python_threads_settled(interp, &mut crate::threads::TidResolver::default())?;
+    let (_, threads) = crate::threads::python_threads_settled(
+        interp,
+        &mut crate::threads::TidResolver::default(),
+    )?;
     let types = TypeCache::default();
     for &(tid, stack) in stacks {
         let Some(t) = threads.iter().find(|t| t.tid == Some(tid)) else {
@@ -244,7 +340,14 @@ pub fn locals_for_threads(
         };
         let mut result = Err("the stack kept moving while its frames were read again".to_owned());
         for _ in 0..TRIES {
-            match thread_locals(&interp.mem, &interp.layout, interp.code_type, t.tstate, &types, want) {
+            match thread_locals(
+                &interp.mem,
+                &interp.layout,
+                interp.code_type,
+                t.tstate,
+                &types,
+                want,
+            ) {
                 Ok(frames) if matches_stack(stack, &frames) => {
                     result = Ok(frames);
                     break;
@@ -278,7 +381,17 @@ mod tests {
                 let types = TypeCache::default();
                 for _ in 0..200 {
                     let addr = Garbage::BASE + garbage.next() % Garbage::LEN / 8 * 8;
-                    let _ = thread_locals(&mem, l, None, addr, &types, Want { variables: true, positions: true });
+                    let _ = thread_locals(
+                        &mem,
+                        l,
+                        None,
+                        addr,
+                        &types,
+                        Want {
+                            variables: true,
+                            positions: true,
+                        },
+                    );
                 }
             }
         }

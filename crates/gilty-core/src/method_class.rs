@@ -49,7 +49,13 @@ pub struct TypeNames {
 
 impl TypeNames {
     /// The class name for a frame whose first argument slot holds `arg`, or None.
-    pub fn class_of(&mut self, mem: &dyn Memory, l: &Layout, kind: FirstArg, arg: u64) -> Option<&str> {
+    pub fn class_of(
+        &mut self,
+        mem: &dyn Memory,
+        l: &Layout,
+        kind: FirstArg,
+        arg: u64,
+    ) -> Option<&str> {
         if arg == 0 || kind == FirstArg::Plain {
             return None;
         }
@@ -66,7 +72,9 @@ impl TypeNames {
             }
         };
         let name_ptr = mem.read_u64(class + l.type_name).ok()?;
-        self.name = read_c_string(mem, name_ptr, MAX_TYPE_NAME).ok().and_then(|s| bare_class_name(&s))?;
+        self.name = read_c_string(mem, name_ptr, MAX_TYPE_NAME)
+            .ok()
+            .and_then(|s| bare_class_name(&s))?;
         Some(&self.name)
     }
 }
@@ -86,14 +94,21 @@ mod tests {
     fn first_argument_kinds() {
         assert_eq!(FirstArg::of(1, "self"), FirstArg::Instance);
         assert_eq!(FirstArg::of(2, "cls"), FirstArg::Class);
-        assert_eq!(FirstArg::of(0, "self"), FirstArg::Plain, "a local named self, not a parameter");
+        assert_eq!(
+            FirstArg::of(0, "self"),
+            FirstArg::Plain,
+            "a local named self, not a parameter"
+        );
         assert_eq!(FirstArg::of(1, "x"), FirstArg::Plain);
     }
 
     #[test]
     fn class_names() {
         assert_eq!(bare_class_name("Foo").as_deref(), Some("Foo"));
-        assert_eq!(bare_class_name("collections.OrderedDict").as_deref(), Some("OrderedDict"));
+        assert_eq!(
+            bare_class_name("collections.OrderedDict").as_deref(),
+            Some("OrderedDict")
+        );
         assert_eq!(bare_class_name("Классъ").as_deref(), Some("Классъ"));
         assert_eq!(bare_class_name(""), None);
         assert_eq!(bare_class_name("a b"), None);

@@ -29,12 +29,19 @@ fn invalid(msg: &str) -> io::Error {
 
 /// Looks up `module.name` through `sys.modules` of the interpreter state at `main_interp`; None when
 /// the module is not imported or has no such global.
-pub fn module_global_in(r: &Reader, main_interp: u64, module: &str, name: &str) -> io::Result<Option<u64>> {
+pub fn module_global_in(
+    r: &Reader,
+    main_interp: u64,
+    module: &str,
+    name: &str,
+) -> io::Result<Option<u64>> {
     let modules = r.ptr(main_interp.wrapping_add(r.l.interp_modules))?;
     if modules == 0 {
         return Ok(None);
     }
-    let Some(m) = r.dict_get_str(modules, module)? else { return Ok(None) };
+    let Some(m) = r.dict_get_str(modules, module)? else {
+        return Ok(None);
+    };
     let md_dict = r.ptr(m.wrapping_add(r.l.module_dict))?;
     if md_dict == 0 {
         return Ok(None);
@@ -97,9 +104,15 @@ impl<'a> Reader<'a> {
     fn split_values(&self, values: u64) -> io::Result<SplitValues> {
         if self.minor() >= 13 {
             let capacity = self.mem.read_u8(values)? as u64;
-            Ok(SplitValues { array: values.wrapping_add(PTR), capacity: Some(capacity) })
+            Ok(SplitValues {
+                array: values.wrapping_add(PTR),
+                capacity: Some(capacity),
+            })
         } else {
-            Ok(SplitValues { array: values, capacity: None })
+            Ok(SplitValues {
+                array: values,
+                capacity: None,
+            })
         }
     }
 
@@ -116,7 +129,11 @@ impl<'a> Reader<'a> {
         }
         let keys = self.ptr(dict.wrapping_add(self.l.dict_keys))?;
         let values = self.ptr(dict.wrapping_add(self.l.dict_values))?;
-        let split = if values == 0 { None } else { Some(self.split_values(values)?) };
+        let split = if values == 0 {
+            None
+        } else {
+            Some(self.split_values(values)?)
+        };
         self.keys_items(keys, split)
     }
 
@@ -133,13 +150,17 @@ impl<'a> Reader<'a> {
             return Err(invalid("dict without keys"));
         }
         let l = self.l;
-        let (log2_size, index_bytes, unicode) = match (l.dictkeys_kind, l.dictkeys_log2_index_bytes) {
+        let (log2_size, index_bytes, unicode) = match (l.dictkeys_kind, l.dictkeys_log2_index_bytes)
+        {
             (Some(kind_off), Some(lib_off)) => {
                 let log2 = self.mem.read_u8(keys.wrapping_add(l.dictkeys_size))? as u64;
                 let log2_index_bytes = self.mem.read_u8(keys.wrapping_add(lib_off))? as u64;
                 let kind = self.mem.read_u8(keys.wrapping_add(kind_off))?;
                 let ixsize_log2 = index_width_log2(log2);
-                if !(3..=MAX_LOG2_SIZE).contains(&log2) || log2_index_bytes != log2 + ixsize_log2 || kind > 2 {
+                if !(3..=MAX_LOG2_SIZE).contains(&log2)
+                    || log2_index_bytes != log2 + ixsize_log2
+                    || kind > 2
+                {
                     return Err(invalid("implausible dict keys header"));
                 }
                 (log2, 1u64 << log2_index_bytes, kind != 0)
@@ -163,7 +184,8 @@ impl<'a> Reader<'a> {
         let entries = keys.wrapping_add(l.dictkeys_indices + index_bytes);
         let (esize, key_at, value_at) = if unicode { (16, 0, 8) } else { (24, 8, 16) };
         let raw = self.mem.read_vec(entries, (n * esize) as usize)?;
-        let word = |buf: &[u8], off: u64| u64::from_le_bytes(buf[off as usize..][..8].try_into().unwrap());
+        let word =
+            |buf: &[u8], off: u64| u64::from_le_bytes(buf[off as usize..][..8].try_into().unwrap());
         let split_raw = match split {
             Some(s) => {
                 n = n.min(s.capacity.unwrap_or(n));

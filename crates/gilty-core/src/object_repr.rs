@@ -219,11 +219,18 @@ impl<'a> ObjectRepr<'a> {
         let l = self.l;
         Ok(match kind {
             Kind::NoneType => "None".to_owned(),
-            Kind::Bool => if self.int_digits(addr)?.2.iter().any(|&d| d != 0) { "True" } else { "False" }.to_owned(),
+            Kind::Bool => if self.int_digits(addr)?.2.iter().any(|&d| d != 0) {
+                "True"
+            } else {
+                "False"
+            }
+            .to_owned(),
             Kind::Int => {
                 let (negative, ndigits, digits) = self.int_digits(addr)?;
                 match digits_to_decimal(&digits) {
-                    _ if ndigits > MAX_INT_DIGITS => format!("<int of about {} bits at {addr:#x}>", ndigits * 30),
+                    _ if ndigits > MAX_INT_DIGITS => {
+                        format!("<int of about {} bits at {addr:#x}>", ndigits * 30)
+                    }
                     Some(s) if negative && s != "0" => format!("-{s}"),
                     Some(s) => s,
                     None => format!("<int at {addr:#x}>"),
@@ -240,14 +247,25 @@ impl<'a> ObjectRepr<'a> {
                 if !(0..=(1 << 40)).contains(&len) {
                     return Err(invalid("implausible length"));
                 }
-                let (open, close) = if kind == Kind::Tuple { ("(", ")") } else { ("[", "]") };
-                let items_at = if kind == Kind::Tuple { addr + l.tuple_item } else { self.mem.read_u64(addr + l.list_items)? };
+                let (open, close) = if kind == Kind::Tuple {
+                    ("(", ")")
+                } else {
+                    ("[", "]")
+                };
+                let items_at = if kind == Kind::Tuple {
+                    addr + l.tuple_item
+                } else {
+                    self.mem.read_u64(addr + l.list_items)?
+                };
                 let shown = (len as usize).min(MAX_ITEMS);
                 let items = if depth >= MAX_DEPTH || shown == 0 {
                     Vec::new()
                 } else {
                     let raw = self.mem.read_vec(items_at, shown * 8)?;
-                    raw.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).map(|p| self.item(p, depth)).collect()
+                    raw.chunks_exact(8)
+                        .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+                        .map(|p| self.item(p, depth))
+                        .collect()
                 };
                 let trailing_comma = kind == Kind::Tuple && len == 1 && !items.is_empty();
                 container(open, close, &items, len as u64, trailing_comma)
@@ -273,11 +291,23 @@ impl<'a> ObjectRepr<'a> {
                 if !(0..=(1 << 40)).contains(&used) {
                     return Err(invalid("implausible set size"));
                 }
-                let items = if depth < MAX_DEPTH { self.set_items(addr, used as u64)? } else { Vec::new() };
+                let items = if depth < MAX_DEPTH {
+                    self.set_items(addr, used as u64)?
+                } else {
+                    Vec::new()
+                };
                 let items: Vec<String> = items.into_iter().map(|p| self.item(p, depth)).collect();
-                let (open, close) = if kind == Kind::Set { ("{", "}") } else { ("frozenset({", "})") };
+                let (open, close) = if kind == Kind::Set {
+                    ("{", "}")
+                } else {
+                    ("frozenset({", "})")
+                };
                 if used == 0 {
-                    return Ok(if kind == Kind::Set { "set()".to_owned() } else { "frozenset()".to_owned() });
+                    return Ok(if kind == Kind::Set {
+                        "set()".to_owned()
+                    } else {
+                        "frozenset()".to_owned()
+                    });
                 }
                 container(open, close, &items, used as u64, false)
             }
@@ -292,7 +322,8 @@ impl<'a> ObjectRepr<'a> {
     }
 
     fn item(&self, addr: u64, depth: usize) -> String {
-        self.repr_at(addr, depth + 1).unwrap_or_else(|_| format!("<unreadable at {addr:#x}>"))
+        self.repr_at(addr, depth + 1)
+            .unwrap_or_else(|_| format!("<unreadable at {addr:#x}>"))
     }
 
     /// Sign, digit count and 30-bit digits (least significant first) of an int or bool; no digits
@@ -310,8 +341,16 @@ impl<'a> ObjectRepr<'a> {
         if ndigits > MAX_INT_DIGITS {
             return Ok((negative, ndigits, Vec::new()));
         }
-        let raw = self.mem.read_vec(addr + l.long_digit, (ndigits * 4) as usize)?;
-        Ok((negative, ndigits, raw.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect()))
+        let raw = self
+            .mem
+            .read_vec(addr + l.long_digit, (ndigits * 4) as usize)?;
+        Ok((
+            negative,
+            ndigits,
+            raw.chunks_exact(4)
+                .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+                .collect(),
+        ))
     }
 
     fn str_repr(&self, addr: u64) -> io::Result<String> {
@@ -372,7 +411,9 @@ impl<'a> ObjectRepr<'a> {
         if mask >= (1 << 16) || !(mask + 1).is_power_of_two() || table == 0 {
             return Ok(Vec::new()); // large sets: length only
         }
-        let raw = self.mem.read_vec(table, ((mask + 1) * l.setentry_size) as usize)?;
+        let raw = self
+            .mem
+            .read_vec(table, ((mask + 1) * l.setentry_size) as usize)?;
         let keys: Vec<u64> = raw
             .chunks_exact(l.setentry_size as usize)
             .map(|e| u64::from_le_bytes(e[l.setentry_key as usize..][..8].try_into().unwrap()))
@@ -387,7 +428,11 @@ impl<'a> ObjectRepr<'a> {
             *counts.entry(k).or_insert(0u64) += 1;
         }
         match counts.iter().find(|(_, &n)| n == extra) {
-            Some((&dummy, _)) if extra > 1 => Ok(keys.into_iter().filter(|&k| k != dummy).take(MAX_ITEMS).collect()),
+            Some((&dummy, _)) if extra > 1 => Ok(keys
+                .into_iter()
+                .filter(|&k| k != dummy)
+                .take(MAX_ITEMS)
+                .collect()),
             _ => Ok(Vec::new()),
         }
     }
@@ -431,7 +476,11 @@ fn digits_to_decimal(digits: &[u32]) -> Option<String> {
         return None;
     }
     // Repeated division by 10**9 of the big number held in base 2**30.
-    let mut n: Vec<u64> = digits.iter().rev().map(|&d| (d & 0x3fff_ffff) as u64).collect();
+    let mut n: Vec<u64> = digits
+        .iter()
+        .rev()
+        .map(|&d| (d & 0x3fff_ffff) as u64)
+        .collect();
     let mut chunks = Vec::new();
     while n.iter().any(|&d| d != 0) {
         let mut rem = 0u64;
@@ -468,7 +517,10 @@ pub fn float_repr(v: f64) -> String {
     let sci = format!("{v:e}");
     let (mant, exp) = sci.split_once('e').unwrap();
     let exp: i32 = exp.parse().unwrap();
-    let (sign, mant) = mant.strip_prefix('-').map(|m| ("-", m)).unwrap_or(("", mant));
+    let (sign, mant) = mant
+        .strip_prefix('-')
+        .map(|m| ("-", m))
+        .unwrap_or(("", mant));
     let digits: String = mant.chars().filter(|c| *c != '.').collect();
     if (-4..16).contains(&exp) {
         let point = exp + 1; // digits before the decimal point
@@ -477,12 +529,24 @@ pub fn float_repr(v: f64) -> String {
         } else if point as usize >= digits.len() {
             format!("{}{}.0", digits, "0".repeat(point as usize - digits.len()))
         } else {
-            format!("{}.{}", &digits[..point as usize], &digits[point as usize..])
+            format!(
+                "{}.{}",
+                &digits[..point as usize],
+                &digits[point as usize..]
+            )
         };
         format!("{sign}{body}")
     } else {
-        let m = if digits.len() > 1 { format!("{}.{}", &digits[..1], &digits[1..]) } else { digits };
-        format!("{sign}{m}e{}{:02}", if exp < 0 { "-" } else { "+" }, exp.abs())
+        let m = if digits.len() > 1 {
+            format!("{}.{}", &digits[..1], &digits[1..])
+        } else {
+            digits
+        };
+        format!(
+            "{sign}{m}e{}{:02}",
+            if exp < 0 { "-" } else { "+" },
+            exp.abs()
+        )
     }
 }
 
@@ -513,14 +577,20 @@ mod tests {
         assert_eq!(scalar_text(Scalar::I8, le(0xfd)), "-3");
         assert_eq!(scalar_text(Scalar::U8, le(0xfd)), "253");
         assert_eq!(scalar_text(Scalar::I64, le((-44i64) as u64)), "-44");
-        assert_eq!(scalar_text(Scalar::U64, le(u64::MAX)), "18446744073709551615");
+        assert_eq!(
+            scalar_text(Scalar::U64, le(u64::MAX)),
+            "18446744073709551615"
+        );
         assert_eq!(scalar_text(Scalar::I16, le(0xdead_002a)), "42"); // bytes past the value ignored
         assert_eq!(scalar_text(Scalar::Bool, le(1)), "True");
         assert_eq!(scalar_text(Scalar::F32, le(0.7f32.to_bits() as u64)), "0.7");
         assert_eq!(scalar_text(Scalar::F32, le(2.0f32.to_bits() as u64)), "2.0");
         assert_eq!(scalar_text(Scalar::F64, le(0.7f64.to_bits())), "0.7");
         assert_eq!(numpy_scalar("numpy.bool_"), Some(Scalar::Bool));
-        assert_eq!((numpy_scalar("numpy.float16"), numpy_scalar("int8")), (None, None));
+        assert_eq!(
+            (numpy_scalar("numpy.float16"), numpy_scalar("int8")),
+            (None, None)
+        );
     }
 
     #[test]
@@ -531,7 +601,11 @@ mod tests {
         assert_eq!(digits_to_decimal(&d).unwrap(), "123456789123456789");
         assert_eq!(digits_to_decimal(&[]).unwrap(), "0");
         let big: u128 = (1u128 << 89) + 12345;
-        let d = [(big & 0x3fff_ffff) as u32, ((big >> 30) & 0x3fff_ffff) as u32, (big >> 60) as u32];
+        let d = [
+            (big & 0x3fff_ffff) as u32,
+            ((big >> 30) & 0x3fff_ffff) as u32,
+            (big >> 60) as u32,
+        ];
         assert_eq!(digits_to_decimal(&d).unwrap(), big.to_string());
     }
 
@@ -561,7 +635,10 @@ mod tests {
     fn cut_containers_say_their_length() {
         let items = vec!["1".to_owned(), "2".to_owned()];
         assert_eq!(container("[", "]", &items, 2, false), "[1, 2]");
-        assert_eq!(container("[", "]", &items, 100, false), "[1, 2, …] (100 items)");
+        assert_eq!(
+            container("[", "]", &items, 100, false),
+            "[1, 2, …] (100 items)"
+        );
         assert_eq!(container("(", ")", &items[..1], 1, true), "(1,)");
         assert_eq!(container("{", "}", &[], 1, false), "{…} (1 item)");
     }

@@ -35,7 +35,11 @@ impl PositionTally {
     pub fn take(&mut self) -> Vec<(u32, Position, u64)> {
         let mut out = Vec::new();
         for frame in self.touched.drain(..) {
-            out.extend(self.by_frame[frame as usize].drain(..).map(|(p, n)| (frame, p, n)));
+            out.extend(
+                self.by_frame[frame as usize]
+                    .drain(..)
+                    .map(|(p, n)| (frame, p, n)),
+            );
         }
         out
     }
@@ -46,7 +50,12 @@ mod tests {
     use super::*;
 
     fn at(line: i32, column: i32) -> Position {
-        Position { line, end_line: Some(line), column: Some(column), end_column: Some(column + 4) }
+        Position {
+            line,
+            end_line: Some(line),
+            column: Some(column),
+            end_column: Some(column + 4),
+        }
     }
 
     #[test]
@@ -56,7 +65,10 @@ mod tests {
         t.add(0, at(2, 0));
         t.add(3, at(10, 4));
         t.add(3, at(10, 12));
-        assert_eq!(t.take(), vec![(3, at(10, 4), 2), (3, at(10, 12), 1), (0, at(2, 0), 1)]);
+        assert_eq!(
+            t.take(),
+            vec![(3, at(10, 4), 2), (3, at(10, 12), 1), (0, at(2, 0), 1)]
+        );
         assert_eq!(t.take(), vec![]);
         t.add(0, at(2, 0));
         assert_eq!(t.take(), vec![(0, at(2, 0), 1)]);

@@ -29,10 +29,26 @@ const INIT_RETRY: Duration = Duration::from_secs(5);
 /// Something that happened to the set, stamped on the set's clock (seconds since it was created).
 #[derive(Debug, Clone)]
 pub enum Event {
-    Attached { pid: i32, ppid: i32, t: f64, cmdline: String, python_version: String, executable: String, switch_interval_s: f64 },
-    Exited { pid: i32, t: f64 },
+    Attached {
+        pid: i32,
+        ppid: i32,
+        t: f64,
+        cmdline: String,
+        python_version: String,
+        executable: String,
+        switch_interval_s: f64,
+    },
+    Exited {
+        pid: i32,
+        t: f64,
+    },
     /// Not sampled: a zombie, not Python, an unsupported Python, no permission. Reported once per pid.
-    Skipped { pid: i32, ppid: i32, t: f64, reason: String },
+    Skipped {
+        pid: i32,
+        ppid: i32,
+        t: f64,
+        reason: String,
+    },
 }
 
 /// What one `collect` call gathered: a batch per sampled process (exited ones included once, with
@@ -78,11 +94,16 @@ pub struct ProcessSet {
 }
 
 fn stat_of(pid: i32) -> Option<crate::memory::smaps::Stat> {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|s| parse_stat(&s))
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| parse_stat(&s))
 }
 
 fn looks_like_python(exe: &Option<String>) -> bool {
-    exe.as_deref().and_then(|e| e.rsplit('/').next()).map(|name| name.starts_with("python")).unwrap_or(false)
+    exe.as_deref()
+        .and_then(|e| e.rsplit('/').next())
+        .map(|name| name.starts_with("python"))
+        .unwrap_or(false)
 }
 
 impl ProcessSet {
@@ -119,16 +140,38 @@ impl ProcessSet {
                 // The command just started may still be loading or initialising its interpreter, or
                 // be a wrapper about to exec one: kept and retried by every scan like a descendant.
                 // A wrapper that does not look like Python is said to be skipped at once, as before.
-                Err(e) if follow && matches!(e.kind, ErrorKind::NotPython | ErrorKind::UnrecognisedInterpreter | ErrorKind::NotInitialised) => {
+                Err(e)
+                    if follow
+                        && matches!(
+                            e.kind,
+                            ErrorKind::NotPython
+                                | ErrorKind::UnrecognisedInterpreter
+                                | ErrorKind::NotInitialised
+                        ) =>
+                {
                     let now = Instant::now();
                     set.consider_failure(pid, ppid, e.kind, e.message.clone(), now);
-                    if let Some(p) = set.pending.get_mut(&pid).filter(|p| !p.initialising && !looks_like_python(&p.exe)) {
+                    if let Some(p) = set
+                        .pending
+                        .get_mut(&pid)
+                        .filter(|p| !p.initialising && !looks_like_python(&p.exe))
+                    {
                         p.reported = true;
-                        set.events.push(Event::Skipped { pid, ppid, t: 0.0, reason: e.message });
+                        set.events.push(Event::Skipped {
+                            pid,
+                            ppid,
+                            t: 0.0,
+                            reason: e.message,
+                        });
                     }
                 }
                 Err(e) if follow && e.kind != ErrorKind::NoSuchProcess => {
-                    set.events.push(Event::Skipped { pid, ppid, t: 0.0, reason: e.message });
+                    set.events.push(Event::Skipped {
+                        pid,
+                        ppid,
+                        t: 0.0,
+                        reason: e.message,
+                    });
                 }
                 Err(e) => return Err(e),
             }
@@ -196,16 +239,32 @@ impl ProcessSet {
     }
 
     /// Records why `pid` could not be attached: skipped at once for good, or kept to retry.
-    fn consider_failure(&mut self, pid: i32, ppid: i32, kind: ErrorKind, reason: String, now: Instant) {
+    fn consider_failure(
+        &mut self,
+        pid: i32,
+        ppid: i32,
+        kind: ErrorKind,
+        reason: String,
+        now: Instant,
+    ) {
         match kind {
             ErrorKind::NoSuchProcess | ErrorKind::TargetExited => {
                 self.pending.remove(&pid);
                 self.done.insert(pid);
             }
             // Not Python yet (a forked shell about to exec, an interpreter still initialising).
-            ErrorKind::NotPython | ErrorKind::UnrecognisedInterpreter | ErrorKind::NotInitialised => {
+            ErrorKind::NotPython
+            | ErrorKind::UnrecognisedInterpreter
+            | ErrorKind::NotInitialised => {
                 let exe = procfs::exe(pid);
-                let entry = self.pending.entry(pid).or_insert(Pending { ppid, exe: exe.clone(), since: now, reported: false, reason: String::new(), initialising: false });
+                let entry = self.pending.entry(pid).or_insert(Pending {
+                    ppid,
+                    exe: exe.clone(),
+                    since: now,
+                    reported: false,
+                    reason: String::new(),
+                    initialising: false,
+                });
                 entry.reason = reason;
                 entry.initialising = kind == ErrorKind::NotInitialised;
                 if entry.exe != exe {
@@ -217,7 +276,12 @@ impl ProcessSet {
                 self.pending.remove(&pid);
                 self.done.insert(pid);
                 let t = self.elapsed();
-                self.events.push(Event::Skipped { pid, ppid, t, reason });
+                self.events.push(Event::Skipped {
+                    pid,
+                    ppid,
+                    t,
+                    reason,
+                });
             }
         }
     }
@@ -246,7 +310,10 @@ impl ProcessSet {
         }
         // Roots not attached yet (a command still starting) are retried like descendants.
         for &root in &self.roots {
-            if !self.members.contains_key(&root) && !self.done.contains(&root) && !procfs::is_gone(root) {
+            if !self.members.contains_key(&root)
+                && !self.done.contains(&root)
+                && !procfs::is_gone(root)
+            {
                 found.push((root, stat_of(root).map(|s| s.ppid).unwrap_or(0)));
             }
         }
@@ -261,14 +328,21 @@ impl ProcessSet {
                 let t = self.elapsed();
                 self.pending.remove(&pid);
                 self.done.insert(pid);
-                self.events.push(Event::Skipped { pid, ppid, t, reason: format!("pid {pid} is a zombie (exited, not yet reaped by its parent)") });
+                self.events.push(Event::Skipped {
+                    pid,
+                    ppid,
+                    t,
+                    reason: format!("pid {pid} is a zombie (exited, not yet reaped by its parent)"),
+                });
                 continue;
             }
             let retry = match self.pending.get(&pid) {
                 None => true,
                 Some(p) => {
                     let exe = procfs::exe(pid);
-                    exe != p.exe || p.initialising || (looks_like_python(&p.exe) && now - p.since < INIT_RETRY)
+                    exe != p.exe
+                        || p.initialising
+                        || (looks_like_python(&p.exe) && now - p.since < INIT_RETRY)
                 }
             };
             if retry {
@@ -276,10 +350,20 @@ impl ProcessSet {
             }
             let t = self.elapsed();
             if let Some(p) = self.pending.get_mut(&pid) {
-                let waited = now - p.since >= if looks_like_python(&p.exe) { INIT_RETRY } else { SKIP_GRACE };
+                let waited = now - p.since
+                    >= if looks_like_python(&p.exe) {
+                        INIT_RETRY
+                    } else {
+                        SKIP_GRACE
+                    };
                 if waited && !p.reported && !p.initialising {
                     p.reported = true;
-                    self.events.push(Event::Skipped { pid, ppid: p.ppid, t, reason: p.reason.clone() });
+                    self.events.push(Event::Skipped {
+                        pid,
+                        ppid: p.ppid,
+                        t,
+                        reason: p.reason.clone(),
+                    });
                 }
             }
         }
@@ -287,7 +371,12 @@ impl ProcessSet {
 
     /// Drops members that are gone (between passes, so an exit is seen at any sampling rate).
     fn reap(&mut self) {
-        let gone: Vec<i32> = self.members.keys().copied().filter(|&p| procfs::is_gone(p)).collect();
+        let gone: Vec<i32> = self
+            .members
+            .keys()
+            .copied()
+            .filter(|&p| procfs::is_gone(p))
+            .collect();
         for pid in gone {
             self.drop_member(pid);
         }
@@ -318,7 +407,11 @@ impl ProcessSet {
         let _realtime = crate::realtime::RealtimeGuard::enter();
         loop {
             let now = Instant::now();
-            let every = if self.pending.values().any(|p| p.initialising) { INIT_POLL } else { SCAN_EVERY };
+            let every = if self.pending.values().any(|p| p.initialising) {
+                INIT_POLL
+            } else {
+                SCAN_EVERY
+            };
             if self.last_scan.map(|t| now - t >= every).unwrap_or(true) {
                 if self.follow {
                     self.scan();
@@ -336,12 +429,21 @@ impl ProcessSet {
                 break;
             }
             if due > now {
-                std::thread::sleep((due - now).min(SLICE).min(INIT_POLL.max(self.period)).min(deadline - now));
+                std::thread::sleep(
+                    (due - now)
+                        .min(SLICE)
+                        .min(INIT_POLL.max(self.period))
+                        .min(deadline - now),
+                );
                 continue;
             }
             let t = self.elapsed();
             let pass_started = Instant::now();
-            let gone: Vec<i32> = self.members.iter_mut().filter_map(|(&pid, s)| (!s.sample_at(t)).then_some(pid)).collect();
+            let gone: Vec<i32> = self
+                .members
+                .iter_mut()
+                .filter_map(|(&pid, s)| (!s.sample_at(t)).then_some(pid))
+                .collect();
             for pid in gone {
                 self.drop_member(pid);
             }
@@ -362,7 +464,11 @@ impl ProcessSet {
             batch.late += late;
             batches.push((pid, batch));
         }
-        Collected { batches, events: std::mem::take(&mut self.events), finished }
+        Collected {
+            batches,
+            events: std::mem::take(&mut self.events),
+            finished,
+        }
     }
 }
 
@@ -372,9 +478,14 @@ mod tests {
 
     #[test]
     fn a_missing_root_is_an_error_and_a_non_python_root_is_skipped_when_following() {
-        let err = ProcessSet::new(&[i32::MAX - 1], 100.0, true).err().expect("no such process");
+        let err = ProcessSet::new(&[i32::MAX - 1], 100.0, true)
+            .err()
+            .expect("no such process");
         assert_eq!(err.kind, ErrorKind::NoSuchProcess);
-        let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
         let pid = child.id() as i32;
         assert!(ProcessSet::new(&[pid], 100.0, false).is_err());
         let mut set = ProcessSet::new(&[pid], 100.0, true).expect("following a non-Python root");

@@ -26,18 +26,27 @@ pub fn read_unicode(mem: &dyn Memory, l: &Layout, addr: u64) -> io::Result<Strin
         return Err(invalid("not a compact str"));
     }
     let n = length.min(MAX_STR_CHARS);
-    let data = if ascii { addr + l.unicode_ascii_size } else { addr + l.unicode_compact_size };
+    let data = if ascii {
+        addr + l.unicode_ascii_size
+    } else {
+        addr + l.unicode_compact_size
+    };
     let raw = mem.read_vec(data, (n * kind as u64) as usize)?;
     let s = match kind {
         1 if ascii => String::from_utf8(raw).map_err(|_| invalid("non-ASCII in ASCII str"))?,
         1 => raw.iter().map(|&b| b as char).collect(),
         2 => {
-            let units: Vec<u16> = raw.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect();
+            let units: Vec<u16> = raw
+                .chunks_exact(2)
+                .map(|c| u16::from_le_bytes([c[0], c[1]]))
+                .collect();
             String::from_utf16_lossy(&units)
         }
         _ => raw
             .chunks_exact(4)
-            .map(|c| char::from_u32(u32::from_le_bytes([c[0], c[1], c[2], c[3]])).unwrap_or('\u{fffd}'))
+            .map(|c| {
+                char::from_u32(u32::from_le_bytes([c[0], c[1], c[2], c[3]])).unwrap_or('\u{fffd}')
+            })
             .collect(),
     };
     Ok(s)

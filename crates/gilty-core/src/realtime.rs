@@ -33,18 +33,25 @@ impl RealtimeGuard {
             if policy == libc::SCHED_FIFO || policy == libc::SCHED_RR {
                 return None; // already real-time: leave it as the user set it
             }
-            let param = libc::sched_param { sched_priority: FIFO_PRIORITY };
+            let param = libc::sched_param {
+                sched_priority: FIFO_PRIORITY,
+            };
             if libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) != 0 {
                 return None;
             }
-            Some(RealtimeGuard { policy, priority: old.sched_priority })
+            Some(RealtimeGuard {
+                policy,
+                priority: old.sched_priority,
+            })
         }
     }
 }
 
 impl Drop for RealtimeGuard {
     fn drop(&mut self) {
-        let param = libc::sched_param { sched_priority: self.priority };
+        let param = libc::sched_param {
+            sched_priority: self.priority,
+        };
         // SAFETY: as above; restores the calling thread's previous policy.
         unsafe { libc::sched_setscheduler(0, self.policy, &param) };
     }

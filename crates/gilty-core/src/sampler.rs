@@ -6,19 +6,21 @@ use crate::aggregate::{Aggregate, Seen, NONE};
 use crate::classify::{classify, GilView, History, Observation, ThreadState};
 use crate::clock::monotonic_ns;
 use crate::cpu_wait::CpuWaitTrack;
-use crate::process::switches::{queued_behind_caller, SwitchesReader};
 use crate::exact::tracing::ExactTracing;
 use crate::exact::ExactSummary;
+use crate::exceptions::HandlingCheck;
 use crate::frames::{CodeCache, Frame, FrameWalker, WalkError};
 use crate::interpreter::Interpreter;
-use crate::exceptions::HandlingCheck;
 use crate::linetable::Position;
 use crate::native::record::{as_frame, Mixed, NativeCounts, NativeRecorder, PyRead};
 use crate::positions::PositionTally;
 use crate::process::memory::Memory;
-use crate::process::procfs::{self, CgroupCpu, Schedstat, SchedstatReader, SyscallReader, SyscallState};
-use crate::threads::{python_threads, PyThread, TidResolver, WalkHead};
+use crate::process::procfs::{
+    self, CgroupCpu, Schedstat, SchedstatReader, SyscallReader, SyscallState,
+};
+use crate::process::switches::{queued_behind_caller, SwitchesReader};
 use crate::task_record::{TaskAggregate, TaskRecorder, ThreadSeen};
+use crate::threads::{python_threads, PyThread, TidResolver, WalkHead};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -163,7 +165,6 @@ struct Track {
     switches: Option<SwitchesReader>,
 }
 
-
 /// CPU time a woken thread must have had to count as past its syscall's return (a few µs of kernel exit).
 const RAN_AFTER_WAKE_NS: u64 = 2_000;
 
@@ -272,7 +273,8 @@ impl Sampler {
     /// Joins native stacks to the Python stacks of every pass from now on (`record --native`). Call
     /// after `set_rate`. Err: one line saying why (perf events not permitted: what to change).
     pub fn enable_native(&mut self) -> Result<(), String> {
-        let tids = procfs::thread_ids(self.interp.pid).map_err(|e| format!("pid {}: {e}", self.interp.pid))?;
+        let tids = procfs::thread_ids(self.interp.pid)
+            .map_err(|e| format!("pid {}: {e}", self.interp.pid))?;
         self.native = Some(NativeRecorder::start(&self.interp, &tids, self.period)?);
         self.native_given = NativeCounts::default();
         Ok(())
@@ -288,10 +290,24 @@ impl Sampler {
     /// This pass's stack of one thread with its native part when one matched, else its Python stack
     /// (`native::record`).
     fn native_stack_id(&mut self, tid: i32, stack: &Stack, blocked: bool) -> u32 {
-        let Some(native) = self.native.as_mut() else { return stack.id };
-        let Some(&(start_ns, end_ns, run_ns_before, top)) = self.pass_reads.get(&tid) else { return stack.id };
-        let read = PyRead { frames: Arc::clone(&stack.frames), ends: Arc::clone(&stack.ends), top, start_ns, end_ns, run_ns_before, stack_id: stack.id };
-        let Some(mixed) = native.match_thread(&self.interp, tid, read, blocked) else { return stack.id };
+        let Some(native) = self.native.as_mut() else {
+            return stack.id;
+        };
+        let Some(&(start_ns, end_ns, run_ns_before, top)) = self.pass_reads.get(&tid) else {
+            return stack.id;
+        };
+        let read = PyRead {
+            frames: Arc::clone(&stack.frames),
+            ends: Arc::clone(&stack.ends),
+            top,
+            start_ns,
+            end_ns,
+            run_ns_before,
+            stack_id: stack.id,
+        };
+        let Some(mixed) = native.match_thread(&self.interp, tid, read, blocked) else {
+            return stack.id;
+        };
         if let Some((m, id)) = self.mixed_ids.get(&tid) {
             if Arc::ptr_eq(m, &mixed) {
                 return *id;
@@ -327,7 +343,13 @@ impl Sampler {
     pub fn enable_tasks(&mut self) -> crate::Result<()> {
         let (major, minor, _) = self.interp.version;
         if gilty_layouts::asyncio_layout_for(major, minor).is_none() {
-            return Err(crate::Error::new(crate::ErrorKind::UnsupportedVersion, format!("no asyncio layout for Python {}", self.interp.version_string())));
+            return Err(crate::Error::new(
+                crate::ErrorKind::UnsupportedVersion,
+                format!(
+                    "no asyncio layout for Python {}",
+                    self.interp.version_string()
+                ),
+            ));
         }
         if self.tasks.is_none() {
             self.tasks = Some(TaskRecorder::default());
@@ -342,7 +364,9 @@ impl Sampler {
 
     /// The pass's tasks, charged with the states and stacks its thread read found (`task_record`).
     fn sample_tasks(&mut self, t: f64, snapshot: &[Observed]) {
-        let Some(mut rec) = self.tasks.take() else { return };
+        let Some(mut rec) = self.tasks.take() else {
+            return;
+        };
         if !rec.due() {
             self.tasks = Some(rec);
             return;
@@ -354,16 +378,29 @@ impl Sampler {
                 .iter()
                 .map(|(tid, state, _, stack, _, _)| ThreadSeen {
                     tid: *tid,
-                    ident: pythreads.iter().find(|p| p.tid == Some(*tid)).map(|p| p.ident),
+                    ident: pythreads
+                        .iter()
+                        .find(|p| p.tid == Some(*tid))
+                        .map(|p| p.ident),
                     state: *state,
                     frames: stack.as_ref().map(|s| s.frames.as_slice()),
                 })
                 .collect();
             crate::task_record::observe(&self.interp, *main, &threads, &mut rec.batch.errors)
         };
-        rec.after_read(started.elapsed().as_nanos() as u64, self.period.as_nanos() as u64);
-        let ids: Vec<(u32, Option<u32>)> =
-            samples.iter().map(|s| (self.intern_stack(&s.frames, &[]), s.awaiting.as_ref().map(|(_, site)| self.intern_frame(site)))).collect();
+        rec.after_read(
+            started.elapsed().as_nanos() as u64,
+            self.period.as_nanos() as u64,
+        );
+        let ids: Vec<(u32, Option<u32>)> = samples
+            .iter()
+            .map(|s| {
+                (
+                    self.intern_stack(&s.frames, &[]),
+                    s.awaiting.as_ref().map(|(_, site)| self.intern_frame(site)),
+                )
+            })
+            .collect();
         rec.add_pass(t, &samples, &ids);
         self.tasks = Some(rec);
     }
@@ -446,7 +483,11 @@ impl Sampler {
             let end = self.sched_mark();
             // The next batch counts from here, so that a wait the kernel adds to a thread's delay in a
             // batch but which began in the pause between batches has its time counted too.
-            let next = SchedMark { at: end.at, threads: end.threads.clone(), cgroup: end.cgroup };
+            let next = SchedMark {
+                at: end.at,
+                threads: end.threads.clone(),
+                cgroup: end.cgroup,
+            };
             self.batch.sched = Some(SchedTotals {
                 seconds: (end.at - start.at).as_secs_f64(),
                 threads: end
@@ -477,17 +518,26 @@ impl Sampler {
         let pid = self.interp.pid;
         let mut threads = HashMap::new();
         for &tid in &self.os_tids {
-            let reader = self.tracks.get_mut(&tid).and_then(|t| t.schedstat.get_or_insert_with_result(|| SchedstatReader::open(pid, tid)));
+            let reader = self.tracks.get_mut(&tid).and_then(|t| {
+                t.schedstat
+                    .get_or_insert_with_result(|| SchedstatReader::open(pid, tid))
+            });
             let reading = match reader {
                 Some(r) => r.read(),
-                None => SchedstatReader::open(pid, tid).ok().and_then(|mut r| r.read()),
+                None => SchedstatReader::open(pid, tid)
+                    .ok()
+                    .and_then(|mut r| r.read()),
             };
             if let Some(s) = reading {
                 threads.insert(tid, (s.run_ns, s.delay_ns));
             }
         }
         let cgroup = procfs::cgroup_cpu_stat_path(pid).and_then(|p| procfs::read_cgroup_cpu(&p));
-        SchedMark { at: Instant::now(), threads, cgroup }
+        SchedMark {
+            at: Instant::now(),
+            threads,
+            cgroup,
+        }
     }
 
     /// One pass stamped `t` seconds on the caller's clock (a `ProcessSet` samples several processes
@@ -498,8 +548,13 @@ impl Sampler {
 
     fn refresh(&mut self, pythreads: &[PyThread]) {
         let now = Instant::now();
-        let due = self.last_refresh.map(|t| now - t >= REFRESH_EVERY).unwrap_or(true);
-        let unknown_tid = pythreads.iter().any(|t| t.tid.map(|x| !self.names.contains_key(&x)).unwrap_or(false));
+        let due = self
+            .last_refresh
+            .map(|t| now - t >= REFRESH_EVERY)
+            .unwrap_or(true);
+        let unknown_tid = pythreads
+            .iter()
+            .any(|t| t.tid.map(|x| !self.names.contains_key(&x)).unwrap_or(false));
         if !due && !unknown_tid {
             return;
         }
@@ -514,7 +569,10 @@ impl Sampler {
         self.tracks.retain(|tid, _| self.os_tids.contains(tid));
         self.names.retain(|tid, _| self.os_tids.contains(tid));
         for &tid in &self.os_tids {
-            let py = pythreads.iter().find(|p| p.tid == Some(tid)).and_then(|p| self.py_names.get(&p.ident));
+            let py = pythreads
+                .iter()
+                .find(|p| p.tid == Some(tid))
+                .and_then(|p| self.py_names.get(&p.ident));
             match py {
                 Some(n) => {
                     self.names.insert(tid, n.clone());
@@ -522,7 +580,10 @@ impl Sampler {
                 // A thread keeps the name it had: `threading` disappears during interpreter shutdown.
                 None if self.names.contains_key(&tid) => {}
                 None => {
-                    self.names.insert(tid, procfs::comm(pid, tid).unwrap_or_else(|| format!("thread-{tid}")));
+                    self.names.insert(
+                        tid,
+                        procfs::comm(pid, tid).unwrap_or_else(|| format!("thread-{tid}")),
+                    );
                 }
             }
         }
@@ -536,19 +597,39 @@ impl Sampler {
         let mut buf = [0u8; 256];
         let size = (l.gil_size as usize).clamp(32, buf.len());
         self.interp.mem.read(g, &mut buf[..size])?;
-        let u64_at = |o: u64| u64::from_le_bytes(buf[o as usize..o as usize + 8].try_into().unwrap());
-        let i32_at = |o: u64| if o as usize + 4 <= size { i32::from_le_bytes(buf[o as usize..o as usize + 4].try_into().unwrap()) } else { 0 };
+        let u64_at =
+            |o: u64| u64::from_le_bytes(buf[o as usize..o as usize + 8].try_into().unwrap());
+        let i32_at = |o: u64| {
+            if o as usize + 4 <= size {
+                i32::from_le_bytes(buf[o as usize..o as usize + 4].try_into().unwrap())
+            } else {
+                0
+            }
+        };
         let locked = i32_at(l.gil_locked);
         // glibc's pthread_mutex_t records its owner's tid at offset 8 (`__data.__owner`, x86-64 and
         // aarch64); 0 when free. Only compared with the target's tids, so another libc reads as "nobody".
         const MUTEX_OWNER: u64 = 8;
-        let owners = [i32_at(l.gil_mutex + MUTEX_OWNER), i32_at(l.gil_switch_mutex + MUTEX_OWNER)].map(|t| if t > 0 { t } else { -1 });
-        Ok(GilView { locked: locked != 0, last_holder: u64_at(l.gil_last_holder), switch_number: u64_at(l.gil_switch_number), mutex_owners: owners })
+        let owners = [
+            i32_at(l.gil_mutex + MUTEX_OWNER),
+            i32_at(l.gil_switch_mutex + MUTEX_OWNER),
+        ]
+        .map(|t| if t > 0 { t } else { -1 });
+        Ok(GilView {
+            locked: locked != 0,
+            last_holder: u64_at(l.gil_last_holder),
+            switch_number: u64_at(l.gil_switch_number),
+            mutex_owners: owners,
+        })
     }
 
     fn gc_collecting(&self, main_interp: u64) -> std::io::Result<bool> {
         let l = &self.interp.layout;
-        Ok(self.interp.mem.read_i32(main_interp + l.interp_gc + l.gc_collecting)? != 0)
+        Ok(self
+            .interp
+            .mem
+            .read_i32(main_interp + l.interp_gc + l.gc_collecting)?
+            != 0)
     }
 
     /// One observation of every thread; false when the target is gone.
@@ -584,18 +665,31 @@ impl Sampler {
         let mut seen = Vec::with_capacity(snapshot.len());
         for (tid, state, syscall, stack, holds, handling) in snapshot {
             let stack_id = match &stack {
-                Some(s) if self.native.is_some() => self.native_stack_id(tid, s, syscall >= 0) as i32,
+                Some(s) if self.native.is_some() => {
+                    self.native_stack_id(tid, s, syscall >= 0) as i32
+                }
                 Some(s) => s.id as i32,
                 // No Python stack: with `--native`, its C stack is all it has (a library's pool thread).
-                None if self.native.is_some() => self.bare_stack_id(tid, syscall >= 0).map_or(NONE, |id| id as i32),
+                None if self.native.is_some() => self
+                    .bare_stack_id(tid, syscall >= 0)
+                    .map_or(NONE, |id| id as i32),
                 None => NONE,
             };
             if let (Some(exact), true) = (self.exact.as_mut(), holds) {
                 let top = stack.as_ref().and_then(|s| s.frames.first());
-                let frame = top.and_then(|f| self.frame_ids.get(f).copied()).unwrap_or(u32::MAX);
+                let frame = top
+                    .and_then(|f| self.frame_ids.get(f).copied())
+                    .unwrap_or(u32::MAX);
                 exact.recorder.note_holder_sample(t_ns, tid, frame);
             }
-            seen.push(Seen { tid, state, stack: stack_id, syscall: syscall as i32, holds, handling: handling.unwrap_or(false) });
+            seen.push(Seen {
+                tid,
+                state,
+                stack: stack_id,
+                syscall: syscall as i32,
+                holds,
+                handling: handling.unwrap_or(false),
+            });
         }
         self.batch.aggregate.add_pass(&seen);
         if let Some(exact) = self.exact.as_mut() {
@@ -623,18 +717,27 @@ impl Sampler {
         }
         let tids = procfs::thread_ids(self.interp.pid).ok()?;
         let threads = python_threads(&self.interp, &mut self.tid_resolver, &tids).ok()?;
-        threads.iter().find(|t| t.tstate == gil.last_holder).and_then(|t| t.tid)
+        threads
+            .iter()
+            .find(|t| t.tstate == gil.last_holder)
+            .and_then(|t| t.tid)
     }
 
     /// Ends exact tracing: (summary, events lost by the kernel, threads attached). None if not enabled.
     pub fn finish_exact(&mut self) -> Option<(ExactSummary, u64, usize)> {
         let mut exact = self.exact.take()?;
         exact.drain();
-        let interval_ns = self.interp.switch_interval_s().map(|s| (s * 1e9) as u64).unwrap_or(5_000_000);
+        let interval_ns = self
+            .interp
+            .switch_interval_s()
+            .map(|s| (s * 1e9) as u64)
+            .unwrap_or(5_000_000);
         let lost = exact.lost();
         let threads = exact.threads_attached();
         let end = monotonic_ns();
-        let ExactTracing { tracer, recorder, .. } = exact;
+        let ExactTracing {
+            tracer, recorder, ..
+        } = exact;
         // Removing a probe costs the kernel ~0.1 s each: let that happen while the report is written.
         self.closing.push(tracer.close_in_background());
         Some((recorder.finish(end, interval_ns), lost, threads))
@@ -642,10 +745,17 @@ impl Sampler {
 
     /// Exact figures since the previous window (or the start), tracing going on. None if not enabled.
     pub fn exact_window(&mut self) -> Option<(ExactSummary, u64)> {
-        let interval_ns = self.interp.switch_interval_s().map(|s| (s * 1e9) as u64).unwrap_or(5_000_000);
+        let interval_ns = self
+            .interp
+            .switch_interval_s()
+            .map(|s| (s * 1e9) as u64)
+            .unwrap_or(5_000_000);
         let exact = self.exact.as_mut()?;
         exact.drain();
-        Some((exact.recorder.take_window(monotonic_ns(), interval_ns), exact.lost()))
+        Some((
+            exact.recorder.take_window(monotonic_ns(), interval_ns),
+            exact.lost(),
+        ))
     }
 
     /// CLOCK_MONOTONIC time of `times` = 0 (the clock perf events are stamped with).
@@ -667,7 +777,16 @@ impl Sampler {
     /// the GIL stands, which classification needs (the in-process monitor's pass).
     pub fn states_once(&mut self) -> std::io::Result<Vec<(i32, String, ThreadState)>> {
         let obs = self.observe_with(false)?;
-        Ok(obs.into_iter().map(|(tid, state, _, _, _, _)| (tid, self.names.get(&tid).cloned().unwrap_or_default(), state)).collect())
+        Ok(obs
+            .into_iter()
+            .map(|(tid, state, _, _, _, _)| {
+                (
+                    tid,
+                    self.names.get(&tid).cloned().unwrap_or_default(),
+                    state,
+                )
+            })
+            .collect())
     }
 
     /// The main interpreter and every thread state: read each pass when stacks are walked (a walk
@@ -681,12 +800,19 @@ impl Sampler {
                 }
             }
         }
-        let main = self.interp.main_interp().map_err(|e| std::io::Error::other(e.message))?;
+        let main = self
+            .interp
+            .main_interp()
+            .map_err(|e| std::io::Error::other(e.message))?;
         if self.os_tids.is_empty() {
             self.os_tids = procfs::thread_ids(self.interp.pid)?;
         }
         let threads = python_threads(&self.interp, &mut self.tid_resolver, &self.os_tids)?;
-        self.thread_cache = if stacks { None } else { Some((Instant::now(), main, threads.clone())) };
+        self.thread_cache = if stacks {
+            None
+        } else {
+            Some((Instant::now(), main, threads.clone()))
+        };
         Ok((main, threads))
     }
 
@@ -708,10 +834,18 @@ impl Sampler {
         // The mean interval between passes (turns run-queue delay into passes: see `cpu_wait`).
         if let Some(prev) = self.last_observe_ns {
             let interval = now_ns.saturating_sub(prev) as f64;
-            self.mean_interval_ns = if self.mean_interval_ns > 0.0 { 0.95 * self.mean_interval_ns + 0.05 * interval } else { interval };
+            self.mean_interval_ns = if self.mean_interval_ns > 0.0 {
+                0.95 * self.mean_interval_ns + 0.05 * interval
+            } else {
+                interval
+            };
         }
         self.last_observe_ns = Some(now_ns);
-        let period_ns = if self.mean_interval_ns > 0.0 { self.mean_interval_ns as u64 } else { self.period.as_nanos() as u64 };
+        let period_ns = if self.mean_interval_ns > 0.0 {
+            self.mean_interval_ns as u64
+        } else {
+            self.period.as_nanos() as u64
+        };
         let mut out = Vec::with_capacity(self.os_tids.len());
         let os_tids = self.os_tids.clone();
         for tid in os_tids {
@@ -732,7 +866,10 @@ impl Sampler {
             });
             let holds = tstate != 0 && gil.locked && gil.last_holder == tstate;
             // Only from a thread list read this pass (a states-only pass may reuse an older one).
-            let gil_flags = py.filter(|_| stacks).map(|p| p.gil_flags).unwrap_or_default();
+            let gil_flags = py
+                .filter(|_| stacks)
+                .map(|p| p.gil_flags)
+                .unwrap_or_default();
             if let Some(flag) = gil_flags.holds.filter(|_| tstate != 0) {
                 self.batch.errors.gil_flag_checked += 1;
                 self.batch.errors.gil_flag_disagreed += u64::from(flag != holds);
@@ -743,10 +880,17 @@ impl Sampler {
             if stacks && !holds && tstate != 0 {
                 let waited = track.still.as_ref().filter(|st| {
                     let changes = gil.switch_number.wrapping_sub(st.switch_number);
-                    st.tstate == tstate && gil_wait(st.syscall) && gil.last_holder != tstate && (changes == 0 || (changes == 1 && !st.was_last_holder))
+                    st.tstate == tstate
+                        && gil_wait(st.syscall)
+                        && gil.last_holder != tstate
+                        && (changes == 0 || (changes == 1 && !st.was_last_holder))
                 });
                 if let Some(st) = waited {
-                    let now = track.reader.as_mut().map(|r| r.read()).unwrap_or(SyscallState::Unavailable);
+                    let now = track
+                        .reader
+                        .as_mut()
+                        .map(|r| r.read())
+                        .unwrap_or(SyscallState::Unavailable);
                     if now == st.syscall {
                         reused = Some((st.stack.clone(), st.top));
                         syscall_now = Some(now);
@@ -758,7 +902,14 @@ impl Sampler {
             // means it has not been switched in since it was last seen blocked (see `cpu_wait`). Not for
             // a GIL waiter still blocked where it was (found above): with many waiters that read would be
             // most of a pass, and its baseline from when it blocked stays valid until it wakes.
-            let sched = if reused.is_some() { None } else { track.schedstat.get_or_insert_with_result(|| SchedstatReader::open(pid, tid)).and_then(|r| r.read()) };
+            let sched = if reused.is_some() {
+                None
+            } else {
+                track
+                    .schedstat
+                    .get_or_insert_with_result(|| SchedstatReader::open(pid, tid))
+                    .and_then(|r| r.read())
+            };
             // Not switched in since it was last seen blocked: its stack is unchanged. Its syscall file
             // is read all the same: it may have been woken and be waiting for a CPU (`cpu_wait`).
             if reused.is_none() && syscall_now.is_none() {
@@ -771,8 +922,14 @@ impl Sampler {
             // States only: a thread blocked on the GIL last pass is still waiting for it while the GIL
             // has not changed hands (taking it moves switch_number), so its syscall is not read again.
             if !stacks && !holds && tstate != 0 && syscall_now.is_none() {
-                let unchanged = track.history.map(|h| h.switch_number == gil.switch_number).unwrap_or(false);
-                syscall_now = track.last_wait.filter(|&(ts, s)| unchanged && ts == tstate && gil_wait(s)).map(|(_, s)| s);
+                let unchanged = track
+                    .history
+                    .map(|h| h.switch_number == gil.switch_number)
+                    .unwrap_or(false);
+                syscall_now = track
+                    .last_wait
+                    .filter(|&(ts, s)| unchanged && ts == tstate && gil_wait(s))
+                    .map(|(_, s)| s);
             }
             // A GIL holder is classified without its syscall: one read fewer on the busiest thread.
             let syscall = if holds {
@@ -780,54 +937,88 @@ impl Sampler {
             } else if let Some(s) = syscall_now {
                 s
             } else {
-                track.reader.as_mut().map(|r| r.read()).unwrap_or(SyscallState::Unavailable)
+                track
+                    .reader
+                    .as_mut()
+                    .map(|r| r.read())
+                    .unwrap_or(SyscallState::Unavailable)
             };
             if reused.is_none() {
                 let unchanged = match (&track.still, sched) {
-                    (Some(st), Some(now)) => st.tstate == tstate && st.sched == Some(now) && st.syscall == syscall,
+                    (Some(st), Some(now)) => {
+                        st.tstate == tstate && st.sched == Some(now) && st.syscall == syscall
+                    }
                     _ => false,
                 };
-                reused = if unchanged { track.still.as_ref().map(|st| (st.stack.clone(), st.top)) } else { None };
+                reused = if unchanged {
+                    track.still.as_ref().map(|st| (st.stack.clone(), st.top))
+                } else {
+                    None
+                };
             }
             // Every kept stack is the one in `still`: so is whether it was handling an exception.
-            let kept_handling = if reused.is_some() { track.still.as_ref().and_then(|st| st.handling) } else { None };
+            let kept_handling = if reused.is_some() {
+                track.still.as_ref().and_then(|st| st.handling)
+            } else {
+                None
+            };
             let runnable = holds || syscall == SyscallState::Running;
             let reading = match sched {
                 Some(s) => Some(s),
                 // Woken since the last pass: read now (a switch-in after the syscall read moves the count,
                 // so this errs towards "has had a CPU").
-                None if runnable => track.schedstat.get_or_insert_with_result(|| SchedstatReader::open(pid, tid)).and_then(|r| r.read()),
+                None if runnable => track
+                    .schedstat
+                    .get_or_insert_with_result(|| SchedstatReader::open(pid, tid))
+                    .and_then(|r| r.read()),
                 None => None,
             };
             // Runnable without the GIL: off a CPU if switched out as often as in, the switch-in count
             // read after the switch-outs. Exact where the counters above lag a short preemption (a
             // thread woken, run a moment and preempted read as native: docs/states.md).
             let off_cpu = if runnable && !holds && tstate != 0 {
-                let out = track.switches.get_or_insert_with_result(|| SwitchesReader::open(pid, tid)).and_then(|r| r.read());
+                let out = track
+                    .switches
+                    .get_or_insert_with_result(|| SwitchesReader::open(pid, tid))
+                    .and_then(|r| r.read());
                 let switched_in = out.and_then(|_| track.schedstat.as_mut().and_then(|r| r.read()));
                 match (out, switched_in) {
-                    (Some(out), Some(s)) if s.pcount > 0 && s.pcount == out && !queued_behind_caller(pid, tid) => Some(s.pcount),
+                    (Some(out), Some(s))
+                        if s.pcount > 0 && s.pcount == out && !queued_behind_caller(pid, tid) =>
+                    {
+                        Some(s.pcount)
+                    }
                     _ => None,
                 }
             } else {
                 None
             };
-            let cpu_wait = track.cpu.observe_switches(reading, now_ns, period_ns, runnable, off_cpu);
+            let cpu_wait = track
+                .cpu
+                .observe_switches(reading, now_ns, period_ns, runnable, off_cpu);
             let owns_gil_mutex = gil.mutex_owners.contains(&tid);
             let history = track.history;
-            let was_idle = history.map(|h| h.state == ThreadState::Idle).unwrap_or(false);
+            let was_idle = history
+                .map(|h| h.state == ThreadState::Idle)
+                .unwrap_or(false);
             let blocked_not_gil = matches!(syscall, SyscallState::Blocked { nr, arg0 } if !(nr == crate::syscalls::FUTEX && arg0 >= range.0 && arg0 < range.1));
             // CPU time is read only at the edges: when a thread goes idle, and when one idle before runs.
             let mut ran_since_idle = None;
             if blocked_not_gil && !was_idle {
                 track.idle_run_ns = match sched {
                     Some(s) => Some(s.run_ns),
-                    None => track.schedstat.get_or_insert_with_result(|| SchedstatReader::open(pid, tid)).and_then(|r| r.run_ns()),
+                    None => track
+                        .schedstat
+                        .get_or_insert_with_result(|| SchedstatReader::open(pid, tid))
+                        .and_then(|r| r.run_ns()),
                 };
             } else if was_idle && !holds && syscall == SyscallState::Running && tstate != 0 {
                 let now_ns = match sched {
                     Some(s) => Some(s.run_ns),
-                    None => track.schedstat.get_or_insert_with_result(|| SchedstatReader::open(pid, tid)).and_then(|r| r.run_ns()),
+                    None => track
+                        .schedstat
+                        .get_or_insert_with_result(|| SchedstatReader::open(pid, tid))
+                        .and_then(|r| r.run_ns()),
                 };
                 ran_since_idle = match (track.idle_run_ns, now_ns) {
                     (Some(then), Some(now)) => Some(now.saturating_sub(then) >= RAN_AFTER_WAKE_NS),
@@ -844,19 +1035,29 @@ impl Sampler {
                     // walk (the recheck catches it if it did); the holder's moves all the time.
                     let head = if holds { None } else { py.and_then(|p| p.head) };
                     // Released GIL: whoever takes it next may move its stack during the walk.
-                    let (frames, positions, top, ends) = self.read_stack(tstate, head, holds || !gil.locked);
+                    let (frames, positions, top, ends) =
+                        self.read_stack(tstate, head, holds || !gil.locked);
                     if frames.is_none() {
                         self.torn_tids.push(tid);
                     }
-                    let stack = frames.map(|f| Stack { id: self.intern_stack(&f, &positions), frames: Arc::new(f), ends: Arc::new(ends) });
+                    let stack = frames.map(|f| Stack {
+                        id: self.intern_stack(&f, &positions),
+                        frames: Arc::new(f),
+                        ends: Arc::new(ends),
+                    });
                     (stack, top)
                 }
                 // Only a running thread without the GIL needs to know where it stands.
-                (true, false, _) if !holds && syscall == SyscallState::Running => (None, self.top_position(tstate)),
+                (true, false, _) if !holds && syscall == SyscallState::Running => {
+                    (None, self.top_position(tstate))
+                }
                 (true, false, _) => (None, None),
             };
             if native && stack.is_some() {
-                self.pass_reads.insert(tid, (read_start, monotonic_ns(), sched.map(|s| s.run_ns), top));
+                self.pass_reads.insert(
+                    tid,
+                    (read_start, monotonic_ns(), sched.map(|s| s.run_ns), top),
+                );
             }
             // Running without the GIL in the eval loop itself (not in C code) is the GIL handoff: seen
             // from the instruction (a backward jump or RESUME calls no C code) or, on 3.10, where the
@@ -882,14 +1083,24 @@ impl Sampler {
             // without the GIL at the last pass, has been on a CPU most of the time since, and cannot
             // have taken the GIL from anyone since (switch_number unchanged) has been running C code.
             let in_c_code = self.tracks.get(&tid).map(|t| t.cpu.busy).unwrap_or(false)
-                && history.map(|h| matches!(h.state, ThreadState::Native | ThreadState::WaitingGil | ThreadState::CpuWait) && h.switch_number == gil.switch_number).unwrap_or(false);
+                && history
+                    .map(|h| {
+                        matches!(
+                            h.state,
+                            ThreadState::Native | ThreadState::WaitingGil | ThreadState::CpuWait
+                        ) && h.switch_number == gil.switch_number
+                    })
+                    .unwrap_or(false);
             // The handoff hands the GIL to another thread: with nobody holding it, a running thread
             // outside the GIL's mutexes is not in one (an FFT thread alone with a sleeping main thread).
             let other_holds = gil.locked && gil.last_holder != tstate;
             let in_handoff = !holds
                 && tstate != 0
                 && syscall == SyscallState::Running
-                && (top.and_then(|(code, instr)| self.opcode_at(code, instr)).map(|op| self.handoff_opcodes.contains(&op)).unwrap_or(false)
+                && (top
+                    .and_then(|(code, instr)| self.opcode_at(code, instr))
+                    .map(|op| self.handoff_opcodes.contains(&op))
+                    .unwrap_or(false)
                     || (!settled && !in_c_code && other_holds && self.no_call_in_progress(tstate)));
             // Handling an exception: free while no generator runs on the thread (the thread list's read
             // has it), else kept with a kept stack, else read level by level.
@@ -898,20 +1109,52 @@ impl Sampler {
                     let at_bottom = p.exc.info == tstate + self.interp.layout.tstate_exc_state;
                     match kept_handling {
                         Some(h) if !at_bottom => Some(h),
-                        _ => self.handling_check.handling(&self.interp.mem, &self.interp.layout, tstate, p.exc).ok(),
+                        _ => self
+                            .handling_check
+                            .handling(&self.interp.mem, &self.interp.layout, tstate, p.exc)
+                            .ok(),
                     }
                 }
                 _ => None,
             };
             let gil_requested = gil_flags.requested;
-            let state = classify(&Observation { tstate, syscall, in_handoff, ran_since_idle, cpu_wait, owns_gil_mutex, gil_requested }, &gil, gc, range, history);
+            let state = classify(
+                &Observation {
+                    tstate,
+                    syscall,
+                    in_handoff,
+                    ran_since_idle,
+                    cpu_wait,
+                    owns_gil_mutex,
+                    gil_requested,
+                },
+                &gil,
+                gc,
+                range,
+                history,
+            );
             if let Some(track) = self.tracks.get_mut(&tid) {
-                track.history = Some(History { state, switch_number: gil.switch_number, was_last_holder: tstate != 0 && gil.last_holder == tstate });
-                track.last_wait = if stacks { None } else { Some((tstate, syscall)) };
+                track.history = Some(History {
+                    state,
+                    switch_number: gil.switch_number,
+                    was_last_holder: tstate != 0 && gil.last_holder == tstate,
+                });
+                track.last_wait = if stacks {
+                    None
+                } else {
+                    Some((tstate, syscall))
+                };
                 track.still = match (syscall, &stack) {
-                    (SyscallState::Blocked { .. }, Some(stack)) => {
-                        Some(Still { tstate, sched, switch_number: gil.switch_number, was_last_holder: gil.last_holder == tstate, syscall, stack: stack.clone(), top, handling })
-                    }
+                    (SyscallState::Blocked { .. }, Some(stack)) => Some(Still {
+                        tstate,
+                        sched,
+                        switch_number: gil.switch_number,
+                        was_last_holder: gil.last_holder == tstate,
+                        syscall,
+                        stack: stack.clone(),
+                        top,
+                        handling,
+                    }),
                     _ => None,
                 };
             }
@@ -937,15 +1180,25 @@ impl Sampler {
         }
         let all = std::iter::once(first).chain(others);
         let candidates: Vec<PyThread> = all.collect();
-        if let Some(holder) = candidates.iter().find(|p| gil.locked && gil.last_holder == p.tstate) {
+        if let Some(holder) = candidates
+            .iter()
+            .find(|p| gil.locked && gil.last_holder == p.tstate)
+        {
             return Some(*holder);
         }
         let walker = FrameWalker::new(&self.interp.mem, &self.interp.layout, self.interp.code_type);
-        candidates.iter().find(|p| walker.top_frame(p.tstate).is_ok_and(|f| f != 0)).copied().or(Some(first))
+        candidates
+            .iter()
+            .find(|p| walker.top_frame(p.tstate).is_ok_and(|f| f != 0))
+            .copied()
+            .or(Some(first))
     }
 
     fn top_position(&self, tstate: u64) -> Option<(u64, i64)> {
-        FrameWalker::new(&self.interp.mem, &self.interp.layout, self.interp.code_type).top_position(tstate).ok().flatten()
+        FrameWalker::new(&self.interp.mem, &self.interp.layout, self.interp.code_type)
+            .top_position(tstate)
+            .ok()
+            .flatten()
     }
 
     /// 3.10: the thread is in no C function, by its recursion counter (see
@@ -957,14 +1210,26 @@ impl Sampler {
     }
 
     fn opcode_at(&self, code: u64, instr: i64) -> Option<u8> {
-        FrameWalker::new(&self.interp.mem, &self.interp.layout, self.interp.code_type).opcode_at(code, instr)
+        FrameWalker::new(&self.interp.mem, &self.interp.layout, self.interp.code_type)
+            .opcode_at(code, instr)
     }
 
     /// The stack (None when torn on every attempt), its frames' positions (3.11+) and where its
     /// innermost frame stands.
     /// With `record --native`, also each frame's evaluation-loop call end (`FrameWalker::call_ends`).
-    fn read_stack(&mut self, tstate: u64, head: Option<WalkHead>, moving: bool) -> (Option<Vec<Frame>>, Vec<Option<Position>>, Option<(u64, i64)>, Vec<bool>) {
-        let mut walker = FrameWalker::new(&self.interp.mem, &self.interp.layout, self.interp.code_type);
+    fn read_stack(
+        &mut self,
+        tstate: u64,
+        head: Option<WalkHead>,
+        moving: bool,
+    ) -> (
+        Option<Vec<Frame>>,
+        Vec<Option<Position>>,
+        Option<(u64, i64)>,
+        Vec<bool>,
+    ) {
+        let mut walker =
+            FrameWalker::new(&self.interp.mem, &self.interp.layout, self.interp.code_type);
         walker.keep_outer_part = true;
         for attempt in 0..READ_ATTEMPTS {
             // Only the first attempt may start from the earlier head: a retry reads everything anew.
@@ -973,7 +1238,9 @@ impl Sampler {
             let walked = if self.interp.version.1 >= 11 {
                 walker.walk_with_positions(tstate, from, moving, &mut self.code_cache)
             } else {
-                walker.walk_from(tstate, from, moving, &mut self.code_cache).map(|w| (w, Vec::new()))
+                walker
+                    .walk_from(tstate, from, moving, &mut self.code_cache)
+                    .map(|w| (w, Vec::new()))
             };
             match walked {
                 Ok(((frames, top), positions)) => {
@@ -982,7 +1249,11 @@ impl Sampler {
                     } else if attempt > 0 || walker.rounds.get() > 0 {
                         self.batch.errors.torn_retried += 1;
                     }
-                    let ends = if self.native.is_some() { walker.call_ends.take() } else { Vec::new() };
+                    let ends = if self.native.is_some() {
+                        walker.call_ends.take()
+                    } else {
+                        Vec::new()
+                    };
                     return (Some(frames), positions, top, ends);
                 }
                 Err(WalkError::Torn) => continue,
@@ -1007,7 +1278,10 @@ impl Sampler {
                 }
             };
             // An instruction without a location (no end line) says nothing beyond the frame's line.
-            if let Some(Some(p)) = positions.get(i).filter(|p| p.is_some_and(|p| p.end_line.is_some())) {
+            if let Some(Some(p)) = positions
+                .get(i)
+                .filter(|p| p.is_some_and(|p| p.end_line.is_some()))
+            {
                 self.positions.add(id, *p);
             }
             ids.push(id);
@@ -1050,7 +1324,12 @@ impl Sampler {
         loop {
             match self.observe() {
                 Ok(obs) => return Ok(obs),
-                Err(e) if tries + 1 >= crate::threads::SETTLE_TRIES || procfs::is_gone(self.interp.pid) => return Err(e),
+                Err(e)
+                    if tries + 1 >= crate::threads::SETTLE_TRIES
+                        || procfs::is_gone(self.interp.pid) =>
+                {
+                    return Err(e)
+                }
                 Err(_) => {
                     tries += 1;
                     crate::threads::settle_pause(tries);
@@ -1072,7 +1351,9 @@ impl Sampler {
         while obs.iter().any(|o| unsettled(o, &torn)) && Instant::now() < deadline {
             let Ok(again) = self.observe() else { return };
             for o in again {
-                let Some(i) = obs.iter().position(|p| p.0 == o.0) else { continue };
+                let Some(i) = obs.iter().position(|p| p.0 == o.0) else {
+                    continue;
+                };
                 let better = match (&obs[i].3, &o.3) {
                     (None, Some(_)) => torn.contains(&o.0),
                     (Some(a), Some(b)) => outer_only(a) && !outer_only(b),
@@ -1089,7 +1370,9 @@ impl Sampler {
 
 /// A stack of which only the outer frames were read (under `MOVING_FRAMES`).
 fn outer_only(s: &Stack) -> bool {
-    s.frames.first().is_some_and(|f| f.function == crate::frames::MOVING_FRAMES)
+    s.frames
+        .first()
+        .is_some_and(|f| f.function == crate::frames::MOVING_FRAMES)
 }
 
 /// A thread of a dump still without its whole stack: every walk tore (`torn`), or only the outer part.
@@ -1102,11 +1385,17 @@ fn unsettled(o: &Observed, torn: &[i32]) -> bool {
 
 /// `Option::get_or_insert_with` for a constructor that can fail: tries again next time on failure.
 trait GetOrInsertResult<T> {
-    fn get_or_insert_with_result(&mut self, make: impl FnOnce() -> std::io::Result<T>) -> Option<&mut T>;
+    fn get_or_insert_with_result(
+        &mut self,
+        make: impl FnOnce() -> std::io::Result<T>,
+    ) -> Option<&mut T>;
 }
 
 impl<T> GetOrInsertResult<T> for Option<T> {
-    fn get_or_insert_with_result(&mut self, make: impl FnOnce() -> std::io::Result<T>) -> Option<&mut T> {
+    fn get_or_insert_with_result(
+        &mut self,
+        make: impl FnOnce() -> std::io::Result<T>,
+    ) -> Option<&mut T> {
         if self.is_none() {
             *self = make().ok();
         }
@@ -1117,7 +1406,15 @@ impl<T> GetOrInsertResult<T> for Option<T> {
 impl Sampler {
     /// Every Python thread's mixed native + Python stack, for `dump --native` (see `native::snapshot`).
     /// Err: kernel sampling is not permitted here (one line saying what to change).
-    pub fn native_snapshot(&mut self, wait: Duration) -> crate::Result<Vec<crate::native::snapshot::NativeThread>> {
-        crate::native::snapshot::take(&self.interp, &mut self.code_cache, &mut self.tid_resolver, wait)
+    pub fn native_snapshot(
+        &mut self,
+        wait: Duration,
+    ) -> crate::Result<Vec<crate::native::snapshot::NativeThread>> {
+        crate::native::snapshot::take(
+            &self.interp,
+            &mut self.code_cache,
+            &mut self.tid_resolver,
+            wait,
+        )
     }
 }

@@ -89,7 +89,12 @@ impl TaskPassErrors {
 }
 
 /// Reads every task once (two agreeing reads) and turns each into a sample of this pass.
-pub fn observe(interp: &Interpreter, main: u64, threads: &[ThreadSeen], errors: &mut TaskPassErrors) -> Vec<TaskSample> {
+pub fn observe(
+    interp: &Interpreter,
+    main: u64,
+    threads: &[ThreadSeen],
+    errors: &mut TaskPassErrors,
+) -> Vec<TaskSample> {
     let snap = match read_tasks_agreed(interp, main, PASS_CHUNK_PAGES) {
         Ok(s) => s,
         Err(_) => {
@@ -103,7 +108,10 @@ pub fn observe(interp: &Interpreter, main: u64, threads: &[ThreadSeen], errors: 
 
 /// The innermost frame outside asyncio's own modules: where the program awaits.
 fn await_site(stack: &[Frame]) -> Option<&Frame> {
-    stack.iter().find(|f| !f.file.contains("/asyncio/")).or(stack.first())
+    stack
+        .iter()
+        .find(|f| !f.file.contains("/asyncio/"))
+        .or(stack.first())
 }
 
 fn path_of(t: &TaskInfo, by_id: &HashMap<u64, &TaskInfo>) -> Vec<String> {
@@ -126,11 +134,17 @@ fn path_of(t: &TaskInfo, by_id: &HashMap<u64, &TaskInfo>) -> Vec<String> {
 /// Where a running task's outermost coroutine stands in its thread's stack (innermost first).
 fn cut_at_task(thread: &[Frame], task: &[Frame]) -> Option<usize> {
     let outer = task.last()?;
-    thread.iter().rposition(|f| f.function == outer.function && f.file == outer.file)
+    thread
+        .iter()
+        .rposition(|f| f.function == outer.function && f.file == outer.file)
 }
 
 /// The samples of one pass from an agreed snapshot and the threads of the same pass.
-pub fn samples_of(snap: &TasksSnapshot, threads: &[ThreadSeen], errors: &mut TaskPassErrors) -> Vec<TaskSample> {
+pub fn samples_of(
+    snap: &TasksSnapshot,
+    threads: &[ThreadSeen],
+    errors: &mut TaskPassErrors,
+) -> Vec<TaskSample> {
     let by_id: HashMap<u64, &TaskInfo> = snap.tasks.iter().map(|t| (t.id, t)).collect();
     let mut out = Vec::with_capacity(snap.tasks.len());
     for t in &snap.tasks {
@@ -142,12 +156,20 @@ pub fn samples_of(snap: &TasksSnapshot, threads: &[ThreadSeen], errors: &mut Tas
             let lp = snap.loops.iter().find(|l| l.address == t.loop_addr);
             // The loop's own thread when known (uvloop keeps it where it cannot be read): else the
             // thread whose stack holds the task.
-            let by_ident = lp.and_then(|l| l.thread_ident).and_then(|i| threads.iter().find(|th| th.ident == Some(i)));
+            let by_ident = lp
+                .and_then(|l| l.thread_ident)
+                .and_then(|i| threads.iter().find(|th| th.ident == Some(i)));
             let thread = match by_ident {
                 Some(th) => Some(th),
-                None => threads.iter().find(|th| th.frames.and_then(|f| cut_at_task(f, &t.stack)).is_some()),
+                None => threads
+                    .iter()
+                    .find(|th| th.frames.and_then(|f| cut_at_task(f, &t.stack)).is_some()),
             };
-            let found = thread.and_then(|th| th.frames.and_then(|f| cut_at_task(f, &t.stack)).map(|at| (th, &th.frames.unwrap()[..=at])));
+            let found = thread.and_then(|th| {
+                th.frames
+                    .and_then(|f| cut_at_task(f, &t.stack))
+                    .map(|at| (th, &th.frames.unwrap()[..=at]))
+            });
             match found {
                 Some((th, frames)) => out.push(TaskSample {
                     id: t.id,
@@ -162,9 +184,24 @@ pub fn samples_of(snap: &TasksSnapshot, threads: &[ThreadSeen], errors: &mut Tas
             }
             continue;
         }
-        let awaiting = t.awaiting.as_ref().and_then(|a| await_site(&t.stack).map(|site| (a.kind.clone(), site.clone())));
-        let state = if awaiting.is_some() { TASK_AWAITING } else { TASK_READY };
-        out.push(TaskSample { id: t.id, name: t.name.clone(), path, frames: t.stack.clone(), state, awaiting, tid: None });
+        let awaiting = t
+            .awaiting
+            .as_ref()
+            .and_then(|a| await_site(&t.stack).map(|site| (a.kind.clone(), site.clone())));
+        let state = if awaiting.is_some() {
+            TASK_AWAITING
+        } else {
+            TASK_READY
+        };
+        out.push(TaskSample {
+            id: t.id,
+            name: t.name.clone(),
+            path,
+            frames: t.stack.clone(),
+            state,
+            awaiting,
+            tid: None,
+        });
     }
     out
 }
@@ -216,7 +253,11 @@ impl TaskRecorder {
     /// After a read that took `cost_ns`: how many passes the next reads stand for, so that task
     /// reads take at most `PERIOD_BUDGET` of the sampling period on average.
     pub fn after_read(&mut self, cost_ns: u64, period_ns: u64) {
-        self.cost_ns = if self.cost_ns > 0.0 { 0.8 * self.cost_ns + 0.2 * cost_ns as f64 } else { cost_ns as f64 };
+        self.cost_ns = if self.cost_ns > 0.0 {
+            0.8 * self.cost_ns + 0.2 * cost_ns as f64
+        } else {
+            cost_ns as f64
+        };
         let allowed = PERIOD_BUDGET * period_ns.max(1) as f64;
         self.stride = ((self.cost_ns / allowed).ceil() as u32).clamp(1, MAX_STRIDE);
         self.skip = self.stride - 1;
@@ -244,7 +285,9 @@ impl TaskRecorder {
         }
         let id = self.await_ids.len() as u32;
         self.await_ids.insert(key, id);
-        self.batch.new_awaits.push((id, kind.to_owned(), site_frame));
+        self.batch
+            .new_awaits
+            .push((id, kind.to_owned(), site_frame));
         id as i32
     }
 
@@ -261,8 +304,13 @@ impl TaskRecorder {
                 (Some((kind, _)), Some(f)) => self.await_id(kind, f),
                 _ => NO_AWAIT,
             };
-            self.batch.counts.add_n((path, stack, s.state, await_id), weight as u64);
-            let life = self.lifetimes.entry((s.id, s.name.clone())).or_insert((t, t, 0));
+            self.batch
+                .counts
+                .add_n((path, stack, s.state, await_id), weight as u64);
+            let life = self
+                .lifetimes
+                .entry((s.id, s.name.clone()))
+                .or_insert((t, t, 0));
             life.1 = t;
             life.2 += weight as u64;
         }
@@ -271,7 +319,11 @@ impl TaskRecorder {
     /// Ends the batch: its lifetimes are handed over and the next batch starts empty.
     pub fn take_batch(&mut self) -> TaskAggregate {
         let mut batch = std::mem::take(&mut self.batch);
-        batch.lifetimes = self.lifetimes.drain().map(|((id, name), (first, last, n))| (id, name, first, last, n)).collect();
+        batch.lifetimes = self
+            .lifetimes
+            .drain()
+            .map(|((id, name), (first, last, n))| (id, name, first, last, n))
+            .collect();
         batch.lifetimes.sort_by(|a, b| a.2.total_cmp(&b.2));
         batch
     }
@@ -283,10 +335,21 @@ mod tests {
     use crate::asyncio::{Awaiting, LoopInfo};
 
     fn frame(function: &str, file: &str, line: i32) -> Frame {
-        Frame { function: function.into(), file: file.into(), line }
+        Frame {
+            function: function.into(),
+            file: file.into(),
+            line,
+        }
     }
 
-    fn task(id: u64, name: &str, state: &'static str, stack: Vec<Frame>, awaiting: Option<&str>, parent: Option<u64>) -> TaskInfo {
+    fn task(
+        id: u64,
+        name: &str,
+        state: &'static str,
+        stack: Vec<Frame>,
+        awaiting: Option<&str>,
+        parent: Option<u64>,
+    ) -> TaskInfo {
         TaskInfo {
             id,
             name: name.into(),
@@ -295,7 +358,11 @@ mod tests {
             python_impl: false,
             eager: false,
             stack,
-            awaiting: awaiting.map(|k| Awaiting { kind: k.into(), type_name: "Future".into(), address: 1 }),
+            awaiting: awaiting.map(|k| Awaiting {
+                kind: k.into(),
+                type_name: "Future".into(),
+                address: 1,
+            }),
             parent,
             parent_via: parent.map(|_| "await"),
             waits_for: Vec::new(),
@@ -310,18 +377,62 @@ mod tests {
         let run = frame("Handle._run", "/py/asyncio/events.py", 80);
         let snap = TasksSnapshot {
             asyncio_imported: true,
-            loops: vec![LoopInfo { address: 7, type_name: "L".into(), thread_ident: Some(99), tid: None, running_task: Some(3) }],
+            loops: vec![LoopInfo {
+                address: 7,
+                type_name: "L".into(),
+                thread_ident: Some(99),
+                tid: None,
+                running_task: Some(3),
+            }],
             tasks: vec![
-                task(1, "main", "pending", vec![frame("main", "/app/app.py", 30)], Some("task"), None),
-                task(2, "req", "pending", vec![sleep.clone(), helper.clone(), handler.clone()], Some("sleep"), Some(1)),
-                task(3, "busy", "running", vec![frame("busy", "/app/app.py", 40)], None, Some(1)),
+                task(
+                    1,
+                    "main",
+                    "pending",
+                    vec![frame("main", "/app/app.py", 30)],
+                    Some("task"),
+                    None,
+                ),
+                task(
+                    2,
+                    "req",
+                    "pending",
+                    vec![sleep.clone(), helper.clone(), handler.clone()],
+                    Some("sleep"),
+                    Some(1),
+                ),
+                task(
+                    3,
+                    "busy",
+                    "running",
+                    vec![frame("busy", "/app/app.py", 40)],
+                    None,
+                    Some(1),
+                ),
                 task(4, "gone", "done", vec![], None, None),
-                task(5, "other", "running", vec![frame("elsewhere", "/app/x.py", 1)], None, None),
+                task(
+                    5,
+                    "other",
+                    "running",
+                    vec![frame("elsewhere", "/app/x.py", 1)],
+                    None,
+                    None,
+                ),
             ],
             ..Default::default()
         };
-        let thread_stack = vec![frame("compute", "/app/app.py", 50), frame("busy", "/app/app.py", 41), run, frame("run_forever", "/py/asyncio/base_events.py", 600)];
-        let threads = [ThreadSeen { tid: 10, ident: Some(99), state: ThreadState::HoldingGil, frames: Some(&thread_stack) }];
+        let thread_stack = vec![
+            frame("compute", "/app/app.py", 50),
+            frame("busy", "/app/app.py", 41),
+            run,
+            frame("run_forever", "/py/asyncio/base_events.py", 600),
+        ];
+        let threads = [ThreadSeen {
+            tid: 10,
+            ident: Some(99),
+            state: ThreadState::HoldingGil,
+            frames: Some(&thread_stack),
+        }];
         let mut errors = TaskPassErrors::default();
         let samples = samples_of(&snap, &threads, &mut errors);
         let names: Vec<&str> = samples.iter().map(|s| s.name.as_str()).collect();
@@ -362,7 +473,15 @@ mod tests {
     #[test]
     fn recorder_interns_paths_awaits_and_lifetimes() {
         let site = frame("helper", "/app/app.py", 12);
-        let s = TaskSample { id: 1, name: "a".into(), path: vec!["a".into()], frames: vec![site.clone()], state: TASK_AWAITING, awaiting: Some(("sleep".into(), site)), tid: None };
+        let s = TaskSample {
+            id: 1,
+            name: "a".into(),
+            path: vec!["a".into()],
+            frames: vec![site.clone()],
+            state: TASK_AWAITING,
+            awaiting: Some(("sleep".into(), site)),
+            tid: None,
+        };
         let mut r = TaskRecorder::default();
         r.add_pass(0.0, &[s.clone()], &[(5, Some(9))]);
         r.add_pass(0.01, &[s.clone()], &[(5, Some(9))]);
@@ -389,7 +508,15 @@ mod tests {
         let due: Vec<bool> = (0..8).map(|_| r.due()).collect();
         assert_eq!(due, [false, false, false, true, true, true, true, true]);
         let site = frame("f", "/a.py", 1);
-        let s = TaskSample { id: 1, name: "a".into(), path: vec!["a".into()], frames: vec![site.clone()], state: TASK_READY, awaiting: None, tid: None };
+        let s = TaskSample {
+            id: 1,
+            name: "a".into(),
+            path: vec!["a".into()],
+            frames: vec![site.clone()],
+            state: TASK_READY,
+            awaiting: None,
+            tid: None,
+        };
         r.add_pass(0.0, &[s], &[(0, None)]);
         let b = r.take_batch();
         // That read stands for four passes.

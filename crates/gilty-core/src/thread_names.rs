@@ -19,10 +19,23 @@ pub fn python_thread_names(interp: &Interpreter) -> io::Result<HashMap<u64, Stri
     let cache = BlockCache::new(&interp.mem);
     let r = Reader::new(&cache, &interp.layout);
     let mut out = HashMap::new();
-    let Some(active) = module_global_in(&r, interp.main_interp().map_err(|e| io::Error::other(e.message))?, "threading", "_active")? else { return Ok(out) };
+    let Some(active) = module_global_in(
+        &r,
+        interp
+            .main_interp()
+            .map_err(|e| io::Error::other(e.message))?,
+        "threading",
+        "_active",
+    )?
+    else {
+        return Ok(out);
+    };
     for (key, thread) in r.dict_items(active)? {
         if !r.has_flag(key, TPFLAGS_LONG_SUBCLASS)? {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "threading._active has a non-int key"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "threading._active has a non-int key",
+            ));
         }
         let ident = read_small_int(r.mem, r.l, key)?;
         if let Ok(Some(name)) = r.get_attr(thread, "_name") {

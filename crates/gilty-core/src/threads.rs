@@ -87,7 +87,9 @@ impl TidResolver {
         }
         if self.namespaced.is_none() {
             // Known only once a thread's status could be read (the process may be exiting).
-            let ids = tids.iter().find_map(|&t| crate::process::procfs::ns_tids(pid, t))?;
+            let ids = tids
+                .iter()
+                .find_map(|&t| crate::process::procfs::ns_tids(pid, t))?;
             self.namespaced = Some(ids.len() > 1);
             if ids.len() <= 1 {
                 return None;
@@ -100,7 +102,11 @@ impl TidResolver {
             let inside = match self.ns_tids.get(&t) {
                 Some(&i) => i,
                 None => {
-                    let Some(i) = crate::process::procfs::ns_tids(pid, t).and_then(|v| v.last().copied()) else { continue };
+                    let Some(i) =
+                        crate::process::procfs::ns_tids(pid, t).and_then(|v| v.last().copied())
+                    else {
+                        continue;
+                    };
                     self.ns_tids.insert(t, i);
                     i
                 }
@@ -119,7 +125,13 @@ impl TidResolver {
         if let Some(o) = self.offset {
             return Some(o);
         }
-        let fits = |off: u64| idents.iter().all(|&p| mem.read_i32(p + off).map(|t| tids.contains(&t)).unwrap_or(false));
+        let fits = |off: u64| {
+            idents.iter().all(|&p| {
+                mem.read_i32(p + off)
+                    .map(|t| tids.contains(&t))
+                    .unwrap_or(false)
+            })
+        };
         let candidates = std::iter::once(GLIBC_TID_OFFSET).chain((0..0x800u64).step_by(4));
         for off in candidates {
             if fits(off) {
@@ -149,7 +161,10 @@ pub fn unreadable(pid: i32, e: &io::Error) -> crate::Error {
     if crate::process::procfs::is_gone(pid) {
         crate::Error::new(crate::ErrorKind::TargetExited, format!("pid {pid} exited"))
     } else {
-        crate::Error::new(crate::ErrorKind::Internal, format!("pid {pid}: could not read its threads: {e}"))
+        crate::Error::new(
+            crate::ErrorKind::Internal,
+            format!("pid {pid}: could not read its threads: {e}"),
+        )
     }
 }
 
@@ -157,7 +172,10 @@ pub fn unreadable(pid: i32, e: &io::Error) -> crate::Error {
 /// the list is walked frees its thread state, and the walk can then read freed or unmapped memory:
 /// that says nothing about the target, so the threads are listed and walked again (after a pause, so
 /// the exit can finish: `settle_pause`), up to `SETTLE_TRIES` times. Returns at once if the process is gone.
-pub fn python_threads_settled(interp: &Interpreter, resolver: &mut TidResolver) -> io::Result<(Vec<i32>, Vec<PyThread>)> {
+pub fn python_threads_settled(
+    interp: &Interpreter,
+    resolver: &mut TidResolver,
+) -> io::Result<(Vec<i32>, Vec<PyThread>)> {
     let mut last = None;
     for attempt in 0..SETTLE_TRIES {
         settle_pause(attempt);
@@ -169,12 +187,19 @@ pub fn python_threads_settled(interp: &Interpreter, resolver: &mut TidResolver) 
         }
     }
     let e = last.expect("at least one try");
-    Err(io::Error::new(e.kind(), format!("the thread list changed under every one of {SETTLE_TRIES} reads (last: {e})")))
+    Err(io::Error::new(
+        e.kind(),
+        format!("the thread list changed under every one of {SETTLE_TRIES} reads (last: {e})"),
+    ))
 }
 
 /// Reads every thread state of every interpreter. `tids` is the current /proc task list (for 3.10);
 /// the threads' `tid`s are host tids, whatever PID namespace the target runs in.
-pub fn python_threads(interp: &Interpreter, resolver: &mut TidResolver, tids: &[i32]) -> io::Result<Vec<PyThread>> {
+pub fn python_threads(
+    interp: &Interpreter,
+    resolver: &mut TidResolver,
+    tids: &[i32],
+) -> io::Result<Vec<PyThread>> {
     let Some(ns) = resolver.ns_tids(interp.pid, tids) else {
         return python_threads_in(interp, resolver, tids);
     };
@@ -186,7 +211,11 @@ pub fn python_threads(interp: &Interpreter, resolver: &mut TidResolver, tids: &[
 }
 
 /// `python_threads` with `tids` in the target's own numbering.
-fn python_threads_in(interp: &Interpreter, resolver: &mut TidResolver, tids: &[i32]) -> io::Result<Vec<PyThread>> {
+fn python_threads_in(
+    interp: &Interpreter,
+    resolver: &mut TidResolver,
+    tids: &[i32],
+) -> io::Result<Vec<PyThread>> {
     let l = &interp.layout;
     let mem = &interp.mem;
     let mut out = Vec::new();
@@ -209,31 +238,60 @@ fn python_threads_in(interp: &Interpreter, resolver: &mut TidResolver, tids: &[i
         l.tstate_holds_gil,
         l.tstate_gil_requested,
     ]
-        .iter()
-        .flatten()
-        .max()
-        .copied()
-        .unwrap() as usize
+    .iter()
+    .flatten()
+    .max()
+    .copied()
+    .unwrap() as usize
         + 8;
     let mut buf = vec![0u8; read_len];
     while is != 0 && interps < 64 {
         let mut ts = mem.read_u64(is + l.interp_threads_head)?;
         while ts != 0 {
             if out.len() >= MAX_THREADS {
-                return Err(io::Error::new(io::ErrorKind::InvalidData, "thread list too long"));
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "thread list too long",
+                ));
             }
             mem.read(ts, &mut buf)?;
-            let at = |off: u64| u64::from_le_bytes(buf[off as usize..off as usize + 8].try_into().unwrap());
+            let at = |off: u64| {
+                u64::from_le_bytes(buf[off as usize..off as usize + 8].try_into().unwrap())
+            };
             let ident = at(l.tstate_thread_id);
-            let tid = l.tstate_native_thread_id.map(|o| at(o) as i32).filter(|&t| t > 0);
-            let head = head_offs.map(|(f, c, t)| WalkHead { frame_ptr: at(f), chunk: at(c), top: at(t) });
-            let exc = ExcHead { info: at(l.tstate_exc_info), bottom_exc: at(bottom_exc) };
-            let flag = |off: Option<u64>| off.map(|o| buf[o as usize..o as usize + 4] != [0, 0, 0, 0]);
-            let gil_flags = GilFlags { holds: flag(l.tstate_holds_gil), requested: flag(l.tstate_gil_requested) };
-            out.push(PyThread { tstate: ts, ident, tid, head, exc, gil_flags });
+            let tid = l
+                .tstate_native_thread_id
+                .map(|o| at(o) as i32)
+                .filter(|&t| t > 0);
+            let head = head_offs.map(|(f, c, t)| WalkHead {
+                frame_ptr: at(f),
+                chunk: at(c),
+                top: at(t),
+            });
+            let exc = ExcHead {
+                info: at(l.tstate_exc_info),
+                bottom_exc: at(bottom_exc),
+            };
+            let flag =
+                |off: Option<u64>| off.map(|o| buf[o as usize..o as usize + 4] != [0, 0, 0, 0]);
+            let gil_flags = GilFlags {
+                holds: flag(l.tstate_holds_gil),
+                requested: flag(l.tstate_gil_requested),
+            };
+            out.push(PyThread {
+                tstate: ts,
+                ident,
+                tid,
+                head,
+                exc,
+                gil_flags,
+            });
             let next = at(l.tstate_next);
             if next == ts {
-                return Err(io::Error::new(io::ErrorKind::InvalidData, "thread list cycle"));
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "thread list cycle",
+                ));
             }
             ts = next;
         }
@@ -247,11 +305,25 @@ fn python_threads_in(interp: &Interpreter, resolver: &mut TidResolver, tids: &[i
     // glibc keeps right.
     let stale = |t: &PyThread| t.ident != 0 && !t.tid.is_some_and(|x| tids.contains(&x));
     if l.tstate_native_thread_id.is_some() && out.iter().any(stale) && !tids.is_empty() {
-        let idents: Vec<u64> = out.iter().filter(|t| t.ident != 0 && t.tid.is_some_and(|x| tids.contains(&x))).map(|t| t.ident).collect();
-        let off = if idents.is_empty() { Some(GLIBC_TID_OFFSET) } else { resolver.resolve_offset(mem, &idents, tids) };
+        let idents: Vec<u64> = out
+            .iter()
+            .filter(|t| t.ident != 0 && t.tid.is_some_and(|x| tids.contains(&x)))
+            .map(|t| t.ident)
+            .collect();
+        let off = if idents.is_empty() {
+            Some(GLIBC_TID_OFFSET)
+        } else {
+            resolver.resolve_offset(mem, &idents, tids)
+        };
         if let Some(off) = off {
-            for t in out.iter_mut().filter(|t| t.ident != 0 && !t.tid.is_some_and(|x| tids.contains(&x))) {
-                t.tid = mem.read_i32(t.ident + off).ok().filter(|x| tids.contains(x));
+            for t in out
+                .iter_mut()
+                .filter(|t| t.ident != 0 && !t.tid.is_some_and(|x| tids.contains(&x)))
+            {
+                t.tid = mem
+                    .read_i32(t.ident + off)
+                    .ok()
+                    .filter(|x| tids.contains(x));
             }
         }
     }
@@ -260,7 +332,10 @@ fn python_threads_in(interp: &Interpreter, resolver: &mut TidResolver, tids: &[i
         if let Some(off) = resolver.resolve_offset(mem, &idents, tids) {
             for t in out.iter_mut() {
                 if t.ident != 0 {
-                    t.tid = mem.read_i32(t.ident + off).ok().filter(|x| tids.contains(x));
+                    t.tid = mem
+                        .read_i32(t.ident + off)
+                        .ok()
+                        .filter(|x| tids.contains(x));
                 }
             }
         }

@@ -60,7 +60,10 @@ fn parse_flat_json(s: &str) -> HashMap<String, String> {
     let mut chars = s.trim().chars().peekable();
     let mut out = HashMap::new();
     let string = |chars: &mut std::iter::Peekable<std::str::Chars>| -> String {
-        while chars.next_if(|c| c.is_whitespace() || *c == ',' || *c == ':').is_some() {}
+        while chars
+            .next_if(|c| c.is_whitespace() || *c == ',' || *c == ':')
+            .is_some()
+        {}
         assert_eq!(chars.next(), Some('"'), "expected a JSON string in {s}");
         let mut v = String::new();
         let mut pending_high: Option<u32> = None;
@@ -109,7 +112,10 @@ fn parse_flat_json(s: &str) -> HashMap<String, String> {
 }
 
 fn expected_map(json: &str) -> HashMap<u64, String> {
-    parse_flat_json(json).into_iter().map(|(k, v)| (k.parse::<u64>().expect("ident"), v)).collect()
+    parse_flat_json(json)
+        .into_iter()
+        .map(|(k, v)| (k.parse::<u64>().expect("ident"), v))
+        .collect()
 }
 
 fn check(python: &str, args: &[&str]) -> usize {
@@ -119,12 +125,21 @@ fn check(python: &str, args: &[&str]) -> usize {
     let interp = attach(pid).unwrap_or_else(|e| panic!("{python}: attach failed: {e}"));
     for round in 0..3 {
         let t0 = Instant::now();
-        let got = python_thread_names(&interp).unwrap_or_else(|e| panic!("{python}: python_thread_names: {e}"));
+        let got = python_thread_names(&interp)
+            .unwrap_or_else(|e| panic!("{python}: python_thread_names: {e}"));
         let took = t0.elapsed();
         for (ident, name) in &expected {
-            assert_eq!(got.get(ident), Some(name), "{python} {args:?}: ident {ident:#x} (round {round})");
+            assert_eq!(
+                got.get(ident),
+                Some(name),
+                "{python} {args:?}: ident {ident:#x} (round {round})"
+            );
         }
-        assert_eq!(got.len(), expected.len(), "{python} {args:?}: extra entries: got {got:?}");
+        assert_eq!(
+            got.len(),
+            expected.len(),
+            "{python} {args:?}: extra entries: got {got:?}"
+        );
         if round == 0 {
             println!(
                 "{python} {args:?} (Python {}): {} names match in {took:?}",

@@ -355,7 +355,11 @@ pub fn apply(base: &Layout, d: &DebugOffsets) -> (Layout, Vec<String>) {
         &mut out.code_qualname,
         d.code_object_qualname,
     );
-    m.u64("code_argcount", &mut out.code_argcount, d.code_object_argcount);
+    m.u64(
+        "code_argcount",
+        &mut out.code_argcount,
+        d.code_object_argcount,
+    );
     m.u64(
         "code_firstlineno",
         &mut out.code_firstlineno,
@@ -422,7 +426,10 @@ pub struct NamedDebugOffsets {
 impl NamedDebugOffsets {
     /// A member's value (`"thread_state.native_thread_id"`), None when this version has no such member.
     pub fn get(&self, name: &str) -> Option<u64> {
-        self.values.iter().find(|(n, _)| *n == name).map(|&(_, v)| v)
+        self.values
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|&(_, v)| v)
     }
     pub fn major(&self) -> u8 {
         (self.version_hex >> 24) as u8
@@ -439,7 +446,11 @@ impl NamedDebugOffsets {
 ///
 /// `None` if the cookie is absent, the block is from another minor version than `fields` describe,
 /// or `bytes` is too short for a member.
-pub fn parse_named(bytes: &[u8], minor: u8, fields: &[(&'static str, u64)]) -> Option<NamedDebugOffsets> {
+pub fn parse_named(
+    bytes: &[u8],
+    minor: u8,
+    fields: &[(&'static str, u64)],
+) -> Option<NamedDebugOffsets> {
     let (version_hex, free_threaded) = peek_version(bytes)?;
     if (version_hex >> 16) & 0xffff != (0x0300 | minor as u64) {
         return None;
@@ -452,7 +463,11 @@ pub fn parse_named(bytes: &[u8], minor: u8, fields: &[(&'static str, u64)]) -> O
         }
         values.push((name, u64_at(bytes, off)));
     }
-    Some(NamedDebugOffsets { version_hex, free_threaded, values })
+    Some(NamedDebugOffsets {
+        version_hex,
+        free_threaded,
+        values,
+    })
 }
 
 /// `Layout` fields the 3.14+ block carries: (member, field, whether the field is an `Option`).
@@ -523,7 +538,10 @@ pub fn apply_named(base: &Layout, d: &NamedDebugOffsets) -> (Layout, Vec<String>
     let mut diffs = Vec::new();
     let version = (d.major(), d.minor());
     if out.version != version {
-        diffs.push(format!("version: table={}.{} debug={}.{}", out.version.0, out.version.1, version.0, version.1));
+        diffs.push(format!(
+            "version: table={}.{} debug={}.{}",
+            out.version.0, out.version.1, version.0, version.1
+        ));
         out.version = version;
     }
     if d.free_threaded {
@@ -533,12 +551,22 @@ pub fn apply_named(base: &Layout, d: &NamedDebugOffsets) -> (Layout, Vec<String>
     merge_named(&mut out, &mut m, d);
     if let Some(gil) = d.get("interpreter_state.gil_runtime_state") {
         for (member, name, slot) in [
-            ("interpreter_state.gil_runtime_state_locked", "gil_locked", &mut out.gil_locked),
-            ("interpreter_state.gil_runtime_state_holder", "gil_last_holder", &mut out.gil_last_holder),
+            (
+                "interpreter_state.gil_runtime_state_locked",
+                "gil_locked",
+                &mut out.gil_locked,
+            ),
+            (
+                "interpreter_state.gil_runtime_state_holder",
+                "gil_last_holder",
+                &mut out.gil_last_holder,
+            ),
         ] {
             match d.get(member).map(|v| v.checked_sub(gil)) {
                 Some(Some(v)) => m.u64(name, slot, v),
-                Some(None) => m.diffs.push(format!("{name}: debug offset below _gil offset {gil}")),
+                Some(None) => m
+                    .diffs
+                    .push(format!("{name}: debug offset below _gil offset {gil}")),
                 None => {}
             }
         }

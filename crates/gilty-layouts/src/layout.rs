@@ -211,6 +211,8 @@ impl Layout {
     /// or the interpreter's entry/base frame (3.14+). Not shown, and a thread's stack starts at one.
     pub fn is_interpreter_owner(&self, owner: u8) -> bool {
         let owner = Some(owner as u64);
-        owner.is_some_and(|o| self.frame_owner_cstack == Some(o) || self.frame_owner_interpreter == Some(o))
+        owner.is_some_and(|o| {
+            self.frame_owner_cstack == Some(o) || self.frame_owner_interpreter == Some(o)
+        })
     }
 }

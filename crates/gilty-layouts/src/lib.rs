@@ -7,7 +7,10 @@
 
 pub mod asyncio_layout;
 pub mod debug_offsets;
+// Written by tools/gen_layouts.py, whose --check compares them byte for byte.
+#[rustfmt::skip]
 mod generated;
+#[rustfmt::skip]
 mod generated_asyncio;
 pub mod layout;
 
@@ -50,9 +53,18 @@ pub fn asyncio_layout_for(major: u8, minor: u8) -> Option<&'static AsyncLayout> 
 /// block's size, from the version's own header.
 pub fn debug_offsets_fields(major: u8, minor: u8) -> Option<(&'static [(&'static str, u64)], u64)> {
     match (major, minor) {
-        (3, 13) => Some((generated::v3_13::DEBUG_OFFSETS, generated::v3_13::DEBUG_OFFSETS_SIZE)),
-        (3, 14) => Some((generated::v3_14::DEBUG_OFFSETS, generated::v3_14::DEBUG_OFFSETS_SIZE)),
-        (3, 15) => Some((generated::v3_15::DEBUG_OFFSETS, generated::v3_15::DEBUG_OFFSETS_SIZE)),
+        (3, 13) => Some((
+            generated::v3_13::DEBUG_OFFSETS,
+            generated::v3_13::DEBUG_OFFSETS_SIZE,
+        )),
+        (3, 14) => Some((
+            generated::v3_14::DEBUG_OFFSETS,
+            generated::v3_14::DEBUG_OFFSETS_SIZE,
+        )),
+        (3, 15) => Some((
+            generated::v3_15::DEBUG_OFFSETS,
+            generated::v3_15::DEBUG_OFFSETS_SIZE,
+        )),
         _ => None,
     }
 }

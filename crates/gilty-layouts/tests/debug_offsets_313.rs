@@ -124,7 +124,8 @@ fn older_table_against_313_block_reports_disagreements() {
 /// with the generated table in every member gilty uses, and says it is no free-threaded build.
 #[test]
 fn sid_blocks_agree_with_their_generated_tables() {
-    let cache = std::env::var("GILTY_SID_CACHE").unwrap_or_else(|_| "/root/.cache/gilty/sid-pythons".into());
+    let cache = std::env::var("GILTY_SID_CACHE")
+        .unwrap_or_else(|_| "/root/.cache/gilty/sid-pythons".into());
     for minor in [14u8, 15] {
         let exe = format!("{cache}/root/usr/bin/python3.{minor}");
         if !Path::new(&exe).exists() {
@@ -133,7 +134,8 @@ fn sid_blocks_agree_with_their_generated_tables() {
         }
         let file = std::fs::read(&exe).expect("read the interpreter");
         let (off, size) = elf64_section(&file, ".PyRuntime").expect("no .PyRuntime section");
-        let (fields, block_size) = gilty_layouts::debug_offsets_fields(3, minor).expect("generated members");
+        let (fields, block_size) =
+            gilty_layouts::debug_offsets_fields(3, minor).expect("generated members");
         assert!(size >= block_size as usize);
         let bytes = &file[off..off + block_size as usize];
         let d = debug_offsets::parse_named(bytes, minor, fields).expect("parse the block");
@@ -146,7 +148,10 @@ fn sid_blocks_agree_with_their_generated_tables() {
         // The members gilty takes from 3.15's thread state are in the block it checks.
         if minor >= 15 {
             assert_eq!(d.get("thread_state.holds_gil"), table.tstate_holds_gil);
-            assert_eq!(d.get("thread_state.gil_requested"), table.tstate_gil_requested);
+            assert_eq!(
+                d.get("thread_state.gil_requested"),
+                table.tstate_gil_requested
+            );
         }
     }
 }

@@ -24,7 +24,11 @@ pub struct Target {
 impl Target {
     /// The Host header's value: the port only when it is not 80, as browsers send it.
     pub fn authority(&self) -> String {
-        let host = if self.host.contains(':') { format!("[{}]", self.host) } else { self.host.clone() };
+        let host = if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        };
         if self.port == 80 {
             host
         } else {
@@ -34,7 +38,9 @@ impl Target {
 }
 
 pub fn parse_url(url: &str) -> Result<Target, String> {
-    let rest = url.strip_prefix("http://").ok_or_else(|| format!("{url}: only http:// URLs are supported"))?;
+    let rest = url
+        .strip_prefix("http://")
+        .ok_or_else(|| format!("{url}: only http:// URLs are supported"))?;
     let bad = |why: &str| format!("{url}: not a valid URL ({why})");
     let (authority, path) = match rest.find(['/', '?']) {
         Some(i) if rest.as_bytes()[i] == b'?' => (&rest[..i], format!("/{}", &rest[i..])),
@@ -59,21 +65,36 @@ pub fn parse_url(url: &str) -> Result<Target, String> {
     }
     let port = match port {
         None | Some("") => 80,
-        Some(p) => p.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(|| bad("bad port"))?,
+        Some(p) => p
+            .parse::<u16>()
+            .ok()
+            .filter(|p| *p > 0)
+            .ok_or_else(|| bad("bad port"))?,
     };
     if path.bytes().any(|b| b <= b' ' || b == 0x7f) {
         return Err(bad("spaces or control characters in the path"));
     }
-    Ok(Target { host: host.to_string(), port, path })
+    Ok(Target {
+        host: host.to_string(),
+        port,
+        path,
+    })
 }
 
 /// RFC 9110 token characters: what a method or a header name may contain.
 pub fn is_token(s: &str) -> bool {
-    !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
 /// The request's bytes, written as they are for every arrival that uses it.
-pub fn serialize(method: &str, target: &Target, headers: &[(String, String)], body: &[u8]) -> Vec<u8> {
+pub fn serialize(
+    method: &str,
+    target: &Target,
+    headers: &[(String, String)],
+    body: &[u8],
+) -> Vec<u8> {
     let mut out = Vec::with_capacity(128 + body.len());
     out.extend_from_slice(format!("{method} {} HTTP/1.1\r\n", target.path).as_bytes());
     let has = |name: &str| headers.iter().any(|(k, _)| k.eq_ignore_ascii_case(name));
@@ -128,19 +149,33 @@ impl Connection {
         // The request goes out in one write and nothing follows it, but Nagle's algorithm would still
         // hold a write made while the previous answer's ACK is pending.
         stream.set_nodelay(true)?;
-        Ok(Connection { stream, buf: vec![0; BUFFER], start: 0, end: 0 })
+        Ok(Connection {
+            stream,
+            buf: vec![0; BUFFER],
+            start: 0,
+            end: 0,
+        })
     }
 
     /// Sends `request` and reads its answer; the body is read and dropped.
-    pub async fn exchange(&mut self, request: &[u8], head_request: bool) -> Result<Answer, ExchangeError> {
+    pub async fn exchange(
+        &mut self,
+        request: &[u8],
+        head_request: bool,
+    ) -> Result<Answer, ExchangeError> {
         self.start = 0;
         self.end = 0;
-        self.stream.write_all(request).await.map_err(|_| ExchangeError::Broken { fresh: true })?;
+        self.stream
+            .write_all(request)
+            .await
+            .map_err(|_| ExchangeError::Broken { fresh: true })?;
         let mut received = false;
         loop {
             let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
             let mut resp = httparse::Response::new(&mut headers);
-            let parsed = resp.parse(&self.buf[self.start..self.end]).map_err(|_| ExchangeError::Malformed)?;
+            let parsed = resp
+                .parse(&self.buf[self.start..self.end])
+                .map_err(|_| ExchangeError::Malformed)?;
             let httparse::Status::Complete(head_len) = parsed else {
                 if self.end - self.start >= MAX_HEAD {
                     return Err(ExchangeError::Malformed);
@@ -156,8 +191,13 @@ impl Connection {
             let (mut length, mut chunked, mut close, mut keep) = (None, false, false, false);
             for h in resp.headers.iter() {
                 if h.name.eq_ignore_ascii_case("content-length") {
-                    let text = std::str::from_utf8(h.value).map_err(|_| ExchangeError::Malformed)?;
-                    length = Some(text.trim().parse::<u64>().map_err(|_| ExchangeError::Malformed)?);
+                    let text =
+                        std::str::from_utf8(h.value).map_err(|_| ExchangeError::Malformed)?;
+                    length = Some(
+                        text.trim()
+                            .parse::<u64>()
+                            .map_err(|_| ExchangeError::Malformed)?,
+                    );
                 } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
                     chunked = contains_token(h.value, b"chunked");
                 } else if h.name.eq_ignore_ascii_case("connection") {
@@ -205,7 +245,11 @@ impl Connection {
                 self.buf.resize(self.buf.len() * 2, 0);
             }
         }
-        let n = self.stream.read(&mut self.buf[self.end..]).await.map_err(|_| ExchangeError::Broken { fresh: false })?;
+        let n = self
+            .stream
+            .read(&mut self.buf[self.end..])
+            .await
+            .map_err(|_| ExchangeError::Broken { fresh: false })?;
         self.end += n;
         Ok(n)
     }
@@ -294,7 +338,9 @@ impl Connection {
 
 /// Whether a comma-separated header value lists `token` (case-insensitive).
 fn contains_token(value: &[u8], token: &[u8]) -> bool {
-    value.split(|b| *b == b',').any(|part| part.trim_ascii().eq_ignore_ascii_case(token))
+    value
+        .split(|b| *b == b',')
+        .any(|part| part.trim_ascii().eq_ignore_ascii_case(token))
 }
 
 #[cfg(test)]
@@ -304,14 +350,31 @@ mod tests {
     #[test]
     fn urls_split_for_the_wire() {
         let t = parse_url("http://127.0.0.1:8000/a/b?x=1#frag").unwrap();
-        assert_eq!(t, Target { host: "127.0.0.1".into(), port: 8000, path: "/a/b?x=1".into() });
+        assert_eq!(
+            t,
+            Target {
+                host: "127.0.0.1".into(),
+                port: 8000,
+                path: "/a/b?x=1".into()
+            }
+        );
         assert_eq!(t.authority(), "127.0.0.1:8000");
         let t = parse_url("http://localhost").unwrap();
-        assert_eq!((t.port, t.path.as_str(), t.authority()), (80, "/", "localhost".to_string()));
+        assert_eq!(
+            (t.port, t.path.as_str(), t.authority()),
+            (80, "/", "localhost".to_string())
+        );
         assert_eq!(parse_url("http://h?q").unwrap().path, "/?q");
-        assert_eq!(parse_url("http://[::1]:81/").unwrap().authority(), "[::1]:81");
-        assert!(parse_url("https://h/").unwrap_err().contains("only http://"));
-        assert!(parse_url("http://h:99999/").unwrap_err().contains("bad port"));
+        assert_eq!(
+            parse_url("http://[::1]:81/").unwrap().authority(),
+            "[::1]:81"
+        );
+        assert!(parse_url("https://h/")
+            .unwrap_err()
+            .contains("only http://"));
+        assert!(parse_url("http://h:99999/")
+            .unwrap_err()
+            .contains("bad port"));
         assert!(parse_url("http:///x").unwrap_err().contains("no host"));
         assert!(parse_url("http://h/a b").is_err());
     }
@@ -320,9 +383,15 @@ mod tests {
     fn requests_carry_host_and_length() {
         let t = parse_url("http://127.0.0.1:8000/p").unwrap();
         let get = serialize("GET", &t, &[("X-A".into(), "1".into())], b"");
-        assert_eq!(get, b"GET /p HTTP/1.1\r\nHost: 127.0.0.1:8000\r\nX-A: 1\r\n\r\n");
+        assert_eq!(
+            get,
+            b"GET /p HTTP/1.1\r\nHost: 127.0.0.1:8000\r\nX-A: 1\r\n\r\n"
+        );
         let post = serialize("POST", &t, &[], b"hi");
-        assert_eq!(post, b"POST /p HTTP/1.1\r\nHost: 127.0.0.1:8000\r\nContent-Length: 2\r\n\r\nhi");
+        assert_eq!(
+            post,
+            b"POST /p HTTP/1.1\r\nHost: 127.0.0.1:8000\r\nContent-Length: 2\r\n\r\nhi"
+        );
         assert!(is_token("GET") && !is_token("G T") && !is_token(""));
     }
 

@@ -46,7 +46,10 @@ impl Plan {
         // Above a million arrivals a second the schedule only counts drops and timeouts, and one
         // that dense takes longer to walk than the run lasts (the CLI refuses it first).
         if !(self.rate > 0.0 && self.rate <= MAX_RATE) {
-            return Err(format!("rate must be a number greater than 0 and at most {MAX_RATE}, not {}", self.rate));
+            return Err(format!(
+                "rate must be a number greater than 0 and at most {MAX_RATE}, not {}",
+                self.rate
+            ));
         }
         for r in &self.requests {
             crate::http1::parse_url(&r.url)?;
@@ -54,7 +57,9 @@ impl Plan {
                 return Err(format!("{}: not an HTTP method", r.method));
             }
             for (k, v) in &r.headers {
-                if !crate::http1::is_token(k) || v.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
+                if !crate::http1::is_token(k)
+                    || v.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0)
+                {
                     return Err(format!("{k}: {v}: not a valid header"));
                 }
             }

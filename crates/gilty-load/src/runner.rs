@@ -129,7 +129,10 @@ impl Shared {
             } else {
                 r.stats.note_sent(intended_s, in_flight);
                 r.released += 1;
-                r.batches[self.requests[request].host].push(Ticket { intended_s, request });
+                r.batches[self.requests[request].host].push(Ticket {
+                    intended_s,
+                    request,
+                });
             }
             r.next = r.schedule.next();
         }
@@ -201,7 +204,9 @@ async fn connection_task(shared: Arc<Shared>, host: usize, stats: Rc<RefCell<Sta
         let deadline = at(shared.start, ticket.intended_s) + shared.timeout;
         let deadline_t = tokio::time::Instant::from_std(deadline);
         let sent_s = shared.now_s();
-        stats.borrow_mut().note_lag(sent_s - ticket.intended_s.max(free_since_s));
+        stats
+            .borrow_mut()
+            .note_lag(sent_s - ticket.intended_s.max(free_since_s));
         let request = &shared.requests[ticket.request];
         let failure = if Instant::now() >= deadline {
             Some(Failure::Timeout) // waited for a connection longer than the timeout
@@ -237,14 +242,24 @@ async fn connection_task(shared: Arc<Shared>, host: usize, stats: Rc<RefCell<Sta
         };
         let done_s = shared.now_s();
         free_since_s = done_s;
-        stats.borrow_mut().add(&Outcome { request: ticket.request, intended_s: ticket.intended_s, sent_s, done_s, failure });
+        stats.borrow_mut().add(&Outcome {
+            request: ticket.request,
+            intended_s: ticket.intended_s,
+            sent_s,
+            done_s,
+            failure,
+        });
         shared.finished.fetch_add(1, Ordering::Release);
     }
 }
 
 /// Sends one request on the slot's connection (opening it if needed) and reads the status. A request
 /// that found an idle keep-alive connection closed by the server is sent once more on a new one.
-async fn exchange(conn: &mut Option<Connection>, addr: SocketAddr, request: &Prepared) -> Result<u16, Failure> {
+async fn exchange(
+    conn: &mut Option<Connection>,
+    addr: SocketAddr,
+    request: &Prepared,
+) -> Result<u16, Failure> {
     let mut retried = false;
     loop {
         let reused = conn.is_some();
@@ -281,13 +296,20 @@ impl PreciseTimer {
     fn new() -> std::io::Result<PreciseTimer> {
         use std::os::fd::FromRawFd;
         // SAFETY: timerfd_create has no preconditions; a valid descriptor is owned from here on.
-        let fd = unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC) };
+        let fd = unsafe {
+            libc::timerfd_create(
+                libc::CLOCK_MONOTONIC,
+                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
+            )
+        };
         if fd < 0 {
             return Err(std::io::Error::last_os_error());
         }
         let owned = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
         // SAFETY: the OwnedFd is the AsyncFd's for its whole life and always the same descriptor.
-        let fd = unsafe { tokio::io::unix::AsyncFd::register_with_interest(owned, tokio::io::Interest::READABLE) }?;
+        let fd = unsafe {
+            tokio::io::unix::AsyncFd::register_with_interest(owned, tokio::io::Interest::READABLE)
+        }?;
         Ok(PreciseTimer { fd })
     }
 
@@ -296,8 +318,14 @@ impl PreciseTimer {
         use std::os::fd::AsRawFd;
         let after = after.max(Duration::from_nanos(1));
         let spec = libc::itimerspec {
-            it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
-            it_value: libc::timespec { tv_sec: after.as_secs() as libc::time_t, tv_nsec: after.subsec_nanos() as libc::c_long },
+            it_interval: libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: libc::timespec {
+                tv_sec: after.as_secs() as libc::time_t,
+                tv_nsec: after.subsec_nanos() as libc::c_long,
+            },
         };
         // SAFETY: a timerfd we own and a spec on the stack.
         unsafe { libc::timerfd_settime(self.fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
@@ -306,10 +334,13 @@ impl PreciseTimer {
     async fn expired(&self) {
         use std::os::fd::AsRawFd;
         loop {
-            let Ok(mut guard) = self.fd.readable().await else { return };
+            let Ok(mut guard) = self.fd.readable().await else {
+                return;
+            };
             let mut count = [0u8; 8];
             // SAFETY: reads the expiry count into our buffer.
-            let n = unsafe { libc::read(self.fd.as_raw_fd(), count.as_mut_ptr().cast(), count.len()) };
+            let n =
+                unsafe { libc::read(self.fd.as_raw_fd(), count.as_mut_ptr().cast(), count.len()) };
             // Not re-armed until we return, so no expiry can slip between this read and the clear.
             guard.clear_ready();
             if n == 8 {
@@ -322,7 +353,12 @@ impl PreciseTimer {
 /// Releases arrivals at their times: sleeps on the timer until the next is due (at least BUSY_SLEEP
 /// while no connection is idle: busy connections release as they finish), until the schedule ends.
 async fn release_task(shared: Arc<Shared>, timer: PreciseTimer) {
-    let any_idle = |shared: &Shared| shared.hosts.iter().any(|q| q.idle.load(Ordering::SeqCst) > 0);
+    let any_idle = |shared: &Shared| {
+        shared
+            .hosts
+            .iter()
+            .any(|q| q.idle.load(Ordering::SeqCst) > 0)
+    };
     while let Some(due_s) = shared.release_due(true) {
         let until_due = Duration::from_secs_f64((due_s - shared.now_s()).max(0.0));
         let mut wait = until_due;
@@ -351,7 +387,9 @@ fn generator_thread(
     releases: bool,
     stop: oneshot::Receiver<()>,
 ) -> std::io::Result<Stats> {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     let stats = Rc::new(RefCell::new(Stats::new(requests)));
     let local = tokio::task::LocalSet::new();
     if releases {
@@ -359,14 +397,20 @@ fn generator_thread(
         local.spawn_local(release_task(Arc::clone(&shared), timer));
     }
     for host in slots {
-        local.spawn_local(connection_task(Arc::clone(&shared), host, Rc::clone(&stats)));
+        local.spawn_local(connection_task(
+            Arc::clone(&shared),
+            host,
+            Rc::clone(&stats),
+        ));
     }
     runtime.block_on(local.run_until(async move {
         let _ = stop.await;
     }));
     drop(local); // cancels requests still waiting for an answer
     drop(runtime);
-    Ok(Rc::try_unwrap(stats).map(RefCell::into_inner).unwrap_or_else(|rc| std::mem::replace(&mut rc.borrow_mut(), Stats::new(requests))))
+    Ok(Rc::try_unwrap(stats)
+        .map(RefCell::into_inner)
+        .unwrap_or_else(|rc| std::mem::replace(&mut rc.borrow_mut(), Stats::new(requests))))
 }
 
 fn prepare(plan: &Plan) -> Result<(Vec<SocketAddr>, Vec<Prepared>), String> {
@@ -383,7 +427,11 @@ fn prepare(plan: &Plan) -> Result<(Vec<SocketAddr>, Vec<Prepared>), String> {
             addrs.push(addr);
             addrs.len() - 1
         });
-        prepared.push(Prepared { host, bytes: http1::serialize(&r.method, &target, &r.headers, &r.body), head: r.method == "HEAD" });
+        prepared.push(Prepared {
+            host,
+            bytes: http1::serialize(&r.method, &target, &r.headers, &r.body),
+            head: r.method == "HEAD",
+        });
     }
     Ok((addrs, prepared))
 }
@@ -394,7 +442,11 @@ pub fn run(plan: &Plan, stop: &AtomicBool) -> Result<RunResult, String> {
     let (addrs, requests) = prepare(plan)?;
     let threads = plan.threads.max(1);
     let connections = plan.connections.max(1);
-    let mut schedule = Schedule::new(plan.rate, plan.arrivals, &plan.requests.iter().map(|r| r.weight).collect::<Vec<_>>());
+    let mut schedule = Schedule::new(
+        plan.rate,
+        plan.arrivals,
+        &plan.requests.iter().map(|r| r.weight).collect::<Vec<_>>(),
+    );
     let duration_s = plan.duration.as_secs_f64();
     let next = schedule.next();
     let n_requests = plan.requests.len();
@@ -411,7 +463,12 @@ pub fn run(plan: &Plan, stop: &AtomicBool) -> Result<RunResult, String> {
         }),
         hosts: addrs
             .iter()
-            .map(|&addr| HostQueue { addr, tickets: Mutex::new(VecDeque::new()), ready: Notify::new(), idle: AtomicUsize::new(0) })
+            .map(|&addr| HostQueue {
+                addr,
+                tickets: Mutex::new(VecDeque::new()),
+                ready: Notify::new(),
+                idle: AtomicUsize::new(0),
+            })
             .collect(),
         requests,
         timeout: plan.timeout,
@@ -423,7 +480,10 @@ pub fn run(plan: &Plan, stop: &AtomicBool) -> Result<RunResult, String> {
     let cpu0 = process_cpu_s();
     // The connection slots, every host's, dealt to the generator threads in turn.
     let mut slots: Vec<Vec<usize>> = vec![Vec::new(); threads];
-    for (i, (host, _)) in (0..addrs.len()).flat_map(|h| (0..connections).map(move |c| (h, c))).enumerate() {
+    for (i, (host, _)) in (0..addrs.len())
+        .flat_map(|h| (0..connections).map(move |c| (h, c)))
+        .enumerate()
+    {
         slots[i % threads].push(host);
     }
     let mut stoppers = Vec::new();
@@ -486,5 +546,12 @@ pub fn run(plan: &Plan, stop: &AtomicBool) -> Result<RunResult, String> {
     if abandoned > 0 {
         *own.failures.entry(Failure::Timeout.label()).or_insert(0) += abandoned;
     }
-    Ok(RunResult { stats: own, window_s, stopped, cpu_s, wall_s, abandoned })
+    Ok(RunResult {
+        stats: own,
+        window_s,
+        stopped,
+        cpu_s,
+        wall_s,
+        abandoned,
+    })
 }

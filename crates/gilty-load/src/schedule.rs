@@ -38,11 +38,21 @@ impl Schedule {
         };
         let total: f64 = weights.iter().sum();
         let mut acc = 0.0;
-        let cumulative = weights.iter().map(|w| {
-            acc += w / total;
-            acc
-        }).collect();
-        Schedule { period_s: 1.0 / rate, arrivals, rng: Rng::new(seed), next_s: 0.0, count: 0, cumulative }
+        let cumulative = weights
+            .iter()
+            .map(|w| {
+                acc += w / total;
+                acc
+            })
+            .collect();
+        Schedule {
+            period_s: 1.0 / rate,
+            arrivals,
+            rng: Rng::new(seed),
+            next_s: 0.0,
+            count: 0,
+            cumulative,
+        }
     }
 
     /// (seconds after the start, request index) of the next arrival.
@@ -61,7 +71,10 @@ impl Schedule {
             0
         } else {
             let u = self.rng.next_f64();
-            self.cumulative.iter().position(|c| u <= *c).unwrap_or(self.cumulative.len() - 1)
+            self.cumulative
+                .iter()
+                .position(|c| u <= *c)
+                .unwrap_or(self.cumulative.len() - 1)
         };
         (at, pick)
     }

@@ -54,7 +54,13 @@ pub struct Second {
 
 impl Second {
     fn new() -> Second {
-        Second { sent: 0, completed: 0, errors: 0, dropped: 0, latency: histogram() }
+        Second {
+            sent: 0,
+            completed: 0,
+            errors: 0,
+            dropped: 0,
+            latency: histogram(),
+        }
     }
 }
 
@@ -114,7 +120,11 @@ impl Stats {
         for (mine, theirs) in self.per_request.iter_mut().zip(&other.per_request) {
             mine.add(theirs).ok();
         }
-        for (mine, theirs) in self.per_request_errors.iter_mut().zip(&other.per_request_errors) {
+        for (mine, theirs) in self
+            .per_request_errors
+            .iter_mut()
+            .zip(&other.per_request_errors)
+        {
             *mine += theirs;
         }
         for (i, sec) in other.seconds.into_iter().enumerate() {

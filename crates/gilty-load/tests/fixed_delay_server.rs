@@ -67,7 +67,10 @@ fn answer_each(mut stream: TcpStream, delay: Duration, record: &Mutex<Vec<Durati
         let received = Instant::now();
         pending.drain(..head_end);
         std::thread::sleep(delay);
-        if stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok").is_err() {
+        if stream
+            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            .is_err()
+        {
             return;
         }
         record.lock().unwrap().push(received.elapsed());
@@ -76,7 +79,13 @@ fn answer_each(mut stream: TcpStream, delay: Duration, record: &Mutex<Vec<Durati
 
 fn plan(port: u16, rate: f64, seconds: f64, max_in_flight: usize) -> Plan {
     Plan {
-        requests: vec![RequestSpec { method: "GET".into(), url: format!("http://127.0.0.1:{port}/"), headers: vec![], body: vec![], weight: 1.0 }],
+        requests: vec![RequestSpec {
+            method: "GET".into(),
+            url: format!("http://127.0.0.1:{port}/"),
+            headers: vec![],
+            body: vec![],
+            weight: 1.0,
+        }],
         rate,
         duration: Duration::from_secs_f64(seconds),
         arrivals: Arrivals::Constant,
@@ -94,7 +103,11 @@ fn latency_is_the_service_time_when_the_server_keeps_up() {
     // and the wake-ups on both sides, and how late the generator itself was (its own lag).
     let server = serve(Duration::from_millis(20));
     let pressure = Pressure::start();
-    let r = run(&plan(server.port, 100.0, 2.0, 1000), &AtomicBool::new(false)).unwrap();
+    let r = run(
+        &plan(server.port, 100.0, 2.0, 1000),
+        &AtomicBool::new(false),
+    )
+    .unwrap();
     let pressure = pressure.share();
     assert_eq!(r.stats.sent, 200);
     assert_eq!(r.stats.ok, 200, "failures: {:?}", r.stats.failures);
@@ -102,7 +115,13 @@ fn latency_is_the_service_time_when_the_server_keeps_up() {
     assert_eq!(served.len(), 200);
     let p50 = r.stats.latency.value_at_quantile(0.5) as f64 / 1000.0;
     let lag_p99 = r.stats.lag.value_at_quantile(0.99) as f64 / 1000.0;
-    within_server_time("latency p50", p50, quantile_ms(&served, 0.5), TRANSPORT_MS + lag_p99, pressure);
+    within_server_time(
+        "latency p50",
+        p50,
+        quantile_ms(&served, 0.5),
+        TRANSPORT_MS + lag_p99,
+        pressure,
+    );
 }
 
 #[test]
@@ -123,7 +142,10 @@ fn a_closed_port_is_a_connect_error() {
     };
     let r = run(&plan(port, 50.0, 0.2, 100), &AtomicBool::new(false)).unwrap();
     assert_eq!(r.stats.ok, 0);
-    assert_eq!(r.stats.failures.get("connect").copied().unwrap_or(0), r.stats.sent);
+    assert_eq!(
+        r.stats.failures.get("connect").copied().unwrap_or(0),
+        r.stats.sent
+    );
 }
 
 #[test]

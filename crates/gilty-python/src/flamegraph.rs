@@ -30,8 +30,10 @@ fn flamegraph_svg(
         let mut out = Vec::new();
         from_lines(&mut opt, lines.iter().map(String::as_str), &mut out).map(|_| out)
     });
-    let svg = svg.map_err(|e| PyValueError::new_err(format!("cannot draw the flame graph: {e}")))?;
-    String::from_utf8(svg).map_err(|e| PyValueError::new_err(format!("flame graph is not UTF-8: {e}")))
+    let svg =
+        svg.map_err(|e| PyValueError::new_err(format!("cannot draw the flame graph: {e}")))?;
+    String::from_utf8(svg)
+        .map_err(|e| PyValueError::new_err(format!("flame graph is not UTF-8: {e}")))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

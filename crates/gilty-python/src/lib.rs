@@ -12,14 +12,19 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use std::sync::{Arc, Mutex};
 
-mod load;
 mod flamegraph;
+mod load;
 mod memory;
 mod monitor;
 mod process_set;
 mod specialization;
 mod tasks;
-create_exception!(_native, GiltyError, PyException, "A user-facing gilty error; `kind` says which.");
+create_exception!(
+    _native,
+    GiltyError,
+    PyException,
+    "A user-facing gilty error; `kind` says which."
+);
 
 pub(crate) fn to_py_err(e: CoreError) -> PyErr {
     let err = GiltyError::new_err(e.message.clone());
@@ -30,7 +35,10 @@ pub(crate) fn to_py_err(e: CoreError) -> PyErr {
 }
 
 fn exited_err(pid: i32) -> PyErr {
-    to_py_err(CoreError::new(ErrorKind::TargetExited, format!("pid {pid} exited")))
+    to_py_err(CoreError::new(
+        ErrorKind::TargetExited,
+        format!("pid {pid} exited"),
+    ))
 }
 
 /// A failed read of a one-shot reader: the target exited, or (alive) what went wrong, never
@@ -56,7 +64,6 @@ struct Target {
     #[pyo3(get)]
     debug_offset_mismatches: Vec<String>,
 }
-
 
 #[pymethods]
 impl Target {
@@ -103,7 +110,13 @@ impl Target {
     /// line) or ("c", function or None, library or None, offset)) or "native_error"; a target where
     /// kernel sampling is not permitted raises (permission_denied) instead.
     #[pyo3(signature = (locals = false, positions = false, native = false))]
-    fn dump<'py>(&self, py: Python<'py>, locals: bool, positions: bool, native: bool) -> PyResult<Bound<'py, PyDict>> {
+    fn dump<'py>(
+        &self,
+        py: Python<'py>,
+        locals: bool,
+        positions: bool,
+        native: bool,
+    ) -> PyResult<Bound<'py, PyDict>> {
         let pid = self.pid;
         let mixed = if native {
             let mut guard = self.inner.lock().unwrap();
@@ -117,16 +130,32 @@ impl Target {
             let mut guard = self.inner.lock().unwrap();
             let s: &mut CoreSampler = &mut guard;
             let snap = py.allow_threads(|| s.snapshot());
-            let want = gilty_core::locals::Want { variables: locals, positions };
+            let want = gilty_core::locals::Want {
+                variables: locals,
+                positions,
+            };
             let vars = match &snap {
                 Ok(threads) if locals || positions => {
-                    let stacks: Vec<(i32, &[gilty_core::frames::Frame])> = threads.iter().map(|t| (t.tid, t.stack.as_slice())).collect();
-                    Some(py.allow_threads(|| gilty_core::locals::locals_for_threads(&s.interp, &stacks, want)).map_err(|e| read_err(pid, &e))?)
+                    let stacks: Vec<(i32, &[gilty_core::frames::Frame])> = threads
+                        .iter()
+                        .map(|t| (t.tid, t.stack.as_slice()))
+                        .collect();
+                    Some(
+                        py.allow_threads(|| {
+                            gilty_core::locals::locals_for_threads(&s.interp, &stacks, want)
+                        })
+                        .map_err(|e| read_err(pid, &e))?,
+                    )
                 }
                 _ => None,
             };
             // What each thread is handling, read right after its stack; a failed read leaves it unknown.
-            let handled = if snap.is_ok() { py.allow_threads(|| gilty_core::exceptions::handled_by_tid(&s.interp)).unwrap_or_default() } else { Default::default() };
+            let handled = if snap.is_ok() {
+                py.allow_threads(|| gilty_core::exceptions::handled_by_tid(&s.interp))
+                    .unwrap_or_default()
+            } else {
+                Default::default()
+            };
             (s.elapsed(), snap, vars, handled)
         };
         let snap = snap.map_err(|e| read_err(pid, &e))?;
@@ -139,13 +168,23 @@ impl Target {
             d.set_item("syscall", th.syscall)?;
             let stack = PyList::empty(py);
             for f in th.stack {
-                stack.append(PyTuple::new(py, [f.function.into_pyobject(py)?.into_any(), f.file.into_pyobject(py)?.into_any(), f.line.into_pyobject(py)?.into_any()])?)?;
+                stack.append(PyTuple::new(
+                    py,
+                    [
+                        f.function.into_pyobject(py)?.into_any(),
+                        f.file.into_pyobject(py)?.into_any(),
+                        f.line.into_pyobject(py)?.into_any(),
+                    ],
+                )?)?;
             }
             d.set_item("stack", stack)?;
             if let Some(found) = handled.get(&th.tid) {
                 d.set_item("handling_exception", found.as_deref())?;
             }
-            if let Some(nt) = mixed.as_ref().and_then(|m| m.iter().find(|n| n.tid == th.tid)) {
+            if let Some(nt) = mixed
+                .as_ref()
+                .and_then(|m| m.iter().find(|n| n.tid == th.tid))
+            {
                 match &nt.stack {
                     Ok(frames) => {
                         d.set_item("native_stack", mixed_stack(py, frames)?)?;
@@ -157,7 +196,10 @@ impl Target {
                 }
             } else if mixed.is_some() {
                 // Started (or its tid was reused) after the native read went by: no native part.
-                d.set_item("native_error", "the thread was not there when the native stacks were read")?;
+                d.set_item(
+                    "native_error",
+                    "the thread was not there when the native stacks were read",
+                )?;
             }
             if let Some(vars) = vars.as_mut() {
                 match vars.remove(&th.tid) {
@@ -166,7 +208,9 @@ impl Target {
                             let at = PyList::empty(py);
                             for f in &frames {
                                 match f.position {
-                                    Some(p) => at.append((p.line, p.end_line, p.column, p.end_column))?,
+                                    Some(p) => {
+                                        at.append((p.line, p.end_line, p.column, p.end_column))?
+                                    }
                                     None => at.append(py.None())?,
                                 }
                             }
@@ -177,7 +221,11 @@ impl Target {
                             match f.error {
                                 Some(e) => per_frame.append((py.None(), e))?,
                                 None => {
-                                    let vs: Vec<(String, bool, String)> = f.variables.into_iter().map(|v| (v.name, v.arg, v.repr)).collect();
+                                    let vs: Vec<(String, bool, String)> = f
+                                        .variables
+                                        .into_iter()
+                                        .map(|v| (v.name, v.arg, v.repr))
+                                        .collect();
                                     per_frame.append((vs, py.None()))?
                                 }
                             }
@@ -202,13 +250,25 @@ impl Target {
 
 /// A mixed stack as tuples: ("py", function, file, line) or ("c", function, library, offset,
 /// source file, source line), the last two None without DWARF line tables.
-fn mixed_stack<'py>(py: Python<'py>, frames: &[gilty_core::native::MixedFrame]) -> PyResult<Bound<'py, PyList>> {
+fn mixed_stack<'py>(
+    py: Python<'py>,
+    frames: &[gilty_core::native::MixedFrame],
+) -> PyResult<Bound<'py, PyList>> {
     use gilty_core::native::MixedFrame;
     let out = PyList::empty(py);
     for f in frames {
         match f {
-            MixedFrame::Python(p) => out.append(("py", p.function.as_str(), p.file.as_str(), p.line))?,
-            MixedFrame::Native(n) => out.append(("c", n.function.as_deref(), n.library.as_deref(), n.offset, n.file.as_deref(), n.line))?,
+            MixedFrame::Python(p) => {
+                out.append(("py", p.function.as_str(), p.file.as_str(), p.line))?
+            }
+            MixedFrame::Native(n) => out.append((
+                "c",
+                n.function.as_deref(),
+                n.library.as_deref(),
+                n.offset,
+                n.file.as_deref(),
+                n.line,
+            ))?,
         }
     }
     Ok(out)
@@ -227,9 +287,18 @@ struct Sampler {
 impl Sampler {
     #[new]
     #[pyo3(signature = (target, rate_hz, exact = false, tasks = false, native = false))]
-    fn new(py: Python<'_>, target: &Target, rate_hz: f64, exact: bool, tasks: bool, native: bool) -> PyResult<Self> {
+    fn new(
+        py: Python<'_>,
+        target: &Target,
+        rate_hz: f64,
+        exact: bool,
+        tasks: bool,
+        native: bool,
+    ) -> PyResult<Self> {
         if !(rate_hz > 0.0 && rate_hz <= 20_000.0) {
-            return Err(pyo3::exceptions::PyValueError::new_err("rate_hz must be in (0, 20000]"));
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "rate_hz must be in (0, 20000]",
+            ));
         }
         let symbols = {
             let mut guard = target.inner.lock().unwrap();
@@ -242,7 +311,8 @@ impl Sampler {
             }
             if native {
                 // Perf refused: one line saying what to change, never a silent fallback.
-                py.allow_threads(|| s.enable_native()).map_err(|m| to_py_err(CoreError::new(ErrorKind::PermissionDenied, m)))?;
+                py.allow_threads(|| s.enable_native())
+                    .map_err(|m| to_py_err(CoreError::new(ErrorKind::PermissionDenied, m)))?;
             } else {
                 s.disable_native();
             }
@@ -252,7 +322,10 @@ impl Sampler {
                 Vec::new()
             }
         };
-        Ok(Sampler { inner: Arc::clone(&target.inner), exact_symbols: symbols })
+        Ok(Sampler {
+            inner: Arc::clone(&target.inner),
+            exact_symbols: symbols,
+        })
     }
 
     fn collect<'py>(&self, py: Python<'py>, seconds: f64) -> PyResult<Bound<'py, PyDict>> {
@@ -287,7 +360,9 @@ impl Sampler {
             (py.allow_threads(|| s.finish_exact()), origin)
         };
         match done {
-            Some((summary, lost, threads)) => Ok(Some(exact_dict(py, &summary, lost, threads, origin)?)),
+            Some((summary, lost, threads)) => {
+                Ok(Some(exact_dict(py, &summary, lost, threads, origin)?))
+            }
             None => Ok(None),
         }
     }
@@ -300,13 +375,28 @@ pub(crate) fn batch_dict<'py>(py: Python<'py>, batch: &Batch) -> PyResult<Bound<
     let agg = &batch.aggregate;
     out.set_item("runs", runs_dict(py, &agg.runs)?)?;
     out.set_item("thread_slices", &agg.thread_slices)?;
-    let counts: Vec<(i32, u8, i32, u64)> = agg.counts.entries.iter().map(|&((t, s, k), n)| (t, s, k, n)).collect();
+    let counts: Vec<(i32, u8, i32, u64)> = agg
+        .counts
+        .entries
+        .iter()
+        .map(|&((t, s, k), n)| (t, s, k, n))
+        .collect();
     out.set_item("counts", counts)?;
-    let blame: Vec<(i32, i32, i32, u64)> = agg.blame.entries.iter().map(|&((w, h, k), n)| (w, h, k, n)).collect();
+    let blame: Vec<(i32, i32, i32, u64)> = agg
+        .blame
+        .entries
+        .iter()
+        .map(|&((w, h, k), n)| (w, h, k, n))
+        .collect();
     out.set_item("blame", blame)?;
     out.set_item("pass_flags", PyBytes::new(py, &agg.pass_flags))?;
     out.set_item("held_cpu_wait", &agg.held_cpu_wait.entries)?;
-    let handling: Vec<(i32, u8, i32, u64)> = agg.handling.entries.iter().map(|&((t, s, k), n)| (t, s, k, n)).collect();
+    let handling: Vec<(i32, u8, i32, u64)> = agg
+        .handling
+        .entries
+        .iter()
+        .map(|&((t, s, k), n)| (t, s, k, n))
+        .collect();
     out.set_item("handling", handling)?;
     let stacks = PyDict::new(py);
     for (id, frames) in &batch.new_stacks {
@@ -319,8 +409,11 @@ pub(crate) fn batch_dict<'py>(py: Python<'py>, batch: &Batch) -> PyResult<Bound<
     }
     out.set_item("frames", frames)?;
     // (frame id, line, end line, column, end column, walks): columns None where the table has none.
-    let positions: Vec<(u32, i32, Option<i32>, Option<i32>, Option<i32>, u64)> =
-        batch.positions.iter().map(|&(id, p, n)| (id, p.line, p.end_line, p.column, p.end_column, n)).collect();
+    let positions: Vec<(u32, i32, Option<i32>, Option<i32>, Option<i32>, u64)> = batch
+        .positions
+        .iter()
+        .map(|&(id, p, n)| (id, p.line, p.end_line, p.column, p.end_column, n))
+        .collect();
     out.set_item("positions", positions)?;
     let threads = PyDict::new(py);
     for (tid, name) in &batch.threads {
@@ -374,10 +467,19 @@ fn ne_bytes<T: Copy, const N: usize>(values: &[T], to_bytes: fn(T) -> [u8; N]) -
 /// Tid and first pass are per thread, in `thread_slices`.
 fn runs_dict<'py>(py: Python<'py>, runs: &Runs) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
-    d.set_item("passes", PyBytes::new(py, &ne_bytes(&runs.passes, u32::to_ne_bytes)))?;
+    d.set_item(
+        "passes",
+        PyBytes::new(py, &ne_bytes(&runs.passes, u32::to_ne_bytes)),
+    )?;
     d.set_item("state", PyBytes::new(py, &runs.state))?;
-    d.set_item("stack", PyBytes::new(py, &ne_bytes(&runs.stack, i32::to_ne_bytes)))?;
-    d.set_item("syscall", PyBytes::new(py, &ne_bytes(&runs.syscall, i16::to_ne_bytes)))?;
+    d.set_item(
+        "stack",
+        PyBytes::new(py, &ne_bytes(&runs.stack, i32::to_ne_bytes)),
+    )?;
+    d.set_item(
+        "syscall",
+        PyBytes::new(py, &ne_bytes(&runs.syscall, i16::to_ne_bytes)),
+    )?;
     Ok(d)
 }
 
@@ -398,10 +500,19 @@ fn distribution_dict<'py>(py: Python<'py>, d: &Distribution) -> PyResult<Bound<'
     Ok(out)
 }
 
-fn exact_dict<'py>(py: Python<'py>, summary: &ExactSummary, lost: u64, threads_attached: usize, origin_ns: u64) -> PyResult<Bound<'py, PyDict>> {
+fn exact_dict<'py>(
+    py: Python<'py>,
+    summary: &ExactSummary,
+    lost: u64,
+    threads_attached: usize,
+    origin_ns: u64,
+) -> PyResult<Bound<'py, PyDict>> {
     let out = PyDict::new(py);
     out.set_item("wall_s", summary.wall_ns as f64 / 1e9)?;
-    out.set_item("start_s", (summary.start_ns as f64 - origin_ns as f64) / 1e9)?;
+    out.set_item(
+        "start_s",
+        (summary.start_ns as f64 - origin_ns as f64) / 1e9,
+    )?;
     out.set_item("events", summary.events)?;
     out.set_item("lost", lost)?;
     out.set_item("threads_attached", threads_attached)?;
@@ -419,7 +530,11 @@ fn exact_dict<'py>(py: Python<'py>, summary: &ExactSummary, lost: u64, threads_a
             let e = PyDict::new(py);
             e.set_item("holder_tid", b.holder_tid)?;
             e.set_item("wait_s", b.wait_ns as f64 / 1e9)?;
-            let fns: Vec<(i64, u64)> = b.functions.iter().map(|(f, n)| (if *f == u32::MAX { -1 } else { *f as i64 }, *n)).collect();
+            let fns: Vec<(i64, u64)> = b
+                .functions
+                .iter()
+                .map(|(f, n)| (if *f == u32::MAX { -1 } else { *f as i64 }, *n))
+                .collect();
             e.set_item("functions", fns)?;
             blame.append(e)?;
         }
@@ -441,7 +556,11 @@ fn exact_dict<'py>(py: Python<'py>, summary: &ExactSummary, lost: u64, threads_a
     out.set_item("collections", collections)?;
     let by_gen = PyDict::new(py);
     for (g, dist) in &summary.gc_by_generation {
-        by_gen.set_item(g.map(|g| g.to_string()).unwrap_or_else(|| "unknown".to_owned()), distribution_dict(py, dist)?)?;
+        by_gen.set_item(
+            g.map(|g| g.to_string())
+                .unwrap_or_else(|| "unknown".to_owned()),
+            distribution_dict(py, dist)?,
+        )?;
     }
     out.set_item("gc_by_generation", by_gen)?;
     Ok(out)

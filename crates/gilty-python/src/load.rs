@@ -75,7 +75,11 @@ fn seconds_list<'py>(py: Python<'py>, stats: &Stats) -> PyResult<Bound<'py, PyLi
 /// A plan's seconds as a Duration; NaN, negative or too large for a Duration is a ValueError (one
 /// line for the user), not the panic `Duration::from_secs_f64` would raise.
 fn seconds(what: &str, value: f64) -> PyResult<Duration> {
-    Duration::try_from_secs_f64(value).map_err(|_| PyValueError::new_err(format!("{what} must be a number of seconds between 0 and about 1.8e19, not {value}")))
+    Duration::try_from_secs_f64(value).map_err(|_| {
+        PyValueError::new_err(format!(
+            "{what} must be a number of seconds between 0 and about 1.8e19, not {value}"
+        ))
+    })
 }
 
 /// Runs one open-loop load: `plan` is {"requests": [{"method","url","headers","body","weight"}],
@@ -83,9 +87,14 @@ fn seconds(what: &str, value: f64) -> PyResult<Duration> {
 /// "connections", "threads"}. Returns the measured figures (docs/load.md).
 #[pyfunction]
 #[pyo3(signature = (plan, stop = None))]
-pub fn load_run<'py>(py: Python<'py>, plan: &Bound<'py, PyDict>, stop: Option<&LoadStop>) -> PyResult<Bound<'py, PyDict>> {
+pub fn load_run<'py>(
+    py: Python<'py>,
+    plan: &Bound<'py, PyDict>,
+    stop: Option<&LoadStop>,
+) -> PyResult<Bound<'py, PyDict>> {
     let get = |k: &str| -> PyResult<Bound<'py, PyAny>> {
-        plan.get_item(k)?.ok_or_else(|| PyValueError::new_err(format!("load plan has no {k:?}")))
+        plan.get_item(k)?
+            .ok_or_else(|| PyValueError::new_err(format!("load plan has no {k:?}")))
     };
     let mut requests = Vec::new();
     for r in get("requests")?.try_iter()? {
@@ -101,7 +110,9 @@ pub fn load_run<'py>(py: Python<'py>, plan: &Bound<'py, PyDict>, stop: Option<&L
     }
     let arrivals = match get("arrivals")?.extract::<String>()?.as_str() {
         "constant" => Arrivals::Constant,
-        "poisson" => Arrivals::Poisson { seed: get("seed")?.extract()? },
+        "poisson" => Arrivals::Poisson {
+            seed: get("seed")?.extract()?,
+        },
         other => return Err(PyValueError::new_err(format!("unknown arrivals {other:?}"))),
     };
     let p = Plan {
@@ -115,7 +126,9 @@ pub fn load_run<'py>(py: Python<'py>, plan: &Bound<'py, PyDict>, stop: Option<&L
         threads: get("threads")?.extract()?,
     };
     let flag = stop.map(|s| Arc::clone(&s.flag)).unwrap_or_default();
-    let result = py.allow_threads(|| run(&p, &flag)).map_err(PyValueError::new_err)?;
+    let result = py
+        .allow_threads(|| run(&p, &flag))
+        .map_err(PyValueError::new_err)?;
     let st = &result.stats;
     let out = PyDict::new(py);
     out.set_item("requested_rate", p.rate)?;
@@ -148,7 +161,14 @@ pub fn load_run<'py>(py: Python<'py>, plan: &Bound<'py, PyDict>, stop: Option<&L
     out.set_item("seconds", seconds_list(py, st)?)?;
     let seen = st.in_flight_seen.max(1) as f64;
     out.set_item("in_flight_at_arrivals", st.in_flight_sum as f64 / seen)?;
-    out.set_item("in_flight_mean", if result.window_s > 0.0 { st.in_system_s / result.window_s } else { 0.0 })?;
+    out.set_item(
+        "in_flight_mean",
+        if result.window_s > 0.0 {
+            st.in_system_s / result.window_s
+        } else {
+            0.0
+        },
+    )?;
     let gen = PyDict::new(py);
     gen.set_item("cpu_s", result.cpu_s)?;
     gen.set_item("lag_p99_s", st.lag.value_at_quantile(0.99) as f64 / 1e6)?;

@@ -153,7 +153,14 @@ fn output_dict<'py>(py: Python<'py>, o: &Output) -> PyResult<Bound<'py, PyDict>>
                 sd.set_item("copied_bytes", s.copied_pages * ps)?;
                 sd.set_item("new_bytes", s.new_pages * ps)?;
                 sd.set_item("shared_other_bytes", s.shared_other_pages * ps)?;
-                sd.set_item("method", if s.by_pfn { "pagemap_pfn" } else { "pagemap_exclusive_bit" })?;
+                sd.set_item(
+                    "method",
+                    if s.by_pfn {
+                        "pagemap_pfn"
+                    } else {
+                        "pagemap_exclusive_bit"
+                    },
+                )?;
                 sd.set_item("scan_s", s.scan_ns as f64 / 1e9)?;
                 d.set_item("share", sd)?;
             }
@@ -205,7 +212,13 @@ struct MemoryMonitor {
 impl MemoryMonitor {
     #[new]
     #[pyo3(signature = (pid, interval_s = 1.0, gc_poll_s = 0.001, pagemap = true))]
-    fn new(py: Python<'_>, pid: i32, interval_s: f64, gc_poll_s: f64, pagemap: bool) -> PyResult<Self> {
+    fn new(
+        py: Python<'_>,
+        pid: i32,
+        interval_s: f64,
+        gc_poll_s: f64,
+        pagemap: bool,
+    ) -> PyResult<Self> {
         if !(0.01..=3600.0).contains(&interval_s) {
             return Err(PyValueError::new_err("interval_s must be in [0.01, 3600]"));
         }
@@ -218,8 +231,13 @@ impl MemoryMonitor {
             pagemap,
             ..MonitorOptions::default()
         };
-        let m = py.allow_threads(|| Monitor::start(pid, opts)).map_err(to_py_err)?;
-        Ok(MemoryMonitor { inner: Mutex::new(m), pid })
+        let m = py
+            .allow_threads(|| Monitor::start(pid, opts))
+            .map_err(to_py_err)?;
+        Ok(MemoryMonitor {
+            inner: Mutex::new(m),
+            pid,
+        })
     }
 
     /// Waits up to `seconds` (less if the run ends) and returns what was measured meanwhile.
@@ -256,9 +274,18 @@ impl MemoryMonitor {
 /// The GC configuration of a Python process, read from outside.
 #[pyfunction]
 #[pyo3(signature = (pid, max_frozen = 5_000_000, budget_s = 0.1))]
-fn gc_config<'py>(py: Python<'py>, pid: i32, max_frozen: u64, budget_s: f64) -> PyResult<Bound<'py, PyDict>> {
+fn gc_config<'py>(
+    py: Python<'py>,
+    pid: i32,
+    max_frozen: u64,
+    budget_s: f64,
+) -> PyResult<Bound<'py, PyDict>> {
     let cfg = py
-        .allow_threads(|| attach(pid).and_then(|i| read_gc_config(&i, max_frozen, Duration::from_secs_f64(budget_s.max(0.0)))))
+        .allow_threads(|| {
+            attach(pid).and_then(|i| {
+                read_gc_config(&i, max_frozen, Duration::from_secs_f64(budget_s.max(0.0)))
+            })
+        })
         .map_err(to_py_err)?;
     let d = PyDict::new(py);
     gc_state_into(&d, &cfg.state)?;
@@ -271,7 +298,9 @@ fn gc_config<'py>(py: Python<'py>, pid: i32, max_frozen: u64, budget_s: f64) -> 
 /// One measurement of one process with each part timed (the cost benchmark).
 #[pyfunction]
 fn measure_once<'py>(py: Python<'py>, pid: i32) -> PyResult<Bound<'py, PyDict>> {
-    let c = py.allow_threads(|| core_measure_once(pid)).map_err(to_py_err)?;
+    let c = py
+        .allow_threads(|| core_measure_once(pid))
+        .map_err(to_py_err)?;
     let d = PyDict::new(py);
     d.set_item("rss", c.rss)?;
     d.set_item("stat_s", c.stat_s)?;

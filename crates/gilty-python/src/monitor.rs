@@ -37,7 +37,10 @@ pub struct GilMonitor {
 }
 
 fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: clock_gettime writes into the timespec we own.
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -59,9 +62,13 @@ fn run(shared: Arc<Shared>, mut sampler: Sampler, period: Duration) {
         match sampler.states_once() {
             Ok(snap) => {
                 // A pass stands for the time since the previous one, capped so a stall is not one huge pass.
-                let weight = last.map(|l| (taken - l).min(period * 10)).unwrap_or(period).as_secs_f64();
+                let weight = last
+                    .map(|l| (taken - l).min(period * 10))
+                    .unwrap_or(period)
+                    .as_secs_f64();
                 last = Some(taken);
-                let states: Vec<(i32, String, ThreadState)> = snap.into_iter().filter(|t| t.0 != own_tid).collect();
+                let states: Vec<(i32, String, ThreadState)> =
+                    snap.into_iter().filter(|t| t.0 != own_tid).collect();
                 let t = (taken - shared.started).as_secs_f64();
                 let mut stats = shared.stats.lock().unwrap();
                 stats.add_pass(t, weight, &states);
@@ -90,7 +97,9 @@ impl GilMonitor {
     #[new]
     fn new(py: Python<'_>, interval_s: f64) -> PyResult<Self> {
         if !(interval_s >= 1e-4 && interval_s <= 60.0) {
-            return Err(PyValueError::new_err("interval must be between 0.0001 and 60 seconds"));
+            return Err(PyValueError::new_err(
+                "interval must be between 0.0001 and 60 seconds",
+            ));
         }
         let pid = std::process::id() as i32;
         let interp = py.allow_threads(|| attach(pid)).map_err(to_py_err)?;
@@ -107,8 +116,14 @@ impl GilMonitor {
         let handle = std::thread::Builder::new()
             .name("gilty-monitor".into())
             .spawn(move || run(worker, sampler, period))
-            .map_err(|e| PyRuntimeError::new_err(format!("cannot start the monitor thread: {e}")))?;
-        Ok(GilMonitor { shared, handle: Mutex::new(Some(handle)), interval_s })
+            .map_err(|e| {
+                PyRuntimeError::new_err(format!("cannot start the monitor thread: {e}"))
+            })?;
+        Ok(GilMonitor {
+            shared,
+            handle: Mutex::new(Some(handle)),
+            interval_s,
+        })
     }
 
     /// Stops the monitor thread (idempotent). Its figures stay readable.
@@ -124,7 +139,12 @@ impl GilMonitor {
 
     #[getter]
     fn running(&self) -> bool {
-        self.handle.lock().unwrap().as_ref().map(|h| !h.is_finished()).unwrap_or(false)
+        self.handle
+            .lock()
+            .unwrap()
+            .as_ref()
+            .map(|h| !h.is_finished())
+            .unwrap_or(false)
     }
 
     /// {"elapsed_s", "passes", "monitor_cpu_s", "failure", "threads": [{tid, name, total: [6 counts],
@@ -139,7 +159,10 @@ impl GilMonitor {
         let out = PyDict::new(py);
         out.set_item("elapsed_s", elapsed)?;
         out.set_item("passes", passes)?;
-        out.set_item("monitor_cpu_s", self.shared.cpu_ns.load(Ordering::Relaxed) as f64 / 1e9)?;
+        out.set_item(
+            "monitor_cpu_s",
+            self.shared.cpu_ns.load(Ordering::Relaxed) as f64 / 1e9,
+        )?;
         out.set_item("failure", self.shared.failure.lock().unwrap().clone())?;
         let list = PyList::empty(py);
         for t in threads {

@@ -14,7 +14,15 @@ struct ProcessSet {
 fn event_dict<'py>(py: Python<'py>, e: &Event) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     match e {
-        Event::Attached { pid, ppid, t, cmdline, python_version, executable, switch_interval_s } => {
+        Event::Attached {
+            pid,
+            ppid,
+            t,
+            cmdline,
+            python_version,
+            executable,
+            switch_interval_s,
+        } => {
             d.set_item("kind", "attached")?;
             d.set_item("pid", pid)?;
             d.set_item("ppid", ppid)?;
@@ -29,7 +37,12 @@ fn event_dict<'py>(py: Python<'py>, e: &Event) -> PyResult<Bound<'py, PyDict>> {
             d.set_item("pid", pid)?;
             d.set_item("t", t)?;
         }
-        Event::Skipped { pid, ppid, t, reason } => {
+        Event::Skipped {
+            pid,
+            ppid,
+            t,
+            reason,
+        } => {
             d.set_item("kind", "skipped")?;
             d.set_item("pid", pid)?;
             d.set_item("ppid", ppid)?;
@@ -45,19 +58,37 @@ impl ProcessSet {
     /// Attaches to `pids` (and, with `follow`, every Python descendant, now and later).
     #[new]
     #[pyo3(signature = (pids, rate_hz, follow = false, tasks = false, native = false))]
-    fn new(py: Python<'_>, pids: Vec<i32>, rate_hz: f64, follow: bool, tasks: bool, native: bool) -> PyResult<Self> {
+    fn new(
+        py: Python<'_>,
+        pids: Vec<i32>,
+        rate_hz: f64,
+        follow: bool,
+        tasks: bool,
+        native: bool,
+    ) -> PyResult<Self> {
         if !(rate_hz > 0.0 && rate_hz <= 20_000.0) {
-            return Err(pyo3::exceptions::PyValueError::new_err("rate_hz must be in (0, 20000]"));
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "rate_hz must be in (0, 20000]",
+            ));
         }
-        let mut set = py.allow_threads(|| CoreSet::new(&pids, rate_hz, follow)).map_err(to_py_err)?;
+        let mut set = py
+            .allow_threads(|| CoreSet::new(&pids, rate_hz, follow))
+            .map_err(to_py_err)?;
         if tasks {
             set.enable_tasks();
         }
         if native {
             // Perf refused: one line saying what to change, as for one process.
-            py.allow_threads(|| set.enable_native()).map_err(|m| to_py_err(gilty_core::Error::new(gilty_core::ErrorKind::PermissionDenied, m)))?;
+            py.allow_threads(|| set.enable_native()).map_err(|m| {
+                to_py_err(gilty_core::Error::new(
+                    gilty_core::ErrorKind::PermissionDenied,
+                    m,
+                ))
+            })?;
         }
-        Ok(ProcessSet { inner: Mutex::new(set) })
+        Ok(ProcessSet {
+            inner: Mutex::new(set),
+        })
     }
 
     /// Pids sampled now.

@@ -2,11 +2,11 @@
 //! `specialization_watch()` (sample and follow hot code). Conversions only; gilty-core's
 //! `specialization` module does the work.
 
+use crate::load::LoadStop;
 use gilty_core::interpreter::{attach, Interpreter};
 use gilty_core::specialization::code::{read_identity, read_instructions, CodeIdentity};
 use gilty_core::specialization::decode::Instruction;
 use gilty_core::specialization::opcode_table;
-use crate::load::LoadStop;
 use gilty_core::specialization::watch::{watch_until, SiteHistory, WatchOptions};
 use gilty_core::{Error as CoreError, ErrorKind};
 use pyo3::exceptions::PyValueError;
@@ -16,7 +16,11 @@ use std::time::Duration;
 
 use crate::to_py_err;
 
-fn instruction_dict<'py>(py: Python<'py>, id: &CodeIdentity, i: &Instruction) -> PyResult<Bound<'py, PyDict>> {
+fn instruction_dict<'py>(
+    py: Python<'py>,
+    id: &CodeIdentity,
+    i: &Instruction,
+) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("offset", i.offset)?;
     d.set_item("opcode", i.opcode)?;
@@ -34,7 +38,12 @@ fn instruction_dict<'py>(py: Python<'py>, id: &CodeIdentity, i: &Instruction) ->
             d.set_item("misses_since_specialized", c.misses_since_specialized)?;
         }
         None => {
-            for k in ["counter", "counter_value", "backoff", "misses_since_specialized"] {
+            for k in [
+                "counter",
+                "counter_value",
+                "backoff",
+                "misses_since_specialized",
+            ] {
                 d.set_item(k, py.None())?;
             }
         }
@@ -59,7 +68,10 @@ fn rules_dict<'py>(py: Python<'py>, interp: &Interpreter) -> PyResult<Bound<'py,
     let r = t.counter;
     let d = PyDict::new(py);
     d.set_item("value_shift", r.value_shift)?;
-    d.set_item("specialized_start", r.specialized_start >> r.specialized_shift)?;
+    d.set_item(
+        "specialized_start",
+        r.specialized_start >> r.specialized_shift,
+    )?;
     d.set_item("specialized_shift", r.specialized_shift)?;
     d.set_item("warmup", r.warmup)?;
     d.set_item("quickening_warmup_delay", r.quickening_warmup_delay)?;
@@ -70,7 +82,11 @@ fn rules_dict<'py>(py: Python<'py>, interp: &Interpreter) -> PyResult<Bound<'py,
 
 /// The code object at `address` in process `pid`, decoded now: identity and every instruction.
 #[pyfunction]
-fn specialization_read_code<'py>(py: Python<'py>, pid: i32, address: u64) -> PyResult<Bound<'py, PyDict>> {
+fn specialization_read_code<'py>(
+    py: Python<'py>,
+    pid: i32,
+    address: u64,
+) -> PyResult<Bound<'py, PyDict>> {
     let interp = attach_311(py, pid)?;
     let table = opcode_table(&interp).map_err(to_py_err)?;
     let l = &interp.layout;
@@ -79,7 +95,12 @@ fn specialization_read_code<'py>(py: Python<'py>, pid: i32, address: u64) -> PyR
         let ins = read_instructions(&interp.mem, l, table, &id)?;
         Ok::<_, std::io::Error>((id, ins))
     });
-    let (id, ins) = read.map_err(|e| to_py_err(CoreError::new(ErrorKind::Internal, format!("pid {pid}: no readable code object at {address:#x}: {e}"))))?;
+    let (id, ins) = read.map_err(|e| {
+        to_py_err(CoreError::new(
+            ErrorKind::Internal,
+            format!("pid {pid}: no readable code object at {address:#x}: {e}"),
+        ))
+    })?;
     let out = PyDict::new(py);
     identity_into(&out, &id)?;
     out.set_item("python_version", interp.version_string())?;
@@ -124,7 +145,9 @@ fn specialization_watch<'py>(
         || Duration::try_from_secs_f64(duration_s).is_err()
         || Duration::try_from_secs_f64(read_interval_s).is_err()
     {
-        return Err(PyValueError::new_err("duration_s, rate_hz (<= 20000) and read_interval_s must be positive and finite"));
+        return Err(PyValueError::new_err(
+            "duration_s, rate_hz (<= 20000) and read_interval_s must be positive and finite",
+        ));
     }
     let interp = attach_311(py, pid)?;
     let table = opcode_table(&interp).map_err(to_py_err)?;
@@ -159,7 +182,10 @@ fn specialization_watch<'py>(
         let ins = PyList::empty(py);
         for i in w.last.iter().flatten() {
             let id = instruction_dict(py, &w.identity, i)?;
-            id.set_item("samples", w.samples_by_unit.get(&i.unit()).copied().unwrap_or(0))?;
+            id.set_item(
+                "samples",
+                w.samples_by_unit.get(&i.unit()).copied().unwrap_or(0),
+            )?;
             match w.sites.get(&i.offset) {
                 Some(h) => id.set_item("history", history_dict(py, h)?)?,
                 None => id.set_item("history", py.None())?,
@@ -180,7 +206,11 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
-fn opcache_code_dict<'py>(py: Python<'py>, c: &gilty_core::specialization::opcache::OpcacheCode, samples: u64) -> PyResult<Bound<'py, PyDict>> {
+fn opcache_code_dict<'py>(
+    py: Python<'py>,
+    c: &gilty_core::specialization::opcache::OpcacheCode,
+    samples: u64,
+) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("address", c.address)?;
     d.set_item("qualname", &c.name)?;
@@ -222,11 +252,23 @@ fn specialization_opcache<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let interp = attach_311(py, pid)?;
     let Some(oc) = gilty_core::specialization::opcache_layout(&interp) else {
-        return Err(to_py_err(CoreError::new(ErrorKind::UnsupportedVersion, format!("pid {pid} runs Python {}, which has no 3.10 opcache", interp.version_string()))));
+        return Err(to_py_err(CoreError::new(
+            ErrorKind::UnsupportedVersion,
+            format!(
+                "pid {pid} runs Python {}, which has no 3.10 opcache",
+                interp.version_string()
+            ),
+        )));
     };
     let hot: Vec<(u64, u64)> = match address {
         Some(a) => vec![(a, 0)],
-        None => py.allow_threads(|| gilty_core::specialization::opcache::hot_code_objects(&interp, Duration::from_secs_f64(duration_s), rate_hz)),
+        None => py.allow_threads(|| {
+            gilty_core::specialization::opcache::hot_code_objects(
+                &interp,
+                Duration::from_secs_f64(duration_s),
+                rate_hz,
+            )
+        }),
     };
     let out = PyDict::new(py);
     out.set_item("pid", pid)?;
@@ -235,10 +277,15 @@ fn specialization_opcache<'py>(
     let mut sampled = 0u64;
     for &(code, samples) in hot.iter().take(max_codes) {
         sampled += samples;
-        match py.allow_threads(|| gilty_core::specialization::opcache::read_opcache(&interp, oc, code)) {
+        match py
+            .allow_threads(|| gilty_core::specialization::opcache::read_opcache(&interp, oc, code))
+        {
             Ok(c) => codes.append(opcache_code_dict(py, &c, samples)?)?,
             Err(e) if address.is_some() => {
-                return Err(to_py_err(CoreError::new(ErrorKind::Internal, format!("pid {pid}: no readable code object at {code:#x}: {e}"))))
+                return Err(to_py_err(CoreError::new(
+                    ErrorKind::Internal,
+                    format!("pid {pid}: no readable code object at {code:#x}: {e}"),
+                )))
             }
             Err(_) => {}
         }

@@ -1,13 +1,16 @@
 //! `Target.tasks()`: the asyncio snapshot as Python dicts (docs/asyncio.md has the fields).
 
 use gilty_core::asyncio::TasksSnapshot;
-use pyo3::prelude::*;
 use gilty_core::frames::Frame;
 use pyo3::intern;
+use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use std::collections::HashMap;
 
-pub(crate) fn snapshot_dict<'py, 'a>(py: Python<'py>, snap: &'a TasksSnapshot) -> PyResult<Bound<'py, PyDict>> {
+pub(crate) fn snapshot_dict<'py, 'a>(
+    py: Python<'py>,
+    snap: &'a TasksSnapshot,
+) -> PyResult<Bound<'py, PyDict>> {
     // Tens of thousands of new containers would set off the cyclic GC dozens of times, each pass
     // walking every object gilty holds; none of them can form a cycle, so it is paused while they are made.
     let gc = py.import("gc")?;
@@ -38,7 +41,11 @@ fn build<'py, 'a>(py: Python<'py>, snap: &'a TasksSnapshot) -> PyResult<Bound<'p
     out.set_item("loops", loops)?;
     // File and function names repeat across thousands of tasks: one Python str each.
     let mut strs: HashMap<&str, Bound<'py, PyString>> = HashMap::new();
-    let mut intern_str = |s: &'a str| -> Bound<'py, PyString> { strs.entry(s).or_insert_with(|| PyString::new(py, s)).clone() };
+    let mut intern_str = |s: &'a str| -> Bound<'py, PyString> {
+        strs.entry(s)
+            .or_insert_with(|| PyString::new(py, s))
+            .clone()
+    };
     let mut frames: HashMap<&'a Frame, Bound<'py, PyTuple>> = HashMap::new();
     let tasks = PyList::empty(py);
     for t in &snap.tasks {
@@ -55,7 +62,14 @@ fn build<'py, 'a>(py: Python<'py>, snap: &'a TasksSnapshot) -> PyResult<Bound<'p
             let tuple = match frames.get(f) {
                 Some(tuple) => tuple.clone(),
                 None => {
-                    let tuple = PyTuple::new(py, [intern_str(&f.function).into_any(), intern_str(&f.file).into_any(), f.line.into_pyobject(py)?.into_any()])?;
+                    let tuple = PyTuple::new(
+                        py,
+                        [
+                            intern_str(&f.function).into_any(),
+                            intern_str(&f.file).into_any(),
+                            f.line.into_pyobject(py)?.into_any(),
+                        ],
+                    )?;
                     frames.insert(f, tuple.clone());
                     tuple
                 }
@@ -92,11 +106,19 @@ fn build<'py, 'a>(py: Python<'py>, snap: &'a TasksSnapshot) -> PyResult<Bound<'p
 /// One batch's task view (`record --tasks`): {"passes", "counts": [(path, stack, state, await, n)],
 /// "paths": {id: [names]}, "awaits": {id: (kind, frame id)}, "lifetimes": [(id, name, first s,
 /// last s, samples)], "errors": {...}} (docs/json-format.md, "Batches").
-pub(crate) fn aggregate_dict<'py>(py: Python<'py>, agg: &gilty_core::task_record::TaskAggregate) -> PyResult<Bound<'py, PyDict>> {
+pub(crate) fn aggregate_dict<'py>(
+    py: Python<'py>,
+    agg: &gilty_core::task_record::TaskAggregate,
+) -> PyResult<Bound<'py, PyDict>> {
     let out = PyDict::new(py);
     out.set_item("passes", agg.passes)?;
     out.set_item("reads", agg.reads)?;
-    let counts: Vec<(u32, i32, u8, i32, u64)> = agg.counts.entries.iter().map(|&((p, s, st, a), n)| (p, s, st, a, n)).collect();
+    let counts: Vec<(u32, i32, u8, i32, u64)> = agg
+        .counts
+        .entries
+        .iter()
+        .map(|&((p, s, st, a), n)| (p, s, st, a, n))
+        .collect();
     out.set_item("counts", counts)?;
     let paths = PyDict::new(py);
     for (id, names) in &agg.new_paths {

@@ -151,17 +151,25 @@ impl UprobePmu {
                 "this kernel has no uprobe PMU ({UPROBE_SYSFS} missing; needs Linux 4.17+ with CONFIG_UPROBE_EVENTS)"
             ))
         };
-        let type_ = std::fs::read_to_string(format!("{UPROBE_SYSFS}/type")).map_err(|_| missing())?;
+        let type_ =
+            std::fs::read_to_string(format!("{UPROBE_SYSFS}/type")).map_err(|_| missing())?;
         let type_: u32 = type_.trim().parse().map_err(|_| missing())?;
         // "config:0" on every kernel so far; parse it anyway, it is what the format file is for.
         let retprobe_bit = std::fs::read_to_string(format!("{UPROBE_SYSFS}/format/retprobe"))
             .ok()
-            .and_then(|s| s.trim().strip_prefix("config:").and_then(|b| b.parse().ok()))
+            .and_then(|s| {
+                s.trim()
+                    .strip_prefix("config:")
+                    .and_then(|b| b.parse().ok())
+            })
             .unwrap_or(0);
         if retprobe_bit >= 64 {
             return Err(missing());
         }
-        Ok(UprobePmu { type_, retprobe_bit })
+        Ok(UprobePmu {
+            type_,
+            retprobe_bit,
+        })
     }
 }
 
@@ -291,7 +299,11 @@ int main(void) {
 "#,
         )
         .unwrap();
-        let cc = std::process::Command::new("cc").arg("-o").arg(&exe).arg(&src).output();
+        let cc = std::process::Command::new("cc")
+            .arg("-o")
+            .arg(&exe)
+            .arg(&src)
+            .output();
         let ok = matches!(&cc, Ok(o) if o.status.success());
         if !ok {
             eprintln!("SKIP layout check: no working C compiler");
@@ -311,7 +323,12 @@ int main(void) {
         assert_eq!(got("sizeof"), std::mem::size_of::<PerfEventAttr>() as u64);
         macro_rules! off {
             ($c:literal, $r:ident) => {
-                assert_eq!(got($c), offset_of!(PerfEventAttr, $r) as u64, "offset of {}", $c)
+                assert_eq!(
+                    got($c),
+                    offset_of!(PerfEventAttr, $r) as u64,
+                    "offset of {}",
+                    $c
+                )
             };
         }
         off!("type", type_);
@@ -334,7 +351,10 @@ int main(void) {
         off!("aux_sample_size", aux_sample_size);
         off!("sig_data", sig_data);
         // The bitfield block sits right after read_format, where `flags` is.
-        assert_eq!(offset_of!(PerfEventAttr, flags), offset_of!(PerfEventAttr, read_format) + 8);
+        assert_eq!(
+            offset_of!(PerfEventAttr, flags),
+            offset_of!(PerfEventAttr, read_format) + 8
+        );
         assert_eq!(got("disabled"), FLAG_DISABLED);
         assert_eq!(got("inherit"), FLAG_INHERIT);
         assert_eq!(got("exclude_kernel"), FLAG_EXCLUDE_KERNEL);

@@ -9,7 +9,11 @@ pub enum TraceError {
     /// perf_event_open or the ring-buffer mmap was refused. The string is the whole message.
     PermissionDenied(String),
     /// The probe function cannot be located in `path`; `hint` says why (stripped, ambiguous clone, ...).
-    SymbolNotFound { symbol: String, path: String, hint: String },
+    SymbolNotFound {
+        symbol: String,
+        path: String,
+        hint: String,
+    },
     /// The target process (or the file it mapped) went away. The string is the whole message.
     TargetGone(String),
     /// Anything else (bad argument, unexpected errno). The string is the whole message.

@@ -37,7 +37,11 @@ pub(crate) struct Keeper {
 impl Keeper {
     fn alive(&self) -> bool {
         let Some(fd) = &self.pidfd else { return false };
-        let mut p = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        let mut p = libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
         // SAFETY: one valid pollfd, zero timeout. Readable = the process has exited.
         unsafe { libc::poll(&mut p, 1, 0) == 0 }
     }
@@ -90,15 +94,26 @@ pub(crate) struct StartError {
 }
 
 fn failed(message: String) -> StartError {
-    StartError { message, keeper_removes: false }
+    StartError {
+        message,
+        keeper_removes: false,
+    }
 }
 
 /// Starts the keeper for the probes with tracepoint `ids`, deleted at the end with `remove_lines`
 /// (each "-:group/name\n"). Returns once the anchors are open.
-pub(crate) fn start(root: &Path, ids: &[u64], remove_lines: &[String]) -> Result<Keeper, StartError> {
+pub(crate) fn start(
+    root: &Path,
+    ids: &[u64],
+    remove_lines: &[String],
+) -> Result<Keeper, StartError> {
     let attrs: Vec<PerfEventAttr> = ids.iter().map(|&id| anchor_attr(id)).collect();
-    let events = CString::new(root.join("uprobe_events").into_os_string().into_encoded_bytes())
-        .map_err(|_| failed("tracefs path has a NUL".into()))?;
+    let events = CString::new(
+        root.join("uprobe_events")
+            .into_os_string()
+            .into_encoded_bytes(),
+    )
+    .map_err(|_| failed("tracefs path has a NUL".into()))?;
     let lines: Vec<&[u8]> = remove_lines.iter().map(|l| l.as_bytes()).collect();
     let mut anchors: Vec<RawFd> = vec![-1; attrs.len()];
     let owner = std::process::id() as libc::pid_t;
@@ -117,7 +132,15 @@ pub(crate) fn start(root: &Path, ids: &[u64], remove_lines: &[String]) -> Result
             if second != 0 {
                 libc::_exit(if second < 0 { 1 } else { 0 });
             }
-            keeper_main(owner, life_r.as_raw_fd(), stat_w.as_raw_fd(), &attrs, &mut anchors, &events, &lines)
+            keeper_main(
+                owner,
+                life_r.as_raw_fd(),
+                stat_w.as_raw_fd(),
+                &attrs,
+                &mut anchors,
+                &events,
+                &lines,
+            )
         }
     }
     let mut st = 0;
@@ -129,7 +152,13 @@ pub(crate) fn start(root: &Path, ids: &[u64], remove_lines: &[String]) -> Result
     let mut buf = [0i32; 2];
     let n = loop {
         // SAFETY: reading into a local buffer of the given size.
-        let n = unsafe { libc::read(stat_r.as_raw_fd(), buf.as_mut_ptr().cast(), std::mem::size_of_val(&buf)) };
+        let n = unsafe {
+            libc::read(
+                stat_r.as_raw_fd(),
+                buf.as_mut_ptr().cast(),
+                std::mem::size_of_val(&buf),
+            )
+        };
         if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
             continue;
         }
@@ -140,17 +169,34 @@ pub(crate) fn start(root: &Path, ids: &[u64], remove_lines: &[String]) -> Result
     }
     if buf[0] != 0 {
         let e = std::io::Error::from_raw_os_error(buf[0]);
-        return Err(StartError { message: format!("the probe keeper could not open its events: {e}"), keeper_removes: true });
+        return Err(StartError {
+            message: format!("the probe keeper could not open its events: {e}"),
+            keeper_removes: true,
+        });
     }
     // SAFETY: pidfd_open on the pid the keeper just reported; -1 (it already died) is handled as dead.
     let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, buf[1], 0) };
     // SAFETY: a new fd from the kernel, owned here.
     let pidfd = (pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) });
-    Ok(Keeper { lifeline: life_w, pid: buf[1], pidfd, root: root.to_owned(), remove_lines: remove_lines.to_vec() })
+    Ok(Keeper {
+        lifeline: life_w,
+        pid: buf[1],
+        pidfd,
+        root: root.to_owned(),
+        remove_lines: remove_lines.to_vec(),
+    })
 }
 
 /// The keeper's whole life. Raw system calls only (see the module comment).
-unsafe fn keeper_main(owner: libc::pid_t, life: RawFd, stat: RawFd, attrs: &[PerfEventAttr], anchors: &mut [RawFd], events: &CString, lines: &[&[u8]]) -> ! {
+unsafe fn keeper_main(
+    owner: libc::pid_t,
+    life: RawFd,
+    stat: RawFd,
+    attrs: &[PerfEventAttr],
+    anchors: &mut [RawFd],
+    events: &CString,
+    lines: &[&[u8]],
+) -> ! {
     // Keep only the two pipe ends: gilty's stdout, sockets and perf fds must not stay open here.
     let (lo, hi) = (life.min(stat) as u32, life.max(stat) as u32);
     if lo > 0 {
@@ -164,10 +210,23 @@ unsafe fn keeper_main(owner: libc::pid_t, life: RawFd, stat: RawFd, attrs: &[Per
     libc::signal(libc::SIGHUP, libc::SIG_IGN);
     libc::signal(libc::SIGINT, libc::SIG_DFL);
     libc::signal(libc::SIGTERM, libc::SIG_DFL);
-    libc::prctl(libc::PR_SET_NAME, c"gilty-keeper".as_ptr() as libc::c_ulong, 0, 0, 0);
+    libc::prctl(
+        libc::PR_SET_NAME,
+        c"gilty-keeper".as_ptr() as libc::c_ulong,
+        0,
+        0,
+        0,
+    );
     let mut err = 0;
     for (a, fd) in attrs.iter().zip(anchors.iter_mut()) {
-        let r = libc::syscall(libc::SYS_perf_event_open, a as *const PerfEventAttr, 0, -1, -1, attr::PERF_FLAG_FD_CLOEXEC);
+        let r = libc::syscall(
+            libc::SYS_perf_event_open,
+            a as *const PerfEventAttr,
+            0,
+            -1,
+            -1,
+            attr::PERF_FLAG_FD_CLOEXEC,
+        );
         if r < 0 {
             err = *libc::__errno_location();
             break;
@@ -195,8 +254,14 @@ unsafe fn keeper_main(owner: libc::pid_t, life: RawFd, stat: RawFd, attrs: &[Per
         // Gilty died: the kernel closes its fds (the pipe possibly first) before the exit is signalled
         // on the pidfd. Closing the anchors only then keeps gilty's closes the instant ones.
         if !on_purpose && owner_fd >= 0 {
-            let mut p = libc::pollfd { fd: owner_fd, events: libc::POLLIN, revents: 0 };
-            while libc::poll(&mut p, 1, REMOVE_FOR_MS as i32) < 0 && *libc::__errno_location() == libc::EINTR {}
+            let mut p = libc::pollfd {
+                fd: owner_fd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            while libc::poll(&mut p, 1, REMOVE_FOR_MS as i32) < 0
+                && *libc::__errno_location() == libc::EINTR
+            {}
         }
     }
     for &fd in anchors.iter() {
@@ -208,8 +273,12 @@ unsafe fn keeper_main(owner: libc::pid_t, life: RawFd, stat: RawFd, attrs: &[Per
         for line in lines {
             let mut waited = 0;
             loop {
-                let fd = libc::open(events.as_ptr(), libc::O_WRONLY | libc::O_APPEND | libc::O_CLOEXEC);
-                let ok = fd >= 0 && libc::write(fd, line.as_ptr().cast(), line.len()) == line.len() as isize;
+                let fd = libc::open(
+                    events.as_ptr(),
+                    libc::O_WRONLY | libc::O_APPEND | libc::O_CLOEXEC,
+                );
+                let ok = fd >= 0
+                    && libc::write(fd, line.as_ptr().cast(), line.len()) == line.len() as isize;
                 let e = *libc::__errno_location();
                 if fd >= 0 {
                     libc::close(fd);
@@ -217,7 +286,10 @@ unsafe fn keeper_main(owner: libc::pid_t, life: RawFd, stat: RawFd, attrs: &[Per
                 if ok || e != libc::EBUSY || waited >= REMOVE_FOR_MS {
                     break;
                 }
-                let ts = libc::timespec { tv_sec: 0, tv_nsec: RETRY_MS as libc::c_long * 1_000_000 };
+                let ts = libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: RETRY_MS as libc::c_long * 1_000_000,
+                };
                 libc::nanosleep(&ts, std::ptr::null_mut());
                 waited += RETRY_MS;
             }

@@ -48,14 +48,24 @@ impl Ring {
     /// Maps `data_pages` (a power of two) data pages plus the control page of the perf event `fd`.
     pub fn map(fd: RawFd, data_pages: usize) -> io::Result<Ring> {
         if data_pages == 0 || !data_pages.is_power_of_two() {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "ring pages must be a power of two"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "ring pages must be a power of two",
+            ));
         }
         let ps = page_size();
         let len = (data_pages + 1) * ps;
         // SAFETY: a fresh shared mapping of a perf fd; PROT_WRITE is needed to publish data_tail (a read-only
         // mapping would make the kernel overwrite unread data instead of stopping and reporting loss).
         let p = unsafe {
-            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0)
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
         };
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
@@ -68,8 +78,18 @@ impl Ring {
                 std::ptr::read_volatile(base.add(OFF_DATA_SIZE) as *const u64) as usize,
             )
         };
-        let (data_offset, data_size) = if size == 0 { (ps, data_pages * ps) } else { (off, size) };
-        Ok(Ring { base, len, data_offset, data_size, scratch: Vec::new() })
+        let (data_offset, data_size) = if size == 0 {
+            (ps, data_pages * ps)
+        } else {
+            (off, size)
+        };
+        Ok(Ring {
+            base,
+            len,
+            data_offset,
+            data_size,
+            scratch: Vec::new(),
+        })
     }
 
     fn head(&self) -> &AtomicU64 {
@@ -84,7 +104,9 @@ impl Ring {
 
     /// Bytes written by the kernel and not yet consumed.
     pub fn pending(&self) -> u64 {
-        self.head().load(Ordering::Acquire).wrapping_sub(self.tail().load(Ordering::Relaxed))
+        self.head()
+            .load(Ordering::Acquire)
+            .wrapping_sub(self.tail().load(Ordering::Relaxed))
     }
 
     /// Calls `f(type, record)` for every complete record (header included, contiguous even when it wrapped in
@@ -94,7 +116,8 @@ impl Ring {
         let mut tail = self.tail().load(Ordering::Relaxed);
         let size = self.data_size as u64;
         // SAFETY: data area lies within the mapping.
-        let data = unsafe { std::slice::from_raw_parts(self.base.add(self.data_offset), self.data_size) };
+        let data =
+            unsafe { std::slice::from_raw_parts(self.base.add(self.data_offset), self.data_size) };
         while tail < head {
             let pos = (tail % size) as usize;
             // Records are 8-byte aligned and data_size is a multiple of 8, so the header never wraps.

@@ -54,8 +54,9 @@ pub(crate) fn resolve_with_roots(
         path: path_in_target.to_owned(),
         hint,
     };
-    let map = MappedFile::open(&open_path)
-        .map_err(|e| TraceError::TargetGone(format!("cannot read {path_in_target} ({open_path}): {e}")))?;
+    let map = MappedFile::open(&open_path).map_err(|e| {
+        TraceError::TargetGone(format!("cannot read {path_in_target} ({open_path}): {e}"))
+    })?;
     let file = object::File::parse(map.bytes())
         .map_err(|e| not_found(format!("not an ELF file we can read: {e}")))?;
 
@@ -68,8 +69,12 @@ pub(crate) fn resolve_with_roots(
             let mut tried = Vec::new();
             let mut hit = None;
             for cand in debug_candidates(&file, path_in_target, debug_roots) {
-                let Ok(dmap) = MappedFile::open(&cand.path) else { continue };
-                let Ok(dfile) = object::File::parse(dmap.bytes()) else { continue };
+                let Ok(dmap) = MappedFile::open(&cand.path) else {
+                    continue;
+                };
+                let Ok(dfile) = object::File::parse(dmap.bytes()) else {
+                    continue;
+                };
                 if !debug_file_matches(&file, &dfile, dmap.bytes(), cand.crc) {
                     tried.push(format!("{} (does not match)", cand.path));
                     continue;
@@ -90,7 +95,11 @@ pub(crate) fn resolve_with_roots(
             match hit {
                 Some((name, vaddr, dpath)) => (name, vaddr, Some(dpath)),
                 None => {
-                    let what = if stripped { "stripped" } else { "not in .symtab or .dynsym" };
+                    let what = if stripped {
+                        "stripped"
+                    } else {
+                        "not in .symtab or .dynsym"
+                    };
                     let hint = if tried.is_empty() {
                         format!("{what}, no debug info found")
                     } else {
@@ -102,9 +111,18 @@ pub(crate) fn resolve_with_roots(
         }
     };
     let offset = file_offset(&file, vaddr).ok_or_else(|| {
-        not_found(format!("{name} at {vaddr:#x} is not inside an executable PT_LOAD segment"))
+        not_found(format!(
+            "{name} at {vaddr:#x} is not inside an executable PT_LOAD segment"
+        ))
     })?;
-    Ok(ResolvedSymbol { target: ProbeTarget { path: open_path, offset }, symbol: name, from_debug_file: debug_file })
+    Ok(ResolvedSymbol {
+        target: ProbeTarget {
+            path: open_path,
+            offset,
+        },
+        symbol: name,
+        from_debug_file: debug_file,
+    })
 }
 
 fn ambiguous_hint(names: &[String]) -> String {
@@ -113,20 +131,24 @@ fn ambiguous_hint(names: &[String]) -> String {
 
 /// A path to the file the target maps, usable from our mount namespace.
 pub(crate) fn openable_path(pid: i32, path_in_target: &str) -> Result<String, TraceError> {
-    let clean = path_in_target.strip_suffix(" (deleted)").unwrap_or(path_in_target);
+    let clean = path_in_target
+        .strip_suffix(" (deleted)")
+        .unwrap_or(path_in_target);
     // The mapping in the target, if any: (address range, inode).
-    let mapping = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok().and_then(|maps| {
-        maps.lines().find_map(|line| {
-            let mut it = line.splitn(6, ' ');
-            let range = it.next()?;
-            let _perms = it.next()?;
-            let _off = it.next()?;
-            let _dev = it.next()?;
-            let inode: u64 = it.next()?.parse().ok()?;
-            let name = it.next()?.trim_start();
-            (name == path_in_target).then(|| (range.to_owned(), inode))
-        })
-    });
+    let mapping = std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .ok()
+        .and_then(|maps| {
+            maps.lines().find_map(|line| {
+                let mut it = line.splitn(6, ' ');
+                let range = it.next()?;
+                let _perms = it.next()?;
+                let _off = it.next()?;
+                let _dev = it.next()?;
+                let inode: u64 = it.next()?.parse().ok()?;
+                let name = it.next()?.trim_start();
+                (name == path_in_target).then(|| (range.to_owned(), inode))
+            })
+        });
     let via_root = format!("/proc/{pid}/root{clean}");
     if let Ok(md) = std::fs::metadata(&via_root) {
         match &mapping {
@@ -147,7 +169,9 @@ pub(crate) fn openable_path(pid: i32, path_in_target: &str) -> Result<String, Tr
     if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
         return Err(TraceError::TargetGone(format!("process {pid} exited")));
     }
-    Err(TraceError::TargetGone(format!("cannot open {path_in_target} as mapped by process {pid}")))
+    Err(TraceError::TargetGone(format!(
+        "cannot open {path_in_target} as mapped by process {pid}"
+    )))
 }
 
 /// A maps range as `/proc/PID/map_files` names it: maps pads addresses to 8 digits (`00400000-0041f000`,
@@ -155,7 +179,11 @@ pub(crate) fn openable_path(pid: i32, path_in_target: &str) -> Result<String, Tr
 fn map_files_name(range: &str) -> String {
     let trim = |a: &str| {
         let t = a.trim_start_matches('0');
-        if t.is_empty() { "0".to_owned() } else { t.to_owned() }
+        if t.is_empty() {
+            "0".to_owned()
+        } else {
+            t.to_owned()
+        }
     };
     match range.split_once('-') {
         Some((a, b)) => format!("{}-{}", trim(a), trim(b)),
@@ -174,7 +202,9 @@ enum Found {
 fn find_symbol(file: &object::File, want: &str) -> Found {
     let mut clones: Vec<(String, u64)> = Vec::new();
     for sym in file.symbols().chain(file.dynamic_symbols()) {
-        if sym.is_undefined() || sym.address() == 0 || !matches!(sym.kind(), SymbolKind::Text | SymbolKind::Unknown)
+        if sym.is_undefined()
+            || sym.address() == 0
+            || !matches!(sym.kind(), SymbolKind::Text | SymbolKind::Unknown)
         {
             continue;
         }
@@ -183,7 +213,10 @@ fn find_symbol(file: &object::File, want: &str) -> Found {
             return Found::One(name.to_owned(), sym.address());
         }
         if let Some(rest) = name.strip_prefix(want) {
-            if rest.starts_with('.') && !rest.contains(".cold") && !clones.iter().any(|(_, a)| *a == sym.address()) {
+            if rest.starts_with('.')
+                && !rest.contains(".cold")
+                && !clones.iter().any(|(_, a)| *a == sym.address())
+            {
                 clones.push((name.to_owned(), sym.address()));
             }
         }
@@ -220,10 +253,18 @@ pub(crate) fn file_offset(file: &object::File, vaddr: u64) -> Option<u64> {
 
 /// The path of an installed separate debug file (build-id path or `.gnu_debuglink`, under each of
 /// `roots`) that belongs to `file` (same build-id, or the debuglink CRC), if any.
-pub fn matching_debug_file(file: &object::File, path_in_target: &str, roots: &[String]) -> Option<String> {
+pub fn matching_debug_file(
+    file: &object::File,
+    path_in_target: &str,
+    roots: &[String],
+) -> Option<String> {
     for cand in debug_candidates(file, path_in_target, roots) {
-        let Ok(bytes) = std::fs::read(&cand.path) else { continue };
-        let Ok(dfile) = object::File::parse(&*bytes) else { continue };
+        let Ok(bytes) = std::fs::read(&cand.path) else {
+            continue;
+        };
+        let Ok(dfile) = object::File::parse(&*bytes) else {
+            continue;
+        };
         if debug_file_matches(file, &dfile, &bytes, cand.crc) {
             return Some(cand.path);
         }
@@ -237,14 +278,22 @@ pub(crate) struct DebugCandidate {
     pub(crate) crc: Option<u32>,
 }
 
-pub(crate) fn debug_candidates(file: &object::File, path_in_target: &str, roots: &[String]) -> Vec<DebugCandidate> {
+pub(crate) fn debug_candidates(
+    file: &object::File,
+    path_in_target: &str,
+    roots: &[String],
+) -> Vec<DebugCandidate> {
     let mut out = Vec::new();
     if let Ok(Some(id)) = file.build_id() {
         if id.len() >= 2 {
             let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
             for root in roots {
                 out.push(DebugCandidate {
-                    path: format!("{root}/usr/lib/debug/.build-id/{}/{}.debug", &hex[..2], &hex[2..]),
+                    path: format!(
+                        "{root}/usr/lib/debug/.build-id/{}/{}.debug",
+                        &hex[..2],
+                        &hex[2..]
+                    ),
                     crc: None,
                 });
             }
@@ -252,8 +301,13 @@ pub(crate) fn debug_candidates(file: &object::File, path_in_target: &str, roots:
     }
     if let Ok(Some((name, crc))) = file.gnu_debuglink() {
         if let Ok(name) = std::str::from_utf8(name) {
-            let clean = path_in_target.strip_suffix(" (deleted)").unwrap_or(path_in_target);
-            let dir = std::path::Path::new(clean).parent().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+            let clean = path_in_target
+                .strip_suffix(" (deleted)")
+                .unwrap_or(path_in_target);
+            let dir = std::path::Path::new(clean)
+                .parent()
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_default();
             let dir = dir.trim_end_matches('/');
             for root in roots {
                 for p in [
@@ -261,7 +315,10 @@ pub(crate) fn debug_candidates(file: &object::File, path_in_target: &str, roots:
                     format!("{root}{dir}/.debug/{name}"),
                     format!("{root}/usr/lib/debug{dir}/{name}"),
                 ] {
-                    out.push(DebugCandidate { path: p, crc: Some(crc) });
+                    out.push(DebugCandidate {
+                        path: p,
+                        crc: Some(crc),
+                    });
                 }
             }
         }
@@ -284,7 +341,12 @@ pub(crate) fn debug_candidates(file: &object::File, path_in_target: &str, roots:
 }
 
 /// The debug file belongs to the mapped file: equal build-ids when both have one, else the debuglink CRC.
-pub(crate) fn debug_file_matches(file: &object::File, dfile: &object::File, dbytes: &[u8], crc: Option<u32>) -> bool {
+pub(crate) fn debug_file_matches(
+    file: &object::File,
+    dfile: &object::File,
+    dbytes: &[u8],
+    crc: Option<u32>,
+) -> bool {
     let a = file.build_id().ok().flatten();
     let b = dfile.build_id().ok().flatten();
     if let (Some(a), Some(b)) = (a, b) {
@@ -299,7 +361,9 @@ pub(crate) fn debug_file_matches(file: &object::File, dfile: &object::File, dbyt
 /// The debug file's section holding `vaddr` sits at the same address in the mapped file (when the mapped
 /// file still has section headers; stripped files keep them).
 pub(crate) fn same_section_address(file: &object::File, dfile: &object::File, vaddr: u64) -> bool {
-    let Some(dsec) = dfile.sections().find(|s| s.address() != 0 && vaddr >= s.address() && vaddr < s.address() + s.size())
+    let Some(dsec) = dfile
+        .sections()
+        .find(|s| s.address() != 0 && vaddr >= s.address() && vaddr < s.address() + s.size())
     else {
         return false;
     };
@@ -318,7 +382,11 @@ pub(crate) fn crc32(data: &[u8]) -> u32 {
         for (i, e) in t.iter_mut().enumerate() {
             let mut c = i as u32;
             for _ in 0..8 {
-                c = if c & 1 != 0 { 0xEDB8_8320 ^ (c >> 1) } else { c >> 1 };
+                c = if c & 1 != 0 {
+                    0xEDB8_8320 ^ (c >> 1)
+                } else {
+                    c >> 1
+                };
             }
             *e = c;
         }
@@ -346,7 +414,16 @@ impl MappedFile {
             return Err(io::Error::new(io::ErrorKind::InvalidData, "empty file"));
         }
         // SAFETY: read-only private mapping of an open file; the fd may be closed afterwards.
-        let ptr = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_PRIVATE, f.as_raw_fd(), 0) };
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                f.as_raw_fd(),
+                0,
+            )
+        };
         if ptr == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
@@ -378,7 +455,10 @@ mod tests {
     #[test]
     fn map_files_names_drop_the_padding() {
         assert_eq!(map_files_name("00400000-0041f000"), "400000-41f000");
-        assert_eq!(map_files_name("7f1c2d400000-7f1c2d4e5000"), "7f1c2d400000-7f1c2d4e5000");
+        assert_eq!(
+            map_files_name("7f1c2d400000-7f1c2d4e5000"),
+            "7f1c2d400000-7f1c2d4e5000"
+        );
         assert_eq!(map_files_name("00000000-00001000"), "0-1000");
     }
 
@@ -392,7 +472,9 @@ mod tests {
             let mut it = l.split_whitespace();
             let a = it.next()?;
             let _t = it.next()?;
-            (it.next()? == sym).then(|| u64::from_str_radix(a, 16).ok()).flatten()
+            (it.next()? == sym)
+                .then(|| u64::from_str_radix(a, 16).ok())
+                .flatten()
         })
     }
 
@@ -417,11 +499,15 @@ mod tests {
         let c = resolve(me(), LIB311, "_local_create_dummy").unwrap();
         assert_eq!(c.symbol, "_local_create_dummy.isra.0");
         match resolve(me(), LIB311, "stringlib_default_rfind") {
-            Err(TraceError::SymbolNotFound { hint, .. }) => assert!(hint.contains("ambiguous"), "{hint}"),
+            Err(TraceError::SymbolNotFound { hint, .. }) => {
+                assert!(hint.contains("ambiguous"), "{hint}")
+            }
             other => panic!("expected ambiguity, got {other:?}"),
         }
         match resolve(me(), LIB311, "no_such_function_xyz") {
-            Err(TraceError::SymbolNotFound { hint, .. }) => assert!(hint.contains("not in .symtab"), "{hint}"),
+            Err(TraceError::SymbolNotFound { hint, .. }) => {
+                assert!(hint.contains("not in .symtab"), "{hint}")
+            }
             other => panic!("expected not found, got {other:?}"),
         }
     }
@@ -434,7 +520,13 @@ mod tests {
             eprintln!("SKIP 3.11.7: not installed");
             return;
         }
-        let have = |t: &str| Command::new(t).arg("--version").output().map(|o| o.status.success()).unwrap_or(false);
+        let have = |t: &str| {
+            Command::new(t)
+                .arg("--version")
+                .output()
+                .map(|o| o.status.success())
+                .unwrap_or(false)
+        };
         if !have("objcopy") || !have("strip") {
             eprintln!("SKIP debug-info test: binutils missing");
             return;
@@ -450,7 +542,14 @@ mod tests {
             assert!(st.success(), "{tool} {args:?}");
         };
         std::fs::copy(LIB311, &lib).unwrap();
-        run(&["--only-keep-debug".as_ref(), lib.as_os_str(), dbg.as_os_str()], "objcopy");
+        run(
+            &[
+                "--only-keep-debug".as_ref(),
+                lib.as_os_str(),
+                dbg.as_os_str(),
+            ],
+            "objcopy",
+        );
         run(&["--strip-all".as_ref(), lib.as_os_str()], "strip");
         // --add-gnu-debuglink looks the file up relative to the cwd; give it the full path.
         let link = format!("--add-gnu-debuglink={}", dbg.display());
@@ -466,21 +565,34 @@ mod tests {
         std::fs::rename(&dbg, &moved).unwrap();
         match resolve_with_roots(me(), libs, "take_gil", &[String::new()]) {
             Err(e @ TraceError::SymbolNotFound { .. }) => {
-                assert!(e.to_string().contains("(stripped, no debug info found); install debug symbols"), "{e}")
+                assert!(
+                    e.to_string()
+                        .contains("(stripped, no debug info found); install debug symbols"),
+                    "{e}"
+                )
             }
             other => panic!("expected SymbolNotFound, got {other:?}"),
         }
 
         // Build-id tree under a scratch root.
-        let out = Command::new("readelf").arg("-n").arg(&lib).output().unwrap();
+        let out = Command::new("readelf")
+            .arg("-n")
+            .arg(&lib)
+            .output()
+            .unwrap();
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        if let Some(id) = text.lines().find_map(|l| l.trim().strip_prefix("Build ID: ")) {
+        if let Some(id) = text
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("Build ID: "))
+        {
             let root = dir.join("root");
             let bdir = root.join("usr/lib/debug/.build-id").join(&id[..2]);
             std::fs::create_dir_all(&bdir).unwrap();
             let bfile = bdir.join(format!("{}.debug", &id[2..]));
             std::fs::rename(&moved, &bfile).unwrap();
-            let r = resolve_with_roots(me(), libs, "take_gil", &[root.to_str().unwrap().to_owned()]).unwrap();
+            let r =
+                resolve_with_roots(me(), libs, "take_gil", &[root.to_str().unwrap().to_owned()])
+                    .unwrap();
             assert_eq!(r.target.offset, want);
             assert_eq!(r.from_debug_file.as_deref(), Some(bfile.to_str().unwrap()));
         }

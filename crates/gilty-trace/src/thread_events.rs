@@ -40,8 +40,9 @@ impl ThreadSlot {
         for want_ret in [true, false] {
             for (p, fd) in probes.iter().zip(&self.fds) {
                 if p.ret == want_ret {
-                    attr::ioctl_enable(fd.as_raw_fd())
-                        .map_err(|e| TraceError::Io(format!("PERF_EVENT_IOC_ENABLE on {}: {e}", p.what)))?;
+                    attr::ioctl_enable(fd.as_raw_fd()).map_err(|e| {
+                        TraceError::Io(format!("PERF_EVENT_IOC_ENABLE on {}: {e}", p.what))
+                    })?;
                 }
             }
         }
@@ -57,7 +58,11 @@ impl ThreadSlot {
 }
 
 /// Opens every probe for `tid`, disabled, all writing to one ring. `None` if the thread is gone.
-pub(crate) fn open_thread(probes: &[Probe], pages: usize, tid: i32) -> Result<Option<ThreadSlot>, TraceError> {
+pub(crate) fn open_thread(
+    probes: &[Probe],
+    pages: usize,
+    tid: i32,
+) -> Result<Option<ThreadSlot>, TraceError> {
     let mut fds: Vec<OwnedFd> = Vec::with_capacity(probes.len());
     let mut ids = Vec::with_capacity(probes.len());
     let mut ring = None;
@@ -69,31 +74,47 @@ pub(crate) fn open_thread(probes: &[Probe], pages: usize, tid: i32) -> Result<Op
         };
         match &ring {
             None => {
-                ring = Some(Ring::map(fd.as_raw_fd(), pages).map_err(|e| match e.raw_os_error() {
-                    Some(libc::EPERM) | Some(libc::EACCES) => {
-                        permission_denied("mmap perf ring buffers (or kernel.perf_event_mlock_kb is too small)")
-                    }
-                    _ => TraceError::Io(format!("mmap of the perf ring buffer for thread {tid}: {e}")),
-                })?);
+                ring = Some(Ring::map(fd.as_raw_fd(), pages).map_err(
+                    |e| match e.raw_os_error() {
+                        Some(libc::EPERM) | Some(libc::EACCES) => permission_denied(
+                            "mmap perf ring buffers (or kernel.perf_event_mlock_kb is too small)",
+                        ),
+                        _ => TraceError::Io(format!(
+                            "mmap of the perf ring buffer for thread {tid}: {e}"
+                        )),
+                    },
+                )?);
             }
-            Some(_) => attr::ioctl_set_output(fd.as_raw_fd(), fds[0].as_raw_fd())
-                .map_err(|e| TraceError::Io(format!("PERF_EVENT_IOC_SET_OUTPUT for {}: {e}", p.what)))?,
+            Some(_) => attr::ioctl_set_output(fd.as_raw_fd(), fds[0].as_raw_fd()).map_err(|e| {
+                TraceError::Io(format!("PERF_EVENT_IOC_SET_OUTPUT for {}: {e}", p.what))
+            })?,
         }
         ids.push(
-            attr::ioctl_id(fd.as_raw_fd()).map_err(|e| TraceError::Io(format!("PERF_EVENT_IOC_ID for {}: {e}", p.what)))?,
+            attr::ioctl_id(fd.as_raw_fd())
+                .map_err(|e| TraceError::Io(format!("PERF_EVENT_IOC_ID for {}: {e}", p.what)))?,
         );
         fds.push(fd);
     }
-    Ok(Some(ThreadSlot { ring: ring.expect("at least one probe"), fds, ids }))
+    Ok(Some(ThreadSlot {
+        ring: ring.expect("at least one probe"),
+        fds,
+        ids,
+    }))
 }
 
 pub(crate) fn list_tids(pid: i32) -> Option<Vec<i32>> {
     let rd = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
-    Some(rd.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect())
+    Some(
+        rd.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            .collect(),
+    )
 }
 
 pub(crate) fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: valid out pointer.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64

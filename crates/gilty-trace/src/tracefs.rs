@@ -37,7 +37,13 @@ pub(crate) fn root() -> Option<PathBuf> {
         return None;
     }
     let rc = unsafe {
-        libc::mount(c"nodev".as_ptr(), c"/sys/kernel/tracing".as_ptr(), c"tracefs".as_ptr(), 0, std::ptr::null())
+        libc::mount(
+            c"nodev".as_ptr(),
+            c"/sys/kernel/tracing".as_ptr(),
+            c"tracefs".as_ptr(),
+            0,
+            std::ptr::null(),
+        )
     };
     (rc == 0 && Path::new(TRACEFS).join("uprobe_events").exists()).then(|| PathBuf::from(TRACEFS))
 }
@@ -62,17 +68,30 @@ pub(crate) struct Group {
 
 /// A fresh group name for this process.
 pub(crate) fn new_group_name() -> String {
-    format!("{GROUP_PREFIX}{}_{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed))
+    format!(
+        "{GROUP_PREFIX}{}_{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 /// An event name tracefs accepts: letters, digits, underscores, not starting with a digit.
 pub(crate) fn event_name(i: usize, name: &str) -> String {
-    let clean: String = name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+    let clean: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
     format!("p{i}_{clean}")
 }
 
 pub(crate) fn define_line(group: &str, d: &Definition) -> String {
-    format!("{}:{group}/{} {}:{:#x}", if d.ret { 'r' } else { 'p' }, d.name, d.path, d.offset)
+    format!(
+        "{}:{group}/{} {}:{:#x}",
+        if d.ret { 'r' } else { 'p' },
+        d.name,
+        d.path,
+        d.offset
+    )
 }
 
 pub(crate) fn remove_line(group: &str, name: &str) -> String {
@@ -81,7 +100,9 @@ pub(crate) fn remove_line(group: &str, name: &str) -> String {
 
 /// Appends one command to `uprobe_events` (one write: the kernel runs each write's lines in order).
 pub(crate) fn command(root: &Path, line: &str) -> std::io::Result<()> {
-    let mut f = std::fs::OpenOptions::new().append(true).open(root.join("uprobe_events"))?;
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(root.join("uprobe_events"))?;
     f.write_all(format!("{line}\n").as_bytes())
 }
 
@@ -89,10 +110,19 @@ impl Group {
     /// Defines every probe in a new group and reads their tracepoint ids. On any failure the probes
     /// defined so far are deleted and the error says which line failed.
     pub(crate) fn define(root: &Path, defs: &[Definition]) -> Result<Group, String> {
-        let mut g = Group { root: root.to_owned(), group: new_group_name(), names: Vec::new(), ids: Vec::new(), removed: false };
+        let mut g = Group {
+            root: root.to_owned(),
+            group: new_group_name(),
+            names: Vec::new(),
+            ids: Vec::new(),
+            removed: false,
+        };
         for d in defs {
             if d.path.chars().any(char::is_whitespace) {
-                return Err(format!("path {:?} has white space, which uprobe_events cannot take", d.path));
+                return Err(format!(
+                    "path {:?} has white space, which uprobe_events cannot take",
+                    d.path
+                ));
             }
             let line = define_line(&g.group, d);
             command(root, &line).map_err(|e| format!("{line}: {e}"))?;
@@ -109,7 +139,10 @@ impl Group {
 
     /// The lines that delete this group's probes (for the keeper, which may not allocate after fork).
     pub(crate) fn remove_lines(&self) -> Vec<String> {
-        self.names.iter().map(|n| format!("{}\n", remove_line(&self.group, n))).collect()
+        self.names
+            .iter()
+            .map(|n| format!("{}\n", remove_line(&self.group, n)))
+            .collect()
     }
 
     /// From now on someone else (the keeper) deletes the probes.
@@ -136,7 +169,9 @@ impl Drop for Group {
 /// Deletes the probes of gilty processes that no longer exist (their keeper was killed too). Probes of
 /// a live gilty are left alone; a probe still in use makes the kernel refuse (EBUSY), also left alone.
 pub(crate) fn remove_stale(root: &Path) {
-    let Ok(text) = std::fs::read_to_string(root.join("uprobe_events")) else { return };
+    let Ok(text) = std::fs::read_to_string(root.join("uprobe_events")) else {
+        return;
+    };
     for (group, name) in stale_entries(&text, |pid| Path::new(&format!("/proc/{pid}")).exists()) {
         let _ = command(root, &remove_line(&group, &name));
     }
@@ -147,11 +182,21 @@ pub(crate) fn stale_entries(text: &str, alive: impl Fn(u32) -> bool) -> Vec<(Str
     let mut out = Vec::new();
     for line in text.lines() {
         // "p:gilty_123_0/p0_take_gil /path:0x..." (r: for a return probe)
-        let Some(head) = line.split_whitespace().next() else { continue };
-        let Some((_, ev)) = head.split_once(':') else { continue };
-        let Some((group, name)) = ev.split_once('/') else { continue };
-        let Some(rest) = group.strip_prefix(GROUP_PREFIX) else { continue };
-        let Some(pid) = rest.split('_').next().and_then(|p| p.parse::<u32>().ok()) else { continue };
+        let Some(head) = line.split_whitespace().next() else {
+            continue;
+        };
+        let Some((_, ev)) = head.split_once(':') else {
+            continue;
+        };
+        let Some((group, name)) = ev.split_once('/') else {
+            continue;
+        };
+        let Some(rest) = group.strip_prefix(GROUP_PREFIX) else {
+            continue;
+        };
+        let Some(pid) = rest.split('_').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
         if pid != std::process::id() && !alive(pid) {
             out.push((group.to_owned(), name.to_owned()));
         }
@@ -165,9 +210,17 @@ mod tests {
 
     #[test]
     fn lines() {
-        let d = Definition { name: event_name(1, "take_gil:return"), ret: true, path: "/proc/7/root/usr/bin/python3".into(), offset: 0x1a2b };
+        let d = Definition {
+            name: event_name(1, "take_gil:return"),
+            ret: true,
+            path: "/proc/7/root/usr/bin/python3".into(),
+            offset: 0x1a2b,
+        };
         assert_eq!(d.name, "p1_take_gil_return");
-        assert_eq!(define_line("gilty_5_0", &d), "r:gilty_5_0/p1_take_gil_return /proc/7/root/usr/bin/python3:0x1a2b");
+        assert_eq!(
+            define_line("gilty_5_0", &d),
+            "r:gilty_5_0/p1_take_gil_return /proc/7/root/usr/bin/python3:0x1a2b"
+        );
         assert_eq!(remove_line("gilty_5_0", "p0_x"), "-:gilty_5_0/p0_x");
     }
 
@@ -182,7 +235,10 @@ mod tests {
         let got = stale_entries(&text, |pid| pid == 222);
         assert_eq!(
             got,
-            vec![("gilty_111_0".into(), "p0_take_gil".into()), ("gilty_111_0".into(), "p1_take_gil_return".into())]
+            vec![
+                ("gilty_111_0".into(), "p0_take_gil".into()),
+                ("gilty_111_0".into(), "p1_take_gil_return".into())
+            ]
         );
     }
 }

@@ -48,8 +48,8 @@ use crate::attr::{self, PerfEventAttr, UprobePmu};
 use crate::error::TraceError;
 use crate::keeper::{self, Keeper};
 use crate::symbols::ProbeTarget;
-use crate::tracefs::{self, Definition, Group};
 use crate::thread_events::{list_tids, open_thread, Probe, ThreadSlot};
+use crate::tracefs::{self, Definition, Group};
 use crate::worker::Worker;
 
 /// A register captured with each sample of a probe. x86-64 numbering from
@@ -122,7 +122,8 @@ pub enum ProbeKind {
     Pmu(String),
 }
 
-const SAMPLE_BASE: u64 = attr::PERF_SAMPLE_IDENTIFIER | attr::PERF_SAMPLE_TID | attr::PERF_SAMPLE_TIME;
+const SAMPLE_BASE: u64 =
+    attr::PERF_SAMPLE_IDENTIFIER | attr::PERF_SAMPLE_TID | attr::PERF_SAMPLE_TIME;
 
 impl Tracer {
     /// Opens every probe for every current thread of `pid`, then enables them all (return probes first).
@@ -130,19 +131,38 @@ impl Tracer {
     /// attaches threads created later and closes the events of threads that exit.
     pub fn attach(pid: i32, probes: &[ProbeSpec], pages: usize) -> Result<Tracer, TraceError> {
         if probes.is_empty() || probes.len() > u16::MAX as usize {
-            return Err(TraceError::Io(format!("need 1..=65535 probes, got {}", probes.len())));
+            return Err(TraceError::Io(format!(
+                "need 1..=65535 probes, got {}",
+                probes.len()
+            )));
         }
         if pages == 0 || !pages.is_power_of_two() {
-            return Err(TraceError::Io(format!("ring buffer pages must be a power of two, got {pages}")));
+            return Err(TraceError::Io(format!(
+                "ring buffer pages must be a power of two, got {pages}"
+            )));
         }
         // Declared before the threads' events, so dropped after them on an early return: the keeper
         // must outlive every event of its probes.
-        let (sources, keeper, kind): (Vec<Source>, Option<Keeper>, ProbeKind) = match named_probes(probes) {
-            Ok((ids, keeper)) => (ids.into_iter().map(Source::Tracepoint).collect(), Some(keeper), ProbeKind::Named),
-            Err(why) => (vec![Source::Pmu(UprobePmu::from_sysfs()?); probes.len()], None, ProbeKind::Pmu(why)),
-        };
-        let probes =
-            Arc::new(probes.iter().zip(&sources).map(|(s, src)| build_probe(src, s)).collect::<Result<Vec<_>, _>>()?);
+        let (sources, keeper, kind): (Vec<Source>, Option<Keeper>, ProbeKind) =
+            match named_probes(probes) {
+                Ok((ids, keeper)) => (
+                    ids.into_iter().map(Source::Tracepoint).collect(),
+                    Some(keeper),
+                    ProbeKind::Named,
+                ),
+                Err(why) => (
+                    vec![Source::Pmu(UprobePmu::from_sysfs()?); probes.len()],
+                    None,
+                    ProbeKind::Pmu(why),
+                ),
+            };
+        let probes = Arc::new(
+            probes
+                .iter()
+                .zip(&sources)
+                .map(|(s, src)| build_probe(src, s))
+                .collect::<Result<Vec<_>, _>>()?,
+        );
         let mut threads: HashMap<i32, ThreadSlot> = HashMap::new();
         let gone = || TraceError::TargetGone(format!("process {pid} exited"));
         // Two passes: threads started while the first pass was opening events are caught by the second.
@@ -165,8 +185,9 @@ impl Tracer {
             for slot in threads.values() {
                 for (p, fd) in probes.iter().zip(&slot.fds) {
                     if p.ret == want_ret {
-                        attr::ioctl_enable(fd.as_raw_fd())
-                            .map_err(|e| TraceError::Io(format!("PERF_EVENT_IOC_ENABLE on {}: {e}", p.what)))?;
+                        attr::ioctl_enable(fd.as_raw_fd()).map_err(|e| {
+                            TraceError::Io(format!("PERF_EVENT_IOC_ENABLE on {}: {e}", p.what))
+                        })?;
                     }
                 }
             }
@@ -211,11 +232,20 @@ impl Tracer {
         let mut out = Vec::new();
         let mut dead = Vec::new();
         {
-            let Tracer { threads, ids, probes, lost, seen, .. } = self;
+            let Tracer {
+                threads,
+                ids,
+                probes,
+                lost,
+                seen,
+                ..
+            } = self;
             for (&tid, slot) in threads.iter_mut() {
                 // Check for exit *before* draining: after POLLHUP nothing more is written.
                 let hup = is_hup(slot.ring_fd());
-                slot.ring.drain(|rtype, rec| parse_record(rtype, rec, ids, probes, &mut out, lost, seen));
+                slot.ring.drain(|rtype, rec| {
+                    parse_record(rtype, rec, ids, probes, &mut out, lost, seen)
+                });
                 if hup {
                     dead.push(tid);
                 }
@@ -367,7 +397,10 @@ fn named_probes(specs: &[ProbeSpec]) -> Result<(Vec<u64>, Keeper), String> {
 
 fn build_probe(source: &Source, spec: &ProbeSpec) -> Result<Probe, TraceError> {
     if spec.regs.len() > 4 {
-        return Err(TraceError::Io(format!("probe {}: at most 4 registers", spec.name)));
+        return Err(TraceError::Io(format!(
+            "probe {}: at most 4 registers",
+            spec.name
+        )));
     }
     let path = CString::new(spec.target.path.as_bytes())
         .map_err(|_| TraceError::Io(format!("probe {}: path contains NUL", spec.name)))?;
@@ -381,7 +414,11 @@ fn build_probe(source: &Source, spec: &ProbeSpec) -> Result<Probe, TraceError> {
     let (type_, config, config1, config2) = match *source {
         Source::Pmu(pmu) => (
             pmu.type_,
-            if spec.ret { 1u64 << pmu.retprobe_bit } else { 0 },
+            if spec.ret {
+                1u64 << pmu.retprobe_bit
+            } else {
+                0
+            },
             path.as_ptr() as u64,
             spec.target.offset,
         ),
@@ -393,7 +430,12 @@ fn build_probe(source: &Source, spec: &ProbeSpec) -> Result<Probe, TraceError> {
         size: attr::PERF_ATTR_SIZE_VER7,
         config,
         sample_period: 1,
-        sample_type: SAMPLE_BASE | if mask != 0 { attr::PERF_SAMPLE_REGS_USER } else { 0 },
+        sample_type: SAMPLE_BASE
+            | if mask != 0 {
+                attr::PERF_SAMPLE_REGS_USER
+            } else {
+                0
+            },
         flags: attr::FLAG_DISABLED | attr::FLAG_USE_CLOCKID,
         config1,
         config2,
@@ -407,12 +449,19 @@ fn build_probe(source: &Source, spec: &ProbeSpec) -> Result<Probe, TraceError> {
         reg_pos,
         nregs: mask.count_ones() as usize,
         ret: spec.ret,
-        what: format!("{} ({}{}:{:#x})", spec.name, if spec.ret { "return of " } else { "" }, spec.target.path, spec.target.offset),
+        what: format!(
+            "{} ({}{}:{:#x})",
+            spec.name,
+            if spec.ret { "return of " } else { "" },
+            spec.target.path,
+            spec.target.offset
+        ),
     })
 }
 
 fn rd64(b: &[u8], off: usize) -> Option<u64> {
-    b.get(off..off + 8).map(|s| u64::from_ne_bytes(s.try_into().unwrap()))
+    b.get(off..off + 8)
+        .map(|s| u64::from_ne_bytes(s.try_into().unwrap()))
 }
 
 fn parse_record(
@@ -428,7 +477,8 @@ fn parse_record(
         attr::PERF_RECORD_SAMPLE => {
             // { u64 id; } IDENTIFIER, { u32 pid, tid; } TID, { u64 time; } TIME,
             // { u64 abi; u64 regs[weight(mask)]; } REGS_USER — in this order (perf_event.h, PERF_RECORD_SAMPLE).
-            let (Some(id), Some(pidtid), Some(time)) = (rd64(rec, 8), rd64(rec, 16), rd64(rec, 24)) else {
+            let (Some(id), Some(pidtid), Some(time)) = (rd64(rec, 8), rd64(rec, 16), rd64(rec, 24))
+            else {
                 return;
             };
             let Some(&pi) = ids.get(&id) else { return };
@@ -445,7 +495,12 @@ fn parse_record(
                 }
             }
             *seen += 1;
-            out.push(Event { probe: pi, tid, time_ns: time, regs });
+            out.push(Event {
+                probe: pi,
+                tid,
+                time_ns: time,
+                regs,
+            });
         }
         // { u64 id; u64 lost; }
         attr::PERF_RECORD_LOST => *lost += rd64(rec, 16).unwrap_or(0),
@@ -457,7 +512,11 @@ fn parse_record(
 
 /// The thread behind this perf fd has exited (perf_poll reports EPOLLHUP for an event in EXIT state).
 fn is_hup(fd: RawFd) -> bool {
-    let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
     // SAFETY: one valid pollfd, zero timeout.
     let n = unsafe { libc::poll(&mut p, 1, 0) };
     n > 0 && p.revents & (libc::POLLHUP | libc::POLLERR) != 0
@@ -475,10 +534,16 @@ mod tests {
 
     #[test]
     fn register_positions_follow_bit_order() {
-        let pmu = UprobePmu { type_: 8, retprobe_bit: 0 };
+        let pmu = UprobePmu {
+            type_: 8,
+            retprobe_bit: 0,
+        };
         let spec = ProbeSpec {
             name: "x".into(),
-            target: ProbeTarget { path: "/bin/true".into(), offset: 0x10 },
+            target: ProbeTarget {
+                path: "/bin/true".into(),
+                offset: 0x10,
+            },
             ret: true,
             regs: vec![Reg::Di, Reg::Ax, Reg::Si],
         };
@@ -486,7 +551,10 @@ mod tests {
         assert_eq!(p.attr.sample_regs_user, 0b110001);
         assert_eq!(p.reg_pos, vec![2, 0, 1]);
         assert_eq!(p.attr.config, 1);
-        assert_eq!(p.attr.sample_type, SAMPLE_BASE | attr::PERF_SAMPLE_REGS_USER);
+        assert_eq!(
+            p.attr.sample_type,
+            SAMPLE_BASE | attr::PERF_SAMPLE_REGS_USER
+        );
         // A sample: header, id, pid/tid, time, abi, AX, SI, DI.
         let mut rec = Vec::new();
         rec.extend_from_slice(&attr::PERF_RECORD_SAMPLE.to_ne_bytes());
@@ -497,8 +565,24 @@ mod tests {
         }
         let ids = HashMap::from([(77u64, 0u16)]);
         let (mut out, mut lost, mut seen) = (Vec::new(), 0, 0);
-        parse_record(attr::PERF_RECORD_SAMPLE, &rec, &ids, std::slice::from_ref(&p), &mut out, &mut lost, &mut seen);
-        assert_eq!(out, vec![Event { probe: 0, tid: 5, time_ns: 123, regs: [30, 10, 20, 0] }]);
+        parse_record(
+            attr::PERF_RECORD_SAMPLE,
+            &rec,
+            &ids,
+            std::slice::from_ref(&p),
+            &mut out,
+            &mut lost,
+            &mut seen,
+        );
+        assert_eq!(
+            out,
+            vec![Event {
+                probe: 0,
+                tid: 5,
+                time_ns: 123,
+                regs: [30, 10, 20, 0]
+            }]
+        );
         assert_eq!(seen, 1);
     }
 }

@@ -51,7 +51,13 @@ pub(crate) struct Worker {
 
 impl Worker {
     /// `keeper` (named probes) is dropped when the worker ends, after it has closed every event.
-    pub fn start(pid: i32, probes: Arc<Vec<Probe>>, pages: usize, known: HashSet<i32>, keeper: Option<Keeper>) -> Worker {
+    pub fn start(
+        pid: i32,
+        probes: Arc<Vec<Probe>>,
+        pages: usize,
+        known: HashSet<i32>,
+        keeper: Option<Keeper>,
+    ) -> Worker {
         let (tx, rx) = channel();
         let pending = Arc::new(Mutex::new(Pending::default()));
         let p2 = pending.clone();
@@ -62,7 +68,11 @@ impl Worker {
                 drop(keeper); // the target's probes are out: the keeper may close its anchors and delete them
             })
             .expect("spawn gilty-trace worker");
-        Worker { tx, pending, handle }
+        Worker {
+            tx,
+            pending,
+            handle,
+        }
     }
 
     /// Threads attached since the last call, and the last attach error.
@@ -125,7 +135,9 @@ impl State<'_> {
     }
 
     fn rescan(&mut self, pid: i32, probes: &[Probe], pages: usize) -> bool {
-        let Some(tids) = list_tids(pid) else { return false };
+        let Some(tids) = list_tids(pid) else {
+            return false;
+        };
         for tid in tids {
             if !self.known.insert(tid) {
                 continue;
@@ -140,7 +152,11 @@ impl State<'_> {
                             slot.disable();
                             self.queue(slot);
                         } else {
-                            p.new.push(NewThread { tid, slot, enabled_at_ns });
+                            p.new.push(NewThread {
+                                tid,
+                                slot,
+                                enabled_at_ns,
+                            });
                         }
                     }
                     Err(e) => {
@@ -160,8 +176,19 @@ impl State<'_> {
     }
 }
 
-fn run(pid: i32, probes: &[Probe], pages: usize, known: HashSet<i32>, pending: &Mutex<Pending>, rx: Receiver<Cmd>) {
-    let mut st = State { known, to_close: VecDeque::new(), pending };
+fn run(
+    pid: i32,
+    probes: &[Probe],
+    pages: usize,
+    known: HashSet<i32>,
+    pending: &Mutex<Pending>,
+    rx: Receiver<Cmd>,
+) {
+    let mut st = State {
+        known,
+        to_close: VecDeque::new(),
+        pending,
+    };
     let mut target_alive = true;
     let mut next_scan = Instant::now();
     loop {
@@ -184,7 +211,11 @@ fn run(pid: i32, probes: &[Probe], pages: usize, known: HashSet<i32>, pending: &
             drop(fd); // ~0.1 s in the kernel; rescan again before the next one
             continue;
         }
-        let wait = if target_alive { next_scan.saturating_duration_since(Instant::now()) } else { IDLE_INTERVAL };
+        let wait = if target_alive {
+            next_scan.saturating_duration_since(Instant::now())
+        } else {
+            IDLE_INTERVAL
+        };
         match rx.recv_timeout(wait) {
             Ok(cmd) => {
                 if st.handle(cmd) {

@@ -63,15 +63,26 @@ fn trace_one(version: &str, py: &std::path::PathBuf) {
     ];
 
     let original_byte = target.text_byte(&lib, take.offset);
-    assert_ne!(original_byte, 0xCC, "{version}: take_gil already has a breakpoint before attach");
+    assert_ne!(
+        original_byte, 0xCC,
+        "{version}: take_gil already has a breakpoint before attach"
+    );
     let fds_before = open_fds();
     let t0 = monotonic_ns();
     let started = Instant::now();
-    let mut tracer = Tracer::attach(pid, &specs, 64).unwrap_or_else(|e| panic!("{version}: attach: {e}"));
+    let mut tracer =
+        Tracer::attach(pid, &specs, 64).unwrap_or_else(|e| panic!("{version}: attach: {e}"));
     let attach_ms = started.elapsed().as_secs_f64() * 1e3;
     let initial_threads = tracer.threads_attached();
-    assert!(initial_threads >= 4, "{version}: main + 3 threads expected, got {initial_threads}");
-    assert_eq!(target.text_byte(&lib, take.offset), 0xCC, "{version}: no int3 at take_gil while attached");
+    assert!(
+        initial_threads >= 4,
+        "{version}: main + 3 threads expected, got {initial_threads}"
+    );
+    assert_eq!(
+        target.text_byte(&lib, take.offset),
+        0xCC,
+        "{version}: no int3 at take_gil while attached"
+    );
 
     // The late threads start once the marker appears, i.e. after attach: only the rescan can find them.
     target.touch_marker();
@@ -87,15 +98,24 @@ fn trace_one(version: &str, py: &std::path::PathBuf) {
     // At least 1 s, and until the target's collector (one gc.collect() per 50 ms) has run five times:
     // a busy machine slows the target, so the window follows its work, not the clock (10 s at most).
     let mut gen2_seen = 0usize;
-    while poll_start.elapsed() < Duration::from_secs(1) || (gen2_seen < 5 && poll_start.elapsed() < Duration::from_secs(10)) {
+    while poll_start.elapsed() < Duration::from_secs(1)
+        || (gen2_seen < 5 && poll_start.elapsed() < Duration::from_secs(10))
+    {
         std::thread::sleep(Duration::from_millis(10));
         let batch = tracer.poll();
         let now = monotonic_ns();
         for w in batch.windows(2) {
-            assert!(w[0].time_ns <= w[1].time_ns, "{version}: a poll's events are not sorted");
+            assert!(
+                w[0].time_ns <= w[1].time_ns,
+                "{version}: a poll's events are not sorted"
+            );
         }
         for e in &batch {
-            assert!(e.time_ns >= t0 && e.time_ns <= now, "{version}: event time {} outside [{t0}, {now}]", e.time_ns);
+            assert!(
+                e.time_ns >= t0 && e.time_ns <= now,
+                "{version}: event time {} outside [{t0}, {now}]",
+                e.time_ns
+            );
             max_lag_ns = max_lag_ns.max(now - e.time_ns);
             if e.time_ns < last_delivered {
                 cross_poll_inversions += 1;
@@ -110,7 +130,10 @@ fn trace_one(version: &str, py: &std::path::PathBuf) {
         if let Some(last) = batch.last() {
             last_delivered = last_delivered.max(last.time_ns);
         }
-        gen2_seen += batch.iter().filter(|e| e.probe == GC && e.regs[0] as u32 == 2).count();
+        gen2_seen += batch
+            .iter()
+            .filter(|e| e.probe == GC && e.regs[0] as u32 == 2)
+            .count();
         events.extend(batch);
     }
     let traced_s = poll_start.elapsed().as_secs_f64();
@@ -120,22 +143,41 @@ fn trace_one(version: &str, py: &std::path::PathBuf) {
 
     // ---- threads
     let tids: BTreeSet<i32> = events.iter().map(|e| e.tid).collect();
-    assert!(tids.len() >= 3, "{version}: events from {} tids", tids.len());
+    assert!(
+        tids.len() >= 3,
+        "{version}: events from {} tids",
+        tids.len()
+    );
     let late_tid: i32 = target
         .wait_line("late ", Duration::from_secs(10))
         .expect("late thread started")[5..]
         .parse()
         .unwrap();
-    let short_tid: i32 = target.wait_line("short ", Duration::from_secs(10)).unwrap()[6..].parse().unwrap();
-    assert!(tids.contains(&late_tid), "{version}: late thread {late_tid} has no events (rescan failed)");
-    assert!(tids.contains(&short_tid), "{version}: short thread {short_tid} has no events");
+    let short_tid: i32 = target.wait_line("short ", Duration::from_secs(10)).unwrap()[6..]
+        .parse()
+        .unwrap();
+    assert!(
+        tids.contains(&late_tid),
+        "{version}: late thread {late_tid} has no events (rescan failed)"
+    );
+    assert!(
+        tids.contains(&short_tid),
+        "{version}: short thread {short_tid} has no events"
+    );
     let late: Vec<i32> = tracer.late_threads().iter().map(|(t, _)| *t).collect();
-    assert!(late.contains(&late_tid) && late.contains(&short_tid), "{version}: late_threads {late:?}");
-    assert!(target.wait_line("short_done", Duration::from_secs(10)).is_some());
+    assert!(
+        late.contains(&late_tid) && late.contains(&short_tid),
+        "{version}: late_threads {late:?}"
+    );
+    assert!(target
+        .wait_line("short_done", Duration::from_secs(10))
+        .is_some());
     // The short thread's exit reaches the tracer at a poll after it: drain until it is retired (a busy
     // machine may finish the thread's exit well after it printed), 5 s at most.
     let retire_start = Instant::now();
-    while tracer.threads_live() + 1 != tracer.threads_attached() && retire_start.elapsed() < Duration::from_secs(5) {
+    while tracer.threads_live() + 1 != tracer.threads_attached()
+        && retire_start.elapsed() < Duration::from_secs(5)
+    {
         std::thread::sleep(Duration::from_millis(20));
         events.extend(tracer.poll());
     }
@@ -144,7 +186,10 @@ fn trace_one(version: &str, py: &std::path::PathBuf) {
         tracer.threads_attached() - 1,
         "{version}: the exited short thread should be retired"
     );
-    assert_eq!(per_tid_regressions, 0, "{version}: a thread's (= a buffer's) timestamps went backwards");
+    assert_eq!(
+        per_tid_regressions, 0,
+        "{version}: a thread's (= a buffer's) timestamps went backwards"
+    );
 
     // ---- take_gil pairs per thread
     let mut per_tid: BTreeMap<i32, [u64; 5]> = BTreeMap::new();
@@ -153,12 +198,20 @@ fn trace_one(version: &str, py: &std::path::PathBuf) {
     }
     for (tid, c) in &per_tid {
         let d = c[TAKE as usize] as i64 - c[TAKE_RET as usize] as i64;
-        assert!(d.abs() <= 1, "{version}: tid {tid} take_gil entries {} returns {}", c[TAKE as usize], c[TAKE_RET as usize]);
+        assert!(
+            d.abs() <= 1,
+            "{version}: tid {tid} take_gil entries {} returns {}",
+            c[TAKE as usize],
+            c[TAKE_RET as usize]
+        );
     }
 
     // ---- GC: generation in SI at entry (an int: low 32 bits), collected count in AX at return
-    let printed: BTreeSet<i64> =
-        target.lines_with("gc ").iter().map(|l| l[3..].trim().parse().unwrap()).collect();
+    let printed: BTreeSet<i64> = target
+        .lines_with("gc ")
+        .iter()
+        .map(|l| l[3..].trim().parse().unwrap())
+        .collect();
     let mut gen_hist: BTreeMap<u32, usize> = BTreeMap::new();
     let mut open: HashMap<i32, u32> = HashMap::new();
     let mut gen2_results = Vec::new();
@@ -175,14 +228,23 @@ fn trace_one(version: &str, py: &std::path::PathBuf) {
     }
     let gc_entries: usize = gen_hist.values().sum();
     let gc_returns = events.iter().filter(|e| e.probe == GC_RET).count();
-    assert!(gen_hist.get(&2).copied().unwrap_or(0) >= 5, "{version}: generation histogram {gen_hist:?}");
-    assert!(gc_returns + 1 >= gc_entries && gc_returns > 0, "{version}: {gc_entries} GC entries, {gc_returns} returns");
+    assert!(
+        gen_hist.get(&2).copied().unwrap_or(0) >= 5,
+        "{version}: generation histogram {gen_hist:?}"
+    );
+    assert!(
+        gc_returns + 1 >= gc_entries && gc_returns > 0,
+        "{version}: {gc_entries} GC entries, {gc_returns} returns"
+    );
     let matched = gen2_results.iter().filter(|r| printed.contains(r)).count();
     assert!(
         matched == gen2_results.len(),
         "{version}: gc_collect_main returned {gen2_results:?}, gc.collect() printed {printed:?}"
     );
-    assert!(gen2_results.iter().all(|&r| r >= 100), "{version}: 100 self-cycles per call: {gen2_results:?}");
+    assert!(
+        gen2_results.iter().all(|&r| r >= 100),
+        "{version}: 100 self-cycles per call: {gen2_results:?}"
+    );
 
     assert_eq!(tracer.lost(), 0, "{version}: lost events");
     let seen = tracer.events_seen();
@@ -194,7 +256,11 @@ fn trace_one(version: &str, py: &std::path::PathBuf) {
     drop(tracer);
     let drop_ms = started.elapsed().as_secs_f64() * 1e3;
     assert_eq!(open_fds(), fds_before, "{version}: fds leaked");
-    assert_eq!(target.text_byte(&lib, take.offset), original_byte, "{version}: int3 left at take_gil after drop");
+    assert_eq!(
+        target.text_byte(&lib, take.offset),
+        original_byte,
+        "{version}: int3 left at take_gil after drop"
+    );
 
     let count = |p: u16| events.iter().filter(|e| e.probe == p).count();
     println!(

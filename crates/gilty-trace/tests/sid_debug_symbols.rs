@@ -7,7 +7,8 @@ use gilty_trace::{resolve, ProbeSpec, Tracer};
 use std::time::{Duration, Instant};
 
 fn sid_python(minor: &str) -> Option<String> {
-    let cache = std::env::var("GILTY_SID_CACHE").unwrap_or_else(|_| "/root/.cache/gilty/sid-pythons".into());
+    let cache = std::env::var("GILTY_SID_CACHE")
+        .unwrap_or_else(|_| "/root/.cache/gilty/sid-pythons".into());
     let exe = format!("{cache}/root/usr/bin/python{minor}");
     std::path::Path::new(&exe).exists().then_some(exe)
 }
@@ -17,7 +18,9 @@ fn hits(pid: i32, spec: ProbeSpec, want: usize) -> usize {
     let mut tracer = Tracer::attach(pid, &[spec], 8).unwrap();
     let start = Instant::now();
     let mut n = 0;
-    while start.elapsed() < Duration::from_millis(500) || (n < want && start.elapsed() < Duration::from_secs(10)) {
+    while start.elapsed() < Duration::from_millis(500)
+        || (n < want && start.elapsed() < Duration::from_secs(10))
+    {
         std::thread::sleep(Duration::from_millis(20));
         n += tracer.poll().len();
     }
@@ -40,26 +43,59 @@ fn sid_pythons_resolve_gil_functions_through_their_debug_file() {
         let script = "import threading, time\n\
                       def spin():\n    while True: time.sleep(0.002)\n\
                       threading.Thread(target=spin, daemon=True).start()\nspin()";
-        let mut child = std::process::Command::new(&exe).args(["-c", script]).spawn().unwrap();
+        let mut child = std::process::Command::new(&exe)
+            .args(["-c", script])
+            .spawn()
+            .unwrap();
         std::thread::sleep(Duration::from_millis(400));
         let pid = child.id() as i32;
         let take = resolve(pid, &exe, "take_gil").unwrap();
-        println!("{minor}: take_gil -> {} at {:#x} from {:?}", take.symbol, take.target.offset, take.from_debug_file);
+        println!(
+            "{minor}: take_gil -> {} at {:#x} from {:?}",
+            take.symbol, take.target.offset, take.from_debug_file
+        );
         assert!(take.symbol.starts_with("take_gil"), "{take:?}");
-        let debug = take.from_debug_file.clone().expect("take_gil comes from the debug file");
+        let debug = take
+            .from_debug_file
+            .clone()
+            .expect("take_gil comes from the debug file");
         assert!(debug.contains("/usr/bin/.debug/"), "{debug}");
         let drop = resolve(pid, &exe, "drop_gil").unwrap();
-        println!("{minor}: drop_gil -> {} at {:#x}", drop.symbol, drop.target.offset);
+        println!(
+            "{minor}: drop_gil -> {} at {:#x}",
+            drop.symbol, drop.target.offset
+        );
 
-        let n_take = hits(pid, ProbeSpec { name: "take".into(), target: take.target, ret: false, regs: vec![] }, 10);
+        let n_take = hits(
+            pid,
+            ProbeSpec {
+                name: "take".into(),
+                target: take.target,
+                ret: false,
+                regs: vec![],
+            },
+            10,
+        );
         // drop_gil is inlined into PyEval_SaveThread and the eval breaker on these builds: its out-of-line
         // clone saw none of this loop's releases (0 on both). Printed for the record, not asserted.
-        let n_drop = hits(pid, ProbeSpec { name: "drop".into(), target: drop.target, ret: false, regs: vec![] }, 0);
+        let n_drop = hits(
+            pid,
+            ProbeSpec {
+                name: "drop".into(),
+                target: drop.target,
+                ret: false,
+                regs: vec![],
+            },
+            0,
+        );
         println!("{minor}: take_gil hits {n_take}, drop_gil (out-of-line clone) hits {n_drop}");
         let alive = child.try_wait().unwrap().is_none();
         let _ = child.kill();
         let _ = child.wait();
         assert!(alive, "the target died while probed");
-        assert!(n_take > 0, "no take_gil hit in python{minor}: wrong offset?");
+        assert!(
+            n_take > 0,
+            "no take_gil hit in python{minor}: wrong offset?"
+        );
     }
 }

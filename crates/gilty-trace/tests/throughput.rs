@@ -12,7 +12,11 @@ use gilty_trace::{resolve, ProbeSpec, Tracer};
 const PAGES: usize = 256;
 
 fn rates(t: &Target, skip: usize) -> Vec<f64> {
-    t.lines_with("rate ").iter().skip(skip).map(|l| l[5..].parse().unwrap()).collect()
+    t.lines_with("rate ")
+        .iter()
+        .skip(skip)
+        .map(|l| l[5..].parse().unwrap())
+        .collect()
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -22,7 +26,11 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 #[test]
 fn throughput_and_overhead() {
-    let Some((version, py)) = VERSIONS.iter().rev().find_map(|v| python(v).map(|p| (*v, p))) else {
+    let Some((version, py)) = VERSIONS
+        .iter()
+        .rev()
+        .find_map(|v| python(v).map(|p| (*v, p)))
+    else {
         println!("SKIP throughput: no interpreter installed");
         return;
     };
@@ -41,9 +49,24 @@ fn measure(version: &str, py: &std::path::PathBuf, switch: f64, workload: &str) 
     let take_byte = target.text_byte(&lib, take.offset);
     let drop_gil = resolve(target.pid, &lib, "drop_gil").unwrap().target;
     let specs = vec![
-        ProbeSpec { name: "take".into(), target: take.clone(), ret: false, regs: vec![] },
-        ProbeSpec { name: "take_ret".into(), target: take, ret: true, regs: vec![] },
-        ProbeSpec { name: "drop".into(), target: drop_gil, ret: false, regs: vec![] },
+        ProbeSpec {
+            name: "take".into(),
+            target: take.clone(),
+            ret: false,
+            regs: vec![],
+        },
+        ProbeSpec {
+            name: "take_ret".into(),
+            target: take,
+            ret: true,
+            regs: vec![],
+        },
+        ProbeSpec {
+            name: "drop".into(),
+            target: drop_gil,
+            ret: false,
+            regs: vec![],
+        },
     ];
     std::thread::sleep(Duration::from_millis(1300));
     let n0 = target.lines_with("rate ").len();
@@ -55,7 +78,9 @@ fn measure(version: &str, py: &std::path::PathBuf, switch: f64, workload: &str) 
     let mut max_batch = 0usize;
     let mut poll_ns_max = 0u128;
     // 2 s, longer on a busy machine (which slows the target) until 2,000 events came (15 s at most).
-    while start.elapsed() < Duration::from_secs(2) || (n < 2000 && start.elapsed() < Duration::from_secs(15)) {
+    while start.elapsed() < Duration::from_secs(2)
+        || (n < 2000 && start.elapsed() < Duration::from_secs(15))
+    {
         std::thread::sleep(Duration::from_millis(10));
         let t = Instant::now();
         let b = tracer.poll();
@@ -67,7 +92,11 @@ fn measure(version: &str, py: &std::path::PathBuf, switch: f64, workload: &str) 
     let n1 = target.lines_with("rate ").len();
     let during = median(rates(&target, n0 + 1)[..(n1 - n0).saturating_sub(1)].to_vec());
     let lost = tracer.lost();
-    assert_eq!(target.text_byte(&lib, specs[0].target.offset), 0xCC, "no breakpoint while traced");
+    assert_eq!(
+        target.text_byte(&lib, specs[0].target.offset),
+        0xCC,
+        "no breakpoint while traced"
+    );
     let t = Instant::now();
     drop(tracer);
     let drop_s = t.elapsed().as_secs_f64();
@@ -86,7 +115,17 @@ fn measure(version: &str, py: &std::path::PathBuf, switch: f64, workload: &str) 
     assert!(n >= 2000, "only {n} events in {secs:.1} s");
     // The rates are informative only (the machine may be shared); that the probes are gone is checked
     // exactly: the breakpoint byte is restored.
-    assert_eq!(target.text_byte(&lib, specs[0].target.offset), take_byte, "breakpoint left after drop");
+    assert_eq!(
+        target.text_byte(&lib, specs[0].target.offset),
+        take_byte,
+        "breakpoint left after drop"
+    );
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    println!("  (load average during the measurement: {})", load.split_whitespace().take(3).collect::<Vec<_>>().join(" "));
+    println!(
+        "  (load average during the measurement: {})",
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
 }

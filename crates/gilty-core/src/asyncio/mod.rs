@@ -17,8 +17,8 @@ use crate::process::memory::Memory;
 use crate::pyobjects::read_small_int;
 use gilty_layouts::asyncio_layout_for;
 use objects::{AsyncReader, Kind};
-use pages::PageCache;
 use pages::AddrMap;
+use pages::PageCache;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Awaiting {
@@ -91,7 +91,10 @@ const OTHER_FRAMEWORKS: [&str; 3] = ["trio", "gevent", "curio"];
 /// Reads every task of the target twice and keeps what both reads agree on.
 pub fn read_tasks(interp: &Interpreter) -> crate::Result<TasksSnapshot> {
     let a = asyncio_layout_for(interp.version.0, interp.version.1).ok_or_else(|| {
-        crate::Error::new(crate::ErrorKind::UnsupportedVersion, format!("no asyncio layout for Python {}", interp.version_string()))
+        crate::Error::new(
+            crate::ErrorKind::UnsupportedVersion,
+            format!("no asyncio layout for Python {}", interp.version_string()),
+        )
     })?;
     let main = interp.main_interp()?;
     let mut snap = read_agreed(interp, a, main, pages::DUMP_CHUNK_PAGES, Retry::Settle)?;
@@ -101,9 +104,15 @@ pub fn read_tasks(interp: &Interpreter) -> crate::Result<TasksSnapshot> {
         }
     }
     // Which OS thread runs each loop: the loop's `_thread_id` is a thread state's `thread_id`.
-    let threads = crate::threads::python_threads_settled(interp, &mut crate::threads::TidResolver::default()).map(|(_, t)| t).unwrap_or_default();
+    let threads =
+        crate::threads::python_threads_settled(interp, &mut crate::threads::TidResolver::default())
+            .map(|(_, t)| t)
+            .unwrap_or_default();
     for l in snap.loops.iter_mut() {
-        l.tid = l.thread_ident.and_then(|i| threads.iter().find(|t| t.ident == i)).and_then(|t| t.tid);
+        l.tid = l
+            .thread_ident
+            .and_then(|i| threads.iter().find(|t| t.ident == i))
+            .and_then(|t| t.tid);
     }
     Ok(snap)
 }
@@ -111,20 +120,36 @@ pub fn read_tasks(interp: &Interpreter) -> crate::Result<TasksSnapshot> {
 /// The tasks as two reads agree on them, without the extras of a dump (other frameworks, loop
 /// threads): what a sampling pass reads (`crate::task_record`). Reads of `chunk_pages` pages at a
 /// time: a pass over a thousand tasks costs least in small chunks, a dump of ten thousand in large.
-pub fn read_tasks_agreed(interp: &Interpreter, main: u64, chunk_pages: u64) -> crate::Result<TasksSnapshot> {
+pub fn read_tasks_agreed(
+    interp: &Interpreter,
+    main: u64,
+    chunk_pages: u64,
+) -> crate::Result<TasksSnapshot> {
     let a = asyncio_layout_for(interp.version.0, interp.version.1).ok_or_else(|| {
-        crate::Error::new(crate::ErrorKind::UnsupportedVersion, format!("no asyncio layout for Python {}", interp.version_string()))
+        crate::Error::new(
+            crate::ErrorKind::UnsupportedVersion,
+            format!("no asyncio layout for Python {}", interp.version_string()),
+        )
     })?;
     read_agreed(interp, a, main, chunk_pages, Retry::AtOnce)
 }
 
-fn read_agreed(interp: &Interpreter, a: &gilty_layouts::AsyncLayout, main: u64, chunk_pages: u64, retry: Retry) -> crate::Result<TasksSnapshot> {
+fn read_agreed(
+    interp: &Interpreter,
+    a: &gilty_layouts::AsyncLayout,
+    main: u64,
+    chunk_pages: u64,
+    retry: Retry,
+) -> crate::Result<TasksSnapshot> {
     let failed = |e: std::io::Error| {
         let pid = interp.pid;
         if crate::process::procfs::is_gone(pid) {
             return crate::Error::new(crate::ErrorKind::TargetExited, format!("pid {pid} exited"));
         }
-        crate::Error::new(crate::ErrorKind::UnrecognisedInterpreter, format!("pid {pid}: cannot read its asyncio tasks: {e}"))
+        crate::Error::new(
+            crate::ErrorKind::UnrecognisedInterpreter,
+            format!("pid {pid}: cannot read its asyncio tasks: {e}"),
+        )
     };
     let mut first = read_retrying(interp, a, main, chunk_pages, retry).map_err(failed)?;
     // A sampling pass takes the first pair: the next pass reads again. A dump has one chance: a loop
@@ -141,7 +166,10 @@ fn read_agreed(interp: &Interpreter, a: &gilty_layouts::AsyncLayout, main: u64, 
         let next = (pair + 1 < pairs).then(|| second.clone());
         let merged = merge(first, second);
         // Tasks that moved first; then tasks unreadable (in every read alike, they do not make a dump read on).
-        let score = (merged.errors.torn_dropped + merged.errors.changed, merged.errors.unreadable);
+        let score = (
+            merged.errors.torn_dropped + merged.errors.changed,
+            merged.errors.unreadable,
+        );
         if best.as_ref().map_or(true, |(_, b)| score < *b) {
             best = Some((merged, score));
         }
@@ -169,7 +197,13 @@ enum Retry {
     Settle,
 }
 
-fn read_retrying(interp: &Interpreter, a: &gilty_layouts::AsyncLayout, main: u64, chunk_pages: u64, retry: Retry) -> std::io::Result<OneRead> {
+fn read_retrying(
+    interp: &Interpreter,
+    a: &gilty_layouts::AsyncLayout,
+    main: u64,
+    chunk_pages: u64,
+    retry: Retry,
+) -> std::io::Result<OneRead> {
     let mut last = None;
     let tries = match retry {
         Retry::AtOnce => REGISTRY_TRIES,
@@ -200,13 +234,25 @@ fn merge(first: OneRead, second: OneRead) -> TasksSnapshot {
     out.errors.unreadable = out.errors.unreadable.max(first.snap.errors.unreadable);
     let before: AddrMap<&TaskInfo> = first.snap.tasks.iter().map(|t| (t.id, t)).collect();
     let after_ids: pages::AddrSet = out.tasks.iter().map(|t| t.id).collect();
-    out.errors.changed += first.snap.tasks.iter().filter(|t| !after_ids.contains(&t.id)).count() as u64;
+    out.errors.changed += first
+        .snap
+        .tasks
+        .iter()
+        .filter(|t| !after_ids.contains(&t.id))
+        .count() as u64;
     let mut kept = Vec::with_capacity(out.tasks.len());
     for t in out.tasks.drain(..) {
         match before.get(&t.id) {
             None => out.errors.changed += 1,
             // The running task moves between the reads; what else is reported about it must agree.
-            Some(b) if t.state == "running" && b.state == "running" && b.name == t.name && b.parent == t.parent => kept.push(t),
+            Some(b)
+                if t.state == "running"
+                    && b.state == "running"
+                    && b.name == t.name
+                    && b.parent == t.parent =>
+            {
+                kept.push(t)
+            }
             Some(b) if **b == t => kept.push(t),
             // Another task at a freed one's address: one ended and one started, nothing was torn.
             Some(b) if b.name != t.name => out.errors.changed += 2,
@@ -225,12 +271,22 @@ fn merge(first: OneRead, second: OneRead) -> TasksSnapshot {
     out
 }
 
-fn one_read(interp: &Interpreter, a: &gilty_layouts::AsyncLayout, main: u64, chunk_pages: u64) -> std::io::Result<OneRead> {
+fn one_read(
+    interp: &Interpreter,
+    a: &gilty_layouts::AsyncLayout,
+    main: u64,
+    chunk_pages: u64,
+) -> std::io::Result<OneRead> {
     let cache = PageCache::with_chunk(&interp.mem, chunk_pages);
     let mem: &dyn Memory = &cache;
     let probe = AsyncReader::new(mem, &interp.layout, a, Default::default(), interp.code_type);
     let Some(classes) = registry::classes(&probe, main)? else {
-        return Ok(OneRead { snap: TasksSnapshot { pages_read: cache.pages() as u64, ..Default::default() } });
+        return Ok(OneRead {
+            snap: TasksSnapshot {
+                pages_read: cache.pages() as u64,
+                ..Default::default()
+            },
+        });
     };
     let r = AsyncReader::new(mem, &interp.layout, a, classes, interp.code_type);
     check_sizes(&r)?;
@@ -238,9 +294,15 @@ fn one_read(interp: &Interpreter, a: &gilty_layouts::AsyncLayout, main: u64, chu
     // read through a cache of their own, so that a dict's keys are read moments after the dict, not
     // after all that finding the classes read into the shared cache (stale by then on a loaded host).
     let fresh = PageCache::with_chunk(&interp.mem, 1);
-    let reg = registry::read(&AsyncReader::new(&fresh, &interp.layout, a, classes, interp.code_type), main)?;
+    let reg = registry::read(
+        &AsyncReader::new(&fresh, &interp.layout, a, classes, interp.code_type),
+        main,
+    )?;
     let current: AddrMap<u64> = reg.current.iter().map(|&(l, t)| (l, t)).collect();
-    let mut snap = TasksSnapshot { asyncio_imported: true, ..Default::default() };
+    let mut snap = TasksSnapshot {
+        asyncio_imported: true,
+        ..Default::default()
+    };
     let mut read = Vec::with_capacity(reg.tasks.len());
     for &(task, eager) in &reg.tasks {
         match tree::read_task(&r, task, eager) {
@@ -261,8 +323,14 @@ fn one_read(interp: &Interpreter, a: &gilty_layouts::AsyncLayout, main: u64, chu
             _ => "pending",
         };
         let loop_addr = t.fields.loop_addr;
-        loops.entry(loop_addr).or_insert_with(|| loop_info(&r, loop_addr, current.get(&loop_addr).copied()));
-        let (parent, via) = parents.get(&t.id).copied().map(|(p, v)| (Some(p), Some(v))).unwrap_or((None, None));
+        loops
+            .entry(loop_addr)
+            .or_insert_with(|| loop_info(&r, loop_addr, current.get(&loop_addr).copied()));
+        let (parent, via) = parents
+            .get(&t.id)
+            .copied()
+            .map(|(p, v)| (Some(p), Some(v)))
+            .unwrap_or((None, None));
         snap.tasks.push(TaskInfo {
             id: t.id,
             name: t.fields.name.clone(),
@@ -270,7 +338,13 @@ fn one_read(interp: &Interpreter, a: &gilty_layouts::AsyncLayout, main: u64, chu
             loop_addr,
             python_impl: t.fields.kind == Kind::PyTask,
             eager: t.eager,
-            stack: t.chain.links.iter().rev().filter_map(|l| l.frame.clone()).collect(),
+            stack: t
+                .chain
+                .links
+                .iter()
+                .rev()
+                .filter_map(|l| l.frame.clone())
+                .collect(),
             awaiting: t.awaiting.clone(),
             parent,
             parent_via: via,
@@ -288,7 +362,10 @@ fn one_read(interp: &Interpreter, a: &gilty_layouts::AsyncLayout, main: u64, chu
 /// The C classes in the target must have the sizes the table was generated for (a build whose
 /// `_asyncio` differs is refused rather than misread).
 fn check_sizes(r: &AsyncReader) -> std::io::Result<()> {
-    for (cls, want, what) in [(r.classes.c_task, r.a.task_size, "Task"), (r.classes.c_future, r.a.future_size, "Future")] {
+    for (cls, want, what) in [
+        (r.classes.c_task, r.a.task_size, "Task"),
+        (r.classes.c_future, r.a.future_size, "Future"),
+    ] {
         if cls == 0 {
             continue;
         }
@@ -312,7 +389,13 @@ fn loop_info(r: &AsyncReader, address: u64, running_task: Option<u64>) -> LoopIn
         .and_then(|v| read_small_int(r.mem, r.l, v).ok())
         .filter(|&v| v > 0)
         .map(|v| v as u64);
-    LoopInfo { address, type_name, thread_ident, tid: None, running_task }
+    LoopInfo {
+        address,
+        type_name,
+        thread_ident,
+        tid: None,
+        running_task,
+    }
 }
 
 impl From<WalkError> for std::io::Error {
@@ -336,7 +419,11 @@ mod merge_tests {
             loop_addr: 7,
             python_impl: false,
             eager: false,
-            stack: vec![Frame { function: "handler".into(), file: "/app/app.py".into(), line }],
+            stack: vec![Frame {
+                function: "handler".into(),
+                file: "/app/app.py".into(),
+                line,
+            }],
             awaiting: None,
             parent: None,
             parent_via: None,
@@ -345,16 +432,45 @@ mod merge_tests {
     }
 
     fn read(tasks: Vec<TaskInfo>, unreadable: u64) -> OneRead {
-        OneRead { snap: TasksSnapshot { tasks, errors: TaskErrors { unreadable, ..Default::default() }, ..Default::default() } }
+        OneRead {
+            snap: TasksSnapshot {
+                tasks,
+                errors: TaskErrors {
+                    unreadable,
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        }
     }
 
     #[test]
     fn a_freed_tasks_address_reused_is_a_change_not_a_tear() {
         // Task-1 ended between the reads and Task-9 was built where it was; Task-2 moved to another line.
-        let first = read(vec![task(0x10, "Task-1", 5), task(0x20, "Task-2", 5), task(0x30, "Task-3", 5)], 1);
-        let second = read(vec![task(0x10, "Task-9", 7), task(0x20, "Task-2", 6), task(0x30, "Task-3", 5)], 1);
+        let first = read(
+            vec![
+                task(0x10, "Task-1", 5),
+                task(0x20, "Task-2", 5),
+                task(0x30, "Task-3", 5),
+            ],
+            1,
+        );
+        let second = read(
+            vec![
+                task(0x10, "Task-9", 7),
+                task(0x20, "Task-2", 6),
+                task(0x30, "Task-3", 5),
+            ],
+            1,
+        );
         let out = merge(first, second);
-        assert_eq!(out.tasks.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), vec!["Task-3"]);
+        assert_eq!(
+            out.tasks
+                .iter()
+                .map(|t| t.name.as_str())
+                .collect::<Vec<_>>(),
+            vec!["Task-3"]
+        );
         assert_eq!(out.errors.changed, 2);
         assert_eq!(out.errors.torn_dropped, 1);
         // The same task unreadable in both reads is one task left out.

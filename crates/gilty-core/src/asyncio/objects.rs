@@ -2,13 +2,13 @@
 //! `asyncio.Task` through its instance dict), and its coroutine chain from the task's coroutine down
 //! through each awaited coroutine or generator to the innermost suspended frame.
 
+use super::pages::AddrMap;
 use crate::frames::{CodeCache, Frame, FrameWalker, WalkError};
 use crate::object_graph::Reader;
 use crate::process::memory::Memory;
 use crate::pyobjects::{read_c_string, read_small_int};
 use gilty_layouts::{AsyncLayout, Layout};
 use std::cell::RefCell;
-use super::pages::AddrMap;
 use std::io;
 
 /// Deeper await chains are taken as memory that changed under us.
@@ -42,7 +42,10 @@ impl Kind {
         matches!(self, Kind::CTask | Kind::PyTask)
     }
     pub fn is_future(self) -> bool {
-        matches!(self, Kind::CTask | Kind::PyTask | Kind::CFuture | Kind::PyFuture)
+        matches!(
+            self,
+            Kind::CTask | Kind::PyTask | Kind::CFuture | Kind::PyFuture
+        )
     }
 }
 
@@ -105,7 +108,13 @@ pub struct AsyncReader<'a> {
 }
 
 impl<'a> AsyncReader<'a> {
-    pub fn new(mem: &'a dyn Memory, l: &'a Layout, a: &'a AsyncLayout, classes: Classes, code_type: Option<u64>) -> Self {
+    pub fn new(
+        mem: &'a dyn Memory,
+        l: &'a Layout,
+        a: &'a AsyncLayout,
+        classes: Classes,
+        code_type: Option<u64>,
+    ) -> Self {
         AsyncReader {
             mem,
             l,
@@ -197,7 +206,9 @@ impl<'a> AsyncReader<'a> {
         if dict == 0 {
             return Ok(None);
         }
-        let Some(descr) = self.graph().dict_get_str(dict, name)? else { return Ok(None) };
+        let Some(descr) = self.graph().dict_get_str(dict, name)? else {
+            return Ok(None);
+        };
         if self.type_name(descr)? != "member_descriptor" {
             return Ok(None);
         }
@@ -208,7 +219,11 @@ impl<'a> AsyncReader<'a> {
 
     pub fn is_gathering(&self, obj: u64) -> bool {
         let g = self.classes.gathering_future;
-        g != 0 && self.type_of(obj).and_then(|tp| self.with_type(tp, |t| t.chain.contains(&g))).unwrap_or(false)
+        g != 0
+            && self
+                .type_of(obj)
+                .and_then(|tp| self.with_type(tp, |t| t.chain.contains(&g)))
+                .unwrap_or(false)
     }
 
     fn i32_at(&self, addr: u64) -> io::Result<i32> {
@@ -231,8 +246,12 @@ impl<'a> AsyncReader<'a> {
         let a = self.a;
         if kind == Kind::CTask {
             let buf = self.mem.read_vec(task, a.task_size as usize)?;
-            let w = |off: u64| u64::from_le_bytes(buf[off as usize..off as usize + 8].try_into().unwrap());
-            let i = |off: u64| i32::from_le_bytes(buf[off as usize..off as usize + 4].try_into().unwrap());
+            let w = |off: u64| {
+                u64::from_le_bytes(buf[off as usize..off as usize + 8].try_into().unwrap())
+            };
+            let i = |off: u64| {
+                i32::from_le_bytes(buf[off as usize..off as usize + 4].try_into().unwrap())
+            };
             let state = i(a.future_state);
             if !(0..=2).contains(&state) {
                 return Err(invalid("implausible future state"));
@@ -267,12 +286,29 @@ impl<'a> AsyncReader<'a> {
         };
         let none_or_int = |n: &str| -> io::Result<i64> {
             let v = attr(n)?;
-            Ok(if v == 0 { 0 } else { read_small_int(self.mem, self.l, v).unwrap_or(0) })
+            Ok(if v == 0 {
+                0
+            } else {
+                read_small_int(self.mem, self.l, v).unwrap_or(0)
+            })
         };
-        let cancelling = none_or_int("_num_cancels_requested")? > 0 || none_or_int("_must_cancel")? != 0;
+        let cancelling =
+            none_or_int("_num_cancels_requested")? > 0 || none_or_int("_must_cancel")? != 0;
         let fut_waiter = attr("_fut_waiter")?;
-        let fut_waiter = if fut_waiter != 0 && self.kind(fut_waiter)? == Kind::Other { 0 } else { fut_waiter };
-        Ok(TaskFields { kind, loop_addr: attr("_loop")?, state, fut_waiter, coro: attr("_coro")?, name: self.name_of(attr("_name")?)?, cancelling })
+        let fut_waiter = if fut_waiter != 0 && self.kind(fut_waiter)? == Kind::Other {
+            0
+        } else {
+            fut_waiter
+        };
+        Ok(TaskFields {
+            kind,
+            loop_addr: attr("_loop")?,
+            state,
+            fut_waiter,
+            coro: attr("_coro")?,
+            name: self.name_of(attr("_name")?)?,
+            cancelling,
+        })
     }
 
     /// The callbacks registered on a future: `(callback, context)` pairs, callbacks only.
@@ -317,7 +353,11 @@ impl<'a> AsyncReader<'a> {
         }
         let items = self.ptr(list + self.a.list_item)?;
         let raw = self.mem.read_vec(items, n as usize * 8)?;
-        Ok(raw.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).filter(|&p| p != 0).collect())
+        Ok(raw
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+            .filter(|&p| p != 0)
+            .collect())
     }
 
     /// Follows a task's coroutine through each awaited coroutine or generator.
@@ -362,10 +402,23 @@ impl<'a> AsyncReader<'a> {
         let (code, instr, state, yf) = if let Some(iframe_off) = a.gen_iframe {
             let state = self.mem.read_u8(gen + a.gen_frame_state.unwrap())? as i8 as i64;
             let frame = gen + iframe_off;
-            let live = [Some(a.frame_state_created), Some(a.frame_state_suspended), a.frame_state_suspended_yield_from, a.frame_state_suspended_yield_from_locked, Some(a.frame_state_executing)];
+            let live = [
+                Some(a.frame_state_created),
+                Some(a.frame_state_suspended),
+                a.frame_state_suspended_yield_from,
+                a.frame_state_suspended_yield_from_locked,
+                Some(a.frame_state_executing),
+            ];
             if !live.contains(&Some(state)) {
                 // completed or cleared: no frame
-                return Ok((ChainLink { object: gen, frame: None, running: false }, None));
+                return Ok((
+                    ChainLink {
+                        object: gen,
+                        frame: None,
+                        running: false,
+                    },
+                    None,
+                ));
             }
             let code = l.frame_code_ptr(self.ptr(frame + l.frame_code)?);
             let instr = self.ptr(frame + l.frame_instr)? as i64;
@@ -408,7 +461,14 @@ impl<'a> AsyncReader<'a> {
             // 3.10: a PyFrameObject of its own, NULL once the generator finished.
             let frame = self.ptr(gen + a.gen_frame.unwrap())?;
             if frame == 0 {
-                return Ok((ChainLink { object: gen, frame: None, running: false }, None));
+                return Ok((
+                    ChainLink {
+                        object: gen,
+                        frame: None,
+                        running: false,
+                    },
+                    None,
+                ));
             }
             let code = self.ptr(frame + l.frame_code)?;
             let lasti = self.i32_at(frame + l.frame_instr)? as i64;
@@ -418,7 +478,10 @@ impl<'a> AsyncReader<'a> {
                 let bytes = self.ptr(code + l.code_code.unwrap())?;
                 let size = self.mem.read_i64(bytes + l.varobject_size)?;
                 let at = (lasti + 1) * 2;
-                if at < size && Some(self.mem.read_u8(bytes + l.bytes_sval + at as u64)? as u64) == a.opcode_yield_from {
+                if at < size
+                    && Some(self.mem.read_u8(bytes + l.bytes_sval + at as u64)? as u64)
+                        == a.opcode_yield_from
+                {
                     let depth = self.i32_at(frame + a.frame_stackdepth.unwrap())? as i64;
                     if !(1..=1 << 20).contains(&depth) {
                         return Err(WalkError::Torn);
@@ -430,13 +493,22 @@ impl<'a> AsyncReader<'a> {
             (code, lasti, state, yf)
         };
         let running = state == a.frame_state_executing;
-        let mut frame = self.walker.decode_frame(code, instr, &mut self.codes.borrow_mut(), self.mem)?;
+        let mut frame =
+            self.walker
+                .decode_frame(code, instr, &mut self.codes.borrow_mut(), self.mem)?;
         // 3.11+ frames carry co_qualname, the coroutine's __qualname__ unless someone renamed it; 3.10
         // code objects have no qualified name, so the generator's own gi_qualname is read.
         if let (Some(f), None) = (frame.as_mut(), l.code_qualname) {
             f.function = self.graph().read_str(self.ptr(gen + a.gen_qualname)?)?;
         }
-        Ok((ChainLink { object: gen, frame, running }, yf))
+        Ok((
+            ChainLink {
+                object: gen,
+                frame,
+                running,
+            },
+            yf,
+        ))
     }
 }
 
@@ -454,10 +526,21 @@ mod tests {
         const LEN: u64 = Garbage::LEN;
         for (major, minor) in gilty_layouts::SUPPORTED.iter().copied() {
             let l = gilty_layouts::layout_for(major, minor).unwrap();
-            let Some(a) = gilty_layouts::asyncio_layout_for(major, minor) else { continue }; // none yet for 3.14+
+            let Some(a) = gilty_layouts::asyncio_layout_for(major, minor) else {
+                continue;
+            }; // none yet for 3.14+
             for _ in 0..10 {
                 let mem = garbage.buffer();
-                let classes = Classes { c_task: BASE + 0x100, py_task: BASE + 0x200, c_future: BASE + 0x300, py_future: BASE + 0x400, gathering_future: BASE + 0x500, partial: BASE + 0x600, partial_func: 16, partial_args: 24 };
+                let classes = Classes {
+                    c_task: BASE + 0x100,
+                    py_task: BASE + 0x200,
+                    c_future: BASE + 0x300,
+                    py_future: BASE + 0x400,
+                    gathering_future: BASE + 0x500,
+                    partial: BASE + 0x600,
+                    partial_func: 16,
+                    partial_args: 24,
+                };
                 let r = AsyncReader::new(&mem, l, a, classes, None);
                 for _ in 0..200 {
                     let addr = BASE + garbage.next() % LEN / 8 * 8;

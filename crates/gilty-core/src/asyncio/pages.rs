@@ -56,7 +56,10 @@ const MAX_SPARE_BYTES: usize = 8 << 20;
 
 fn chunk_buffer(chunk_pages: u64) -> Box<[u8]> {
     let len = (chunk_pages * PAGE) as usize;
-    SPARE.with(|s| s.borrow_mut().pop()).filter(|b| b.len() == len).unwrap_or_else(|| vec![0u8; len].into_boxed_slice())
+    SPARE
+        .with(|s| s.borrow_mut().pop())
+        .filter(|b| b.len() == len)
+        .unwrap_or_else(|| vec![0u8; len].into_boxed_slice())
 }
 
 impl Drop for PageCache<'_> {
@@ -81,12 +84,23 @@ impl<'a> PageCache<'a> {
 
     /// A cache that reads `chunk_pages` pages (at least 1) on each miss.
     pub fn with_chunk(inner: &'a dyn Memory, chunk_pages: u64) -> Self {
-        PageCache { inner, chunks: RefCell::new(AddrMap::default()), chunk_pages: chunk_pages.max(1), pages: RefCell::new(AddrMap::default()) }
+        PageCache {
+            inner,
+            chunks: RefCell::new(AddrMap::default()),
+            chunk_pages: chunk_pages.max(1),
+            pages: RefCell::new(AddrMap::default()),
+        }
     }
 
     /// Pages read from the target so far.
     pub fn pages(&self) -> usize {
-        let whole = self.chunks.borrow().values().filter(|c| c.is_some()).count() * self.chunk_pages as usize;
+        let whole = self
+            .chunks
+            .borrow()
+            .values()
+            .filter(|c| c.is_some())
+            .count()
+            * self.chunk_pages as usize;
         whole + self.pages.borrow().values().filter(|p| p.is_some()).count()
     }
 
@@ -98,7 +112,10 @@ impl<'a> PageCache<'a> {
         let mut chunks = self.chunks.borrow_mut();
         let chunk = chunks.entry(chunk_no).or_insert_with(|| {
             let mut bytes = chunk_buffer(n);
-            self.inner.read(chunk_no * n * PAGE, &mut bytes).ok().map(|_| bytes)
+            self.inner
+                .read(chunk_no * n * PAGE, &mut bytes)
+                .ok()
+                .map(|_| bytes)
         });
         if let Some(bytes) = chunk {
             let at = ((page % n) * PAGE) as usize + off;
@@ -149,7 +166,10 @@ mod tests {
     #[test]
     fn reads_across_pages_and_counts_them() {
         let bytes: Vec<u8> = (0..3 * PAGE).map(|i| (i % 251) as u8).collect();
-        let mem = BufferMemory { base: 0x10000, bytes: bytes.clone() };
+        let mem = BufferMemory {
+            base: 0x10000,
+            bytes: bytes.clone(),
+        };
         let c = PageCache::new(&mem);
         let mut buf = [0u8; 16];
         c.read(0x10000 + PAGE - 8, &mut buf).unwrap();

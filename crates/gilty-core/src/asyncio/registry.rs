@@ -30,9 +30,17 @@ pub struct Registry {
 pub fn classes(r: &AsyncReader, main_interp: u64) -> io::Result<Option<Classes>> {
     let g = r.graph();
     let get = |m: &str, n: &str| module_global_in(&g, main_interp, m, n);
-    let Some(py_task) = get("asyncio.tasks", "_PyTask")? else { return Ok(None) };
+    let Some(py_task) = get("asyncio.tasks", "_PyTask")? else {
+        return Ok(None);
+    };
     let partial = get("functools", "partial")?.unwrap_or(0);
-    let member = |n: &str| if partial == 0 { Ok(None) } else { r.member_offset(partial, n) };
+    let member = |n: &str| {
+        if partial == 0 {
+            Ok(None)
+        } else {
+            r.member_offset(partial, n)
+        }
+    };
     let (partial_func, partial_args) = (member("func")?.unwrap_or(0), member("args")?.unwrap_or(0));
     Ok(Some(Classes {
         partial,
@@ -51,10 +59,15 @@ fn set_keys(r: &AsyncReader, set: u64) -> io::Result<Vec<u64>> {
     let a = r.a;
     let mask = r.ptr(set + a.set_mask)?;
     if mask > MAX_SET_MASK || !(mask + 1).is_power_of_two() {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, "implausible set size"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "implausible set size",
+        ));
     }
     let table = r.ptr(set + a.set_table)?;
-    let raw = r.mem.read_vec(table, ((mask + 1) * a.setentry_size) as usize)?;
+    let raw = r
+        .mem
+        .read_vec(table, ((mask + 1) * a.setentry_size) as usize)?;
     Ok(raw
         .chunks_exact(a.setentry_size as usize)
         .map(|e| u64::from_le_bytes(e[a.setentry_key as usize..][..8].try_into().unwrap()))
@@ -72,7 +85,9 @@ pub fn read(r: &AsyncReader, main_interp: u64) -> io::Result<Registry> {
         if let Some(data) = g.get_attr(ws, "data")? {
             for wr in set_keys(r, data)? {
                 // The set's dummy entry and dead references fail the task test, as does anything else.
-                let Ok(obj) = r.ptr(wr + r.a.weakref_object) else { continue };
+                let Ok(obj) = r.ptr(wr + r.a.weakref_object) else {
+                    continue;
+                };
                 if r.kind(obj).map(|k| k.is_task()).unwrap_or(false) {
                     tasks.push((obj, false));
                 }
@@ -102,13 +117,24 @@ pub fn read(r: &AsyncReader, main_interp: u64) -> io::Result<Registry> {
 
 /// 3.14+: the C tasks on every thread state's list and on the interpreter's (exited threads'), and
 /// each thread's running (loop, task).
-fn thread_lists(r: &AsyncReader, interp: u64, tasks: &mut Vec<(u64, bool)>, current: &mut Vec<(u64, u64)>) -> io::Result<()> {
+fn thread_lists(
+    r: &AsyncReader,
+    interp: u64,
+    tasks: &mut Vec<(u64, bool)>,
+    current: &mut Vec<(u64, u64)>,
+) -> io::Result<()> {
     let a = r.a;
     let l = r.l;
-    let (Some(ts_head), Some(ts_loop), Some(ts_task), Some(is_head)) =
-        (a.tstate_asyncio_tasks_head, a.tstate_asyncio_running_loop, a.tstate_asyncio_running_task, a.interp_asyncio_tasks_head)
-    else {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, "no task-list offsets for this version"));
+    let (Some(ts_head), Some(ts_loop), Some(ts_task), Some(is_head)) = (
+        a.tstate_asyncio_tasks_head,
+        a.tstate_asyncio_running_loop,
+        a.tstate_asyncio_running_task,
+        a.interp_asyncio_tasks_head,
+    ) else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "no task-list offsets for this version",
+        ));
     };
     list_tasks(r, interp + is_head, tasks)?;
     let mut ts = r.ptr(interp + l.interp_threads_head)?;
@@ -123,12 +149,17 @@ fn thread_lists(r: &AsyncReader, interp: u64, tasks: &mut Vec<(u64, bool)>, curr
         }
         ts = r.ptr(ts + l.tstate_next)?;
     }
-    Err(io::Error::new(io::ErrorKind::InvalidData, "implausibly many thread states"))
+    Err(io::Error::new(
+        io::ErrorKind::InvalidData,
+        "implausibly many thread states",
+    ))
 }
 
 /// The tasks on one circular list (`head` is the list's own node, not a task's).
 fn list_tasks(r: &AsyncReader, head: u64, tasks: &mut Vec<(u64, bool)>) -> io::Result<()> {
-    let (Some(node_off), Some(next_off)) = (r.a.task_node, r.a.llist_next) else { return Ok(()) };
+    let (Some(node_off), Some(next_off)) = (r.a.task_node, r.a.llist_next) else {
+        return Ok(());
+    };
     let mut node = r.ptr(head + next_off)?;
     if node == 0 {
         // a list not set up yet (a thread state being made)
@@ -140,16 +171,25 @@ fn list_tasks(r: &AsyncReader, head: u64, tasks: &mut Vec<(u64, bool)>) -> io::R
             return Ok(());
         }
         if node == 0 || node < node_off {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "task list changed under us"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "task list changed under us",
+            ));
         }
         let task = node - node_off;
         if !r.kind(task).map(|k| k.is_task()).unwrap_or(false) {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "task list changed under us"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "task list changed under us",
+            ));
         }
         tasks.push((task, false));
         node = r.ptr(node + next_off)?;
     }
-    Err(io::Error::new(io::ErrorKind::InvalidData, "implausibly long task list"))
+    Err(io::Error::new(
+        io::ErrorKind::InvalidData,
+        "implausibly long task list",
+    ))
 }
 
 #[cfg(test)]
@@ -172,7 +212,10 @@ mod tests {
             let l = gilty_layouts::layout_for(3, minor).unwrap();
             let a = gilty_layouts::asyncio_layout_for(3, minor).unwrap();
             let (node, next) = (a.task_node.unwrap(), a.llist_next.unwrap());
-            let mut m = BufferMemory { base: BASE, bytes: vec![0; 1 << 16] };
+            let mut m = BufferMemory {
+                base: BASE,
+                bytes: vec![0; 1 << 16],
+            };
             let (interp, ts, task_type, name) = (BASE, BASE + 0x4000, BASE + 0x8000, BASE + 0x9000);
             let tasks = [BASE + 0xa000, BASE + 0xa400, BASE + 0xa800];
             m.bytes[(name - BASE) as usize..][..5].copy_from_slice(b"Task\0");
@@ -189,14 +232,29 @@ mod tests {
             put(&mut m, ih + next, tasks[2] + node);
             put(&mut m, tasks[2] + node + next, ih);
             put(&mut m, interp + l.interp_threads_head, ts);
-            put(&mut m, ts + a.tstate_asyncio_running_loop.unwrap(), BASE + 0xc000);
-            put(&mut m, ts + a.tstate_asyncio_running_task.unwrap(), tasks[1]);
-            let classes = Classes { c_task: task_type, ..Default::default() };
+            put(
+                &mut m,
+                ts + a.tstate_asyncio_running_loop.unwrap(),
+                BASE + 0xc000,
+            );
+            put(
+                &mut m,
+                ts + a.tstate_asyncio_running_task.unwrap(),
+                tasks[1],
+            );
+            let classes = Classes {
+                c_task: task_type,
+                ..Default::default()
+            };
             let r = AsyncReader::new(&m, l, a, classes, None);
             let (mut got, mut current) = (Vec::new(), Vec::new());
             thread_lists(&r, interp, &mut got, &mut current).unwrap();
             got.sort_unstable();
-            assert_eq!(got, tasks.iter().map(|&t| (t, false)).collect::<Vec<_>>(), "3.{minor}");
+            assert_eq!(
+                got,
+                tasks.iter().map(|&t| (t, false)).collect::<Vec<_>>(),
+                "3.{minor}"
+            );
             assert_eq!(current, vec![(BASE + 0xc000, tasks[1])]);
             // a node whose next was cleared under us (the task finished) is an error, not a short list
             put(&mut m, tasks[0] + node + next, 0);
@@ -214,7 +272,10 @@ mod tests {
             let a = gilty_layouts::asyncio_layout_for(3, minor).unwrap();
             for _ in 0..20 {
                 let m = garbage.buffer();
-                let classes = Classes { c_task: Garbage::BASE + 0x100, ..Default::default() };
+                let classes = Classes {
+                    c_task: Garbage::BASE + 0x100,
+                    ..Default::default()
+                };
                 let r = AsyncReader::new(&m, l, a, classes, None);
                 for _ in 0..50 {
                     let addr = Garbage::BASE + garbage.next() % Garbage::LEN / 8 * 8;

@@ -9,9 +9,9 @@
 //!   wait_for's waiter on 3.10/3.11).
 
 use super::objects::{AsyncReader, Chain, Kind, TaskFields};
+use super::pages::{AddrMap, AddrSet};
 use super::Awaiting;
 use crate::frames::Frame;
-use super::pages::{AddrMap, AddrSet};
 use std::io;
 
 pub struct ReadTask {
@@ -25,12 +25,29 @@ pub struct ReadTask {
 pub fn read_task(r: &AsyncReader, task: u64, eager: bool) -> io::Result<ReadTask> {
     let kind = r.kind(task)?;
     let fields = r.task_fields(task, kind)?;
-    let chain = if fields.state == 0 && fields.coro != 0 { r.chain(fields.coro)? } else { Chain::default() };
+    let chain = if fields.state == 0 && fields.coro != 0 {
+        r.chain(fields.coro)?
+    } else {
+        Chain::default()
+    };
     if fields.state == 0 && chain.links.is_empty() {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, "pending task without a coroutine"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "pending task without a coroutine",
+        ));
     }
-    let awaiting = if fields.state == 0 { awaiting(r, &fields, &chain)? } else { None };
-    Ok(ReadTask { id: task, eager, fields, chain, awaiting })
+    let awaiting = if fields.state == 0 {
+        awaiting(r, &fields, &chain)?
+    } else {
+        None
+    };
+    Ok(ReadTask {
+        id: task,
+        eager,
+        fields,
+        chain,
+        awaiting,
+    })
 }
 
 /// asyncio functions whose await says what the task waits for (innermost asyncio frame decides).
@@ -47,7 +64,11 @@ fn kind_of_site(function: &str) -> Option<&'static str> {
         _ if function.starts_with("TaskGroup.") => "taskgroup",
         _ if function == "wait_for" => "wait_for",
         _ if function == "wait" || function == "_wait" => "wait",
-        _ if function.starts_with("BaseSelectorEventLoop.sock_") || function.starts_with("_SelectorSocketTransport") => "socket",
+        _ if function.starts_with("BaseSelectorEventLoop.sock_")
+            || function.starts_with("_SelectorSocketTransport") =>
+        {
+            "socket"
+        }
         _ => return None,
     })
 }
@@ -58,7 +79,11 @@ fn in_asyncio(f: &Frame) -> bool {
 
 fn awaiting(r: &AsyncReader, fields: &TaskFields, chain: &Chain) -> io::Result<Option<Awaiting>> {
     let running = chain.links.last().map(|l| l.running).unwrap_or(false);
-    let obj = if fields.fut_waiter != 0 { fields.fut_waiter } else { chain.bottom };
+    let obj = if fields.fut_waiter != 0 {
+        fields.fut_waiter
+    } else {
+        chain.bottom
+    };
     if obj == 0 || running {
         return Ok(None);
     }
@@ -70,7 +95,13 @@ fn awaiting(r: &AsyncReader, fields: &TaskFields, chain: &Chain) -> io::Result<O
         "gather"
     } else if k.is_future() {
         // A pure-Python future's own `__await__` (no `_asyncio`, as on 3.14+ without it) is not the site.
-        let site = chain.links.iter().rev().filter_map(|l| l.frame.as_ref()).find(|f| in_asyncio(f) && f.function != "Future.__await__").and_then(|f| kind_of_site(&f.function));
+        let site = chain
+            .links
+            .iter()
+            .rev()
+            .filter_map(|l| l.frame.as_ref())
+            .find(|f| in_asyncio(f) && f.function != "Future.__await__")
+            .and_then(|f| kind_of_site(&f.function));
         match site {
             Some(s) => s,
             None => callback_kind(r, obj, k).unwrap_or("future"),
@@ -78,7 +109,11 @@ fn awaiting(r: &AsyncReader, fields: &TaskFields, chain: &Chain) -> io::Result<O
     } else {
         "other"
     };
-    Ok(Some(Awaiting { kind: kind.to_owned(), type_name, address: obj }))
+    Ok(Some(Awaiting {
+        kind: kind.to_owned(),
+        type_name,
+        address: obj,
+    }))
 }
 
 /// What made a plain future, told by the callbacks asyncio put on it: `run_in_executor`
@@ -96,7 +131,9 @@ fn function_qualname(r: &AsyncReader, f: u64) -> Option<String> {
     if r.kind(f).ok()? != Kind::Function {
         return None;
     }
-    r.graph().read_str(r.ptr(f + r.a.function_qualname).ok()?).ok()
+    r.graph()
+        .read_str(r.ptr(f + r.a.function_qualname).ok()?)
+        .ok()
 }
 
 /// child task -> (parent task, how).
@@ -124,7 +161,9 @@ pub fn parents(r: &AsyncReader, tasks: &[ReadTask]) -> AddrMap<(u64, &'static st
         if out.contains_key(&t.id) {
             continue;
         }
-        let Ok(cbs) = r.callbacks(t.id, t.fields.kind) else { continue };
+        let Ok(cbs) = r.callbacks(t.id, t.fields.kind) else {
+            continue;
+        };
         for cb in cbs {
             if let Some(edge) = callback_parent(r, cb, &is_task, &waiter_of) {
                 if edge.0 != t.id {
@@ -172,11 +211,18 @@ pub fn waits_for(r: &AsyncReader, tasks: &[ReadTask]) -> AddrMap<Vec<u64>> {
 }
 
 fn gather_children(r: &AsyncReader, gathering: u64) -> Vec<u64> {
-    let Ok(Some(list)) = r.graph().get_attr(gathering, "_children") else { return Vec::new() };
+    let Ok(Some(list)) = r.graph().get_attr(gathering, "_children") else {
+        return Vec::new();
+    };
     r.list_items(list).unwrap_or_default()
 }
 
-fn callback_parent(r: &AsyncReader, cb: u64, is_task: &AddrSet, waiter_of: &AddrMap<u64>) -> Option<(u64, &'static str)> {
+fn callback_parent(
+    r: &AsyncReader,
+    cb: u64,
+    is_task: &AddrSet,
+    waiter_of: &AddrMap<u64>,
+) -> Option<(u64, &'static str)> {
     match r.kind(cb).ok()? {
         Kind::BuiltinMethod => {
             let s = r.ptr(cb + r.a.cfunction_self).ok()?;
@@ -199,7 +245,11 @@ fn callback_parent(r: &AsyncReader, cb: u64, is_task: &AddrSet, waiter_of: &Addr
                 return None;
             }
             let n = r.mem.read_i64(args + r.l.varobject_size).ok()?;
-            let via = if function_qualname(r, func).as_deref() == Some("_release_waiter") { "wait_for" } else { "callback" };
+            let via = if function_qualname(r, func).as_deref() == Some("_release_waiter") {
+                "wait_for"
+            } else {
+                "callback"
+            };
             (0..n.clamp(0, 16) as u64).find_map(|i| {
                 let v = r.ptr(args + r.l.tuple_item + 8 * i).ok()?;
                 waiter_of.get(&v).map(|&p| (p, via))
@@ -214,11 +264,14 @@ fn callback_parent(r: &AsyncReader, cb: u64, is_task: &AddrSet, waiter_of: &Addr
             let n = r.mem.read_i64(closure + r.l.varobject_size).ok()?;
             for i in 0..n.clamp(0, 64) as u64 {
                 let cell = r.ptr(closure + r.l.tuple_item + 8 * i).ok()?;
-                let Ok(v) = r.ptr(cell + r.a.cell_ref) else { continue };
+                let Ok(v) = r.ptr(cell + r.a.cell_ref) else {
+                    continue;
+                };
                 if let Some(&p) = waiter_of.get(&v) {
                     let via = if qualname.starts_with("shield.") {
                         "shield"
-                    } else if qualname.contains("wait_for") || qualname.contains("_release_waiter") {
+                    } else if qualname.contains("wait_for") || qualname.contains("_release_waiter")
+                    {
                         "wait_for"
                     } else if qualname.starts_with("gather.") {
                         "gather"

@@ -66,7 +66,10 @@ mod tests {
         assert_eq!(d.p99_ns, 99);
         assert_eq!(d.max_ns, 100);
         assert_eq!(d.total_ns, 5050);
-        assert_eq!(d.log2_hist_ns, vec![(1, 1), (2, 2), (4, 4), (8, 8), (16, 16), (32, 32), (64, 37)]);
+        assert_eq!(
+            d.log2_hist_ns,
+            vec![(1, 1), (2, 2), (4, 4), (8, 8), (16, 16), (32, 32), (64, 37)]
+        );
         assert_eq!(distribution(vec![]), Distribution::default());
     }
 }

@@ -22,8 +22,12 @@ pub enum TraceKind {
     /// The entry of a copy of drop_gil inlined into a caller (PyEval_SaveThread in LTO builds): the
     /// hold ends; such a copy has no return to time the handoff by.
     DropInlined,
-    GcEnter { generation: Option<i64> },
-    GcReturn { collected: Option<i64> },
+    GcEnter {
+        generation: Option<i64>,
+    },
+    GcReturn {
+        collected: Option<i64>,
+    },
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -158,29 +162,53 @@ impl ExactRecorder {
             TraceKind::TakeEnter => {
                 if let Some(h) = st.hold_start.take() {
                     // A drop_gil event was lost; the hold ended no later than now.
-                    self.holds.push(Interval { tid: ev.tid, start: h, end: ev.t_ns });
+                    self.holds.push(Interval {
+                        tid: ev.tid,
+                        start: h,
+                        end: ev.t_ns,
+                    });
                 }
                 st.wait_start = Some(ev.t_ns);
             }
             TraceKind::TakeReturn => {
                 if let Some(ws) = st.wait_start.take() {
-                    self.waits.push(Interval { tid: ev.tid, start: ws, end: ev.t_ns });
+                    self.waits.push(Interval {
+                        tid: ev.tid,
+                        start: ws,
+                        end: ev.t_ns,
+                    });
                 }
                 st.hold_start = Some(ev.t_ns);
                 st.acquisitions += 1;
                 self.acquisitions.push(ev.t_ns);
             }
             TraceKind::DropEnter => {
-                let hs = st.hold_start.take().or(if first && held_at_start { Some(start) } else { None });
+                let hs = st.hold_start.take().or(if first && held_at_start {
+                    Some(start)
+                } else {
+                    None
+                });
                 if let Some(hs) = hs {
-                    self.holds.push(Interval { tid: ev.tid, start: hs, end: ev.t_ns });
+                    self.holds.push(Interval {
+                        tid: ev.tid,
+                        start: hs,
+                        end: ev.t_ns,
+                    });
                 }
                 st.drop_start = Some(ev.t_ns);
             }
             TraceKind::DropInlined => {
-                let hs = st.hold_start.take().or(if first && held_at_start { Some(start) } else { None });
+                let hs = st.hold_start.take().or(if first && held_at_start {
+                    Some(start)
+                } else {
+                    None
+                });
                 if let Some(hs) = hs {
-                    self.holds.push(Interval { tid: ev.tid, start: hs, end: ev.t_ns });
+                    self.holds.push(Interval {
+                        tid: ev.tid,
+                        start: hs,
+                        end: ev.t_ns,
+                    });
                 }
             }
             TraceKind::DropReturn => {
@@ -190,9 +218,20 @@ impl ExactRecorder {
             }
             TraceKind::GcEnter { generation } => st.gc = Some((ev.t_ns, generation)),
             TraceKind::GcReturn { collected } => {
-                let started = st.gc.take().or(if first && held_at_start { Some((start, None)) } else { None });
+                let started = st.gc.take().or(if first && held_at_start {
+                    Some((start, None))
+                } else {
+                    None
+                });
                 if let Some((s, generation)) = started {
-                    self.collections.push(GcCollection { tid: ev.tid, generation, start_ns: s, end_ns: ev.t_ns, collected, open: false });
+                    self.collections.push(GcCollection {
+                        tid: ev.tid,
+                        generation,
+                        start_ns: s,
+                        end_ns: ev.t_ns,
+                        collected,
+                        open: false,
+                    });
                 }
             }
         }
@@ -227,18 +266,41 @@ impl ExactRecorder {
         let mut per_thread: BTreeMap<i32, ThreadExact> = BTreeMap::new();
         for (&tid, st) in self.threads.iter_mut() {
             if let Some(h) = st.hold_start.take() {
-                self.holds.push(Interval { tid, start: h, end: end_ns.max(h) });
+                self.holds.push(Interval {
+                    tid,
+                    start: h,
+                    end: end_ns.max(h),
+                });
             }
             if let Some(w) = st.wait_start.take() {
-                self.waits.push(Interval { tid, start: w, end: end_ns.max(w) });
+                self.waits.push(Interval {
+                    tid,
+                    start: w,
+                    end: end_ns.max(w),
+                });
             }
             if let Some((s, generation)) = st.gc.take() {
-                self.collections.push(GcCollection { tid, generation, start_ns: s, end_ns: end_ns.max(s), collected: None, open: true });
+                self.collections.push(GcCollection {
+                    tid,
+                    generation,
+                    start_ns: s,
+                    end_ns: end_ns.max(s),
+                    collected: None,
+                    open: true,
+                });
             }
             if let Some(d) = st.drop_start.take() {
                 st.handoff_ns += end_ns.saturating_sub(d);
             }
-            per_thread.insert(tid, ThreadExact { tid, acquisitions: st.acquisitions, handoff_ns: st.handoff_ns, ..Default::default() });
+            per_thread.insert(
+                tid,
+                ThreadExact {
+                    tid,
+                    acquisitions: st.acquisitions,
+                    handoff_ns: st.handoff_ns,
+                    ..Default::default()
+                },
+            );
         }
         self.holds.sort_by_key(|i| (i.start, i.end));
         self.waits.sort_by_key(|i| (i.start, i.end));
@@ -270,7 +332,10 @@ impl ExactRecorder {
         }
         let mut by_gen: BTreeMap<Option<i64>, Vec<u64>> = BTreeMap::new();
         for c in &self.collections {
-            by_gen.entry(c.generation).or_default().push(c.end_ns - c.start_ns);
+            by_gen
+                .entry(c.generation)
+                .or_default()
+                .push(c.end_ns - c.start_ns);
         }
         ExactSummary {
             wall_ns: end_ns.saturating_sub(self.start_ns),
@@ -278,7 +343,10 @@ impl ExactRecorder {
             events: self.events,
             threads: per_thread.into_values().collect(),
             collections: self.collections,
-            gc_by_generation: by_gen.into_iter().map(|(g, d)| (g, distribution(d))).collect(),
+            gc_by_generation: by_gen
+                .into_iter()
+                .map(|(g, d)| (g, distribution(d)))
+                .collect(),
         }
     }
 }
@@ -299,7 +367,11 @@ fn held_by_others(w: &Interval, holds: &[Interval]) -> u64 {
 
 /// For every wait interval, the time each other thread held the GIL within it, and that holder's
 /// sampled innermost frames during the overlap. `holds` sorted by start (they do not overlap).
-fn blame(waits: &[Interval], holds: &[Interval], samples: &[(u64, i32, u32)]) -> HashMap<i32, Vec<BlameEntry>> {
+fn blame(
+    waits: &[Interval],
+    holds: &[Interval],
+    samples: &[(u64, i32, u32)],
+) -> HashMap<i32, Vec<BlameEntry>> {
     // waiter -> holder -> (overlap ns, holder frame -> samples)
     type PerHolder = HashMap<i32, (u64, HashMap<u32, u64>)>;
     let mut acc: HashMap<i32, PerHolder> = HashMap::new();
@@ -334,10 +406,18 @@ fn blame(waits: &[Interval], holds: &[Interval], samples: &[(u64, i32, u32)]) ->
                 .map(|(holder_tid, (wait_ns, fns))| {
                     let mut functions: Vec<(u32, u64)> = fns.into_iter().collect();
                     functions.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-                    BlameEntry { holder_tid, wait_ns, functions }
+                    BlameEntry {
+                        holder_tid,
+                        wait_ns,
+                        functions,
+                    }
                 })
                 .collect();
-            v.sort_by(|a, b| b.wait_ns.cmp(&a.wait_ns).then(a.holder_tid.cmp(&b.holder_tid)));
+            v.sort_by(|a, b| {
+                b.wait_ns
+                    .cmp(&a.wait_ns)
+                    .then(a.holder_tid.cmp(&b.holder_tid))
+            });
             (waiter, v)
         })
         .collect()
@@ -346,7 +426,11 @@ fn blame(waits: &[Interval], holds: &[Interval], samples: &[(u64, i32, u32)]) ->
 /// Forced switches a waiter asked for: take_gil waits on the GIL's condition for one switch interval
 /// and, if the GIL did not change hands meanwhile, sets the drop request (Python/ceval_gil.c). So each
 /// stretch of a wait at least one interval long without any acquisition counts one request.
-fn forced_switches(waits: &[Interval], acquisitions: &[u64], interval_ns: u64) -> HashMap<i32, u64> {
+fn forced_switches(
+    waits: &[Interval],
+    acquisitions: &[u64],
+    interval_ns: u64,
+) -> HashMap<i32, u64> {
     let mut out: HashMap<i32, u64> = HashMap::new();
     if interval_ns == 0 {
         return out;
@@ -425,7 +509,14 @@ mod tests {
         r.start_at(0, None);
         // One thread: it drops the GIL at 1 ms, enters take_gil at 2 ms and, with no CPU, gets it at
         // 9 ms. Nobody else held it: no wait for the GIL.
-        for e in [ev(1, 0, TakeEnter), ev(1, 0, TakeReturn), ev(1, 1_000_000, DropEnter), ev(1, 1_000_100, DropReturn), ev(1, 2_000_000, TakeEnter), ev(1, 9_000_000, TakeReturn)] {
+        for e in [
+            ev(1, 0, TakeEnter),
+            ev(1, 0, TakeReturn),
+            ev(1, 1_000_000, DropEnter),
+            ev(1, 1_000_100, DropReturn),
+            ev(1, 2_000_000, TakeEnter),
+            ev(1, 9_000_000, TakeReturn),
+        ] {
             r.feed(&e);
         }
         let s = r.finish(10_000_000, 5_000_000);
@@ -458,7 +549,13 @@ mod tests {
         let mut r = ExactRecorder::new(0);
         r.start_at(0, None);
         // A blocking call releases through the copy of drop_gil inlined into PyEval_SaveThread.
-        for e in [ev(1, 0, TakeEnter), ev(1, 100, TakeReturn), ev(1, 1_000, DropInlined), ev(1, 5_000, TakeEnter), ev(1, 5_100, TakeReturn)] {
+        for e in [
+            ev(1, 0, TakeEnter),
+            ev(1, 100, TakeReturn),
+            ev(1, 1_000, DropInlined),
+            ev(1, 5_000, TakeEnter),
+            ev(1, 5_100, TakeReturn),
+        ] {
             r.feed(&e);
         }
         let s = r.finish(6_000, 5_000_000);
@@ -490,9 +587,21 @@ mod tests {
     fn gc_collections_by_generation() {
         use TraceKind::*;
         let mut r = ExactRecorder::new(0);
-        r.feed(&ev(3, 100, GcEnter { generation: Some(0) }));
+        r.feed(&ev(
+            3,
+            100,
+            GcEnter {
+                generation: Some(0),
+            },
+        ));
         r.feed(&ev(3, 300, GcReturn { collected: Some(5) }));
-        r.feed(&ev(3, 1000, GcEnter { generation: Some(2) }));
+        r.feed(&ev(
+            3,
+            1000,
+            GcEnter {
+                generation: Some(2),
+            },
+        ));
         let s = r.finish(5000, 5_000_000);
         assert_eq!(s.collections.len(), 2);
         assert_eq!(s.collections[0].collected, Some(5));

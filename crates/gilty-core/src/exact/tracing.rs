@@ -44,7 +44,8 @@ impl ExactTracing {
         let mut kinds = Vec::new();
         let mut symbols = Vec::new();
         for &(name, ret, kind) in PROBES {
-            let r = resolve(interp.pid, &interp.binary, name).map_err(|e| Error::new(ErrorKind::ExactUnavailable, e.to_string()))?;
+            let r = resolve(interp.pid, &interp.binary, name)
+                .map_err(|e| Error::new(ErrorKind::ExactUnavailable, e.to_string()))?;
             if !ret {
                 symbols.push(match &r.from_debug_file {
                     Some(f) => format!("{} ({f})", r.symbol),
@@ -57,13 +58,25 @@ impl ExactTracing {
                 TraceKindTemplate::GcReturn => vec![Reg::Ax],
                 _ => vec![],
             };
-            specs.push(ProbeSpec { name: format!("{name}{}", if ret { ":return" } else { "" }), target: r.target, ret, regs });
+            specs.push(ProbeSpec {
+                name: format!("{name}{}", if ret { ":return" } else { "" }),
+                target: r.target,
+                ret,
+                regs,
+            });
             kinds.push(kind);
         }
         add_inlined_copies(interp, &mut specs, &mut kinds, &mut symbols)?;
-        let tracer = Tracer::attach(interp.pid, &specs, RING_PAGES).map_err(|e| Error::new(ErrorKind::ExactUnavailable, e.to_string()))?;
+        let tracer = Tracer::attach(interp.pid, &specs, RING_PAGES)
+            .map_err(|e| Error::new(ErrorKind::ExactUnavailable, e.to_string()))?;
         let recorder = ExactRecorder::new(crate::clock::monotonic_ns());
-        Ok(ExactTracing { tracer, kinds, recorder, late_seen: 0, symbols })
+        Ok(ExactTracing {
+            tracer,
+            kinds,
+            recorder,
+            late_seen: 0,
+            symbols,
+        })
     }
 
     /// Moves every event the kernel has written so far into the recorder.
@@ -76,7 +89,9 @@ impl ExactTracing {
         }
         self.late_seen = late.len();
         for e in events {
-            let Some(kind) = self.kinds.get(e.probe as usize) else { continue };
+            let Some(kind) = self.kinds.get(e.probe as usize) else {
+                continue;
+            };
             let kind = match kind {
                 TraceKindTemplate::TakeEnter => TraceKind::TakeEnter,
                 TraceKindTemplate::TakeReturn => TraceKind::TakeReturn,
@@ -86,12 +101,20 @@ impl ExactTracing {
                 // 3.13 passes -1 for an automatic collection whose generation is chosen inside.
                 TraceKindTemplate::GcEnter => {
                     let generation = e.regs[0] as u32 as i32 as i64;
-                    TraceKind::GcEnter { generation: (generation >= 0).then_some(generation) }
+                    TraceKind::GcEnter {
+                        generation: (generation >= 0).then_some(generation),
+                    }
                 }
                 // Py_ssize_t: objects collected + uncollectable (0 when 3.13 returns early).
-                TraceKindTemplate::GcReturn => TraceKind::GcReturn { collected: Some(e.regs[0] as i64) },
+                TraceKindTemplate::GcReturn => TraceKind::GcReturn {
+                    collected: Some(e.regs[0] as i64),
+                },
             };
-            self.recorder.feed(&TraceEvent { tid: e.tid, t_ns: e.time_ns, kind });
+            self.recorder.feed(&TraceEvent {
+                tid: e.tid,
+                t_ns: e.time_ns,
+                kind,
+            });
         }
     }
 
@@ -115,11 +138,20 @@ fn add_inlined_copies(
     kinds: &mut Vec<TraceKindTemplate>,
     symbols: &mut [String],
 ) -> Result<(), Error> {
-    let Ok(report) = inlined_sites(interp.pid, &interp.binary, &["take_gil", "drop_gil", "gc_collect_main"]) else {
+    let Ok(report) = inlined_sites(
+        interp.pid,
+        &interp.binary,
+        &["take_gil", "drop_gil", "gc_collect_main"],
+    ) else {
         return Ok(());
     };
     let callers = |f: &str| -> Vec<String> {
-        let mut v: Vec<String> = report.sites.iter().filter(|s| s.function == f).map(|s| s.caller.clone()).collect();
+        let mut v: Vec<String> = report
+            .sites
+            .iter()
+            .filter(|s| s.function == f)
+            .map(|s| s.caller.clone())
+            .collect();
         v.dedup();
         v
     };
@@ -132,16 +164,29 @@ fn add_inlined_copies(
             ));
         }
     }
-    let drops: Vec<_> = report.sites.iter().filter(|s| s.function == "drop_gil").collect();
+    let drops: Vec<_> = report
+        .sites
+        .iter()
+        .filter(|s| s.function == "drop_gil")
+        .collect();
     if drops.is_empty() {
         return Ok(());
     }
     for s in &drops {
-        specs.push(ProbeSpec { name: format!("drop_gil@{}", s.caller), target: s.target.clone(), ret: false, regs: vec![] });
+        specs.push(ProbeSpec {
+            name: format!("drop_gil@{}", s.caller),
+            target: s.target.clone(),
+            ret: false,
+            regs: vec![],
+        });
         kinds.push(TraceKindTemplate::DropInlined);
     }
     if let Some(sym) = symbols.iter_mut().find(|s| s.starts_with("drop_gil")) {
-        sym.push_str(&format!(" + {} inlined copies ({})", drops.len(), callers("drop_gil").join(", ")));
+        sym.push_str(&format!(
+            " + {} inlined copies ({})",
+            drops.len(),
+            callers("drop_gil").join(", ")
+        ));
     }
     Ok(())
 }

@@ -13,7 +13,9 @@
 //! copied or dropped it (the master exiting, say). When page frame numbers are readable (root or
 //! CAP_SYS_ADMIN) such a page keeps its frame number and is counted apart (`sole`), not as a copy.
 
-use super::pagemap::{is_cow_mapping, PagemapReader, CHUNK_PAGES, EXCLUSIVE, PFN_MASK, PRESENT, SWAPPED};
+use super::pagemap::{
+    is_cow_mapping, PagemapReader, CHUNK_PAGES, EXCLUSIVE, PFN_MASK, PRESENT, SWAPPED,
+};
 use crate::process::maps::MapEntry;
 use std::io;
 
@@ -110,17 +112,29 @@ pub struct CowTracker {
 
 impl CowTracker {
     /// Reads the pages of every copy-on-write mapping in `maps` and starts watching the shared ones.
-    pub fn baseline(reader: &mut PagemapReader, maps: &[MapEntry], now: &dyn Fn() -> u64) -> io::Result<CowTracker> {
+    pub fn baseline(
+        reader: &mut PagemapReader,
+        maps: &[MapEntry],
+        now: &dyn Fn() -> u64,
+    ) -> io::Result<CowTracker> {
         let t0 = now();
         let ps = reader.page_size;
         let mut entries = Vec::with_capacity(CHUNK_PAGES);
         let mut regions = Vec::new();
-        let mut baseline = Baseline { t_ns: t0, ..Baseline::default() };
+        let mut baseline = Baseline {
+            t_ns: t0,
+            ..Baseline::default()
+        };
         let mut pfn_seen = false;
         for m in maps.iter().filter(|m| is_cow_mapping(m)) {
             baseline.mappings += 1;
             let (first, last) = (m.start / ps, m.end.div_ceil(ps));
-            let mut region = Region { start_page: first, states: Vec::new(), pfns: Vec::new(), chunks: Vec::new() };
+            let mut region = Region {
+                start_page: first,
+                states: Vec::new(),
+                pfns: Vec::new(),
+                chunks: Vec::new(),
+            };
             let mut page = first;
             let mut any_shared = false;
             while page < last {
@@ -147,14 +161,23 @@ impl CowTracker {
                 }
                 any_shared |= shared_left > 0;
                 baseline.shared_pages += shared_left as u64;
-                region.chunks.push(Chunk { first: first_idx, len: n, shared_left, last_read_ns: t });
+                region.chunks.push(Chunk {
+                    first: first_idx,
+                    len: n,
+                    shared_left,
+                    last_read_ns: t,
+                });
                 page += n as u64;
             }
             if any_shared {
                 regions.push(region);
             }
         }
-        let method = if pfn_seen { CowMethod::ExclusiveBitAndPfn } else { CowMethod::ExclusiveBit };
+        let method = if pfn_seen {
+            CowMethod::ExclusiveBitAndPfn
+        } else {
+            CowMethod::ExclusiveBit
+        };
         for r in &mut regions {
             if method == CowMethod::ExclusiveBit {
                 r.pfns = Vec::new();
@@ -162,17 +185,35 @@ impl CowTracker {
             r.states.shrink_to_fit();
         }
         baseline.scan_ns = now().saturating_sub(t0);
-        Ok(CowTracker { regions, method, page_size: ps, baseline, totals: ScanDelta::default(), entries, clean_copies: 0, clean_exposure: 0.0 })
+        Ok(CowTracker {
+            regions,
+            method,
+            page_size: ps,
+            baseline,
+            totals: ScanDelta::default(),
+            entries,
+            clean_copies: 0,
+            clean_exposure: 0.0,
+        })
     }
 
     /// Pages still shared (watched).
     pub fn shared_pages(&self) -> u64 {
-        self.regions.iter().flat_map(|r| r.chunks.iter()).map(|c| c.shared_left as u64).sum()
+        self.regions
+            .iter()
+            .flat_map(|r| r.chunks.iter())
+            .map(|c| c.shared_left as u64)
+            .sum()
     }
 
     /// Re-reads every chunk that still has shared pages and classifies the pages that changed.
     /// `gc_fraction(a, b)` is the share of the interval `[a, b]` (ns) covered by GC windows.
-    pub fn scan(&mut self, reader: &mut PagemapReader, gc_fraction: &dyn Fn(u64, u64) -> f64, now: &dyn Fn() -> u64) -> io::Result<ScanDelta> {
+    pub fn scan(
+        &mut self,
+        reader: &mut PagemapReader,
+        gc_fraction: &dyn Fn(u64, u64) -> f64,
+        now: &dyn Fn() -> u64,
+    ) -> io::Result<ScanDelta> {
         let t0 = now();
         let mut d = ScanDelta::default();
         let pfn_mode = self.method == CowMethod::ExclusiveBitAndPfn;
@@ -204,7 +245,14 @@ impl CowTracker {
                         _ => d.sole_pages += 1,
                     }
                 }
-                self.attribute(copied, shared_before, c.last_read_ns, t, gc_fraction(c.last_read_ns, t), &mut d);
+                self.attribute(
+                    copied,
+                    shared_before,
+                    c.last_read_ns,
+                    t,
+                    gc_fraction(c.last_read_ns, t),
+                    &mut d,
+                );
                 c.last_read_ns = t;
             }
         }
@@ -224,7 +272,15 @@ impl CowTracker {
     ///   splitting by time alone would hand most of a collection's first milliseconds to "outside".
     ///   The part given to "outside" rests on the estimate and is counted as ambiguous; with no
     ///   background measured yet everything goes to GC and all of it is ambiguous.
-    fn attribute(&mut self, copied: u64, shared_before: u64, a: u64, b: u64, f: f64, d: &mut ScanDelta) {
+    fn attribute(
+        &mut self,
+        copied: u64,
+        shared_before: u64,
+        a: u64,
+        b: u64,
+        f: f64,
+        d: &mut ScanDelta,
+    ) {
         let span = b.saturating_sub(a) as f64;
         if f <= 0.0 {
             self.clean_exposure += span * shared_before as f64;
@@ -266,7 +322,10 @@ impl CowTracker {
                     }
                     let addr = (r.start_page + idx as u64) * ps;
                     let i = maps.partition_point(|m| m.end <= addr);
-                    let mapped = maps.get(i).map(|m| m.start <= addr && is_cow_mapping(m)).unwrap_or(false);
+                    let mapped = maps
+                        .get(i)
+                        .map(|m| m.start <= addr && is_cow_mapping(m))
+                        .unwrap_or(false);
                     if !mapped {
                         r.states[idx] = RELEASED;
                         c.shared_left -= 1;
@@ -309,7 +368,10 @@ pub fn covered_fraction(windows: &[(u64, u64)], a: u64, b: u64) -> f64 {
     if b <= a {
         return 0.0;
     }
-    let covered: u64 = windows.iter().map(|&(s, e)| e.min(b).saturating_sub(s.max(a))).sum();
+    let covered: u64 = windows
+        .iter()
+        .map(|&(s, e)| e.min(b).saturating_sub(s.max(a)))
+        .sum();
     (covered as f64 / (b - a) as f64).min(1.0)
 }
 
@@ -349,7 +411,10 @@ mod tests {
         let mut d = ScanDelta::default();
         // No background measured yet: a chunk that saw a collection start goes to GC, ambiguously.
         t.attribute(50, 1000, 0, 1_000_000_000, 0.01, &mut d);
-        assert_eq!((d.gc_pages, d.outside_pages, d.ambiguous_pages), (50, 0, 50));
+        assert_eq!(
+            (d.gc_pages, d.outside_pages, d.ambiguous_pages),
+            (50, 0, 50)
+        );
         // One second without GC: 10 of 1000 shared pages copied.
         let mut d = ScanDelta::default();
         t.attribute(10, 1000, 0, 1_000_000_000, 0.0, &mut d);
@@ -357,11 +422,17 @@ mod tests {
         // The next second holds the first 1 % of a collection: ~10 pages are background, the rest GC.
         let mut d = ScanDelta::default();
         t.attribute(500, 1000, 0, 1_000_000_000, 0.01, &mut d);
-        assert_eq!((d.gc_pages, d.outside_pages, d.ambiguous_pages), (490, 10, 10));
+        assert_eq!(
+            (d.gc_pages, d.outside_pages, d.ambiguous_pages),
+            (490, 10, 10)
+        );
         // Entirely inside a collection: all GC, nothing estimated.
         let mut d = ScanDelta::default();
         t.attribute(300, 1000, 0, 50_000_000, 1.0, &mut d);
-        assert_eq!((d.gc_pages, d.outside_pages, d.ambiguous_pages), (300, 0, 0));
+        assert_eq!(
+            (d.gc_pages, d.outside_pages, d.ambiguous_pages),
+            (300, 0, 0)
+        );
     }
 
     #[test]
@@ -383,7 +454,14 @@ mod tests {
         let pages = 256;
         // SAFETY: a fresh private anonymous mapping we own; unmapped at the end.
         let base = unsafe {
-            libc::mmap(std::ptr::null_mut(), pages * ps, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
+            libc::mmap(
+                std::ptr::null_mut(),
+                pages * ps,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
         } as *mut u8;
         assert!(!base.is_null() && base as isize != -1);
         for i in 0..pages {
@@ -411,7 +489,13 @@ mod tests {
             }
         }
         let start = base as u64;
-        let maps = vec![MapEntry { start, end: start + (pages * ps) as u64, perms: "rw-p".into(), offset: 0, path: None }];
+        let maps = vec![MapEntry {
+            start,
+            end: start + (pages * ps) as u64,
+            perms: "rw-p".into(),
+            offset: 0,
+            path: None,
+        }];
         let clock = || crate::clock::monotonic_ns();
         let mut reader = PagemapReader::open(child).unwrap();
         let mut t = CowTracker::baseline(&mut reader, &maps, &clock).unwrap();

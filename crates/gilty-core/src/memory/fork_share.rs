@@ -55,9 +55,17 @@ fn classify(child: u64, parent: u64, by_pfn: bool) -> Option<Kind> {
             return Some(Kind::SharedOther);
         }
     } else if child & EXCLUSIVE == 0 {
-        return Some(if parent_present { Kind::SharedWithParent } else { Kind::SharedOther });
+        return Some(if parent_present {
+            Kind::SharedWithParent
+        } else {
+            Kind::SharedOther
+        });
     }
-    Some(if parent_present { Kind::Copied } else { Kind::New })
+    Some(if parent_present {
+        Kind::Copied
+    } else {
+        Kind::New
+    })
 }
 
 /// Compares `child`'s copy-on-write mappings page by page with `parent`'s.
@@ -67,8 +75,14 @@ pub fn fork_share(child: i32, parent: i32) -> io::Result<ForkShare> {
     let mut c = PagemapReader::open(child)?;
     let mut p = PagemapReader::open(parent)?;
     let ps = c.page_size;
-    let (mut ce, mut pe) = (Vec::with_capacity(CHUNK_PAGES), Vec::with_capacity(CHUNK_PAGES));
-    let mut out = ForkShare { page_size: ps, ..ForkShare::default() };
+    let (mut ce, mut pe) = (
+        Vec::with_capacity(CHUNK_PAGES),
+        Vec::with_capacity(CHUNK_PAGES),
+    );
+    let mut out = ForkShare {
+        page_size: ps,
+        ..ForkShare::default()
+    };
     let mut pfn_known: Option<bool> = None;
     for m in maps.iter().filter(|m| is_cow_mapping(m)) {
         let (first, last) = (m.start / ps, m.end.div_ceil(ps));
@@ -79,11 +93,16 @@ pub fn fork_share(child: i32, parent: i32) -> io::Result<ForkShare> {
             p.read(page, n, &mut pe)?;
             // Frame numbers are all zero for a reader without CAP_SYS_ADMIN: the first present page decides.
             if pfn_known.is_none() {
-                pfn_known = ce.iter().find(|&&e| e & PRESENT != 0).map(|&e| e & PFN_MASK != 0);
+                pfn_known = ce
+                    .iter()
+                    .find(|&&e| e & PRESENT != 0)
+                    .map(|&e| e & PFN_MASK != 0);
             }
             let by_pfn = pfn_known.unwrap_or(false);
             for (&ec, &ep) in ce.iter().zip(pe.iter()) {
-                let Some(kind) = classify(ec, ep, by_pfn) else { continue };
+                let Some(kind) = classify(ec, ep, by_pfn) else {
+                    continue;
+                };
                 out.present_pages += 1;
                 match kind {
                     Kind::SharedWithParent => out.shared_with_parent_pages += 1,
@@ -127,7 +146,14 @@ mod tests {
         let ps = super::super::pagemap::page_size() as usize;
         let pages = 256;
         let map = |n: usize| unsafe {
-            libc::mmap(std::ptr::null_mut(), n * ps, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
+            libc::mmap(
+                std::ptr::null_mut(),
+                n * ps,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
         } as *mut u8;
         let base = map(pages);
         assert!(base as isize != -1);

@@ -9,9 +9,9 @@
 //! most half a poll period; a collection shorter than the period can be missed entirely (the
 //! collection counters show how many were).
 
+use crate::clock::monotonic_ns;
 use crate::gc_config::{GcLocation, GcState};
 use crate::process::memory::ProcessMemory;
-use crate::clock::monotonic_ns;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
@@ -25,9 +25,20 @@ pub enum GcEvent {
     /// A collection started around `t_ns` (between the previous poll and `seen_ns`).
     Started { pid: i32, t_ns: u64, seen_ns: u64 },
     /// A collection ended. `generation` is the generation whose collection count went up.
-    Ended { pid: i32, start_ns: u64, end_ns: u64, generation: Option<u8>, polls: u32 },
+    Ended {
+        pid: i32,
+        start_ns: u64,
+        end_ns: u64,
+        generation: Option<u8>,
+        polls: u32,
+    },
     /// The enabled flag, a threshold, or the permanent generation's list changed.
-    Changed { pid: i32, t_ns: u64, before: GcState, after: GcState },
+    Changed {
+        pid: i32,
+        t_ns: u64,
+        before: GcState,
+        after: GcState,
+    },
     /// The GC state stopped being readable (the process exited).
     Lost { pid: i32, t_ns: u64 },
 }
@@ -70,7 +81,10 @@ pub struct GcPoller {
 }
 
 fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: clock_gettime writes into the timespec we own.
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -93,7 +107,11 @@ impl GcPoller {
             .name("gilty-gc-poll".into())
             .spawn(move || poll_loop(period, rx, events, stop2))
             .expect("cannot start the GC polling thread");
-        GcPoller { cmds: tx, stop, handle: Some(handle) }
+        GcPoller {
+            cmds: tx,
+            stop,
+            handle: Some(handle),
+        }
     }
 
     /// Starts watching a process, whose GC state was just read as `initial`.
@@ -111,7 +129,10 @@ impl GcPoller {
 
     fn finish(&mut self) -> PollerStats {
         self.stop.store(true, Ordering::SeqCst);
-        self.handle.take().and_then(|h| h.join().ok()).unwrap_or_default()
+        self.handle
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default()
     }
 }
 
@@ -121,10 +142,18 @@ impl Drop for GcPoller {
     }
 }
 
-fn poll_loop(period: Duration, cmds: Receiver<Cmd>, events: Sender<GcEvent>, stop: Arc<AtomicBool>) -> PollerStats {
+fn poll_loop(
+    period: Duration,
+    cmds: Receiver<Cmd>,
+    events: Sender<GcEvent>,
+    stop: Arc<AtomicBool>,
+) -> PollerStats {
     let started = Instant::now();
     let cpu0 = thread_cpu_ns();
-    let mut stats = PollerStats { period_ns: period.as_nanos() as u64, ..PollerStats::default() };
+    let mut stats = PollerStats {
+        period_ns: period.as_nanos() as u64,
+        ..PollerStats::default()
+    };
     let mut watched: Vec<Watched> = Vec::new();
     let mut next = Instant::now();
     let mut last_pass: Option<Instant> = None;
@@ -135,14 +164,27 @@ fn poll_loop(period: Duration, cmds: Receiver<Cmd>, events: Sender<GcEvent>, sto
                     watched.retain(|w| w.loc.pid != loc.pid);
                     let now = monotonic_ns();
                     let Ok(mem) = ProcessMemory::open(loc.pid) else {
-                        let _ = events.send(GcEvent::Lost { pid: loc.pid, t_ns: now });
+                        let _ = events.send(GcEvent::Lost {
+                            pid: loc.pid,
+                            t_ns: now,
+                        });
                         continue;
                     };
                     let window = initial.collecting.then_some((now, initial.collections, 1));
                     if initial.collecting {
-                        let _ = events.send(GcEvent::Started { pid: loc.pid, t_ns: now, seen_ns: now });
+                        let _ = events.send(GcEvent::Started {
+                            pid: loc.pid,
+                            t_ns: now,
+                            seen_ns: now,
+                        });
                     }
-                    watched.push(Watched { loc, mem, last: initial, last_poll_ns: now, window });
+                    watched.push(Watched {
+                        loc,
+                        mem,
+                        last: initial,
+                        last_poll_ns: now,
+                        window,
+                    });
                 }
                 Cmd::Remove(pid) => watched.retain(|w| w.loc.pid != pid),
             }
@@ -171,7 +213,11 @@ fn poll_loop(period: Duration, cmds: Receiver<Cmd>, events: Sender<GcEvent>, sto
             match (w.last.collecting, state.collecting) {
                 (false, true) => {
                     w.window = Some((mid, w.last.collections, 1));
-                    let _ = events.send(GcEvent::Started { pid, t_ns: mid, seen_ns: now });
+                    let _ = events.send(GcEvent::Started {
+                        pid,
+                        t_ns: mid,
+                        seen_ns: now,
+                    });
                 }
                 (true, true) => {
                     if let Some(win) = w.window.as_mut() {
@@ -179,23 +225,39 @@ fn poll_loop(period: Duration, cmds: Receiver<Cmd>, events: Sender<GcEvent>, sto
                     }
                 }
                 (true, false) => {
-                    let (start, before, polls) = w.window.take().unwrap_or((mid, w.last.collections, 0));
+                    let (start, before, polls) =
+                        w.window.take().unwrap_or((mid, w.last.collections, 0));
                     stats.windows += 1;
                     let generation = collected_generation(before, state.collections);
-                    let _ = events.send(GcEvent::Ended { pid, start_ns: start, end_ns: mid, generation, polls });
+                    let _ = events.send(GcEvent::Ended {
+                        pid,
+                        start_ns: start,
+                        end_ns: mid,
+                        generation,
+                        polls,
+                    });
                 }
                 (false, false) => {}
             }
-            let list_changed = (state.frozen_next, state.frozen_prev) != (w.last.frozen_next, w.last.frozen_prev);
+            let list_changed =
+                (state.frozen_next, state.frozen_prev) != (w.last.frozen_next, w.last.frozen_prev);
             if state.config() != w.last.config() || list_changed {
-                let _ = events.send(GcEvent::Changed { pid, t_ns: now, before: w.last, after: state });
+                let _ = events.send(GcEvent::Changed {
+                    pid,
+                    t_ns: now,
+                    before: w.last,
+                    after: state,
+                });
             }
             w.last = state;
             w.last_poll_ns = now;
         }
         for pid in lost {
             watched.retain(|w| w.loc.pid != pid);
-            let _ = events.send(GcEvent::Lost { pid, t_ns: monotonic_ns() });
+            let _ = events.send(GcEvent::Lost {
+                pid,
+                t_ns: monotonic_ns(),
+            });
         }
         next += period;
         let now = Instant::now();
@@ -217,8 +279,14 @@ mod tests {
 
     #[test]
     fn generation_from_counters() {
-        assert_eq!(collected_generation(Some([5, 2, 1]), Some([5, 2, 2])), Some(2));
-        assert_eq!(collected_generation(Some([5, 2, 1]), Some([6, 2, 1])), Some(0));
+        assert_eq!(
+            collected_generation(Some([5, 2, 1]), Some([5, 2, 2])),
+            Some(2)
+        );
+        assert_eq!(
+            collected_generation(Some([5, 2, 1]), Some([6, 2, 1])),
+            Some(0)
+        );
         assert_eq!(collected_generation(Some([5, 2, 1]), Some([5, 2, 1])), None);
         assert_eq!(collected_generation(None, Some([5, 2, 1])), None);
     }
@@ -238,7 +306,12 @@ mod tests {
         let script = "import gc, sys, time\nkeep = [[i] for i in range(200000)]\nprint('ready', flush=True)\n\
                       sys.stdin.readline()\nfor _ in range(5):\n    gc.collect(); time.sleep(0.02)\n\
                       gc.set_threshold(999, 10, 10)\nprint('done', flush=True)\nsys.stdin.read()\n";
-        let mut child = Command::new(python).args(["-c", script]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+        let mut child = Command::new(python)
+            .args(["-c", script])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
         let mut out = BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
         out.read_line(&mut line).unwrap();
@@ -259,9 +332,28 @@ mod tests {
         let _ = child.kill();
         let _ = child.wait();
         let events: Vec<GcEvent> = rx.try_iter().collect();
-        let full: Vec<&GcEvent> = events.iter().filter(|e| matches!(e, GcEvent::Ended { generation: Some(2), .. })).collect();
-        assert!(full.len() >= 4, "expected the 5 full collections, saw {events:?}");
-        assert!(events.iter().any(|e| matches!(e, GcEvent::Changed { after, .. } if after.thresholds == [999, 10, 10])), "{events:?}");
+        let full: Vec<&GcEvent> = events
+            .iter()
+            .filter(|e| {
+                matches!(
+                    e,
+                    GcEvent::Ended {
+                        generation: Some(2),
+                        ..
+                    }
+                )
+            })
+            .collect();
+        assert!(
+            full.len() >= 4,
+            "expected the 5 full collections, saw {events:?}"
+        );
+        assert!(
+            events.iter().any(
+                |e| matches!(e, GcEvent::Changed { after, .. } if after.thresholds == [999, 10, 10])
+            ),
+            "{events:?}"
+        );
         assert!(stats.passes > 10 && stats.read_errors == 0, "{stats:?}");
     }
 }

@@ -25,7 +25,11 @@ pub fn module_names(mem: &dyn Memory, at: &ModulesLocation) -> io::Result<Vec<St
     if modules == 0 {
         return Ok(Vec::new());
     }
-    let mut names: Vec<String> = r.dict_items(modules)?.into_iter().filter_map(|(k, _)| r.read_str(k).ok()).collect();
+    let mut names: Vec<String> = r
+        .dict_items(modules)?
+        .into_iter()
+        .filter_map(|(k, _)| r.read_str(k).ok())
+        .collect();
     names.sort_unstable();
     names.dedup();
     Ok(names)

@@ -13,19 +13,22 @@
 //! The target is only read: /proc files, pagemap, and `process_vm_readv` of the GC state.
 
 use super::cow::{covered_fraction, CowTracker, ScanDelta};
-use super::measurement::{Cost, CowStep, GcSnapshot, GcWindow, MonitorOptions, MonitorStats, Output, ProcessInfo, Role, Sample, ScanReason};
 use super::gc_watch::{GcEvent, GcPoller};
+use super::measurement::{
+    Cost, CowStep, GcSnapshot, GcWindow, MonitorOptions, MonitorStats, Output, ProcessInfo, Role,
+    Sample, ScanReason,
+};
 use super::module_names::ModulesLocation;
 use super::pagemap::PagemapReader;
 use super::process_tree::descendants;
 use super::smaps::ProcFiles;
+use crate::clock::monotonic_ns;
 use crate::error::{from_os, Error, ErrorKind, Result};
 use crate::gc_config::{locate, FrozenCount, GcLocation};
 use crate::interpreter::attach;
 use crate::process::maps::read_maps;
 use crate::process::memory::ProcessMemory;
 use crate::process::procfs;
-use crate::clock::monotonic_ns;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
@@ -76,7 +79,10 @@ pub struct Monitor {
 }
 
 fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: clock_gettime writes into the timespec we own.
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -87,12 +93,17 @@ impl Monitor {
     /// starts measuring in the background.
     pub fn start(root: i32, opts: MonitorOptions) -> Result<Monitor> {
         if root <= 0 || !procfs::exists(root) {
-            return Err(Error::new(ErrorKind::NoSuchProcess, format!("no process with pid {root}")));
+            return Err(Error::new(
+                ErrorKind::NoSuchProcess,
+                format!("no process with pid {root}"),
+            ));
         }
         let unreadable = |e: std::io::Error| {
             if e.raw_os_error() == Some(libc::ESRCH) && procfs::is_gone(root) {
                 Error::new(ErrorKind::NoSuchProcess, format!("pid {root} has exited"))
-            } else if e.raw_os_error() == Some(libc::ESRCH) && read_maps(root).is_ok_and(|m| m.is_empty()) {
+            } else if e.raw_os_error() == Some(libc::ESRCH)
+                && read_maps(root).is_ok_and(|m| m.is_empty())
+            {
                 // A live process without an address space (its smaps_rollup fails to open or reads
                 // empty): a kernel thread, such as kthreadd (pid 2). Not "exited".
                 Error::new(ErrorKind::NotPython, format!("pid {root} is not a Python process (it has no memory maps: a kernel thread?)"))
@@ -113,8 +124,16 @@ impl Monitor {
             Err(e) if e.kind == ErrorKind::PermissionDenied => return Err(e),
             Err(e) => Err(e.message),
             Ok(interp) => {
-                modules_at = interp.main_interp().ok().map(|main_interp| ModulesLocation { layout: interp.layout, main_interp });
-                locate(&interp).map(|loc| (loc, interp.version_string())).map_err(|e| e.message)
+                modules_at = interp
+                    .main_interp()
+                    .ok()
+                    .map(|main_interp| ModulesLocation {
+                        layout: interp.layout,
+                        main_interp,
+                    });
+                locate(&interp)
+                    .map(|loc| (loc, interp.version_string()))
+                    .map_err(|e| e.message)
             }
         };
         let (tx, rx) = channel();
@@ -136,16 +155,34 @@ impl Monitor {
             modules_at,
         };
         let mut first = vec![(root, 0, Role::Master)];
-        first.extend(descendants(root).into_iter().map(|(pid, ppid)| (pid, ppid, Role::Worker)));
+        first.extend(
+            descendants(root)
+                .into_iter()
+                .map(|(pid, ppid)| (pid, ppid, Role::Worker)),
+        );
         worker.add_processes(&first);
         if !worker.procs.contains_key(&root) {
-            return Err(Error::new(ErrorKind::NoSuchProcess, format!("pid {root} has exited")));
+            return Err(Error::new(
+                ErrorKind::NoSuchProcess,
+                format!("pid {root} has exited"),
+            ));
         }
         let handle = std::thread::Builder::new()
             .name("gilty-memory".into())
             .spawn(move || worker.run())
-            .map_err(|e| Error::new(ErrorKind::Internal, format!("cannot start the measuring thread: {e}")))?;
-        Ok(Monitor { out, stop, handle: Some(handle), root, stats: None })
+            .map_err(|e| {
+                Error::new(
+                    ErrorKind::Internal,
+                    format!("cannot start the measuring thread: {e}"),
+                )
+            })?;
+        Ok(Monitor {
+            out,
+            stop,
+            handle: Some(handle),
+            root,
+            stats: None,
+        })
     }
 
     /// Takes what was measured since the last call.
@@ -155,7 +192,10 @@ impl Monitor {
 
     /// The measuring thread has ended (the master exited, or `stop` was called).
     pub fn finished(&self) -> bool {
-        self.handle.as_ref().map(|h| h.is_finished()).unwrap_or(true)
+        self.handle
+            .as_ref()
+            .map(|h| h.is_finished())
+            .unwrap_or(true)
     }
 
     /// Ends the run: one last measurement of every live process, then the totals.
@@ -198,7 +238,9 @@ impl Worker {
             }
             let now = std::time::Instant::now();
             let wake = next_pass.min(next_tree);
-            let timeout = wake.saturating_duration_since(now).min(Duration::from_millis(50));
+            let timeout = wake
+                .saturating_duration_since(now)
+                .min(Duration::from_millis(50));
             match self.events.recv_timeout(timeout) {
                 Ok(ev) => self.on_event(ev),
                 Err(RecvTimeoutError::Timeout) => {}
@@ -250,32 +292,74 @@ impl Worker {
     fn on_event(&mut self, ev: GcEvent) {
         match ev {
             GcEvent::Started { pid, t_ns, .. } => {
-                let Some(p) = self.procs.get_mut(&pid) else { return };
+                let Some(p) = self.procs.get_mut(&pid) else {
+                    return;
+                };
                 p.open_window = Some(t_ns);
                 self.triggered_scan(pid, ScanReason::GcStart);
             }
-            GcEvent::Ended { pid, start_ns, end_ns, generation, polls } => {
+            GcEvent::Ended {
+                pid,
+                start_ns,
+                end_ns,
+                generation,
+                polls,
+            } => {
                 let (s, e) = (self.t(start_ns), self.t(end_ns));
-                let Some(p) = self.procs.get_mut(&pid) else { return };
+                let Some(p) = self.procs.get_mut(&pid) else {
+                    return;
+                };
                 p.open_window = None;
                 p.windows.push((start_ns, end_ns));
-                self.emit(|o| o.gc_windows.push(GcWindow { pid, start: s, end: e, generation, polls }));
+                self.emit(|o| {
+                    o.gc_windows.push(GcWindow {
+                        pid,
+                        start: s,
+                        end: e,
+                        generation,
+                        polls,
+                    })
+                });
                 self.triggered_scan(pid, ScanReason::GcEnd);
             }
-            GcEvent::Changed { pid, t_ns, after, before } => {
+            GcEvent::Changed {
+                pid,
+                t_ns,
+                after,
+                before,
+            } => {
                 let t = self.t(t_ns);
-                let Some(p) = self.procs.get_mut(&pid) else { return };
-                let list_changed = (after.frozen_next, after.frozen_prev) != (before.frozen_next, before.frozen_prev);
+                let Some(p) = self.procs.get_mut(&pid) else {
+                    return;
+                };
+                let list_changed = (after.frozen_next, after.frozen_prev)
+                    != (before.frozen_next, before.frozen_prev);
                 if list_changed {
                     if let (Some(loc), Some(mem)) = (p.gc, p.mem.as_ref()) {
-                        p.frozen = loc.count_frozen(mem, &after, self.opts.frozen_max_objects, self.opts.recount_budget);
+                        p.frozen = loc.count_frozen(
+                            mem,
+                            &after,
+                            self.opts.frozen_max_objects,
+                            self.opts.recount_budget,
+                        );
                     }
                 }
                 let frozen = p.frozen;
                 // A list change that leaves emptiness and the count alone (an object leaving the
                 // permanent generation) is not worth a report.
-                if after.config() != before.config() || after.frozen_empty() != before.frozen_empty() || list_changed && frozen.exact {
-                    self.emit(|o| o.gc_snapshots.push(GcSnapshot { pid, t, reason: "changed", state: after, frozen }));
+                if after.config() != before.config()
+                    || after.frozen_empty() != before.frozen_empty()
+                    || list_changed && frozen.exact
+                {
+                    self.emit(|o| {
+                        o.gc_snapshots.push(GcSnapshot {
+                            pid,
+                            t,
+                            reason: "changed",
+                            state: after,
+                            frozen,
+                        })
+                    });
                 }
             }
             GcEvent::Lost { pid, .. } => {
@@ -293,11 +377,18 @@ impl Worker {
         }
         let now = monotonic_ns();
         let budget_ns = (self.opts.trigger_budget * 1e9) as u64;
-        let Some(p) = self.procs.get_mut(&pid) else { return };
+        let Some(p) = self.procs.get_mut(&pid) else {
+            return;
+        };
         if p.cow.is_none() || !p.alive {
             return;
         }
-        while p.triggers.front().map(|&(t, _)| now.saturating_sub(t) > 1_000_000_000).unwrap_or(false) {
+        while p
+            .triggers
+            .front()
+            .map(|&(t, _)| now.saturating_sub(t) > 1_000_000_000)
+            .unwrap_or(false)
+        {
             p.triggers.pop_front();
         }
         let spent: u64 = p.triggers.iter().map(|&(_, d)| d).sum();
@@ -316,7 +407,12 @@ impl Worker {
     }
 
     /// Rescans one process's watched pages; None when it has no tracker or just exited.
-    pub(super) fn scan_pages(&mut self, pid: i32, reason: ScanReason, minflt: u64) -> Option<CowStep> {
+    pub(super) fn scan_pages(
+        &mut self,
+        pid: i32,
+        reason: ScanReason,
+        minflt: u64,
+    ) -> Option<CowStep> {
         let start_ns = self.start_ns;
         let p = self.procs.get_mut(&pid)?;
         let (cow, reader) = (p.cow.as_mut()?, p.pagemap.as_mut()?);
@@ -349,7 +445,8 @@ impl Worker {
 
     /// Drops GC windows that can no longer overlap any chunk interval.
     fn prune_windows(&mut self) {
-        let keep_after = monotonic_ns().saturating_sub(2 * self.opts.interval.as_nanos() as u64 + 2_000_000_000);
+        let keep_after =
+            monotonic_ns().saturating_sub(2 * self.opts.interval.as_nanos() as u64 + 2_000_000_000);
         for p in self.procs.values_mut() {
             p.windows.retain(|&(_, e)| e >= keep_after);
         }
@@ -358,7 +455,9 @@ impl Worker {
     /// One full measurement of one process: stat, smaps_rollup, GC state, pages.
     pub(super) fn measure(&mut self, pid: i32, reason: ScanReason) {
         let t_start = monotonic_ns();
-        let Some(p) = self.procs.get_mut(&pid) else { return };
+        let Some(p) = self.procs.get_mut(&pid) else {
+            return;
+        };
         if !p.alive {
             return;
         }
@@ -391,7 +490,16 @@ impl Worker {
             cost.pagemap_s = (monotonic_ns() - t3) as f64 / 1e9;
             cost.pages_read = s.pages_read;
         }
-        let sample = Sample { pid, pass: self.stats.passes, t: self.t(t_start), rollup, minflt: stat.minflt, majflt: stat.majflt, gc, cost };
+        let sample = Sample {
+            pid,
+            pass: self.stats.passes,
+            t: self.t(t_start),
+            rollup,
+            minflt: stat.minflt,
+            majflt: stat.majflt,
+            gc,
+            cost,
+        };
         self.emit(|o| {
             o.samples.push(sample);
             if let Some(s) = step {
@@ -402,7 +510,12 @@ impl Worker {
 
     fn pass(&mut self, reason: ScanReason) {
         self.stats.passes += 1;
-        let pids: Vec<i32> = self.order.iter().copied().filter(|p| self.procs.get(p).map(|x| x.alive).unwrap_or(false)).collect();
+        let pids: Vec<i32> = self
+            .order
+            .iter()
+            .copied()
+            .filter(|p| self.procs.get(p).map(|x| x.alive).unwrap_or(false))
+            .collect();
         for pid in pids {
             self.measure(pid, reason);
             // Collections that start meanwhile get their scan now, not after the whole pass.
@@ -459,13 +572,24 @@ for _, w in kids:
     os.write(w, b"x")
 sys.stdin.readline()
 "#;
-        let mut child = Command::new(python).args(["-c", script]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+        let mut child = Command::new(python)
+            .args(["-c", script])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
         let mut out = BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
         out.read_line(&mut line).unwrap();
-        let kids: Vec<i32> = line.split_whitespace().map(|p| p.parse().unwrap()).collect();
+        let kids: Vec<i32> = line
+            .split_whitespace()
+            .map(|p| p.parse().unwrap())
+            .collect();
         let master = child.id() as i32;
-        let opts = MonitorOptions { interval: Duration::from_millis(300), ..MonitorOptions::default() };
+        let opts = MonitorOptions {
+            interval: Duration::from_millis(300),
+            ..MonitorOptions::default()
+        };
         let mut m = Monitor::start(master, opts).unwrap();
         std::thread::sleep(Duration::from_millis(400));
         child.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
@@ -480,16 +604,46 @@ sys.stdin.readline()
         }
         let roles: HashMap<i32, Role> = o.processes.iter().map(|p| (p.pid, p.role)).collect();
         assert_eq!(roles.get(&master), Some(&Role::Master));
-        assert!(kids.iter().all(|k| roles.get(k) == Some(&Role::Worker)), "{roles:?}");
-        let sum = |pid: i32, f: fn(&CowStep) -> u64| o.cow_steps.iter().filter(|s| s.pid == pid).map(f).sum::<u64>();
+        assert!(
+            kids.iter().all(|k| roles.get(k) == Some(&Role::Worker)),
+            "{roles:?}"
+        );
+        let sum = |pid: i32, f: fn(&CowStep) -> u64| {
+            o.cow_steps
+                .iter()
+                .filter(|s| s.pid == pid)
+                .map(f)
+                .sum::<u64>()
+        };
         let mib = |b: u64| b as f64 / (1 << 20) as f64;
-        let (gc0, out0) = (sum(kids[0], |s| s.gc_bytes), sum(kids[0], |s| s.outside_bytes));
-        let (gc1, out1) = (sum(kids[1], |s| s.gc_bytes), sum(kids[1], |s| s.outside_bytes));
+        let (gc0, out0) = (
+            sum(kids[0], |s| s.gc_bytes),
+            sum(kids[0], |s| s.outside_bytes),
+        );
+        let (gc1, out1) = (
+            sum(kids[1], |s| s.gc_bytes),
+            sum(kids[1], |s| s.outside_bytes),
+        );
         eprintln!("collecting worker: gc {:.1} MiB outside {:.1} MiB; idle worker: gc {:.1} outside {:.1}; {stats:?}", mib(gc0), mib(out0), mib(gc1), mib(out1));
-        assert!(mib(gc0) > 10.0, "the collecting worker's copies should be attributed to GC");
+        assert!(
+            mib(gc0) > 10.0,
+            "the collecting worker's copies should be attributed to GC"
+        );
         assert!(gc0 > 4 * out0);
-        assert!(mib(gc1 + out1) < 2.0, "the idle worker copied almost nothing");
-        assert!(o.gc_windows.iter().any(|w| w.pid == kids[0] && w.generation == Some(2)), "{:?}", o.gc_windows);
-        assert!(o.samples.iter().any(|s| s.pid == kids[1] && s.rollup.rss > 0));
+        assert!(
+            mib(gc1 + out1) < 2.0,
+            "the idle worker copied almost nothing"
+        );
+        assert!(
+            o.gc_windows
+                .iter()
+                .any(|w| w.pid == kids[0] && w.generation == Some(2)),
+            "{:?}",
+            o.gc_windows
+        );
+        assert!(o
+            .samples
+            .iter()
+            .any(|s| s.pid == kids[1] && s.rollup.rss > 0));
     }
 }

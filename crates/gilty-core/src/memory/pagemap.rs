@@ -41,7 +41,11 @@ pub struct PagemapReader {
 
 impl PagemapReader {
     pub fn open(pid: i32) -> io::Result<PagemapReader> {
-        Ok(PagemapReader { file: File::open(format!("/proc/{pid}/pagemap"))?, bytes: Vec::new(), page_size: page_size() })
+        Ok(PagemapReader {
+            file: File::open(format!("/proc/{pid}/pagemap"))?,
+            bytes: Vec::new(),
+            page_size: page_size(),
+        })
     }
 
     /// The entries of `count` pages starting at virtual page number `first_page`, into `out`
@@ -53,7 +57,9 @@ impl PagemapReader {
         }
         let mut done = 0;
         while done < len {
-            let n = self.file.read_at(&mut self.bytes[done..len], first_page * 8 + done as u64)?;
+            let n = self
+                .file
+                .read_at(&mut self.bytes[done..len], first_page * 8 + done as u64)?;
             if n == 0 {
                 // The process exited (its mm is gone) or the range is past the end of user space.
                 return Err(io::Error::from_raw_os_error(libc::ESRCH));
@@ -61,7 +67,11 @@ impl PagemapReader {
             done += n;
         }
         out.clear();
-        out.extend(self.bytes[..len].chunks_exact(8).map(|b| u64::from_le_bytes(b.try_into().unwrap())));
+        out.extend(
+            self.bytes[..len]
+                .chunks_exact(8)
+                .map(|b| u64::from_le_bytes(b.try_into().unwrap())),
+        );
         Ok(())
     }
 }
@@ -133,7 +143,14 @@ pub fn is_cow_mapping(m: &MapEntry) -> bool {
     if p.len() < 4 || p[1] != b'w' || p[3] != b'p' {
         return false;
     }
-    !matches!(m.path.as_deref(), Some("[stack]") | Some("[vvar]") | Some("[vdso]") | Some("[vsyscall]") | Some("[vvar_vclock]"))
+    !matches!(
+        m.path.as_deref(),
+        Some("[stack]")
+            | Some("[vvar]")
+            | Some("[vdso]")
+            | Some("[vsyscall]")
+            | Some("[vvar_vclock]")
+    )
 }
 
 #[cfg(test)]
@@ -149,15 +166,35 @@ mod tests {
         c.add_entry(SWAPPED);
         c.add_entry(0);
         c.add_entry(PRESENT | FILE_OR_SHARED | SOFT_DIRTY);
-        assert_eq!(c, PageCounts { pages: 5, present: 3, exclusive: 1, shared: 2, swapped: 1, soft_dirty: 1, file_or_shared: 1 });
+        assert_eq!(
+            c,
+            PageCounts {
+                pages: 5,
+                present: 3,
+                exclusive: 1,
+                shared: 2,
+                swapped: 1,
+                soft_dirty: 1,
+                file_or_shared: 1
+            }
+        );
     }
 
     #[test]
     fn selects_private_writable_mappings() {
-        let m = |perms: &str, path: Option<&str>| MapEntry { start: 0, end: 4096, perms: perms.into(), offset: 0, path: path.map(Into::into) };
+        let m = |perms: &str, path: Option<&str>| MapEntry {
+            start: 0,
+            end: 4096,
+            perms: perms.into(),
+            offset: 0,
+            path: path.map(Into::into),
+        };
         assert!(is_cow_mapping(&m("rw-p", None)));
         assert!(is_cow_mapping(&m("rw-p", Some("[heap]"))));
-        assert!(is_cow_mapping(&m("rw-p", Some("/usr/lib/libpython3.12.so"))));
+        assert!(is_cow_mapping(&m(
+            "rw-p",
+            Some("/usr/lib/libpython3.12.so")
+        )));
         assert!(!is_cow_mapping(&m("rw-s", None)));
         assert!(!is_cow_mapping(&m("r--p", None)));
         assert!(!is_cow_mapping(&m("rw-p", Some("[stack]"))));
@@ -177,7 +214,10 @@ mod tests {
         assert_eq!(c.pages, 32);
         assert_eq!(c.present, 32);
         assert_eq!(c.exclusive, 32);
-        assert!(read_maps(std::process::id() as i32).unwrap().iter().any(is_cow_mapping));
+        assert!(read_maps(std::process::id() as i32)
+            .unwrap()
+            .iter()
+            .any(is_cow_mapping));
         std::hint::black_box(&buf);
     }
 }

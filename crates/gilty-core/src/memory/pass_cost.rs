@@ -32,25 +32,36 @@ pub fn measure_once(pid: i32) -> Result<PassCost> {
     let secs = |a: u64, b: u64| b.saturating_sub(a) as f64 / 1e9;
     let mut files = ProcFiles::open(pid).map_err(|e| from_os(pid, &e, "/proc/PID/smaps_rollup"))?;
     let t0 = t();
-    files.read_stat().map_err(|e| from_os(pid, &e, "/proc/PID/stat"))?;
+    files
+        .read_stat()
+        .map_err(|e| from_os(pid, &e, "/proc/PID/stat"))?;
     let t1 = t();
-    c.rss = files.read_rollup().map_err(|e| from_os(pid, &e, "/proc/PID/smaps_rollup"))?.rss;
+    c.rss = files
+        .read_rollup()
+        .map_err(|e| from_os(pid, &e, "/proc/PID/smaps_rollup"))?
+        .rss;
     let t2 = t();
     let maps = read_maps(pid)?;
     let t3 = t();
     c.stat_s = secs(t0, t1);
     c.smaps_s = secs(t1, t2);
     c.maps_s = secs(t2, t3);
-    if let (Ok(loc), Ok(mem)) = (attach(pid).and_then(|i| locate(&i)), ProcessMemory::open(pid)) {
+    if let (Ok(loc), Ok(mem)) = (
+        attach(pid).and_then(|i| locate(&i)),
+        ProcessMemory::open(pid),
+    ) {
         let t4 = t();
         let _ = loc.read(&mem);
         c.gc_s = secs(t4, t());
     }
     let mut reader = PagemapReader::open(pid).map_err(|e| from_os(pid, &e, "/proc/PID/pagemap"))?;
     let t5 = t();
-    let mut cow = CowTracker::baseline(&mut reader, &maps, &monotonic_ns).map_err(|e| from_os(pid, &e, "/proc/PID/pagemap"))?;
+    let mut cow = CowTracker::baseline(&mut reader, &maps, &monotonic_ns)
+        .map_err(|e| from_os(pid, &e, "/proc/PID/pagemap"))?;
     let t6 = t();
-    let d = cow.scan(&mut reader, &|_, _| 0.0, &monotonic_ns).map_err(|e| from_os(pid, &e, "/proc/PID/pagemap"))?;
+    let d = cow
+        .scan(&mut reader, &|_, _| 0.0, &monotonic_ns)
+        .map_err(|e| from_os(pid, &e, "/proc/PID/pagemap"))?;
     c.pagemap_baseline_s = secs(t5, t6);
     c.pagemap_scan_s = secs(t6, t());
     c.pages_read = d.pages_read;

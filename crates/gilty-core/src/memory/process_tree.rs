@@ -14,7 +14,10 @@ fn children_file(pid: i32) -> Option<Vec<i32>> {
         match std::fs::read_to_string(&path) {
             Ok(s) => {
                 any = true;
-                out.extend(s.split_ascii_whitespace().filter_map(|v| v.parse::<i32>().ok()));
+                out.extend(
+                    s.split_ascii_whitespace()
+                        .filter_map(|v| v.parse::<i32>().ok()),
+                );
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !any => {
                 // Either the kernel lacks CONFIG_PROC_CHILDREN or the thread just exited.
@@ -33,10 +36,17 @@ fn children_file(pid: i32) -> Option<Vec<i32>> {
 /// Every process's parent, from /proc/*/stat.
 fn parent_table() -> HashMap<i32, i32> {
     let mut table = HashMap::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else { return table };
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return table;
+    };
     for e in dir.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-        if let Some(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|s| parse_stat(&s)) {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        if let Some(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| parse_stat(&s))
+        {
             table.insert(pid, stat.ppid);
         }
     }
@@ -54,7 +64,11 @@ pub fn descendants(root: i32) -> Vec<(i32, i32)> {
             Some(k) => k,
             None => {
                 let t = table.get_or_insert_with(parent_table);
-                let mut k: Vec<i32> = t.iter().filter(|(_, &pp)| pp == parent).map(|(&p, _)| p).collect();
+                let mut k: Vec<i32> = t
+                    .iter()
+                    .filter(|(_, &pp)| pp == parent)
+                    .map(|(&p, _)| p)
+                    .collect();
                 k.sort_unstable();
                 k
             }
@@ -73,7 +87,11 @@ pub fn descendants(root: i32) -> Vec<(i32, i32)> {
 pub fn cmdline(pid: i32) -> String {
     std::fs::read(format!("/proc/{pid}/cmdline"))
         .map(|b| {
-            let parts: Vec<String> = b.split(|&c| c == 0).filter(|p| !p.is_empty()).map(|p| String::from_utf8_lossy(p).into_owned()).collect();
+            let parts: Vec<String> = b
+                .split(|&c| c == 0)
+                .filter(|p| !p.is_empty())
+                .map(|p| String::from_utf8_lossy(p).into_owned())
+                .collect();
             parts.join(" ")
         })
         .unwrap_or_default()
@@ -87,7 +105,10 @@ mod tests {
     #[test]
     fn finds_children_and_grandchildren() {
         // sh starts sleep in the background and waits: a child (sh) with a grandchild (sleep).
-        let mut child = Command::new("sh").args(["-c", "sleep 5 & wait"]).spawn().unwrap();
+        let mut child = Command::new("sh")
+            .args(["-c", "sleep 5 & wait"])
+            .spawn()
+            .unwrap();
         let me = std::process::id() as i32;
         let pid = child.id() as i32;
         // Until sleep has been exec'd: between fork and exec the grandchild is a copy of the shell,
@@ -95,8 +116,13 @@ mod tests {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         let (found, grandchild) = loop {
             let d = descendants(me);
-            let grandchild = d.iter().find(|&&(_, parent)| parent == pid).map(|&(p, _)| p);
-            if grandchild.is_some_and(|g| cmdline(g).starts_with("sleep")) || std::time::Instant::now() > deadline {
+            let grandchild = d
+                .iter()
+                .find(|&&(_, parent)| parent == pid)
+                .map(|&(p, _)| p);
+            if grandchild.is_some_and(|g| cmdline(g).starts_with("sleep"))
+                || std::time::Instant::now() > deadline
+            {
                 break (d, grandchild);
             }
             std::thread::sleep(std::time::Duration::from_millis(10));
@@ -115,6 +141,9 @@ mod tests {
     #[test]
     fn parent_table_knows_us() {
         let t = parent_table();
-        assert_eq!(t.get(&(std::process::id() as i32)).copied(), parse_stat(&std::fs::read_to_string("/proc/self/stat").unwrap()).map(|s| s.ppid));
+        assert_eq!(
+            t.get(&(std::process::id() as i32)).copied(),
+            parse_stat(&std::fs::read_to_string("/proc/self/stat").unwrap()).map(|s| s.ppid)
+        );
     }
 }

@@ -32,8 +32,16 @@ impl Rollup {
 pub fn parse_rollup(text: &str) -> Rollup {
     let mut r = Rollup::default();
     for line in text.lines() {
-        let Some((key, rest)) = line.split_once(':') else { continue };
-        let Some(kb) = rest.split_whitespace().next().and_then(|v| v.parse::<u64>().ok()) else { continue };
+        let Some((key, rest)) = line.split_once(':') else {
+            continue;
+        };
+        let Some(kb) = rest
+            .split_whitespace()
+            .next()
+            .and_then(|v| v.parse::<u64>().ok())
+        else {
+            continue;
+        };
         let bytes = kb * 1024;
         let field = match key {
             "Rss" => &mut r.rss,
@@ -115,7 +123,12 @@ impl ProcFiles {
     pub fn open(pid: i32) -> io::Result<ProcFiles> {
         let stat = File::open(format!("/proc/{pid}/stat"))?;
         let rollup = File::open(format!("/proc/{pid}/smaps_rollup"))?;
-        Ok(ProcFiles { pid, rollup, stat, buf: vec![0; 4096] })
+        Ok(ProcFiles {
+            pid,
+            rollup,
+            stat,
+            buf: vec![0; 4096],
+        })
     }
 
     /// The rollup now. An empty read means the process has exited (its mm is gone).
@@ -124,7 +137,9 @@ impl ProcFiles {
         if n == 0 {
             return Err(io::Error::from_raw_os_error(libc::ESRCH));
         }
-        Ok(parse_rollup(std::str::from_utf8(&self.buf[..n]).unwrap_or("")))
+        Ok(parse_rollup(
+            std::str::from_utf8(&self.buf[..n]).unwrap_or(""),
+        ))
     }
 
     pub fn read_stat(&mut self) -> io::Result<Stat> {

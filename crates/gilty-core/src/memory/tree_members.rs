@@ -20,11 +20,18 @@ use std::collections::VecDeque;
 
 /// Where a process keeps its GC state: the parent's location when the child is a fork of the same
 /// program (same executable, same mapping around the GC state), else a full attach.
-fn gc_location(pid: i32, parent: Option<(&GcLocation, i32)>) -> std::result::Result<(GcLocation, String), String> {
+fn gc_location(
+    pid: i32,
+    parent: Option<(&GcLocation, i32)>,
+) -> std::result::Result<(GcLocation, String), String> {
     if let Some((ploc, ppid)) = parent {
         let same_exe = procfs::exe(pid).is_some() && procfs::exe(pid) == procfs::exe(ppid);
         let around = |p: i32| {
-            read_maps(p).ok().and_then(|maps| maps.into_iter().find(|m| m.start <= ploc.gc_addr && ploc.gc_addr < m.end).map(|m| (m.start, m.path)))
+            read_maps(p).ok().and_then(|maps| {
+                maps.into_iter()
+                    .find(|m| m.start <= ploc.gc_addr && ploc.gc_addr < m.end)
+                    .map(|m| (m.start, m.path))
+            })
         };
         if same_exe && around(pid).is_some() && around(pid) == around(ppid) {
             let loc = ploc.for_pid(pid);
@@ -48,8 +55,17 @@ fn gc_location(pid: i32, parent: Option<(&GcLocation, i32)>) -> std::result::Res
 /// `pid` is a fork of `root`'s program: same executable, and the mapping that holds `addr` starts at
 /// the same address in both (a spawned interpreter, laid out anew, is not).
 fn same_image(pid: i32, root: i32, addr: u64) -> bool {
-    let around = |p: i32| read_maps(p).ok().and_then(|maps| maps.into_iter().find(|m| m.start <= addr && addr < m.end).map(|m| (m.start, m.path)));
-    procfs::exe(pid).is_some() && procfs::exe(pid) == procfs::exe(root) && around(pid).is_some() && around(pid) == around(root)
+    let around = |p: i32| {
+        read_maps(p).ok().and_then(|maps| {
+            maps.into_iter()
+                .find(|m| m.start <= addr && addr < m.end)
+                .map(|m| (m.start, m.path))
+        })
+    };
+    procfs::exe(pid).is_some()
+        && procfs::exe(pid) == procfs::exe(root)
+        && around(pid).is_some()
+        && around(pid) == around(root)
 }
 
 impl Worker {
@@ -57,8 +73,11 @@ impl Worker {
         let t0 = monotonic_ns();
         self.stats.tree_scans += 1;
         let found = descendants(self.root);
-        let new: Vec<(i32, i32, Role)> =
-            found.iter().filter(|(pid, _)| !self.procs.contains_key(pid)).map(|&(pid, ppid)| (pid, ppid, Role::Worker)).collect();
+        let new: Vec<(i32, i32, Role)> = found
+            .iter()
+            .filter(|(pid, _)| !self.procs.contains_key(pid))
+            .map(|&(pid, ppid)| (pid, ppid, Role::Worker))
+            .collect();
         if !new.is_empty() {
             self.add_processes(&new);
         }
@@ -80,7 +99,9 @@ impl Worker {
     }
 
     pub(super) fn mark_exited(&mut self, pid: i32, t: f64) {
-        let Some(p) = self.procs.get_mut(&pid) else { return };
+        let Some(p) = self.procs.get_mut(&pid) else {
+            return;
+        };
         if !p.alive {
             return;
         }
@@ -118,28 +139,50 @@ impl Worker {
     /// A process against its parent since fork (workers) and its imported modules (Python forks
     /// of the master's executable).
     pub(super) fn fork_facts(&mut self, pid: i32, when: &'static str) {
-        let Some(p) = self.procs.get(&pid) else { return };
+        let Some(p) = self.procs.get(&pid) else {
+            return;
+        };
         if !p.alive {
             return;
         }
         let parent = p.info.ppid;
         let parent_alive = self.procs.get(&parent).map(|q| q.alive).unwrap_or(false);
-        let share = if p.info.role == Role::Worker && parent_alive && self.opts.pagemap { fork_share(pid, parent).ok() } else { None };
+        let share = if p.info.role == Role::Worker && parent_alive && self.opts.pagemap {
+            fork_share(pid, parent).ok()
+        } else {
+            None
+        };
         let modules = match (&self.modules_at, p.mem.as_ref()) {
-            (Some(at), Some(mem)) if p.info.python.is_some() && (pid == self.root || same_image(pid, self.root, at.main_interp)) => {
+            (Some(at), Some(mem))
+                if p.info.python.is_some()
+                    && (pid == self.root || same_image(pid, self.root, at.main_interp)) =>
+            {
                 module_names(mem, at).ok()
             }
             _ => None,
         };
         let t = self.now_s();
-        self.emit(|o| o.fork_facts.push(ForkFacts { pid, t, when, parent, share, modules }));
+        self.emit(|o| {
+            o.fork_facts.push(ForkFacts {
+                pid,
+                t,
+                when,
+                parent,
+                share,
+                modules,
+            })
+        });
     }
 
     /// Opens a process's /proc files and takes its page baseline; None if it already exited.
     fn open_process(&mut self, pid: i32, ppid: i32, role: Role) -> Option<Proc> {
         let t = self.now_s();
         let mut files = ProcFiles::open(pid).ok()?;
-        let ppid = if ppid == 0 { files.read_stat().map(|s| s.ppid).unwrap_or(0) } else { ppid };
+        let ppid = if ppid == 0 {
+            files.read_stat().map(|s| s.ppid).unwrap_or(0)
+        } else {
+            ppid
+        };
         let mut info = ProcessInfo {
             pid,
             ppid,
@@ -188,14 +231,21 @@ impl Worker {
 
     /// Finds the process's GC state, counts its frozen objects, and hands it to the poller.
     fn attach_gc(&mut self, pid: i32) {
-        let Some(ppid) = self.procs.get(&pid).map(|p| p.info.ppid) else { return };
-        let parent = self.procs.get(&ppid).and_then(|p| p.gc.as_ref().map(|l| (*l, p.frozen, p.frozen_list)));
+        let Some(ppid) = self.procs.get(&pid).map(|p| p.info.ppid) else {
+            return;
+        };
+        let parent = self
+            .procs
+            .get(&ppid)
+            .and_then(|p| p.gc.as_ref().map(|l| (*l, p.frozen, p.frozen_list)));
         let located = match (pid == self.root).then(|| self.root_gc.take()).flatten() {
             Some(found) => found,
             None => gc_location(pid, parent.as_ref().map(|(l, _, _)| (l, ppid))),
         };
         let (max_objects, budget) = (self.opts.frozen_max_objects, self.opts.frozen_budget);
-        let Some(p) = self.procs.get_mut(&pid) else { return };
+        let Some(p) = self.procs.get_mut(&pid) else {
+            return;
+        };
         let (loc, version) = match located {
             Ok(found) => found,
             Err(note) => {
@@ -204,21 +254,32 @@ impl Worker {
             }
         };
         p.info.python = Some(version);
-        let Some(state) = p.mem.as_ref().and_then(|m| loc.read(m).ok()) else { return };
+        let Some(state) = p.mem.as_ref().and_then(|m| loc.read(m).ok()) else {
+            return;
+        };
         p.gc = Some(loc);
         p.frozen_list = (state.frozen_next, state.frozen_prev);
         // A forked worker inherits its parent's permanent generation: the same list (same first
         // and last node) has the same length, so it is not walked again.
         p.frozen = match parent {
             Some((_, pf, plist)) if plist == p.frozen_list => pf,
-            _ => p.mem.as_ref().map(|m| loc.count_frozen(m, &state, max_objects, budget)).unwrap_or_default(),
+            _ => p
+                .mem
+                .as_ref()
+                .map(|m| loc.count_frozen(m, &state, max_objects, budget))
+                .unwrap_or_default(),
         };
         let frozen = p.frozen;
         if let Some(poller) = &self.poller {
             poller.add(loc, state);
         }
-        let snap = GcSnapshot { pid, t: self.now_s(), reason: "initial", state, frozen };
+        let snap = GcSnapshot {
+            pid,
+            t: self.now_s(),
+            reason: "initial",
+            state,
+            frozen,
+        };
         self.emit(|o| o.gc_snapshots.push(snap));
     }
-
 }

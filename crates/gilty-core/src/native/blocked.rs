@@ -20,7 +20,10 @@ pub fn switches(pid: i32, tid: i32) -> Option<u64> {
     let mut total = 0;
     let mut found = 0;
     for line in text.lines() {
-        if let Some(v) = line.strip_prefix("voluntary_ctxt_switches:").or_else(|| line.strip_prefix("nonvoluntary_ctxt_switches:")) {
+        if let Some(v) = line
+            .strip_prefix("voluntary_ctxt_switches:")
+            .or_else(|| line.strip_prefix("nonvoluntary_ctxt_switches:"))
+        {
             total += v.trim().parse::<u64>().ok()?;
             found += 1;
         }
@@ -58,7 +61,11 @@ pub fn read_blocked(pid: i32, tid: i32, mem: &dyn Memory) -> Option<BlockedStack
     while len >= 512 {
         if mem.read(sp, &mut stack[..len]).is_ok() {
             stack.truncate(len);
-            return Some(BlockedStack { regs: Regs { ip, sp, bp: 0 }, stack, switches_before });
+            return Some(BlockedStack {
+                regs: Regs { ip, sp, bp: 0 },
+                stack,
+                switches_before,
+            });
         }
         len /= 2;
     }

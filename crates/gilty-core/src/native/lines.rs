@@ -32,19 +32,27 @@ type Reader<'d> = gimli::EndianSlice<'d, gimli::RunTimeEndian>;
 
 /// A section's bytes; empty when absent, compressed (not supported) or too big.
 fn section_data<'d>(file: &object::File<'d>, name: &str) -> Cow<'d, [u8]> {
-    let Some(s) = file.section_by_name(name) else { return Cow::Borrowed(&[]) };
+    let Some(s) = file.section_by_name(name) else {
+        return Cow::Borrowed(&[]);
+    };
     if s.size() > MAX_SECTION {
         return Cow::Borrowed(&[]);
     }
     match s.compressed_file_range() {
-        Ok(r) if r.format == object::CompressionFormat::None => s.data().map(Cow::Borrowed).unwrap_or(Cow::Borrowed(&[])),
+        Ok(r) if r.format == object::CompressionFormat::None => {
+            s.data().map(Cow::Borrowed).unwrap_or(Cow::Borrowed(&[]))
+        }
         _ => Cow::Borrowed(&[]),
     }
 }
 
 /// Whether `file` has line information to read.
 pub fn has_lines(file: &object::File) -> bool {
-    file.section_by_name(".debug_line").is_some_and(|s| s.size() > 0) && file.section_by_name(".debug_info").is_some_and(|s| s.size() > 0)
+    file.section_by_name(".debug_line")
+        .is_some_and(|s| s.size() > 0)
+        && file
+            .section_by_name(".debug_info")
+            .is_some_and(|s| s.size() > 0)
 }
 
 /// The line tables of one ELF file, read as lookups need them.
@@ -63,9 +71,15 @@ impl LineIndex {
     pub fn new(map: Arc<Mapped>) -> LineIndex {
         let aranges = object::File::parse(map.bytes())
             .ok()
-            .and_then(|file| std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read_aranges(&file))).ok())
+            .and_then(|file| {
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read_aranges(&file))).ok()
+            })
             .unwrap_or_default();
-        LineIndex { map: Some(map), aranges, ..Default::default() }
+        LineIndex {
+            map: Some(map),
+            aranges,
+            ..Default::default()
+        }
     }
 
     /// The source file and line of `svma`.
@@ -86,7 +100,11 @@ impl LineIndex {
         }
         let table = {
             let mut units = self.units.lock().unwrap_or_else(|e| e.into_inner());
-            Arc::clone(units.entry(unit).or_insert_with(|| Arc::new(parse(Some(unit)))))
+            Arc::clone(
+                units
+                    .entry(unit)
+                    .or_insert_with(|| Arc::new(parse(Some(unit)))),
+            )
         };
         let (file, line) = table.lookup(svma)?;
         Some((file.to_owned(), line))
@@ -99,7 +117,11 @@ impl LineIndex {
 }
 
 fn read_aranges(file: &object::File) -> Vec<(u64, u64, usize)> {
-    let endian = if file.is_little_endian() { gimli::RunTimeEndian::Little } else { gimli::RunTimeEndian::Big };
+    let endian = if file.is_little_endian() {
+        gimli::RunTimeEndian::Little
+    } else {
+        gimli::RunTimeEndian::Big
+    };
     let data = section_data(file, ".debug_aranges");
     let aranges = gimli::DebugAranges::new(&data, endian);
     let mut out = Vec::new();
@@ -135,7 +157,8 @@ impl LineTable {
 
     /// `of_file` for the one unit at `only` (an offset in `.debug_info`), or every unit.
     pub fn of_file_units(file: &object::File, only: Option<usize>) -> LineTable {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read_table(file, only))).unwrap_or_default()
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read_table(file, only)))
+            .unwrap_or_default()
     }
 
     /// The source file and line of `svma`.
@@ -150,16 +173,27 @@ impl LineTable {
 }
 
 fn read_table(file: &object::File, only: Option<usize>) -> LineTable {
-    let endian = if file.is_little_endian() { gimli::RunTimeEndian::Little } else { gimli::RunTimeEndian::Big };
+    let endian = if file.is_little_endian() {
+        gimli::RunTimeEndian::Little
+    } else {
+        gimli::RunTimeEndian::Big
+    };
     let owned: gimli::DwarfSections<Cow<[u8]>> =
-        gimli::DwarfSections::load(|id| -> Result<Cow<[u8]>, ()> { Ok(section_data(file, id.name())) }).unwrap_or_else(|_| unreachable!());
+        gimli::DwarfSections::load(|id| -> Result<Cow<[u8]>, ()> {
+            Ok(section_data(file, id.name()))
+        })
+        .unwrap_or_else(|_| unreachable!());
     let dwarf = owned.borrow(|s| Reader::new(s, endian));
     let mut table = LineTable::default();
     let mut interned: HashMap<String, u32> = HashMap::new();
     // (start, end, file, line) per row, then laid out as `rows`.
     let mut ranges: Vec<(u64, u64, u32, u32)> = Vec::new();
     let mut units = dwarf.units();
-    let mut one = only.map(|off| dwarf.debug_info.header_from_offset(gimli::DebugInfoOffset(off)));
+    let mut one = only.map(|off| {
+        dwarf
+            .debug_info
+            .header_from_offset(gimli::DebugInfoOffset(off))
+    });
     loop {
         let header = match one.take() {
             Some(Ok(h)) => h,
@@ -170,8 +204,12 @@ fn read_table(file: &object::File, only: Option<usize>) -> LineTable {
                 _ => break,
             },
         };
-        let Ok(unit) = dwarf.unit(header) else { continue };
-        let Some(program) = unit.line_program.clone() else { continue };
+        let Ok(unit) = dwarf.unit(header) else {
+            continue;
+        };
+        let Some(program) = unit.line_program.clone() else {
+            continue;
+        };
         let comp_dir = unit.comp_dir.map(|d| d.to_string_lossy().into_owned());
         // File names by index, per unit: resolved once.
         let mut names: HashMap<u64, u32> = HashMap::new();
@@ -195,7 +233,8 @@ fn read_table(file: &object::File, only: Option<usize>) -> LineTable {
             let file_id = match names.get(&index) {
                 Some(&id) => id,
                 None => {
-                    let path = file_path(&dwarf, &unit, header, row.file(header), comp_dir.as_deref());
+                    let path =
+                        file_path(&dwarf, &unit, header, row.file(header), comp_dir.as_deref());
                     let next = table.files.len() as u32;
                     let id = *interned.entry(path.clone()).or_insert_with(|| {
                         table.files.push(path);
@@ -205,7 +244,10 @@ fn read_table(file: &object::File, only: Option<usize>) -> LineTable {
                     id
                 }
             };
-            let line = row.line().map(|l| l.get().min(u32::MAX as u64) as u32).unwrap_or(0);
+            let line = row
+                .line()
+                .map(|l| l.get().min(u32::MAX as u64) as u32)
+                .unwrap_or(0);
             prev = Some((addr, file_id, line));
             if ranges.len() >= MAX_ROWS {
                 break;
@@ -250,8 +292,15 @@ fn file_path(
     entry: Option<&gimli::FileEntry<Reader>>,
     comp_dir: Option<&str>,
 ) -> String {
-    let Some(entry) = entry else { return "?".to_owned() };
-    let text = |v: gimli::AttributeValue<Reader>| dwarf.attr_string(unit, v).ok().map(|s| s.to_string_lossy().into_owned());
+    let Some(entry) = entry else {
+        return "?".to_owned();
+    };
+    let text = |v: gimli::AttributeValue<Reader>| {
+        dwarf
+            .attr_string(unit, v)
+            .ok()
+            .map(|s| s.to_string_lossy().into_owned())
+    };
     let name = text(entry.path_name()).unwrap_or_else(|| "?".to_owned());
     if name.starts_with('/') {
         return name;
@@ -306,7 +355,12 @@ mod tests {
         // An ELF file of our own making whose `.debug_info` and `.debug_line` are garbage or cut short.
         let exe = std::fs::read("/proc/self/exe").unwrap();
         let file = object::File::parse(&*exe).unwrap();
-        let (off, size) = file.section_by_name(".debug_line").unwrap().compressed_file_range().map(|r| (r.offset, r.compressed_size)).unwrap();
+        let (off, size) = file
+            .section_by_name(".debug_line")
+            .unwrap()
+            .compressed_file_range()
+            .map(|r| (r.offset, r.compressed_size))
+            .unwrap();
         let mut bad = exe.clone();
         let mut x = 0x9e37_79b9u32;
         for b in &mut bad[off as usize..(off + size.min(1 << 16)) as usize] {
@@ -345,13 +399,18 @@ mod tests {
             .find(|s| object::ObjectSymbol::name(s) == Ok("_PyEval_EvalFrameDefault"))
             .map(|s| object::ObjectSymbol::address(&s))
             .expect("_PyEval_EvalFrameDefault");
-        let (path, line) = index.lookup(eval + 16).expect("a line in the evaluation loop");
+        let (path, line) = index
+            .lookup(eval + 16)
+            .expect("a line in the evaluation loop");
         assert!(path.ends_with("ceval.c"), "{path}");
         assert!(line > 0);
         assert_eq!(index.units_read(), 1);
         // The same answer as the whole table.
         let whole = LineTable::of_file(&file);
-        assert_eq!(whole.lookup(eval + 16).map(|(f, l)| (f.to_owned(), l)), Some((path, line)));
+        assert_eq!(
+            whole.lookup(eval + 16).map(|(f, l)| (f.to_owned(), l)),
+            Some((path, line))
+        );
     }
 
     #[test]

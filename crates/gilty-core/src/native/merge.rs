@@ -24,7 +24,10 @@ pub enum MixedFrame {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MergeError {
     /// Evaluation-loop frames on the native stack vs. evaluation-loop calls in the Python stack.
-    Mismatch { native_calls: usize, python_calls: usize },
+    Mismatch {
+        native_calls: usize,
+        python_calls: usize,
+    },
 }
 
 impl std::fmt::Display for MergeError {
@@ -39,13 +42,25 @@ impl std::fmt::Display for MergeError {
 }
 
 pub fn is_eval_frame(f: &NativeFrame) -> bool {
-    f.function.as_deref().is_some_and(|n| n == "_PyEval_EvalFrameDefault" || n.starts_with("_PyEval_EvalFrameDefault."))
+    f.function.as_deref().is_some_and(|n| {
+        n == "_PyEval_EvalFrameDefault" || n.starts_with("_PyEval_EvalFrameDefault.")
+    })
 }
 
 /// The C library and loader: kept at the top of a stack (where the thread waits), left out at its root.
 pub fn is_system_library(path: &str) -> bool {
     let name = path.rsplit('/').next().unwrap_or(path);
-    ["libc.so", "libc-", "libpthread", "ld-linux", "ld-musl", "libc.musl", "linux-vdso"].iter().any(|p| name.starts_with(p))
+    [
+        "libc.so",
+        "libc-",
+        "libpthread",
+        "ld-linux",
+        "ld-musl",
+        "libc.musl",
+        "linux-vdso",
+    ]
+    .iter()
+    .any(|p| name.starts_with(p))
 }
 
 /// Python frames (innermost first) grouped into evaluation-loop calls: `call_ends[i]` is true where
@@ -64,13 +79,25 @@ pub fn python_calls<'a>(frames: &'a [Frame], call_ends: &[bool]) -> Vec<&'a [Fra
 
 /// The mixed stack, innermost first. `interpreter`: the paths of the files holding the interpreter
 /// (libpython and the executable, or the executable alone).
-pub fn merge(native: &[NativeFrame], python: &[Frame], call_ends: &[bool], interpreter: &[&str]) -> Result<Vec<MixedFrame>, MergeError> {
+pub fn merge(
+    native: &[NativeFrame],
+    python: &[Frame],
+    call_ends: &[bool],
+    interpreter: &[&str],
+) -> Result<Vec<MixedFrame>, MergeError> {
     let calls = python_calls(python, call_ends);
     let evals = native.iter().filter(|f| is_eval_frame(f)).count();
     if evals != calls.len() {
-        return Err(MergeError::Mismatch { native_calls: evals, python_calls: calls.len() });
+        return Err(MergeError::Mismatch {
+            native_calls: evals,
+            python_calls: calls.len(),
+        });
     }
-    let in_interp = |f: &NativeFrame| f.library.as_deref().is_some_and(|l| interpreter.contains(&l));
+    let in_interp = |f: &NativeFrame| {
+        f.library
+            .as_deref()
+            .is_some_and(|l| interpreter.contains(&l))
+    };
     let in_system = |f: &NativeFrame| f.library.as_deref().is_some_and(is_system_library);
     let mut out = Vec::with_capacity(native.len() + python.len());
     let mut calls = calls.into_iter();
@@ -80,7 +107,14 @@ pub fn merge(native: &[NativeFrame], python: &[Frame], call_ends: &[bool], inter
         if is_eval_frame(f) {
             at_top = false;
             seen_eval += 1;
-            out.extend(calls.next().unwrap().iter().cloned().map(MixedFrame::Python));
+            out.extend(
+                calls
+                    .next()
+                    .unwrap()
+                    .iter()
+                    .cloned()
+                    .map(MixedFrame::Python),
+            );
             continue;
         }
         if at_top && (in_interp(f) || in_system(f)) {
@@ -101,15 +135,33 @@ pub fn merge(native: &[NativeFrame], python: &[Frame], call_ends: &[bool], inter
 /// mapping, or in a library unloaded since): the frames it reached, one `[unknown]` frame for what
 /// it could not reach, then the Python calls the native stack did not reach. Only when it reached no
 /// more evaluation-loop frames than the Python stack has calls; else `Mismatch`.
-pub fn merge_truncated(native: &[NativeFrame], python: &[Frame], call_ends: &[bool], interpreter: &[&str]) -> Result<Vec<MixedFrame>, MergeError> {
+pub fn merge_truncated(
+    native: &[NativeFrame],
+    python: &[Frame],
+    call_ends: &[bool],
+    interpreter: &[&str],
+) -> Result<Vec<MixedFrame>, MergeError> {
     let calls = python_calls(python, call_ends);
     let evals = native.iter().filter(|f| is_eval_frame(f)).count();
     if evals > calls.len() {
-        return Err(MergeError::Mismatch { native_calls: evals, python_calls: calls.len() });
+        return Err(MergeError::Mismatch {
+            native_calls: evals,
+            python_calls: calls.len(),
+        });
     }
     let reached: usize = calls[..evals].iter().map(|c| c.len()).sum();
-    let mut out = merge(native, &python[..reached], &call_ends[..reached.min(call_ends.len())], interpreter)?;
-    out.push(MixedFrame::Native(NativeFrame { function: None, library: None, offset: 0, ..Default::default() }));
+    let mut out = merge(
+        native,
+        &python[..reached],
+        &call_ends[..reached.min(call_ends.len())],
+        interpreter,
+    )?;
+    out.push(MixedFrame::Native(NativeFrame {
+        function: None,
+        library: None,
+        offset: 0,
+        ..Default::default()
+    }));
     out.extend(python[reached..].iter().cloned().map(MixedFrame::Python));
     Ok(out)
 }
@@ -119,10 +171,19 @@ mod tests {
     use super::*;
 
     fn n(f: &str, lib: &str) -> NativeFrame {
-        NativeFrame { function: Some(f.into()), library: Some(lib.into()), offset: 0, ..Default::default() }
+        NativeFrame {
+            function: Some(f.into()),
+            library: Some(lib.into()),
+            offset: 0,
+            ..Default::default()
+        }
     }
     fn p(f: &str) -> Frame {
-        Frame { function: f.into(), file: "t.py".into(), line: 1 }
+        Frame {
+            function: f.into(),
+            file: "t.py".into(),
+            line: 1,
+        }
     }
     const PY: &str = "/usr/bin/python3.11";
     const LIBC: &str = "/lib/x86_64-linux-gnu/libc.so.6";
@@ -153,7 +214,17 @@ mod tests {
         let python = [p("work"), p("helper"), p("<module>")];
         // work and helper run in one loop call (helper called work from Python); <module> in another.
         let m = merge(&native, &python, &[false, true, true], &[PY]).unwrap();
-        assert_eq!(labels(&m), ["inner_spin", "middle", "outer", "py:work", "py:helper", "py:<module>"]);
+        assert_eq!(
+            labels(&m),
+            [
+                "inner_spin",
+                "middle",
+                "outer",
+                "py:work",
+                "py:helper",
+                "py:<module>"
+            ]
+        );
     }
 
     #[test]
@@ -166,14 +237,28 @@ mod tests {
             n("start_thread", LIBC),
         ];
         let m = merge(&native, &[p("run")], &[true], &[PY]).unwrap();
-        assert_eq!(labels(&m), ["pthread_cond_timedwait", "take_gil", "PyEval_RestoreThread", "py:run"]);
+        assert_eq!(
+            labels(&m),
+            [
+                "pthread_cond_timedwait",
+                "take_gil",
+                "PyEval_RestoreThread",
+                "py:run"
+            ]
+        );
     }
 
     #[test]
     fn count_mismatch_is_an_error() {
         let native = [n("inner", EXT), n("_PyEval_EvalFrameDefault", PY)];
         let err = merge(&native, &[p("a"), p("b")], &[true, true], &[PY]).unwrap_err();
-        assert_eq!(err, MergeError::Mismatch { native_calls: 1, python_calls: 2 });
+        assert_eq!(
+            err,
+            MergeError::Mismatch {
+                native_calls: 1,
+                python_calls: 2
+            }
+        );
         assert!(merge(&native, &[], &[], &[PY]).is_err());
     }
 
@@ -181,16 +266,30 @@ mod tests {
     fn cold_part_counts_as_eval() {
         assert!(is_eval_frame(&n("_PyEval_EvalFrameDefault.cold", PY)));
         assert!(!is_eval_frame(&n("_PyEval_EvalFrame", PY)));
-        let unnamed = NativeFrame { function: None, library: Some(PY.into()), offset: 5, ..Default::default() };
+        let unnamed = NativeFrame {
+            function: None,
+            library: Some(PY.into()),
+            offset: 5,
+            ..Default::default()
+        };
         assert_eq!(unnamed.label(), "python3.11+0x5");
     }
 
     #[test]
     fn truncated_unwind_keeps_python_below_unknown() {
-        let native = [NativeFrame { function: None, library: None, offset: 0x7f00, ..Default::default() }];
+        let native = [NativeFrame {
+            function: None,
+            library: None,
+            offset: 0x7f00,
+            ..Default::default()
+        }];
         let m = merge_truncated(&native, &[p("anon"), p("run")], &[true, true], &[PY]).unwrap();
         assert_eq!(labels(&m), ["[unknown]", "[unknown]", "py:anon", "py:run"]);
-        let deeper = [n("inner", EXT), n("_PyEval_EvalFrameDefault", PY), n("_PyEval_EvalFrameDefault", PY)];
+        let deeper = [
+            n("inner", EXT),
+            n("_PyEval_EvalFrameDefault", PY),
+            n("_PyEval_EvalFrameDefault", PY),
+        ];
         assert!(merge_truncated(&deeper, &[p("a")], &[true], &[PY]).is_err());
     }
 

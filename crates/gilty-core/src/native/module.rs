@@ -56,15 +56,26 @@ fn section(map: &Arc<Mapped>, file: &object::File, name: &str) -> Option<Section
     if end > map.bytes().len() {
         return None;
     }
-    Some(Section { svma: s.address()..s.address() + s.size(), data: Slice { map: Arc::clone(map), range: off as usize..end } })
+    Some(Section {
+        svma: s.address()..s.address() + s.size(),
+        data: Slice {
+            map: Arc::clone(map),
+            range: off as usize..end,
+        },
+    })
 }
 
 impl ModuleFile {
     /// Reads `open_path` (how we reach the file: the target's path, through `/proc/PID/root` when the
     /// target is in another mount namespace); `path` is the name shown.
-    pub fn load(open_path: &str, path: &str, debug_roots: &[String]) -> std::io::Result<ModuleFile> {
+    pub fn load(
+        open_path: &str,
+        path: &str,
+        debug_roots: &[String],
+    ) -> std::io::Result<ModuleFile> {
         let map = Arc::new(Mapped::open(open_path)?);
-        let file = object::File::parse(map.bytes()).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()))?;
+        let file = object::File::parse(map.bytes())
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()))?;
         // Executable segments only: the mappings unwound are the executable ones, and a mapping's
         // page-aligned offset can fall in the file range of the read-only segment before.
         let loads = file
@@ -79,7 +90,8 @@ impl ModuleFile {
         let mut debug_file = None;
         // A debug file adds the local functions a stripped file lost (only `.dynsym` left).
         if !file.symbols().any(|_| true) {
-            if let Some(dpath) = gilty_trace::symbols::matching_debug_file(&file, path, debug_roots) {
+            if let Some(dpath) = gilty_trace::symbols::matching_debug_file(&file, path, debug_roots)
+            {
                 if let Ok(dmap) = Mapped::open(&dpath) {
                     if let Ok(dfile) = object::File::parse(dmap.bytes()) {
                         symbols.extend(SymbolTable::of_file(&dfile));
@@ -95,7 +107,9 @@ impl ModuleFile {
             eh_frame: section(&map, &file, ".eh_frame"),
             eh_frame_hdr: section(&map, &file, ".eh_frame_hdr"),
             debug_frame: section(&map, &file, ".debug_frame"),
-            got: file.section_by_name(".got").map(|s| s.address()..s.address() + s.size()),
+            got: file
+                .section_by_name(".got")
+                .map(|s| s.address()..s.address() + s.size()),
             symbols,
             debug_file,
             map,
@@ -111,12 +125,18 @@ impl ModuleFile {
     }
 
     fn line_index(&self) -> LineIndex {
-        let Ok(file) = object::File::parse(self.map.bytes()) else { return LineIndex::default() };
+        let Ok(file) = object::File::parse(self.map.bytes()) else {
+            return LineIndex::default();
+        };
         if has_lines(&file) {
             return LineIndex::new(Arc::clone(&self.map));
         }
-        let dpath = self.debug_file.clone().or_else(|| gilty_trace::symbols::matching_debug_file(&file, &self.path, &self.debug_roots));
-        let Some(dmap) = dpath.and_then(|p| Mapped::open(&p).ok()) else { return LineIndex::default() };
+        let dpath = self.debug_file.clone().or_else(|| {
+            gilty_trace::symbols::matching_debug_file(&file, &self.path, &self.debug_roots)
+        });
+        let Some(dmap) = dpath.and_then(|p| Mapped::open(&p).ok()) else {
+            return LineIndex::default();
+        };
         match object::File::parse(dmap.bytes()) {
             Ok(dfile) if has_lines(&dfile) => LineIndex::new(Arc::new(dmap)),
             _ => LineIndex::default(),
@@ -127,7 +147,10 @@ impl ModuleFile {
     /// minus address as linked.
     pub fn bias(&self, start: u64, offset: u64) -> Option<u64> {
         // The kernel maps from the page holding the segment's start.
-        let &(off, vaddr, _) = self.loads.iter().find(|&&(off, _, size)| offset >= off & !0xfff && offset < off + size)?;
+        let &(off, vaddr, _) = self
+            .loads
+            .iter()
+            .find(|&&(off, _, size)| offset >= off & !0xfff && offset < off + size)?;
         Some(start.wrapping_sub((vaddr & !0xfff) + (offset - (off & !0xfff))))
     }
 
@@ -160,7 +183,12 @@ mod tests {
     #[test]
     fn loads_libc_with_unwind_sections() {
         let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-        let libc = maps.lines().filter_map(|l| l.split_whitespace().nth(5)).find(|p| p.contains("libc.so")).expect("libc mapped").to_owned();
+        let libc = maps
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(5))
+            .find(|p| p.contains("libc.so"))
+            .expect("libc mapped")
+            .to_owned();
         let m = ModuleFile::load(&libc, &libc, &[String::new()]).unwrap();
         assert!(m.eh_frame.is_some() && m.eh_frame_hdr.is_some() && m.text.is_some());
         assert!(!m.symbols.is_empty());

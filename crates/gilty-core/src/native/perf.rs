@@ -38,7 +38,9 @@ pub struct PerfSample {
 
 /// Why sampling could not start: a one-line message saying what to change.
 pub fn permission_hint(err: &io::Error) -> String {
-    let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").map(|s| s.trim().to_owned()).unwrap_or_else(|_| "?".into());
+    let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_else(|_| "?".into());
     match err.raw_os_error() {
         Some(libc::EACCES) | Some(libc::EPERM) => format!(
             "perf events are not permitted (kernel.perf_event_paranoid={paranoid}): run as root, grant CAP_PERFMON, or set `sysctl kernel.perf_event_paranoid=1`; in a container, allow perf_event_open in its seccomp profile"
@@ -71,7 +73,10 @@ fn sample_attr(period_ns: u64, stack_bytes: u32, exclude_kernel: bool) -> PerfEv
         size: attr::PERF_ATTR_SIZE_VER7,
         config: PERF_COUNT_SW_TASK_CLOCK,
         sample_period: period_ns,
-        sample_type: attr::PERF_SAMPLE_TID | attr::PERF_SAMPLE_TIME | attr::PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER,
+        sample_type: attr::PERF_SAMPLE_TID
+            | attr::PERF_SAMPLE_TIME
+            | attr::PERF_SAMPLE_REGS_USER
+            | PERF_SAMPLE_STACK_USER,
         flags: attr::FLAG_USE_CLOCKID,
         // No wake-up per sample: nothing polls these events (the sampler drains the rings each
         // pass), and each wake-up is an interrupt's work in the sampled thread. 0: the kernel's
@@ -91,7 +96,13 @@ fn sample_attr(period_ns: u64, stack_bytes: u32, exclude_kernel: bool) -> PerfEv
 impl PerfSampler {
     /// Checks that a sampling event can be opened on `tid` (one line saying what to change if not).
     pub fn new(period_ns: u64, stack_bytes: u32) -> PerfSampler {
-        PerfSampler { period_ns: period_ns.max(10_000), stack_bytes: stack_bytes.min(65528) & !7, exclude_kernel: false, threads: HashMap::new(), lost: 0 }
+        PerfSampler {
+            period_ns: period_ns.max(10_000),
+            stack_bytes: stack_bytes.min(65528) & !7,
+            exclude_kernel: false,
+            threads: HashMap::new(),
+            lost: 0,
+        }
     }
 
     /// Starts sampling `tid` (no-op if already). An error other than the thread's exit is a permission
@@ -100,12 +111,23 @@ impl PerfSampler {
         if self.threads.contains_key(&tid) {
             return Ok(());
         }
-        let fd = match attr::perf_event_open(&sample_attr(self.period_ns, self.stack_bytes, self.exclude_kernel), tid, -1) {
+        let fd = match attr::perf_event_open(
+            &sample_attr(self.period_ns, self.stack_bytes, self.exclude_kernel),
+            tid,
+            -1,
+        ) {
             Ok(fd) => fd,
             // Unprivileged under perf_event_paranoid 2 may still sample user mode only.
-            Err(e) if !self.exclude_kernel && matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM)) => {
+            Err(e)
+                if !self.exclude_kernel
+                    && matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM)) =>
+            {
                 self.exclude_kernel = true;
-                attr::perf_event_open(&sample_attr(self.period_ns, self.stack_bytes, true), tid, -1)?
+                attr::perf_event_open(
+                    &sample_attr(self.period_ns, self.stack_bytes, true),
+                    tid,
+                    -1,
+                )?
             }
             Err(e) => return Err(e),
         };
@@ -133,7 +155,12 @@ impl PerfSampler {
                         out.push(s);
                     }
                 }
-                attr::PERF_RECORD_LOST => lost += rec.get(16..24).map(|b| u64::from_ne_bytes(b.try_into().unwrap())).unwrap_or(0),
+                attr::PERF_RECORD_LOST => {
+                    lost += rec
+                        .get(16..24)
+                        .map(|b| u64::from_ne_bytes(b.try_into().unwrap()))
+                        .unwrap_or(0)
+                }
                 _ => {}
             });
         }
@@ -143,24 +170,43 @@ impl PerfSampler {
 
 /// A `PERF_RECORD_SAMPLE` with `TID | TIME | REGS_USER (bp, sp, ip) | STACK_USER`, header included.
 pub fn parse_sample(rec: &[u8]) -> Option<PerfSample> {
-    let u64_at = |off: usize| rec.get(off..off + 8).map(|b| u64::from_ne_bytes(b.try_into().unwrap()));
-    let tid = rec.get(12..16).map(|b| i32::from_ne_bytes(b.try_into().unwrap()))?;
+    let u64_at = |off: usize| {
+        rec.get(off..off + 8)
+            .map(|b| u64::from_ne_bytes(b.try_into().unwrap()))
+    };
+    let tid = rec
+        .get(12..16)
+        .map(|b| i32::from_ne_bytes(b.try_into().unwrap()))?;
     let time_ns = u64_at(16)?;
     let abi = u64_at(24)?;
     let mut off = 32;
     if abi == attr::PERF_SAMPLE_REGS_ABI_NONE {
         return None; // no user context (a kernel thread)
     }
-    let regs = Regs { bp: u64_at(off)?, sp: u64_at(off + 8)?, ip: u64_at(off + 16)? };
+    let regs = Regs {
+        bp: u64_at(off)?,
+        sp: u64_at(off + 8)?,
+        ip: u64_at(off + 16)?,
+    };
     off += 24;
     let size = u64_at(off)? as usize;
     off += 8;
     if size == 0 {
-        return Some(PerfSample { tid, time_ns, regs, stack: Vec::new() });
+        return Some(PerfSample {
+            tid,
+            time_ns,
+            regs,
+            stack: Vec::new(),
+        });
     }
     let dyn_size = u64_at(off + size)? as usize;
     let stack = rec.get(off..off + size.min(dyn_size))?.to_vec();
-    Some(PerfSample { tid, time_ns, regs, stack })
+    Some(PerfSample {
+        tid,
+        time_ns,
+        regs,
+        stack,
+    })
 }
 
 #[cfg(test)]
@@ -183,7 +229,14 @@ mod tests {
         rec.extend_from_slice(&8u64.to_ne_bytes()); // dyn_size: only 8 valid
         let s = parse_sample(&rec).unwrap();
         assert_eq!((s.tid, s.time_ns), (78, 123));
-        assert_eq!(s.regs, Regs { ip: 0x1234, sp: 0x5000, bp: 0xb0 });
+        assert_eq!(
+            s.regs,
+            Regs {
+                ip: 0x1234,
+                sp: 0x5000,
+                bp: 0xb0
+            }
+        );
         assert_eq!(s.stack, vec![7u8; 8]);
         // Truncated record.
         assert!(parse_sample(&rec[..40]).is_none());
@@ -193,10 +246,16 @@ mod tests {
     fn a_refusal_says_what_to_change() {
         for errno in [libc::EACCES, libc::EPERM] {
             let hint = permission_hint(&io::Error::from_raw_os_error(errno));
-            assert!(hint.contains("perf_event_paranoid") && hint.contains("CAP_PERFMON") && hint.contains("root"), "{hint}");
+            assert!(
+                hint.contains("perf_event_paranoid")
+                    && hint.contains("CAP_PERFMON")
+                    && hint.contains("root"),
+                "{hint}"
+            );
             assert!(!hint.contains('\n'));
         }
-        assert!(permission_hint(&io::Error::from_raw_os_error(libc::ENOENT)).contains("CONFIG_PERF_EVENTS"));
+        assert!(permission_hint(&io::Error::from_raw_os_error(libc::ENOENT))
+            .contains("CONFIG_PERF_EVENTS"));
     }
 
     #[test]
@@ -228,6 +287,8 @@ mod tests {
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         h.join().unwrap();
         assert!(out.len() >= 5, "{} samples", out.len());
-        assert!(out.iter().all(|s| s.tid == tid && s.regs.sp != 0 && !s.stack.is_empty()));
+        assert!(out
+            .iter()
+            .all(|s| s.tid == tid && s.regs.sp != 0 && !s.stack.is_empty()));
     }
 }

@@ -144,7 +144,11 @@ pub struct NativeRecorder {
 
 impl NativeRecorder {
     /// Opens a sampling event on each of `tids`. Err: one line saying what to change (perf refused).
-    pub fn start(interp: &Interpreter, tids: &[i32], period: Duration) -> Result<NativeRecorder, String> {
+    pub fn start(
+        interp: &Interpreter,
+        tids: &[i32],
+        period: Duration,
+    ) -> Result<NativeRecorder, String> {
         let pid = interp.pid;
         let unwinder = ProcessUnwinder::new(pid).map_err(|e| e.message)?;
         // About one kernel sample per pass of a thread running all the time, up to 500 per CPU-second
@@ -219,8 +223,18 @@ impl NativeRecorder {
     }
 
     /// The mixed stack of `tid` at this pass's read, or None (counted as missing).
-    pub fn match_thread(&mut self, interp: &Interpreter, tid: i32, read: PyRead, blocked: bool) -> Option<Arc<Mixed>> {
-        let got = if blocked { self.blocked(interp, tid, &read).ok_or(Miss::Unmatched) } else { Err(Miss::Unmatched) };
+    pub fn match_thread(
+        &mut self,
+        interp: &Interpreter,
+        tid: i32,
+        read: PyRead,
+        blocked: bool,
+    ) -> Option<Arc<Mixed>> {
+        let got = if blocked {
+            self.blocked(interp, tid, &read).ok_or(Miss::Unmatched)
+        } else {
+            Err(Miss::Unmatched)
+        };
         let got = got.or_else(|_| self.running(tid, &read));
         self.prev.insert(tid, read);
         match got {
@@ -245,7 +259,12 @@ impl NativeRecorder {
 
     /// The C stack of a thread without a Python stack this pass, or None (not counted: such a
     /// thread had no stack before `--native` either).
-    pub fn bare_thread(&mut self, interp: &Interpreter, tid: i32, blocked: bool) -> Option<Arc<Mixed>> {
+    pub fn bare_thread(
+        &mut self,
+        interp: &Interpreter,
+        tid: i32,
+        blocked: bool,
+    ) -> Option<Arc<Mixed>> {
         self.forget(tid);
         let got = self.bare_stack(interp, tid, blocked);
         if let Some(m) = &got {
@@ -262,7 +281,11 @@ impl NativeRecorder {
         if let Some((m, then)) = self.bare.get(&tid) {
             // Blocked all along (no CPU time since), or less than a period of it: no newer sample
             // is due, the last one stands.
-            if cpu == *then || (!blocked && cpu.saturating_sub(*then) < self.period_ns && !self.samples.get(&tid).is_some_and(|v| !v.is_empty())) {
+            if cpu == *then
+                || (!blocked
+                    && cpu.saturating_sub(*then) < self.period_ns
+                    && !self.samples.get(&tid).is_some_and(|v| !v.is_empty()))
+            {
                 return Some(Arc::clone(m));
             }
         }
@@ -282,14 +305,20 @@ impl NativeRecorder {
             return None;
         }
         let complete = complete || reached_thread_start(&native);
-        let m = Arc::new((native.into_iter().map(MixedFrame::Native).collect(), !complete));
+        let m = Arc::new((
+            native.into_iter().map(MixedFrame::Native).collect(),
+            !complete,
+        ));
         self.bare.insert(tid, (Arc::clone(&m), cpu));
         Some(m)
     }
 
     fn running(&mut self, tid: i32, read: &PyRead) -> Result<Arc<Mixed>, Miss> {
         let same = self.prev.get(&tid).filter(|prev| {
-            read.top.is_some() && prev.top == read.top && prev.ends == read.ends && (Arc::ptr_eq(&prev.frames, &read.frames) || prev.frames == read.frames)
+            read.top.is_some()
+                && prev.top == read.top
+                && prev.ends == read.ends
+                && (Arc::ptr_eq(&prev.frames, &read.frames) || prev.frames == read.frames)
         });
         let Some(prev) = same else {
             self.runs.remove(&tid);
@@ -297,11 +326,16 @@ impl NativeRecorder {
         };
         // Every read since the run's start gave this stack: a sample anywhere in it lies between two
         // equal reads.
-        let run = self.runs.entry(tid).or_insert(Run { start_ns: prev.start_ns, last: None });
+        let run = self.runs.entry(tid).or_insert(Run {
+            start_ns: prev.start_ns,
+            last: None,
+        });
         let (from, to) = (run.start_ns, read.end_ns);
         // The latest sample inside the bracket: the nearest to the stack the pass reports.
         let fresh = self.samples.get_mut(&tid).and_then(|v| {
-            let i = v.iter().rposition(|s| s.time_ns >= from && s.time_ns <= to)?;
+            let i = v
+                .iter()
+                .rposition(|s| s.time_ns >= from && s.time_ns <= to)?;
             Some((v[i].regs, std::mem::take(&mut v[i].stack)))
         });
         if let Some((regs, stack)) = fresh {
@@ -316,7 +350,11 @@ impl NativeRecorder {
         // a CPU) has none newer; that one, of the same Python stack, stands for it.
         let last = self.runs.get(&tid).and_then(|run| run.last.as_ref());
         match (last, read.run_ns_before) {
-            (Some((m, cpu_then)), Some(cpu_now)) if cpu_now.saturating_sub(*cpu_then) < self.period_ns => Ok(Arc::clone(m)),
+            (Some((m, cpu_then)), Some(cpu_now))
+                if cpu_now.saturating_sub(*cpu_then) < self.period_ns =>
+            {
+                Ok(Arc::clone(m))
+            }
             _ => Err(Miss::NoSample),
         }
     }
@@ -336,7 +374,14 @@ impl NativeRecorder {
             return None; // it ran: the native and Python reads may be different moments
         }
         let mixed = Arc::new(self.merged(b.regs, &b.stack, read)?);
-        self.kept.insert(tid, BlockedKept { run_ns: before, py_stack: read.stack_id, mixed: Arc::clone(&mixed) });
+        self.kept.insert(
+            tid,
+            BlockedKept {
+                run_ns: before,
+                py_stack: read.stack_id,
+                mixed: Arc::clone(&mixed),
+            },
+        );
         Some(mixed)
     }
 
@@ -345,7 +390,10 @@ impl NativeRecorder {
         let (addrs, complete) = self.unwinder.unwind(regs, regs.sp, stack);
         let raw: Vec<u64> = addrs.iter().map(|a| a.address()).collect();
         self.unwinder.ensure_known(&raw);
-        let mut native: Vec<NativeFrame> = addrs.into_iter().map(|a| self.unwinder.symbolize_function(a)).collect();
+        let mut native: Vec<NativeFrame> = addrs
+            .into_iter()
+            .map(|a| self.unwinder.symbolize_function(a))
+            .collect();
         let mut complete = complete;
         if native.first().is_some_and(|f| f.library.is_none()) {
             // The thread runs code in no file (JIT-like anonymous memory, a library gone): the frames
@@ -361,7 +409,9 @@ impl NativeRecorder {
         let files: Vec<&str> = self.interp_files.iter().map(|s| s.as_str()).collect();
         match merge(&native, &read.frames, &read.ends, &files) {
             Ok(m) => Some((m, false)),
-            Err(_) if !complete => merge_truncated(&native, &read.frames, &read.ends, &files).ok().map(|m| (m, true)),
+            Err(_) if !complete => merge_truncated(&native, &read.frames, &read.ends, &files)
+                .ok()
+                .map(|m| (m, true)),
             Err(_) => None,
         }
     }
@@ -390,7 +440,11 @@ pub fn as_frame(f: &MixedFrame) -> Frame {
                 (Some(src), Some(line)) if !lib.is_empty() => format!("{lib}/{src}:{line}"),
                 _ => lib.to_owned(),
             };
-            Frame { function: n.label(), file, line: native_line(if n.library.is_some() { n.offset } else { 0 }) }
+            Frame {
+                function: n.label(),
+                file,
+                line: native_line(if n.library.is_some() { n.offset } else { 0 }),
+            }
         }
     }
 }
@@ -404,11 +458,31 @@ mod tests {
         assert_eq!(native_line(0), -2);
         assert_eq!(native_line(0x1181), -2 - 0x1181);
         assert!(native_line(u64::MAX) < 0);
-        let f = as_frame(&MixedFrame::Native(NativeFrame { function: Some("inner_spin".into()), library: Some("/tmp/x/ext.so".into()), offset: 0x1181, ..Default::default() }));
-        assert_eq!((f.function.as_str(), f.file.as_str(), f.line), ("inner_spin", "ext.so", -2 - 0x1181));
+        let f = as_frame(&MixedFrame::Native(NativeFrame {
+            function: Some("inner_spin".into()),
+            library: Some("/tmp/x/ext.so".into()),
+            offset: 0x1181,
+            ..Default::default()
+        }));
+        assert_eq!(
+            (f.function.as_str(), f.file.as_str(), f.line),
+            ("inner_spin", "ext.so", -2 - 0x1181)
+        );
         assert!(is_native(&f));
-        let unknown = as_frame(&MixedFrame::Native(NativeFrame { function: None, library: None, offset: 0x7fff_0000_1234, ..Default::default() }));
-        assert_eq!((unknown.function.as_str(), unknown.file.as_str(), unknown.line), ("[unknown]", "", -2));
+        let unknown = as_frame(&MixedFrame::Native(NativeFrame {
+            function: None,
+            library: None,
+            offset: 0x7fff_0000_1234,
+            ..Default::default()
+        }));
+        assert_eq!(
+            (
+                unknown.function.as_str(),
+                unknown.file.as_str(),
+                unknown.line
+            ),
+            ("[unknown]", "", -2)
+        );
         let with_line = NativeFrame {
             function: Some("inner_spin".into()),
             library: Some("/tmp/x/ext.so".into()),
@@ -417,6 +491,9 @@ mod tests {
             line: Some(42),
         };
         let f = as_frame(&MixedFrame::Native(with_line));
-        assert_eq!((f.file.as_str(), f.line), ("ext.so//src/native_chain.c:42", -2 - 0x1181));
+        assert_eq!(
+            (f.file.as_str(), f.line),
+            ("ext.so//src/native_chain.c:42", -2 - 0x1181)
+        );
     }
 }

@@ -19,8 +19,8 @@ use super::merge::{merge, merge_truncated, MixedFrame};
 use super::perf::{permission_hint, PerfSampler, DEFAULT_STACK_BYTES};
 use super::unwind::{reached_thread_start, NativeFrame, ProcessUnwinder, Regs};
 use crate::clock::monotonic_ns;
-use crate::frames::{CodeCache, Frame, FrameWalker};
 use crate::error::{Error, ErrorKind};
+use crate::frames::{CodeCache, Frame, FrameWalker};
 use crate::interpreter::Interpreter;
 use crate::threads::{python_threads_settled, TidResolver};
 use std::time::{Duration, Instant};
@@ -52,11 +52,18 @@ fn walk(interp: &Interpreter, cache: &mut CodeCache, tstate: u64) -> Option<Walk
 
 /// Unwinds a copied stack and names its frames, innermost first; and whether the unwind reached
 /// the stack's end.
-pub fn native_frames(unwinder: &mut ProcessUnwinder, regs: Regs, stack: &[u8]) -> (Vec<NativeFrame>, bool) {
+pub fn native_frames(
+    unwinder: &mut ProcessUnwinder,
+    regs: Regs,
+    stack: &[u8],
+) -> (Vec<NativeFrame>, bool) {
     let (addrs, complete) = unwinder.unwind(regs, regs.sp, stack);
     let raw: Vec<u64> = addrs.iter().map(|a| a.address()).collect();
     unwinder.ensure_known(&raw);
-    (addrs.into_iter().map(|a| unwinder.symbolize(a)).collect(), complete)
+    (
+        addrs.into_iter().map(|a| unwinder.symbolize(a)).collect(),
+        complete,
+    )
 }
 
 /// A native stack and the Python stack of the same moment, or why there is none.
@@ -64,7 +71,12 @@ type Matched = Result<(Regs, Vec<u8>, Walk), String>;
 
 /// A thread blocked in a system call: registers and stack from /proc, the Python stack read after
 /// them, and the context-switch count unchanged from before the registers to after the Python read.
-fn blocked_moment(interp: &Interpreter, cache: &mut CodeCache, tid: i32, tstate: u64) -> Option<Matched> {
+fn blocked_moment(
+    interp: &Interpreter,
+    cache: &mut CodeCache,
+    tid: i32,
+    tstate: u64,
+) -> Option<Matched> {
     let b = read_blocked(interp.pid, tid, &interp.mem)?;
     let py = walk(interp, cache, tstate);
     let after = switches(interp.pid, tid);
@@ -77,7 +89,14 @@ fn blocked_moment(interp: &Interpreter, cache: &mut CodeCache, tid: i32, tstate:
 
 /// A running thread: a kernel sample taken between two Python reads `BRACKET` apart that agree
 /// (same frames, innermost at the same instruction), tried until `deadline`.
-fn sampled_moment(interp: &Interpreter, cache: &mut CodeCache, perf: &mut PerfSampler, tid: i32, tstate: u64, deadline: Instant) -> Matched {
+fn sampled_moment(
+    interp: &Interpreter,
+    cache: &mut CodeCache,
+    perf: &mut PerfSampler,
+    tid: i32,
+    tstate: u64,
+    deadline: Instant,
+) -> Matched {
     let mut samples = Vec::new();
     let mut moved = 0;
     let mut unreadable = 0;
@@ -91,7 +110,9 @@ fn sampled_moment(interp: &Interpreter, cache: &mut CodeCache, perf: &mut PerfSa
         let t1 = monotonic_ns();
         samples.clear();
         perf.drain(&mut samples);
-        let inside = samples.iter().find(|s| s.tid == tid && s.time_ns >= t0 && s.time_ns <= t1);
+        let inside = samples
+            .iter()
+            .find(|s| s.tid == tid && s.time_ns >= t0 && s.time_ns <= t1);
         match (first, second, inside) {
             (Some(a), Some(b), Some(s)) if a == b => return Ok((s.regs, s.stack.clone(), a)),
             (Some(a), Some(b), _) if a != b => moved += 1,
@@ -112,15 +133,24 @@ fn sampled_moment(interp: &Interpreter, cache: &mut CodeCache, perf: &mut PerfSa
 }
 
 /// The merged stack of one matched moment, and why its native part is cut short, if it is.
-fn merged(unwinder: &mut ProcessUnwinder, matched: Matched, interp_files: &[&str]) -> (Result<Vec<MixedFrame>, String>, Option<String>) {
+fn merged(
+    unwinder: &mut ProcessUnwinder,
+    matched: Matched,
+    interp_files: &[&str],
+) -> (Result<Vec<MixedFrame>, String>, Option<String>) {
     let mut partial = None;
     let stack = matched.and_then(|(regs, stack, (py, ends, _))| {
         let (native, complete) = native_frames(unwinder, regs, &stack);
         match merge(&native, &py, &ends, interp_files) {
             Ok(m) => Ok(m),
             Err(_) if !complete => {
-                let at = native.last().map(|f| f.label()).unwrap_or_else(|| "[unknown]".into());
-                partial = Some(format!("the native unwind stopped after {at} (no unwind information there)"));
+                let at = native
+                    .last()
+                    .map(|f| f.label())
+                    .unwrap_or_else(|| "[unknown]".into());
+                partial = Some(format!(
+                    "the native unwind stopped after {at} (no unwind information there)"
+                ));
                 merge_truncated(&native, &py, &ends, interp_files).map_err(|e| e.to_string())
             }
             Err(e) => Err(e.to_string()),
@@ -131,9 +161,15 @@ fn merged(unwinder: &mut ProcessUnwinder, matched: Matched, interp_files: &[&str
 
 /// Mixed stacks of every Python thread, each looked at for at most `wait`. Err: kernel sampling is
 /// not permitted (what to change), the target exited, or its thread list could not be read.
-pub fn take(interp: &Interpreter, cache: &mut CodeCache, resolver: &mut TidResolver, wait: Duration) -> crate::Result<Vec<NativeThread>> {
+pub fn take(
+    interp: &Interpreter,
+    cache: &mut CodeCache,
+    resolver: &mut TidResolver,
+    wait: Duration,
+) -> crate::Result<Vec<NativeThread>> {
     let pid = interp.pid;
-    let (_, threads) = python_threads_settled(interp, resolver).map_err(|e| crate::threads::unreadable(pid, &e))?;
+    let (_, threads) = python_threads_settled(interp, resolver)
+        .map_err(|e| crate::threads::unreadable(pid, &e))?;
     let mut unwinder = ProcessUnwinder::new(pid)?;
     let interp_files = [interp.binary.as_str(), interp.executable.as_str()];
     let mut out = Vec::new();
@@ -148,7 +184,8 @@ pub fn take(interp: &Interpreter, cache: &mut CodeCache, resolver: &mut TidResol
                     Ok(()) => {
                         let deadline = Instant::now() + wait;
                         loop {
-                            let m = sampled_moment(interp, cache, &mut perf, tid, t.tstate, deadline);
+                            let m =
+                                sampled_moment(interp, cache, &mut perf, tid, t.tstate, deadline);
                             let got = merged(&mut unwinder, m, &interp_files);
                             // A count mismatch means the sample and the reads were not the same moment
                             // after all (the thread left and re-entered a call in between): looked at
@@ -158,15 +195,27 @@ pub fn take(interp: &Interpreter, cache: &mut CodeCache, resolver: &mut TidResol
                             }
                         }
                     }
-                    Err(e) if e.raw_os_error() == Some(libc::ESRCH) => (Err("the thread exited".to_owned()), None),
-                    Err(e) => return Err(Error::new(ErrorKind::PermissionDenied, permission_hint(&e))),
+                    Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
+                        (Err("the thread exited".to_owned()), None)
+                    }
+                    Err(e) => {
+                        return Err(Error::new(ErrorKind::PermissionDenied, permission_hint(&e)))
+                    }
                 }
             }
         };
-        out.push(NativeThread { tid, stack, partial });
+        out.push(NativeThread {
+            tid,
+            stack,
+            partial,
+        });
     }
     let python: Vec<i32> = threads.iter().filter_map(|t| t.tid).collect();
-    let others: Vec<i32> = crate::process::procfs::thread_ids(pid).unwrap_or_default().into_iter().filter(|t| !python.contains(t)).collect();
+    let others: Vec<i32> = crate::process::procfs::thread_ids(pid)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|t| !python.contains(t))
+        .collect();
     for tid in others {
         out.push(bare_thread(interp, &mut unwinder, tid, wait)?);
     }
@@ -175,7 +224,12 @@ pub fn take(interp: &Interpreter, cache: &mut CodeCache, resolver: &mut TidResol
 
 /// The C stack of a thread without a Python thread state: its registers from `/proc` while blocked,
 /// else the first kernel sample within `wait`. Err: perf refused.
-fn bare_thread(interp: &Interpreter, unwinder: &mut ProcessUnwinder, tid: i32, wait: Duration) -> crate::Result<NativeThread> {
+fn bare_thread(
+    interp: &Interpreter,
+    unwinder: &mut ProcessUnwinder,
+    tid: i32,
+    wait: Duration,
+) -> crate::Result<NativeThread> {
     let copied = match read_blocked(interp.pid, tid, &interp.mem) {
         Some(b) if switches(interp.pid, tid) == Some(b.switches_before) => Ok((b.regs, b.stack)),
         Some(_) => Err("the thread ran while its blocked stack was read".to_owned()),
@@ -183,7 +237,9 @@ fn bare_thread(interp: &Interpreter, unwinder: &mut ProcessUnwinder, tid: i32, w
             let mut perf = PerfSampler::new(DUMP_PERIOD_NS, DEFAULT_STACK_BYTES);
             match perf.add_thread(tid) {
                 Ok(()) => first_sample(&mut perf, tid, Instant::now() + wait),
-                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Err("the thread exited".to_owned()),
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
+                    Err("the thread exited".to_owned())
+                }
                 Err(e) => return Err(Error::new(ErrorKind::PermissionDenied, permission_hint(&e))),
             }
         }
@@ -192,16 +248,29 @@ fn bare_thread(interp: &Interpreter, unwinder: &mut ProcessUnwinder, tid: i32, w
     let stack = copied.map(|(regs, stack)| {
         let (native, complete) = native_frames(unwinder, regs, &stack);
         if !complete && !reached_thread_start(&native) {
-            let at = native.last().map(|f| f.label()).unwrap_or_else(|| "[unknown]".into());
-            partial = Some(format!("the native unwind stopped after {at} (no unwind information there)"));
+            let at = native
+                .last()
+                .map(|f| f.label())
+                .unwrap_or_else(|| "[unknown]".into());
+            partial = Some(format!(
+                "the native unwind stopped after {at} (no unwind information there)"
+            ));
         }
         native.into_iter().map(MixedFrame::Native).collect()
     });
-    Ok(NativeThread { tid, stack, partial })
+    Ok(NativeThread {
+        tid,
+        stack,
+        partial,
+    })
 }
 
 /// The registers and stack of the first kernel sample of `tid` before `deadline`.
-fn first_sample(perf: &mut PerfSampler, tid: i32, deadline: Instant) -> Result<(Regs, Vec<u8>), String> {
+fn first_sample(
+    perf: &mut PerfSampler,
+    tid: i32,
+    deadline: Instant,
+) -> Result<(Regs, Vec<u8>), String> {
     let mut samples = Vec::new();
     loop {
         perf.drain(&mut samples);
@@ -209,7 +278,9 @@ fn first_sample(perf: &mut PerfSampler, tid: i32, deadline: Instant) -> Result<(
             return Ok((s.regs, std::mem::take(&mut s.stack)));
         }
         if Instant::now() >= deadline {
-            return Err("no kernel sample of the thread (not running, not in a system call)".to_owned());
+            return Err(
+                "no kernel sample of the thread (not running, not in a system call)".to_owned(),
+            );
         }
         std::thread::sleep(BRACKET);
     }

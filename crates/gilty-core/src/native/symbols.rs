@@ -21,7 +21,11 @@ impl SymbolTable {
         let n = raw.len();
         for i in 0..n {
             if raw[i].1 <= raw[i].0 {
-                let next = if i + 1 < n { raw[i + 1].0 } else { raw[i].0 + 1 };
+                let next = if i + 1 < n {
+                    raw[i + 1].0
+                } else {
+                    raw[i].0 + 1
+                };
                 raw[i].1 = next;
             }
         }
@@ -62,7 +66,13 @@ impl SymbolTable {
 
 fn functions<'d>(syms: impl Iterator<Item = object::Symbol<'d, 'd>>) -> Vec<(u64, u64, String)> {
     syms.filter(|s| s.kind() == SymbolKind::Text && s.is_definition())
-        .filter_map(|s| Some((s.address(), s.address() + s.size(), s.name().ok()?.to_owned())))
+        .filter_map(|s| {
+            Some((
+                s.address(),
+                s.address() + s.size(),
+                s.name().ok()?.to_owned(),
+            ))
+        })
         .collect()
 }
 

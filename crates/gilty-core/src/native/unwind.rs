@@ -30,7 +30,10 @@ const THREAD_STARTS: [&str; 5] = ["__clone3", "__clone", "clone3", "clone", "_st
 /// Whether an unwind reached the thread's first frame: framehop ends there with an error (clone's
 /// child has no caller), yet the stack is whole.
 pub fn reached_thread_start(frames: &[NativeFrame]) -> bool {
-    frames.last().and_then(|f| f.function.as_deref()).is_some_and(|f| THREAD_STARTS.contains(&f))
+    frames
+        .last()
+        .and_then(|f| f.function.as_deref())
+        .is_some_and(|f| THREAD_STARTS.contains(&f))
 }
 
 /// A native frame, named as far as the file's symbols allow.
@@ -50,7 +53,9 @@ pub struct NativeFrame {
 
 impl NativeFrame {
     pub fn library_name(&self) -> Option<&str> {
-        self.library.as_deref().map(|p| p.rsplit('/').next().unwrap_or(p))
+        self.library
+            .as_deref()
+            .map(|p| p.rsplit('/').next().unwrap_or(p))
     }
     /// `function`, or `lib+0xOFFSET`, or `[unknown]`.
     pub fn label(&self) -> String {
@@ -107,7 +112,11 @@ fn root_of(pid: i32) -> String {
 impl ProcessUnwinder {
     pub fn new(pid: i32) -> crate::Result<ProcessUnwinder> {
         let root = root_of(pid);
-        let debug_roots = if root.is_empty() { vec![String::new()] } else { vec![root, String::new()] };
+        let debug_roots = if root.is_empty() {
+            vec![String::new()]
+        } else {
+            vec![root, String::new()]
+        };
         let mut u = ProcessUnwinder {
             pid,
             unwinder: UnwinderX86_64::new(),
@@ -134,7 +143,13 @@ impl ProcessUnwinder {
         let keep: Vec<bool> = self
             .loaded
             .iter()
-            .map(|l| wanted.iter().any(|m| m.start == l.start && m.end == l.end && m.path.as_deref() == Some(l.file.path.as_str())))
+            .map(|l| {
+                wanted.iter().any(|m| {
+                    m.start == l.start
+                        && m.end == l.end
+                        && m.path.as_deref() == Some(l.file.path.as_str())
+                })
+            })
             .collect();
         let mut i = 0;
         self.loaded.retain(|l| {
@@ -162,12 +177,24 @@ impl ProcessUnwinder {
             let file = self
                 .files
                 .entry(path.clone())
-                .or_insert_with(|| ModuleFile::load(&open_path, &path, roots).ok().map(Arc::new))
+                .or_insert_with(|| {
+                    ModuleFile::load(&open_path, &path, roots)
+                        .ok()
+                        .map(Arc::new)
+                })
                 .clone();
             let Some(file) = file else { continue };
-            let Some(bias) = file.bias(m.start, m.offset) else { continue };
-            self.unwinder.add_module(file.framehop_module(m.start..m.end, bias));
-            self.loaded.push(Loaded { start: m.start, end: m.end, bias, file });
+            let Some(bias) = file.bias(m.start, m.offset) else {
+                continue;
+            };
+            self.unwinder
+                .add_module(file.framehop_module(m.start..m.end, bias));
+            self.loaded.push(Loaded {
+                start: m.start,
+                end: m.end,
+                bias,
+                file,
+            });
         }
         self.loaded.sort_by_key(|l| l.start);
         Ok(())
@@ -188,18 +215,35 @@ impl ProcessUnwinder {
     /// The return addresses of a stack copied at `stack_base` (innermost first, the first being the
     /// instruction pointer), and whether the walk reached the stack's end (false: it stopped at a
     /// frame it could not unwind, or at `MAX_FRAMES`).
-    pub fn unwind(&mut self, regs: Regs, stack_base: u64, stack: &[u8]) -> (Vec<FrameAddress>, bool) {
+    pub fn unwind(
+        &mut self,
+        regs: Regs,
+        stack_base: u64,
+        stack: &[u8],
+    ) -> (Vec<FrameAddress>, bool) {
         if self.module_at(regs.ip).is_none() {
             self.ensure_known(&[regs.ip]);
         }
-        let regs = if regs.bp == 0 { Regs { bp: self.frame_pointer_guess(stack_base, stack), ..regs } } else { regs };
+        let regs = if regs.bp == 0 {
+            Regs {
+                bp: self.frame_pointer_guess(stack_base, stack),
+                ..regs
+            }
+        } else {
+            regs
+        };
         let mut read = |addr: u64| -> Result<u64, ()> {
             let off = addr.checked_sub(stack_base).ok_or(())? as usize;
             let b = stack.get(off..off.checked_add(8).ok_or(())?).ok_or(())?;
             Ok(u64::from_le_bytes(b.try_into().unwrap()))
         };
         let mut out = Vec::new();
-        let mut iter = self.unwinder.iter_frames(regs.ip, UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp), &mut self.cache, &mut read);
+        let mut iter = self.unwinder.iter_frames(
+            regs.ip,
+            UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp),
+            &mut self.cache,
+            &mut read,
+        );
         loop {
             match iter.next() {
                 Ok(Some(f)) => {
@@ -221,7 +265,11 @@ impl ProcessUnwinder {
     /// long: [A] a higher slot of the copy, [A + 8] and [[A] + 8] addresses in mapped code. A C library
     /// frame that saved rbp restores the true one from its CFI over the guess.
     fn frame_pointer_guess(&self, stack_base: u64, stack: &[u8]) -> u64 {
-        let word = |off: usize| stack.get(off..off + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap()));
+        let word = |off: usize| {
+            stack
+                .get(off..off + 8)
+                .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
+        };
         let is_code = |addr: u64| addr > 0 && self.module_at(addr - 1).is_some();
         let end = stack_base + stack.len() as u64;
         let links = |a: u64| -> Option<u64> {
@@ -241,12 +289,21 @@ impl ProcessUnwinder {
     pub fn symbolize(&self, frame: FrameAddress) -> NativeFrame {
         let addr = frame.address_for_lookup();
         let Some(l) = self.module_at(addr) else {
-            return NativeFrame { offset: frame.address(), ..Default::default() };
+            return NativeFrame {
+                offset: frame.address(),
+                ..Default::default()
+            };
         };
         let svma = addr.wrapping_sub(l.bias);
         let function = l.file.symbols.lookup(svma).map(|(name, _)| name.to_owned());
         let (file, line) = source(l, svma);
-        NativeFrame { function, library: Some(l.file.path.clone()), offset: frame.address().wrapping_sub(l.bias), file, line }
+        NativeFrame {
+            function,
+            library: Some(l.file.path.clone()),
+            offset: frame.address().wrapping_sub(l.bias),
+            file,
+            line,
+        }
     }
 
     /// `symbolize`, with a named frame's offset at its function's start (one frame per function and
@@ -254,13 +311,28 @@ impl ProcessUnwinder {
     pub fn symbolize_function(&self, frame: FrameAddress) -> NativeFrame {
         let addr = frame.address_for_lookup();
         let Some(l) = self.module_at(addr) else {
-            return NativeFrame { offset: frame.address(), ..Default::default() };
+            return NativeFrame {
+                offset: frame.address(),
+                ..Default::default()
+            };
         };
         let svma = addr.wrapping_sub(l.bias);
         let (file, line) = source(l, svma);
         match l.file.symbols.lookup(svma) {
-            Some((name, within)) => NativeFrame { function: Some(name.to_owned()), library: Some(l.file.path.clone()), offset: svma - within, file, line },
-            None => NativeFrame { function: None, library: Some(l.file.path.clone()), offset: frame.address().wrapping_sub(l.bias), file, line },
+            Some((name, within)) => NativeFrame {
+                function: Some(name.to_owned()),
+                library: Some(l.file.path.clone()),
+                offset: svma - within,
+                file,
+                line,
+            },
+            None => NativeFrame {
+                function: None,
+                library: Some(l.file.path.clone()),
+                offset: frame.address().wrapping_sub(l.bias),
+                file,
+                line,
+            },
         }
     }
 
@@ -293,8 +365,14 @@ mod tests {
         let mut len = 64 * 1024;
         let mut copy = vec![0u8; len];
         while len > 64 {
-            let local = libc::iovec { iov_base: copy.as_mut_ptr() as *mut libc::c_void, iov_len: len };
-            let remote = libc::iovec { iov_base: sp as *mut libc::c_void, iov_len: len };
+            let local = libc::iovec {
+                iov_base: copy.as_mut_ptr() as *mut libc::c_void,
+                iov_len: len,
+            };
+            let remote = libc::iovec {
+                iov_base: sp as *mut libc::c_void,
+                iov_len: len,
+            };
             // SAFETY: reads our own memory into `copy` through the kernel, which checks the range.
             let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
             if n == len as isize {

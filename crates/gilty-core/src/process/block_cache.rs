@@ -24,7 +24,10 @@ pub struct BlockCache<'a> {
 
 impl<'a> BlockCache<'a> {
     pub fn new(inner: &'a dyn Memory) -> Self {
-        BlockCache { inner, blocks: RefCell::new(Vec::new()) }
+        BlockCache {
+            inner,
+            blocks: RefCell::new(Vec::new()),
+        }
     }
 
     /// Reads `[addr, addr + len)` in one read and serves later reads inside it from the copy.
@@ -50,7 +53,11 @@ impl<'a> BlockCache<'a> {
 
     /// (start, length) of every block read, oldest first.
     pub fn ranges(&self) -> Vec<(u64, usize)> {
-        self.blocks.borrow().iter().map(|(start, bytes)| (*start, bytes.len())).collect()
+        self.blocks
+            .borrow()
+            .iter()
+            .map(|(start, bytes)| (*start, bytes.len()))
+            .collect()
     }
 
     /// Copies `[addr, addr + buf.len())` out of the blocks already read; false (and no read of the
@@ -62,9 +69,14 @@ impl<'a> BlockCache<'a> {
     fn copy_from_cache(&self, addr: u64, buf: &mut [u8]) -> bool {
         let blocks = self.blocks.borrow();
         for (start, bytes) in blocks.iter().rev() {
-            let Some(off) = addr.checked_sub(*start) else { continue };
+            let Some(off) = addr.checked_sub(*start) else {
+                continue;
+            };
             let off = off as usize;
-            if let Some(src) = off.checked_add(buf.len()).and_then(|end| bytes.get(off..end)) {
+            if let Some(src) = off
+                .checked_add(buf.len())
+                .and_then(|end| bytes.get(off..end))
+            {
                 buf.copy_from_slice(src);
                 return true;
             }
@@ -78,9 +90,14 @@ impl Memory for BlockCache<'_> {
         if self.copy_from_cache(addr, buf) {
             return Ok(());
         }
-        let end = addr.checked_add(buf.len() as u64).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+        let end = addr
+            .checked_add(buf.len() as u64)
+            .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
         let start = addr & !(BLOCK - 1);
-        let stop = end.checked_add(BLOCK - 1).map(|e| e & !(BLOCK - 1)).unwrap_or(end);
+        let stop = end
+            .checked_add(BLOCK - 1)
+            .map(|e| e & !(BLOCK - 1))
+            .unwrap_or(end);
         if stop - start > MAX_MISS {
             return self.inner.read(addr, buf);
         }
@@ -97,7 +114,10 @@ mod tests {
     use crate::process::memory::BufferMemory;
 
     fn memory() -> BufferMemory {
-        BufferMemory { base: 0x10000, bytes: (0..4 * BLOCK as usize).map(|i| (i % 251) as u8).collect() }
+        BufferMemory {
+            base: 0x10000,
+            bytes: (0..4 * BLOCK as usize).map(|i| (i % 251) as u8).collect(),
+        }
     }
 
     #[test]
@@ -105,11 +125,20 @@ mod tests {
         let mem = memory();
         let cache = BlockCache::new(&mem);
         assert_eq!(cache.read_u8(0x10010).unwrap(), 0x10);
-        assert_eq!(cache.read_vec(0x10100, 8).unwrap(), mem.read_vec(0x10100, 8).unwrap());
-        assert_eq!(cache.read_u64(0x10ff8).unwrap(), mem.read_u64(0x10ff8).unwrap());
+        assert_eq!(
+            cache.read_vec(0x10100, 8).unwrap(),
+            mem.read_vec(0x10100, 8).unwrap()
+        );
+        assert_eq!(
+            cache.read_u64(0x10ff8).unwrap(),
+            mem.read_u64(0x10ff8).unwrap()
+        );
         assert_eq!(cache.blocks(), 1);
         // Straddling into the next block reads both.
-        assert_eq!(cache.read_vec(0x10ffc, 8).unwrap(), mem.read_vec(0x10ffc, 8).unwrap());
+        assert_eq!(
+            cache.read_vec(0x10ffc, 8).unwrap(),
+            mem.read_vec(0x10ffc, 8).unwrap()
+        );
         assert_eq!(cache.blocks(), 2);
     }
 
@@ -118,7 +147,10 @@ mod tests {
         let mem = memory();
         let cache = BlockCache::new(&mem);
         cache.load(0x10200, 0x300).unwrap();
-        assert_eq!(cache.read_vec(0x10400, 0x100).unwrap(), mem.read_vec(0x10400, 0x100).unwrap());
+        assert_eq!(
+            cache.read_vec(0x10400, 0x100).unwrap(),
+            mem.read_vec(0x10400, 0x100).unwrap()
+        );
         assert_eq!(cache.blocks(), 1);
         assert!(cache.read_u64(0x10000 + 4 * BLOCK).is_err());
         assert!(cache.read_u64(0x1000).is_err());

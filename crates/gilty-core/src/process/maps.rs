@@ -21,19 +21,37 @@ pub fn parse_maps(text: &str) -> Vec<MapEntry> {
     let mut out = Vec::new();
     for line in text.lines() {
         let mut parts = line.splitn(6, ' ');
-        let (Some(range), Some(perms), Some(offset), Some(_dev), Some(_inode)) =
-            (parts.next(), parts.next(), parts.next(), parts.next(), parts.next())
-        else {
+        let (Some(range), Some(perms), Some(offset), Some(_dev), Some(_inode)) = (
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+        ) else {
             continue;
         };
-        let path = parts.next().map(|p| p.trim()).filter(|p| !p.is_empty()).map(str::to_owned);
-        let Some((s, e)) = range.split_once('-') else { continue };
-        let (Ok(start), Ok(end), Ok(offset)) =
-            (u64::from_str_radix(s, 16), u64::from_str_radix(e, 16), u64::from_str_radix(offset, 16))
-        else {
+        let path = parts
+            .next()
+            .map(|p| p.trim())
+            .filter(|p| !p.is_empty())
+            .map(str::to_owned);
+        let Some((s, e)) = range.split_once('-') else {
             continue;
         };
-        out.push(MapEntry { start, end, perms: perms.to_owned(), offset, path });
+        let (Ok(start), Ok(end), Ok(offset)) = (
+            u64::from_str_radix(s, 16),
+            u64::from_str_radix(e, 16),
+            u64::from_str_radix(offset, 16),
+        ) else {
+            continue;
+        };
+        out.push(MapEntry {
+            start,
+            end,
+            perms: perms.to_owned(),
+            offset,
+            path,
+        });
     }
     out
 }

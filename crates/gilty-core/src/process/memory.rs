@@ -48,7 +48,10 @@ pub struct ProcessMemory {
 
 impl ProcessMemory {
     pub fn open(pid: i32) -> io::Result<ProcessMemory> {
-        Ok(ProcessMemory { pid, file: File::open(format!("/proc/{pid}/mem"))? })
+        Ok(ProcessMemory {
+            pid,
+            file: File::open(format!("/proc/{pid}/mem"))?,
+        })
     }
 }
 
@@ -59,7 +62,10 @@ impl Memory for ProcessMemory {
             let n = self.file.read_at(&mut buf[done..], addr + done as u64)?;
             if n == 0 {
                 // The process is gone (its mm released) or the range ends.
-                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "short read from target memory"));
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "short read from target memory",
+                ));
             }
             done += n;
         }
@@ -108,15 +114,25 @@ impl Garbage {
             };
             bytes.extend_from_slice(&word.to_le_bytes());
         }
-        BufferMemory { base: Self::BASE, bytes }
+        BufferMemory {
+            base: Self::BASE,
+            bytes,
+        }
     }
 }
 
 impl Memory for BufferMemory {
     fn read(&self, addr: u64, buf: &mut [u8]) -> io::Result<()> {
-        let off = addr.checked_sub(self.base).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))? as usize;
-        let end = off.checked_add(buf.len()).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
-        let src = self.bytes.get(off..end).ok_or_else(|| io::Error::from(io::ErrorKind::UnexpectedEof))?;
+        let off =
+            addr.checked_sub(self.base)
+                .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))? as usize;
+        let end = off
+            .checked_add(buf.len())
+            .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+        let src = self
+            .bytes
+            .get(off..end)
+            .ok_or_else(|| io::Error::from(io::ErrorKind::UnexpectedEof))?;
         buf.copy_from_slice(src);
         Ok(())
     }
@@ -134,7 +150,14 @@ mod tests {
         let pages = 256;
         // SAFETY: a fresh private anonymous mapping we own; unmapped at the end.
         let base = unsafe {
-            libc::mmap(std::ptr::null_mut(), pages * ps, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
+            libc::mmap(
+                std::ptr::null_mut(),
+                pages * ps,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
         } as *mut u8;
         assert!(base as isize != -1);
         for i in 0..pages {
@@ -161,7 +184,11 @@ mod tests {
             block
                 .lines()
                 .skip(1)
-                .take_while(|l| l.split_whitespace().next().is_some_and(|w| w.ends_with(':')))
+                .take_while(|l| {
+                    l.split_whitespace()
+                        .next()
+                        .is_some_and(|w| w.ends_with(':'))
+                })
                 .filter(|l| l.starts_with("Private_Clean:") || l.starts_with("Private_Dirty:"))
                 .map(|l| l.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024)
                 .sum()
@@ -175,10 +202,19 @@ mod tests {
         let after_proc_mem = private(child);
         for i in pages / 2..pages {
             let mut b = [0u8; 1];
-            let local = libc::iovec { iov_base: b.as_mut_ptr() as *mut libc::c_void, iov_len: 1 };
-            let remote = libc::iovec { iov_base: (base as usize + i * ps) as *mut libc::c_void, iov_len: 1 };
+            let local = libc::iovec {
+                iov_base: b.as_mut_ptr() as *mut libc::c_void,
+                iov_len: 1,
+            };
+            let remote = libc::iovec {
+                iov_base: (base as usize + i * ps) as *mut libc::c_void,
+                iov_len: 1,
+            };
             // SAFETY: reads one byte of the child into `b`.
-            assert_eq!(unsafe { libc::process_vm_readv(child, &local, 1, &remote, 1, 0) }, 1);
+            assert_eq!(
+                unsafe { libc::process_vm_readv(child, &local, 1, &remote, 1, 0) },
+                1
+            );
             assert_eq!(b[0], 7);
         }
         let after_vm_readv = private(child);
@@ -191,9 +227,15 @@ mod tests {
             libc::close(go[0]);
             libc::close(go[1]);
         }
-        assert!(after_proc_mem - before < 8 * ps as u64, "/proc/PID/mem reads unshared pages: {before} -> {after_proc_mem}");
+        assert!(
+            after_proc_mem - before < 8 * ps as u64,
+            "/proc/PID/mem reads unshared pages: {before} -> {after_proc_mem}"
+        );
         // Documents the kernel behaviour this module exists for (Linux >= 5.19); older kernels
         // do not unshare, which is fine too.
-        eprintln!("process_vm_readv of {half} bytes made the child copy {} bytes", after_vm_readv.saturating_sub(after_proc_mem));
+        eprintln!(
+            "process_vm_readv of {half} bytes made the child copy {} bytes",
+            after_vm_readv.saturating_sub(after_proc_mem)
+        );
     }
 }

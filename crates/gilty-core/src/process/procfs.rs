@@ -11,7 +11,10 @@ pub fn exists(pid: i32) -> bool {
 /// True when the process is gone or only a zombie is left.
 pub fn is_gone(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(s) => s.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with('Z')).unwrap_or(false),
+        Ok(s) => s
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+            .unwrap_or(false),
         Err(_) => true,
     }
 }
@@ -33,7 +36,10 @@ pub fn ns_tids(pid: i32, tid: i32) -> Option<Vec<i32>> {
 
 fn parse_nspid(status: &str) -> Option<Vec<i32>> {
     let line = status.lines().find_map(|l| l.strip_prefix("NSpid:"))?;
-    let ids: Vec<i32> = line.split_ascii_whitespace().filter_map(|f| f.parse().ok()).collect();
+    let ids: Vec<i32> = line
+        .split_ascii_whitespace()
+        .filter_map(|f| f.parse().ok())
+        .collect();
     (!ids.is_empty()).then_some(ids)
 }
 
@@ -43,14 +49,19 @@ pub fn comm(pid: i32, tid: i32) -> Option<String> {
 }
 
 pub fn exe(pid: i32) -> Option<String> {
-    std::fs::read_link(format!("/proc/{pid}/exe")).ok().map(|p| p.to_string_lossy().into_owned())
+    std::fs::read_link(format!("/proc/{pid}/exe"))
+        .ok()
+        .map(|p| p.to_string_lossy().into_owned())
 }
 
 /// What /proc/PID/task/TID/syscall says: the thread is running (or runnable), or blocked in a syscall.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SyscallState {
     Running,
-    Blocked { nr: i64, arg0: u64 },
+    Blocked {
+        nr: i64,
+        arg0: u64,
+    },
     /// The thread is gone, or the file could not be parsed.
     Unavailable,
 }
@@ -69,7 +80,10 @@ pub fn parse_syscall(text: &[u8]) -> SyscallState {
         // -1: blocked but not in a syscall (e.g. a page fault); treat as running.
         return SyscallState::Running;
     }
-    let arg0 = it.next().and_then(|a| u64::from_str_radix(a.trim_start_matches("0x"), 16).ok()).unwrap_or(0);
+    let arg0 = it
+        .next()
+        .and_then(|a| u64::from_str_radix(a.trim_start_matches("0x"), 16).ok())
+        .unwrap_or(0);
     SyscallState::Blocked { nr, arg0 }
 }
 
@@ -82,7 +96,10 @@ pub struct SyscallReader {
 impl SyscallReader {
     pub fn open(pid: i32, tid: i32) -> io::Result<Self> {
         let file = File::open(format!("/proc/{pid}/task/{tid}/syscall"))?;
-        Ok(SyscallReader { file, buf: [0; 256] })
+        Ok(SyscallReader {
+            file,
+            buf: [0; 256],
+        })
     }
 
     pub fn read(&mut self) -> SyscallState {
@@ -130,13 +147,19 @@ pub struct Schedstat {
 }
 
 fn parse_schedstat(text: &[u8]) -> Option<Schedstat> {
-    let mut fields = text.split(|b| b.is_ascii_whitespace()).filter(|f| !f.is_empty());
+    let mut fields = text
+        .split(|b| b.is_ascii_whitespace())
+        .filter(|f| !f.is_empty());
     let mut next = || -> Option<u64> { std::str::from_utf8(fields.next()?).ok()?.parse().ok() };
     let run_ns = next()?;
     let delay_ns = next().unwrap_or(0);
     let pcount = next().unwrap_or(0);
     // A kernel without scheduler statistics prints "0 0 0": no counter to compare.
-    (run_ns != 0).then_some(Schedstat { run_ns, delay_ns, pcount })
+    (run_ns != 0).then_some(Schedstat {
+        run_ns,
+        delay_ns,
+        pcount,
+    })
 }
 
 /// CPU bandwidth counters of a process's cgroup (`cpu.stat`): enforcement periods, periods in which
@@ -157,7 +180,10 @@ pub fn cgroup_cpu_stat_path(pid: i32) -> Option<String> {
     let mut v1 = None;
     for line in groups.lines() {
         let mut parts = line.splitn(3, ':');
-        let (Some(id), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next()) else { continue };
+        let (Some(id), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
         if id == "0" && controllers.is_empty() {
             v2 = Some(path.to_owned());
         } else if controllers.split(',').any(|c| c == "cpu") {
@@ -171,13 +197,21 @@ pub fn cgroup_cpu_stat_path(pid: i32) -> Option<String> {
             let fstype = post.split_whitespace().next()?;
             let point = pre.split_whitespace().nth(4)?;
             let opts = post.split_whitespace().nth(2).unwrap_or("");
-            let ok = if want_v2 { fstype == "cgroup2" } else { fstype == "cgroup" && opts.split(',').any(|o| o == "cpu") };
+            let ok = if want_v2 {
+                fstype == "cgroup2"
+            } else {
+                fstype == "cgroup" && opts.split(',').any(|o| o == "cpu")
+            };
             ok.then(|| point.to_owned())
         })
     };
     let candidates = [(v2, true), (v1, false)];
     candidates.into_iter().find_map(|(path, want_v2)| {
-        let file = format!("{}{}/cpu.stat", mount_of(want_v2)?, path?.trim_end_matches('/'));
+        let file = format!(
+            "{}{}/cpu.stat",
+            mount_of(want_v2)?,
+            path?.trim_end_matches('/')
+        );
         // A v2 group without the cpu controller has a cpu.stat without the throttling lines.
         let text = std::fs::read_to_string(&file).ok()?;
         parse_cgroup_cpu(&text).map(|_| file)
@@ -189,8 +223,12 @@ pub fn parse_cgroup_cpu(text: &str) -> Option<CgroupCpu> {
     let mut c = CgroupCpu::default();
     let mut seen = false;
     for line in text.lines() {
-        let Some((k, v)) = line.split_once(' ') else { continue };
-        let Ok(v) = v.trim().parse::<u64>() else { continue };
+        let Some((k, v)) = line.split_once(' ') else {
+            continue;
+        };
+        let Ok(v) = v.trim().parse::<u64>() else {
+            continue;
+        };
         match k {
             "nr_periods" => c.nr_periods = v,
             "nr_throttled" => {
@@ -221,7 +259,14 @@ mod tests {
 
     #[test]
     fn parses_schedstat() {
-        assert_eq!(parse_schedstat(b"123456 789 10\n"), Some(Schedstat { run_ns: 123456, delay_ns: 789, pcount: 10 }));
+        assert_eq!(
+            parse_schedstat(b"123456 789 10\n"),
+            Some(Schedstat {
+                run_ns: 123456,
+                delay_ns: 789,
+                pcount: 10
+            })
+        );
         assert_eq!(parse_schedstat(b""), None);
         assert_eq!(parse_schedstat(b"0 0 0\n"), None);
         let me = std::process::id() as i32;
@@ -232,16 +277,36 @@ mod tests {
     #[test]
     fn parses_cgroup_cpu_stat_v1_and_v2() {
         let v2 = "usage_usec 100\nuser_usec 60\nsystem_usec 40\nnr_periods 50\nnr_throttled 20\nthrottled_usec 3000\n";
-        assert_eq!(parse_cgroup_cpu(v2), Some(CgroupCpu { nr_periods: 50, nr_throttled: 20, throttled_ns: 3_000_000 }));
+        assert_eq!(
+            parse_cgroup_cpu(v2),
+            Some(CgroupCpu {
+                nr_periods: 50,
+                nr_throttled: 20,
+                throttled_ns: 3_000_000
+            })
+        );
         let v1 = "nr_periods 7\nnr_throttled 2\nthrottled_time 1234\nnr_bursts 0\n";
-        assert_eq!(parse_cgroup_cpu(v1), Some(CgroupCpu { nr_periods: 7, nr_throttled: 2, throttled_ns: 1234 }));
+        assert_eq!(
+            parse_cgroup_cpu(v1),
+            Some(CgroupCpu {
+                nr_periods: 7,
+                nr_throttled: 2,
+                throttled_ns: 1234
+            })
+        );
         // A v2 group whose cpu controller is off lists usage only.
-        assert_eq!(parse_cgroup_cpu("usage_usec 1\nuser_usec 1\nsystem_usec 0\n"), None);
+        assert_eq!(
+            parse_cgroup_cpu("usage_usec 1\nuser_usec 1\nsystem_usec 0\n"),
+            None
+        );
     }
 
     #[test]
     fn parses_nspid() {
-        assert_eq!(parse_nspid("Name:\tpython3\nNSpid:\t19731\t1\nNSsid:\t0\n"), Some(vec![19731, 1]));
+        assert_eq!(
+            parse_nspid("Name:\tpython3\nNSpid:\t19731\t1\nNSsid:\t0\n"),
+            Some(vec![19731, 1])
+        );
         assert_eq!(parse_nspid("NSpid:\t42\n"), Some(vec![42]));
         assert_eq!(parse_nspid("Name:\tx\n"), None);
         let me = std::process::id() as i32;
@@ -253,7 +318,10 @@ mod tests {
         assert_eq!(parse_syscall(b"running\n"), SyscallState::Running);
         assert_eq!(
             parse_syscall(b"202 0x7f1c2d4e5048 0x89 0x0 0x0 0xffffffff 0x0 0x7ffd 0x7f12\n"),
-            SyscallState::Blocked { nr: 202, arg0: 0x7f1c2d4e5048 }
+            SyscallState::Blocked {
+                nr: 202,
+                arg0: 0x7f1c2d4e5048
+            }
         );
         assert_eq!(parse_syscall(b"-1 0x7ffd 0x7f12\n"), SyscallState::Running);
         assert_eq!(parse_syscall(b""), SyscallState::Unavailable);

@@ -16,7 +16,10 @@ pub struct SwitchesReader {
 impl SwitchesReader {
     pub fn open(pid: i32, tid: i32) -> io::Result<Self> {
         let file = File::open(format!("/proc/{pid}/task/{tid}/status"))?;
-        Ok(SwitchesReader { file, buf: vec![0; 4096] })
+        Ok(SwitchesReader {
+            file,
+            buf: vec![0; 4096],
+        })
     }
 
     /// Times switched out so far, or None when unreadable.
@@ -31,14 +34,21 @@ impl SwitchesReader {
 /// CPU this instant says nothing of the load it meets otherwise.
 pub fn queued_behind_caller(pid: i32, tid: i32) -> bool {
     let mine = unsafe { libc::sched_getcpu() };
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")) else { return true };
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")) else {
+        return true;
+    };
     mine >= 0 && last_cpu(&stat) == Some(mine)
 }
 
 /// The CPU a thread last ran on, or whose run queue it is on (`/proc/PID/task/TID/stat` field 39).
 fn last_cpu(stat: &str) -> Option<i32> {
     // Fields after the command's closing parenthesis start at field 3 (the state).
-    stat.rsplit_once(')')?.1.split_whitespace().nth(39 - 3)?.parse().ok()
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(39 - 3)?
+        .parse()
+        .ok()
 }
 
 fn parse_switches(text: &[u8]) -> Option<u64> {

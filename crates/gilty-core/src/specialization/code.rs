@@ -43,8 +43,15 @@ fn u64_at(b: &[u8], off: u64) -> u64 {
 
 /// Reads the header of the code object at `addr`; `code_type` (PyCode_Type) guards against a
 /// freed or foreign address.
-pub fn read_identity(mem: &dyn Memory, l: &Layout, code_type: Option<u64>, addr: u64) -> io::Result<CodeIdentity> {
-    let adaptive = l.code_code_adaptive.ok_or_else(|| invalid("no adaptive bytecode before 3.11"))?;
+pub fn read_identity(
+    mem: &dyn Memory,
+    l: &Layout,
+    code_type: Option<u64>,
+    addr: u64,
+) -> io::Result<CodeIdentity> {
+    let adaptive = l
+        .code_code_adaptive
+        .ok_or_else(|| invalid("no adaptive bytecode before 3.11"))?;
     let head = mem.read_vec(addr, adaptive as usize)?;
     if let Some(t) = code_type {
         if u64_at(&head, l.object_type) != t {
@@ -55,8 +62,13 @@ pub fn read_identity(mem: &dyn Memory, l: &Layout, code_type: Option<u64>, addr:
     if !(0..=MAX_CODE_UNITS).contains(&units) {
         return Err(invalid("code size out of range"));
     }
-    let key = (u64_at(&head, l.code_filename), u64_at(&head, l.code_qualname.unwrap_or(l.code_name)), u64_at(&head, l.code_linetable));
-    let firstlineno = i32::from_le_bytes(head[l.code_firstlineno as usize..][..4].try_into().unwrap());
+    let key = (
+        u64_at(&head, l.code_filename),
+        u64_at(&head, l.code_qualname.unwrap_or(l.code_name)),
+        u64_at(&head, l.code_linetable),
+    );
+    let firstlineno =
+        i32::from_le_bytes(head[l.code_firstlineno as usize..][..4].try_into().unwrap());
     Ok(CodeIdentity {
         address: addr,
         qualname: read_unicode(mem, l, key.1)?,
@@ -71,10 +83,20 @@ pub fn read_identity(mem: &dyn Memory, l: &Layout, code_type: Option<u64>, addr:
 /// The raw `co_code_adaptive` bytes as they are now, read together with the header in one read, or
 /// None when the header's name/file/table pointers no longer match (the code object was freed and the
 /// address reused): one syscall per code object per read pass.
-pub fn read_adaptive_checked(mem: &dyn Memory, l: &Layout, id: &CodeIdentity) -> io::Result<Option<Vec<u8>>> {
-    let off = l.code_code_adaptive.ok_or_else(|| invalid("no adaptive bytecode before 3.11"))? as usize;
+pub fn read_adaptive_checked(
+    mem: &dyn Memory,
+    l: &Layout,
+    id: &CodeIdentity,
+) -> io::Result<Option<Vec<u8>>> {
+    let off = l
+        .code_code_adaptive
+        .ok_or_else(|| invalid("no adaptive bytecode before 3.11"))? as usize;
     let mut buf = mem.read_vec(id.address, off + id.units * 2)?;
-    let key = (u64_at(&buf, l.code_filename), u64_at(&buf, l.code_qualname.unwrap_or(l.code_name)), u64_at(&buf, l.code_linetable));
+    let key = (
+        u64_at(&buf, l.code_filename),
+        u64_at(&buf, l.code_qualname.unwrap_or(l.code_name)),
+        u64_at(&buf, l.code_linetable),
+    );
     if key != id.key || u64_at(&buf, l.varobject_size) as usize != id.units {
         return Ok(None);
     }
@@ -83,11 +105,18 @@ pub fn read_adaptive_checked(mem: &dyn Memory, l: &Layout, id: &CodeIdentity) ->
 
 /// The raw `co_code_adaptive` bytes, as they are now.
 pub fn read_adaptive(mem: &dyn Memory, l: &Layout, id: &CodeIdentity) -> io::Result<Vec<u8>> {
-    let off = l.code_code_adaptive.ok_or_else(|| invalid("no adaptive bytecode before 3.11"))?;
+    let off = l
+        .code_code_adaptive
+        .ok_or_else(|| invalid("no adaptive bytecode before 3.11"))?;
     mem.read_vec(id.address + off, id.units * 2)
 }
 
 /// Reads and decodes a code object's instructions now.
-pub fn read_instructions(mem: &dyn Memory, l: &Layout, t: &OpcodeTable, id: &CodeIdentity) -> io::Result<Vec<Instruction>> {
+pub fn read_instructions(
+    mem: &dyn Memory,
+    l: &Layout,
+    t: &OpcodeTable,
+    id: &CodeIdentity,
+) -> io::Result<Vec<Instruction>> {
     Ok(decode(t, &read_adaptive(mem, l, id)?))
 }

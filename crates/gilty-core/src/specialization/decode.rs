@@ -106,7 +106,10 @@ impl Instruction {
 }
 
 fn word_at(code: &[u8], unit: usize) -> Option<u16> {
-    Some(u16::from_le_bytes([*code.get(2 * unit)?, *code.get(2 * unit + 1)?]))
+    Some(u16::from_le_bytes([
+        *code.get(2 * unit)?,
+        *code.get(2 * unit + 1)?,
+    ]))
 }
 
 /// Form and counter of a site with opcode `op` (whose family is known) and counter `word`.
@@ -115,7 +118,12 @@ pub fn classify(t: &OpcodeTable, op: u8, word: u16) -> (Form, Counter) {
     let base = t.deopt[op as usize];
     let mask = (1u16 << r.value_shift) - 1;
     let (value, backoff) = (word >> r.value_shift, (word & mask) as u8);
-    let plain = Counter { word, value, backoff, misses_since_specialized: None };
+    let plain = Counter {
+        word,
+        value,
+        backoff,
+        misses_since_specialized: None,
+    };
     if t.name(op).starts_with("INSTRUMENTED_") {
         return (Form::Instrumented, plain);
     }
@@ -123,7 +131,12 @@ pub fn classify(t: &OpcodeTable, op: u8, word: u16) -> (Form, Counter) {
         let left = word >> r.specialized_shift;
         let start = r.specialized_start >> r.specialized_shift;
         let back = if r.specialized_shift == 0 { 0 } else { backoff };
-        let c = Counter { word, value: left, backoff: back, misses_since_specialized: Some(start.saturating_sub(left)) };
+        let c = Counter {
+            word,
+            value: left,
+            backoff: back,
+            misses_since_specialized: Some(start.saturating_sub(left)),
+        };
         return (Form::Specialized, c);
     }
     if r.unreachable == Some(word) {
@@ -163,7 +176,9 @@ pub fn decode(t: &OpcodeTable, code: &[u8]) -> Vec<Instruction> {
                 let (f, c) = classify(t, op, word);
                 form = Some(f);
                 counter = Some(c);
-                cache = (2..=n_caches).filter_map(|k| word_at(code, i + k)).collect();
+                cache = (2..=n_caches)
+                    .filter_map(|k| word_at(code, i + k))
+                    .collect();
             }
         }
         out.push(Instruction {
@@ -175,7 +190,9 @@ pub fn decode(t: &OpcodeTable, code: &[u8]) -> Vec<Instruction> {
             form,
             counter,
             cache,
-            operator: (family.map(|b| t.name(b)) == Some("BINARY_OP")).then(|| t.binary_ops.get(oparg as usize).copied()).flatten(),
+            operator: (family.map(|b| t.name(b)) == Some("BINARY_OP"))
+                .then(|| t.binary_ops.get(oparg as usize).copied())
+                .flatten(),
         });
         i += 1 + n_caches;
     }
@@ -215,11 +232,25 @@ mod tests {
         let la = op(t12, "LOAD_ATTR");
         assert_eq!(classify(t12, la, 17).0, Form::Cold); // warm-up word: never executed
         assert_eq!(classify(t12, la, 1).0, Form::Warming); // value 0, backoff 1: executed once
-        assert_eq!(classify(t12, la, t12.counter.first_backoff).0, Form::Backoff);
+        assert_eq!(
+            classify(t12, la, t12.counter.first_backoff).0,
+            Form::Backoff
+        );
         let t11 = opcodes_for(3, 11).unwrap();
         assert_eq!(classify(t11, op(t11, "LOAD_ATTR"), 0).0, Form::Cold);
-        assert_eq!(classify(t11, op(t11, "LOAD_ATTR_ADAPTIVE"), 0).0, Form::Warming);
-        assert_eq!(classify(t11, op(t11, "LOAD_ATTR_ADAPTIVE"), t11.counter.adaptive_start.unwrap()).0, Form::Backoff);
+        assert_eq!(
+            classify(t11, op(t11, "LOAD_ATTR_ADAPTIVE"), 0).0,
+            Form::Warming
+        );
+        assert_eq!(
+            classify(
+                t11,
+                op(t11, "LOAD_ATTR_ADAPTIVE"),
+                t11.counter.adaptive_start.unwrap()
+            )
+            .0,
+            Form::Backoff
+        );
         let t13 = opcodes_for(3, 13).unwrap();
         assert_eq!(classify(t13, op(t13, "LOAD_ATTR"), 0xffff).0, Form::Generic);
     }
@@ -233,14 +264,38 @@ mod tests {
             let r = t.counter;
             let la = op(t, "LOAD_ATTR");
             let (form, c) = classify(t, la, r.specialized_start - (7 << r.value_shift));
-            assert_eq!((form, c.value, c.backoff), (Form::Backoff, 45, 0), "3.{minor}");
-            assert_eq!(classify(t, la, r.warmup.unwrap()).0, Form::Cold, "3.{minor}");
-            assert_eq!(classify(t, la, r.warmup.unwrap() - (1 << r.value_shift)).0, Form::Warming, "3.{minor}");
-            assert_eq!(classify(t, la, r.first_backoff).0, Form::Backoff, "3.{minor}");
-            assert_eq!(classify(t, la, r.unreachable.unwrap()).0, Form::Generic, "3.{minor}");
+            assert_eq!(
+                (form, c.value, c.backoff),
+                (Form::Backoff, 45, 0),
+                "3.{minor}"
+            );
+            assert_eq!(
+                classify(t, la, r.warmup.unwrap()).0,
+                Form::Cold,
+                "3.{minor}"
+            );
+            assert_eq!(
+                classify(t, la, r.warmup.unwrap() - (1 << r.value_shift)).0,
+                Form::Warming,
+                "3.{minor}"
+            );
+            assert_eq!(
+                classify(t, la, r.first_backoff).0,
+                Form::Backoff,
+                "3.{minor}"
+            );
+            assert_eq!(
+                classify(t, la, r.unreachable.unwrap()).0,
+                Form::Generic,
+                "3.{minor}"
+            );
             let spec = op(t, "LOAD_ATTR_INSTANCE_VALUE");
             let (form, c) = classify(t, spec, r.specialized_start - (3 << r.specialized_shift));
-            assert_eq!((form, c.misses_since_specialized), (Form::Specialized, Some(3)), "3.{minor}");
+            assert_eq!(
+                (form, c.misses_since_specialized),
+                (Form::Specialized, Some(3)),
+                "3.{minor}"
+            );
         }
     }
 
@@ -259,7 +314,10 @@ mod tests {
         code.extend(unit(op(t, "RETURN_VALUE"), 0));
         let ins = decode(t, &code);
         let names: Vec<_> = ins.iter().map(|i| i.name).collect();
-        assert_eq!(names, ["RESUME", "EXTENDED_ARG", "LOAD_GLOBAL", "RETURN_VALUE"]);
+        assert_eq!(
+            names,
+            ["RESUME", "EXTENDED_ARG", "LOAD_GLOBAL", "RETURN_VALUE"]
+        );
         assert_eq!(ins[2].oparg, 0x102);
         assert_eq!(ins[2].offset, 4);
         assert_eq!(ins[2].form, Some(Form::Cold));

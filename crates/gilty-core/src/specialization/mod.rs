@@ -30,6 +30,8 @@ pub fn opcode_table(interp: &Interpreter) -> Result<&'static OpcodeTable> {
 }
 
 /// The 3.10 opcache layout for an attached interpreter, if it has one.
-pub fn opcache_layout(interp: &Interpreter) -> Option<&'static gilty_layouts::opcodes::OpcacheLayout> {
+pub fn opcache_layout(
+    interp: &Interpreter,
+) -> Option<&'static gilty_layouts::opcodes::OpcacheLayout> {
     gilty_layouts::opcache_for(interp.version.0, interp.version.1)
 }

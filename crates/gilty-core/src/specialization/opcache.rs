@@ -65,26 +65,44 @@ fn u64_at(b: &[u8], off: u64) -> u64 {
 }
 
 /// Reads one code object's opcache state now.
-pub fn read_opcache(interp: &Interpreter, oc: &OpcacheLayout, code: u64) -> io::Result<OpcacheCode> {
+pub fn read_opcache(
+    interp: &Interpreter,
+    oc: &OpcacheLayout,
+    code: u64,
+) -> io::Result<OpcacheCode> {
     let l = &interp.layout;
     let mem = &interp.mem;
-    let co_code = l.code_code.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a 3.10 layout"))?;
+    let co_code = l
+        .code_code
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a 3.10 layout"))?;
     let head = mem.read_vec(code, oc.code_opcache_size as usize + 1)?;
     if let Some(t) = interp.code_type {
         if u64_at(&head, l.object_type) != t {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "not a code object"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "not a code object",
+            ));
         }
     }
     let bytecode = read_bytes(mem, l, u64_at(&head, co_code), MAX_CODE_BYTES)?;
     let linetable = read_bytes(mem, l, u64_at(&head, l.code_linetable), MAX_CODE_BYTES)?;
-    let firstlineno = i32::from_le_bytes(head[l.code_firstlineno as usize..][..4].try_into().unwrap());
+    let firstlineno =
+        i32::from_le_bytes(head[l.code_firstlineno as usize..][..4].try_into().unwrap());
     let map_ptr = u64_at(&head, oc.code_opcache_map);
     let cache_ptr = u64_at(&head, oc.code_opcache);
-    let flag = i32::from_le_bytes(head[oc.code_opcache_flag as usize..][..4].try_into().unwrap());
+    let flag = i32::from_le_bytes(
+        head[oc.code_opcache_flag as usize..][..4]
+            .try_into()
+            .unwrap(),
+    );
     let entries = head[oc.code_opcache_size as usize];
     let units = bytecode.len() / 2;
     let has_opcache = map_ptr != 0 && cache_ptr != 0;
-    let map = if has_opcache { mem.read_vec(map_ptr, units)? } else { Vec::new() };
+    let map = if has_opcache {
+        mem.read_vec(map_ptr, units)?
+    } else {
+        Vec::new()
+    };
     let mut sites = Vec::new();
     for i in 0..units {
         let op = bytecode[2 * i];
@@ -112,7 +130,12 @@ pub fn read_opcache(interp: &Interpreter, oc: &OpcacheLayout, code: u64) -> io::
             }
         };
         let line = line_310(&linetable, firstlineno, (2 * i) as i64);
-        sites.push(OpcacheSite { offset: (2 * i) as u32, name, line, state });
+        sites.push(OpcacheSite {
+            offset: (2 * i) as u32,
+            name,
+            line,
+            state,
+        });
     }
     Ok(OpcacheCode {
         address: code,
@@ -144,7 +167,9 @@ pub fn hot_code_objects(interp: &Interpreter, duration: Duration, rate_hz: f64) 
         if tids.is_empty() || procfs::is_gone(interp.pid) {
             break;
         }
-        let Ok(threads) = python_threads(interp, &mut resolver, &tids) else { continue };
+        let Ok(threads) = python_threads(interp, &mut resolver, &tids) else {
+            continue;
+        };
         for th in threads {
             if let Ok(Some((code, _))) = walker.top_position(th.tstate) {
                 *counts.entry(code).or_default() += 1;

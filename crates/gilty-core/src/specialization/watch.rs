@@ -55,7 +55,9 @@ pub struct SiteHistory {
 
 impl SiteHistory {
     fn observe(&mut self, ins: &Instruction, shift: u8, at_rest: bool) {
-        let (Some(form), Some(counter)) = (ins.form, ins.counter) else { return };
+        let (Some(form), Some(counter)) = (ins.form, ins.counter) else {
+            return;
+        };
         self.reads += 1;
         if at_rest {
             self.rest_reads += 1;
@@ -135,13 +137,17 @@ impl RunStates {
         use std::os::unix::fs::FileExt;
         let file = match self.files.entry(tid) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(e) => match File::open(format!("/proc/{pid}/task/{tid}/stat")) {
-                Ok(f) => e.insert(f),
-                Err(_) => return false,
-            },
+            std::collections::hash_map::Entry::Vacant(e) => {
+                match File::open(format!("/proc/{pid}/task/{tid}/stat")) {
+                    Ok(f) => e.insert(f),
+                    Err(_) => return false,
+                }
+            }
         };
         self.buf.resize(512, 0);
-        let Ok(n) = file.read_at(&mut self.buf, 0) else { return false };
+        let Ok(n) = file.read_at(&mut self.buf, 0) else {
+            return false;
+        };
         let text = &self.buf[..n];
         match text.iter().rposition(|&b| b == b')') {
             Some(i) => text.get(i + 2) == Some(&b'R'),
@@ -161,7 +167,11 @@ const HOT_READS: usize = 32;
 const ROTATING_READS: usize = 8;
 
 fn codes_to_read(codes: &HashMap<u64, WatchedCode>, rotation: &mut usize) -> Vec<u64> {
-    let mut live: Vec<(u64, u64)> = codes.iter().filter(|(_, w)| !w.gone).map(|(&a, w)| (w.samples, a)).collect();
+    let mut live: Vec<(u64, u64)> = codes
+        .iter()
+        .filter(|(_, w)| !w.gone)
+        .map(|(&a, w)| (w.samples, a))
+        .collect();
     live.sort_unstable_by(|a, b| b.cmp(a));
     let mut out: Vec<u64> = live.iter().take(HOT_READS).map(|&(_, a)| a).collect();
     let rest = &live[live.len().min(HOT_READS)..];
@@ -179,7 +189,12 @@ pub fn watch(interp: &Interpreter, table: &OpcodeTable, opts: WatchOptions) -> W
 }
 
 /// `watch`, ending early (with what was read so far) once `stop` is set: Ctrl-C keeps the result.
-pub fn watch_until(interp: &Interpreter, table: &OpcodeTable, opts: WatchOptions, stop: &AtomicBool) -> WatchReport {
+pub fn watch_until(
+    interp: &Interpreter,
+    table: &OpcodeTable,
+    opts: WatchOptions,
+    stop: &AtomicBool,
+) -> WatchReport {
     let l = &interp.layout;
     let mem = &interp.mem;
     let walker = FrameWalker::new(mem, l, interp.code_type);
@@ -190,7 +205,8 @@ pub fn watch_until(interp: &Interpreter, table: &OpcodeTable, opts: WatchOptions
     let period = Duration::from_secs_f64(1.0 / opts.rate_hz.max(1.0));
     let start = Instant::now();
     let mut busy = Duration::ZERO;
-    let (mut passes, mut running_samples, mut thread_samples, mut read_passes) = (0u64, 0u64, 0u64, 0u64);
+    let (mut passes, mut running_samples, mut thread_samples, mut read_passes) =
+        (0u64, 0u64, 0u64, 0u64);
     let mut without_gil_samples = 0u64;
     let mut tids: Vec<i32> = Vec::new();
     let mut tids_at = start - Duration::from_secs(1);
@@ -242,7 +258,9 @@ pub fn watch_until(interp: &Interpreter, table: &OpcodeTable, opts: WatchOptions
                         continue;
                     }
                 }
-                let Ok(Some((code, instr))) = walker.top_position(th.tstate) else { continue };
+                let Ok(Some((code, instr))) = walker.top_position(th.tstate) else {
+                    continue;
+                };
                 running_codes.insert(code);
                 let unit = (instr - (code + adaptive_off) as i64) / 2;
                 if unit < 0 {
@@ -290,12 +308,16 @@ pub fn watch_until(interp: &Interpreter, table: &OpcodeTable, opts: WatchOptions
                 .filter_map(|&tid| {
                     let reader = match sched.entry(tid) {
                         std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                        std::collections::hash_map::Entry::Vacant(e) => e.insert(SchedstatReader::open(interp.pid, tid).ok()?),
+                        std::collections::hash_map::Entry::Vacant(e) => {
+                            e.insert(SchedstatReader::open(interp.pid, tid).ok()?)
+                        }
                     };
                     reader.run_ns()
                 })
                 .sum();
-            let ran = cpu_at_last_read.map(|c| cpu.saturating_sub(c) >= min_cpu_ns).unwrap_or(true);
+            let ran = cpu_at_last_read
+                .map(|c| cpu.saturating_sub(c) >= min_cpu_ns)
+                .unwrap_or(true);
             if ran {
                 cpu_at_last_read = Some(cpu);
                 read_passes += 1;
@@ -314,7 +336,11 @@ pub fn watch_until(interp: &Interpreter, table: &OpcodeTable, opts: WatchOptions
         read_code(mem, l, table, w, false);
     }
     let mut list: Vec<WatchedCode> = codes.into_values().collect();
-    list.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.identity.address.cmp(&b.identity.address)));
+    list.sort_by(|a, b| {
+        b.samples
+            .cmp(&a.samples)
+            .then(a.identity.address.cmp(&b.identity.address))
+    });
     WatchReport {
         passes,
         running_samples,
@@ -341,7 +367,13 @@ fn read_gil_holder(interp: &Interpreter) -> Option<u64> {
     Some(if locked != 0 { holder } else { 0 })
 }
 
-fn read_code(mem: &dyn crate::process::memory::Memory, l: &gilty_layouts::Layout, table: &OpcodeTable, w: &mut WatchedCode, at_rest: bool) {
+fn read_code(
+    mem: &dyn crate::process::memory::Memory,
+    l: &gilty_layouts::Layout,
+    table: &OpcodeTable,
+    w: &mut WatchedCode,
+    at_rest: bool,
+) {
     let bytes = match read_adaptive_checked(mem, l, &w.identity) {
         Ok(Some(b)) => b,
         Ok(None) => {
@@ -353,7 +385,11 @@ fn read_code(mem: &dyn crate::process::memory::Memory, l: &gilty_layouts::Layout
     let ins = decode(table, &bytes);
     for i in &ins {
         if i.form.is_some() && i.form != Some(Form::Instrumented) {
-            w.sites.entry(i.offset).or_default().observe(i, table.counter.specialized_shift, at_rest);
+            w.sites.entry(i.offset).or_default().observe(
+                i,
+                table.counter.specialized_shift,
+                at_rest,
+            );
         }
     }
     w.reads += 1;

@@ -26,7 +26,9 @@ pub fn quantile_ms(values: &[Duration], q: f64) -> f64 {
 fn cpu_pressure_total() -> Option<Duration> {
     let text = std::fs::read_to_string("/proc/pressure/cpu").ok()?;
     let some = text.lines().find(|l| l.starts_with("some "))?;
-    let total = some.split_whitespace().find_map(|f| f.strip_prefix("total="))?;
+    let total = some
+        .split_whitespace()
+        .find_map(|f| f.strip_prefix("total="))?;
     Some(Duration::from_micros(total.parse().ok()?))
 }
 
@@ -38,7 +40,10 @@ pub struct Pressure {
 
 impl Pressure {
     pub fn start() -> Pressure {
-        Pressure { start: Instant::now(), total: cpu_pressure_total() }
+        Pressure {
+            start: Instant::now(),
+            total: cpu_pressure_total(),
+        }
     }
 
     /// Share of the interval during which some task waited for a CPU (None: the kernel does not say).
@@ -52,7 +57,10 @@ impl Pressure {
 /// Whether the machine was too busy, in words with the numbers ("" when it was not or cannot be told).
 pub fn busy(pressure: Option<f64>) -> String {
     match pressure {
-        Some(p) if p >= BUSY_PRESSURE => format!("other tasks waited for a CPU during {:.0} % of the run", p * 100.0),
+        Some(p) if p >= BUSY_PRESSURE => format!(
+            "other tasks waited for a CPU during {:.0} % of the run",
+            p * 100.0
+        ),
         _ => String::new(),
     }
 }
@@ -62,13 +70,22 @@ pub fn busy(pressure: Option<f64>) -> String {
 /// it. Past that, on a machine that was busy during the run, says what it measured and returns false
 /// (the caller returns: a Rust test cannot skip); otherwise the assertion fails.
 #[track_caller]
-pub fn within_server_time(what: &str, generator_ms: f64, server_ms: f64, allowed_ms: f64, pressure: Option<f64>) -> bool {
+pub fn within_server_time(
+    what: &str,
+    generator_ms: f64,
+    server_ms: f64,
+    allowed_ms: f64,
+    pressure: Option<f64>,
+) -> bool {
     let gap = generator_ms - server_ms;
     let measured = format!(
         "{what}: generator {generator_ms:.3} ms, server's own {server_ms:.3} ms, gap {gap:.3} ms (allowed {allowed_ms:.3} ms), CPU pressure {}",
         pressure.map_or("unknown".into(), |p| format!("{:.1} %", p * 100.0))
     );
-    assert!(generator_ms >= server_ms, "shorter than the server's own time: {measured}");
+    assert!(
+        generator_ms >= server_ms,
+        "shorter than the server's own time: {measured}"
+    );
     if gap > allowed_ms {
         let why = busy(pressure);
         if !why.is_empty() {

@@ -28,7 +28,12 @@ impl Target {
         Target::start_with(python, switch_interval, lifetime, "spin")
     }
 
-    pub fn start_with(python: &PathBuf, switch_interval: f64, lifetime: f64, workload: &str) -> Target {
+    pub fn start_with(
+        python: &PathBuf,
+        switch_interval: f64,
+        lifetime: f64,
+        workload: &str,
+    ) -> Target {
         let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/target.py");
         let marker = std::env::temp_dir().join(format!(
             "gilty-trace-marker-{}-{}",
@@ -57,15 +62,27 @@ impl Target {
                 }
             }
         });
-        let mut t = Target { pid: child.id() as i32, child, lines, marker };
-        t.wait_line("ready", Duration::from_secs(10)).expect("target ready");
+        let mut t = Target {
+            pid: child.id() as i32,
+            child,
+            lines,
+            marker,
+        };
+        t.wait_line("ready", Duration::from_secs(10))
+            .expect("target ready");
         t
     }
 
     pub fn wait_line(&mut self, prefix: &str, timeout: Duration) -> Option<String> {
         let end = Instant::now() + timeout;
         while Instant::now() < end {
-            if let Some(l) = self.lines.lock().unwrap().iter().find(|l| l.starts_with(prefix)) {
+            if let Some(l) = self
+                .lines
+                .lock()
+                .unwrap()
+                .iter()
+                .find(|l| l.starts_with(prefix))
+            {
                 return Some(l.clone());
             }
             std::thread::sleep(Duration::from_millis(5));
@@ -74,7 +91,13 @@ impl Target {
     }
 
     pub fn lines_with(&self, prefix: &str) -> Vec<String> {
-        self.lines.lock().unwrap().iter().filter(|l| l.starts_with(prefix)).cloned().collect()
+        self.lines
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.starts_with(prefix))
+            .cloned()
+            .collect()
     }
 
     pub fn touch_marker(&self) {
@@ -102,7 +125,10 @@ impl Target {
                 continue;
             }
             let (s, e) = f[0].split_once('-').unwrap();
-            let (s, e) = (u64::from_str_radix(s, 16).unwrap(), u64::from_str_radix(e, 16).unwrap());
+            let (s, e) = (
+                u64::from_str_radix(s, 16).unwrap(),
+                u64::from_str_radix(e, 16).unwrap(),
+            );
             let moff = u64::from_str_radix(f[2], 16).unwrap();
             if offset >= moff && offset < moff + (e - s) {
                 let mem = std::fs::File::open(format!("/proc/{}/mem", self.pid)).unwrap();
@@ -137,7 +163,10 @@ pub fn open_fds() -> usize {
 }
 
 pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
