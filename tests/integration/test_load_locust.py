@@ -68,9 +68,10 @@ def test_locust_figures_are_labelled_closed_loop(report):
     (only,) = report["requests"]
     assert only["method"] == "GET" and only["name"] == "/"  # the host's trailing slash is not doubled
     assert 0 < agg["p50_s"] <= agg["p99_s"] <= agg["max_s"]
+    from gilty.load.result import LocustResult
     from gilty.report.load import render_locust_text
 
-    assert "CLOSED LOOP" in render_locust_text(report, None)
+    assert "CLOSED LOOP" in render_locust_text(LocustResult(report))
 
 
 def test_per_second_history_is_joined_with_the_server(report):
@@ -99,11 +100,12 @@ def test_html_part_of_a_locust_run(report, tmp_path):
     import os
     import re
 
+    from gilty.load.result import LocustResult
     from gilty.report.load import render_locust_html
 
     page = tmp_path / "locust.html"
     page.write_text(
-        render_locust_html({k: v for k, v in report.items() if k not in ("format_version", "kind", "loop")}, None),
+        render_locust_html(LocustResult({k: v for k, v in report.items() if k not in ("format_version", "kind", "loop")})),
         encoding="utf-8",
     )
     args = [

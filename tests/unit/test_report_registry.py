@@ -74,3 +74,58 @@ def test_record_with_unknown_extension_fails_before_recording(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("gilty: error: cannot tell the format") and len(err.splitlines()) == 1
     assert not out.exists()
+
+
+# -- the one output registry: (result, format) -> renderer, for every command ----------------------
+
+# Each command's --format choices and the kinds of result it writes with them (load writes a Locust
+# run with the same choices; specialization on 3.10 an opcache reading with text and json only).
+COMMAND_RESULTS = {
+    "record": ("recording",),
+    "report": ("recording",),
+    "memory": ("memory",),
+    "specialization": ("specialization",),
+    "load": ("load", "locust"),
+    "compare": ("compare",),
+    "dump": ("dump",),
+}
+
+
+def offered_formats() -> dict:
+    import argparse
+
+    from gilty.cli import build_parser
+
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    return {name: next(a.choices for a in commands[name]._actions if "--format" in a.option_strings) for name in COMMAND_RESULTS}
+
+
+def test_every_format_a_command_offers_has_a_renderer():
+    offered = offered_formats()
+    for command, kinds in COMMAND_RESULTS.items():
+        for kind in kinds:
+            for fmt in offered[command]:
+                assert callable(reports.renderer(kind, fmt)), (command, kind, fmt)
+    for fmt in ("text", "json"):
+        assert callable(reports.renderer("opcache", fmt))
+
+
+def test_every_result_class_is_registered_under_its_name():
+    for name, kind in reports.RESULTS.items():
+        module, cls = name.rsplit(".", 1)
+        assert getattr(importlib.import_module(module), cls), name
+        assert reports.formats(kind), kind
+
+
+def test_a_format_a_result_is_not_written_as_is_one_usage_line():
+    with pytest.raises(UsageError) as e:
+        reports.check("opcache", "html")
+    assert str(e.value) == "the Python 3.10 opcache report is text or json"
+    with pytest.raises(UsageError) as e:
+        reports.renderer("memory", "svg")
+    assert str(e.value) == "the memory report is text or json" and e.value.exit_code == EXIT_USAGE
+
+
+def test_a_result_of_no_registered_class_is_refused():
+    with pytest.raises(TypeError):
+        reports.kind_of({"steps": []})

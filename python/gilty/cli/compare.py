@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import argparse
 
+from gilty import report
 from gilty._errors import EXIT_OK, EXIT_USAGE, CommandError
-from gilty.cli.options import check_output, read_json_file
-from gilty.cli.record import add_format_argument, emit, output_format
+from gilty.cli.options import add_format_argument, check_output, output_format, read_json_file
 from gilty.load import run_diff
-from gilty.report import compare as compare_report
+from gilty.load.comparison import Comparison
 from gilty.sampling.session import Recording
 
 
@@ -72,19 +72,6 @@ def run(args: argparse.Namespace) -> int:
             f"{args.a} and {args.b} have nothing in common to compare (no step at the same rate, no thread of the same name)",
             EXIT_USAGE,
         )
-    if fmt in ("svg", "html"):
-        if kind_a != "recording":
-            raise CommandError(f"a differential flame graph ({fmt}) compares two recordings, not load runs", EXIT_USAGE)
-        try:
-            text = (
-                compare_report.diff_svg(a, b, args.a, args.b)
-                if fmt == "svg"
-                else compare_report.diff_html(a, b, args.a, args.b, rows)
-            )
-        except ValueError as e:
-            raise CommandError(f"cannot draw the differential flame graph: {e}", EXIT_USAGE) from None
-        emit(text, args.output)
-        return EXIT_OK
-    render = compare_report.render_json if fmt == "json" else compare_report.render_text
-    emit(render(args.a, args.b, kind_a, rows), args.output)
+    drawn = (a, b) if kind_a == "recording" else (None, None)
+    report.write(Comparison(args.a, args.b, kind_a, rows, *drawn), fmt, args.output)
     return EXIT_OK

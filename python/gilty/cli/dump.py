@@ -12,11 +12,12 @@ from __future__ import annotations
 import argparse
 import sys
 
+from gilty import report
 from gilty._errors import EXIT_OK
 from gilty._visible import visible
-from gilty.cli.options import add_format_argument, add_pid_arguments, emit
-from gilty.report import dump
+from gilty.cli.options import add_format_argument, add_pid_arguments
 from gilty.sampling.attach import attach, child_pids, native_module
+from gilty.sampling.dump import Dump
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
@@ -64,8 +65,7 @@ def run(args: argparse.Namespace) -> int:
     roots = list(dict.fromkeys(args.pid))
     if len(roots) == 1 and not args.subprocesses:
         target_info, snapshot = _snapshot(native, roots[0], args.tasks, args.locals, args.format == "json", args.native)
-        renderer = dump.render_json if args.format == "json" else dump.render_text
-        emit(renderer(target_info, snapshot, native.syscall_name), None)
+        report.write(Dump([(target_info, snapshot)], native.syscall_name, single=True), args.format or "text", None)
         return EXIT_OK
     # The given pids must be Python (as for one pid); descendants that are not are skipped.
     pids = list(roots)
@@ -83,15 +83,5 @@ def run(args: argparse.Namespace) -> int:
                 raise
             skipped.append({"pid": pid, "reason": str(e)})
             print(f"gilty: skipping pid {pid}: {visible(str(e), 0)}", file=sys.stderr)  # names the target's executable
-    if args.format == "json":
-        import json  # only here: the one-process text dump starts without it
-
-        report = {
-            "format_version": dump.FORMAT_VERSION,
-            "processes": [dump.dump_report(info, snap, native.syscall_name) for info, snap in dumps],
-            "skipped": skipped,
-        }
-        emit(json.dumps(report, indent=2) + "\n", None)
-    else:
-        emit("\n".join(dump.render_text(info, snap, native.syscall_name) for info, snap in dumps), None)
+    report.write(Dump(dumps, native.syscall_name, skipped), args.format or "text", None)
     return EXIT_OK

@@ -16,11 +16,10 @@ import sys
 import time
 from typing import Any, Callable, Optional
 
+from gilty import report
 from gilty._errors import EXIT_OK, EXIT_PARTIAL, UsageError
-from gilty.cli.options import bounded_float, check_output, pid_number, seconds
-from gilty.cli.record import add_format_argument, emit, output_format
+from gilty.cli.options import add_format_argument, bounded_float, check_output, output_format, pid_number, seconds
 from gilty.memory.session import MemorySession
-from gilty.report import memory_json, memory_text
 from gilty.sampling import launch
 
 DEFAULT_INTERVAL_S = 1.0
@@ -117,6 +116,5 @@ def run(args: argparse.Namespace) -> int:
     status = finish(session)
     if session.partial:
         print(f"gilty: {session.partial_reason}; the result is PARTIAL", file=sys.stderr)
-    renderer = memory_json.render if fmt == "json" else memory_text.render
-    emit(renderer(session), args.output)
+    report.write(session, fmt, args.output)
     return status

@@ -19,11 +19,21 @@ import signal
 import sys
 import threading
 
+from gilty import report
 from gilty._errors import EXIT_OK, EXIT_PARTIAL, EXIT_UNSUPPORTED, CommandError, exit_code_for_kind
-from gilty.cli.options import bounded_float, check_output, pid_number, sampling_rate, seconds
-from gilty.cli.record import add_format_argument, emit, output_format, positive_int
+from gilty.cli.options import (
+    add_format_argument,
+    bounded_float,
+    check_output,
+    output_format,
+    pid_number,
+    positive_int,
+    sampling_rate,
+    seconds,
+)
 from gilty.sampling import launch
 from gilty.specialization.analysis import analyse
+from gilty.specialization.result import OpcacheResult, SpecializationResult
 from gilty.specialization.session import ProcessWatch, SpecializationSession
 from gilty.specialization.sources import read_sources
 
@@ -94,8 +104,7 @@ def _check_target(native, pid: int) -> None:
 
 def _run_opcache(native, args, fmt: str) -> int:
     """3.10: the seed's opcache instead of PEP 659 specialization (one process)."""
-    if fmt == "html":
-        raise CommandError("the Python 3.10 opcache report is text or json", 2)
+    report.check("opcache", fmt)
     if args.subprocesses:
         print("gilty: Python 3.10: the opcache report covers --pid only, not its subprocesses", file=sys.stderr)
     print(
@@ -103,14 +112,7 @@ def _run_opcache(native, args, fmt: str) -> int:
         file=sys.stderr,
     )
     doc = native.specialization_opcache(args.pid, args.duration, rate_hz=args.rate, max_codes=max(args.top, 20))
-    from gilty.report import specialization_text
-
-    if fmt == "json":
-        import json
-
-        emit(json.dumps({"schema": "gilty.specialization.opcache/1", **doc}, indent=1) + "\n", args.output)
-    else:
-        emit(specialization_text.render_opcache(doc, args.top), args.output)
+    report.write(OpcacheResult(doc, args.top), fmt, args.output)
     return EXIT_OK
 
 
@@ -186,11 +188,5 @@ def run(args: argparse.Namespace) -> int:
     if session.partial_reason:
         print(f"gilty: {session.partial_reason}; the result is PARTIAL", file=sys.stderr)
     analysis = analyse(session, args.top)
-    if fmt == "json":
-        from gilty.report import specialization_json as renderer
-    elif fmt == "html":
-        from gilty.report import specialization_html as renderer
-    else:
-        from gilty.report import specialization_text as renderer
-    emit(renderer.render(session, args.top, analysis), args.output)
+    report.write(SpecializationResult(session, analysis, args.top), fmt, args.output)
     return status

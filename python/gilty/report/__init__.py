@@ -1,9 +1,13 @@
-"""Output formats: a registry from format name to renderer, and from file extension to format.
+"""Output: one registry from (result, format) to the renderer that writes it, used by every command.
 
-Every renderer takes a ``Recording`` and returns the whole output as text, built only through
-the Session reading API (``tids``, ``stack_counts``, ``runs``, ``stack``, ``pass_start/end``)
-and ``gilty.sampling.analysis.summarise``. Renderer modules are imported when used, so ``gilty top``
-does not pay for the HTML template.
+A command's capability hands back a result object (a ``Recording``, a ``MemorySession``, a
+``SpecializationResult``, a ``LoadRun``, a ``Comparison``, a ``Dump``...); ``write(result, fmt, path)``
+renders it as ``fmt`` and writes it to ``path`` or stdout. ``RESULTS`` names each result class's kind
+and ``RENDERERS`` maps (kind, format) to ``"module:function"`` under ``gilty.report``: the function
+takes the result (a recording's picture formats also ``options``) and returns the whole output as
+text (or bytes). Adding a format to a result is one renderer module and one ``RENDERERS`` line;
+a new result is one ``RESULTS`` line more. Renderer modules are imported when used, so ``gilty top``
+does not pay for the HTML template; classes are named, not imported, for the same reason.
 """
 
 from __future__ import annotations
@@ -18,18 +22,16 @@ from gilty._errors import CommandError, UsageError
 if TYPE_CHECKING:  # annotations only: `gilty dump` imports a renderer without the session or `typing`
     from typing import Callable, Optional
 
-    from gilty.sampling.session import Recording
-
-# Format name -> ("module:function" under gilty.report, what it is, for docs and errors).
+# A recording's formats, what each is (for docs and errors); their renderers are in RENDERERS.
 FORMATS = {
-    "text": (":_render_text", "the console summary"),
-    "json": (":_render_json", "the analysed JSON report, with the recording for `gilty report`"),
-    "speedscope": ("speedscope:render", "speedscope profile, one per process and thread"),
-    "collapsed": ("collapsed:render", "collapsed stacks for flamegraph.pl / inferno / speedscope"),
-    "svg": ("flamegraph_svg:render", "a flame graph drawn by inferno"),
-    "chrome": ("chrome_trace:render", "Chrome trace events for Perfetto / chrome://tracing"),
-    "html": ("html_report:render", "one self-contained interactive HTML page"),
-    "pprof": ("pprof:render", "gzipped pprof profile.proto with state/pid/thread labels, for pprof and Pyroscope"),
+    "text": "the console summary",
+    "json": "the analysed JSON report, with the recording for `gilty report`",
+    "speedscope": "speedscope profile, one per process and thread",
+    "collapsed": "collapsed stacks for flamegraph.pl / inferno / speedscope",
+    "svg": "a flame graph drawn by inferno",
+    "chrome": "Chrome trace events for Perfetto / chrome://tracing",
+    "html": "one self-contained interactive HTML page",
+    "pprof": "gzipped pprof profile.proto with state/pid/thread labels, for pprof and Pyroscope",
 }
 FORMAT_NAMES = tuple(FORMATS)
 # Formats that draw stacks: they take ``report.pictures.PictureOptions`` (--idle, --merge-workers).
@@ -75,54 +77,127 @@ def output_format(fmt: Optional[str], path: Optional[str]) -> str:
     return found
 
 
-def renderer(fmt: str) -> Callable[[Recording], str]:
-    spec, _ = FORMATS[fmt]
-    module, function = spec.split(":")
-    if not module:
-        return globals()[function]
+# A result's kind, by its class's full name.
+RESULTS = {
+    "gilty.sampling.session.Recording": "recording",
+    "gilty.memory.session.MemorySession": "memory",
+    "gilty.specialization.result.SpecializationResult": "specialization",
+    "gilty.specialization.result.OpcacheResult": "opcache",
+    "gilty.load.result.LoadRun": "load",
+    "gilty.load.result.LocustResult": "locust",
+    "gilty.load.comparison.Comparison": "compare",
+    "gilty.sampling.dump.Dump": "dump",
+}
+
+# What each kind is called in an error about its formats.
+NOUNS = {
+    "recording": "a recording",
+    "memory": "the memory report",
+    "specialization": "the specialization report",
+    "opcache": "the Python 3.10 opcache report",
+    "load": "a load run",
+    "locust": "a Locust run",
+    "compare": "a comparison",
+    "dump": "a dump",
+}
+
+# (kind, format) -> "module:function" under gilty.report.
+RENDERERS = {
+    ("recording", "text"): "console:render_recording",
+    ("recording", "json"): "json_report:render_recording",
+    ("recording", "speedscope"): "speedscope:render",
+    ("recording", "collapsed"): "collapsed:render",
+    ("recording", "svg"): "flamegraph_svg:render",
+    ("recording", "chrome"): "chrome_trace:render",
+    ("recording", "html"): "html_report:render",
+    ("recording", "pprof"): "pprof:render",
+    ("memory", "text"): "memory_text:render",
+    ("memory", "json"): "memory_json:render",
+    ("specialization", "text"): "specialization_text:render_result",
+    ("specialization", "json"): "specialization_json:render_result",
+    ("specialization", "html"): "specialization_html:render_result",
+    ("opcache", "text"): "specialization_text:render_opcache_result",
+    ("opcache", "json"): "specialization_json:render_opcache_result",
+    ("load", "text"): "load:render_text",
+    ("load", "json"): "load:render_json",
+    ("load", "html"): "load:render_html",
+    ("locust", "text"): "load:render_locust_text",
+    ("locust", "json"): "load:render_locust_json",
+    ("locust", "html"): "load:render_locust_html",
+    ("compare", "text"): "compare:render_comparison_text",
+    ("compare", "json"): "compare:render_comparison_json",
+    ("compare", "svg"): "compare:render_comparison_svg",
+    ("compare", "html"): "compare:render_comparison_html",
+    ("dump", "text"): "dump:render_dump_text",
+    ("dump", "json"): "dump:render_dump_json",
+}
+
+
+def kind_of(result) -> str:
+    cls = type(result)
+    kind = RESULTS.get(f"{cls.__module__}.{cls.__qualname__}")
+    if kind is None:
+        raise TypeError(f"no output is registered for a {cls.__qualname__}")
+    return kind
+
+
+def formats(kind: str) -> tuple:
+    """The formats a kind of result is written as, in the registry's order."""
+    return tuple(fmt for k, fmt in RENDERERS if k == kind)
+
+
+def check(kind: str, fmt: str) -> None:
+    """A format the result is not written as is a one-line usage error, said before any work."""
+    if (kind, fmt) not in RENDERERS:
+        names = formats(kind)
+        choices = " or ".join(names) if len(names) < 3 else f"{', '.join(names[:-1])} or {names[-1]}"
+        raise UsageError(f"{NOUNS.get(kind, kind)} is {choices}")
+
+
+def renderer(kind: str, fmt: str) -> Callable:
+    check(kind, fmt)
+    module, function = RENDERERS[kind, fmt].split(":")
     return getattr(importlib.import_module(f"gilty.report.{module}"), function)
 
 
-def _render_text(recording: Recording) -> str:
-    from gilty.report import console
-
-    return console.render_recording(recording)
-
-
-def _render_json(recording: Recording) -> str:
-    from gilty.report import json_report
-
-    return json_report.render_recording(recording)
-
-
-def render(recording: Recording, fmt: str, options=None) -> str:
-    """``options`` (``report.pictures.PictureOptions``) reach the formats that draw stacks."""
+def render(result, fmt: str, options=None):
+    """The whole output of ``result`` as ``fmt``; ``options`` (``report.pictures.PictureOptions``)
+    reach a recording's formats that draw stacks."""
+    kind = kind_of(result)
+    function = renderer(kind, fmt)
+    if kind != "recording":
+        return function(result)
     if fmt != "json":
         # Names from the target are made visible once here; the JSON report keeps them whole
         # (JSON escapes every control character and, ASCII-only, every direction override).
         from gilty.report.labels import displayed
 
-        recording = displayed(recording)
+        result = displayed(result)
     if options is not None and fmt in PICTURE_FORMATS:
-        return renderer(fmt)(recording, options=options)
-    return renderer(fmt)(recording)
+        return function(result, options=options)
+    return function(result)
 
 
-def write(recording: Recording, fmt: str, path: Optional[str], options=None) -> None:
-    """Render ``recording`` as ``fmt`` to ``path`` (stdout when None).
+def write(result, fmt: str, path: Optional[str], options=None) -> None:
+    """Render ``result`` as ``fmt`` to ``path`` (stdout when None).
 
-    The JSON report is written as it is rendered, a process at a time (its raw recording is most of a
-    long recording's memory); to a file that is still whole or absent (``emit``).
+    A recording is rendered inside the write phase (rendering is most of the wait: a Ctrl-C then
+    does not lose the report either), and its JSON report is written as it is rendered, a process at
+    a time (its raw recording is most of a long recording's memory); to a file that is still whole
+    or absent (``emit``).
     """
+    if kind_of(result) != "recording":
+        emit(render(result, fmt, options), path)
+        return
     from gilty.report.output_file import WritePhase
 
-    with WritePhase(path):  # rendering is most of the wait: a Ctrl-C then does not lose the report either
+    with WritePhase(path):
         if fmt == "json" and path is not None:
             from gilty.report import json_report
 
-            emit(json_report.render_recording_chunks(recording), path)
+            emit(json_report.render_recording_chunks(result), path)
             return
-        emit(render(recording, fmt, options), path)
+        emit(render(result, fmt, options), path)
 
 
 def emit(text, path: Optional[str]) -> None:

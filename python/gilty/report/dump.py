@@ -184,3 +184,23 @@ def render_json(target_info: dict, snapshot: dict, syscall_name: Callable[[int],
     from gilty.report.tasks import tasks_json_lines
 
     return text[: text.rindex("}")].rstrip() + ',\n  "asyncio": ' + tasks_json_lines(tasks) + "\n}\n"
+
+
+def render_dump_text(d) -> str:
+    """Every process read, one after another (``gilty.sampling.dump.Dump``)."""
+    return "\n".join(render_text(info, snap, d.syscall_name) for info, snap in d.snapshots)
+
+
+def render_dump_json(d) -> str:
+    """One process's report, or with --subprocesses every process's and those skipped."""
+    if d.single:
+        info, snap = d.snapshots[0]
+        return render_json(info, snap, d.syscall_name)
+    import json  # here: the text form, the default, does not need it
+
+    report = {
+        "format_version": FORMAT_VERSION,
+        "processes": [dump_report(info, snap, d.syscall_name) for info, snap in d.snapshots],
+        "skipped": d.skipped,
+    }
+    return json.dumps(report, indent=2) + "\n"

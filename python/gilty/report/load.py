@@ -12,17 +12,18 @@ def _ms(seconds) -> str:
     return "-" if seconds is None else f"{seconds * 1e3:.1f}"
 
 
-def knee_line(run: dict) -> str:
+def knee_line(run) -> str:
     """The knee and its cause in one line (the text report's, and on stderr when the report goes to a file)."""
-    knee = run["knee"]
+    knee = run.knee
     if knee.rate is None:
-        return f"Knee: below {run['steps'][0]['requested_rate']:g} rps. {knee.explanation}."
+        return f"Knee: below {run.steps[0]['requested_rate']:g} rps. {knee.explanation}."
     return f"Knee: {knee.rate:g} rps (limit: {knee.limit}). {knee.explanation}."
 
 
-def render_text(run: dict) -> str:
-    lines = [f"gilty load: {', '.join(u for u, _w in run['urls'])} ({run['arrivals']} arrivals, open loop)"]
-    ready = run.get("workers_ready")
+def render_text(run) -> str:
+    """A ``load.result.LoadRun``."""
+    lines = [f"gilty load: {', '.join(u for u, _w in run.urls)} ({run.arrivals} arrivals, open loop)"]
+    ready = run.workers_ready
     if ready:
         n = len(ready["workers"])
         if ready.get("router"):
@@ -43,7 +44,7 @@ def render_text(run: dict) -> str:
     lines.append(
         f"{'RATE':>8} {'ACHIEVED':>9} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8} {'max ms':>9} {'ERR%':>6} {'DROP':>6} {'L':>7} {'λW':>7}  "
     )
-    for step, v in zip(run["steps"], run["verdicts"]):
+    for step, v in zip(run.steps, run.verdicts):
         lat = step["latency_s"]
         mark = "" if v.meets_slo else "  ✗ SLO"
         if v.generator_behind:
@@ -54,32 +55,32 @@ def render_text(run: dict) -> str:
             f"{v.rate:>8g} {v.throughput:>9.1f} {_ms(lat['p50']):>8} {_ms(lat['p90']):>8} {_ms(lat['p99']):>8} "
             f"{_ms(lat['max']):>9} {v.error_share * 100:>6.1f} {step['dropped']:>6} {v.littles_l:>7.2f} {v.littles_lw:>7.2f}{mark}"
         )
-    if len(run["urls"]) > 1:
+    if len(run.urls) > 1:
         lines.append("")
         lines.append("Per URL (latency from the intended start):")
         lines.append(f"{'RATE':>8}  {'URL':<40} {'OK':>7} {'ERR':>5} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>9}")
-        for step in run["steps"]:
+        for step in run.steps:
             for r in step["per_request"]:
                 lat = r["latency_s"]
                 lines.append(
                     f"{step['requested_rate']:>8g}  {r['url']:<40} {r['ok']:>7} {r['errors']:>5} "
                     f"{_ms(lat['p50']):>8} {_ms(lat['p99']):>8} {_ms(lat['max']):>9}"
                 )
-    profiles = run.get("profiles") or []
+    profiles = run.profiles or []
     if any(p is not None for p in profiles):
         lines.append("")
         lines.append(
             "Server during each step (the busiest workers: the GIL's share of the time, then their working threads' samples"
         )
         lines.append("by state, adding up to 100 %; start-up left out):")
-        for step, p in zip(run["steps"], profiles):
+        for step, p in zip(run.steps, profiles):
             if p is not None:
                 lines.append(_profile_line(f"{step['requested_rate']:g} rps", p))
-    lines.extend(server_sections([f"{step['requested_rate']:g} rps" for step in run["steps"]], profiles))
+    lines.extend(server_sections([f"{step['requested_rate']:g} rps" for step in run.steps], profiles))
     lines.append("")
     lines.append("Latency is measured from each request's intended start (coordinated omission corrected).")
     lines.append("L: time-average requests in flight; λW: answers per second × mean send-to-answer time (Little's law: L = λW).")
-    few = [v for v in run["verdicts"] if getattr(v, "few_answers", False)]
+    few = [v for v in run.verdicts if getattr(v, "few_answers", False)]
     if few:
         from gilty.load.analysis import min_answers
 
@@ -88,38 +89,38 @@ def render_text(run: dict) -> str:
             f"{key.replace('_', '.')} from fewer than {min_answers(key)} answers (marked) is about the slowest answer, not a percentile."
         )
     errors: dict = {}
-    for step in run["steps"]:
+    for step in run.steps:
         for kind, n in step["errors"].items():
             errors[kind] = errors.get(kind, 0) + n
     if errors:
         lines.append("Errors: " + ", ".join(f"{k} {n}" for k, n in sorted(errors.items())))
-    if run.get("knee") is not None:
+    if run.knee is not None:
         lines.append("")
         lines.append(knee_line(run))
-    if run.get("stopped"):
+    if run.stopped:
         lines.append("Stopped early (Ctrl-C): the last step is PARTIAL.")
     return "\n".join(lines) + "\n"
 
 
-def report(run: dict) -> dict:
+def report(run) -> dict:
     return {
         "format_version": FORMAT_VERSION,
         "kind": "load",
-        "urls": [{"url": u, "weight": w} for u, w in run["urls"]],
-        "arrivals": run["arrivals"],
-        "slo": None if run["slo"] is None else {"percentile": run["slo"][0], "limit_s": run["slo"][1]},
-        "stopped": run.get("stopped", False),
-        "steps": [dict(step, verdict=asdict(v)) for step, v in zip(run["steps"], run["verdicts"])],
-        "knee": None if run.get("knee") is None else asdict(run["knee"]),
-        "workers_ready": run.get("workers_ready"),
+        "urls": [{"url": u, "weight": w} for u, w in run.urls],
+        "arrivals": run.arrivals,
+        "slo": None if run.slo is None else {"percentile": run.slo[0], "limit_s": run.slo[1]},
+        "stopped": run.stopped,
+        "steps": [dict(step, verdict=asdict(v)) for step, v in zip(run.steps, run.verdicts)],
+        "knee": None if run.knee is None else asdict(run.knee),
+        "workers_ready": run.workers_ready,
     }
 
 
-def render_json(run: dict) -> str:
+def render_json(run) -> str:
     return json.dumps(report(run), indent=2) + "\n"
 
 
-def render_html(run: dict, step_recording) -> str:
+def render_html(run) -> str:
     """The shared HTML report: the load part (curve, steps, endpoints, loops) on top of the recording
     of the last profiled step (the one past the knee in a ramp); an empty recording without a profile."""
     from gilty.load.profile import PROFILE_RATE_HZ
@@ -127,7 +128,7 @@ def render_html(run: dict, step_recording) -> str:
     from gilty.sampling.session import Recording
 
     data = report(run)
-    rate, recording = step_recording if step_recording is not None else (None, Recording(rate_hz=PROFILE_RATE_HZ))
+    rate, recording = run.step_recording if run.step_recording is not None else (None, Recording(rate_hz=PROFILE_RATE_HZ))
     data["recording_step"] = rate
     return html_report.render(recording, load=data)
 
@@ -240,8 +241,10 @@ def state_shares(p) -> str:
     return ", ".join(parts)
 
 
-def render_locust_text(run: dict, prof) -> str:
-    """A Locust run: its own figures, labelled closed loop, per second joined with the server's GIL."""
+def render_locust_text(result) -> str:
+    """A Locust run (``load.result.LocustResult``): its own figures, labelled closed loop, per second
+    joined with the server's GIL."""
+    run, prof = result.figures, result.profile
     agg = run["aggregated"] or {}
     lines = [
         f"gilty load --locustfile {run['locustfile']}: Locust, {run['users']} users (spawn rate {run['spawn_rate']:g}/s), "
@@ -301,14 +304,15 @@ def locust_report(run: dict) -> dict:
     return {"format_version": FORMAT_VERSION, "kind": "load_locust", "loop": "closed", **run}
 
 
-def render_locust_json(run: dict) -> str:
-    return json.dumps(locust_report(run), indent=2) + "\n"
+def render_locust_json(result) -> str:
+    return json.dumps(locust_report(result.figures), indent=2) + "\n"
 
 
-def render_locust_html(run: dict, recording) -> str:
+def render_locust_html(result) -> str:
     """The shared HTML report with the Locust part on top of the server's recording during the run."""
     from gilty.load.profile import PROFILE_RATE_HZ
     from gilty.report import html_report
     from gilty.sampling.session import Recording
 
-    return html_report.render(recording if recording is not None else Recording(rate_hz=PROFILE_RATE_HZ), load=locust_report(run))
+    recording = result.recording if result.recording is not None else Recording(rate_hz=PROFILE_RATE_HZ)
+    return html_report.render(recording, load=locust_report(result.figures))

@@ -18,9 +18,10 @@ class NotThisFormat(ValueError):
     """The kind of report has no such format (a load run has no flame graph)."""
 
 
-def _load_run(data: dict) -> dict:
-    """The ``run`` the load renderers take, from its JSON report."""
+def _load_run(data: dict):
+    """The ``LoadRun`` the load renderers take, from its JSON report."""
     from gilty.load.analysis import Knee, StepVerdict
+    from gilty.load.result import LoadRun
 
     def build(cls, d):
         names = {f.name for f in fields(cls)}
@@ -28,17 +29,17 @@ def _load_run(data: dict) -> dict:
 
     steps = [{k: v for k, v in step.items() if k != "verdict"} for step in data["steps"]]
     slo = data.get("slo")
-    return {
-        "urls": [(u["url"], u["weight"]) for u in data["urls"]],
-        "arrivals": data["arrivals"],
-        "slo": None if slo is None else (slo["percentile"], slo["limit_s"]),
-        "stopped": data.get("stopped", False),
-        "steps": steps,
-        "verdicts": [build(StepVerdict, step["verdict"]) for step in data["steps"]],
-        "knee": None if data.get("knee") is None else build(Knee, data["knee"]),
-        "profiles": [],
-        "workers_ready": data.get("workers_ready"),
-    }
+    return LoadRun(
+        urls=[(u["url"], u["weight"]) for u in data["urls"]],
+        arrivals=data["arrivals"],
+        slo=None if slo is None else (slo["percentile"], slo["limit_s"]),
+        stopped=data.get("stopped", False),
+        steps=steps,
+        verdicts=[build(StepVerdict, step["verdict"]) for step in data["steps"]],
+        knee=None if data.get("knee") is None else build(Knee, data["knee"]),
+        profiles=[],
+        workers_ready=data.get("workers_ready"),
+    )
 
 
 def render(kind: str, data: dict, fmt: str) -> str:

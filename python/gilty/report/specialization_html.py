@@ -110,3 +110,7 @@ def render(session: SpecializationSession, top: int = 10, analysis: Analysis = N
     recording.duration_s = session.requested_duration_s
     recording.partial, recording.partial_reason = bool(session.partial_reason), session.partial_reason
     return html_report.render(recording, specialization=report_data(session, top, analysis))
+
+
+def render_result(result) -> str:
+    return render(result.session, result.top, result.analysis)

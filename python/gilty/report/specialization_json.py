@@ -22,3 +22,11 @@ def render(session: SpecializationSession, top: int = 10, analysis: Analysis = N
         "session": session.to_dict(),
     }
     return json.dumps(doc, indent=1, sort_keys=False) + "\n"
+
+
+def render_result(result) -> str:
+    return render(result.session, result.top, result.analysis)
+
+
+def render_opcache_result(result) -> str:
+    return json.dumps({"schema": "gilty.specialization.opcache/1", **result.doc}, indent=1) + "\n"

@@ -113,3 +113,11 @@ def render_opcache(doc: dict, top: int = 10) -> str:
     out.append("")
     out.append(f"{deopt} site(s) deoptimized (their lookups take the generic path: several types, or a changing dict)")
     return "\n".join(out) + "\n"
+
+
+def render_result(result) -> str:
+    return render(result.session, result.top, result.analysis)
+
+
+def render_opcache_result(result) -> str:
+    return render_opcache(result.doc, result.top)
