@@ -7,7 +7,8 @@ not anything the native sampler decides.
 
 import pytest
 from gilty._errors import EXIT_OK, EXIT_PARTIAL, EXIT_TARGET_EXITED, CommandError
-from gilty.cli.record import CHUNK_S, finish, output_format, sample_until_stopped
+from gilty.cli.options import output_format
+from gilty.cli.record import CHUNK_S, finish, sample_until_stopped
 from synthetic import HOLD, BatchBuilder, make_session
 
 

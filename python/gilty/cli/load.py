@@ -36,8 +36,17 @@ import urllib.parse
 from dataclasses import asdict
 
 from gilty._errors import EXIT_ALL_FAILED, EXIT_OK, EXIT_SERVER_NOT_READY, EXIT_TARGET_EXITED, CommandError, UsageError
-from gilty.cli.options import bounded_float, bounded_int, check_output, pid_number, seconds
-from gilty.cli.record import add_format_argument, emit, output_format, positive_int
+from gilty.cli.options import (
+    add_format_argument,
+    bounded_float,
+    bounded_int,
+    check_output,
+    emit,
+    output_format,
+    pid_number,
+    positive_int,
+    seconds,
+)
 from gilty.load import analysis, locust, profile, ready
 from gilty.load.plan import MAX_RATE, LoadOptions, native_plan, parse_header, parse_ramp, parse_slo, parse_url
 from gilty.load.sites import app_fragments

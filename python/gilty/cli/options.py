@@ -197,11 +197,117 @@ def add_picture_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def picture_options(args: argparse.Namespace):
+def picture_options(source):
+    """What pictures draw, from a namespace with ``add_picture_arguments``'s options or an
+    OutputOptions (gilty.options)."""
     from gilty.report.pictures import PictureOptions
 
-    return PictureOptions(
-        idle=bool(getattr(args, "idle", False)),
-        merge_workers=getattr(args, "merge_workers", None),
-        lines=bool(getattr(args, "lines", True)),
+    return PictureOptions(idle=bool(source.idle), merge_workers=source.merge_workers, lines=bool(source.lines))
+
+
+# -- the shared option groups (gilty.options): their arguments, and the dataclasses built from them --
+
+
+def add_rate_argument(parser: argparse.ArgumentParser, default: float) -> None:
+    parser.add_argument(
+        "--rate", type=sampling_rate, default=default, metavar="HZ", help="samples per second (default: %(default)g)"
     )
+
+
+def add_duration_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--duration", type=seconds, metavar="S", help="stop after S seconds (default: until Ctrl-C or exit)")
+
+
+def add_output_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
+
+
+def add_exact_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--exact",
+        action="store_true",
+        help="also trace every GIL acquisition and garbage collection with uprobes (root; needs interpreter symbols)",
+    )
+
+
+def add_tasks_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--tasks",
+        action="store_true",
+        help="also read every asyncio task in each pass: wall time per task, by await site (docs/asyncio.md)",
+    )
+
+
+def add_native_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--native",
+        action="store_true",
+        help="also sample each thread's C stack with perf events and show it between the Python frames "
+        "(docs/cli.md; root, CAP_PERFMON or kernel.perf_event_paranoid<=1)",
+    )
+
+
+def target_options(args: argparse.Namespace):
+    """--pid, -s and `-- CMD` (``args.child_argv``, set by gilty.cli.main for every command)."""
+    from gilty.options import TargetOptions
+
+    return TargetOptions(tuple(args.pid or ()), bool(args.subprocesses), args.child_argv)
+
+
+def sampling_options(args: argparse.Namespace, **given):
+    """--rate and --duration of ``args``; the rest (native, exact, tasks) as ``given``, from the options
+    the command has."""
+    from gilty.options import SamplingOptions
+
+    return SamplingOptions(args.rate, args.duration, **given)
+
+
+def output_options(args: argparse.Namespace, fmt: str, pictures: bool = False):
+    """-o and the chosen format; with ``pictures``, --idle, --merge-workers and --no-lines too."""
+    from gilty.options import OutputOptions
+
+    if not pictures:
+        return OutputOptions(fmt, args.output)
+    return OutputOptions(fmt, args.output, bool(args.idle), args.merge_workers, bool(args.lines))
+
+
+def record_options(args: argparse.Namespace):
+    """`gilty record`'s options; what the command line got wrong is one line, exit 2, before anything
+    is attached or started (in this order: the target, -o, --fail-if, what -s rules out)."""
+    from gilty import report as reports
+    from gilty.options import RecordOptions
+    from gilty.sampling.analysis.gates import parse_gate
+
+    target = target_options(args)
+    if bool(target.pids) == (target.command is not None):
+        raise UsageError("give either --pid PID or -- CMD [ARG ...] (see `gilty record --help`)")
+    fmt = reports.output_format(args.format, args.output)  # a bad -o fails before recording
+    check_output(args.output)
+    gates = tuple(parse_gate(text) for text in args.fail_if)  # a bad gate too
+    if target.several:
+        if args.tasks:
+            raise UsageError("--tasks reads one process's event loops: leave out --subprocesses and give one --pid")
+        if args.exact:
+            raise UsageError("--exact traces one process: leave out --subprocesses and give one --pid")
+    return RecordOptions(
+        target,
+        sampling_options(args, native=bool(args.native), exact=bool(args.exact), tasks=bool(args.tasks)),
+        output_options(args, fmt, pictures=True),
+        gates,
+    )
+
+
+def top_options(args: argparse.Namespace):
+    from gilty.options import TopOptions
+
+    target = target_options(args)
+    if args.exact and target.several:
+        raise UsageError("--exact traces one process: leave out --subprocesses and give one --pid")
+    return TopOptions(target, sampling_options(args, exact=bool(args.exact)), args.sort)
+
+
+def serve_options(args: argparse.Namespace):
+    from gilty.options import SamplingOptions, ServeOptions
+
+    # No --duration: it serves until stopped.
+    return ServeOptions(target_options(args), SamplingOptions(args.rate), args.bind, args.port, bool(args.per_thread))

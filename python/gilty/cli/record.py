@@ -30,17 +30,14 @@ from gilty._errors import (
     CommandError,
     UsageError,
 )
-from gilty.cli.options import (  # noqa: F401 - re-exported for the other commands
-    FORMATS,
+from gilty.cli.options import (
+    add_exact_argument,
     add_format_argument,
     add_picture_arguments,
     add_pid_arguments,
+    add_tasks_argument,
     check_output,
-    emit,
-    output_format,
     picture_options,
-    positive_float,
-    positive_int,
     sampling_rate,
     seconds,
 )
@@ -91,22 +88,6 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="EXPR",
         help="exit 10 when EXPR holds, e.g. 'waiting_gil>0.2', 'thread=worker-*:wait>=30%%', 'gil_utilisation>0.9' (repeatable)",
-    )
-
-
-def add_exact_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--exact",
-        action="store_true",
-        help="also trace every GIL acquisition and garbage collection with uprobes (root; needs interpreter symbols)",
-    )
-
-
-def add_tasks_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--tasks",
-        action="store_true",
-        help="also read every asyncio task in each pass: wall time per task, by await site (docs/asyncio.md)",
     )
 
 

@@ -21,8 +21,7 @@ import threading
 import time
 
 from gilty._errors import EXIT_OK, CommandError, UsageError
-from gilty.cli.options import port_number, sampling_rate
-from gilty.cli.record import add_pid_arguments
+from gilty.cli.options import add_pid_arguments, port_number, sampling_rate
 from gilty.observe.sidecar import Totals, find_by_cmdline
 from gilty.sampling import launch
 

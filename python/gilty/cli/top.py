@@ -21,15 +21,8 @@ import tty
 from typing import Any, Callable, Optional, TextIO
 
 from gilty._errors import EXIT_OK, EXIT_TARGET_EXITED, EXIT_USAGE, CommandError
-from gilty.cli.record import (
-    CHUNK_S,
-    DEFAULT_RATE_HZ,
-    add_exact_argument,
-    add_pid_arguments,
-    open_sampler,
-    sampling_rate,
-    seconds,
-)
+from gilty.cli.options import add_exact_argument, add_pid_arguments, sampling_rate, seconds
+from gilty.cli.record import CHUNK_S, DEFAULT_RATE_HZ, open_sampler
 from gilty.report import console_processes
 from gilty.report.console import render_top
 from gilty.report.labels import displayed, displayed_session, terminal_text
