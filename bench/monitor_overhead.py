@@ -3,7 +3,7 @@
     .venv/bin/python bench/monitor_overhead.py [--rounds 7] [--seconds 3] [--threads 4] [--interval 0.001]
 
 Each round runs the workload (N threads counting in a pure-Python loop) once without the monitor and
-once with `gilty.monitor.start(interval)`, in alternating order, each in a fresh interpreter. Reported:
+once with `gilty.observe.monitor.start(interval)`, in alternating order, each in a fresh interpreter. Reported:
 the median throughput ratio (with / without), its spread, and the monitor thread's own CPU per second.
 """
 
@@ -23,8 +23,8 @@ WORKLOAD = r"""
 import json, sys, threading, time
 seconds, threads, interval = float(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
 if interval > 0:
-    import gilty.monitor
-    gilty.monitor.start(interval)
+    import gilty.observe.monitor
+    gilty.observe.monitor.start(interval)
     time.sleep(0.2)
 counts = [0] * threads
 stop = False

@@ -34,7 +34,7 @@ __all__ = ["__version__", "CommandError", "gil_stats", *_NATIVE_NAMES]
 
 
 def gil_stats(windows: tuple = (1, 10, 60)) -> dict:
-    """This process's per-thread GIL shares since ``gilty.monitor.start()`` (see gilty.monitor)."""
+    """This process's per-thread GIL shares since ``gilty.observe.monitor.start()`` (see gilty.observe.monitor)."""
     from gilty.observe.monitor import gil_stats as stats
 
     return stats(windows)

@@ -5,7 +5,7 @@ Traffic is loopback-only and bounded (a few requests, each with a timeout). Per 
 
 - default gunicorn: a full collection in each worker turns tens of MiB private, attributed to GC;
   reading every object then turns more private, attributed outside GC;
-- with the gilty.prefork hooks: the collection copies next to nothing; reading still copies
+- with the gilty.memory.prefork hooks: the collection copies next to nothing; reading still copies
   (reference counting), outside GC;
 - gilty itself leaves the sharing alone (it reads through /proc/PID/mem, see memory/procmem.rs).
 
@@ -95,7 +95,7 @@ class GunicornTree:
         args = [python, "-m", "gunicorn", "--preload", "-w", str(WORKERS), "-b", f"127.0.0.1:{self.port}"]
         args += ["--no-control-socket", "--timeout", "120", "--graceful-timeout", "5", "--log-level", "info"]
         if hooks:
-            args += ["-c", "python:gilty.prefork.gunicorn"]
+            args += ["-c", "python:gilty.memory.prefork.gunicorn"]
         args.append("app:app")
         env = dict(os.environ, PYTHONPATH=f"{REPO / 'python'}{os.pathsep}{APP_DIR}", PYTHONUNBUFFERED="1")
         for var in ("PYTHONHOME", "PYTHONSTARTUP", "GILTY_PREFORK_GC", "GILTY_PREFORK_FAST_EXIT"):
@@ -362,7 +362,7 @@ def test_default_json_has_the_documented_shape(default_runs, default_tree):
     assert isinstance(report["warnings"], list) and report["summary"]
 
 
-# -- with gilty.prefork ---------------------------------------------------------------------------------
+# -- with gilty.memory.prefork ---------------------------------------------------------------------------------
 
 
 # Guards: gilty's own reads making workers copy what they share (process_vm_readv unshares pages it

@@ -1,4 +1,4 @@
-"""The in-process monitor (gilty.monitor / gilty.gil_stats) inside real interpreters of each version,
+"""The in-process monitor (gilty.observe.monitor / gilty.gil_stats) inside real interpreters of each version,
 installed from the wheel: two spinners must each hold the GIL about half the time and wait the other
 half, the sleeping main thread must be idle, a thread that exited seconds ago must still be listed, and
 the monitor's own thread must not appear."""

@@ -4,7 +4,7 @@ into a fresh venv of every interpreter present, then used against a target of an
 
 Guards: the extension must be small (no debug info), abi3 (one wheel for every host Python 3.10+),
 manylinux-compatible (auditwheel), the build leaves nothing in the source tree, and the host's Python
-version must not tie gilty to targets of the same version. `gilty.prefork` runs inside applications
+version must not tie gilty to targets of the same version. `gilty.memory.prefork` runs inside applications
 and must work where the native extension is missing.
 """
 
@@ -34,7 +34,7 @@ def test_wheel_is_small_and_abi3(wheel):
         names = set(z.namelist())
     assert len(natives) == 1 and natives[0].filename == "gilty/_native.abi3.so", [i.filename for i in natives]
     assert natives[0].file_size <= MAX_EXTENSION_BYTES, f"extension is {natives[0].file_size} bytes"
-    assert "gilty/prefork/__init__.py" in names and "gilty/py.typed" in names
+    assert "gilty/memory/prefork/__init__.py" in names and "gilty/py.typed" in names
 
 
 def test_auditwheel_accepts_the_tag(wheel):
@@ -107,7 +107,7 @@ def test_prefork_works_without_the_extension(interp, installed):
     code = (
         "import sys\n"
         "sys.modules['gilty._native'] = None\n"
-        "import gc, gilty.prefork as p, gilty.prefork.gunicorn\n"
+        "import gc, gilty.memory.prefork as p, gilty.memory.prefork.gunicorn\n"
         "p.master_start(); p.before_fork(); p.after_fork_in_child()\n"
         "assert gc.get_freeze_count() > 0 and gc.isenabled()\n"
         "try:\n"

@@ -3,10 +3,10 @@
 
 
 def post_fork(server, worker):
-    import gilty.prometheus
+    import gilty.observe.prometheus
     import gunicorn_metrics_app
 
-    gilty.prometheus.export_multiprocess(period=0.5)
+    gilty.observe.prometheus.export_multiprocess(period=0.5)
     gunicorn_metrics_app.start_spinners()
 
 

@@ -16,20 +16,20 @@ mode = sys.argv[1]
 if mode == "prometheus":
     import prometheus_client
 
-    import gilty.prometheus
+    import gilty.observe.prometheus
 
-    gilty.prometheus.register()
+    gilty.observe.prometheus.register()
     prometheus_client.start_http_server(int(sys.argv[2]), addr="127.0.0.1")
 else:
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
-    import gilty.otel
+    import gilty.observe.otel
 
     reader = PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=sys.argv[2]), export_interval_millis=500)
     provider = MeterProvider(metric_readers=[reader])
-    gilty.otel.register(provider)
+    gilty.observe.otel.register(provider)
 
 for i in range(2):
     threading.Thread(target=spin, name=f"spinner-{i}", daemon=True).start()

@@ -14,11 +14,11 @@ import time
 import gc
 
 import gilty
-import gilty.monitor
+import gilty.observe.monitor
 
 interval, spin_s, collections = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
 print("ready", flush=True)
-gilty.monitor.start(interval)
+gilty.observe.monitor.start(interval)
 
 
 def spin():
@@ -62,4 +62,4 @@ for t in threads:
 for _ in range(collections):
     gc.collect()
 print(json.dumps(gilty.gil_stats()), flush=True)
-gilty.monitor.stop()
+gilty.observe.monitor.stop()

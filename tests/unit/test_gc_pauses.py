@@ -7,7 +7,7 @@ import gc
 import threading
 import time
 
-from gilty.monitor.gc_pauses import LISTENER_PERIOD_S, GcPauses
+from gilty.observe.monitor.gc_pauses import LISTENER_PERIOD_S, GcPauses
 
 
 def test_pauses_drained_by_a_snapshot_still_reach_the_listeners():

@@ -1,4 +1,4 @@
-"""gilty.prefork: the freeze pattern's hooks, run in fresh interpreters (they change GC state and
+"""gilty.memory.prefork: the freeze pattern's hooks, run in fresh interpreters (they change GC state and
 exit paths): disable early, collect once and freeze before fork, re-enable in the child; the
 threshold-0 variant; the fast exit; the gunicorn and uWSGI modules."""
 
@@ -12,7 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from gilty import prefork
+from gilty.memory import prefork
 
 PYTHON_DIR = Path(__file__).resolve().parents[2] / "python"
 
@@ -38,7 +38,7 @@ def test_fork_hooks_freeze_once_and_reenable_in_the_child():
     done = run_py(
         """
         import gc, json, os
-        from gilty import prefork
+        from gilty.memory import prefork
         prefork.install_fork_hooks()
         assert not gc.isenabled()
         junk = []
@@ -75,7 +75,7 @@ def test_threshold0_survives_gc_enable():
     done = run_py(
         """
         import gc, json
-        from gilty import prefork
+        from gilty.memory import prefork
         prefork.master_start(prefork.PreforkOptions(mode="threshold0"))
         gc.enable()  # what msgpack did
         before = gc.get_threshold()
@@ -103,7 +103,7 @@ FAST_EXIT_CHILD = """
     # stands for what interpreter finalisation would do after the handlers).
     PARENT = os.getpid()
     atexit.register(lambda: os.getpid() != PARENT and open({marker!r} + ".late", "w").write("x"))
-    from gilty import prefork
+    from gilty.memory import prefork
     prefork.install_fork_hooks(prefork.PreforkOptions(fast_exit={fast}))
     pid = os.fork()
     if pid == 0:
@@ -138,12 +138,12 @@ def test_fast_exit_runs_atexit_keeps_status_and_leaves(tmp_path, fast, ending, s
     assert Path(marker + ".late").exists() != skipped
 
 
-# Guards: `-c python:gilty.prefork.gunicorn` not stopping GC at import, hooks with the wrong arity.
+# Guards: `-c python:gilty.memory.prefork.gunicorn` not stopping GC at import, hooks with the wrong arity.
 def test_gunicorn_config_module():
     done = run_py(
         """
         import gc, inspect, json
-        import gilty.prefork.gunicorn as conf
+        import gilty.memory.prefork.gunicorn as conf
         master_gc = gc.get_threshold()
 
         class Log:
@@ -185,7 +185,7 @@ def test_uwsgi_module_uses_the_post_fork_hook():
         calls = []
         fake.post_fork_hook = lambda: calls.append("previous")
         sys.modules["uwsgi"] = fake
-        import gilty.prefork.uwsgi as hooks
+        import gilty.memory.prefork.uwsgi as hooks
         disabled = not gc.isenabled()
         data = [[i] for i in range(5000)]
         hooks.freeze()
@@ -203,7 +203,7 @@ def test_multiprocessing_fork_children_get_gc_back():
     done = run_py(
         """
         import gc, json, multiprocessing as mp
-        from gilty import prefork
+        from gilty.memory import prefork
         prefork.install_fork_hooks()
         data = [[i] for i in range(5000)]
 

@@ -2,7 +2,7 @@
 
     from opentelemetry.sdk.metrics import MeterProvider
     import gilty.observe.otel
-    gilty.otel.register(provider)        # or the global provider; starts the monitor if needed
+    gilty.observe.otel.register(provider)        # or the global provider; starts the monitor if needed
 
 Instruments: observable counters ``gilty.gil.hold`` and ``gilty.gil.wait`` (unit s, attributes
 ``thread.name``, ``thread.id``, ``process.pid``), ``gilty.thread.state`` (adds ``state``), a histogram
@@ -55,7 +55,7 @@ def register(meter_provider: Any = None, *, interval: float = DEFAULT_INTERVAL_S
     try:
         from opentelemetry import metrics
     except ImportError:
-        raise ImportError("gilty.otel needs opentelemetry-sdk (pip install opentelemetry-sdk)") from None
+        raise ImportError("gilty.observe.otel needs opentelemetry-sdk (pip install opentelemetry-sdk)") from None
     if not running():
         start(interval)
     meter = (meter_provider or metrics.get_meter_provider()).get_meter("gilty")

@@ -1,7 +1,7 @@
-"""Prometheus metrics of this process from the in-process monitor (``gilty.monitor``).
+"""Prometheus metrics of this process from the in-process monitor (``gilty.observe.monitor``).
 
     import gilty.observe.prometheus
-    gilty.prometheus.register()          # default registry; starts the monitor if needed
+    gilty.observe.prometheus.register()          # default registry; starts the monitor if needed
 
 Metrics (counters in seconds, by Prometheus conventions):
   gilty_gil_hold_seconds_total{pid,thread,tid}   time a thread held the GIL (collections included)
@@ -33,7 +33,7 @@ def _require_client() -> Any:
     try:
         import prometheus_client
     except ImportError:
-        raise ImportError("gilty.prometheus needs prometheus_client (pip install prometheus-client)") from None
+        raise ImportError("gilty.observe.prometheus needs prometheus_client (pip install prometheus-client)") from None
     return prometheus_client
 
 

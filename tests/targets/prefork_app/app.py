@@ -10,7 +10,7 @@ Endpoints (each answers JSON with the worker's pid):
 - ``/collect``     a full ``gc.collect()`` in this worker (``?once=1``: only the first time)
 - ``/touch``       reads every field of every record: reference-count writes on every object
                    (``?once=1``: only the first time)
-- ``/gc``          this process's GC settings (``gilty.prefork.status()`` when importable)
+- ``/gc``          this process's GC settings (``gilty.memory.prefork.status()`` when importable)
 """
 
 import gc
@@ -71,7 +71,7 @@ def _touch():
 
 def _gc_status():
     try:
-        from gilty import prefork
+        from gilty.memory import prefork
 
         return prefork.status()
     except ImportError:

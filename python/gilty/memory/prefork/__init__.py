@@ -17,8 +17,8 @@ bpo-31558) avoids that:
 Reference counting still writes to objects the worker *reads*; nothing here prevents that part
 of copy-on-write (``gilty memory`` tells the two apart).
 
-Server-specific modules: ``gilty.prefork.gunicorn`` (a config module and importable hooks) and
-``gilty.prefork.uwsgi``. For a plain ``os.fork()`` or ``multiprocessing`` ("fork" start method)
+Server-specific modules: ``gilty.memory.prefork.gunicorn`` (a config module and importable hooks) and
+``gilty.memory.prefork.uwsgi``. For a plain ``os.fork()`` or ``multiprocessing`` ("fork" start method)
 server, call ``install_fork_hooks()`` before importing the application. docs/prefork.md has the
 details and the trade-offs of each option.
 

@@ -2,15 +2,15 @@
 
 As a config module, nothing else needed::
 
-    gunicorn --preload -c python:gilty.prefork.gunicorn app:app
+    gunicorn --preload -c python:gilty.memory.prefork.gunicorn app:app
 
 From an existing config file (``gunicorn.conf.py``)::
 
-    from gilty.prefork.gunicorn import pre_fork, post_fork   # importing stops GC in the master
+    from gilty.memory.prefork.gunicorn import pre_fork, post_fork   # importing stops GC in the master
 
 or, when the config already has a ``pre_fork`` / ``post_fork``, call these from yours::
 
-    import gilty.prefork.gunicorn as gilty_hooks
+    import gilty.memory.prefork.gunicorn as gilty_hooks
 
     def post_fork(server, worker):
         gilty_hooks.post_fork(server, worker)

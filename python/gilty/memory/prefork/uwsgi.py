@@ -3,7 +3,7 @@
 uWSGI loads the application in the master (unless ``lazy-apps``) and then forks the workers.
 Import this module first in the WSGI file and call ``freeze()`` at its end::
 
-    import gilty.prefork.uwsgi as gilty_hooks   # first line: stops automatic GC in the master
+    import gilty.memory.prefork.uwsgi as gilty_hooks   # first line: stops automatic GC in the master
 
     import django  # ... the application's imports and set-up
     application = ...

@@ -1,9 +1,9 @@
 """The in-process monitor: per-thread GIL hold / wait / gc / idle shares of *this* process.
 
     import gilty.observe.monitor
-    gilty.monitor.start(interval=0.001)
+    gilty.observe.monitor.start(interval=0.001)
     ...
-    gilty.gil_stats()        # or gilty.monitor.gil_stats()
+    gilty.gil_stats()        # or gilty.observe.monitor.gil_stats()
 
 A native thread (no Python thread state, never takes the GIL) reads this interpreter's GIL and
 thread states from memory the way ``gilty record`` reads another process, so the measurement does
@@ -70,7 +70,7 @@ def add_gc_listener(listener) -> None:
     """Call ``listener(generation, pause_s)`` after every collection while the monitor runs."""
     with _lock:
         if _gc is None:
-            raise RuntimeError("start the monitor first (gilty.monitor.start())")
+            raise RuntimeError("start the monitor first (gilty.observe.monitor.start())")
         _gc.add_listener(listener)
 
 
