@@ -9,7 +9,7 @@ from gilty.sampling.analysis.convoy import RESOLVED_SAMPLES_PER_EPISODE
 from gilty.sampling.analysis.functions import most_frequent
 from gilty.sampling.analysis.pools import group_pools
 from gilty.sampling.analysis.summary_model import Verdict
-from gilty.sampling.analysis.wording import label_list, milliseconds, percent, percent_range, short_labels, thread_label
+from gilty.sampling.analysis.wording import label_list, milliseconds, percent, percent_range, short_labels, thread_label_from_name
 from gilty.sampling.native_frames import frame_text
 from gilty.sampling.session import CPU_WAIT, GC, IDLE, NATIVE, UNKNOWN, WAITING_GIL
 
@@ -94,7 +94,7 @@ def _contention(summary: "Summary", waiters: list, labels: dict) -> str:
             (
                 f"'{key}' ({sum(1 for p in labels.pool_of.values() if p == key)} threads)"
                 if key in labels.pool_of.values()
-                else labels.get(key, thread_label(summary.session.thread_name(key), key))
+                else labels.get(key, thread_label_from_name(summary.session.thread_name(key), key))
             )
             + f" {percent(n / total_wait)}"
             for key, n in by_group.most_common(3)
@@ -104,7 +104,7 @@ def _contention(summary: "Summary", waiters: list, labels: dict) -> str:
     holder = summary.thread(holder_tid)
     holder_name = holder.name if holder else summary.session.thread_name(holder_tid)
     holder_hold = holder.states.holding / holder.samples if holder and holder.samples else 0.0
-    holder_short = labels.get(holder_tid, thread_label(holder_name, holder_tid))
+    holder_short = labels.get(holder_tid, thread_label_from_name(holder_name, holder_tid))
     waits = [t.states.fraction(WAITING_GIL) for t in others]
     if len(others) == 1:
         who = f"thread {labels[others[0].tid]} waits for it {percent_range(waits)} of its time"
@@ -125,7 +125,7 @@ def _contention(summary: "Summary", waiters: list, labels: dict) -> str:
         else:
             where += f" ({percent(function_share)} in {location})"
     return (
-        f"Thread {thread_label(holder_name, holder_tid)} holds the GIL {percent(holder_hold)} of the time; "
+        f"Thread {thread_label_from_name(holder_name, holder_tid)} holds the GIL {percent(holder_hold)} of the time; "
         f"{who}, {percent(share)} of that {where}."
     )
 

@@ -30,7 +30,7 @@ def quoted(name: str) -> str:
     return f"'{name}'"
 
 
-def thread_label(name: str, tid: int) -> str:
+def thread_label_from_name(name: str, tid: int) -> str:
     return f"'{name}' (tid {tid})"
 
 
@@ -40,7 +40,7 @@ def short_labels(threads: list) -> dict:
     seen: dict = {}
     for t in threads:
         seen[t.name] = seen.get(t.name, 0) + 1
-    return {t.tid: quoted(t.name) if seen[t.name] == 1 else thread_label(t.name, t.tid) for t in threads}
+    return {t.tid: quoted(t.name) if seen[t.name] == 1 else thread_label_from_name(t.name, t.tid) for t in threads}
 
 
 def label_list(labels: list, limit: int = 3) -> str:
