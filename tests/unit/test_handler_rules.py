@@ -6,6 +6,7 @@ frame under an installed server's frame. The real servers are in tests/integrati
 from __future__ import annotations
 
 from gilty.load.endpoints import FRAMEWORK, handler_frame
+from gilty.load.sites import AppScope
 
 SITE = "/venv/lib/python3.12/site-packages"
 STDLIB = "/usr/lib/python3.12"
@@ -155,5 +156,5 @@ def test_a_blocked_aiohttp_handler_waits_on_a_dependency_not_for_work():
     )
     session = make_session([b.batch([{1: (IDLE, blocked, RECVFROM)}, {1: (IDLE, select, EPOLL_WAIT)}])])
     cache: dict = {}
-    assert classify(session, IDLE, blocked, RECVFROM, PREFIXES, (), cache) == DEPENDENCY_WAIT
-    assert classify(session, IDLE, select, EPOLL_WAIT, PREFIXES, (), cache) == WAITING_FOR_WORK
+    assert classify(session, IDLE, blocked, RECVFROM, PREFIXES, AppScope(), cache) == DEPENDENCY_WAIT
+    assert classify(session, IDLE, select, EPOLL_WAIT, PREFIXES, AppScope(), cache) == WAITING_FOR_WORK

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from gilty.cli import build_parser, split_child_command
-from gilty.cli.load import take_trailing_output
+from gilty.load.options import trailing_output
 
 ISSUE_8 = (
     "load http://127.0.0.1:8000/ --ramp 50:1000:50 --slo p99=50ms "
@@ -17,8 +17,7 @@ ISSUE_8 = (
 def parse(argv: list):
     own, child = split_child_command(argv)
     args = build_parser("load").parse_args(own)
-    args.child_argv = child
-    take_trailing_output(args)
+    args.output, args.child_argv = trailing_output(args.output, child)
     return args
 
 

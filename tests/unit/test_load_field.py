@@ -9,7 +9,7 @@ from __future__ import annotations
 from gilty.load import analysis, endpoints, kinds, profile, task_endpoints
 from gilty.load.endpoints import FRAMEWORK, endpoint_table, handler_frame
 from gilty.load.eventloop import loop_lags
-from gilty.load.sites import app_fragments, site_key
+from gilty.load.sites import AppScope, site_key
 from gilty.sampling.session import Recording
 from synthetic import ACCEPT4, EPOLL_WAIT, HOLD, IDLE, NATIVE, PSELECT6, RECVFROM, BatchBuilder, make_session
 
@@ -43,7 +43,7 @@ def test_a_view_installed_in_site_packages_is_the_endpoint():
     # before issue 21: "(framework)" for all of httpbin's server time
     assert handler_frame(stack, PREFIXES) == VIEW
     # its site is the library function the view called, not random's internals
-    own = ("site-packages/httpbin/",)
+    own = AppScope(("site-packages/httpbin/",))
     assert site_key(stack, PREFIXES, own) == (
         "Random.randint",
         f"{STDLIB}/random.py",
@@ -51,7 +51,7 @@ def test_a_view_installed_in_site_packages_is_the_endpoint():
         f"random_bytes ({SITE}/httpbin/core.py:1460)",
     )
     # --app httpbin says the same, wherever httpbin is installed
-    assert site_key(stack, PREFIXES, app_fragments(["httpbin"]))[0] == "Random.randint"
+    assert site_key(stack, PREFIXES, AppScope.of_packages(["httpbin"]))[0] == "Random.randint"
     # a decorator of the framework between the dispatch and the view is looked through; generated code is no handler
     wrapped = [
         VIEW,
@@ -297,7 +297,12 @@ def test_idle_asyncio_workers_wait_for_work():
 
 
 def test_app_names_the_application_wherever_installed():
-    assert app_fragments(["httpbin", "shop.views"]) == ("/httpbin/", "/httpbin.py", "/shop/views/", "/shop/views.py")
+    assert AppScope.of_packages(["httpbin", "shop.views"]).fragments == (
+        "/httpbin/",
+        "/httpbin.py",
+        "/shop/views/",
+        "/shop/views.py",
+    )
     # a decorator from another installed library wraps the view: --app says which frame is the app's
     deco = ("login_required.<locals>.wrapper", f"{SITE}/authlib/decorators.py", 20)
     view = ("profile", f"{SITE}/shop/views.py", 12)
@@ -308,7 +313,7 @@ def test_app_names_the_application_wherever_installed():
         ("BaseHandler._get_response", f"{SITE}/django/core/handlers/base.py", 197),
     ]
     assert handler_frame(stack, PREFIXES) == deco
-    assert handler_frame(stack, PREFIXES, app_fragments(["shop"])) == view
+    assert handler_frame(stack, PREFIXES, AppScope.of_packages(["shop"])) == view
 
 
 def test_workers_waiting_for_work_all_along_say_so():

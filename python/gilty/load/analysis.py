@@ -3,7 +3,7 @@ rate that met it), Little's law, whether the generator kept up, and the limit at
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 MAX_ERROR_SHARE = 0.01
@@ -93,7 +93,31 @@ class Knee:
     explanation: str
 
 
-def find_knee(steps: list, verdicts: list, slo: Optional[tuple]) -> Knee:
+@dataclass
+class KneeReading:
+    """The knee before it is put in one sentence: what stopped holding (``condition``) and why
+    (``cause``), kept apart so that a profile's cause can replace the generic one, with what else
+    slowed the server (``also``) and caveats (``notes``)."""
+
+    rate: Optional[float]
+    max_throughput: float
+    effective_concurrency: Optional[float]
+    limit: str
+    condition: str
+    cause: Optional[str] = None
+    also: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+
+    def knee(self) -> Knee:
+        words = self.condition if self.cause is None else f"{self.condition}; {self.cause}"
+        if self.also:
+            words += ". Also: " + "; ".join(self.also)
+        if self.notes:
+            words += ". Note: " + "; ".join(self.notes)
+        return Knee(self.rate, self.max_throughput, self.effective_concurrency, self.limit, words)
+
+
+def read_knee(steps: list, verdicts: list, slo: Optional[tuple]) -> KneeReading:
     passing = [v for v in verdicts if v.meets_slo]
     rate = max((v.rate for v in passing), default=None)
     max_tp = max((v.throughput for v in verdicts), default=0.0)
@@ -102,14 +126,14 @@ def find_knee(steps: list, verdicts: list, slo: Optional[tuple]) -> Knee:
     failing = [v for v in verdicts if not v.meets_slo]
     slo_text = f"{slo[0].replace('_', '.')} <= {slo[1] * 1e3:g} ms" if slo else "errors <= 1%"
     if not failing:
-        return Knee(
+        return KneeReading(
             rate, max_tp, concurrency, "none reached", f"every step met {slo_text}; the knee is above {verdicts[-1].rate:g} rps"
         )
     first_bad = failing[0]
     # The generator is to blame only if, without its own delay, the step would have passed.
     server_slow = slo is not None and first_bad.service_percentile_s is not None and first_bad.service_percentile_s > slo[1]
     if first_bad.generator_behind and not server_slow:
-        return Knee(
+        return KneeReading(
             rate,
             max_tp,
             concurrency,
@@ -117,7 +141,7 @@ def find_knee(steps: list, verdicts: list, slo: Optional[tuple]) -> Knee:
             f"at {first_bad.rate:g} rps the generator itself fell behind its schedule; the server's limit is not measured",
         )
     c = f"{concurrency:.1f}" if concurrency is not None else "?"
-    return Knee(
+    return KneeReading(
         rate,
         max_tp,
         concurrency,
@@ -126,13 +150,16 @@ def find_knee(steps: list, verdicts: list, slo: Optional[tuple]) -> Knee:
             f"above {rate:g} rps {slo_text} no longer holds"
             if rate is not None
             else f"already at {first_bad.rate:g} rps {slo_text} does not hold"
-        )
-        + "; the server completes at most "
-        f"{max_tp:.0f} rps, i.e. about {c} requests at a time at its low-load service time",
+        ),
+        f"the server completes at most {max_tp:.0f} rps, i.e. about {c} requests at a time at its low-load service time",
     )
 
 
-def knee_notes(verdicts: list, knee: Knee) -> list:
+def find_knee(steps: list, verdicts: list, slo: Optional[tuple]) -> Knee:
+    return read_knee(steps, verdicts, slo).knee()
+
+
+def knee_notes(verdicts: list, knee) -> list:
     """Caveats on the knee: the percentiles that decided it rest on too few answers."""
     deciding = [v for v in verdicts if v.rate == knee.rate or not v.meets_slo][:2]
     few = [v for v in deciding if v.few_answers]

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from gilty.load.frameworks import FRAMEWORK_CODE, FRAMEWORK_VIEWS, dispatch, generic_handler
-from gilty.load.sites import is_library, library_prefixes, package_fragment, site_key
+from gilty.load.sites import NO_APP, AppScope, is_library, library_prefixes, package_fragment, site_key
 from gilty.load.startup import startup_frame
 from gilty.sampling.session import GC, HOLDING_GIL, IDLE, STATE_NAMES, Session
 
@@ -40,7 +40,7 @@ def _framework_code(file: str, prefixes: tuple) -> bool:
     return stdlib or any(fragment in file for fragment in FRAMEWORK_CODE)
 
 
-def handler_frame(stack: list, prefixes: tuple, app: tuple = ()) -> Optional[tuple]:
+def handler_frame(stack: list, prefixes: tuple, app: AppScope = NO_APP) -> Optional[tuple]:
     """The handler a stack (innermost first) is in: the first application frame inside the innermost
     dispatch frame, else the first frame there that is neither the framework's nor the standard
     library's (an application installed in site-packages); ``FRAMEWORK`` inside a dispatch frame
@@ -61,13 +61,12 @@ def handler_frame(stack: list, prefixes: tuple, app: tuple = ()) -> Optional[tup
     return FRAMEWORK
 
 
-def handler_app(frame, app: tuple) -> tuple:
+def handler_app(frame, app: AppScope) -> AppScope:
     """``app`` with the package of a handler found in site-packages added: its own frames are then the
     application's when sites are named (`randint` called from `random_bytes`, not random's internals)."""
     if not isinstance(frame, tuple) or any(fragment in frame[1] for fragment in FRAMEWORK_CODE):
         return app  # an admin view does not make all of Django the application's
-    fragment = package_fragment(frame[1])
-    return app if not fragment or fragment in app else (*app, fragment)
+    return app.including(package_fragment(frame[1]))
 
 
 @dataclass
@@ -95,7 +94,7 @@ def _pass_seconds(session: Session) -> float:
     return session.duration_s / session.samples if session.samples else session.period_s
 
 
-def endpoint_table(sessions: list, app: tuple = ()) -> list:
+def endpoint_table(sessions: list, app: AppScope = NO_APP) -> list:
     """[Endpoint] over the given sessions, most server time first; idle time of the framework row
     is left out (a pool thread parked in its queue is not serving anyone), and so are start-up
     stacks (a first request importing the views is start-up, not the view's work)."""
@@ -156,7 +155,7 @@ class BackgroundThread:
     top_site: Optional[str]
 
 
-def background_threads(sessions: list, skip_tids: set, app: tuple = ()) -> list:
+def background_threads(sessions: list, skip_tids: set, app: AppScope = NO_APP) -> list:
     """Threads that hold the GIL outside any request handler (a logging or metrics thread), the busiest
     first; ``skip_tids`` ({(pid, tid)}) are left out (event-loop threads, whose callbacks run outside
     handlers by design)."""

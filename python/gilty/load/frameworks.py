@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from gilty.load.sites import is_app, is_library
+from gilty.load.sites import NO_APP, AppScope, is_library
 
 # (last component of the function's name, a path fragment of its file, calls the handler itself)
 DISPATCH_FRAMES = (
@@ -91,10 +91,10 @@ def dispatch(frame: tuple) -> Optional[bool]:
     return next((direct for name, fragment, direct in DISPATCH_FRAMES if last == name and fragment in file), None)
 
 
-def server_frame(file: str, app: tuple = ()) -> bool:
+def server_frame(file: str, app: AppScope = NO_APP) -> bool:
     """A frame of an installed server or framework: site-packages, or a console script pip wrote
     (`.venv/bin/celery`); not the standard library (asyncio, threading and runpy run any program)."""
-    if app and is_app(file, app):
+    if app.holds(file):
         return False
     console_script = "/bin/" in file and not file.endswith(".py")
     return "site-packages/" in file or "dist-packages/" in file or console_script
@@ -105,7 +105,7 @@ def server_frame(file: str, app: tuple = ()) -> bool:
 STARTS_WORK = ("/asyncio/", "/threading.py", "/concurrent/futures/")
 
 
-def generic_handler(frames: list, prefixes: tuple, app: tuple = ()) -> Optional[tuple]:
+def generic_handler(frames: list, prefixes: tuple, app: AppScope = NO_APP) -> Optional[tuple]:
     """Where no dispatch frame is known: the first application frame under an installed server's or
     framework's frame, ``frames`` outermost first (generated code left out), looking through the
     standard library between them; None when the stack never leaves the server (waiting for work) or

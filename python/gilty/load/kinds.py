@@ -14,6 +14,7 @@ work too: no request of the application is in progress on it.
 from __future__ import annotations
 
 from gilty.load.endpoints import FRAMEWORK, handler_frame
+from gilty.load.sites import AppScope
 from gilty.load.startup import startup_frame
 from gilty.sampling.analysis.syscalls import IO_WAIT, LOCK_WAIT, SELECT_WAIT, idle_kind
 from gilty.sampling.session import IDLE, NO_STACK, STATE_NAMES
@@ -24,7 +25,7 @@ STARTUP = "start-up"
 _WORK_WAITS = (IO_WAIT, SELECT_WAIT, LOCK_WAIT)
 
 
-def classify(session, state: int, stack_id: int, syscall: int, prefixes: tuple, app: tuple, cache: dict) -> str:
+def classify(session, state: int, stack_id: int, syscall: int, prefixes: tuple, app: AppScope, cache: dict) -> str:
     """The category of one sample: STARTUP, WAITING_FOR_WORK, DEPENDENCY_WAIT, an idle kind
     ("sleep", "lock wait", ...) for other idle samples, else its state's name."""
     key = (state, stack_id, syscall if state == IDLE else -1)

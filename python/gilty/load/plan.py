@@ -20,7 +20,9 @@ _NUMBERISH = re.compile(r"[-+.\d]|(nan|inf)", re.IGNORECASE)
 
 
 @dataclass
-class LoadOptions:
+class GeneratorOptions:
+    """gilty's open-loop generator: the requests it sends and how (the same for every step)."""
+
     urls: list  # [(url, weight)]
     method: str = "GET"
     headers: list = field(default_factory=list)  # [(name, value)]
@@ -107,7 +109,7 @@ def parse_slo(text: Optional[str]) -> Optional[tuple]:
     return key, seconds
 
 
-def native_plan(options: LoadOptions, rate: float, duration_s: float) -> dict:
+def native_plan(options: GeneratorOptions, rate: float, duration_s: float) -> dict:
     return {
         "requests": [
             {"method": options.method, "url": url, "headers": list(options.headers), "body": options.body, "weight": w}

@@ -5,16 +5,15 @@ caller), and what limits the server at the knee."""
 from __future__ import annotations
 
 import os
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from gilty.load import endpoints, eventloop, kinds, task_endpoints
-from gilty.load.sites import is_library, library_prefixes, site_key
+from gilty.load.sites import NO_APP, AppScope, is_library, library_prefixes, site_key
 from gilty.load.startup import startup_frame, startup_label
 from gilty.observe.monitor.memory_self import memory_self
-from gilty.sampling import processes
+from gilty.sampling import capture, processes
 from gilty.sampling.aggregate import ABSENT
 from gilty.sampling.analysis.saturation import THROTTLED_NOTABLE, saturation
 from gilty.sampling.analysis.states import gc_share, gil_utilisation, mean_waiting_threads
@@ -79,7 +78,7 @@ BUSIEST_SHARE = 0.5
 IDLE_THREAD_SHARE = 0.98  # a thread idle or waiting for work this much of its samples is a parked pool thread
 
 
-def _tally(s, prefixes: tuple, app: tuple) -> tuple:
+def _tally(s, prefixes: tuple, app: AppScope) -> tuple:
     """({tid: {category: samples}}, {(state, stack_id, syscall): category}) over a session's runs."""
     cache: dict = {}
     per_thread: dict = {}
@@ -116,7 +115,7 @@ def _working_threads(per_thread: dict, keep_parked: bool = False) -> dict:
 _ON_CPU = (HOLDING_GIL, GC, NATIVE, UNKNOWN)  # states given only to a thread not known to be off its CPU
 
 
-def _pass_counts(s, tids: set, prefixes: tuple, app: tuple, cache: dict) -> tuple:
+def _pass_counts(s, tids: set, prefixes: tuple, app: AppScope, cache: dict) -> tuple:
     """(passes in which ``tids`` were seen, those in which every one seen waited for work, those with
     work in which one was runnable without a CPU and none ran on one); start-up samples count as none."""
     seen, busy, running, starved = bytearray(), bytearray(), bytearray(), bytearray()
@@ -219,7 +218,7 @@ def _rank_sites(sites: dict, total: float) -> list:
 
 
 def summarise_step(
-    recording: Recording, loop_threshold_s: float = eventloop.DEFAULT_THRESHOLD_S, app: tuple = ()
+    recording: Recording, loop_threshold_s: float = eventloop.DEFAULT_THRESHOLD_S, app: AppScope = NO_APP
 ) -> Optional[StepProfile]:
     # Helpers (a router in front of the workers, a resource tracker) serve no request of their own.
     live = [s for s in recording.sessions if s.samples and s.target.pid not in recording.helpers]
@@ -528,17 +527,6 @@ def memory_at_end(recording: Recording) -> list:
     return out
 
 
-class _StepStop:
-    """``requested`` once the load step has finished or the user asked to stop."""
-
-    def __init__(self, user_stop: Any, done: threading.Event) -> None:
-        self.user_stop, self.done = user_stop, done
-
-    @property
-    def requested(self) -> bool:
-        return self.done.is_set() or getattr(self.user_stop, "requested", False)
-
-
 def profile_during(
     native: Any,
     pids: list,
@@ -556,26 +544,12 @@ def profile_during(
     tracker = processes.ProcessTracker(recording, native.syscall_name, None)
     process_set = native.ProcessSet(pids, rate_hz, follow=True, **({"tasks": True} if tasks else {}))
     recording.start_time = time.time()
-    done = threading.Event()
-    out: dict = {}
-
-    def target():
-        try:
-            out["result"] = run_step()
-        except BaseException as e:  # noqa: BLE001 - handed back to the caller's thread
-            out["error"] = e
-        finally:
-            done.set()
-
-    worker = threading.Thread(target=target, name="gilty-load-step", daemon=True)
-    worker.start()
-    processes.sample_processes(tracker, process_set, None, _StepStop(user_stop, done), time.monotonic)
-    if not done.is_set():
+    step = capture.in_thread(run_step, "gilty-load-step")
+    sampling_stop = capture.stop_when(lambda: user_stop.requested, step.done.is_set)
+    processes.sample_processes(tracker, process_set, None, sampling_stop, time.monotonic)
+    if not step.done.is_set():
         on_user_stop()
-    worker.join()
-    if "error" in out:
-        raise out["error"]
-    return out["result"], recording
+    return step.result(), recording
 
 
 def other_causes(p: StepProfile, limit: str) -> list:

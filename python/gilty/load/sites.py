@@ -4,6 +4,7 @@ function the application called and the application frame that called it."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 # A standard library's directory wherever the interpreter is installed: the target's executable does
 # not always say where (uWSGI embeds Python; a venv's python is a link to another prefix's).
@@ -22,15 +23,37 @@ def library_prefixes(session) -> tuple:
     return (f"{prefix}/lib/python",) if prefix else ()
 
 
-def app_fragments(packages) -> tuple:
-    """Path fragments of the application's own code from ``--app`` names (``httpbin``, ``shop.views``):
-    its package directory or its module file, wherever it is installed."""
-    out = []
-    for name in packages or ():
-        path = name.strip().strip(".").replace(".", "/")
-        if path:
-            out += [f"/{path}/", f"/{path}.py"]
-    return tuple(out)
+@dataclass(frozen=True)
+class AppScope:
+    """The application's own code, by path fragment: its package directory or module file from
+    ``--app`` names (``httpbin``, ``shop.views``), wherever it is installed, and the packages of
+    handlers found in site-packages (``including``). Built once per run and handed down as is."""
+
+    fragments: tuple = ()
+
+    @classmethod
+    def of_packages(cls, packages) -> AppScope:
+        out = []
+        for name in packages or ():
+            path = name.strip().strip(".").replace(".", "/")
+            if path:
+                out += [f"/{path}/", f"/{path}.py"]
+        return cls(tuple(out))
+
+    def __bool__(self) -> bool:
+        return bool(self.fragments)
+
+    def holds(self, file: str) -> bool:
+        return any(fragment in file for fragment in self.fragments)
+
+    def including(self, fragment: str) -> AppScope:
+        """This scope with one more fragment (a handler's package)."""
+        if not fragment or fragment in self.fragments:
+            return self
+        return AppScope((*self.fragments, fragment))
+
+
+NO_APP = AppScope()
 
 
 def package_fragment(file: str) -> str:
@@ -44,15 +67,11 @@ def package_fragment(file: str) -> str:
     return ""
 
 
-def is_app(file: str, app: tuple) -> bool:
-    return any(fragment in file for fragment in app)
-
-
-def is_library(file: str, prefixes: tuple, app: tuple = ()) -> bool:
+def is_library(file: str, prefixes: tuple, app: AppScope = NO_APP) -> bool:
     """Outside the application: the standard library, site-packages, frozen modules, console scripts;
     code named by ``app`` (``--app``, or the package of a recognised handler) is the application's
     wherever it is installed."""
-    if app and is_app(file, app):
+    if app.holds(file):
         return False
     # A console script pip wrote (`.venv/bin/gunicorn`, no .py) is the server's entry point, not the
     # application: a stack with nothing else outside libraries is the framework's own work.
@@ -67,7 +86,7 @@ def is_library(file: str, prefixes: tuple, app: tuple = ()) -> bool:
     )
 
 
-def site_key(stack: list, prefixes: tuple, app: tuple = ()) -> tuple:
+def site_key(stack: list, prefixes: tuple, app: AppScope = NO_APP) -> tuple:
     """(function, file, line, caller label) of where the time goes, as the application sees it: inside
     a library, the library function the application called (`quote`) and the application frame that
     called it (`build_url`); in the application's own code, the innermost frame and its caller."""

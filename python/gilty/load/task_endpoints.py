@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from gilty.load.endpoints import FRAMEWORK, handler_frame
-from gilty.load.sites import library_prefixes
+from gilty.load.sites import NO_APP, AppScope, library_prefixes
 from gilty.load.startup import startup_frame
 from gilty.sampling.source_files import SourceFiles
 from gilty.sampling.tasks import AWAITING, state_name
@@ -45,7 +45,7 @@ def source_of(files: SourceFiles, file: str, line: int) -> Optional[str]:
     return text[:80] or None
 
 
-def task_endpoint_table(sessions: list, app: tuple = ()) -> list:
+def task_endpoint_table(sessions: list, app: AppScope = NO_APP) -> list:
     """[TaskEndpoint] over the sessions recorded with tasks, most task time first."""
     acc: dict = {}  # (function, file) -> [{state: seconds}, {(kind, frame): seconds}]
     readers: dict = {}  # pid -> SourceFiles: each file read once per server process
