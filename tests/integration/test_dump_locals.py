@@ -170,7 +170,7 @@ def test_numpy_scalars_by_value(interp):
     from package_venvs import venv_python
     from test_numpy_states import _numpy_pin
 
-    python = venv_python(interp, "numpy", (_numpy_pin(),), "import numpy")
+    python = venv_python(interp, "numpy", (_numpy_pin(interp),), "import numpy")
     with running_target(python, "numpy_scalars.py") as target:
         dump = dump_locals_json(target.pid)
     top = dump["threads"][0]["stack"][0]

@@ -201,7 +201,7 @@ def test_numpy_fft_names_pocketfft(interp):
     from package_venvs import venv_python
     from test_numpy_states import _numpy_pin
 
-    python = venv_python(interp, "numpy", (_numpy_pin(),), "import numpy")
+    python = venv_python(interp, "numpy", (_numpy_pin(interp),), "import numpy")
     with running_target(python, "starved.py", "-", "fft") as proc:
         reports = [dump_json_native(proc.pid) for _ in range(10)]
     named = 0
@@ -227,7 +227,7 @@ def test_pool_threads_without_python_stack_get_their_c_stack(interp):
     from package_venvs import venv_python
     from test_numpy_states import _numpy_pin
 
-    python = venv_python(interp, "numpy", (_numpy_pin(),), "import numpy")
+    python = venv_python(interp, "numpy", (_numpy_pin(interp),), "import numpy")
     with running_target(python, "numpy_workers.py") as server:
         worker = int(open(f"/proc/{server.pid}/task/{server.pid}/children").read().split()[0])
         rc, out, err = run_gilty("dump", "--pid", worker, "--native", "--format", "json", timeout=60)

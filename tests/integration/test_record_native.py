@@ -232,7 +232,7 @@ def test_numpy_fft_names_pocketfft(interp, tmp_path):
     from package_venvs import venv_python
     from test_numpy_states import _numpy_pin
 
-    python = venv_python(interp, "numpy", (_numpy_pin(),), "import numpy")
+    python = venv_python(interp, "numpy", (_numpy_pin(interp),), "import numpy")
     with running_target(python, "starved.py", "-", "fft") as proc:
         report = record_native(proc.pid, str(tmp_path / "r.json"))
     fft = samples_of(process(report), "fft")
@@ -279,7 +279,7 @@ def test_server_workers_and_their_blas_threads(interp, tmp_path):
     from package_venvs import venv_python
     from test_numpy_states import _numpy_pin
 
-    python = venv_python(interp, "numpy", (_numpy_pin(),), "import numpy")
+    python = venv_python(interp, "numpy", (_numpy_pin(interp),), "import numpy")
     out = str(tmp_path / "r.json")
     with running_target(python, "numpy_workers.py") as server:
         rc, _, err = run_gilty(
