@@ -136,10 +136,9 @@ pub fn classify(
                     && !h.was_last_holder
                     && obs.tstate != 0
                     && gil.last_holder != obs.tstate
+                    && gil.switch_number.wrapping_sub(h.switch_number) <= 1
                 {
-                    if gil.switch_number.wrapping_sub(h.switch_number) <= 1 {
-                        return ThreadState::WaitingGil;
-                    }
+                    return ThreadState::WaitingGil;
                 }
             }
             // Running without the GIL in the eval loop, not in C code: drop_gil/take_gil from the eval

@@ -435,7 +435,7 @@ impl<'a> FrameWalker<'a> {
                 line: -1,
             });
             ends.push(true);
-            if let Some(p) = positions.as_deref_mut() {
+            if let Some(p) = positions {
                 p.push(None);
             }
         }
@@ -470,7 +470,7 @@ impl<'a> FrameWalker<'a> {
         moving: bool,
         pages: &[(u64, usize)],
         prior: &[u64],
-    ) -> Result<(Vec<(u64, i64, u64, bool)>, Vec<(u64, usize)>), WalkError> {
+    ) -> Result<(Vec<CodeFrame>, Pages), WalkError> {
         let l = self.layout;
         self.rounds.set(0);
         self.outer_only.set(false);
@@ -1224,11 +1224,16 @@ struct RawFrame {
     first_local: u64,
 }
 
+/// (code, instruction, first local, outermost of its call): see `frames_with_code`.
+type CodeFrame = (u64, i64, u64, bool);
+/// (address, length) of the blocks that held a thread's frames.
+type Pages = Vec<(u64, usize)>;
+
 /// (code, instruction, first local) of the frames that have code, leaving out 3.12+ shim frames.
 /// The fourth value says whether the frame is the outermost one of its evaluation-loop call (see
 /// `native::merge`): every frame on 3.10, an entry frame on 3.11, the frame above a C-stack shim on
 /// 3.12+ (and the thread's outermost frame on any).
-fn frames_with_code(l: &Layout, chain: &[RawFrame]) -> Vec<(u64, i64, u64, bool)> {
+fn frames_with_code(l: &Layout, chain: &[RawFrame]) -> Vec<CodeFrame> {
     let shim = |f: &RawFrame| l.is_interpreter_owner(f.owner);
     chain
         .iter()
@@ -1312,8 +1317,8 @@ mod tests {
             let mut g = self.garbage.borrow_mut();
             let mut mem = self.mem.borrow_mut();
             for _ in 0..4 {
-                let at = (g.next() % (Garbage::LEN / 8) * 8) as usize;
-                let word = Garbage::BASE + g.next() % Garbage::LEN / 8 * 8;
+                let at = (g.next_word() % (Garbage::LEN / 8) * 8) as usize;
+                let word = Garbage::BASE + g.next_word() % Garbage::LEN / 8 * 8;
                 mem.bytes[at..at + 8].copy_from_slice(&word.to_le_bytes());
             }
             Ok(())
@@ -1380,13 +1385,13 @@ mod tests {
             for _ in 0..4 {
                 let mem = Churning {
                     mem: RefCell::new(seed.buffer()),
-                    garbage: RefCell::new(Garbage::new(seed.next() | 1)),
+                    garbage: RefCell::new(Garbage::new(seed.next_word() | 1)),
                 };
                 let mut walker = FrameWalker::new(&mem, l, None);
                 walker.keep_outer_part = true;
                 let mut cache = CodeCache::default();
                 for _ in 0..300 {
-                    let tstate = Garbage::BASE + seed.next() % Garbage::LEN / 8 * 8;
+                    let tstate = Garbage::BASE + seed.next_word() % Garbage::LEN / 8 * 8;
                     if let Ok((frames, _)) = walker.walk_from(tstate, None, true, &mut cache) {
                         assert!(frames.len() <= MAX_DEPTH + 1);
                         let stand_ins = frames

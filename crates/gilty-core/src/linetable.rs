@@ -241,7 +241,7 @@ mod tests {
         // entry 3: no-column form code 13, 1 unit, line delta -2 (svarint 5) -> 4
         // entry 4: no location (code 15), 1 unit
         let t = [
-            0x80 | (0 << 3) | 1,
+            0x80 | 1, // code 0
             0x00,
             0x80 | (11 << 3) | 2,
             1,

@@ -380,7 +380,7 @@ mod tests {
                 let mem = garbage.buffer();
                 let types = TypeCache::default();
                 for _ in 0..200 {
-                    let addr = Garbage::BASE + garbage.next() % Garbage::LEN / 8 * 8;
+                    let addr = Garbage::BASE + garbage.next_word() % Garbage::LEN / 8 * 8;
                     let _ = thread_locals(
                         &mem,
                         l,

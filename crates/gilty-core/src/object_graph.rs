@@ -304,7 +304,7 @@ mod tests {
                 let mem = garbage.buffer();
                 let r = Reader::new(&mem, l);
                 for _ in 0..200 {
-                    let addr = BASE + garbage.next() % LEN / 8 * 8;
+                    let addr = BASE + garbage.next_word() % LEN / 8 * 8;
                     let _ = r.dict_items(addr);
                     let _ = r.dict_get_str(addr, "threading");
                     let _ = r.get_attr(addr, "_name");

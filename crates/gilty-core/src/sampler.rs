@@ -119,6 +119,15 @@ struct Stack {
     ends: Arc<Vec<bool>>,
 }
 
+/// `Sampler::read_stack`: (frames unless torn, their positions, innermost frame's position, per frame
+/// the outermost of its evaluation-loop call).
+type StackRead = (
+    Option<Vec<Frame>>,
+    Vec<Option<Position>>,
+    Option<(u64, i64)>,
+    Vec<bool>,
+);
+
 /// `Sampler::pass_reads`: (start ns, end ns, CPU time before, innermost frame's position).
 type PassRead = (u64, u64, Option<u64>, Option<(u64, i64)>);
 
@@ -1217,17 +1226,7 @@ impl Sampler {
     /// The stack (None when torn on every attempt), its frames' positions (3.11+) and where its
     /// innermost frame stands.
     /// With `record --native`, also each frame's evaluation-loop call end (`FrameWalker::call_ends`).
-    fn read_stack(
-        &mut self,
-        tstate: u64,
-        head: Option<WalkHead>,
-        moving: bool,
-    ) -> (
-        Option<Vec<Frame>>,
-        Vec<Option<Position>>,
-        Option<(u64, i64)>,
-        Vec<bool>,
-    ) {
+    fn read_stack(&mut self, tstate: u64, head: Option<WalkHead>, moving: bool) -> StackRead {
         let mut walker =
             FrameWalker::new(&self.interp.mem, &self.interp.layout, self.interp.code_type);
         walker.keep_outer_part = true;

@@ -483,8 +483,8 @@ mod tests {
             tid: None,
         };
         let mut r = TaskRecorder::default();
-        r.add_pass(0.0, &[s.clone()], &[(5, Some(9))]);
-        r.add_pass(0.01, &[s.clone()], &[(5, Some(9))]);
+        r.add_pass(0.0, std::slice::from_ref(&s), &[(5, Some(9))]);
+        r.add_pass(0.01, std::slice::from_ref(&s), &[(5, Some(9))]);
         let b = r.take_batch();
         assert_eq!((b.passes, b.reads), (2, 2));
         assert_eq!(b.counts.entries, vec![((0, 5, TASK_AWAITING, 0), 2)]);

@@ -63,7 +63,8 @@ impl Plan {
                     return Err(format!("{k}: {v}: not a valid header"));
                 }
             }
-            if !(r.weight > 0.0) {
+            // NaN is not positive either.
+            if r.weight.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
                 return Err(format!("{}: weight must be positive", r.url));
             }
         }

@@ -134,7 +134,7 @@ impl Shared {
                     request,
                 });
             }
-            r.next = r.schedule.next();
+            r.next = r.schedule.next_arrival();
         }
         for (host, batch) in r.batches.iter_mut().enumerate() {
             if batch.is_empty() {
@@ -448,7 +448,7 @@ pub fn run(plan: &Plan, stop: &AtomicBool) -> Result<RunResult, String> {
         &plan.requests.iter().map(|r| r.weight).collect::<Vec<_>>(),
     );
     let duration_s = plan.duration.as_secs_f64();
-    let next = schedule.next();
+    let next = schedule.next_arrival();
     let n_requests = plan.requests.len();
     let shared = Arc::new(Shared {
         start: Instant::now(),

@@ -56,7 +56,7 @@ impl Schedule {
     }
 
     /// (seconds after the start, request index) of the next arrival.
-    pub fn next(&mut self) -> (f64, usize) {
+    pub fn next_arrival(&mut self) -> (f64, usize) {
         // Constant arrivals are computed, not summed, so rounding never adds or loses one at the end.
         let at = match self.arrivals {
             Arrivals::Constant => self.count as f64 * self.period_s,
@@ -87,7 +87,7 @@ mod tests {
     #[test]
     fn constant_arrivals_are_evenly_spaced() {
         let mut s = Schedule::new(100.0, Arrivals::Constant, &[1.0]);
-        let times: Vec<f64> = (0..5).map(|_| s.next().0).collect();
+        let times: Vec<f64> = (0..5).map(|_| s.next_arrival().0).collect();
         for (i, t) in times.iter().enumerate() {
             assert!((t - i as f64 * 0.01).abs() < 1e-12);
         }
@@ -100,7 +100,7 @@ mod tests {
         let mut last = 0.0;
         let mut first = 0;
         for _ in 0..n {
-            let (t, i) = s.next();
+            let (t, i) = s.next_arrival();
             last = t;
             if i == 0 {
                 first += 1;

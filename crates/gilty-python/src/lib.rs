@@ -369,6 +369,9 @@ impl Sampler {
 }
 
 /// One `Batch` as the dict `Sampler.collect()` returns (docs/json-format.md, last section).
+/// (frame id, line, end line, column, end column, walks): columns None where the table has none.
+type PositionRow = (u32, i32, Option<i32>, Option<i32>, Option<i32>, u64);
+
 pub(crate) fn batch_dict<'py>(py: Python<'py>, batch: &Batch) -> PyResult<Bound<'py, PyDict>> {
     let out = PyDict::new(py);
     out.set_item("times", PyList::new(py, &batch.times)?)?;
@@ -408,8 +411,7 @@ pub(crate) fn batch_dict<'py>(py: Python<'py>, batch: &Batch) -> PyResult<Bound<
         frames.set_item(id, (f.function.as_str(), f.file.as_str(), f.line))?;
     }
     out.set_item("frames", frames)?;
-    // (frame id, line, end line, column, end column, walks): columns None where the table has none.
-    let positions: Vec<(u32, i32, Option<i32>, Option<i32>, Option<i32>, u64)> = batch
+    let positions: Vec<PositionRow> = batch
         .positions
         .iter()
         .map(|&(id, p, n)| (id, p.line, p.end_line, p.column, p.end_column, n))

@@ -42,7 +42,7 @@ impl LoadStop {
 fn quantiles<'py>(py: Python<'py>, h: &Histogram<u64>) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     let s = |us: u64| us as f64 / 1e6;
-    if h.len() == 0 {
+    if h.is_empty() {
         for k in ["p50", "p90", "p99", "p99_9", "max", "mean"] {
             d.set_item(k, py.None())?;
         }

@@ -96,7 +96,7 @@ impl GilMonitor {
     /// Attaches to this process and starts the monitor thread, one pass every `interval_s`.
     #[new]
     fn new(py: Python<'_>, interval_s: f64) -> PyResult<Self> {
-        if !(interval_s >= 1e-4 && interval_s <= 60.0) {
+        if !(1e-4..=60.0).contains(&interval_s) {
             return Err(PyValueError::new_err(
                 "interval must be between 0.0001 and 60 seconds",
             ));

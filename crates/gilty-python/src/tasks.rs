@@ -7,9 +7,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use std::collections::HashMap;
 
-pub(crate) fn snapshot_dict<'py, 'a>(
+pub(crate) fn snapshot_dict<'py>(
     py: Python<'py>,
-    snap: &'a TasksSnapshot,
+    snap: &TasksSnapshot,
 ) -> PyResult<Bound<'py, PyDict>> {
     // Tens of thousands of new containers would set off the cyclic GC dozens of times, each pass
     // walking every object gilty holds; none of them can form a cycle, so it is paused while they are made.

@@ -170,7 +170,7 @@ fn read_agreed(
             merged.errors.torn_dropped + merged.errors.changed,
             merged.errors.unreadable,
         );
-        if best.as_ref().map_or(true, |(_, b)| score < *b) {
+        if best.as_ref().is_none_or(|(_, b)| score < *b) {
             best = Some((merged, score));
         }
         match next {

@@ -543,7 +543,7 @@ mod tests {
                 };
                 let r = AsyncReader::new(&mem, l, a, classes, None);
                 for _ in 0..200 {
-                    let addr = BASE + garbage.next() % LEN / 8 * 8;
+                    let addr = BASE + garbage.next_word() % LEN / 8 * 8;
                     let _ = r.chain(addr);
                     let _ = r.task_fields(addr, Kind::CTask);
                     let _ = r.task_fields(addr, Kind::PyTask);

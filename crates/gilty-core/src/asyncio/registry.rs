@@ -278,7 +278,7 @@ mod tests {
                 };
                 let r = AsyncReader::new(&m, l, a, classes, None);
                 for _ in 0..50 {
-                    let addr = Garbage::BASE + garbage.next() % Garbage::LEN / 8 * 8;
+                    let addr = Garbage::BASE + garbage.next_word() % Garbage::LEN / 8 * 8;
                     let mut got = Vec::new();
                     let _ = thread_lists(&r, addr, &mut got, &mut Vec::new());
                     assert!(got.len() <= MAX_LIST_TASKS * 2);

@@ -215,11 +215,8 @@ fn read_table(file: &object::File, only: Option<usize>) -> LineTable {
         let mut names: HashMap<u64, u32> = HashMap::new();
         let mut rows = program.rows();
         let mut prev: Option<(u64, u32, u32)> = None;
-        loop {
-            let (header, row) = match rows.next_row() {
-                Ok(Some(r)) => r,
-                _ => break, // end, or bad DWARF: this unit stops here
-            };
+        // Stops at the end, or at bad DWARF: this unit stops there.
+        while let Ok(Some((header, row))) = rows.next_row() {
             let addr = row.address();
             if let Some((start, f, l)) = prev.take() {
                 if addr > start {

@@ -284,7 +284,7 @@ impl NativeRecorder {
             if cpu == *then
                 || (!blocked
                     && cpu.saturating_sub(*then) < self.period_ns
-                    && !self.samples.get(&tid).is_some_and(|v| !v.is_empty()))
+                    && self.samples.get(&tid).is_none_or(|v| v.is_empty()))
             {
                 return Some(Arc::clone(m));
             }

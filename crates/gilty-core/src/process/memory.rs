@@ -96,7 +96,7 @@ impl Garbage {
     }
 
     /// xorshift64: reproducible from the seed.
-    pub fn next(&mut self) -> u64 {
+    pub fn next_word(&mut self) -> u64 {
         self.seed ^= self.seed << 13;
         self.seed ^= self.seed >> 7;
         self.seed ^= self.seed << 17;
@@ -106,7 +106,7 @@ impl Garbage {
     pub fn buffer(&mut self) -> BufferMemory {
         let mut bytes = Vec::with_capacity(Self::LEN as usize);
         for _ in 0..Self::LEN / 8 {
-            let r = self.next();
+            let r = self.next_word();
             let word = match r % 4 {
                 0 | 1 => Self::BASE + (r >> 8) % Self::LEN / 8 * 8,
                 2 => (r >> 8) & 0xff,
