@@ -83,7 +83,7 @@ def child(pid: int, rate: float, duration: float) -> int:
     """The recording process: attach, record like `gilty record`, analyse, report."""
     from gilty import _native
     from gilty.cli.record import sample_until_stopped
-    from gilty.report import json_report
+    from gilty.report.recording import json as json_report
     from gilty.sampling.analysis import summarise
     from gilty.sampling.session import Session, TargetInfo
 

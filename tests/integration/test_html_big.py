@@ -122,7 +122,7 @@ def test_chromium_draws_the_page_of_a_large_recording(big_recording, tmp_path):
         assert browser.errors() == []
         assert browser.js("document.querySelectorAll('#timeline .tl-row').length") >= threads
         bands = browser.js("document.querySelectorAll('#timeline .tl-band').length")
-        from gilty.report.html_report import PAGE_BANDS, band_limit
+        from gilty.report.recording.html import PAGE_BANDS, band_limit
 
         assert threads <= bands <= max(PAGE_BANDS, threads * band_limit(threads))
     finally:

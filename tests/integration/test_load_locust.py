@@ -69,7 +69,7 @@ def test_locust_figures_are_labelled_closed_loop(report):
     assert only["method"] == "GET" and only["name"] == "/"  # the host's trailing slash is not doubled
     assert 0 < agg["p50_s"] <= agg["p99_s"] <= agg["max_s"]
     from gilty.load.result import LocustResult
-    from gilty.report.load import render_locust_text
+    from gilty.report.load.locust_text import render as render_locust_text
 
     assert "CLOSED LOOP" in render_locust_text(LocustResult(report))
 
@@ -101,7 +101,7 @@ def test_html_part_of_a_locust_run(report, tmp_path):
     import re
 
     from gilty.load.result import LocustResult
-    from gilty.report.load import render_locust_html
+    from gilty.report.load.locust_html import render as render_locust_html
 
     page = tmp_path / "locust.html"
     page.write_text(

@@ -113,7 +113,7 @@ def test_record_writes_pprof_by_extension(tmp_path):
 
 
 def test_encoder_wire_rules():
-    from gilty.report import pprof
+    from gilty.report.recording import pprof
     from recordings import one_process
 
     assert pprof._varint(0) == b"\x00" and pprof._varint(300) == b"\xac\x02"

@@ -4,8 +4,8 @@ a task its own parent, a chain of thousands) makes the renderer loop or exceed P
 
 from __future__ import annotations
 
-from gilty.report import await_cycles
-from gilty.report import tasks as tasks_report
+from gilty.report.dump import await_cycles
+from gilty.report.dump import tasks as tasks_report
 
 LOOP = 0x1000
 

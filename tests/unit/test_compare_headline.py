@@ -6,7 +6,8 @@ writes them, reduced to the fields compare reads."""
 from __future__ import annotations
 
 from gilty.load.run_diff import compare_load
-from gilty.report.compare import render_json, render_text
+from gilty.report.compare.json import render_json
+from gilty.report.compare.text import render_text
 
 
 def _second(t: int, p50: float) -> dict:

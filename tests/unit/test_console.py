@@ -1,6 +1,7 @@
 """Text renderings: summary, top frame, dump."""
 
-from gilty.report import console
+from gilty.report.dump import text as dump_text
+from gilty.report.recording import text as console
 from synthetic import (
     CLOCK_NANOSLEEP,
     FUTEX,
@@ -95,7 +96,7 @@ def test_dump_text():
         ],
     }
     info = {"pid": 4242, "python_version": "3.12.1", "executable": "/usr/bin/python3"}
-    text = console.render_dump(info, snapshot, syscall_name)
+    text = dump_text.render_text(info, snapshot, syscall_name)
     assert "Process 4242: Python 3.12.1 (/usr/bin/python3)" in text
     assert "Thread 1 'MainThread' (idle: lock wait (futex))" in text
     assert "    wait (threading.py:320)\n    main (app.py:9)" in text
@@ -103,7 +104,7 @@ def test_dump_text():
 
 
 def test_single_process_report_warns_with_the_effective_rate_when_passes_were_missed():
-    from gilty.report import console
+    from gilty.report.recording import text as console
     from synthetic import HOLD, BatchBuilder, make_session
 
     b = BatchBuilder(names={1: "main"})

@@ -2,7 +2,7 @@
 
 import dataclasses
 
-from gilty.report.console_exact import exact_sections
+from gilty.report.recording.text_exact import exact_sections
 from gilty.sampling.analysis import summarise
 from gilty.sampling.analysis.exact import ExactSummary, ExactThread
 from synthetic import HOLD, WAIT, BatchBuilder, make_session

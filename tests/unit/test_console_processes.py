@@ -3,7 +3,9 @@
 
 import json
 
-from gilty.report import console, console_processes, json_report
+from gilty.report.recording import json as json_report
+from gilty.report.recording import text as console
+from gilty.report.recording import text_processes as console_processes
 from gilty.sampling.processes import ProcessTracker, roles, roles_of
 from gilty.sampling.session import Recording, Session
 from synthetic import HOLD, IDLE, WAIT, BatchBuilder, target
@@ -252,7 +254,7 @@ def test_compare_keeps_roles_apart_and_names_functions():
 
 def test_compare_text_says_too_noisy_rather_than_a_share_over_100_percent():
     from gilty.load.run_diff import Row
-    from gilty.report import compare as compare_report
+    from gilty.report.compare import text as compare_report
 
     rows = [
         Row("worker thread MainThread", "holding_gil", 0.30, 0.35, 0.05, 2.926, False),

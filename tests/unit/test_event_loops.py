@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import json
 
-from gilty.report import console, json_report
+from gilty.report.recording import json as json_report
+from gilty.report.recording import text as console
 from gilty.sampling.analysis import summarise
 from synthetic import EPOLL_WAIT, IDLE, RECVFROM, BatchBuilder, contention_session, make_session
 from test_json_report import documented_keys, key_paths

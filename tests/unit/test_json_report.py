@@ -5,7 +5,8 @@ import math
 import pathlib
 import re
 
-from gilty.report import json_report
+from gilty.report.dump import json as dump_json
+from gilty.report.recording import json as json_report
 from synthetic import CLOCK_NANOSLEEP, FUTEX, HOLD, IDLE, BatchBuilder, contention_session, make_session, syscall_name
 
 DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "json-format.md"
@@ -197,7 +198,7 @@ def _snapshot_with_locals():
 
 def test_dump_keys_match_the_documentation():
     documented = documented_keys("Snapshot")
-    plain = key_paths(json.loads(json_report.render_dump(TARGET_INFO, _snapshot(), syscall_name)))
+    plain = key_paths(json.loads(dump_json.render_json(TARGET_INFO, _snapshot(), syscall_name)))
     # Without --tasks, --locals, positions or --native: every documented key except those.
     optional = (
         "asyncio",
@@ -217,7 +218,7 @@ def test_dump_keys_match_the_documentation():
         native_stack=[("c", "pthread_cond_wait", "/lib/libc.so.6", 0x1234, None, None), ("py", "wait", "threading.py", 320)],
     )
     full["threads"][1] = dict(full["threads"][1], native_error="the Python stack moved around every kernel sample (3 tries)")
-    present = key_paths(json.loads(json_report.render_dump(TARGET_INFO, full, syscall_name)))
+    present = key_paths(json.loads(dump_json.render_json(TARGET_INFO, full, syscall_name)))
     assert documented - present == set()
     assert present - documented == set()
 
@@ -236,7 +237,7 @@ def test_dump_locals_values():
 
 
 def test_dump_locals_text():
-    from gilty.report import dump as dump_text
+    from gilty.report.dump import text as dump_text
 
     out = dump_text.render_text(TARGET_INFO, _snapshot_with_locals(), syscall_name).splitlines()
     at = out.index("    wait (threading.py:320)")
@@ -253,7 +254,7 @@ def test_dump_locals_text():
 
 
 def test_dump_tasks_text_tree():
-    from gilty.report import dump as dump_report
+    from gilty.report.dump import text as dump_report
 
     text = dump_report.render_text(TARGET_INFO, dict(_snapshot(), tasks=_tasks()), syscall_name)
     assert "Event loop 0x1000 (_UnixSelectorEventLoop) on thread 1 'MainThread': 2 task(s)" in text

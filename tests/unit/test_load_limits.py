@@ -111,7 +111,7 @@ def test_the_step_line_adds_up_to_100_percent_with_cpu_wait():
         },
         idle_kinds={kinds.WAITING_FOR_WORK: 0.3, "sleep": 0.107},
     )
-    from gilty.report.load import state_shares  # new with the line
+    from gilty.report.load.text import state_shares  # new with the line
 
     line = state_shares(p)
     assert "CPU wait 9%" in line and "waiting for work 30%" in line, line

@@ -10,7 +10,8 @@ import re
 
 from gilty.memory import analysis
 from gilty.memory.session import MemorySession
-from gilty.report import memory_json, memory_text
+from gilty.report.memory import json as memory_json
+from gilty.report.memory import text as memory_text
 
 MIB = 1 << 20
 DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "memory.md"

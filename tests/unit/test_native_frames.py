@@ -30,8 +30,8 @@ def test_text_with_and_without_line_tables():
 
 
 def test_pictures_and_no_lines():
-    from gilty.report.collapsed import _whole_path
     from gilty.report.pictures import FrameNames
+    from gilty.report.recording.collapsed import _whole_path
 
     with_line = ("inner_spin", f"{LIB}//src/ext/native_chain.c:14", -2 - 0x1181)
     without = ("inner_spin", LIB, -2 - 0x1181)

@@ -12,7 +12,7 @@ def test_import_without_native_extension():
     # A fresh interpreter where importing gilty._native fails: gilty and its pure parts still import.
     code = (
         "import sys; sys.modules['gilty._native'] = None\n"
-        "import gilty, gilty.sampling.session, gilty.sampling.analysis, gilty.report.console, gilty.report.json_report, gilty.cli\n"
+        "import gilty, gilty.sampling.session, gilty.sampling.analysis, gilty.report.recording.text, gilty.report.recording.json, gilty.cli\n"
         "print(gilty.__version__)\n"
         "try:\n    gilty.Target\nexcept ImportError:\n    print('no native')\n"
     )

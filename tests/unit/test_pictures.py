@@ -1,8 +1,8 @@
 """What the pictures draw (report/pictures.py): idle left out, a master's identical workers merged,
 frame names by base name and told apart when two files share one, a colour for every state name."""
 
-from gilty.report import collapsed
 from gilty.report.pictures import FrameNames, PictureOptions, groups, merges, state_colour
+from gilty.report.recording import collapsed
 from test_console_processes import _recording, _server
 
 

@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from gilty.report import chrome_trace
+from gilty.report.recording import chrome_trace
 from gilty.sampling.session import Recording
 from recordings import one_process, two_processes
 from test_json_report import exact_session

@@ -3,7 +3,7 @@
 import json
 import re
 
-from gilty.report import html_report
+from gilty.report.recording import html as html_report
 from gilty.sampling.session import Recording
 from recordings import HOSTILE, one_process, two_processes, worker_session
 from test_json_report import exact_session

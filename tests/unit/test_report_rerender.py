@@ -7,7 +7,7 @@ import pytest
 from gilty import report as reports
 from gilty._errors import EXIT_OK, EXIT_USAGE
 from gilty.cli import main
-from gilty.report import json_report
+from gilty.report.recording import json as json_report
 from gilty.sampling.session import Recording
 from recordings import one_process, two_processes
 from test_json_report import exact_session

@@ -4,8 +4,8 @@ import json
 import xml.etree.ElementTree as ET
 
 import pytest
-from gilty.report import collapsed, speedscope
 from gilty.report.pictures import PictureOptions
+from gilty.report.recording import collapsed, speedscope
 from gilty.sampling.session import STATE_NAMES, Recording
 from recordings import HOSTILE, one_process, two_processes, worker_session
 from synthetic import HOLD, BatchBuilder, make_session
@@ -105,7 +105,7 @@ def test_speedscope_structure_by_hand():
 
 def test_svg_is_an_inferno_flame_graph_with_escaped_names():
     pytest.importorskip("gilty._native", reason="the SVG is drawn by the native extension (make setup)")
-    from gilty.report import flamegraph_svg
+    from gilty.report.recording import svg as flamegraph_svg
 
     svg = flamegraph_svg.render(two_processes())
     root = ET.fromstring(svg)  # would fail on an unescaped `<` or `&`

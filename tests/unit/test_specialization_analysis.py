@@ -6,7 +6,8 @@ import json
 import os
 
 import pytest
-from gilty.report import specialization_json, specialization_text
+from gilty.report.specialization import json as specialization_json
+from gilty.report.specialization import text as specialization_text
 from gilty.specialization.analysis import analyse, counter_meaning
 from gilty.specialization.session import ProcessWatch, SpecializationSession
 
@@ -246,7 +247,7 @@ def test_html_part_carries_the_annotated_source_as_escaped_data(tmp_path):
     )
     w.raw["codes"][0]["filename"] = str(src)
     w.raw["codes"][0]["qualname"] = "handler</script><b>"
-    from gilty.report import specialization_html
+    from gilty.report.specialization import html as specialization_html
     from gilty.specialization.sources import read_sources
 
     read_sources(session(w))

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from gilty.report import html_report, speedscope
+from gilty.report.recording import html as html_report
+from gilty.report.recording import speedscope
 from gilty.sampling import stack_slots
 from gilty.sampling.session import Recording, Session
 from synthetic import HOLD, IDLE, BatchBuilder, make_session
@@ -98,7 +99,7 @@ def test_html_page_slots_bounded(monkeypatch):
 
 
 def test_chrome_trace_stack_track_follows_the_slots_within_one_run():
-    from gilty.report import chrome_trace
+    from gilty.report.recording import chrome_trace
 
     s = phases_session()
     assert len(s.thread_runs[1]) == 1  # one state throughout: one run, holding phase_a's stack

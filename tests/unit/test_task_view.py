@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from gilty.report import chrome_trace, collapsed, json_report, speedscope, task_view
+from gilty.report.recording import chrome_trace, collapsed, speedscope
+from gilty.report.recording import json as json_report
+from gilty.report.recording import tasks as task_view
 from gilty.sampling.session import Recording, Session
 from gilty.sampling.tasks import AWAITING, READY
 from synthetic import HOLD, IDLE, BatchBuilder, make_session
@@ -104,7 +106,7 @@ def test_stack_formats_draw_the_task_view():
 
 
 def test_text_report_has_the_task_section():
-    from gilty.report import console
+    from gilty.report.recording import text as console
 
     text = console.render(_session())
     assert "asyncio tasks: 2.2 per pass over 10 passes" in text, text

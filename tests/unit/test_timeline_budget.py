@@ -4,7 +4,7 @@ reads (counts, blame, pass flags, convoy episodes, idle syscalls) stays what eve
 import random
 
 import pytest
-from gilty.report import json_report
+from gilty.report.recording import json as json_report
 from gilty.sampling.analysis.convoy import _episode_wait, _episodes, _wakeups, convoys
 from gilty.sampling.analysis.states import idle_syscalls, thread_states
 from gilty.sampling.session import Session

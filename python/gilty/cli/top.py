@@ -23,8 +23,8 @@ from typing import Any, Callable, Optional, TextIO
 from gilty._errors import EXIT_OK, EXIT_TARGET_EXITED, EXIT_USAGE, CommandError
 from gilty.cli.options import add_exact_argument, add_pid_arguments, sampling_rate, seconds
 from gilty.cli.record import CHUNK_S, DEFAULT_RATE_HZ, open_sampler
-from gilty.report import console_processes
-from gilty.report.console import render_top
+from gilty.report.recording import text_processes as console_processes
+from gilty.report.recording.text import render_top
 from gilty.report.labels import displayed, displayed_session, terminal_text
 from gilty.sampling import launch, processes
 from gilty.sampling.session import Recording, Session, TargetInfo

@@ -103,33 +103,33 @@ NOUNS = {
 
 # (kind, format) -> "module:function" under gilty.report.
 RENDERERS = {
-    ("recording", "text"): "console:render_recording",
-    ("recording", "json"): "json_report:render_recording",
-    ("recording", "speedscope"): "speedscope:render",
-    ("recording", "collapsed"): "collapsed:render",
-    ("recording", "svg"): "flamegraph_svg:render",
-    ("recording", "chrome"): "chrome_trace:render",
-    ("recording", "html"): "html_report:render",
-    ("recording", "pprof"): "pprof:render",
-    ("memory", "text"): "memory_text:render",
-    ("memory", "json"): "memory_json:render",
-    ("specialization", "text"): "specialization_text:render_result",
-    ("specialization", "json"): "specialization_json:render_result",
-    ("specialization", "html"): "specialization_html:render_result",
-    ("opcache", "text"): "specialization_text:render_opcache_result",
-    ("opcache", "json"): "specialization_json:render_opcache_result",
-    ("load", "text"): "load:render_text",
-    ("load", "json"): "load:render_json",
-    ("load", "html"): "load:render_html",
-    ("locust", "text"): "load:render_locust_text",
-    ("locust", "json"): "load:render_locust_json",
-    ("locust", "html"): "load:render_locust_html",
-    ("compare", "text"): "compare:render_comparison_text",
-    ("compare", "json"): "compare:render_comparison_json",
-    ("compare", "svg"): "compare:render_comparison_svg",
-    ("compare", "html"): "compare:render_comparison_html",
-    ("dump", "text"): "dump:render_dump_text",
-    ("dump", "json"): "dump:render_dump_json",
+    ("recording", "text"): "recording.text:render_recording",
+    ("recording", "json"): "recording.json:render_recording",
+    ("recording", "speedscope"): "recording.speedscope:render",
+    ("recording", "collapsed"): "recording.collapsed:render",
+    ("recording", "svg"): "recording.svg:render",
+    ("recording", "chrome"): "recording.chrome_trace:render",
+    ("recording", "html"): "recording.html:render",
+    ("recording", "pprof"): "recording.pprof:render",
+    ("memory", "text"): "memory.text:render",
+    ("memory", "json"): "memory.json:render",
+    ("specialization", "text"): "specialization.text:render_result",
+    ("specialization", "json"): "specialization.json:render_result",
+    ("specialization", "html"): "specialization.html:render_result",
+    ("opcache", "text"): "specialization.text:render_opcache_result",
+    ("opcache", "json"): "specialization.json:render_opcache_result",
+    ("load", "text"): "load.text:render",
+    ("load", "json"): "load.json:render",
+    ("load", "html"): "load.html:render",
+    ("locust", "text"): "load.locust_text:render",
+    ("locust", "json"): "load.locust_json:render",
+    ("locust", "html"): "load.locust_html:render",
+    ("compare", "text"): "compare.text:render",
+    ("compare", "json"): "compare.json:render",
+    ("compare", "svg"): "compare.svg:render",
+    ("compare", "html"): "compare.html:render",
+    ("dump", "text"): "dump.text:render",
+    ("dump", "json"): "dump.json:render",
 }
 
 
@@ -193,7 +193,7 @@ def write(result, fmt: str, path: Optional[str], options=None) -> None:
 
     with WritePhase(path):
         if fmt == "json" and path is not None:
-            from gilty.report import json_report
+            from gilty.report.recording import json as json_report
 
             emit(json_report.render_recording_chunks(result), path)
             return

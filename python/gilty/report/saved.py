@@ -50,26 +50,27 @@ def render(kind: str, data: dict, fmt: str) -> str:
     if fmt == "json":
         return json.dumps(data, indent=2) + "\n"
     if kind == "load":
-        from gilty.report import load
+        from gilty.report.load import text as load
 
         if fmt == "html":
-            from gilty.report import html_report
+            from gilty.report.recording import html as html_report
             from gilty.sampling.session import Recording
 
             return html_report.render(Recording(rate_hz=100.0), load=data)
-        return load.render_text(_load_run(data))
+        return load.render(_load_run(data))
     if kind == "opcache":
-        from gilty.report import specialization_text
+        from gilty.report.specialization import text as specialization_text
 
         return specialization_text.render_opcache(data)
     if kind == "specialization":
-        from gilty.report import specialization_html, specialization_text
+        from gilty.report.specialization import html as specialization_html
+        from gilty.report.specialization import text as specialization_text
         from gilty.specialization.session import SpecializationSession
 
         session = SpecializationSession.from_dict(data["session"])
         return (specialization_html if fmt == "html" else specialization_text).render(session)
     from gilty.load.run_diff import Row
-    from gilty.report import compare
+    from gilty.report.compare import text as compare
 
     rows = [Row(**{f.name: r[f.name] for f in fields(Row)}) for r in data["rows"]]
     if fmt == "html":

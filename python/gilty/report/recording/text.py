@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import datetime
-from typing import Callable, Optional
+from typing import Optional
 
-from gilty.report import event_loops
-from gilty.report.console_exact import exact_sections
-from gilty.report.dump import render_text as dump_text
 from gilty.report.labels import cut_name, cut_names
+from gilty.report.recording import event_loops
+from gilty.report.recording.text_exact import exact_sections
 from gilty.sampling.analysis import Summary, summarise
 from gilty.sampling.analysis.exact import summarise_exact
 from gilty.sampling.analysis.functions import top_function_overall
@@ -94,7 +93,7 @@ def _header(summary: Summary, title: str) -> list:
             f"GIL cross-check: the threads' own holds_gil flag agreed with the GIL's holder in "
             f"{checked - disagreed} of {checked} thread samples ({percent((checked - disagreed) / checked)})"
         )
-    from gilty.report.console_processes import rate_warning
+    from gilty.report.recording.text_processes import rate_warning
 
     warning = rate_warning(session)
     if warning:
@@ -193,8 +192,8 @@ def _convoy_section(summary: Summary) -> list:
 
 def _tasks_section(session: Session) -> list:
     """`record --tasks`: task-seconds by state and the most-awaited sites."""
-    from gilty.report import task_view
     from gilty.report.labels import visible
+    from gilty.report.recording import tasks as task_view
 
     data = task_view.report(session)
     if data is None:
@@ -254,7 +253,7 @@ def render_recording(recording: Recording) -> str:
     if len(recording.sessions) == 1 and not recording.subprocesses:
         text = render(recording.sessions[0])
         return text + "".join(f"\nhint: {note}\n" for note in recording.notes)
-    from gilty.report import console_processes  # several processes: a module of its own
+    from gilty.report.recording import text_processes as console_processes  # several processes: a module of its own
 
     return console_processes.render(recording)
 
@@ -262,7 +261,7 @@ def render_recording(recording: Recording) -> str:
 def render_top(window: Session, elapsed_s: float) -> str:
     """One `gilty top` frame: state shares of the last window, per thread, and its top function."""
     target = window.target
-    from gilty.report.console_processes import BUSY_MIN, fit_function, function_table
+    from gilty.report.recording.text_processes import BUSY_MIN, fit_function, function_table
 
     states = thread_states(window)
     top = top_function_overall(window, states, busy_min=BUSY_MIN)
@@ -293,8 +292,3 @@ def render_top(window: Session, elapsed_s: float) -> str:
     if functions:
         lines += [""] + functions
     return "\n".join(lines) + "\n"
-
-
-def render_dump(target_info: dict, snapshot: dict, syscall_name: Callable[[int], str]) -> str:
-    """Every thread of one `Target.dump()` snapshot, py-spy-dump style (gilty.report.dump)."""
-    return dump_text(target_info, snapshot, syscall_name)

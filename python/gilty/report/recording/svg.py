@@ -11,9 +11,10 @@ import html
 import re
 from typing import Optional
 
-from gilty.report import collapsed, task_view
 from gilty.report.labels import state_name
 from gilty.report.pictures import PictureOptions, frame_names, groups, stack_rows, state_colour
+from gilty.report.recording import collapsed
+from gilty.report.recording import tasks as task_view
 from gilty.sampling import launch
 from gilty.sampling.analysis.pools import group_pools
 from gilty.sampling.native_frames import is_native

@@ -1,14 +1,10 @@
-"""Text and JSON of a load run: the step curve, Little's law, the knee and its limit."""
+"""The text of a load run (``load.result.LoadRun``): the step curve, Little's law, the knee and its limit;
+the server lines here are the Locust run's text too."""
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict
 
-FORMAT_VERSION = 1
-
-
-def _ms(seconds) -> str:
+def ms(seconds) -> str:
     return "-" if seconds is None else f"{seconds * 1e3:.1f}"
 
 
@@ -20,7 +16,7 @@ def knee_line(run) -> str:
     return f"Knee: {knee.rate:g} rps (limit: {knee.limit}). {knee.explanation}."
 
 
-def render_text(run) -> str:
+def render(run) -> str:
     """A ``load.result.LoadRun``."""
     lines = [f"gilty load: {', '.join(u for u, _w in run.urls)} ({run.arrivals} arrivals, open loop)"]
     ready = run.workers_ready
@@ -52,8 +48,8 @@ def render_text(run) -> str:
         if getattr(v, "few_answers", False):
             mark += f"  {v.percentile.replace('_', '.')} from {v.answers} answers"
         lines.append(
-            f"{v.rate:>8g} {v.throughput:>9.1f} {_ms(lat['p50']):>8} {_ms(lat['p90']):>8} {_ms(lat['p99']):>8} "
-            f"{_ms(lat['max']):>9} {v.error_share * 100:>6.1f} {step['dropped']:>6} {v.littles_l:>7.2f} {v.littles_lw:>7.2f}{mark}"
+            f"{v.rate:>8g} {v.throughput:>9.1f} {ms(lat['p50']):>8} {ms(lat['p90']):>8} {ms(lat['p99']):>8} "
+            f"{ms(lat['max']):>9} {v.error_share * 100:>6.1f} {step['dropped']:>6} {v.littles_l:>7.2f} {v.littles_lw:>7.2f}{mark}"
         )
     if len(run.urls) > 1:
         lines.append("")
@@ -64,7 +60,7 @@ def render_text(run) -> str:
                 lat = r["latency_s"]
                 lines.append(
                     f"{step['requested_rate']:>8g}  {r['url']:<40} {r['ok']:>7} {r['errors']:>5} "
-                    f"{_ms(lat['p50']):>8} {_ms(lat['p99']):>8} {_ms(lat['max']):>9}"
+                    f"{ms(lat['p50']):>8} {ms(lat['p99']):>8} {ms(lat['max']):>9}"
                 )
     profiles = run.profiles or []
     if any(p is not None for p in profiles):
@@ -75,7 +71,7 @@ def render_text(run) -> str:
         lines.append("by state, adding up to 100 %; start-up left out):")
         for step, p in zip(run.steps, profiles):
             if p is not None:
-                lines.append(_profile_line(f"{step['requested_rate']:g} rps", p))
+                lines.append(profile_line(f"{step['requested_rate']:g} rps", p))
     lines.extend(server_sections([f"{step['requested_rate']:g} rps" for step in run.steps], profiles))
     lines.append("")
     lines.append("Latency is measured from each request's intended start (coordinated omission corrected).")
@@ -100,37 +96,6 @@ def render_text(run) -> str:
     if run.stopped:
         lines.append("Stopped early (Ctrl-C): the last step is PARTIAL.")
     return "\n".join(lines) + "\n"
-
-
-def report(run) -> dict:
-    return {
-        "format_version": FORMAT_VERSION,
-        "kind": "load",
-        "urls": [{"url": u, "weight": w} for u, w in run.urls],
-        "arrivals": run.arrivals,
-        "slo": None if run.slo is None else {"percentile": run.slo[0], "limit_s": run.slo[1]},
-        "stopped": run.stopped,
-        "steps": [dict(step, verdict=asdict(v)) for step, v in zip(run.steps, run.verdicts)],
-        "knee": None if run.knee is None else asdict(run.knee),
-        "workers_ready": run.workers_ready,
-    }
-
-
-def render_json(run) -> str:
-    return json.dumps(report(run), indent=2) + "\n"
-
-
-def render_html(run) -> str:
-    """The shared HTML report: the load part (curve, steps, endpoints, loops) on top of the recording
-    of the last profiled step (the one past the knee in a ramp); an empty recording without a profile."""
-    from gilty.load.profile import PROFILE_RATE_HZ
-    from gilty.report import html_report
-    from gilty.sampling.session import Recording
-
-    data = report(run)
-    rate, recording = run.step_recording if run.step_recording is not None else (None, Recording(rate_hz=PROFILE_RATE_HZ))
-    data["recording_step"] = rate
-    return html_report.render(recording, load=data)
 
 
 def server_sections(labels: list, profiles: list) -> list:
@@ -193,7 +158,7 @@ def server_sections(labels: list, profiles: list) -> list:
     return lines
 
 
-def _profile_line(label: str, p) -> str:
+def profile_line(label: str, p) -> str:
     top = p.sites[0] if p.sites else None
     place = "" if top is None else (top.file if top.line == 0 else f"{top.file}:{top.line}")
     where = f"; top {top.function} ({place}) {top.share:.0%}" + (f" <- {top.caller}" if top.caller else "") if top else ""
@@ -239,80 +204,3 @@ def state_shares(p) -> str:
         i = next(i for i, part in enumerate(parts) if part.startswith("idle "))
         parts[i] += f" (waiting for work {for_work:.0%})"
     return ", ".join(parts)
-
-
-def render_locust_text(result) -> str:
-    """A Locust run (``load.result.LocustResult``): its own figures, labelled closed loop, per second
-    joined with the server's GIL."""
-    run, prof = result.figures, result.profile
-    agg = run["aggregated"] or {}
-    lines = [
-        f"gilty load --locustfile {run['locustfile']}: Locust, {run['users']} users (spawn rate {run['spawn_rate']:g}/s), "
-        f"{run['workers']} local worker{'s' if run['workers'] != 1 else ''}, {run['duration_s']:g} s"
-        + (f", host {run['host']}" if run["host"] else "")
-    ]
-    lines.append("CLOSED LOOP: each Locust user waits for its answer before its next request, so a slow server is sent less")
-    lines.append("and these latencies omit the requests never sent (not corrected for coordinated omission; gilty's own")
-    lines.append("open-loop generator is `gilty load URL --rate/--ramp`).")
-    lines.append("")
-    lines.append(f"  {'REQUEST':<34} {'COUNT':>7} {'FAIL':>5} {'RPS':>8} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8} {'max ms':>9}")
-    for r in [*run["requests"], *([agg] if agg else [])]:
-        name = f"{r['method']} {r['name']}".strip()
-        rps = "-" if r["rps"] is None else f"{r['rps']:.1f}"
-        lines.append(
-            f"  {name:<34} {r['count']:>7} {r['failures']:>5} {rps:>8} {_ms(r['p50_s']):>8} {_ms(r['p90_s']):>8} "
-            f"{_ms(r['p99_s']):>8} {_ms(r['max_s']):>9}"
-        )
-    if run["seconds"]:
-        lines.append("")
-        lines.append("Per second: requests counted by Locust's master in that second, its rolling percentiles (workers report")
-        lines.append("every few seconds), and the GIL utilisation of the busiest server process in the same second:")
-        lines.append(
-            f"  {'SECOND':>6} {'USERS':>6} {'REQS':>8} {'FAIL/s':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'SERVER GIL':>11}"
-        )
-        t0 = run["seconds"][0]["t"]
-        for sec in run["seconds"]:
-            gil = sec.get("server_gil")
-            lines.append(
-                f"  {sec['t'] - t0:>6} {sec['users']:>6} {sec['requests']:>8} {sec['failures_s'] or 0:>7.1f} "
-                f"{_ms(sec['p50_s']):>8} {_ms(sec['p95_s']):>8} {_ms(sec['p99_s']):>8} {'-' if gil is None else f'{gil:.0%}':>11}"
-            )
-    if prof is not None:
-        lines.append("")
-        lines.append(
-            "Server during the run (busiest processes: the GIL's share of the time, then their working threads' samples by state):"
-        )
-        lines.append(_profile_line("locust", prof))
-        lines.extend(server_sections(["the Locust run"], [prof]))
-        also = _also(prof)
-        if also:
-            lines.append("")
-            lines.append("Seen in the server: " + "; ".join(also) + ".")
-    if run.get("stopped"):
-        lines.append("Stopped early (Ctrl-C): PARTIAL.")
-    return "\n".join(lines) + "\n"
-
-
-def _also(prof) -> list:
-    # A closed loop has no knee to name a limit at; what slowed the server is still worth saying.
-    from gilty.load.profile import other_causes
-
-    return other_causes(prof, "")
-
-
-def locust_report(run: dict) -> dict:
-    return {"format_version": FORMAT_VERSION, "kind": "load_locust", "loop": "closed", **run}
-
-
-def render_locust_json(result) -> str:
-    return json.dumps(locust_report(result.figures), indent=2) + "\n"
-
-
-def render_locust_html(result) -> str:
-    """The shared HTML report with the Locust part on top of the server's recording during the run."""
-    from gilty.load.profile import PROFILE_RATE_HZ
-    from gilty.report import html_report
-    from gilty.sampling.session import Recording
-
-    recording = result.recording if result.recording is not None else Recording(rate_hz=PROFILE_RATE_HZ)
-    return html_report.render(recording, load=locust_report(result.figures))

@@ -103,7 +103,7 @@ def report_data(session: SpecializationSession, top: int = 10, analysis: Analysi
 def render(session: SpecializationSession, top: int = 10, analysis: Analysis = None) -> str:
     """The shared report with the specialization part. `gilty specialization` keeps no thread states
     or stacks, so the recording's sections stay empty (the page hides them)."""
-    from gilty.report import html_report
+    from gilty.report.recording import html as html_report
     from gilty.sampling.session import Recording
 
     recording = Recording(rate_hz=session.rate_hz)

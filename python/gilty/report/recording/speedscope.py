@@ -16,9 +16,9 @@ import json
 from typing import Optional
 
 from gilty import __version__
-from gilty.report import task_view
 from gilty.report.labels import state_name, visible
 from gilty.report.pictures import PictureOptions, drawn, groups, thread_name
+from gilty.report.recording import tasks as task_view
 from gilty.sampling.native_frames import frame_text, is_native, native_parts
 from gilty.sampling.session import IDLE, STATE_NAMES, UNKNOWN, Recording
 from gilty.sampling.stack_slots import slot_spans

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from gilty.report import task_view
 from gilty.report.labels import frame_label, process_label, state_name
 from gilty.report.pictures import PictureOptions, stack_rows
+from gilty.report.recording import tasks as task_view
 from gilty.sampling.native_frames import is_native, native_parts
 from gilty.sampling.session import Recording
 

@@ -20,9 +20,9 @@ from bisect import bisect_right
 from typing import Optional
 
 from gilty import __version__
-from gilty.report import task_view
 from gilty.report.labels import command_text, state_name, thread_label
 from gilty.report.pictures import FrameNames, frame_names
+from gilty.report.recording import tasks as task_view
 from gilty.sampling.native_frames import is_native, native_offset, native_parts
 from gilty.sampling.session import GC, HOLDING_GIL, IDLE, NO_STACK, Recording, Session
 

@@ -148,11 +148,6 @@ def _process_cells(session: Session, role: str) -> tuple:
     return line, command
 
 
-def _process_row(session: Session, role: str, width: int = REPORT_WIDTH) -> str:
-    line, command = _process_cells(session, role)
-    return line + _cut(command, max(width - len(line), 10))
-
-
 def tell_apart(commands: list, width: int) -> list:
     """Each command cut to ``width``; where two would read the same cut but differ, the words they
     share after the first few are left out (``…``) so that what tells them apart shows:
@@ -499,7 +494,7 @@ def render_top(
             best = max(members, key=lambda x: (x.state != "idle", x.samples)) if members else None
             label = fit_function(best.function, best.file, best.line, width - len(row)) if best else ""
             rows.append(row + label)
-        from gilty.report.event_loops import top_line  # an asyncio loop's lag and the code under it
+        from gilty.report.recording.event_loops import top_line  # an asyncio loop's lag and the code under it
 
         loop = top_line(s)
         if loop:

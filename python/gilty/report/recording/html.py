@@ -15,10 +15,10 @@ from importlib import resources
 from typing import Optional
 
 from gilty import __version__
-from gilty.report import task_view
-from gilty.report.console_processes import BUSY_MIN, busiest_thread
 from gilty.report.labels import command_text, process_label
 from gilty.report.pictures import PictureOptions, merges, short_command
+from gilty.report.recording import tasks as task_view
+from gilty.report.recording.text_processes import BUSY_MIN, busiest_thread
 from gilty.sampling.aggregate import ABSENT
 from gilty.sampling.analysis import summarise
 from gilty.sampling.analysis.functions import top_function_overall

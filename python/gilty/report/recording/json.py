@@ -5,9 +5,10 @@ from __future__ import annotations
 import copy
 import datetime
 import json
-from typing import Callable, Optional
+from typing import Optional
 
-from gilty.report import dump, task_view
+from gilty.report.dump import json as dump
+from gilty.report.recording import tasks as task_view
 from gilty.sampling import event_loops
 from gilty.sampling.analysis import Summary, summarise
 from gilty.sampling.native_frames import is_native, native_offset, native_parts
@@ -358,14 +359,6 @@ def recording_report(recording: Recording, raw: bool = True) -> dict:
     return out
 
 
-def _dumps(data: dict) -> str:
-    # The analysed part is indented for people; the raw recording (one number per sample) is
-    # written compactly, last, on one line.
-    raw = data.pop("recording")
-    text = json.dumps(data, indent=2)
-    return text[:-2] + ',\n  "recording": ' + json.dumps(raw) + "\n}\n"
-
-
 def render_recording(recording: Recording) -> str:
     return "".join(render_recording_chunks(recording))
 
@@ -388,7 +381,3 @@ def render_recording_chunks(recording: Recording):
     for i, session in enumerate(recording.sessions):
         yield (", " if i else "") + json.dumps(session.to_dict())
     yield "]}\n}\n"
-
-
-def render_dump(target_info: dict, snapshot: dict, syscall_name: Callable[[int], str]) -> str:
-    return dump.render_json(target_info, snapshot, syscall_name)

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from gilty.report import await_cycles
+from gilty.report.dump import await_cycles
 from gilty.report.labels import visible  # names the target chose: escaped and cut, as in every text output
 
 

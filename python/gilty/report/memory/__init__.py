@@ -1,0 +1,1 @@
+"""`gilty memory`'s outputs: ``text`` and ``json`` of a ``MemorySession``."""
