@@ -85,3 +85,16 @@ class ServeOptions:
     bind: str = "127.0.0.1"
     port: int = 9464
     per_thread: bool = False  # one series per thread id instead of per thread name
+
+
+@dataclass(frozen=True)
+class MemoryOptions:
+    pid: int  # the master of the tree
+    interval_s: float  # between measurements of every process
+    gc_poll_ms: float  # between reads of each process's GC flag
+    duration_s: Optional[float] = None  # None: until Ctrl-C, SIGTERM or the master's exit
+    output: OutputOptions = OutputOptions()
+
+    @property
+    def gc_poll_s(self) -> float:
+        return self.gc_poll_ms / 1e3

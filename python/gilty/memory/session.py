@@ -173,10 +173,6 @@ class MemorySession:
         master = [self.master] if self.master is not None else []
         return master + self.workers + self.helpers
 
-    @property
-    def sample_count(self) -> int:
-        return sum(len(p.samples) for p in self.processes.values())
-
     def cow_method(self) -> Optional[str]:
         methods = {p.baseline["method"] for p in self.processes.values() if p.baseline}
         if not methods:
