@@ -30,9 +30,9 @@ DURATION_S = 2.0
 
 @pytest.fixture(scope="module")
 def recording():
-    # experiment2: two threads sleeping 10 ms in a loop beside a CPU-bound one: every state but GC,
+    # cpu_and_io: two threads sleeping 10 ms in a loop beside a CPU-bound one: every state but GC,
     # and many short runs. The aggregation does not depend on the interpreter version.
-    proc = start_target(sys.executable, "experiment2.py")
+    proc = start_target(sys.executable, "cpu_and_io_threads.py")
     try:
         target = _native.Target(proc.pid)
         session = Session(TargetInfo.from_native(target), RATE_HZ)

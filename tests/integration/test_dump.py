@@ -55,7 +55,7 @@ def unicode_target(interp):
 
 @pytest.fixture(scope="module")
 def recursion(interp):
-    with running_target(interp, "recursion.py") as proc:
+    with running_target(interp, "blocked_in_recursion.py") as proc:
         yield proc
 
 
@@ -145,7 +145,7 @@ def test_text_dump_shows_unicode_names(interp, unicode_target):
 
 # Guards: stack walks truncated at a small depth limit, or the recursion loop detected as a cycle.
 def test_recursion_depth_50(interp, recursion):
-    script = "recursion.py"
+    script = "blocked_in_recursion.py"
     dump = dump_json(recursion.pid)
     stack = frames(thread_named(dump, "recurser"))
     recurse_frames = [f for f in stack if f[0] == "recurse"]

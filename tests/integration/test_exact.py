@@ -175,7 +175,7 @@ def unattributed_cpu_wait(thread: dict, case: str) -> float:
 # case -> (target script, its args, thread names)
 CASES = {
     "spinners": ("spinners.py", (), ("spinner-1", "spinner-2", "MainThread")),
-    "experiment2": ("exact_experiment2.py", ("0.005",), ("io1", "io2", "cpu1", "MainThread")),
+    "cpu_and_io": ("exact_cpu_and_io_threads.py", ("0.005",), ("io1", "io2", "cpu1", "MainThread")),
     "native": ("exact_hasher_spinner.py", (), ("hasher", "spinner", "MainThread")),
     "gc": ("exact_gc_spinner.py", (), ("gc-churner", "spinner", "MainThread")),
 }
@@ -262,7 +262,7 @@ def test_sampled_matches_exact(recordings, case, name, what):
 # a hold is waiting in the sampler's sense (in take_gil, or forced off and waiting in drop_gil).
 ALWAYS_WANTING = {
     "spinners": ("spinner-1", "spinner-2"),
-    "experiment2": ("cpu1",),
+    "cpu_and_io": ("cpu1",),
     "native": ("spinner",),
     "gc": ("gc-churner", "spinner"),
 }
@@ -324,13 +324,13 @@ SWITCH_INTERVALS = (0.005, 0.010)
 
 @pytest.fixture(scope="module")
 def switch_reports(recordings):
-    """{interval: report} for Experiment 2 run with each switch interval (0.005 shared with test 2)."""
+    """{interval: report} for exact_cpu_and_io_threads.py run with each switch interval (0.005 shared with test 2)."""
     out = {}
     for interval in SWITCH_INTERVALS:
         if interval == 0.005:
-            out[interval] = recordings.get("experiment2")
+            out[interval] = recordings.get("cpu_and_io")
             continue
-        with running_target(recordings.interp, "exact_experiment2.py", repr(interval)) as proc:
+        with running_target(recordings.interp, "exact_cpu_and_io_threads.py", repr(interval)) as proc:
             time.sleep(0.3)
             out[interval] = record_with_run_delays(proc.pid, SWITCH_DURATION_S, label=f"{recordings.interp.id}-switch-{interval}")
     return out
@@ -667,7 +667,7 @@ def test_top_exact_shows_exact_shares_each_second(pyenv_interp):
     # top's per-second exact lines are gilty's own; the exact figures themselves are checked on every
     # version by test_sampled_matches_exact.
     one_version(pyenv_interp, "top's exact lines do not depend on the target's version")
-    with running_target(pyenv_interp, "exact_experiment2.py", "0.005") as proc:
+    with running_target(pyenv_interp, "exact_cpu_and_io_threads.py", "0.005") as proc:
         time.sleep(0.3)
         code, out, err = run_gilty("top", "--pid", proc.pid, "--duration", "2.5", "--rate", "200", "--exact", timeout=60)
     assert code == 0, err

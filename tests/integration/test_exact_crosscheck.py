@@ -1,6 +1,6 @@
 """`gilty record --exact` against an independent tracer: bpftrace on the same functions, same process, same time.
 
-The target is the seed's Experiment 2 (two I/O threads sleeping 10 ms in a loop beside a CPU spinner:
+The target is cpu_and_io_threads.py (two I/O threads sleeping 10 ms in a loop beside a CPU spinner:
 a steady GIL convoy). bpftrace runs tests/bpftrace/gil_times.bt (uprobes on take_gil entry/return and
 drop_gil entry, its own definitions of hold and wait, the same as gilty's); while it is attached,
 gilty records `--exact --duration 4 --rate 1000`. As soon as gilty says it is recording, the test
@@ -90,13 +90,13 @@ def parse_bpftrace(stdout: str) -> dict:
 
 @pytest.fixture(scope="module")
 def both(interp):
-    """(gilty's report, bpftrace's maps) for Experiment 2 traced by both at once."""
+    """(gilty's report, bpftrace's maps) for cpu_and_io_threads.py traced by both at once."""
     if interp.id.startswith("debian"):
         pytest.skip("Debian's python3.11 is stripped: neither gilty --exact nor bpftrace can find take_gil")
     reason = skip_reason()
     if reason:
         pytest.skip(reason)
-    with running_target(interp, "experiment2.py") as proc, tempfile.TemporaryDirectory() as tmp:
+    with running_target(interp, "cpu_and_io_threads.py") as proc, tempfile.TemporaryDirectory() as tmp:
         lib = interpreter_file(proc.pid)
         script = Path(tmp, "gil_times.bt")
         script.write_text(BT_SCRIPT.read_text().replace("LIBPYTHON", lib).replace("SECONDS", "60"))

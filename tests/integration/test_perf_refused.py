@@ -44,7 +44,7 @@ def _check_env(interp) -> None:
 
 def test_dump_native_refused_says_what_to_change(interp, targets, deny_perf):
     _check_env(interp)
-    target = targets(interp, "experiment2.py")
+    target = targets(interp, "cpu_and_io_threads.py")
     done = _refused(deny_perf, "dump", "--native", "--pid", str(target.pid))
     line = _one_line_refusal(done)
     assert "perf events are not permitted" in line, line
@@ -58,7 +58,7 @@ def test_dump_native_refused_says_what_to_change(interp, targets, deny_perf):
 
 def test_record_exact_refused_says_what_to_change(interp, targets, deny_perf):
     _check_env(interp)
-    target = targets(interp, "experiment2.py")
+    target = targets(interp, "cpu_and_io_threads.py")
     done = _refused(deny_perf, "record", "--exact", "--pid", str(target.pid), "--duration", "1", "--format", "json")
     line = _one_line_refusal(done)
     assert "without --exact" in line, line

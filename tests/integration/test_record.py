@@ -3,7 +3,7 @@
 Each target is started, recorded once and killed per interpreter (module-scoped fixtures), so only
 one target burns CPU at a time. Targets in a steady state (one sleep, one lock wait, one hash loop,
 GC churn, short sleeps) are recorded for 1 s; the two whose threads trade the GIL (spinners,
-Experiment 2's convoy) for 3 s, where the GIL's unfairness and the count of wake-ups need it.
+cpu_and_io_threads' convoy) for 3 s, where the GIL's unfairness and the count of wake-ups need it.
 Thresholds come from runs on the 2-CPU dev box, idle and with other jobs running: the values
 measured are in each test's comment, and the session summary prints the values of the current run
 ("gilty: measured values behind the thresholds").
@@ -22,7 +22,7 @@ from timing_reference import Pressure, assert_unless_busy
 pytestmark = [pytest.mark.interpreter, pytest.mark.alone]
 
 RATE_HZ = 500
-# Threads trading the GIL: under load one spinner got 0.19 of 3 s; Experiment 2 needs >= 50 wake-ups
+# Threads trading the GIL: under load one spinner got 0.19 of 3 s; cpu_and_io_threads needs >= 50 wake-ups
 # per I/O thread (about 65 a second) and a mean wait over many of them.
 DURATION_S = 3.0
 # Steady targets: each state is held for the whole run, and the thresholds sit 10+ points below the
@@ -70,22 +70,22 @@ def gc_churn(interp):
 
 
 @pytest.fixture(scope="module")
-def experiment1(interp):
-    return record_target(interp, "experiment1.py")
+def io_threads(interp):
+    return record_target(interp, "io_threads.py")
 
 
 def overshoot_snapshot(proc) -> dict:
-    """experiment2.py's own count of wake-ups and summed sleep overshoot per I/O thread."""
+    """cpu_and_io_threads.py's own count of wake-ups and summed sleep overshoot per I/O thread."""
     proc.popen.send_signal(signal.SIGUSR1)
     line = proc.read_line(5)
-    assert line, "experiment2.py did not answer SIGUSR1"
+    assert line, "cpu_and_io_threads.py did not answer SIGUSR1"
     return json.loads(line)
 
 
 @pytest.fixture(scope="module")
-def experiment2(interp):
+def cpu_and_io(interp):
     """The report, plus ``_self``: {io thread: (wake-ups, mean overshoot s)} measured by the target meanwhile."""
-    with running_target(interp, "experiment2.py") as proc:
+    with running_target(interp, "cpu_and_io_threads.py") as proc:
         time.sleep(0.2)  # let the convoy settle
         before = overshoot_snapshot(proc)
         pressure = Pressure()
@@ -231,27 +231,25 @@ def test_gc_churner_is_seen_collecting(interp, gc_churn):
     assert states(gc_churn, "MainThread")["gc"] == 0, "only the GIL holder can be collecting"
 
 
-# Guards: false GIL contention on a process that only does short blocking calls (seed, Experiment 1).
+# Guards: false GIL contention on a process that only does short blocking calls (io_threads.py).
 # Measured io threads: idle 0.983-0.996, waiting_gil 0 on an idle box; at load average 10 idle fell
 # to 0.79 with the rest native (woken, runnable, not yet on a CPU), waiting_gil still 0.
-def test_experiment1_io_threads_are_idle(interp, experiment1):
+def test_io_threads_alone_are_idle(interp, io_threads):
     for name in ("io1", "io2"):
-        t = thread_named(experiment1, name)
-        note(interp, "exp1 io: idle", t["states"]["idle"])
-        note(interp, "exp1 io: waiting_gil", t["states"]["waiting_gil"])
+        t = thread_named(io_threads, name)
+        note(interp, "io alone: idle", t["states"]["idle"])
+        note(interp, "io alone: waiting_gil", t["states"]["waiting_gil"])
         # On a loaded host a woken thread waits for a CPU: 0.245 idle at load 10. The kernel's run delay
         # for the thread over the same recording (`run_delay_share`) is that time, so the bar comes down by it.
         delay = t.get("run_delay_share") or 0.0
-        note(interp, "exp1 io: kernel run delay", round(delay, 3))
+        note(interp, "io alone: kernel run delay", round(delay, 3))
         assert t["states"]["idle"] >= 0.75 - delay, (name, t["states"], delay)
         # The rest of a woken thread's time, on a busy host, is runnable without a CPU.
         assert t["states"]["idle"] + t["states"]["native"] + t["states"]["cpu_wait"] >= 0.95, (name, t["states"])
         assert t["states"]["waiting_gil"] <= 0.05, (name, t["states"])
         assert t["convoy"]["is_convoy"] is False, (name, t["convoy"])
-    assert "contention" not in experiment1["verdict_kinds"] and "convoy" not in experiment1["verdict_kinds"], experiment1[
-        "verdict"
-    ]
-    assert experiment1["mean_waiting_threads"] <= 0.1, experiment1["mean_waiting_threads"]
+    assert "contention" not in io_threads["verdict_kinds"] and "convoy" not in io_threads["verdict_kinds"], io_threads["verdict"]
+    assert io_threads["mean_waiting_threads"] <= 0.1, io_threads["mean_waiting_threads"]
 
 
 def sampler_starved(report: dict) -> str:
@@ -268,17 +266,17 @@ def sampler_starved(report: dict) -> str:
     return ""
 
 
-# Guards: the convoy of the seed's Experiment 2 going unseen: I/O threads waking from sleep(0.01)
+# Guards: the convoy of cpu_and_io_threads.py going unseen: I/O threads waking from sleep(0.01)
 # queue for the GIL held by a CPU-bound thread. Measured waiting_gil 0.33-0.44 (0.47-0.62 under
 # load), episodes 0.85-0.92 of the thread's own wake-ups on an idle box, down to 0.48 under load (a
 # woken thread still waiting for a CPU is native, so idle -> native -> waiting starts no episode).
-def test_experiment2_io_threads_wait_in_a_convoy(interp, experiment2):
+def test_io_threads_beside_a_cpu_thread_wait_in_a_convoy(interp, cpu_and_io):
     for name in ("io1", "io2"):
-        t = thread_named(experiment2, name)
+        t = thread_named(cpu_and_io, name)
         convoy = t["convoy"]
-        wakes, own_mean = experiment2["_self"][name]
-        note(interp, "exp2 io: waiting_gil", t["states"]["waiting_gil"])
-        note(interp, "exp2 io: convoy episodes/wake-ups", convoy["episodes"] / wakes if wakes else None)
+        wakes, own_mean = cpu_and_io["_self"][name]
+        note(interp, "io beside cpu: waiting_gil", t["states"]["waiting_gil"])
+        note(interp, "io beside cpu: convoy episodes/wake-ups", convoy["episodes"] / wakes if wakes else None)
         # A woken I/O thread without a CPU is cpu_wait, not waiting_gil (0.155 + cpu_wait at load 9).
         assert t["states"]["waiting_gil"] + t["states"]["cpu_wait"] >= 0.2, (name, t["states"])
         assert convoy["is_convoy"] is True, (name, convoy)
@@ -287,15 +285,15 @@ def test_experiment2_io_threads_wait_in_a_convoy(interp, experiment2):
         # starts no episode.
         assert_unless_busy(
             convoy["episodes"] >= 0.3 * wakes,
-            experiment2["_pressure"],
+            cpu_and_io["_pressure"],
             f"{name}: {convoy['episodes']} of {wakes} wake-ups seen as convoy episodes",
         )
         assert convoy["mean_wait_s"] is not None and convoy["mean_wait_s"] >= 0.001, (name, convoy)
-    assert "convoy" in experiment2["verdict_kinds"], experiment2["verdict"]
+    assert "convoy" in cpu_and_io["verdict_kinds"], cpu_and_io["verdict"]
     # cpu1 holds the GIL 0.96-0.99 on an idle box; 0.79 seen when other jobs kept woken I/O threads
     # holding the GIL while off-CPU.
     # A holder the kernel preempts still holds the GIL (cpu_wait_holding_gil).
-    cpu1 = thread_named(experiment2, "cpu1")
+    cpu1 = thread_named(cpu_and_io, "cpu1")
     assert cpu1["states"]["holding_gil"] + (cpu1.get("cpu_wait_holding_gil") or 0.0) >= 0.6, cpu1["states"]
 
 
@@ -305,18 +303,18 @@ def test_experiment2_io_threads_wait_in_a_convoy(interp, experiment2):
 # below (10.1 vs 18.3 ms: woken threads waiting for a CPU count as native, not waiting_gil) or, when
 # its own passes come late, above (37 vs 28 ms) -- so the comparison is skipped when the sampler was
 # starved.
-def test_experiment2_convoy_wait_matches_the_threads_own_timing(interp, experiment2):
+def test_convoy_wait_matches_the_io_threads_own_timing(interp, cpu_and_io):
     for name in ("io1", "io2"):
-        convoy = thread_named(experiment2, name)["convoy"]
-        _, own_mean = experiment2["_self"][name]
-        note(interp, "exp2 io: convoy mean_wait_s", convoy["mean_wait_s"])
-        note(interp, "exp2 io: own mean overshoot s", own_mean)
-    starved = sampler_starved(experiment2)
+        convoy = thread_named(cpu_and_io, name)["convoy"]
+        _, own_mean = cpu_and_io["_self"][name]
+        note(interp, "io beside cpu: convoy mean_wait_s", convoy["mean_wait_s"])
+        note(interp, "io beside cpu: own mean overshoot s", own_mean)
+    starved = sampler_starved(cpu_and_io)
     if starved:
         pytest.skip(starved)
     for name in ("io1", "io2"):
-        convoy = thread_named(experiment2, name)["convoy"]
-        _, own_mean = experiment2["_self"][name]
+        convoy = thread_named(cpu_and_io, name)["convoy"]
+        _, own_mean = cpu_and_io["_self"][name]
         mean = convoy["mean_wait_s"]
         assert 0.001 <= mean <= 0.020, (name, convoy)
         # 0.4x still tells a per-pass count (one 2 ms period per "episode") from a real ~5 ms wait.
@@ -326,13 +324,13 @@ def test_experiment2_convoy_wait_matches_the_threads_own_timing(interp, experime
 
 
 # Guards: waiting time blamed on the wrong holder (or on the waiter itself).
-def test_experiment2_blame_points_at_the_cpu_thread(interp, experiment2):
-    cpu1 = thread_named(experiment2, "cpu1")
+def test_convoy_blame_points_at_the_cpu_thread(interp, cpu_and_io):
+    cpu1 = thread_named(cpu_and_io, "cpu1")
     for name in ("io1", "io2"):
-        blame = thread_named(experiment2, name)["blame"]
+        blame = thread_named(cpu_and_io, name)["blame"]
         assert blame, f"{name} has no blame entries"
         top = blame[0]
-        note(interp, "exp2 io: blame[0] fraction (cpu1)", top["fraction"])
+        note(interp, "io beside cpu: blame[0] fraction (cpu1)", top["fraction"])
         assert top["holder_name"] == "cpu1" and top["holder_tid"] == cpu1["tid"], blame
         assert top["fraction"] >= 0.6, blame
         assert top["holder_function"] == "cpu_spin", top

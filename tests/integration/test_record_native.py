@@ -256,7 +256,7 @@ def test_refused_perf_is_one_line(interp, targets, deny_perf):
     a user without CAP_PERFMON would): one line saying what to change, no report, the target alive."""
     if interp.id != "3.12.1":
         pytest.skip("the refusal comes before any version-specific read: checked on pyenv 3.12 only (suite time)")
-    target = targets(interp, "experiment2.py")
+    target = targets(interp, "cpu_and_io_threads.py")
     done = refused(deny_perf, "record", "--native", "--pid", str(target.pid), "--duration", "1", "--format", "json")
     line = one_line_refusal(done)
     assert "perf events are not permitted" in line, line

@@ -152,7 +152,7 @@ def click_button(browser, selector: str) -> None:
 
 
 def select_phase_b_and_reset(browser, page: Path, shots: str) -> None:
-    from test_glance import screenshot
+    from test_gunicorn_outputs import screenshot
 
     browser.open(page)
     assert browser.js("document.body.dataset.ready") == "1"
