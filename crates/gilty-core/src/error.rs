@@ -96,6 +96,12 @@ pub fn from_os(pid: i32, err: &std::io::Error, what: &str) -> Error {
     }
 }
 
+/// Bytes read from the target that no object of the expected kind could hold (freed, torn, or not
+/// what the layout says): an error for the one read, never a user-facing `Error`.
+pub(crate) fn invalid(msg: &str) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, msg.to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

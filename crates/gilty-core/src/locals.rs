@@ -8,6 +8,7 @@
 //! are unbound slots and 3.12+ comprehension-hidden ones. A cell slot holds a cell once the function
 //! has started (3.11+ MAKE_CELL); its contents are shown.
 
+use crate::error::invalid;
 use crate::frames::{FrameWalker, WalkError, MAX_DEPTH};
 use crate::linetable::{position_311, Position};
 use crate::object_repr::{ObjectRepr, TypeCache};
@@ -54,10 +55,6 @@ pub struct FrameLocals {
 pub struct Want {
     pub variables: bool,
     pub positions: bool,
-}
-
-fn invalid(msg: &str) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, msg.to_owned())
 }
 
 /// Every Python frame of the thread state at `tstate`, innermost first, with its variables. Frames

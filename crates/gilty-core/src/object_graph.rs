@@ -3,6 +3,7 @@
 //! globals via `sys.modules`. Every size read from the target is bounded, so torn or garbage memory
 //! gives an error rather than a hang or a huge allocation.
 
+use crate::error::invalid;
 use crate::process::memory::Memory;
 use crate::pyobjects::read_unicode;
 use gilty_layouts::Layout;
@@ -22,10 +23,6 @@ const TPFLAGS_MANAGED_DICT: u64 = 1 << 4;
 pub const TPFLAGS_LONG_SUBCLASS: u64 = 1 << 24;
 const TPFLAGS_UNICODE_SUBCLASS: u64 = 1 << 28;
 const TPFLAGS_DICT_SUBCLASS: u64 = 1 << 29;
-
-fn invalid(msg: &str) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, msg.to_owned())
-}
 
 /// Looks up `module.name` through `sys.modules` of the interpreter state at `main_interp`; None when
 /// the module is not imported or has no such global.

@@ -9,6 +9,7 @@
 //! Strings are quoted with `"` (as py-spy's dump does). A value that is cut ends in `…`; a cut
 //! str/bytes/container is followed by its full length, e.g. `"abc…" (5000 chars)`, `[1, 2, …] (100 items)`.
 
+use crate::error::invalid;
 use crate::object_graph::Reader;
 use crate::process::memory::Memory;
 use crate::pyobjects::{read_c_string, read_unicode};
@@ -30,10 +31,6 @@ const MAX_INT_DIGITS: u64 = 33;
 
 /// `Py_TPFLAGS_HEAPTYPE` (Include/object.h): classes created at run time, never a builtin.
 const TPFLAGS_HEAPTYPE: u64 = 1 << 9;
-
-fn invalid(msg: &str) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, msg.to_owned())
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {

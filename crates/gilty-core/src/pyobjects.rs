@@ -1,15 +1,12 @@
 //! Decoding a few CPython object kinds from raw target memory: str, bytes, int.
 
+use crate::error::invalid;
 use crate::process::memory::Memory;
 use gilty_layouts::Layout;
 use std::io;
 
 /// Longest string decoded; longer names are cut (they are file paths or function names).
 const MAX_STR_CHARS: u64 = 4096;
-
-fn invalid(msg: &str) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, msg.to_owned())
-}
 
 /// Reads a compact `str` object (every identifier and code-object name is compact).
 pub fn read_unicode(mem: &dyn Memory, l: &Layout, addr: u64) -> io::Result<String> {

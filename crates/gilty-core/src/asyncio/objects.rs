@@ -3,6 +3,7 @@
 //! through each awaited coroutine or generator to the innermost suspended frame.
 
 use super::pages::AddrMap;
+use crate::error::invalid;
 use crate::frames::{CodeCache, Frame, FrameWalker, WalkError};
 use crate::object_graph::Reader;
 use crate::process::memory::Memory;
@@ -15,10 +16,6 @@ use std::io;
 const MAX_AWAIT_DEPTH: usize = 256;
 /// Longest callback list or gather child list read.
 pub const MAX_LIST: u64 = 1 << 16;
-
-fn invalid(msg: &str) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, msg.to_owned())
-}
 
 /// What an object is, as far as reading tasks goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

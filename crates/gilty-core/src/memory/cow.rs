@@ -378,6 +378,7 @@ pub fn covered_fraction(windows: &[(u64, u64)], a: u64, b: u64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::process::forked::{Forked, Mapping};
 
     #[test]
     fn classifies_pages() {
@@ -449,49 +450,14 @@ mod tests {
     /// exactly those pages as copies, attributed by the GC-window function.
     #[test]
     fn counts_copies_in_a_forked_child() {
-        use std::os::fd::FromRawFd;
-        let ps = super::super::pagemap::page_size() as usize;
         let pages = 256;
-        // SAFETY: a fresh private anonymous mapping we own; unmapped at the end.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                pages * ps,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        } as *mut u8;
-        assert!(!base.is_null() && base as isize != -1);
-        for i in 0..pages {
-            // SAFETY: inside the mapping.
-            unsafe { *base.add(i * ps) = 1 };
-        }
-        let mut go = [0i32; 2];
-        let mut done = [0i32; 2];
-        // SAFETY: plain pipe/fork; the child only writes memory, uses raw syscalls and _exits.
-        unsafe {
-            assert_eq!(libc::pipe(go.as_mut_ptr()), 0);
-            assert_eq!(libc::pipe(done.as_mut_ptr()), 0);
-        }
-        let child = unsafe { libc::fork() };
-        if child == 0 {
-            let mut b = [0u8; 1];
-            unsafe {
-                libc::read(go[0], b.as_mut_ptr() as *mut libc::c_void, 1);
-                for i in 0..pages / 2 {
-                    *base.add(i * ps) = 2;
-                }
-                libc::write(done[1], b.as_ptr() as *const libc::c_void, 1);
-                libc::read(go[0], b.as_mut_ptr() as *mut libc::c_void, 1);
-                libc::_exit(0);
-            }
-        }
-        let start = base as u64;
+        let mapping = Mapping::new(pages, 1);
+        let forked = Forked::spawn(|| mapping.fill(0..pages / 2, 2));
+        let child = forked.pid;
+        let start = mapping.start();
         let maps = vec![MapEntry {
             start,
-            end: start + (pages * ps) as u64,
+            end: start + mapping.len() as u64,
             perms: "rw-p".into(),
             offset: 0,
             path: None,
@@ -500,12 +466,7 @@ mod tests {
         let mut reader = PagemapReader::open(child).unwrap();
         let mut t = CowTracker::baseline(&mut reader, &maps, &clock).unwrap();
         assert_eq!(t.baseline.shared_pages, pages as u64);
-        unsafe {
-            let b = [0u8; 1];
-            libc::write(go[1], b.as_ptr() as *const libc::c_void, 1);
-            let mut r = std::fs::File::from_raw_fd(done[0]);
-            std::io::Read::read_exact(&mut r, &mut [0u8; 1]).unwrap();
-        }
+        forked.step();
         let d = t.scan(&mut reader, &|_, _| 1.0, &clock).unwrap();
         assert_eq!(d.gc_pages, (pages / 2) as u64, "{d:?}");
         assert_eq!(d.outside_pages, 0);
@@ -515,15 +476,5 @@ mod tests {
         assert_eq!((d2.gc_pages, d2.outside_pages), (0, 0));
         // The region unmapped: the remaining shared pages are released, not copied.
         assert_eq!(t.forget_unmapped(&[]), (pages / 2) as u64);
-        unsafe {
-            let b = [0u8; 1];
-            libc::write(go[1], b.as_ptr() as *const libc::c_void, 1);
-            let mut status = 0;
-            libc::waitpid(child, &mut status, 0);
-            libc::munmap(base as *mut libc::c_void, pages * ps);
-            for fd in [go[0], go[1], done[1]] {
-                libc::close(fd);
-            }
-        }
     }
 }

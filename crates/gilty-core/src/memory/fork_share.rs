@@ -122,6 +122,7 @@ pub fn fork_share(child: i32, parent: i32) -> io::Result<ForkShare> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::process::forked::{Forked, Mapping};
 
     #[test]
     fn classifies_against_the_parent() {
@@ -143,62 +144,16 @@ mod tests {
     /// mapping of its own (new), the rest untouched (shared with the parent).
     #[test]
     fn counts_a_forked_child_since_fork() {
-        let ps = super::super::pagemap::page_size() as usize;
         let pages = 256;
-        let map = |n: usize| unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                n * ps,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        } as *mut u8;
-        let base = map(pages);
-        assert!(base as isize != -1);
-        for i in 0..pages {
-            // SAFETY: inside the mapping.
-            unsafe { *base.add(i * ps) = 1 };
-        }
-        let (mut go, mut done) = ([0i32; 2], [0i32; 2]);
-        // SAFETY: plain pipe/fork; the child writes memory, maps one region, uses raw syscalls and _exits.
-        unsafe {
-            assert_eq!(libc::pipe(go.as_mut_ptr()), 0);
-            assert_eq!(libc::pipe(done.as_mut_ptr()), 0);
-        }
-        let child = unsafe { libc::fork() };
-        if child == 0 {
-            unsafe {
-                for i in 0..pages / 2 {
-                    *base.add(i * ps) = 2;
-                }
-                let own = map(100);
-                for i in 0..100 {
-                    *own.add(i * ps) = 3;
-                }
-                let b = [0u8; 1];
-                libc::write(done[1], b.as_ptr() as *const libc::c_void, 1);
-                let mut r = [0u8; 1];
-                libc::read(go[0], r.as_mut_ptr() as *mut libc::c_void, 1);
-                libc::_exit(0);
-            }
-        }
-        unsafe {
-            let mut r = [0u8; 1];
-            libc::read(done[0], r.as_mut_ptr() as *mut libc::c_void, 1);
-        }
-        let share = fork_share(child, std::process::id() as i32);
-        unsafe {
-            let b = [0u8; 1];
-            libc::write(go[1], b.as_ptr() as *const libc::c_void, 1);
-            let mut status = 0;
-            libc::waitpid(child, &mut status, 0);
-            libc::munmap(base as *mut libc::c_void, pages * ps);
-            for fd in [go[0], go[1], done[0], done[1]] {
-                libc::close(fd);
-            }
-        }
+        let mapping = Mapping::new(pages, 1);
+        let forked = Forked::spawn(|| {
+            mapping.fill(0..pages / 2, 2);
+            // Left mapped: the child exits with it.
+            std::mem::forget(Mapping::new(100, 3));
+        });
+        forked.step();
+        let share = fork_share(forked.pid, std::process::id() as i32);
+        drop(forked);
         let s = share.unwrap();
         // The test process has other inherited pages too (its heap, stacks of threads): bounds, not equality,
         // except where only this test's mappings can contribute.

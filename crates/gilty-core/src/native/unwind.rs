@@ -336,11 +336,6 @@ impl ProcessUnwinder {
         }
     }
 
-    /// The file mapped at `addr`, if any.
-    pub fn library_at(&self, addr: u64) -> Option<&str> {
-        self.module_at(addr).map(|l| l.file.path.as_str())
-    }
-
     pub fn module_count(&self) -> usize {
         self.loaded.len()
     }

@@ -141,40 +141,17 @@ impl Memory for BufferMemory {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::process::forked::{Forked, Mapping};
 
     /// A forked child shares 256 pages with us. Reading half of them through /proc/PID/mem leaves
     /// them shared; reading the other half with process_vm_readv makes the child copy them (5.19+).
     #[test]
     fn proc_mem_reads_do_not_unshare_pages() {
-        let ps = crate::memory::pagemap::page_size() as usize;
         let pages = 256;
-        // SAFETY: a fresh private anonymous mapping we own; unmapped at the end.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                pages * ps,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        } as *mut u8;
-        assert!(base as isize != -1);
-        for i in 0..pages {
-            // SAFETY: inside the mapping.
-            unsafe { *base.add(i * ps) = 7 };
-        }
-        let mut go = [0i32; 2];
-        // SAFETY: pipe + fork; the child only blocks on the pipe and _exits.
-        unsafe { assert_eq!(libc::pipe(go.as_mut_ptr()), 0) };
-        let child = unsafe { libc::fork() };
-        if child == 0 {
-            let mut b = [0u8; 1];
-            unsafe {
-                libc::read(go[0], b.as_mut_ptr() as *mut libc::c_void, 1);
-                libc::_exit(0);
-            }
-        }
+        let mapping = Mapping::new(pages, 7);
+        let (base, ps) = (mapping.base, mapping.page_size);
+        let forked = Forked::spawn(|| {});
+        let child = forked.pid;
         // Private bytes of the test mapping alone: the test binary's other threads keep writing to
         // their own pages after the fork, which makes the child's copies of those private too.
         let private = |pid: i32| -> u64 {
@@ -218,15 +195,7 @@ mod tests {
             assert_eq!(b[0], 7);
         }
         let after_vm_readv = private(child);
-        unsafe {
-            let b = [0u8; 1];
-            libc::write(go[1], b.as_ptr() as *const libc::c_void, 1);
-            let mut status = 0;
-            libc::waitpid(child, &mut status, 0);
-            libc::munmap(base as *mut libc::c_void, pages * ps);
-            libc::close(go[0]);
-            libc::close(go[1]);
-        }
+        drop(forked);
         assert!(
             after_proc_mem - before < 8 * ps as u64,
             "/proc/PID/mem reads unshared pages: {before} -> {after_proc_mem}"

@@ -1,7 +1,7 @@
 //! Per-thread facts from /proc: the thread list, names, and the syscall a thread is blocked in.
 
 use std::fs::File;
-use std::io::{self, Read};
+use std::io;
 use std::os::unix::fs::FileExt;
 
 pub fn exists(pid: i32) -> bool {
@@ -245,12 +245,6 @@ pub fn parse_cgroup_cpu(text: &str) -> Option<CgroupCpu> {
 
 pub fn read_cgroup_cpu(path: &str) -> Option<CgroupCpu> {
     parse_cgroup_cpu(&std::fs::read_to_string(path).ok()?)
-}
-
-pub fn read_small(path: &str) -> io::Result<String> {
-    let mut s = String::new();
-    File::open(path)?.read_to_string(&mut s)?;
-    Ok(s)
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Reading one code object's identity and adaptive bytecode from the target.
 
 use super::decode::{decode, Instruction};
+use crate::error::invalid;
 use crate::linetable::line_311;
 use crate::process::memory::Memory;
 use crate::pyobjects::{read_bytes, read_unicode};
@@ -11,10 +12,6 @@ use std::io;
 /// Larger code objects are taken as a misread (CPython functions stay far below this).
 const MAX_CODE_UNITS: i64 = 1 << 20;
 const MAX_LINETABLE: usize = 1 << 20;
-
-fn invalid(msg: &str) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, msg.to_owned())
-}
 
 /// What stays fixed for a code object's life: names, place, line table, size.
 #[derive(Debug, Clone)]
