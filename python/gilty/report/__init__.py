@@ -5,9 +5,13 @@ A command's capability hands back a result object (a ``Recording``, a ``MemorySe
 renders it as ``fmt`` and writes it to ``path`` or stdout. ``RESULTS`` names each result class's kind
 and ``RENDERERS`` maps (kind, format) to ``"module:function"`` under ``gilty.report``: the function
 takes the result (a recording's picture formats also ``options``) and returns the whole output as
-text (or bytes). Adding a format to a result is one renderer module and one ``RENDERERS`` line;
-a new result is one ``RESULTS`` line more. Renderer modules are imported when used, so ``gilty top``
-does not pay for the HTML template; classes are named, not imported, for the same reason.
+text (or bytes). Adding a format to a result is one renderer module, ``report/<result>/<format>.py``,
+and one ``RENDERERS`` line (for a recording, an ``EXTENSIONS`` line too if ``-o`` is to pick it by
+its extension); a new result is one ``RESULTS`` line more. Shared pieces are in ``report/`` itself:
+``labels`` (names made visible), ``pictures`` (stack drawing), ``output_file`` (safe writes),
+``saved`` (`gilty report` of a saved non-recording report) and ``html/`` (the page's CSS and JS).
+Renderer modules are imported when used, so ``gilty top`` does not pay for the HTML template;
+classes are named, not imported, for the same reason.
 """
 
 from __future__ import annotations
@@ -22,18 +26,65 @@ from gilty._errors import CommandError, UsageError
 if TYPE_CHECKING:  # annotations only: `gilty dump` imports a renderer without the session or `typing`
     from typing import Callable, Optional
 
-# A recording's formats, what each is (for docs and errors); their renderers are in RENDERERS.
-FORMATS = {
-    "text": "the console summary",
-    "json": "the analysed JSON report, with the recording for `gilty report`",
-    "speedscope": "speedscope profile, one per process and thread",
-    "collapsed": "collapsed stacks for flamegraph.pl / inferno / speedscope",
-    "svg": "a flame graph drawn by inferno",
-    "chrome": "Chrome trace events for Perfetto / chrome://tracing",
-    "html": "one self-contained interactive HTML page",
-    "pprof": "gzipped pprof profile.proto with state/pid/thread labels, for pprof and Pyroscope",
+# A result's kind, by its class's full name.
+RESULTS = {
+    "gilty.sampling.session.Recording": "recording",
+    "gilty.memory.session.MemorySession": "memory",
+    "gilty.specialization.result.SpecializationResult": "specialization",
+    "gilty.specialization.result.OpcacheResult": "opcache",
+    "gilty.load.result.LoadRun": "load",
+    "gilty.load.result.LocustResult": "locust",
+    "gilty.load.comparison.Comparison": "compare",
+    "gilty.sampling.dump.Dump": "dump",
 }
-FORMAT_NAMES = tuple(FORMATS)
+
+# What each kind is called in an error about its formats.
+NOUNS = {
+    "recording": "a recording",
+    "memory": "the memory report",
+    "specialization": "the specialization report",
+    "opcache": "the Python 3.10 opcache report",
+    "load": "a load run",
+    "locust": "a Locust run",
+    "compare": "a comparison",
+    "dump": "a dump",
+}
+
+# (kind, format) -> "module:function" under gilty.report; a recording's formats say what they are.
+RENDERERS = {
+    ("recording", "text"): "recording.text:render_recording",  # the console summary
+    ("recording", "json"): "recording.json:render_recording",  # the analysed JSON report, with the recording for `gilty report`
+    ("recording", "speedscope"): "recording.speedscope:render",  # speedscope profile, one per process and thread
+    ("recording", "collapsed"): "recording.collapsed:render",  # collapsed stacks for flamegraph.pl / inferno / speedscope
+    ("recording", "svg"): "recording.svg:render",  # a flame graph drawn by inferno
+    ("recording", "chrome"): "recording.chrome_trace:render",  # Chrome trace events for Perfetto / chrome://tracing
+    ("recording", "html"): "recording.html:render",  # one self-contained interactive HTML page
+    # gzipped pprof profile.proto with state/pid/thread labels, for pprof and Pyroscope
+    ("recording", "pprof"): "recording.pprof:render",
+    ("memory", "text"): "memory.text:render",
+    ("memory", "json"): "memory.json:render",
+    ("specialization", "text"): "specialization.text:render_result",
+    ("specialization", "json"): "specialization.json:render_result",
+    ("specialization", "html"): "specialization.html:render_result",
+    ("opcache", "text"): "specialization.text:render_opcache_result",
+    ("opcache", "json"): "specialization.json:render_opcache_result",
+    ("load", "text"): "load.text:render",
+    ("load", "json"): "load.json:render",
+    ("load", "html"): "load.html:render",
+    ("locust", "text"): "load.locust_text:render",
+    ("locust", "json"): "load.locust_json:render",
+    ("locust", "html"): "load.locust_html:render",
+    ("compare", "text"): "compare.text:render",
+    ("compare", "json"): "compare.json:render",
+    ("compare", "svg"): "compare.svg:render",
+    ("compare", "html"): "compare.html:render",
+    ("dump", "text"): "dump.text:render",
+    ("dump", "json"): "dump.json:render",
+}
+
+
+# A recording's formats (`gilty record`, `gilty report`), in the registry's order.
+FORMAT_NAMES = tuple(fmt for kind, fmt in RENDERERS if kind == "recording")
 # Formats that draw stacks: they take ``report.pictures.PictureOptions`` (--idle, --merge-workers).
 PICTURE_FORMATS = ("speedscope", "collapsed", "svg", "html")
 
@@ -65,7 +116,7 @@ def output_format(fmt: Optional[str], path: Optional[str]) -> str:
     Raised before anything is recorded or written, so a typo in ``-o`` costs nothing.
     """
     if fmt:
-        if fmt not in FORMATS:
+        if fmt not in FORMAT_NAMES:
             raise UsageError(f"unknown format {fmt!r}; choose one of {', '.join(FORMAT_NAMES)}")
         return fmt
     if path is None:
@@ -75,62 +126,6 @@ def output_format(fmt: Optional[str], path: Optional[str]) -> str:
         known = " ".join(ext for ext, _ in EXTENSIONS)
         raise UsageError(f"cannot tell the format of {path!r} from its extension ({known}); add --format FORMAT")
     return found
-
-
-# A result's kind, by its class's full name.
-RESULTS = {
-    "gilty.sampling.session.Recording": "recording",
-    "gilty.memory.session.MemorySession": "memory",
-    "gilty.specialization.result.SpecializationResult": "specialization",
-    "gilty.specialization.result.OpcacheResult": "opcache",
-    "gilty.load.result.LoadRun": "load",
-    "gilty.load.result.LocustResult": "locust",
-    "gilty.load.comparison.Comparison": "compare",
-    "gilty.sampling.dump.Dump": "dump",
-}
-
-# What each kind is called in an error about its formats.
-NOUNS = {
-    "recording": "a recording",
-    "memory": "the memory report",
-    "specialization": "the specialization report",
-    "opcache": "the Python 3.10 opcache report",
-    "load": "a load run",
-    "locust": "a Locust run",
-    "compare": "a comparison",
-    "dump": "a dump",
-}
-
-# (kind, format) -> "module:function" under gilty.report.
-RENDERERS = {
-    ("recording", "text"): "recording.text:render_recording",
-    ("recording", "json"): "recording.json:render_recording",
-    ("recording", "speedscope"): "recording.speedscope:render",
-    ("recording", "collapsed"): "recording.collapsed:render",
-    ("recording", "svg"): "recording.svg:render",
-    ("recording", "chrome"): "recording.chrome_trace:render",
-    ("recording", "html"): "recording.html:render",
-    ("recording", "pprof"): "recording.pprof:render",
-    ("memory", "text"): "memory.text:render",
-    ("memory", "json"): "memory.json:render",
-    ("specialization", "text"): "specialization.text:render_result",
-    ("specialization", "json"): "specialization.json:render_result",
-    ("specialization", "html"): "specialization.html:render_result",
-    ("opcache", "text"): "specialization.text:render_opcache_result",
-    ("opcache", "json"): "specialization.json:render_opcache_result",
-    ("load", "text"): "load.text:render",
-    ("load", "json"): "load.json:render",
-    ("load", "html"): "load.html:render",
-    ("locust", "text"): "load.locust_text:render",
-    ("locust", "json"): "load.locust_json:render",
-    ("locust", "html"): "load.locust_html:render",
-    ("compare", "text"): "compare.text:render",
-    ("compare", "json"): "compare.json:render",
-    ("compare", "svg"): "compare.svg:render",
-    ("compare", "html"): "compare.html:render",
-    ("dump", "text"): "dump.text:render",
-    ("dump", "json"): "dump.json:render",
-}
 
 
 def kind_of(result) -> str:
