@@ -98,3 +98,19 @@ class MemoryOptions:
     @property
     def gc_poll_s(self) -> float:
         return self.gc_poll_ms / 1e3
+
+
+@dataclass(frozen=True)
+class SpecializationOptions:
+    pid: int
+    duration_s: float
+    rate_hz: float
+    read_interval_ms: float  # between reads of the hot code objects
+    top: int = 10  # sites and functions listed
+    subprocesses: bool = False  # every Python descendant too
+    output: OutputOptions = OutputOptions()
+    opcache_output: bool = True  # the format can show Python 3.10's opcache reading (text, json)
+
+    @property
+    def read_interval_s(self) -> float:
+        return self.read_interval_ms / 1e3

@@ -347,10 +347,10 @@ def test_free_threaded_build_is_one_line():
     """The native attach refuses a free-threaded build (its _Py_DebugOffsets flag, crates/gilty-layouts);
     `gilty specialization` turns that into one line about specialization. (No free-threaded interpreter
     is installed on the test machine, so the end-to-end path is not run.)"""
-    from gilty.cli.specialization import _one_line_reason
+    from gilty.specialization.run import one_line_reason
 
     native = "pid 4242 runs a free-threaded Python 3.13.0 build, which has no GIL to diagnose"
-    line = _one_line_reason(RuntimeError(native))
+    line = one_line_reason(RuntimeError(native))
     assert line == "pid 4242 runs a free-threaded build: CPython disables specialization there, so there is nothing to report"
     assert "\n" not in line
 

@@ -14,6 +14,7 @@ class SpecializationResult:
     session: SpecializationSession
     analysis: Analysis
     top: int = 10  # sites, functions and families listed
+    exited_early: bool = False  # a process exited before the requested duration: the result is partial
 
 
 @dataclass
