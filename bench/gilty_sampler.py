@@ -3,7 +3,7 @@
     .venv/bin/python bench/gilty_sampler.py --pid PID --rate HZ --duration S
 
 Attaches (``_native.Target``), creates a ``Sampler``, then loops ``collect(0.25)`` and merges
-every batch into a ``Session`` (``gilty.cli.record`` does the same), until --duration or the
+every batch into a ``Session`` (``gilty.sampling.record_run`` does the same), until --duration or the
 target exits. Prints "attached" when sampling starts, then one JSON object:
 
   samples, achieved_hz   sampling passes and passes per second of wall time

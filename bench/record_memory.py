@@ -82,9 +82,9 @@ def stored_shape(session) -> dict:
 def child(pid: int, rate: float, duration: float) -> int:
     """The recording process: attach, record like `gilty record`, analyse, report."""
     from gilty import _native
-    from gilty.cli.record import sample_until_stopped
     from gilty.report.recording import json as json_report
     from gilty.sampling.analysis import summarise
+    from gilty.sampling.record_run import sample_until_stopped
     from gilty.sampling.session import Session, TargetInfo
 
     target = _native.Target(pid)

@@ -2,8 +2,8 @@
 
 import io
 
-from gilty.cli.progress import Progress
-from gilty.cli.record import sample_until_stopped
+from gilty.sampling.capture import Progress
+from gilty.sampling.record_run import sample_until_stopped
 from synthetic import HOLD, BatchBuilder, make_session
 from test_record_loop import Clock, ScriptedSampler, Stop
 

@@ -8,7 +8,8 @@ not anything the native sampler decides.
 import pytest
 from gilty._errors import EXIT_OK, EXIT_PARTIAL, EXIT_TARGET_EXITED, CommandError
 from gilty.cli.options import output_format
-from gilty.cli.record import CHUNK_S, finish, sample_until_stopped
+from gilty.sampling.capture import SLICE_S
+from gilty.sampling.record_run import finish, sample_until_stopped
 from synthetic import HOLD, BatchBuilder, make_session
 
 
@@ -46,7 +47,7 @@ def test_duration_is_sampled_in_chunks_and_ends_exactly():
     session = make_session([])
     sampler = ScriptedSampler([b.batch([{1: HOLD}] * 25) for _ in range(5)], clock)
     sample_until_stopped(session, sampler, 1.1, Stop(), RuntimeError, clock=clock)
-    assert sampler.calls == pytest.approx([CHUNK_S] * 4 + [0.1])
+    assert sampler.calls == pytest.approx([SLICE_S] * 4 + [0.1])
     assert session.stopped_by == "duration"
     assert session.duration_s == pytest.approx(1.1)
     assert finish(session, launched=False) == EXIT_OK

@@ -1,7 +1,9 @@
 """The ``gilty`` command line: a registry of subcommands and the one place errors become exit codes.
 
-Each command module has ``prepare_parser(parser)`` and ``run(args) -> int`` (memray's layout);
-``main`` prints any failure as one line, ``gilty: error: <message>``, never a traceback
+Each command module has ``prepare_parser(parser)`` and ``run(args) -> int`` (memray's layout), and
+``run`` is three calls: the options built from ``args`` once (gilty.options, by cli/options.py), the
+capability's ``run(options, stop)`` (stop: gilty.sampling.capture.Stop), the result to
+``gilty.report.write``. ``main`` prints any failure as one line, ``gilty: error: <message>``, never a traceback
 (set GILTY_DEBUG=1 to get the traceback of an internal error).
 """
 

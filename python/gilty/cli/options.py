@@ -14,6 +14,7 @@ from gilty._errors import CommandError, UsageError
 from gilty.report import emit  # noqa: F401 - the commands' one way to write output
 
 FORMATS = ("text", "json")
+DEFAULT_RATE_HZ = 100.0  # of record and top
 
 # Upper bounds of numbers on the command line: past them a value is a typo, and taking it would
 # overflow a Duration (a panic), build a huge list, or start more threads than the machine has.

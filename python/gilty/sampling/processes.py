@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 import time
 from typing import Callable, Optional, TextIO
 
 from gilty._visible import visible
-from gilty.sampling import helpers
+from gilty.sampling import capture, helpers
 from gilty.sampling.session import Recording, Session, TargetInfo
 
 
@@ -66,7 +65,7 @@ class ProcessTracker:
 
     def finish(self, duration_s: float, stopped_by: str) -> None:
         rec = self.recording
-        # No further than the last pass (see record.sample_until_stopped): time a busy host kept gilty
+        # No further than the last pass (see record_run.sample_until_stopped): time a busy host kept gilty
         # from looking, before it saw the end, was not recorded.
         covered = [s.last_time + s.period_s for s in rec.sessions if s.last_time is not None]
         if covered:
@@ -227,26 +226,7 @@ class ChildrenCpu:
         return None
 
 
-def say(line: str, err: TextIO = sys.stderr) -> None:
-    print(f"gilty: {line}", file=err)
-
-
-def describe(recording: Recording) -> str:
-    """ "3 processes (pids 10, 11, 12)" for status lines."""
-    pids = recording.pids
-    return f"{len(pids)} process{'es' if len(pids) != 1 else ''}" + (f" (pids {', '.join(map(str, pids))})" if pids else "")
-
-
-def exit_summary(recording: Recording) -> list:
-    """Lines for stderr about processes that exited during the recording."""
-    return [f"pid {s.target.pid} exited after {s.exited_at:.1f} s" for s in recording.sessions if s.exited_at is not None]
-
-
 # -- the sampling loop -------------------------------------------------------------------------
-
-# Each collect() samples at most this long with the GIL released: a Ctrl-C or SIGTERM (seen by
-# Python only between native calls) stops the recording within about this long, at any rate.
-SLICE_S = 0.1
 
 
 def sample_processes(
@@ -254,29 +234,22 @@ def sample_processes(
     process_set: object,
     duration_s: Optional[float],
     stop: object,
-    clock: Callable[[], float],
+    clock: Callable[[], float] = time.monotonic,
     on_slice: Optional[Callable[[], None]] = None,
+    progress: Optional[capture.Progress] = None,
+    tally: Optional[Callable[[], tuple]] = None,
 ) -> str:
-    """Collect until the duration, every process gone, or ``stop.requested``; returns what stopped it."""
-    started = clock()
-    stopped_by = "interrupt"
-    try:
-        while not getattr(stop, "requested", False):
-            chunk = SLICE_S
-            if duration_s is not None:
-                remaining = duration_s - (clock() - started)
-                if remaining <= 1e-3:
-                    stopped_by = "duration"
-                    break
-                chunk = min(chunk, remaining)
-            got = process_set.collect(chunk)  # type: ignore[attr-defined]
-            tracker.add(got)
-            if on_slice is not None:
-                on_slice()
-            if got["finished"]:
-                stopped_by = "target_exit"
-                break
-    except KeyboardInterrupt:  # a Ctrl-C that arrived before the handler was installed
-        stopped_by = "interrupt"
-    tracker.finish(clock() - started, stopped_by)
-    return stopped_by
+    """Collect until the duration, every process gone, or ``stop.requested`` (gilty.sampling.capture's
+    loop), then ``tracker.finish``; returns what stopped it."""
+
+    def step(seconds: float) -> bool:
+        got = process_set.collect(seconds)  # type: ignore[attr-defined]
+        tracker.add(got)
+        if on_slice is not None:
+            on_slice()
+        return bool(got["finished"])
+
+    period_s = 1.0 / tracker.recording.rate_hz
+    ended = capture.collect_until(step, period_s, duration_s, stop, clock, progress=progress, tally=tally)
+    tracker.finish(ended.wall_s, ended.stopped_by)
+    return ended.stopped_by
