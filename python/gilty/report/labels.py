@@ -83,7 +83,7 @@ def process_label(session: Session) -> str:
     return f"pid {session.target.pid} · {command_text(session)}"
 
 
-def thread_label(session: Session, tid: int) -> str:
+def thread_label_in_session(session: Session, tid: int) -> str:
     """``MainThread (tid 4243)``."""
     return f"{session.thread_name(tid)} (tid {tid})"
 

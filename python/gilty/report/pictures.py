@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-from gilty.report.labels import command_text, frame_label, process_label, thread_label
+from gilty.report.labels import command_text, frame_label, process_label, thread_label_in_session
 from gilty.sampling.analysis.pools import pool_key
 from gilty.sampling.native_frames import frame_text, is_native
 from gilty.sampling.processes import roles
@@ -101,7 +101,7 @@ def groups(recording: Recording, options: Optional[PictureOptions] = None) -> li
 
 def thread_name(group: Group, session: Session, tid: int) -> str:
     """``MainThread (tid 4243)``; in merged workers the name alone, numbered pools as one."""
-    label = thread_label(session, tid)
+    label = thread_label_in_session(session, tid)
     if not group.merged:
         return label
     suffix = f" (tid {tid})"

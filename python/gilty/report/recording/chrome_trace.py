@@ -20,7 +20,7 @@ from bisect import bisect_right
 from typing import Optional
 
 from gilty import __version__
-from gilty.report.labels import command_text, state_name, thread_label
+from gilty.report.labels import command_text, state_name, thread_label_in_session
 from gilty.report.pictures import FrameNames, frame_names
 from gilty.report.recording import tasks as task_view
 from gilty.sampling.native_frames import is_native, native_offset, native_parts
@@ -200,9 +200,9 @@ def session_events(session: Session, offset: float = 0.0, names: FrameNames = No
         _meta("thread_sort_index", pid, GIL_OWNER_TID, {"sort_index": -2}),
     ]
     for i, tid in enumerate(session.tids()):
-        events.append(_meta("thread_name", pid, tid, {"name": thread_label(session, tid)}))
+        events.append(_meta("thread_name", pid, tid, {"name": thread_label_in_session(session, tid)}))
         events.append(_meta("thread_sort_index", pid, tid, {"sort_index": 2 * i}))
-        events.append(_meta("thread_name", pid, tid + STACK_TRACK, {"name": thread_label(session, tid) + " stack"}))
+        events.append(_meta("thread_name", pid, tid + STACK_TRACK, {"name": thread_label_in_session(session, tid) + " stack"}))
         events.append(_meta("thread_sort_index", pid, tid + STACK_TRACK, {"sort_index": 2 * i + 1}))
     runs = session.runs()
     by_tid: dict = {}
