@@ -114,3 +114,10 @@ class SpecializationOptions:
     @property
     def read_interval_s(self) -> float:
         return self.read_interval_ms / 1e3
+
+
+@dataclass(frozen=True)
+class CompareOptions:
+    a: str  # the baseline's JSON report (`gilty load` or `gilty record`)
+    b: str
+    output: OutputOptions = OutputOptions()

@@ -17,11 +17,10 @@ from __future__ import annotations
 import argparse
 
 from gilty import report
-from gilty._errors import EXIT_OK, EXIT_USAGE, CommandError
+from gilty._errors import EXIT_OK
 from gilty.cli.options import add_format_argument, check_output, output_format, read_json_file
-from gilty.load import run_diff
-from gilty.load.comparison import Comparison
-from gilty.sampling.session import Recording
+from gilty.load import two_runs
+from gilty.options import CompareOptions, OutputOptions
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
@@ -31,18 +30,11 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     add_format_argument(parser, ("text", "json", "svg", "html"))
 
 
-def _read(path: str) -> tuple:
-    """(kind, data): ("load", the load report) or ("recording", Recording)."""
-    data = read_json_file(path)
-    if isinstance(data, dict) and data.get("kind") == "load" and isinstance(data.get("steps"), list):
-        return "load", data
-    raw = data.get("recording") if isinstance(data, dict) else None
-    if isinstance(raw, dict) and "recording_format_version" in raw:
-        try:
-            return "recording", Recording.from_dict(raw)
-        except (ValueError, KeyError, TypeError, AttributeError, OverflowError, IndexError, RecursionError) as e:
-            raise CommandError(f"{path}: the recording in it is damaged ({type(e).__name__}: {e})", EXIT_USAGE) from None
-    raise CommandError(f"{path} is neither a `gilty load` nor a `gilty record` JSON report", EXIT_USAGE)
+def run(args: argparse.Namespace) -> int:
+    options = CompareOptions(args.a, args.b, OutputOptions(_format(args.format, args.output), args.output))
+    comparison = two_runs.run(options, read_json_file)
+    report.write(comparison, options.output.format, options.output.path)
+    return EXIT_OK
 
 
 def _format(fmt, path) -> str:
@@ -55,23 +47,3 @@ def _format(fmt, path) -> str:
         if lower.endswith(ext):
             return name
     return output_format(None, path)
-
-
-def run(args: argparse.Namespace) -> int:
-    fmt = _format(args.format, args.output)
-    kind_a, a = _read(args.a)
-    kind_b, b = _read(args.b)
-    if kind_a != kind_b:
-        raise CommandError(f"cannot compare a {kind_a} report ({args.a}) with a {kind_b} report ({args.b})", EXIT_USAGE)
-    try:
-        rows = run_diff.compare_load(a, b) if kind_a == "load" else run_diff.compare_recordings(a, b)
-    except (ArithmeticError, LookupError, TypeError, ValueError, AttributeError, RecursionError) as e:
-        raise CommandError(f"a report lacks a field the comparison needs ({type(e).__name__}: {e})", EXIT_USAGE) from None
-    if not rows:
-        raise CommandError(
-            f"{args.a} and {args.b} have nothing in common to compare (no step at the same rate, no thread of the same name)",
-            EXIT_USAGE,
-        )
-    drawn = (a, b) if kind_a == "recording" else (None, None)
-    report.write(Comparison(args.a, args.b, kind_a, rows, *drawn), fmt, args.output)
-    return EXIT_OK

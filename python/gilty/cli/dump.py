@@ -10,14 +10,12 @@ gilty dump --pid 4242 --tasks              # and every asyncio task, as a tree p
 from __future__ import annotations
 
 import argparse
-import sys
 
 from gilty import report
 from gilty._errors import EXIT_OK
-from gilty._visible import visible
 from gilty.cli.options import add_format_argument, add_pid_arguments
-from gilty.sampling.attach import attach, child_pids, native_module
-from gilty.sampling.dump import Dump
+from gilty.sampling import snapshots
+from gilty.sampling.snapshots import DumpOptions
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
@@ -38,50 +36,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _snapshot(
-    native, pid: int, tasks: bool = False, with_locals: bool = False, positions: bool = False, with_native: bool = False
-) -> tuple:
-    target = attach(native, pid)
-    target_info = {
-        "pid": target.pid,
-        "python_version": target.python_version,
-        "executable": target.executable,
-        "switch_interval_s": target.switch_interval_s,
-    }
-    # Positions (3.11+ column ranges) are in the JSON form only: the text keeps py-spy's layout.
-    if with_native:
-        snapshot = target.dump(locals=with_locals, positions=positions, native=True)
-    elif with_locals or positions:
-        snapshot = target.dump(locals=with_locals, positions=positions)
-    else:
-        snapshot = target.dump()
-    if tasks:
-        snapshot["tasks"] = target.tasks()
-    return target_info, snapshot
-
-
 def run(args: argparse.Namespace) -> int:
-    native = native_module()
-    roots = list(dict.fromkeys(args.pid))
-    if len(roots) == 1 and not args.subprocesses:
-        target_info, snapshot = _snapshot(native, roots[0], args.tasks, args.locals, args.format == "json", args.native)
-        report.write(Dump([(target_info, snapshot)], native.syscall_name, single=True), args.format or "text", None)
-        return EXIT_OK
-    # The given pids must be Python (as for one pid); descendants that are not are skipped.
-    pids = list(roots)
-    if args.subprocesses:
-        for root in roots:
-            pids += [p for p in child_pids(root) if p not in pids]
-    dumps, skipped = [], []
-    for pid in pids:
-        try:
-            dumps.append(_snapshot(native, pid, args.tasks, args.locals, args.format == "json", args.native))
-        except native.GiltyError as e:
-            if pid in roots and getattr(e, "kind", None) == "no_such_process":
-                raise
-            if pid in roots and not args.subprocesses:
-                raise
-            skipped.append({"pid": pid, "reason": str(e)})
-            print(f"gilty: skipping pid {pid}: {visible(str(e), 0)}", file=sys.stderr)  # names the target's executable
-    report.write(Dump(dumps, native.syscall_name, skipped), args.format or "text", None)
+    options = DumpOptions(args.pid, args.subprocesses, args.tasks, args.locals, args.native, args.format or "text")
+    report.write(snapshots.run(options), options.format, None)
     return EXIT_OK
