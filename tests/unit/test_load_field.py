@@ -277,6 +277,20 @@ def test_a_percentile_from_few_answers_says_so():
     notes = analysis.knee_notes([few], knee)
     assert notes and "30 answers" in notes[0]
 
+    # The knee's parts are fields: a profile's cause replaces the generic one without cutting the
+    # sentence at its ';' (issue 29), and the whole reads as before.
+    passed = analysis.judge(step(600), ("p99", 0.05))
+    reading = analysis.read_knee([step(600), step(600)], [passed, analysis.judge(step(600), ("p99", 0.01))], ("p99", 0.05))
+    assert reading.condition == "above 10 rps p99 <= 50 ms no longer holds"
+    assert reading.knee().explanation == (
+        "above 10 rps p99 <= 50 ms no longer holds; the server completes at most 200 rps, "
+        "i.e. about 2.0 requests at a time at its low-load service time"
+    )
+    reading.limit, reading.cause, reading.also, reading.notes = "CPU in Python", "the workers hold the GIL", ["a", "b"], ["n"]
+    knee = reading.knee()
+    assert knee.limit == "CPU in Python"
+    assert knee.explanation == "above 10 rps p99 <= 50 ms no longer holds; the workers hold the GIL. Also: a; b. Note: n"
+
 
 def test_idle_asyncio_workers_wait_for_work():
     # FastAPI under 4 uvicorn workers at 10 rps: each loop sits at its selector with nothing ready,
