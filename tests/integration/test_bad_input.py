@@ -90,10 +90,13 @@ def test_permission_denied_as_nobody(interp, targets):
     proc = targets(interp, "known_stack.py")
     before = settled_state(proc.pid)
     # Drop to nobody inside an already running venv Python: /root (pyenv, the venv's base) is 0700,
-    # so gilty is imported and its extension loaded before the switch: the command's module too (the
-    # CLI imports only the command it runs, when it runs it) and `locale` and `shutil`, which argparse loads late.
+    # so gilty is imported and its extension loaded before the switch: the command's module too, by
+    # asking the program for the command's help (the CLI imports only the command it runs, when it
+    # runs it), and `locale` and `shutil`, which argparse loads late.
     code = (
-        "import os, sys, locale, shutil; import gilty._native, gilty.cli.dump; from gilty.cli import main; "
+        "import contextlib, io, os, sys, locale, shutil; import gilty._native; from gilty.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    main(['dump', '--help'])\n"
         "os.setgroups([]); os.setgid(65534); os.setuid(65534); "
         f"sys.exit(main(['dump', '--pid', '{proc.pid}']))"
     )

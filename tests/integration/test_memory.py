@@ -487,8 +487,11 @@ def test_permission_denied_as_nobody():
     target = subprocess.Popen(["sleep", "30"])
     try:
         code = (
-            # The command's module and `locale` and `shutil` (argparse loads them late) are imported before the switch.
-            "import os, sys, locale, shutil; import gilty._native, gilty.cli.memory; from gilty.cli import main; "
+            # The command's module (by asking the program for its help) and `locale` and `shutil` (argparse
+            # loads them late) are imported before the switch.
+            "import contextlib, io, os, sys, locale, shutil; import gilty._native; from gilty.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    main(['memory', '--help'])\n"
             "os.setgroups([]); os.setgid(65534); os.setuid(65534); "
             f"sys.exit(main(['memory', '--pid', '{target.pid}', '--duration', '1']))"
         )
