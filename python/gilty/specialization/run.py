@@ -17,7 +17,6 @@ from gilty.specialization.session import ProcessWatch, SpecializationSession
 from gilty.specialization.sources import read_sources
 
 MAX_CODES = 200
-POLL_S = 0.2  # a timed wait lets a signal handler run in the main thread
 
 
 def run(options: SpecializationOptions, stop: Any) -> Union[SpecializationResult, OpcacheResult]:
@@ -105,9 +104,6 @@ def _watch_all(native, pids: list, options: SpecializationOptions, stop: Any) ->
     native_stop = native.LoadStop()
 
     def one(pid: int):
-        # The kernel hands a process-wide Ctrl-C to any thread that does not block it; one sleeping in
-        # native code would leave the main thread asleep in its wait for the whole --duration.
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         try:
             return native.specialization_watch(
                 pid,
@@ -120,12 +116,14 @@ def _watch_all(native, pids: list, options: SpecializationOptions, stop: Any) ->
         except Exception as e:  # noqa: BLE001 - reported per process below
             return e
 
-    watches = {pid: capture.in_thread(lambda pid=pid: one(pid), f"gilty-specialization-{pid}") for pid in pids}
-    for watch in watches.values():
-        while not watch.done.wait(POLL_S):
-            if stop.requested:
-                native_stop.set()
-    results = {pid: watch.result() for pid, watch in watches.items()}
+    def watch_all() -> dict:
+        # The kernel hands a process-wide Ctrl-C to any thread that does not block it: these threads
+        # (and the watches they start, which inherit the mask) leave it to the main thread.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        watches = {pid: capture.in_thread(lambda pid=pid: one(pid), f"gilty-specialization-{pid}") for pid in pids}
+        return {pid: watch.result() for pid, watch in watches.items()}
+
+    results = capture.wait_for(watch_all, stop, native_stop.set, "gilty-specialization")
     if stop.requested:
         what = "Ctrl-C" if stop.signum == signal.SIGINT else "SIGTERM"
         elapsed = max((r["elapsed_s"] for r in results.values() if isinstance(r, dict)), default=0.0)
