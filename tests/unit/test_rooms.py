@@ -135,12 +135,9 @@ def test_command_line_parts_are_found_in_code_and_in_code_handed_to_a_child():
 
 @pytest.mark.xfail(
     strict=False,
-    reason="issue 29: moves under way; offenders on 2026-11-29: tests/integration/test_bad_input.py (gilty.cli.dump, "
-    "preloaded before dropping to nobody), tests/integration/test_memory.py (gilty.cli.memory, the same), "
-    "tests/unit/test_bad_input_table.py (COMMAND_MODULES), tests/unit/test_cli.py (split_child_command), "
-    "tests/unit/test_load_command_line.py (build_parser, split_child_command), tests/unit/test_record_loop.py "
-    "(cli.options.output_format), tests/unit/test_report_registry.py (build_parser), tests/unit/test_top_frames.py "
-    "(cli.top: CLEAR_AND_HOME, watch)",
+    reason="issue 29: moves under way; offenders on 2026-11-29: tests/unit/test_bad_input_table.py (COMMAND_MODULES), "
+    "tests/unit/test_cli.py (split_child_command), tests/unit/test_load_command_line.py (build_parser, "
+    "split_child_command), tests/unit/test_top_frames.py (cli.top: CLEAR_AND_HOME, watch)",
 )
 def test_no_test_or_benchmark_imports_a_command_line_module():
     # Tests and benchmarks reach a capability through its own package and a format through report/;
