@@ -3,8 +3,8 @@
 //!
 //! Run: cargo test -p gilty-core --test thread_names -- --nocapture
 
-use gilty_core::interpreter::attach;
-use gilty_core::thread_names::python_thread_names;
+use gilty_core::interp::interpreter::attach;
+use gilty_core::interp::thread_names::python_thread_names;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::path::Path;

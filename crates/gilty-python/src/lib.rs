@@ -1,10 +1,10 @@
 //! `gilty._native`: exposes gilty-core's attach, snapshot and sampler to Python. No logic lives here.
 
-use gilty_core::aggregate::Runs;
 use gilty_core::exact::histogram::Distribution;
 use gilty_core::exact::ExactSummary;
-use gilty_core::interpreter::{attach, Interpreter};
-use gilty_core::sampler::{Batch, Sampler as CoreSampler};
+use gilty_core::interp::interpreter::{attach, Interpreter};
+use gilty_core::sampling::aggregate::Runs;
+use gilty_core::sampling::sampler::{Batch, Sampler as CoreSampler};
 use gilty_core::{Error as CoreError, ErrorKind};
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
@@ -13,9 +13,9 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use std::sync::{Arc, Mutex};
 
 mod flamegraph;
+mod gil_monitor;
 mod load;
 mod memory;
-mod monitor;
 mod process_set;
 mod specialization;
 mod tasks;
@@ -44,7 +44,7 @@ fn exited_err(pid: i32) -> PyErr {
 /// A failed read of a one-shot reader: the target exited, or (alive) what went wrong, never
 /// "exited" for a process that is still there.
 fn read_err(pid: i32, e: &std::io::Error) -> PyErr {
-    to_py_err(gilty_core::threads::unreadable(pid, e))
+    to_py_err(gilty_core::interp::threads::unreadable(pid, e))
 }
 
 /// An attached target. Holds the sampler so `dump()` and `Sampler` share caches.
@@ -130,19 +130,19 @@ impl Target {
             let mut guard = self.inner.lock().unwrap();
             let s: &mut CoreSampler = &mut guard;
             let snap = py.allow_threads(|| s.snapshot());
-            let want = gilty_core::locals::Want {
+            let want = gilty_core::interp::locals::Want {
                 variables: locals,
                 positions,
             };
             let vars = match &snap {
                 Ok(threads) if locals || positions => {
-                    let stacks: Vec<(i32, &[gilty_core::frames::Frame])> = threads
+                    let stacks: Vec<(i32, &[gilty_core::interp::frames::Frame])> = threads
                         .iter()
                         .map(|t| (t.tid, t.stack.as_slice()))
                         .collect();
                     Some(
                         py.allow_threads(|| {
-                            gilty_core::locals::locals_for_threads(&s.interp, &stacks, want)
+                            gilty_core::interp::locals::locals_for_threads(&s.interp, &stacks, want)
                         })
                         .map_err(|e| read_err(pid, &e))?,
                     )
@@ -151,7 +151,7 @@ impl Target {
             };
             // What each thread is handling, read right after its stack; a failed read leaves it unknown.
             let handled = if snap.is_ok() {
-                py.allow_threads(|| gilty_core::exceptions::handled_by_tid(&s.interp))
+                py.allow_threads(|| gilty_core::interp::exceptions::handled_by_tid(&s.interp))
                     .unwrap_or_default()
             } else {
                 Default::default()
@@ -570,7 +570,7 @@ fn exact_dict<'py>(
 
 #[pyfunction]
 fn syscall_name(nr: i64) -> String {
-    gilty_core::syscalls::name(nr)
+    gilty_core::process::syscalls::name(nr)
 }
 
 #[pymodule]
@@ -581,7 +581,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(syscall_name, m)?)?;
     memory::register(m)?;
     load::register(m)?;
-    monitor::register(m)?;
+    gil_monitor::register(m)?;
     process_set::register(m)?;
     flamegraph::register(m)?;
     specialization::register(m)?;

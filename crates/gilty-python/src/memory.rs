@@ -1,11 +1,11 @@
 //! `gilty memory`'s native side: `MemoryMonitor` (a process tree measured in background threads),
 //! `gc_config()` and `measure_once()`. Conversions only; gilty-core's `memory` module does the work.
 
-use gilty_core::gc_config::{read_gc_config, GcState};
-use gilty_core::interpreter::attach;
-use gilty_core::memory::measurement::{MonitorOptions, MonitorStats, Output};
-use gilty_core::memory::monitor::Monitor;
+use gilty_core::interp::gc_config::{read_gc_config, GcState};
+use gilty_core::interp::interpreter::attach;
+use gilty_core::memory::measurement::{Output, TreeWatchOptions, TreeWatchStats};
 use gilty_core::memory::pass_cost::measure_once as core_measure_once;
+use gilty_core::memory::tree_watch::TreeWatch;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -176,7 +176,7 @@ fn output_dict<'py>(py: Python<'py>, o: &Output) -> PyResult<Bound<'py, PyDict>>
     Ok(out)
 }
 
-fn stats_dict<'py>(py: Python<'py>, s: &MonitorStats) -> PyResult<Bound<'py, PyDict>> {
+fn stats_dict<'py>(py: Python<'py>, s: &TreeWatchStats) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("elapsed_s", s.elapsed_s)?;
     d.set_item("passes", s.passes)?;
@@ -203,7 +203,7 @@ fn stats_dict<'py>(py: Python<'py>, s: &MonitorStats) -> PyResult<Bound<'py, PyD
 /// Measures a process tree (the master `pid` and its descendants) in background threads.
 #[pyclass(module = "gilty._native")]
 struct MemoryMonitor {
-    inner: Mutex<Monitor>,
+    inner: Mutex<TreeWatch>,
     #[pyo3(get)]
     pid: i32,
 }
@@ -225,14 +225,14 @@ impl MemoryMonitor {
         if !(0.0001..=1.0).contains(&gc_poll_s) {
             return Err(PyValueError::new_err("gc_poll_s must be in [0.0001, 1]"));
         }
-        let opts = MonitorOptions {
+        let opts = TreeWatchOptions {
             interval: Duration::from_secs_f64(interval_s),
             gc_poll: Duration::from_secs_f64(gc_poll_s),
             pagemap,
-            ..MonitorOptions::default()
+            ..TreeWatchOptions::default()
         };
         let m = py
-            .allow_threads(|| Monitor::start(pid, opts))
+            .allow_threads(|| TreeWatch::start(pid, opts))
             .map_err(to_py_err)?;
         Ok(MemoryMonitor {
             inner: Mutex::new(m),

@@ -1,7 +1,7 @@
 //! `_native.ProcessSet`: several processes (a server's master and workers) sampled on one schedule.
 
 use crate::{batch_dict, to_py_err};
-use gilty_core::process_set::{Event, ProcessSet as CoreSet};
+use gilty_core::sampling::process_set::{Event, ProcessSet as CoreSet};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use std::sync::Mutex;

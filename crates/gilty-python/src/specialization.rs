@@ -3,7 +3,7 @@
 //! `specialization` module does the work.
 
 use crate::load::LoadStop;
-use gilty_core::interpreter::{attach, Interpreter};
+use gilty_core::interp::interpreter::{attach, Interpreter};
 use gilty_core::specialization::code::{read_identity, read_instructions, CodeIdentity};
 use gilty_core::specialization::decode::Instruction;
 use gilty_core::specialization::opcode_table;

@@ -1,7 +1,7 @@
 //! `Target.tasks()`: the asyncio snapshot as Python dicts (docs/asyncio.md has the fields).
 
 use gilty_core::asyncio::TasksSnapshot;
-use gilty_core::frames::Frame;
+use gilty_core::interp::frames::Frame;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
@@ -108,7 +108,7 @@ fn build<'py, 'a>(py: Python<'py>, snap: &'a TasksSnapshot) -> PyResult<Bound<'p
 /// last s, samples)], "errors": {...}} (docs/json-format.md, "Batches").
 pub(crate) fn aggregate_dict<'py>(
     py: Python<'py>,
-    agg: &gilty_core::task_record::TaskAggregate,
+    agg: &gilty_core::sampling::task_record::TaskAggregate,
 ) -> PyResult<Bound<'py, PyDict>> {
     let out = PyDict::new(py);
     out.set_item("passes", agg.passes)?;

@@ -11,10 +11,10 @@ pub mod pages;
 mod registry;
 mod tree;
 
-use crate::frames::{Frame, WalkError};
-use crate::interpreter::Interpreter;
+use crate::interp::frames::{Frame, WalkError};
+use crate::interp::interpreter::Interpreter;
+use crate::interp::pyobjects::read_small_int;
 use crate::process::memory::Memory;
-use crate::pyobjects::read_small_int;
 use gilty_layouts::asyncio_layout_for;
 use objects::{AsyncReader, Kind};
 use pages::AddrMap;
@@ -104,10 +104,12 @@ pub fn read_tasks(interp: &Interpreter) -> crate::Result<TasksSnapshot> {
         }
     }
     // Which OS thread runs each loop: the loop's `_thread_id` is a thread state's `thread_id`.
-    let threads =
-        crate::threads::python_threads_settled(interp, &mut crate::threads::TidResolver::default())
-            .map(|(_, t)| t)
-            .unwrap_or_default();
+    let threads = crate::interp::threads::python_threads_settled(
+        interp,
+        &mut crate::interp::threads::TidResolver::default(),
+    )
+    .map(|(_, t)| t)
+    .unwrap_or_default();
     for l in snap.loops.iter_mut() {
         l.tid = l
             .thread_ident
@@ -118,7 +120,7 @@ pub fn read_tasks(interp: &Interpreter) -> crate::Result<TasksSnapshot> {
 }
 
 /// The tasks as two reads agree on them, without the extras of a dump (other frameworks, loop
-/// threads): what a sampling pass reads (`crate::task_record`). Reads of `chunk_pages` pages at a
+/// threads): what a sampling pass reads (`crate::sampling::task_record`). Reads of `chunk_pages` pages at a
 /// time: a pass over a thousand tasks costs least in small chunks, a dump of ten thousand in large.
 pub fn read_tasks_agreed(
     interp: &Interpreter,
@@ -207,11 +209,11 @@ fn read_retrying(
     let mut last = None;
     let tries = match retry {
         Retry::AtOnce => REGISTRY_TRIES,
-        Retry::Settle => crate::threads::SETTLE_TRIES,
+        Retry::Settle => crate::interp::threads::SETTLE_TRIES,
     };
     for attempt in 0..tries {
         if let Retry::Settle = retry {
-            crate::threads::settle_pause(attempt);
+            crate::interp::threads::settle_pause(attempt);
         }
         match one_read(interp, a, main, chunk_pages) {
             Ok(r) => return Ok(r),

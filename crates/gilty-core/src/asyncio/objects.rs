@@ -4,10 +4,10 @@
 
 use super::pages::AddrMap;
 use crate::error::invalid;
-use crate::frames::{CodeCache, Frame, FrameWalker, WalkError};
-use crate::object_graph::Reader;
+use crate::interp::frames::{CodeCache, Frame, FrameWalker, WalkError};
+use crate::interp::object_graph::Reader;
+use crate::interp::pyobjects::{read_c_string, read_small_int};
 use crate::process::memory::Memory;
-use crate::pyobjects::{read_c_string, read_small_int};
 use gilty_layouts::{AsyncLayout, Layout};
 use std::cell::RefCell;
 use std::io;

@@ -9,7 +9,7 @@
 //! program that blocks `_asyncio`).
 
 use super::objects::{AsyncReader, Classes};
-use crate::object_graph::module_global_in;
+use crate::interp::object_graph::module_global_in;
 use std::io;
 
 /// Largest set table read (2**22 slots: millions of tasks).

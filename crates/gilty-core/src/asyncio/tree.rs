@@ -11,7 +11,7 @@
 use super::objects::{AsyncReader, Chain, Kind, TaskFields};
 use super::pages::{AddrMap, AddrSet};
 use super::Awaiting;
-use crate::frames::Frame;
+use crate::interp::frames::Frame;
 use std::io;
 
 pub struct ReadTask {

@@ -2,7 +2,7 @@
 
 use super::{ExactRecorder, TraceEvent, TraceKind};
 use crate::error::{Error, ErrorKind};
-use crate::interpreter::Interpreter;
+use crate::interp::interpreter::Interpreter;
 use gilty_trace::{inlined_sites, resolve, ProbeSpec, Reg, Tracer};
 
 /// Data pages per thread's ring buffer: 256 pages (1 MiB) hold ~25k events between two drains.

@@ -10,7 +10,7 @@
 //! collection counters show how many were).
 
 use crate::clock::monotonic_ns;
-use crate::gc_config::{GcLocation, GcState};
+use crate::interp::gc_config::{GcLocation, GcState};
 use crate::process::memory::ProcessMemory;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
@@ -316,8 +316,8 @@ mod tests {
         let mut line = String::new();
         out.read_line(&mut line).unwrap();
         let pid = child.id() as i32;
-        let interp = crate::interpreter::attach(pid).unwrap();
-        let loc = crate::gc_config::locate(&interp).unwrap();
+        let interp = crate::interp::interpreter::attach(pid).unwrap();
+        let loc = crate::interp::gc_config::locate(&interp).unwrap();
         let initial = loc.read(&interp.mem).unwrap();
         let (tx, rx) = channel();
         let poller = GcPoller::start(Duration::from_millis(1), tx);

@@ -5,11 +5,11 @@ use super::cow::CowMethod;
 use super::fork_share::ForkShare;
 use super::gc_watch::PollerStats;
 use super::smaps::Rollup;
-use crate::gc_config::{FrozenCount, GcState};
+use crate::interp::gc_config::{FrozenCount, GcState};
 use std::time::Duration;
 
 #[derive(Debug, Clone, Copy)]
-pub struct MonitorOptions {
+pub struct TreeWatchOptions {
     /// Period of the full passes (smaps_rollup, stat, GC state, pages).
     pub interval: Duration,
     /// Period of the GC flag polls.
@@ -27,9 +27,9 @@ pub struct MonitorOptions {
     pub recount_budget: Duration,
 }
 
-impl Default for MonitorOptions {
+impl Default for TreeWatchOptions {
     fn default() -> Self {
-        MonitorOptions {
+        TreeWatchOptions {
             interval: Duration::from_secs(1),
             gc_poll: Duration::from_millis(1),
             tree_scan: Duration::from_millis(25),
@@ -193,7 +193,7 @@ pub struct Output {
 
 /// Totals over the run, for the cost report.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct MonitorStats {
+pub struct TreeWatchStats {
     pub elapsed_s: f64,
     pub passes: u64,
     pub trigger_scans: u64,

@@ -6,7 +6,7 @@
 //! interpreter-state address serve for the worker too; reads go through `/proc/PID/mem`, which leaves
 //! copy-on-write sharing alone.
 
-use crate::object_graph::Reader;
+use crate::interp::object_graph::Reader;
 use crate::process::memory::Memory;
 use gilty_layouts::Layout;
 use std::io;

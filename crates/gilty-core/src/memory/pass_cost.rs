@@ -5,8 +5,8 @@ use super::pagemap::PagemapReader;
 use super::smaps::ProcFiles;
 use crate::clock::monotonic_ns;
 use crate::error::{from_os, Result};
-use crate::gc_config::locate;
-use crate::interpreter::attach;
+use crate::interp::gc_config::locate;
+use crate::interp::interpreter::attach;
 use crate::process::maps::read_maps;
 use crate::process::memory::ProcessMemory;
 

@@ -9,7 +9,7 @@
 //! (the addresses past it have no line). Bad DWARF (a truncated or garbage section) ends the
 //! reading of its unit; what was read before stays, and nothing fails.
 
-use crate::elf::Mapped;
+use crate::process::elf::Mapped;
 use object::{Object, ObjectSection};
 use std::borrow::Cow;
 use std::collections::HashMap;

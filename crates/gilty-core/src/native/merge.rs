@@ -13,7 +13,7 @@
 //! where they say what the interpreter itself is doing (waiting for the GIL, collecting garbage).
 
 use super::unwind::NativeFrame;
-use crate::frames::Frame;
+use crate::interp::frames::Frame;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum MixedFrame {

@@ -5,7 +5,7 @@
 
 use super::lines::{has_lines, LineIndex};
 use super::symbols::SymbolTable;
-use crate::elf::Mapped;
+use crate::process::elf::Mapped;
 use object::{Object, ObjectSection, ObjectSegment};
 use std::ops::{Deref, Range};
 use std::sync::{Arc, OnceLock};

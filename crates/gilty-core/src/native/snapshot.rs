@@ -20,9 +20,9 @@ use super::perf::{permission_hint, PerfSampler, DEFAULT_STACK_BYTES};
 use super::unwind::{reached_thread_start, NativeFrame, ProcessUnwinder, Regs};
 use crate::clock::monotonic_ns;
 use crate::error::{Error, ErrorKind};
-use crate::frames::{CodeCache, Frame, FrameWalker};
-use crate::interpreter::Interpreter;
-use crate::threads::{python_threads_settled, TidResolver};
+use crate::interp::frames::{CodeCache, Frame, FrameWalker};
+use crate::interp::interpreter::Interpreter;
+use crate::interp::threads::{python_threads_settled, TidResolver};
 use std::time::{Duration, Instant};
 
 /// Kernel sampling period (CPU time) while a dump looks at one running thread.
@@ -169,7 +169,7 @@ pub fn take(
 ) -> crate::Result<Vec<NativeThread>> {
     let pid = interp.pid;
     let (_, threads) = python_threads_settled(interp, resolver)
-        .map_err(|e| crate::threads::unreadable(pid, &e))?;
+        .map_err(|e| crate::interp::threads::unreadable(pid, &e))?;
     let mut unwinder = ProcessUnwinder::new(pid)?;
     let interp_files = [interp.binary.as_str(), interp.executable.as_str()];
     let mut out = Vec::new();

@@ -1,9 +1,12 @@
-//! Access to another process: its memory maps, its memory, and its /proc files. Read-only.
+//! Access to another process: its memory maps, its memory, its /proc files, the ELF symbols of its
+//! binaries and the syscall numbers gilty names. Read-only.
 
 pub mod block_cache;
+pub mod elf;
 #[cfg(test)]
 pub(crate) mod forked;
 pub mod maps;
 pub mod memory;
 pub mod procfs;
 pub mod switches;
+pub mod syscalls;

@@ -2,9 +2,9 @@
 
 use super::decode::{decode, Instruction};
 use crate::error::invalid;
-use crate::linetable::line_311;
+use crate::interp::linetable::line_311;
+use crate::interp::pyobjects::{read_bytes, read_unicode};
 use crate::process::memory::Memory;
-use crate::pyobjects::{read_bytes, read_unicode};
 use gilty_layouts::opcodes::OpcodeTable;
 use gilty_layouts::Layout;
 use std::io;

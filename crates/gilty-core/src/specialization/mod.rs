@@ -11,7 +11,7 @@ pub mod opcache;
 pub mod watch;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::interpreter::Interpreter;
+use crate::interp::interpreter::Interpreter;
 use gilty_layouts::opcodes::OpcodeTable;
 
 /// The opcode table for an attached interpreter, or the one-line reason there is none.

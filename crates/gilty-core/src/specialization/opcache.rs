@@ -2,13 +2,13 @@
 //! LOAD_ATTR / LOAD_METHOD site whether its entry is in use. Layout from the generated
 //! `OpcacheLayout` (Include/cpython/code.h, Include/internal/pycore_code.h of 3.10).
 
-use crate::frames::FrameWalker;
-use crate::interpreter::Interpreter;
-use crate::linetable::line_310;
+use crate::interp::frames::FrameWalker;
+use crate::interp::interpreter::Interpreter;
+use crate::interp::linetable::line_310;
+use crate::interp::pyobjects::{read_bytes, read_unicode};
+use crate::interp::threads::{python_threads, TidResolver};
 use crate::process::memory::Memory;
 use crate::process::procfs;
-use crate::pyobjects::{read_bytes, read_unicode};
-use crate::threads::{python_threads, TidResolver};
 use gilty_layouts::opcodes::OpcacheLayout;
 use std::collections::HashMap;
 use std::io;

@@ -4,10 +4,10 @@
 
 use super::code::{read_adaptive_checked, read_identity, CodeIdentity};
 use super::decode::{decode, Form, Instruction};
-use crate::frames::FrameWalker;
-use crate::interpreter::Interpreter;
+use crate::interp::frames::FrameWalker;
+use crate::interp::interpreter::Interpreter;
+use crate::interp::threads::{python_threads, TidResolver};
 use crate::process::procfs::{self, SchedstatReader};
-use crate::threads::{python_threads, TidResolver};
 use gilty_layouts::opcodes::OpcodeTable;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;

@@ -8,8 +8,8 @@
 //! A NULL first local (an argument moved into a cell for a closure, or deleted) or a failed read
 //! leaves the plain name: never worse than without the lookup.
 
+use crate::interp::pyobjects::read_c_string;
 use crate::process::memory::Memory;
-use crate::pyobjects::read_c_string;
 use gilty_layouts::Layout;
 
 /// `Py_TPFLAGS_TYPE_SUBCLASS` (Include/object.h): set on `type` and every metaclass.

@@ -2,10 +2,10 @@
 //! states the way the sampler reads another process, and never takes the GIL to do it, so measuring
 //! does not create the contention it reports. Conversions only; gilty-core does the reading.
 
-use gilty_core::classify::ThreadState;
-use gilty_core::gil_stats::{GilStats, STATES};
-use gilty_core::interpreter::attach;
-use gilty_core::sampler::Sampler;
+use gilty_core::interp::interpreter::attach;
+use gilty_core::sampling::classify::ThreadState;
+use gilty_core::sampling::gil_stats::{GilStats, STATES};
+use gilty_core::sampling::sampler::Sampler;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};

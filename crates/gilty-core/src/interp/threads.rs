@@ -1,6 +1,6 @@
 //! Enumerating the target's Python thread states and mapping them to OS thread ids.
 
-use crate::interpreter::Interpreter;
+use crate::interp::interpreter::Interpreter;
 use crate::process::memory::Memory;
 use std::collections::HashMap;
 use std::io;

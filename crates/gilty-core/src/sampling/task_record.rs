@@ -13,11 +13,11 @@
 //!
 //! Separate from the sampler's own fold (`aggregate.rs`) so that the thread view is untouched.
 
-use crate::aggregate::OrderedCounts;
 use crate::asyncio::{read_tasks_agreed, TaskInfo, TasksSnapshot};
-use crate::classify::ThreadState;
-use crate::frames::Frame;
-use crate::interpreter::Interpreter;
+use crate::interp::frames::Frame;
+use crate::interp::interpreter::Interpreter;
+use crate::sampling::aggregate::OrderedCounts;
+use crate::sampling::classify::ThreadState;
 use std::collections::HashMap;
 
 /// Task-sample state of a task suspended in an await (running tasks take their thread's state).

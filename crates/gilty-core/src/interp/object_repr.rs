@@ -10,9 +10,9 @@
 //! str/bytes/container is followed by its full length, e.g. `"abc…" (5000 chars)`, `[1, 2, …] (100 items)`.
 
 use crate::error::invalid;
-use crate::object_graph::Reader;
+use crate::interp::object_graph::Reader;
+use crate::interp::pyobjects::{read_c_string, read_unicode};
 use crate::process::memory::Memory;
-use crate::pyobjects::{read_c_string, read_unicode};
 use gilty_layouts::Layout;
 use std::io;
 

@@ -1,7 +1,7 @@
 //! Per-thread state counts over sliding windows, for the in-process monitor: one-second buckets in
 //! a ring (so the 1 s, 10 s and 60 s windows cost nothing to keep up to date) plus totals.
 
-use crate::classify::ThreadState;
+use crate::sampling::classify::ThreadState;
 use std::collections::HashMap;
 
 /// One count per `ThreadState` (cpu_wait, code 6, is the last).

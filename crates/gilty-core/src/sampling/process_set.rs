@@ -4,11 +4,11 @@
 //! workers that exit are dropped.
 
 use crate::error::{ErrorKind, Result};
-use crate::interpreter::attach;
+use crate::interp::interpreter::attach;
 use crate::memory::process_tree::{cmdline, descendants};
 use crate::memory::smaps::parse_stat;
 use crate::process::procfs;
-use crate::sampler::{Batch, Sampler};
+use crate::sampling::sampler::{Batch, Sampler};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
@@ -193,7 +193,7 @@ impl ProcessSet {
         self.members.keys().copied().collect()
     }
 
-    fn add_member(&mut self, pid: i32, ppid: i32, interp: crate::interpreter::Interpreter) {
+    fn add_member(&mut self, pid: i32, ppid: i32, interp: crate::interp::interpreter::Interpreter) {
         let event = Event::Attached {
             pid,
             ppid,
@@ -403,8 +403,8 @@ impl ProcessSet {
     pub fn collect(&mut self, seconds: f64) -> Collected {
         let deadline = Instant::now() + Duration::from_secs_f64(seconds.max(0.0));
         let mut finished = false;
-        // Unbiased pass times on a busy machine: see crate::realtime.
-        let _realtime = crate::realtime::RealtimeGuard::enter();
+        // Unbiased pass times on a busy machine: see crate::sampling::realtime.
+        let _realtime = crate::sampling::realtime::RealtimeGuard::enter();
         loop {
             let now = Instant::now();
             let every = if self.pending.values().any(|p| p.initialising) {

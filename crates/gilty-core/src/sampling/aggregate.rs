@@ -9,7 +9,7 @@
 //! merge looks at one run per thread, never at every run.
 //! `python/gilty/aggregate.py` is the pure-Python twin of this module and must stay in step with it.
 
-use crate::classify::ThreadState;
+use crate::sampling::classify::ThreadState;
 use std::collections::HashMap;
 use std::hash::Hash;
 

@@ -1,8 +1,8 @@
 //! Finding the CPython interpreter inside a target process, identifying its version, choosing and
 //! validating the struct layout, and locating the runtime structures gilty reads.
 
-use crate::elf::{parse_release, ElfInfo};
 use crate::error::{from_os, Error, ErrorKind, Result};
+use crate::process::elf::{parse_release, ElfInfo};
 use crate::process::maps::{read_maps, MapEntry};
 use crate::process::memory::{Memory, ProcessMemory};
 use crate::process::procfs;
@@ -457,7 +457,7 @@ impl Interpreter {
     }
 
     fn micro_from_sys_version(&self, obj: u64) -> Option<u8> {
-        let text = crate::pyobjects::read_unicode(&self.mem, &self.layout, obj).ok()?;
+        let text = crate::interp::pyobjects::read_unicode(&self.mem, &self.layout, obj).ok()?;
         let release = text.split_whitespace().next()?;
         let v = parse_release(release)?;
         (v.0 == self.version.0 && v.1 == self.version.1).then_some(v.2)
@@ -469,8 +469,8 @@ impl Interpreter {
         let main = self
             .main_interp()
             .map_err(|e| std::io::Error::other(e.message))?;
-        crate::object_graph::module_global_in(
-            &crate::object_graph::Reader::new(&self.mem, &self.layout),
+        crate::interp::object_graph::module_global_in(
+            &crate::interp::object_graph::Reader::new(&self.mem, &self.layout),
             main,
             module,
             name,

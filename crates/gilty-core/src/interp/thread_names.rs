@@ -3,10 +3,10 @@
 //! Path: `threading._active` (a dict `ident -> Thread`, `Lib/threading.py`; it also holds the main
 //! and `_DummyThread`s) → each Thread's `_name` attribute.
 
-use crate::interpreter::Interpreter;
-use crate::object_graph::{module_global_in, Reader, TPFLAGS_LONG_SUBCLASS};
+use crate::interp::interpreter::Interpreter;
+use crate::interp::object_graph::{module_global_in, Reader, TPFLAGS_LONG_SUBCLASS};
+use crate::interp::pyobjects::read_small_int;
 use crate::process::block_cache::BlockCache;
-use crate::pyobjects::read_small_int;
 use std::collections::HashMap;
 use std::io;
 

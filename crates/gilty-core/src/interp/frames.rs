@@ -6,12 +6,12 @@
 //! The target runs while we walk, so a walk can mix frames from different moments or wander into
 //! freed frames. A walk is accepted only if it is consistent (see `walk`); otherwise it is torn.
 
-use crate::linetable::{line_310, line_311, position_311, Position};
-use crate::method_class::{FirstArg, TypeNames};
+use crate::interp::linetable::{line_310, line_311, position_311, Position};
+use crate::interp::method_class::{FirstArg, TypeNames};
+use crate::interp::pyobjects::{read_bytes, read_unicode};
+use crate::interp::threads::WalkHead;
 use crate::process::block_cache::BlockCache;
 use crate::process::memory::Memory;
-use crate::pyobjects::{read_bytes, read_unicode};
-use crate::threads::WalkHead;
 use gilty_layouts::Layout;
 use std::collections::HashMap;
 use std::io;

@@ -4,8 +4,8 @@
 //! gives an error rather than a hang or a huge allocation.
 
 use crate::error::invalid;
+use crate::interp::pyobjects::read_unicode;
 use crate::process::memory::Memory;
-use crate::pyobjects::read_unicode;
 use gilty_layouts::Layout;
 use std::io;
 

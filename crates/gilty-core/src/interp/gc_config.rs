@@ -26,7 +26,7 @@
 //! it is masked anyway.
 
 use crate::error::{from_os, Error, ErrorKind, Result};
-use crate::interpreter::Interpreter;
+use crate::interp::interpreter::Interpreter;
 use crate::process::memory::Memory;
 use crate::process::memory::ProcessMemory;
 use gilty_layouts::Layout;
@@ -522,7 +522,7 @@ mod tests {
                 .read_line(&mut line)
                 .unwrap();
             let pid = child.id() as i32;
-            let result = crate::interpreter::attach(pid)
+            let result = crate::interp::interpreter::attach(pid)
                 .and_then(|i| read_gc_config(&i, 1_000_000, Duration::from_secs(5)));
             drop(child.stdin.take());
             let _ = child.wait();

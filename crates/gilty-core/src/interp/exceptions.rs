@@ -3,9 +3,9 @@
 //! the thread's exception-info stack (`tstate->exc_info`, one level per running generator or
 //! coroutine) that holds an exception (Python/errors.c `_PyErr_GetTopmostException`).
 
-use crate::object_repr::{ObjectRepr, TypeCache};
+use crate::interp::object_repr::{ObjectRepr, TypeCache};
+use crate::interp::threads::ExcHead;
 use crate::process::memory::Memory;
-use crate::threads::ExcHead;
 use gilty_layouts::Layout;
 use std::io;
 
@@ -44,11 +44,11 @@ pub fn handled_exception(
 
 /// `handled_exception` of every Python thread, by OS thread id (threads whose tid is unknown are left out).
 pub fn handled_by_tid(
-    interp: &crate::interpreter::Interpreter,
+    interp: &crate::interp::interpreter::Interpreter,
 ) -> io::Result<std::collections::HashMap<i32, Option<String>>> {
-    let (_, threads) = crate::threads::python_threads_settled(
+    let (_, threads) = crate::interp::threads::python_threads_settled(
         interp,
-        &mut crate::threads::TidResolver::default(),
+        &mut crate::interp::threads::TidResolver::default(),
     )?;
     let types = TypeCache::default();
     let mut out = std::collections::HashMap::new();

@@ -2,25 +2,25 @@
 //! stack, classify each thread, intern stacks, and fold the pass into the batch's `Aggregate`.
 //! Never stops the target.
 
-use crate::aggregate::{Aggregate, Seen, NONE};
-use crate::classify::{classify, GilView, History, Observation, ThreadState};
 use crate::clock::monotonic_ns;
-use crate::cpu_wait::CpuWaitTrack;
 use crate::exact::tracing::ExactTracing;
 use crate::exact::ExactSummary;
-use crate::exceptions::HandlingCheck;
-use crate::frames::{CodeCache, Frame, FrameWalker, WalkError};
-use crate::interpreter::Interpreter;
-use crate::linetable::Position;
+use crate::interp::exceptions::HandlingCheck;
+use crate::interp::frames::{CodeCache, Frame, FrameWalker, WalkError};
+use crate::interp::interpreter::Interpreter;
+use crate::interp::linetable::Position;
+use crate::interp::threads::{python_threads, PyThread, TidResolver, WalkHead};
 use crate::native::record::{as_frame, Mixed, NativeCounts, NativeRecorder, PyRead};
-use crate::positions::PositionTally;
 use crate::process::memory::Memory;
 use crate::process::procfs::{
     self, CgroupCpu, Schedstat, SchedstatReader, SyscallReader, SyscallState,
 };
 use crate::process::switches::{queued_behind_caller, SwitchesReader};
-use crate::task_record::{TaskAggregate, TaskRecorder, ThreadSeen};
-use crate::threads::{python_threads, PyThread, TidResolver, WalkHead};
+use crate::sampling::aggregate::{Aggregate, Seen, NONE};
+use crate::sampling::classify::{classify, GilView, History, Observation, ThreadState};
+use crate::sampling::cpu_wait::CpuWaitTrack;
+use crate::sampling::positions::PositionTally;
+use crate::sampling::task_record::{TaskAggregate, TaskRecorder, ThreadSeen};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -395,7 +395,12 @@ impl Sampler {
                     frames: stack.as_ref().map(|s| s.frames.as_slice()),
                 })
                 .collect();
-            crate::task_record::observe(&self.interp, *main, &threads, &mut rec.batch.errors)
+            crate::sampling::task_record::observe(
+                &self.interp,
+                *main,
+                &threads,
+                &mut rec.batch.errors,
+            )
         };
         rec.after_read(
             started.elapsed().as_nanos() as u64,
@@ -440,7 +445,7 @@ impl Sampler {
     /// Samples for `seconds` (or until the target exits) and returns what was collected.
     pub fn collect(&mut self, seconds: f64) -> Batch {
         let deadline = Instant::now() + Duration::from_secs_f64(seconds.max(0.0));
-        let _realtime = crate::realtime::RealtimeGuard::enter();
+        let _realtime = crate::sampling::realtime::RealtimeGuard::enter();
         loop {
             let now = Instant::now();
             let due = *self.next_due.get_or_insert(now);
@@ -571,7 +576,7 @@ impl Sampler {
         if let Ok(t) = procfs::thread_ids(self.interp.pid) {
             self.os_tids = t;
         }
-        if let Ok(n) = crate::thread_names::python_thread_names(&self.interp) {
+        if let Ok(n) = crate::interp::thread_names::python_thread_names(&self.interp) {
             self.py_names = n;
         }
         let pid = self.interp.pid;
@@ -883,7 +888,7 @@ impl Sampler {
                 self.batch.errors.gil_flag_checked += 1;
                 self.batch.errors.gil_flag_disagreed += u64::from(flag != holds);
             }
-            let gil_wait = |s: SyscallState| matches!(s, SyscallState::Blocked { nr, arg0 } if nr == crate::syscalls::FUTEX && arg0 >= range.0 && arg0 < range.1);
+            let gil_wait = |s: SyscallState| matches!(s, SyscallState::Blocked { nr, arg0 } if nr == crate::process::syscalls::FUTEX && arg0 >= range.0 && arg0 < range.1);
             let mut reused = None;
             let mut syscall_now = None;
             if stacks && !holds && tstate != 0 {
@@ -1010,7 +1015,7 @@ impl Sampler {
             let was_idle = history
                 .map(|h| h.state == ThreadState::Idle)
                 .unwrap_or(false);
-            let blocked_not_gil = matches!(syscall, SyscallState::Blocked { nr, arg0 } if !(nr == crate::syscalls::FUTEX && arg0 >= range.0 && arg0 < range.1));
+            let blocked_not_gil = matches!(syscall, SyscallState::Blocked { nr, arg0 } if !(nr == crate::process::syscalls::FUTEX && arg0 >= range.0 && arg0 < range.1));
             // CPU time is read only at the edges: when a thread goes idle, and when one idle before runs.
             let mut ran_since_idle = None;
             if blocked_not_gil && !was_idle {
@@ -1324,14 +1329,14 @@ impl Sampler {
             match self.observe() {
                 Ok(obs) => return Ok(obs),
                 Err(e)
-                    if tries + 1 >= crate::threads::SETTLE_TRIES
+                    if tries + 1 >= crate::interp::threads::SETTLE_TRIES
                         || procfs::is_gone(self.interp.pid) =>
                 {
                     return Err(e)
                 }
                 Err(_) => {
                     tries += 1;
-                    crate::threads::settle_pause(tries);
+                    crate::interp::threads::settle_pause(tries);
                     self.os_tids.clear();
                 }
             }
@@ -1371,7 +1376,7 @@ impl Sampler {
 fn outer_only(s: &Stack) -> bool {
     s.frames
         .first()
-        .is_some_and(|f| f.function == crate::frames::MOVING_FRAMES)
+        .is_some_and(|f| f.function == crate::interp::frames::MOVING_FRAMES)
 }
 
 /// A thread of a dump still without its whole stack: every walk tore (`torn`), or only the outer part.

@@ -9,12 +9,12 @@
 //! has started (3.11+ MAKE_CELL); its contents are shown.
 
 use crate::error::invalid;
-use crate::frames::{FrameWalker, WalkError, MAX_DEPTH};
-use crate::linetable::{position_311, Position};
-use crate::object_repr::{ObjectRepr, TypeCache};
+use crate::interp::frames::{FrameWalker, WalkError, MAX_DEPTH};
+use crate::interp::linetable::{position_311, Position};
+use crate::interp::object_repr::{ObjectRepr, TypeCache};
+use crate::interp::pyobjects::{read_bytes, read_unicode};
 use crate::process::block_cache::BlockCache;
 use crate::process::memory::Memory;
-use crate::pyobjects::{read_bytes, read_unicode};
 use gilty_layouts::Layout;
 use std::io;
 
@@ -289,7 +289,7 @@ fn variables(
 /// Whether locals read for a thread belong to the stack read for it a moment earlier: the same
 /// number of frames, each with the same function (`co_name` is the last part of the stack's
 /// qualified name).
-pub fn matches_stack(stack: &[crate::frames::Frame], locals: &[FrameLocals]) -> bool {
+pub fn matches_stack(stack: &[crate::interp::frames::Frame], locals: &[FrameLocals]) -> bool {
     stack.len() == locals.len()
         && stack.iter().zip(locals).all(|(f, l)| {
             (f.function == l.name || f.function.ends_with(&format!(".{}", l.name)))
@@ -304,8 +304,8 @@ const TRIES: usize = 5;
 /// could not be read. A thread's locals are read after its stack; a thread that ran on in between
 /// is read again, and after `TRIES` reads that never matched its stack it gets an error instead.
 pub fn locals_for_threads(
-    interp: &crate::interpreter::Interpreter,
-    stacks: &[(i32, &[crate::frames::Frame])],
+    interp: &crate::interp::interpreter::Interpreter,
+    stacks: &[(i32, &[crate::interp::frames::Frame])],
     want: Want,
 ) -> io::Result<std::collections::HashMap<i32, Result<Vec<FrameLocals>, String>>> {
     let mut out = std::collections::HashMap::new();
@@ -326,9 +326,9 @@ pub fn locals_for_threads(
         }
         return Ok(out);
     }
-    let (_, threads) = crate::threads::python_threads_settled(
+    let (_, threads) = crate::interp::threads::python_threads_settled(
         interp,
-        &mut crate::threads::TidResolver::default(),
+        &mut crate::interp::threads::TidResolver::default(),
     )?;
     let types = TypeCache::default();
     for &(tid, stack) in stacks {

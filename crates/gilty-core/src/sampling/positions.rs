@@ -5,7 +5,7 @@
 //! dense (the sampler numbers them from 0), and one frame is seen at very few instructions (usually
 //! one), so each frame id has a short list searched linearly.
 
-use crate::linetable::Position;
+use crate::interp::linetable::Position;
 
 #[derive(Debug, Default)]
 pub struct PositionTally {

@@ -2,7 +2,7 @@
 //! syscall the thread is blocked in. Pure functions, so every rule is unit-tested.
 
 use crate::process::procfs::SyscallState;
-use crate::syscalls::FUTEX;
+use crate::process::syscalls::FUTEX;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]

@@ -15,8 +15,8 @@
 use super::cow::{covered_fraction, CowTracker, ScanDelta};
 use super::gc_watch::{GcEvent, GcPoller};
 use super::measurement::{
-    Cost, CowStep, GcSnapshot, GcWindow, MonitorOptions, MonitorStats, Output, ProcessInfo, Role,
-    Sample, ScanReason,
+    Cost, CowStep, GcSnapshot, GcWindow, Output, ProcessInfo, Role, Sample, ScanReason,
+    TreeWatchOptions, TreeWatchStats,
 };
 use super::module_names::ModulesLocation;
 use super::pagemap::PagemapReader;
@@ -24,8 +24,8 @@ use super::process_tree::descendants;
 use super::smaps::ProcFiles;
 use crate::clock::monotonic_ns;
 use crate::error::{from_os, Error, ErrorKind, Result};
-use crate::gc_config::{locate, FrozenCount, GcLocation};
-use crate::interpreter::attach;
+use crate::interp::gc_config::{locate, FrozenCount, GcLocation};
+use crate::interp::interpreter::attach;
 use crate::process::maps::read_maps;
 use crate::process::memory::ProcessMemory;
 use crate::process::procfs;
@@ -54,7 +54,7 @@ pub(super) struct Proc {
 }
 
 pub(super) struct Worker {
-    pub(super) opts: MonitorOptions,
+    pub(super) opts: TreeWatchOptions,
     pub(super) start_ns: u64,
     pub(super) root: i32,
     pub(super) procs: HashMap<i32, Proc>,
@@ -63,19 +63,19 @@ pub(super) struct Worker {
     pub(super) events: Receiver<GcEvent>,
     pub(super) out: Arc<Mutex<Output>>,
     pub(super) stop: Arc<AtomicBool>,
-    pub(super) stats: MonitorStats,
-    /// The master's GC location, found by `Monitor::start` (taken by the first `attach_gc`).
+    pub(super) stats: TreeWatchStats,
+    /// The master's GC location, found by `TreeWatch::start` (taken by the first `attach_gc`).
     pub(super) root_gc: Option<std::result::Result<(GcLocation, String), String>>,
     /// Where the master keeps `sys.modules` (valid in its forks too).
     pub(super) modules_at: Option<ModulesLocation>,
 }
 
-pub struct Monitor {
+pub struct TreeWatch {
     pub(super) out: Arc<Mutex<Output>>,
     pub(super) stop: Arc<AtomicBool>,
-    handle: Option<JoinHandle<MonitorStats>>,
+    handle: Option<JoinHandle<TreeWatchStats>>,
     pub root: i32,
-    stats: Option<MonitorStats>,
+    stats: Option<TreeWatchStats>,
 }
 
 fn thread_cpu_ns() -> u64 {
@@ -88,10 +88,10 @@ fn thread_cpu_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-impl Monitor {
+impl TreeWatch {
     /// Checks the root process (exists, readable), measures it and its descendants once, and
     /// starts measuring in the background.
-    pub fn start(root: i32, opts: MonitorOptions) -> Result<Monitor> {
+    pub fn start(root: i32, opts: TreeWatchOptions) -> Result<TreeWatch> {
         if root <= 0 || !procfs::exists(root) {
             return Err(Error::new(
                 ErrorKind::NoSuchProcess,
@@ -150,7 +150,7 @@ impl Monitor {
             events: rx,
             out: Arc::clone(&out),
             stop: Arc::clone(&stop),
-            stats: MonitorStats::default(),
+            stats: TreeWatchStats::default(),
             root_gc: Some(root_gc),
             modules_at,
         };
@@ -176,7 +176,7 @@ impl Monitor {
                     format!("cannot start the measuring thread: {e}"),
                 )
             })?;
-        Ok(Monitor {
+        Ok(TreeWatch {
             out,
             stop,
             handle: Some(handle),
@@ -199,7 +199,7 @@ impl Monitor {
     }
 
     /// Ends the run: one last measurement of every live process, then the totals.
-    pub fn stop(&mut self) -> MonitorStats {
+    pub fn stop(&mut self) -> TreeWatchStats {
         self.stop.store(true, Ordering::SeqCst);
         if let Some(h) = self.handle.take() {
             self.stats = h.join().ok();
@@ -208,7 +208,7 @@ impl Monitor {
     }
 }
 
-impl Drop for Monitor {
+impl Drop for TreeWatch {
     fn drop(&mut self) {
         self.stop();
     }
@@ -227,7 +227,7 @@ impl Worker {
         f(&mut self.out.lock().unwrap());
     }
 
-    fn run(mut self) -> MonitorStats {
+    fn run(mut self) -> TreeWatchStats {
         let cpu0 = thread_cpu_ns();
         let mut next_pass = std::time::Instant::now() + self.opts.interval;
         let mut next_tree = std::time::Instant::now() + self.opts.tree_scan;
@@ -586,11 +586,11 @@ sys.stdin.readline()
             .map(|p| p.parse().unwrap())
             .collect();
         let master = child.id() as i32;
-        let opts = MonitorOptions {
+        let opts = TreeWatchOptions {
             interval: Duration::from_millis(300),
-            ..MonitorOptions::default()
+            ..TreeWatchOptions::default()
         };
-        let mut m = Monitor::start(master, opts).unwrap();
+        let mut m = TreeWatch::start(master, opts).unwrap();
         std::thread::sleep(Duration::from_millis(400));
         child.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
         std::thread::sleep(Duration::from_millis(1500));
