@@ -4,6 +4,7 @@ use gilty_core::exact::histogram::Distribution;
 use gilty_core::exact::ExactSummary;
 use gilty_core::interp::interpreter::{attach, Interpreter};
 use gilty_core::sampling::aggregate::Runs;
+use gilty_core::sampling::dump::{DumpThread, NativeStack};
 use gilty_core::sampling::sampler::{Batch, Sampler as CoreSampler};
 use gilty_core::{Error as CoreError, ErrorKind};
 use pyo3::create_exception;
@@ -39,12 +40,6 @@ fn exited_err(pid: i32) -> PyErr {
         ErrorKind::TargetExited,
         format!("pid {pid} exited"),
     ))
-}
-
-/// A failed read of a one-shot reader: the target exited, or (alive) what went wrong, never
-/// "exited" for a process that is still there.
-fn read_err(pid: i32, e: &std::io::Error) -> PyErr {
-    to_py_err(gilty_core::interp::threads::unreadable(pid, e))
 }
 
 /// An attached target. Holds the sampler so `dump()` and `Sampler` share caches.
@@ -117,50 +112,24 @@ impl Target {
         positions: bool,
         native: bool,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let pid = self.pid;
-        let mixed = if native {
+        let want = gilty_core::interp::locals::Want {
+            variables: locals,
+            positions,
+        };
+        let dump = {
             let mut guard = self.inner.lock().unwrap();
             let s: &mut CoreSampler = &mut guard;
-            let got = py.allow_threads(|| s.native_snapshot(std::time::Duration::from_millis(500)));
-            Some(got.map_err(to_py_err)?)
-        } else {
-            None
+            py.allow_threads(|| gilty_core::sampling::dump::dump(s, want, native))
+                .map_err(to_py_err)?
         };
-        let (t, snap, mut vars, handled) = {
-            let mut guard = self.inner.lock().unwrap();
-            let s: &mut CoreSampler = &mut guard;
-            let snap = py.allow_threads(|| s.snapshot());
-            let want = gilty_core::interp::locals::Want {
-                variables: locals,
-                positions,
-            };
-            let vars = match &snap {
-                Ok(threads) if locals || positions => {
-                    let stacks: Vec<(i32, &[gilty_core::interp::frames::Frame])> = threads
-                        .iter()
-                        .map(|t| (t.tid, t.stack.as_slice()))
-                        .collect();
-                    Some(
-                        py.allow_threads(|| {
-                            gilty_core::interp::locals::locals_for_threads(&s.interp, &stacks, want)
-                        })
-                        .map_err(|e| read_err(pid, &e))?,
-                    )
-                }
-                _ => None,
-            };
-            // What each thread is handling, read right after its stack; a failed read leaves it unknown.
-            let handled = if snap.is_ok() {
-                py.allow_threads(|| gilty_core::interp::exceptions::handled_by_tid(&s.interp))
-                    .unwrap_or_default()
-            } else {
-                Default::default()
-            };
-            (s.elapsed(), snap, vars, handled)
-        };
-        let snap = snap.map_err(|e| read_err(pid, &e))?;
         let threads = PyList::empty(py);
-        for th in snap {
+        for DumpThread {
+            snapshot: th,
+            handling,
+            native,
+            frames,
+        } in dump.threads
+        {
             let d = PyDict::new(py);
             d.set_item("tid", th.tid)?;
             d.set_item("name", th.name)?;
@@ -178,31 +147,21 @@ impl Target {
                 )?)?;
             }
             d.set_item("stack", stack)?;
-            if let Some(found) = handled.get(&th.tid) {
-                d.set_item("handling_exception", found.as_deref())?;
+            if let Some(found) = handling {
+                d.set_item("handling_exception", found)?;
             }
-            if let Some(nt) = mixed
-                .as_ref()
-                .and_then(|m| m.iter().find(|n| n.tid == th.tid))
-            {
-                match &nt.stack {
-                    Ok(frames) => {
-                        d.set_item("native_stack", mixed_stack(py, frames)?)?;
-                        if let Some(why) = &nt.partial {
-                            d.set_item("native_error", why)?;
-                        }
+            match native {
+                Some(Ok(NativeStack { frames, partial })) => {
+                    d.set_item("native_stack", mixed_stack(py, &frames)?)?;
+                    if let Some(why) = partial {
+                        d.set_item("native_error", why)?;
                     }
-                    Err(e) => d.set_item("native_error", e)?,
                 }
-            } else if mixed.is_some() {
-                // Started (or its tid was reused) after the native read went by: no native part.
-                d.set_item(
-                    "native_error",
-                    "the thread was not there when the native stacks were read",
-                )?;
+                Some(Err(e)) => d.set_item("native_error", e)?,
+                None => {}
             }
-            if let Some(vars) = vars.as_mut() {
-                match vars.remove(&th.tid) {
+            if locals || positions {
+                match frames {
                     Some(Ok(frames)) => {
                         if positions {
                             let at = PyList::empty(py);
@@ -242,7 +201,7 @@ impl Target {
             threads.append(d)?;
         }
         let out = PyDict::new(py);
-        out.set_item("t", t)?;
+        out.set_item("t", dump.t)?;
         out.set_item("threads", threads)?;
         Ok(out)
     }

@@ -6,6 +6,7 @@
 pub mod aggregate;
 pub mod classify;
 pub mod cpu_wait;
+pub mod dump;
 pub mod gil_stats;
 pub mod positions;
 pub mod process_set;
