@@ -50,7 +50,7 @@ def run(options: SpecializationOptions, stop: Any) -> Union[SpecializationResult
 
 def exit_status(result: Union[SpecializationResult, OpcacheResult]) -> int:
     """Exit 8 when a process exited before the requested duration; a Ctrl-C'd run is the user's choice: 0."""
-    return EXIT_PARTIAL if getattr(result, "exited_early", False) else EXIT_OK
+    return EXIT_PARTIAL if isinstance(result, SpecializationResult) and result.exited_early else EXIT_OK
 
 
 def _is_native_error(native, e: BaseException) -> bool:
