@@ -8,7 +8,7 @@ import time
 
 import pytest
 from gilty._errors import CommandError
-from gilty.sampling import launch
+from gilty.sampling import capture, launch
 
 FAST_STEPS = ((signal.SIGINT, 0.3), (signal.SIGTERM, 0.3), (signal.SIGKILL, None))
 
@@ -73,7 +73,7 @@ def test_start_command_missing_binary():
 
 
 def test_stop_signals_turn_sigterm_into_a_flag():
-    with launch.StopSignals() as stop:
+    with capture.Stop() as stop:
         os.kill(os.getpid(), signal.SIGTERM)
         assert _wait_for(lambda: stop.requested, 1.0)
         assert stop.signum == signal.SIGTERM

@@ -7,7 +7,7 @@ not anything the native sampler decides.
 
 import pytest
 from gilty._errors import EXIT_OK, EXIT_PARTIAL, EXIT_TARGET_EXITED, CommandError
-from gilty.cli.options import output_format
+from gilty.report import output_format
 from gilty.sampling.capture import SLICE_S
 from gilty.sampling.record_run import finish, sample_until_stopped
 from synthetic import HOLD, BatchBuilder, make_session

@@ -83,7 +83,7 @@ def attach_to_command(
 
     Retries while candidates are "not_python" (interpreter not loaded yet) for ``timeout_s``, and
     for as long as one is "not_initialised" (its interpreter is loaded and starting: it will be
-    Python, or exit); any other error is final. ``stop`` (a ``StopSignals``) ends the wait on
+    Python, or exit); any other error is final. ``stop`` (a ``capture.Stop``) ends the wait on
     Ctrl-C/SIGTERM.
     """
     if timeout_s is None:
@@ -170,36 +170,3 @@ def terminate(child: subprocess.Popen, steps: Optional[tuple] = None) -> Optiona
         guard.stdin.close()  # the group is gone: the guard finds nothing to stop and exits
         guard.wait()
     return status
-
-
-class StopSignals:
-    """Turns SIGINT and SIGTERM into a flag that the sampling loops check between chunks.
-
-    Raising KeyboardInterrupt instead could lose the batch being collected; with a flag the
-    loop finishes the chunk (at most ~0.25 s), stops, and the summary is still printed.
-    Handlers can only be installed from the main thread; elsewhere this does nothing.
-    """
-
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-    def __init__(self) -> None:
-        self.requested = False
-        self.signum: Optional[int] = None
-        self._previous: dict = {}
-
-    def _handle(self, signum: int, _frame: Any) -> None:
-        self.requested = True
-        self.signum = signum
-
-    def __enter__(self) -> "StopSignals":
-        try:
-            for sig in self.SIGNALS:
-                self._previous[sig] = signal.signal(sig, self._handle)
-        except ValueError:  # not the main thread
-            pass
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-        self._previous.clear()
