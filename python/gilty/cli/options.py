@@ -1,5 +1,6 @@
-"""Argument helpers and output shared by the commands. Light on purpose: `gilty dump` imports this
-and little else, so that it starts quickly."""
+"""The argparse side of the commands' options: argument helpers the commands share, and the typed
+options (gilty.options) built once from what argparse parsed. Light on purpose: `gilty dump` imports
+this and little else, so that it starts quickly."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ if TYPE_CHECKING:  # annotations only: importing `typing` costs every CLI start 
     from typing import Optional
 
 from gilty._errors import CommandError, UsageError
-from gilty.report import emit  # noqa: F401 - the commands' one way to write output
 
 FORMATS = ("text", "json")
 DEFAULT_RATE_HZ = 100.0  # of record and top
