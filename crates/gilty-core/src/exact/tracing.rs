@@ -1,9 +1,11 @@
 //! Attaching the uprobes of exact mode to an interpreter and turning raw probe hits into events.
 
-use super::{ExactRecorder, TraceEvent, TraceKind};
+use super::{ExactRecorder, ExactSummary, TraceEvent, TraceKind};
+use crate::clock::monotonic_ns;
 use crate::error::{Error, ErrorKind};
 use crate::interp::interpreter::Interpreter;
 use gilty_trace::{inlined_sites, resolve, ProbeSpec, Reg, Tracer};
+use std::thread::JoinHandle;
 
 /// Data pages per thread's ring buffer: 256 pages (1 MiB) hold ~25k events between two drains.
 const RING_PAGES: usize = 256;
@@ -125,6 +127,39 @@ impl ExactTracing {
     pub fn threads_attached(&self) -> usize {
         self.tracer.threads_attached()
     }
+
+    /// Figures since the previous window (or the start), tracing going on, and events lost.
+    pub fn window(&mut self, interp: &Interpreter) -> (ExactSummary, u64) {
+        let interval_ns = switch_interval_ns(interp);
+        self.drain();
+        (
+            self.recorder.take_window(monotonic_ns(), interval_ns),
+            self.lost(),
+        )
+    }
+
+    /// Ends the trace: (summary, events lost by the kernel, threads attached), and the thread
+    /// removing the probes (the kernel takes ~0.1 s each: that happens while the report is written).
+    pub fn finish(mut self, interp: &Interpreter) -> ((ExactSummary, u64, usize), JoinHandle<()>) {
+        self.drain();
+        let interval_ns = switch_interval_ns(interp);
+        let lost = self.lost();
+        let threads = self.threads_attached();
+        let end = monotonic_ns();
+        let ExactTracing {
+            tracer, recorder, ..
+        } = self;
+        let closing = tracer.close_in_background();
+        ((recorder.finish(end, interval_ns), lost, threads), closing)
+    }
+}
+
+/// The target's switch interval (5 ms when it cannot be read): what a hold is measured against.
+fn switch_interval_ns(interp: &Interpreter) -> u64 {
+    interp
+        .switch_interval_s()
+        .map(|s| (s * 1e9) as u64)
+        .unwrap_or(5_000_000)
 }
 
 /// Entry probes on the copies of drop_gil that an LTO build inlined into its callers (Debian's 3.14

@@ -10,7 +10,6 @@ use crate::interp::frames::{CodeCache, Frame, FrameWalker, WalkError};
 use crate::interp::interpreter::Interpreter;
 use crate::interp::linetable::Position;
 use crate::interp::threads::{python_threads, PyThread, TidResolver, WalkHead};
-use crate::native::record::{as_frame, Mixed, NativeCounts, NativeRecorder, PyRead};
 use crate::process::memory::Memory;
 use crate::process::procfs::{
     self, CgroupCpu, Schedstat, SchedstatReader, SyscallReader, SyscallState,
@@ -19,8 +18,10 @@ use crate::process::switches::{queued_behind_caller, SwitchesReader};
 use crate::sampling::aggregate::{Aggregate, Seen, NONE};
 use crate::sampling::classify::{classify, GilView, History, Observation, ThreadState};
 use crate::sampling::cpu_wait::CpuWaitTrack;
-use crate::sampling::positions::PositionTally;
-use crate::sampling::task_record::{TaskAggregate, TaskRecorder, ThreadSeen};
+use crate::sampling::native_part::NativeStacks;
+use crate::sampling::stacks::{Interner, Observed, Stack};
+use crate::sampling::task_part::TaskPart;
+use crate::sampling::task_record::TaskAggregate;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -110,15 +111,6 @@ pub struct ThreadSnapshot {
     pub stack: Vec<Frame>,
 }
 
-/// A stack as read and interned: its id in this sampler's tables and its frames.
-#[derive(Clone)]
-struct Stack {
-    id: u32,
-    frames: Arc<Vec<Frame>>,
-    /// Per frame, the outermost of its evaluation-loop call (kept for `record --native` only).
-    ends: Arc<Vec<bool>>,
-}
-
 /// `Sampler::read_stack`: (frames unless torn, their positions, innermost frame's position, per frame
 /// the outermost of its evaluation-loop call).
 type StackRead = (
@@ -127,13 +119,6 @@ type StackRead = (
     Option<(u64, i64)>,
     Vec<bool>,
 );
-
-/// `Sampler::pass_reads`: (start ns, end ns, CPU time before, innermost frame's position).
-type PassRead = (u64, u64, Option<u64>, Option<(u64, i64)>);
-
-/// One thread in one pass: (tid, state, syscall number or -1, stack unless absent or torn, holds the GIL,
-/// handling an exception: None when not read).
-type Observed = (i32, ThreadState, i64, Option<Stack>, bool, Option<bool>);
 
 /// What a blocked thread looked like when last read, with its scheduling counters read just before and
 /// the GIL's `switch_number` of that pass. Its stack is not walked again while either
@@ -196,10 +181,9 @@ pub struct Sampler {
     passes: u64,
     /// A thread never observed: the in-process monitor's own (reading its syscall costs a read a pass).
     ignored_tid: Option<i32>,
-    frame_ids: HashMap<Frame, u32>,
-    stack_ids: HashMap<Vec<u32>, u32>,
+    /// Frame and stack ids, and what the batch gains.
+    tables: Interner,
     handling_check: HandlingCheck,
-    positions: PositionTally,
     batch: Batch,
     handoff_opcodes: &'static [u8],
     start_mono_ns: u64,
@@ -212,19 +196,10 @@ pub struct Sampler {
     /// Scheduler counters at the batch's start: its first pass, or the end of the batch before.
     batch_mark: Option<SchedMark>,
     next_mark: Option<SchedMark>,
-    /// Asyncio tasks read in every pass (`enable_tasks`), with the main interpreter and thread
-    /// states of the pass's thread read.
-    tasks: Option<TaskRecorder>,
-    last_threads: (u64, Vec<PyThread>),
+    /// Asyncio tasks read in every pass (`enable_tasks`).
+    tasks: Option<TaskPart>,
     /// Native stacks joined to each pass's Python stacks (`record --native`).
-    native: Option<NativeRecorder>,
-    /// Per thread read this pass: CLOCK_MONOTONIC ns around its stack read, its CPU time before it, and
-    /// where its innermost frame stood.
-    pass_reads: HashMap<i32, PassRead>,
-    /// Per thread: the last mixed stack and its id (a kept one is not interned again).
-    mixed_ids: HashMap<i32, (Arc<Mixed>, u32)>,
-    /// Native counters already given to a batch.
-    native_given: NativeCounts,
+    native: Option<NativeStacks>,
     /// Threads whose stack walks all tore in the last pass (a dump reads them again).
     torn_tids: Vec<i32>,
 }
@@ -256,10 +231,8 @@ impl Sampler {
             thread_cache: None,
             passes: 0,
             ignored_tid: None,
-            frame_ids: HashMap::new(),
-            stack_ids: HashMap::new(),
+            tables: Interner::default(),
             handling_check: HandlingCheck::default(),
-            positions: PositionTally::default(),
             batch: Batch::default(),
             handoff_opcodes: gilty_layouts::handoff_opcodes(interp_version.0, interp_version.1),
             start_mono_ns: monotonic_ns(),
@@ -270,11 +243,7 @@ impl Sampler {
             last_observe_ns: None,
             mean_interval_ns: 0.0,
             tasks: None,
-            last_threads: (0, Vec::new()),
             native: None,
-            pass_reads: HashMap::new(),
-            mixed_ids: HashMap::new(),
-            native_given: NativeCounts::default(),
             torn_tids: Vec::new(),
         }
     }
@@ -282,70 +251,13 @@ impl Sampler {
     /// Joins native stacks to the Python stacks of every pass from now on (`record --native`). Call
     /// after `set_rate`. Err: one line saying why (perf events not permitted: what to change).
     pub fn enable_native(&mut self) -> Result<(), String> {
-        let tids = procfs::thread_ids(self.interp.pid)
-            .map_err(|e| format!("pid {}: {e}", self.interp.pid))?;
-        self.native = Some(NativeRecorder::start(&self.interp, &tids, self.period)?);
-        self.native_given = NativeCounts::default();
+        self.native = Some(NativeStacks::start(&self.interp, self.period)?);
         Ok(())
     }
 
     /// Stops joining native stacks (a later `Sampler` of the same target without `--native`).
     pub fn disable_native(&mut self) {
         self.native = None;
-        self.mixed_ids.clear();
-        self.pass_reads.clear();
-    }
-
-    /// This pass's stack of one thread with its native part when one matched, else its Python stack
-    /// (`native::record`).
-    fn native_stack_id(&mut self, tid: i32, stack: &Stack, blocked: bool) -> u32 {
-        let Some(native) = self.native.as_mut() else {
-            return stack.id;
-        };
-        let Some(&(start_ns, end_ns, run_ns_before, top)) = self.pass_reads.get(&tid) else {
-            return stack.id;
-        };
-        let read = PyRead {
-            frames: Arc::clone(&stack.frames),
-            ends: Arc::clone(&stack.ends),
-            top,
-            start_ns,
-            end_ns,
-            run_ns_before,
-            stack_id: stack.id,
-        };
-        let Some(mixed) = native.match_thread(&self.interp, tid, read, blocked) else {
-            return stack.id;
-        };
-        if let Some((m, id)) = self.mixed_ids.get(&tid) {
-            if Arc::ptr_eq(m, &mixed) {
-                return *id;
-            }
-        }
-        let frames: Vec<Frame> = mixed.0.iter().map(as_frame).collect();
-        let id = self.intern_stack(&frames, &[]);
-        self.mixed_ids.insert(tid, (mixed, id));
-        id
-    }
-
-    /// The C stack of a thread without a Python stack this pass, interned, or None.
-    fn bare_stack_id(&mut self, tid: i32, blocked: bool) -> Option<u32> {
-        let native = self.native.as_mut()?;
-        if self.torn_tids.contains(&tid) {
-            // A Python stack that could not be read, not a thread without one.
-            native.forget(tid);
-            return None;
-        }
-        let mixed = native.bare_thread(&self.interp, tid, blocked)?;
-        if let Some((m, id)) = self.mixed_ids.get(&tid) {
-            if Arc::ptr_eq(m, &mixed) {
-                return Some(*id);
-            }
-        }
-        let frames: Vec<Frame> = mixed.0.iter().map(as_frame).collect();
-        let id = self.intern_stack(&frames, &[]);
-        self.mixed_ids.insert(tid, (mixed, id));
-        Some(id)
     }
 
     /// Reads every asyncio task in every pass from now on (`record --tasks`).
@@ -361,7 +273,7 @@ impl Sampler {
             ));
         }
         if self.tasks.is_none() {
-            self.tasks = Some(TaskRecorder::default());
+            self.tasks = Some(TaskPart::default());
         }
         Ok(())
     }
@@ -369,64 +281,6 @@ impl Sampler {
     /// Stops reading tasks (a later `Sampler` of the same target without tasks).
     pub fn disable_tasks(&mut self) {
         self.tasks = None;
-    }
-
-    /// The pass's tasks, charged with the states and stacks its thread read found (`task_record`).
-    fn sample_tasks(&mut self, t: f64, snapshot: &[Observed]) {
-        let Some(mut rec) = self.tasks.take() else {
-            return;
-        };
-        if !rec.due() {
-            self.tasks = Some(rec);
-            return;
-        }
-        let started = Instant::now();
-        let samples = {
-            let (main, pythreads) = &self.last_threads;
-            let threads: Vec<ThreadSeen> = snapshot
-                .iter()
-                .map(|(tid, state, _, stack, _, _)| ThreadSeen {
-                    tid: *tid,
-                    ident: pythreads
-                        .iter()
-                        .find(|p| p.tid == Some(*tid))
-                        .map(|p| p.ident),
-                    state: *state,
-                    frames: stack.as_ref().map(|s| s.frames.as_slice()),
-                })
-                .collect();
-            crate::sampling::task_record::observe(
-                &self.interp,
-                *main,
-                &threads,
-                &mut rec.batch.errors,
-            )
-        };
-        rec.after_read(
-            started.elapsed().as_nanos() as u64,
-            self.period.as_nanos() as u64,
-        );
-        let ids: Vec<(u32, Option<u32>)> = samples
-            .iter()
-            .map(|s| {
-                (
-                    self.intern_stack(&s.frames, &[]),
-                    s.awaiting.as_ref().map(|(_, site)| self.intern_frame(site)),
-                )
-            })
-            .collect();
-        rec.add_pass(t, &samples, &ids);
-        self.tasks = Some(rec);
-    }
-
-    fn intern_frame(&mut self, f: &Frame) -> u32 {
-        if let Some(&id) = self.frame_ids.get(f) {
-            return id;
-        }
-        let id = self.frame_ids.len() as u32;
-        self.frame_ids.insert(f.clone(), id);
-        self.batch.new_frames.push((id, f.clone()));
-        id
     }
 
     /// Starts a new recording at `rate_hz`: the clock restarts at 0; caches carry over.
@@ -477,8 +331,8 @@ impl Sampler {
     /// Ends the current batch (closing its open runs) and starts the next one.
     pub fn take_batch(&mut self) -> Batch {
         self.batch.threads = self.names.iter().map(|(t, n)| (*t, n.clone())).collect();
-        if let Some(native) = &self.native {
-            let (now, given) = (native.counts, self.native_given);
+        if let Some(native) = self.native.as_mut() {
+            let (now, given) = native.take_counts();
             let e = &mut self.batch.errors;
             e.native_matched = now.matched - given.matched;
             e.native_partial = now.partial - given.partial;
@@ -488,9 +342,11 @@ impl Sampler {
             e.native_missing_no_sample = now.missing_no_sample - given.missing_no_sample;
             e.native_missing_unmatched = now.missing_unmatched - given.missing_unmatched;
             e.native_bare = now.bare - given.bare;
-            self.native_given = now;
         }
-        self.batch.positions = self.positions.take();
+        let (stacks, frames, positions) = self.tables.take();
+        self.batch.new_stacks = stacks;
+        self.batch.new_frames = frames;
+        self.batch.positions = positions;
         self.batch.aggregate.close();
         self.batch.tasks = self.tasks.as_mut().map(|r| r.take_batch());
         if let Some(start) = self.batch_mark.take() {
@@ -671,28 +527,36 @@ impl Sampler {
         }
         self.batch.times.push(t);
         let t_ns = self.start_mono_ns + (t * 1e9) as u64;
-        self.sample_tasks(t, &snapshot);
+        if let Some(tasks) = self.tasks.as_mut() {
+            tasks.sample(&self.interp, &mut self.tables, self.period, t, &snapshot);
+        }
         if let Some(native) = self.native.as_mut() {
-            native.threads(&self.os_tids);
-            native.begin_pass();
+            native.begin_pass(&self.os_tids);
         }
         let mut seen = Vec::with_capacity(snapshot.len());
         for (tid, state, syscall, stack, holds, handling) in snapshot {
-            let stack_id = match &stack {
-                Some(s) if self.native.is_some() => {
-                    self.native_stack_id(tid, s, syscall >= 0) as i32
+            let blocked = syscall >= 0;
+            let stack_id = match (&stack, self.native.as_mut()) {
+                (Some(s), Some(native)) => {
+                    native.stack_id(&self.interp, &mut self.tables, tid, s, blocked) as i32
                 }
-                Some(s) => s.id as i32,
+                (Some(s), None) => s.id as i32,
                 // No Python stack: with `--native`, its C stack is all it has (a library's pool thread).
-                None if self.native.is_some() => self
-                    .bare_stack_id(tid, syscall >= 0)
+                (None, Some(native)) => native
+                    .bare_stack_id(
+                        &self.interp,
+                        &mut self.tables,
+                        &self.torn_tids,
+                        tid,
+                        blocked,
+                    )
                     .map_or(NONE, |id| id as i32),
-                None => NONE,
+                (None, None) => NONE,
             };
             if let (Some(exact), true) = (self.exact.as_mut(), holds) {
                 let top = stack.as_ref().and_then(|s| s.frames.first());
                 let frame = top
-                    .and_then(|f| self.frame_ids.get(f).copied())
+                    .and_then(|f| self.tables.frame_id(f))
                     .unwrap_or(u32::MAX);
                 exact.recorder.note_holder_sample(t_ns, tid, frame);
             }
@@ -739,37 +603,14 @@ impl Sampler {
 
     /// Ends exact tracing: (summary, events lost by the kernel, threads attached). None if not enabled.
     pub fn finish_exact(&mut self) -> Option<(ExactSummary, u64, usize)> {
-        let mut exact = self.exact.take()?;
-        exact.drain();
-        let interval_ns = self
-            .interp
-            .switch_interval_s()
-            .map(|s| (s * 1e9) as u64)
-            .unwrap_or(5_000_000);
-        let lost = exact.lost();
-        let threads = exact.threads_attached();
-        let end = monotonic_ns();
-        let ExactTracing {
-            tracer, recorder, ..
-        } = exact;
-        // Removing a probe costs the kernel ~0.1 s each: let that happen while the report is written.
-        self.closing.push(tracer.close_in_background());
-        Some((recorder.finish(end, interval_ns), lost, threads))
+        let (figures, closing) = self.exact.take()?.finish(&self.interp);
+        self.closing.push(closing);
+        Some(figures)
     }
 
     /// Exact figures since the previous window (or the start), tracing going on. None if not enabled.
     pub fn exact_window(&mut self) -> Option<(ExactSummary, u64)> {
-        let interval_ns = self
-            .interp
-            .switch_interval_s()
-            .map(|s| (s * 1e9) as u64)
-            .unwrap_or(5_000_000);
-        let exact = self.exact.as_mut()?;
-        exact.drain();
-        Some((
-            exact.recorder.take_window(monotonic_ns(), interval_ns),
-            exact.lost(),
-        ))
+        Some(self.exact.as_mut()?.window(&self.interp))
     }
 
     /// CLOCK_MONOTONIC time of `times` = 0 (the clock perf events are stamped with).
@@ -833,11 +674,13 @@ impl Sampler {
     fn observe_with(&mut self, stacks: bool) -> std::io::Result<Vec<Observed>> {
         self.code_cache.new_pass();
         self.torn_tids.clear();
-        self.pass_reads.clear();
+        if let Some(native) = self.native.as_mut() {
+            native.clear_reads();
+        }
         self.passes += 1;
         let (main, pythreads) = self.interpreter_threads(stacks)?;
-        if self.tasks.is_some() {
-            self.last_threads = (main, pythreads.clone());
+        if let Some(tasks) = self.tasks.as_mut() {
+            tasks.last_threads = (main, pythreads.clone());
         }
         let gil = self.read_gil()?;
         let gc = self.gc_collecting(main)?;
@@ -1055,7 +898,7 @@ impl Sampler {
                         self.torn_tids.push(tid);
                     }
                     let stack = frames.map(|f| Stack {
-                        id: self.intern_stack(&f, &positions),
+                        id: self.tables.stack(&f, &positions),
                         frames: Arc::new(f),
                         ends: Arc::new(ends),
                     });
@@ -1067,8 +910,8 @@ impl Sampler {
                 }
                 (true, false, _) => (None, None),
             };
-            if native && stack.is_some() {
-                self.pass_reads.insert(
+            if let (Some(native), Some(_)) = (self.native.as_mut(), &stack) {
+                native.note_read(
                     tid,
                     (read_start, monotonic_ns(), sched.map(|s| s.run_ns), top),
                 );
@@ -1266,37 +1109,6 @@ impl Sampler {
         }
         self.batch.errors.torn_dropped += 1;
         (None, Vec::new(), None, Vec::new())
-    }
-
-    /// The stack's id; counts each frame's position (`positions`, by frame, where known) in the batch.
-    fn intern_stack(&mut self, frames: &[Frame], positions: &[Option<Position>]) -> u32 {
-        let mut ids = Vec::with_capacity(frames.len());
-        for (i, f) in frames.iter().enumerate() {
-            let next = self.frame_ids.len() as u32;
-            let id = match self.frame_ids.get(f) {
-                Some(&id) => id,
-                None => {
-                    self.frame_ids.insert(f.clone(), next);
-                    self.batch.new_frames.push((next, f.clone()));
-                    next
-                }
-            };
-            // An instruction without a location (no end line) says nothing beyond the frame's line.
-            if let Some(Some(p)) = positions
-                .get(i)
-                .filter(|p| p.is_some_and(|p| p.end_line.is_some()))
-            {
-                self.positions.add(id, *p);
-            }
-            ids.push(id);
-        }
-        if let Some(&id) = self.stack_ids.get(&ids) {
-            return id;
-        }
-        let id = self.stack_ids.len() as u32;
-        self.stack_ids.insert(ids.clone(), id);
-        self.batch.new_stacks.push((id, ids));
-        id
     }
 
     /// One snapshot of every thread with its stack (for `dump`).
