@@ -16,3 +16,4 @@ pub mod sampler;
 mod stacks;
 mod task_part;
 pub mod task_record;
+mod thread_track;

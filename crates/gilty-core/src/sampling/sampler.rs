@@ -11,17 +11,14 @@ use crate::interp::interpreter::Interpreter;
 use crate::interp::linetable::Position;
 use crate::interp::threads::{python_threads, PyThread, TidResolver, WalkHead};
 use crate::process::memory::Memory;
-use crate::process::procfs::{
-    self, CgroupCpu, Schedstat, SchedstatReader, SyscallReader, SyscallState,
-};
-use crate::process::switches::{queued_behind_caller, SwitchesReader};
+use crate::process::procfs::{self, CgroupCpu, Schedstat, SchedstatReader, SyscallState};
 use crate::sampling::aggregate::{Aggregate, Seen, NONE};
 use crate::sampling::classify::{classify, GilView, History, Observation, ThreadState};
-use crate::sampling::cpu_wait::CpuWaitTrack;
 use crate::sampling::native_part::NativeStacks;
 use crate::sampling::stacks::{Interner, Observed, Stack};
 use crate::sampling::task_part::TaskPart;
 use crate::sampling::task_record::TaskAggregate;
+use crate::sampling::thread_track::{Kept, ThreadPass, Track};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -120,47 +117,17 @@ type StackRead = (
     Vec<bool>,
 );
 
-/// What a blocked thread looked like when last read, with its scheduling counters read just before and
-/// the GIL's `switch_number` of that pass. Its stack is not walked again while either
-/// - its counters stay the same: it has not run, so neither its syscall nor its stack can have changed
-///   (neither is read again); or
-/// - it still waits for the GIL and cannot have had it since: `switch_number` has not moved and it is
-///   not the last holder, or it moved once, to another thread, and this one was not the last holder
-///   when its stack was read (taking the GIL from another thread moves the counter, and so does any
-///   thread taking it back from this one: a hold in between makes two changes). So it has run no
-///   Python code. A GIL waiter wakes every switch interval to check, so its counters move anyway;
-///   with many threads waiting, this is what spares walking all of them every pass.
-struct Still {
-    tstate: u64,
-    sched: Option<Schedstat>,
-    switch_number: u64,
-    /// This thread was the GIL's last holder when its stack was read (it could retake the GIL
-    /// without moving the counter).
-    was_last_holder: bool,
-    syscall: SyscallState,
-    stack: Stack,
-    top: Option<(u64, i64)>,
-    /// Handling an exception when its stack was read (unchanged while the stack is).
-    handling: Option<bool>,
+/// What a pass reads once for all its threads.
+struct PassStart {
+    pythreads: Vec<PyThread>,
+    gil: GilView,
+    gc: bool,
+    range: (u64, u64),
+    now_ns: u64,
+    period_ns: u64,
+    /// Stacks are walked this pass (else states only).
+    stacks: bool,
 }
-
-struct Track {
-    reader: Option<SyscallReader>,
-    history: Option<History>,
-    schedstat: Option<SchedstatReader>,
-    /// CPU time when the thread was last seen going idle (constant while it stays blocked).
-    idle_run_ns: Option<u64>,
-    still: Option<Still>,
-    /// States-only passes: the thread state and syscall last read (see `waiting_still`).
-    last_wait: Option<(u64, SyscallState)>,
-    /// Whether it has a CPU when runnable (see `cpu_wait`).
-    cpu: CpuWaitTrack,
-    /// Times switched out, read for a runnable thread without the GIL (see `process::switches`).
-    switches: Option<SwitchesReader>,
-}
-
-/// CPU time a woken thread must have had to count as past its syscall's return (a few µs of kernel exit).
-const RAN_AFTER_WAKE_NS: u64 = 2_000;
 
 pub struct Sampler {
     pub interp: Interpreter,
@@ -388,10 +355,10 @@ impl Sampler {
         let pid = self.interp.pid;
         let mut threads = HashMap::new();
         for &tid in &self.os_tids {
-            let reader = self.tracks.get_mut(&tid).and_then(|t| {
-                t.schedstat
-                    .get_or_insert_with_result(|| SchedstatReader::open(pid, tid))
-            });
+            let reader = self
+                .tracks
+                .get_mut(&tid)
+                .and_then(|t| t.sched_reader(pid, tid));
             let reading = match reader {
                 Some(r) => r.read(),
                 None => SchedstatReader::open(pid, tid)
@@ -671,7 +638,23 @@ impl Sampler {
         Ok((main, threads))
     }
 
+    /// Every thread once: its stack walked (unless kept) when `stacks`, else its state only.
     fn observe_with(&mut self, stacks: bool) -> std::io::Result<Vec<Observed>> {
+        let pass = self.begin_pass(stacks)?;
+        let mut out = Vec::with_capacity(self.os_tids.len());
+        let os_tids = self.os_tids.clone();
+        for tid in os_tids {
+            if Some(tid) == self.ignored_tid {
+                continue;
+            }
+            out.push(self.observe_thread(&pass, tid));
+        }
+        Ok(out)
+    }
+
+    /// What a pass reads once for all its threads: the thread list, the GIL and the GC flag, and
+    /// the interval between passes.
+    fn begin_pass(&mut self, stacks: bool) -> std::io::Result<PassStart> {
         self.code_cache.new_pass();
         self.torn_tids.clear();
         if let Some(native) = self.native.as_mut() {
@@ -685,10 +668,21 @@ impl Sampler {
         let gil = self.read_gil()?;
         let gc = self.gc_collecting(main)?;
         self.refresh(&pythreads);
-        let range = self.interp.gil_futex_range();
-        let pid = self.interp.pid;
         let now_ns = monotonic_ns();
-        // The mean interval between passes (turns run-queue delay into passes: see `cpu_wait`).
+        Ok(PassStart {
+            pythreads,
+            gil,
+            gc,
+            range: self.interp.gil_futex_range(),
+            now_ns,
+            period_ns: self.pass_interval_ns(now_ns),
+            stacks,
+        })
+    }
+
+    /// The mean interval between passes, this one included (turns run-queue delay into passes: see
+    /// `cpu_wait`); the period until there is one.
+    fn pass_interval_ns(&mut self, now_ns: u64) -> u64 {
         if let Some(prev) = self.last_observe_ns {
             let interval = now_ns.saturating_sub(prev) as f64;
             self.mean_interval_ns = if self.mean_interval_ns > 0.0 {
@@ -698,330 +692,205 @@ impl Sampler {
             };
         }
         self.last_observe_ns = Some(now_ns);
-        let period_ns = if self.mean_interval_ns > 0.0 {
+        if self.mean_interval_ns > 0.0 {
             self.mean_interval_ns as u64
         } else {
             self.period.as_nanos() as u64
+        }
+    }
+
+    /// One thread in one pass: its reads (`Track::read`), its stack, whether it is in the GIL
+    /// handoff or handling an exception, and its state from all of them.
+    fn observe_thread(&mut self, pass: &PassStart, tid: i32) -> Observed {
+        let gil = &pass.gil;
+        let pid = self.interp.pid;
+        let py = self.thread_state_of(&pass.pythreads, tid, gil);
+        let tstate = py.map(|p| p.tstate).unwrap_or(0);
+        let track = self
+            .tracks
+            .entry(tid)
+            .or_insert_with(|| Track::open(pid, tid));
+        let holds = tstate != 0 && gil.locked && gil.last_holder == tstate;
+        // Only from a thread list read this pass (a states-only pass may reuse an older one).
+        let gil_flags = py
+            .filter(|_| pass.stacks)
+            .map(|p| p.gil_flags)
+            .unwrap_or_default();
+        if let Some(flag) = gil_flags.holds.filter(|_| tstate != 0) {
+            self.batch.errors.gil_flag_checked += 1;
+            self.batch.errors.gil_flag_disagreed += u64::from(flag != holds);
+        }
+        let p = ThreadPass {
+            pid,
+            tid,
+            tstate,
+            holds,
+            stacks: pass.stacks,
+            gil,
+            range: pass.range,
+            now_ns: pass.now_ns,
+            period_ns: pass.period_ns,
         };
-        let mut out = Vec::with_capacity(self.os_tids.len());
-        let os_tids = self.os_tids.clone();
-        for tid in os_tids {
-            if Some(tid) == self.ignored_tid {
-                continue;
-            }
-            let py = self.thread_state_of(&pythreads, tid, &gil);
-            let tstate = py.map(|p| p.tstate).unwrap_or(0);
-            let track = self.tracks.entry(tid).or_insert_with(|| Track {
-                reader: SyscallReader::open(pid, tid).ok(),
-                history: None,
-                schedstat: None,
-                idle_run_ns: None,
-                still: None,
-                last_wait: None,
-                cpu: CpuWaitTrack::default(),
-                switches: None,
-            });
-            let holds = tstate != 0 && gil.locked && gil.last_holder == tstate;
-            // Only from a thread list read this pass (a states-only pass may reuse an older one).
-            let gil_flags = py
-                .filter(|_| stacks)
-                .map(|p| p.gil_flags)
-                .unwrap_or_default();
-            if let Some(flag) = gil_flags.holds.filter(|_| tstate != 0) {
-                self.batch.errors.gil_flag_checked += 1;
-                self.batch.errors.gil_flag_disagreed += u64::from(flag != holds);
-            }
-            let gil_wait = |s: SyscallState| matches!(s, SyscallState::Blocked { nr, arg0 } if nr == crate::process::syscalls::FUTEX && arg0 >= range.0 && arg0 < range.1);
-            let mut reused = None;
-            let mut syscall_now = None;
-            if stacks && !holds && tstate != 0 {
-                let waited = track.still.as_ref().filter(|st| {
-                    let changes = gil.switch_number.wrapping_sub(st.switch_number);
-                    st.tstate == tstate
-                        && gil_wait(st.syscall)
-                        && gil.last_holder != tstate
-                        && (changes == 0 || (changes == 1 && !st.was_last_holder))
+        let reads = track.read(&p);
+        let owns_gil_mutex = gil.mutex_owners.contains(&tid);
+        let syscall = reads.syscall;
+        let (stack, top) = self.thread_stack(&p, py, reads.kept, syscall, reads.sched);
+        let in_handoff = self.in_handoff(&p, reads.history, syscall, top);
+        let handling = self.handling(&p, py, reads.kept_handling);
+        let state = classify(
+            &Observation {
+                tstate,
+                syscall,
+                in_handoff,
+                ran_since_idle: reads.ran_since_idle,
+                cpu_wait: reads.cpu_wait,
+                owns_gil_mutex,
+                gil_requested: gil_flags.requested,
+            },
+            gil,
+            pass.gc,
+            pass.range,
+            reads.history,
+        );
+        if let Some(track) = self.tracks.get_mut(&tid) {
+            track.remember(&p, state, syscall, reads.sched, &stack, top, handling);
+        }
+        let nr = match syscall {
+            SyscallState::Blocked { nr, .. } => nr,
+            _ => -1,
+        };
+        (tid, state, nr, stack, holds, handling)
+    }
+
+    /// The thread's stack this pass (kept, walked, or none on a states-only pass) and where its
+    /// innermost frame stands.
+    fn thread_stack(
+        &mut self,
+        p: &ThreadPass,
+        py: Option<PyThread>,
+        kept: Option<Kept>,
+        syscall: SyscallState,
+        sched: Option<Schedstat>,
+    ) -> (Option<Stack>, Option<(u64, i64)>) {
+        let (tstate, holds) = (p.tstate, p.holds);
+        let read_start = if self.native.is_some() {
+            monotonic_ns()
+        } else {
+            0
+        };
+        let (stack, top) = match (tstate != 0, p.stacks, kept) {
+            (false, _, _) => (None, None),
+            (true, true, Some((stack, top))) => (Some(stack), top),
+            (true, true, None) => {
+                // A thread without the GIL rarely moves its stack between the thread list and its
+                // walk (the recheck catches it if it did); the holder's moves all the time.
+                let head = if holds { None } else { py.and_then(|p| p.head) };
+                // Released GIL: whoever takes it next may move its stack during the walk.
+                let (frames, positions, top, ends) =
+                    self.read_stack(tstate, head, holds || !p.gil.locked);
+                if frames.is_none() {
+                    self.torn_tids.push(p.tid);
+                }
+                let stack = frames.map(|f| Stack {
+                    id: self.tables.stack(&f, &positions),
+                    frames: Arc::new(f),
+                    ends: Arc::new(ends),
                 });
-                if let Some(st) = waited {
-                    let now = track
-                        .reader
-                        .as_mut()
-                        .map(|r| r.read())
-                        .unwrap_or(SyscallState::Unavailable);
-                    if now == st.syscall {
-                        reused = Some((st.stack.clone(), st.top));
-                        syscall_now = Some(now);
-                    }
-                }
+                (stack, top)
             }
-            // Read each pass, before the syscall and the stack: the same counters next pass mean the
-            // thread has not run since before they were read (see `Still`), and the same switch count
-            // means it has not been switched in since it was last seen blocked (see `cpu_wait`). Not for
-            // a GIL waiter still blocked where it was (found above): with many waiters that read would be
-            // most of a pass, and its baseline from when it blocked stays valid until it wakes.
-            let sched = if reused.is_some() {
-                None
-            } else {
-                track
-                    .schedstat
-                    .get_or_insert_with_result(|| SchedstatReader::open(pid, tid))
-                    .and_then(|r| r.read())
-            };
-            // Not switched in since it was last seen blocked: its stack is unchanged. Its syscall file
-            // is read all the same: it may have been woken and be waiting for a CPU (`cpu_wait`).
-            if reused.is_none() && syscall_now.is_none() {
-                if let (Some(st), Some(now)) = (&track.still, sched) {
-                    if st.tstate == tstate && st.sched == Some(now) {
-                        reused = Some((st.stack.clone(), st.top));
-                    }
-                }
+            // Only a running thread without the GIL needs to know where it stands.
+            (true, false, _) if !holds && syscall == SyscallState::Running => {
+                (None, self.top_position(tstate))
             }
-            // States only: a thread blocked on the GIL last pass is still waiting for it while the GIL
-            // has not changed hands (taking it moves switch_number), so its syscall is not read again.
-            if !stacks && !holds && tstate != 0 && syscall_now.is_none() {
-                let unchanged = track
-                    .history
-                    .map(|h| h.switch_number == gil.switch_number)
-                    .unwrap_or(false);
-                syscall_now = track
-                    .last_wait
-                    .filter(|&(ts, s)| unchanged && ts == tstate && gil_wait(s))
-                    .map(|(_, s)| s);
-            }
-            // A GIL holder is classified without its syscall: one read fewer on the busiest thread.
-            let syscall = if holds {
-                SyscallState::Running
-            } else if let Some(s) = syscall_now {
-                s
-            } else {
-                track
-                    .reader
-                    .as_mut()
-                    .map(|r| r.read())
-                    .unwrap_or(SyscallState::Unavailable)
-            };
-            if reused.is_none() {
-                let unchanged = match (&track.still, sched) {
-                    (Some(st), Some(now)) => {
-                        st.tstate == tstate && st.sched == Some(now) && st.syscall == syscall
-                    }
+            (true, false, _) => (None, None),
+        };
+        if let (Some(native), Some(_)) = (self.native.as_mut(), &stack) {
+            native.note_read(
+                p.tid,
+                (read_start, monotonic_ns(), sched.map(|s| s.run_ns), top),
+            );
+        }
+        (stack, top)
+    }
+
+    /// Running without the GIL in the eval loop itself (not in C code) is the GIL handoff: seen
+    /// from the instruction (a backward jump or RESUME calls no C code) or, on 3.10, where the
+    /// eval breaker also runs after calls and on entering a frame, from the recursion counter.
+    fn in_handoff(
+        &self,
+        p: &ThreadPass,
+        history: Option<History>,
+        syscall: SyscallState,
+        top: Option<(u64, i64)>,
+    ) -> bool {
+        let (gil, tstate) = (p.gil, p.tstate);
+        if p.holds || tstate == 0 || syscall != SyscallState::Running {
+            return false;
+        }
+        let at_handoff_opcode = top
+            .and_then(|(code, instr)| self.opcode_at(code, instr))
+            .map(|op| self.handoff_opcodes.contains(&op))
+            .unwrap_or(false);
+        if at_handoff_opcode {
+            return true;
+        }
+        // The 3.10 counter check walks the frame chain again, so it is skipped where the answer
+        // cannot matter or is known: a waiter the history already keeps waiting, a thread just
+        // woken from a blocking call (it is in the C function that made it), and one found in C
+        // code last pass that cannot have had the GIL since (no handoff, not the last holder).
+        let settled = history
+            .map(|h| {
+                let changes = gil.switch_number.wrapping_sub(h.switch_number);
+                match h.state {
+                    ThreadState::WaitingGil => changes <= 1 && gil.last_holder != tstate,
+                    ThreadState::Native => changes == 0 && gil.last_holder != tstate,
+                    ThreadState::Idle => true,
                     _ => false,
-                };
-                reused = if unchanged {
-                    track.still.as_ref().map(|st| (st.stack.clone(), st.top))
-                } else {
-                    None
-                };
-            }
-            // Every kept stack is the one in `still`: so is whether it was handling an exception.
-            let kept_handling = if reused.is_some() {
-                track.still.as_ref().and_then(|st| st.handling)
-            } else {
-                None
-            };
-            let runnable = holds || syscall == SyscallState::Running;
-            let reading = match sched {
-                Some(s) => Some(s),
-                // Woken since the last pass: read now (a switch-in after the syscall read moves the count,
-                // so this errs towards "has had a CPU").
-                None if runnable => track
-                    .schedstat
-                    .get_or_insert_with_result(|| SchedstatReader::open(pid, tid))
-                    .and_then(|r| r.read()),
-                None => None,
-            };
-            // Runnable without the GIL: off a CPU if switched out as often as in, the switch-in count
-            // read after the switch-outs. Exact where the counters above lag a short preemption (a
-            // thread woken, run a moment and preempted read as native: docs/states.md).
-            let off_cpu = if runnable && !holds && tstate != 0 {
-                let out = track
-                    .switches
-                    .get_or_insert_with_result(|| SwitchesReader::open(pid, tid))
-                    .and_then(|r| r.read());
-                let switched_in = out.and_then(|_| track.schedstat.as_mut().and_then(|r| r.read()));
-                match (out, switched_in) {
-                    (Some(out), Some(s))
-                        if s.pcount > 0 && s.pcount == out && !queued_behind_caller(pid, tid) =>
-                    {
-                        Some(s.pcount)
-                    }
-                    _ => None,
                 }
-            } else {
-                None
-            };
-            let cpu_wait = track
-                .cpu
-                .observe_switches(reading, now_ns, period_ns, runnable, off_cpu);
-            let owns_gil_mutex = gil.mutex_owners.contains(&tid);
-            let history = track.history;
-            let was_idle = history
-                .map(|h| h.state == ThreadState::Idle)
-                .unwrap_or(false);
-            let blocked_not_gil = matches!(syscall, SyscallState::Blocked { nr, arg0 } if !(nr == crate::process::syscalls::FUTEX && arg0 >= range.0 && arg0 < range.1));
-            // CPU time is read only at the edges: when a thread goes idle, and when one idle before runs.
-            let mut ran_since_idle = None;
-            if blocked_not_gil && !was_idle {
-                track.idle_run_ns = match sched {
-                    Some(s) => Some(s.run_ns),
-                    None => track
-                        .schedstat
-                        .get_or_insert_with_result(|| SchedstatReader::open(pid, tid))
-                        .and_then(|r| r.run_ns()),
-                };
-            } else if was_idle && !holds && syscall == SyscallState::Running && tstate != 0 {
-                let now_ns = match sched {
-                    Some(s) => Some(s.run_ns),
-                    None => track
-                        .schedstat
-                        .get_or_insert_with_result(|| SchedstatReader::open(pid, tid))
-                        .and_then(|r| r.run_ns()),
-                };
-                ran_since_idle = match (track.idle_run_ns, now_ns) {
-                    (Some(then), Some(now)) => Some(now.saturating_sub(then) >= RAN_AFTER_WAKE_NS),
-                    _ => None,
-                };
-            }
-            let native = self.native.is_some();
-            let read_start = if native { monotonic_ns() } else { 0 };
-            let (stack, top) = match (tstate != 0, stacks, reused) {
-                (false, _, _) => (None, None),
-                (true, true, Some((stack, top))) => (Some(stack), top),
-                (true, true, None) => {
-                    // A thread without the GIL rarely moves its stack between the thread list and its
-                    // walk (the recheck catches it if it did); the holder's moves all the time.
-                    let head = if holds { None } else { py.and_then(|p| p.head) };
-                    // Released GIL: whoever takes it next may move its stack during the walk.
-                    let (frames, positions, top, ends) =
-                        self.read_stack(tstate, head, holds || !gil.locked);
-                    if frames.is_none() {
-                        self.torn_tids.push(tid);
-                    }
-                    let stack = frames.map(|f| Stack {
-                        id: self.tables.stack(&f, &positions),
-                        frames: Arc::new(f),
-                        ends: Arc::new(ends),
-                    });
-                    (stack, top)
-                }
-                // Only a running thread without the GIL needs to know where it stands.
-                (true, false, _) if !holds && syscall == SyscallState::Running => {
-                    (None, self.top_position(tstate))
-                }
-                (true, false, _) => (None, None),
-            };
-            if let (Some(native), Some(_)) = (self.native.as_mut(), &stack) {
-                native.note_read(
-                    tid,
-                    (read_start, monotonic_ns(), sched.map(|s| s.run_ns), top),
-                );
-            }
-            // Running without the GIL in the eval loop itself (not in C code) is the GIL handoff: seen
-            // from the instruction (a backward jump or RESUME calls no C code) or, on 3.10, where the
-            // eval breaker also runs after calls and on entering a frame, from the recursion counter.
-            // The 3.10 counter check walks the frame chain again, so it is skipped where the answer
-            // cannot matter or is known: a waiter the history already keeps waiting, a thread just
-            // woken from a blocking call (it is in the C function that made it), and one found in C
-            // code last pass that cannot have had the GIL since (no handoff, not the last holder).
-            let settled = history
+            })
+            .unwrap_or(false);
+        // 3.10's recursion counter misses C calls made through a type's own vectorcall (a NumPy
+        // ufunc such as an FFT): such a thread runs C code without the GIL at a CALL with the
+        // counter at 0. A thread in the handoff does not run for long; one that was running
+        // without the GIL at the last pass, has been on a CPU most of the time since, and cannot
+        // have taken the GIL from anyone since (switch_number unchanged) has been running C code.
+        let in_c_code = self.tracks.get(&p.tid).map(|t| t.busy()).unwrap_or(false)
+            && history
                 .map(|h| {
-                    let changes = gil.switch_number.wrapping_sub(h.switch_number);
-                    match h.state {
-                        ThreadState::WaitingGil => changes <= 1 && gil.last_holder != tstate,
-                        ThreadState::Native => changes == 0 && gil.last_holder != tstate,
-                        ThreadState::Idle => true,
-                        _ => false,
-                    }
+                    matches!(
+                        h.state,
+                        ThreadState::Native | ThreadState::WaitingGil | ThreadState::CpuWait
+                    ) && h.switch_number == gil.switch_number
                 })
                 .unwrap_or(false);
-            // 3.10's recursion counter misses C calls made through a type's own vectorcall (a NumPy
-            // ufunc such as an FFT): such a thread runs C code without the GIL at a CALL with the
-            // counter at 0. A thread in the handoff does not run for long; one that was running
-            // without the GIL at the last pass, has been on a CPU most of the time since, and cannot
-            // have taken the GIL from anyone since (switch_number unchanged) has been running C code.
-            let in_c_code = self.tracks.get(&tid).map(|t| t.cpu.busy).unwrap_or(false)
-                && history
-                    .map(|h| {
-                        matches!(
-                            h.state,
-                            ThreadState::Native | ThreadState::WaitingGil | ThreadState::CpuWait
-                        ) && h.switch_number == gil.switch_number
-                    })
-                    .unwrap_or(false);
-            // The handoff hands the GIL to another thread: with nobody holding it, a running thread
-            // outside the GIL's mutexes is not in one (an FFT thread alone with a sleeping main thread).
-            let other_holds = gil.locked && gil.last_holder != tstate;
-            let in_handoff = !holds
-                && tstate != 0
-                && syscall == SyscallState::Running
-                && (top
-                    .and_then(|(code, instr)| self.opcode_at(code, instr))
-                    .map(|op| self.handoff_opcodes.contains(&op))
-                    .unwrap_or(false)
-                    || (!settled && !in_c_code && other_holds && self.no_call_in_progress(tstate)));
-            // Handling an exception: free while no generator runs on the thread (the thread list's read
-            // has it), else kept with a kept stack, else read level by level.
-            let handling = match (stacks, py) {
-                (true, Some(p)) if tstate != 0 => {
-                    let at_bottom = p.exc.info == tstate + self.interp.layout.tstate_exc_state;
-                    match kept_handling {
-                        Some(h) if !at_bottom => Some(h),
-                        _ => self
-                            .handling_check
-                            .handling(&self.interp.mem, &self.interp.layout, tstate, p.exc)
-                            .ok(),
-                    }
+        // The handoff hands the GIL to another thread: with nobody holding it, a running thread
+        // outside the GIL's mutexes is not in one (an FFT thread alone with a sleeping main thread).
+        let other_holds = gil.locked && gil.last_holder != tstate;
+        !settled && !in_c_code && other_holds && self.no_call_in_progress(tstate)
+    }
+
+    /// Handling an exception: free while no generator runs on the thread (the thread list's read
+    /// has it), else kept with a kept stack, else read level by level. None on a states-only pass.
+    fn handling(
+        &mut self,
+        p: &ThreadPass,
+        py: Option<PyThread>,
+        kept_handling: Option<bool>,
+    ) -> Option<bool> {
+        let tstate = p.tstate;
+        match (p.stacks, py) {
+            (true, Some(t)) if tstate != 0 => {
+                let at_bottom = t.exc.info == tstate + self.interp.layout.tstate_exc_state;
+                match kept_handling {
+                    Some(h) if !at_bottom => Some(h),
+                    _ => self
+                        .handling_check
+                        .handling(&self.interp.mem, &self.interp.layout, tstate, t.exc)
+                        .ok(),
                 }
-                _ => None,
-            };
-            let gil_requested = gil_flags.requested;
-            let state = classify(
-                &Observation {
-                    tstate,
-                    syscall,
-                    in_handoff,
-                    ran_since_idle,
-                    cpu_wait,
-                    owns_gil_mutex,
-                    gil_requested,
-                },
-                &gil,
-                gc,
-                range,
-                history,
-            );
-            if let Some(track) = self.tracks.get_mut(&tid) {
-                track.history = Some(History {
-                    state,
-                    switch_number: gil.switch_number,
-                    was_last_holder: tstate != 0 && gil.last_holder == tstate,
-                });
-                track.last_wait = if stacks {
-                    None
-                } else {
-                    Some((tstate, syscall))
-                };
-                track.still = match (syscall, &stack) {
-                    (SyscallState::Blocked { .. }, Some(stack)) => Some(Still {
-                        tstate,
-                        sched,
-                        switch_number: gil.switch_number,
-                        was_last_holder: gil.last_holder == tstate,
-                        syscall,
-                        stack: stack.clone(),
-                        top,
-                        handling,
-                    }),
-                    _ => None,
-                };
             }
-            let nr = match syscall {
-                SyscallState::Blocked { nr, .. } => nr,
-                _ => -1,
-            };
-            out.push((tid, state, nr, stack, holds, handling));
+            _ => None,
         }
-        Ok(out)
     }
 
     /// The thread state an OS thread runs Python code in. Usually its only one; but an embedding
@@ -1196,26 +1065,6 @@ fn unsettled(o: &Observed, torn: &[i32]) -> bool {
     match &o.3 {
         None => torn.contains(&o.0),
         Some(s) => outer_only(s),
-    }
-}
-
-/// `Option::get_or_insert_with` for a constructor that can fail: tries again next time on failure.
-trait GetOrInsertResult<T> {
-    fn get_or_insert_with_result(
-        &mut self,
-        make: impl FnOnce() -> std::io::Result<T>,
-    ) -> Option<&mut T>;
-}
-
-impl<T> GetOrInsertResult<T> for Option<T> {
-    fn get_or_insert_with_result(
-        &mut self,
-        make: impl FnOnce() -> std::io::Result<T>,
-    ) -> Option<&mut T> {
-        if self.is_none() {
-            *self = make().ok();
-        }
-        self.as_mut()
     }
 }
 
