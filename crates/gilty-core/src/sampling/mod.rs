@@ -13,6 +13,7 @@ pub mod positions;
 pub mod process_set;
 pub mod realtime;
 pub mod sampler;
+pub mod sched_marks;
 mod stacks;
 mod task_part;
 pub mod task_record;

@@ -11,10 +11,11 @@ use crate::interp::interpreter::Interpreter;
 use crate::interp::linetable::Position;
 use crate::interp::threads::{python_threads, PyThread, TidResolver, WalkHead};
 use crate::process::memory::Memory;
-use crate::process::procfs::{self, CgroupCpu, Schedstat, SchedstatReader, SyscallState};
+use crate::process::procfs::{self, Schedstat, SyscallState};
 use crate::sampling::aggregate::{Aggregate, Seen, NONE};
 use crate::sampling::classify::{classify, GilView, History, Observation, ThreadState};
 use crate::sampling::native_part::NativeStacks;
+use crate::sampling::sched_marks::{read_mark, SchedMarks, SchedTotals};
 use crate::sampling::stacks::{Interner, Observed, Stack};
 use crate::sampling::task_part::TaskPart;
 use crate::sampling::task_record::TaskAggregate;
@@ -81,23 +82,6 @@ pub struct Batch {
     pub tasks: Option<TaskAggregate>,
 }
 
-/// Scheduler figures over one batch, from counters read at its first pass and at its end.
-#[derive(Debug, Clone, Default)]
-pub struct SchedTotals {
-    pub seconds: f64,
-    /// (tid, CPU time ns, run-queue delay ns) grown over the batch, for threads read at both ends.
-    pub threads: Vec<(i32, u64, u64)>,
-    /// The target's cgroup CPU bandwidth counters grown over the batch (None without a CPU controller).
-    pub cgroup: Option<CgroupCpu>,
-}
-
-/// Counters at one instant: when, per thread (run ns, delay ns), and the cgroup's.
-struct SchedMark {
-    at: Instant,
-    threads: HashMap<i32, (u64, u64)>,
-    cgroup: Option<CgroupCpu>,
-}
-
 /// One thread as seen in one snapshot (for `dump`).
 #[derive(Debug, Clone)]
 pub struct ThreadSnapshot {
@@ -160,9 +144,8 @@ pub struct Sampler {
     /// When the previous pass observed the threads, and the mean interval between passes (ns).
     last_observe_ns: Option<u64>,
     mean_interval_ns: f64,
-    /// Scheduler counters at the batch's start: its first pass, or the end of the batch before.
-    batch_mark: Option<SchedMark>,
-    next_mark: Option<SchedMark>,
+    /// Scheduler counters at the batch's start.
+    marks: SchedMarks,
     /// Asyncio tasks read in every pass (`enable_tasks`).
     tasks: Option<TaskPart>,
     /// Native stacks joined to each pass's Python stacks (`record --native`).
@@ -205,8 +188,7 @@ impl Sampler {
             start_mono_ns: monotonic_ns(),
             exact: None,
             closing: Vec::new(),
-            batch_mark: None,
-            next_mark: None,
+            marks: SchedMarks::default(),
             last_observe_ns: None,
             mean_interval_ns: 0.0,
             tasks: None,
@@ -256,7 +238,7 @@ impl Sampler {
         self.next_due = None;
         self.start = Instant::now();
         self.start_mono_ns = monotonic_ns();
-        self.next_mark = None;
+        self.marks.restart();
     }
 
     pub fn elapsed(&self) -> f64 {
@@ -316,65 +298,11 @@ impl Sampler {
         self.batch.positions = positions;
         self.batch.aggregate.close();
         self.batch.tasks = self.tasks.as_mut().map(|r| r.take_batch());
-        if let Some(start) = self.batch_mark.take() {
-            let end = self.sched_mark();
-            // The next batch counts from here, so that a wait the kernel adds to a thread's delay in a
-            // batch but which began in the pause between batches has its time counted too.
-            let next = SchedMark {
-                at: end.at,
-                threads: end.threads.clone(),
-                cgroup: end.cgroup,
-            };
-            self.batch.sched = Some(SchedTotals {
-                seconds: (end.at - start.at).as_secs_f64(),
-                threads: end
-                    .threads
-                    .iter()
-                    .filter_map(|(tid, &(run, delay))| {
-                        let &(run0, delay0) = start.threads.get(tid)?;
-                        Some((*tid, run.saturating_sub(run0), delay.saturating_sub(delay0)))
-                    })
-                    .collect(),
-                cgroup: match (start.cgroup, end.cgroup) {
-                    (Some(a), Some(b)) => Some(CgroupCpu {
-                        nr_periods: b.nr_periods.saturating_sub(a.nr_periods),
-                        nr_throttled: b.nr_throttled.saturating_sub(a.nr_throttled),
-                        throttled_ns: b.throttled_ns.saturating_sub(a.throttled_ns),
-                    }),
-                    _ => None,
-                },
-            });
-            self.next_mark = Some(next);
-        }
-        std::mem::take(&mut self.batch)
-    }
-
-    /// Every known thread's scheduler counters and the target cgroup's, now (a read per thread: taken
-    /// at a batch's ends only).
-    fn sched_mark(&mut self) -> SchedMark {
         let pid = self.interp.pid;
-        let mut threads = HashMap::new();
-        for &tid in &self.os_tids {
-            let reader = self
-                .tracks
-                .get_mut(&tid)
-                .and_then(|t| t.sched_reader(pid, tid));
-            let reading = match reader {
-                Some(r) => r.read(),
-                None => SchedstatReader::open(pid, tid)
-                    .ok()
-                    .and_then(|mut r| r.read()),
-            };
-            if let Some(s) = reading {
-                threads.insert(tid, (s.run_ns, s.delay_ns));
-            }
-        }
-        let cgroup = procfs::cgroup_cpu_stat_path(pid).and_then(|p| procfs::read_cgroup_cpu(&p));
-        SchedMark {
-            at: Instant::now(),
-            threads,
-            cgroup,
-        }
+        self.batch.sched = self
+            .marks
+            .end_batch(|| read_mark(pid, &self.os_tids, &mut self.tracks));
+        std::mem::take(&mut self.batch)
     }
 
     /// One pass stamped `t` seconds on the caller's clock (a `ProcessSet` samples several processes
@@ -487,10 +415,8 @@ impl Sampler {
             }
         };
         if self.batch.times.is_empty() {
-            self.batch_mark = Some(match self.next_mark.take() {
-                Some(mark) => mark,
-                None => self.sched_mark(),
-            });
+            self.marks
+                .begin_batch(|| read_mark(pid, &self.os_tids, &mut self.tracks));
         }
         self.batch.times.push(t);
         let t_ns = self.start_mono_ns + (t * 1e9) as u64;
