@@ -1,5 +1,5 @@
-//! gilty-core: reads a live CPython process from outside (never writing to it) and samples what each
-//! thread does with respect to the GIL.
+//! gilty-core: reads a live CPython process from outside (never writing to it) and samples what
+//! each thread does with respect to the GIL.
 
 pub mod asyncio;
 pub mod clock;

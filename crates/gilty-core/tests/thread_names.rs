@@ -1,5 +1,5 @@
-//! Reads `threading` thread names out of live targets on every installed CPython and compares them with
-//! what the target itself reports.
+//! Reads `threading` thread names out of live targets on every installed CPython and compares them
+//! with what the target itself reports.
 //!
 //! Run: cargo test -p gilty-core --test thread_names -- --nocapture
 
@@ -55,7 +55,8 @@ fn start(python: &str, args: &[&str]) -> (Target, String) {
     (target, json)
 }
 
-/// Parses a flat JSON object of string keys and string values (what json.dumps gives for a str dict).
+/// Parses a flat JSON object of string keys and string values (what json.dumps gives for a str
+/// dict).
 fn parse_flat_json(s: &str) -> HashMap<String, String> {
     let mut chars = s.trim().chars().peekable();
     let mut out = HashMap::new();

@@ -1,11 +1,13 @@
 //! Offsets for reading asyncio tasks: the C `_asyncio` Task/Future (private to
-//! Modules/_asynciomodule.c), coroutine/generator objects, and the containers the task registries use.
+//! Modules/_asynciomodule.c), coroutine/generator objects, and the containers the task registries
+//! use.
 //!
 //! Values come from `tools/gen_layouts.py`: public and internal structs by offsetof() against each
 //! interpreter's headers; `_asyncio`'s private structs by offsetof() on their definitions as each
-//! version's module declares them, verified field by field against a live object of that interpreter
-//! (the generator refuses to write a table it could not verify). At attach, `tp_basicsize` of the
-//! target's `_asyncio.Task` and `_asyncio.Future` must equal `task_size` / `future_size`.
+//! version's module declares them, verified field by field against a live object of that
+//! interpreter (the generator refuses to write a table it could not verify). At attach,
+//! `tp_basicsize` of the target's `_asyncio.Task` and `_asyncio.Future` must equal `task_size` /
+//! `future_size`.
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AsyncLayout {
@@ -37,8 +39,9 @@ pub struct AsyncLayout {
     /// exited, its interpreter's) circular list of C tasks; `llist_next` is the node's `next`.
     pub task_node: Option<u64>,
     pub llist_next: Option<u64>,
-    /// 3.14+: `_PyThreadStateImpl` `asyncio_running_loop`, `asyncio_running_task` and the head of the
-    /// thread's task list; `PyInterpreterState.asyncio_tasks_head`, the list of exited threads' tasks.
+    /// 3.14+: `_PyThreadStateImpl` `asyncio_running_loop`, `asyncio_running_task` and the head of
+    /// the thread's task list; `PyInterpreterState.asyncio_tasks_head`, the list of exited threads'
+    /// tasks.
     pub tstate_asyncio_running_loop: Option<u64>,
     pub tstate_asyncio_running_task: Option<u64>,
     pub tstate_asyncio_tasks_head: Option<u64>,
@@ -96,7 +99,8 @@ pub struct AsyncLayout {
     pub function_qualname: u64,
     pub cell_ref: u64,
     /// `tp_dict`, `PyMemberDescrObject.d_member` and `PyMemberDef.offset`: where a C type keeps a
-    /// field it exposes as an attribute, read from the target's own type (functools.partial's `args`).
+    /// field it exposes as an attribute, read from the target's own type (functools.partial's
+    /// `args`).
     pub type_dict: u64,
     pub memberdescr_member: u64,
     pub memberdef_offset: u64,

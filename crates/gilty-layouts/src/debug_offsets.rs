@@ -223,8 +223,10 @@ impl Merge<'_> {
 /// Fields the block does not carry keep the table's value: `runtime_interpreters_main`,
 /// `runtime_gil`, all `gc_*` except `gc_collecting`, `gil_size`/`interval`/`switch_number`/
 /// `cond`/`mutex`/`switch_cond`/`switch_mutex`, `tstate_frame`/`tstate_cframe`/
-/// `cframe_current_frame`, `tstate_recursion_depth`, `tstate_state`, `frame_state`, `frame_is_entry`, `code_code`, `code_varnames`, `code_version`, `code_flags`, `type_basicsize`, `type_dictoffset`,
-/// `heaptype_cached_keys`, `unicode_compact_size`, `dict_used`, all `dictkeys_*`, `module_dict`.
+/// `cframe_current_frame`, `tstate_recursion_depth`, `tstate_state`, `frame_state`,
+/// `frame_is_entry`, `code_code`, `code_varnames`, `code_version`, `code_flags`, `type_basicsize`,
+/// `type_dictoffset`, `heaptype_cached_keys`, `unicode_compact_size`, `dict_used`, all
+/// `dictkeys_*`, `module_dict`.
 pub fn apply(base: &Layout, d: &DebugOffsets) -> (Layout, Vec<String>) {
     let mut out = *base;
     let mut diffs = Vec::new();
@@ -410,9 +412,10 @@ pub fn apply(base: &Layout, d: &DebugOffsets) -> (Layout, Vec<String>) {
     (out, diffs)
 }
 
-/// A 3.14+ `_Py_DebugOffsets` block, read member by member at the offsets its version's header gives
-/// (`DEBUG_OFFSETS` in `generated/v3_XX.rs`): 3.14 and 3.15 insert members into several groups, and
-/// the generator takes their places from the header itself rather than from a list kept here.
+/// A 3.14+ `_Py_DebugOffsets` block, read member by member at the offsets its version's header
+/// gives (`DEBUG_OFFSETS` in `generated/v3_XX.rs`): 3.14 and 3.15 insert members into several
+/// groups, and the generator takes their places from the header itself rather than from a list kept
+/// here.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NamedDebugOffsets {
     /// `PY_VERSION_HEX` of the interpreter.
@@ -424,7 +427,8 @@ pub struct NamedDebugOffsets {
 }
 
 impl NamedDebugOffsets {
-    /// A member's value (`"thread_state.native_thread_id"`), None when this version has no such member.
+    /// A member's value (`"thread_state.native_thread_id"`), None when this version has no such
+    /// member.
     pub fn get(&self, name: &str) -> Option<u64> {
         self.values
             .iter()
@@ -530,8 +534,8 @@ named_fields! {
     "gc.collecting" => gc_collecting u64,
 }
 
-/// `apply` for a 3.14+ block: a copy of `base` with every field the block carries taken from it, and
-/// the table/block disagreements. The GIL's `locked`/`last_holder` are given relative to the
+/// `apply` for a 3.14+ block: a copy of `base` with every field the block carries taken from it,
+/// and the table/block disagreements. The GIL's `locked`/`last_holder` are given relative to the
 /// interpreter there and made relative to the GIL struct here.
 pub fn apply_named(base: &Layout, d: &NamedDebugOffsets) -> (Layout, Vec<String>) {
     let mut out = *base;

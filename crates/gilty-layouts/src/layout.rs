@@ -60,8 +60,9 @@ pub struct Layout {
     pub cframe_current_frame: Option<u64>,
     /// 3.13+: `_PyInterpreterFrame *current_frame`.
     pub tstate_current_frame: Option<u64>,
-    /// 3.10: `int recursion_depth`: one per Python frame on the stack plus one per C call in progress
-    /// made through the call protocol (all of them on 3.10, which has no specialised calls).
+    /// 3.10: `int recursion_depth`: one per Python frame on the stack plus one per C call in
+    /// progress made through the call protocol (all of them on 3.10, which has no specialised
+    /// calls).
     pub tstate_recursion_depth: Option<u64>,
     pub tstate_thread_id: u64,
     /// 3.11+: `unsigned long native_thread_id` (the OS tid).
@@ -191,9 +192,11 @@ pub struct Layout {
     pub stackref_tag_bits: Option<u64>,
     /// 3.12-3.14: `FRAME_OWNED_BY_CSTACK`, the owner of the shim frame a C caller pushes.
     pub frame_owner_cstack: Option<u64>,
-    /// 3.14+: `FRAME_OWNED_BY_INTERPRETER`, the owner of the interpreter's own entry and base frames.
+    /// 3.14+: `FRAME_OWNED_BY_INTERPRETER`, the owner of the interpreter's own entry and base
+    /// frames.
     pub frame_owner_interpreter: Option<u64>,
-    /// 3.13+: `CO_NO_MONITORING_EVENTS`, the `co_flags` bit of code the interpreter makes for itself.
+    /// 3.13+: `CO_NO_MONITORING_EVENTS`, the `co_flags` bit of code the interpreter makes for
+    /// itself.
     pub code_flag_shim: Option<u64>,
     /// 3.14+: `int holds_gil`, the thread state's own flag that it holds the GIL.
     pub tstate_holds_gil: Option<u64>,
@@ -207,8 +210,9 @@ impl Layout {
         raw & !self.stackref_tag_bits.unwrap_or(0)
     }
 
-    /// A frame with this `owner` is the interpreter's, never the program's: the C-stack shim (3.12+)
-    /// or the interpreter's entry/base frame (3.14+). Not shown, and a thread's stack starts at one.
+    /// A frame with this `owner` is the interpreter's, never the program's: the C-stack shim
+    /// (3.12+) or the interpreter's entry/base frame (3.14+). Not shown, and a thread's stack
+    /// starts at one.
     pub fn is_interpreter_owner(&self, owner: u8) -> bool {
         let owner = Some(owner as u64);
         owner.is_some_and(|o| {

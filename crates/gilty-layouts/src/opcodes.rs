@@ -1,25 +1,31 @@
 //! Per-version opcode metadata for reading adaptive bytecode (`co_code_adaptive`, 3.11+).
 //!
 //! The tables in `generated_opcodes/` are written by `tools/gen_opcodes.py` from each interpreter's
-//! own `dis`/`opcode` modules, its headers' counter functions, and two measured facts; never by hand.
+//! own `dis`/`opcode` modules, its headers' counter functions, and two measured facts; never by
+//! hand.
 
 /// What the 16-bit counter in the first inline cache entry of a specializable instruction means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CounterRules {
-    /// Adaptive/generic form: `value = word >> value_shift`, `backoff = word & ((1 << value_shift) - 1)`.
+    /// Adaptive/generic form: `value = word >> value_shift`, `backoff = word & ((1 << value_shift)
+    /// - 1)`.
     pub value_shift: u8,
     /// Largest backoff exponent (3.12-3.14: the counter restarts at `2^backoff - 1` after a failed
     /// attempt; 3.15 restarts from a table, 1, 6, 30, 126, 508, 2052, 8190 for backoff 0..6).
     pub max_backoff: u8,
-    /// 3.12+: the word every site starts with when its code object is created (`adaptive_counter_warmup()`).
+    /// 3.12+: the word every site starts with when its code object is created
+    /// (`adaptive_counter_warmup()`).
     pub warmup: Option<u16>,
-    /// 3.11: calls or loop iterations before a code object is quickened (`QUICKENING_WARMUP_DELAY`).
+    /// 3.11: calls or loop iterations before a code object is quickened
+    /// (`QUICKENING_WARMUP_DELAY`).
     pub quickening_warmup_delay: Option<u16>,
-    /// 3.11: the word a de-specialized (`*_ADAPTIVE`) site restarts with (`adaptive_counter_start()`).
+    /// 3.11: the word a de-specialized (`*_ADAPTIVE`) site restarts with
+    /// (`adaptive_counter_start()`).
     pub adaptive_start: Option<u16>,
     /// The word after the first failed specialization attempt.
     pub first_backoff: u16,
-    /// The word of a freshly specialized site (measured: 3.11 `miss_counter_start()`; 3.12+ cooldown).
+    /// The word of a freshly specialized site (measured: 3.11 `miss_counter_start()`; 3.12+
+    /// cooldown).
     pub specialized_start: u16,
     /// One miss of a specialized site subtracts `1 << specialized_shift` (3.11: 0, a plain count).
     pub specialized_shift: u8,

@@ -119,9 +119,10 @@ fn older_table_against_313_block_reports_disagreements() {
     );
 }
 
-/// 3.14 and 3.15 (Debian sid's, unpacked by tools/sid_pythons.py): the block in the interpreter's own
-/// `.PyRuntime` section, read member by member at the places the generator took from the header, agrees
-/// with the generated table in every member gilty uses, and says it is no free-threaded build.
+/// 3.14 and 3.15 (Debian sid's, unpacked by tools/sid_pythons.py): the block in the interpreter's
+/// own `.PyRuntime` section, read member by member at the places the generator took from the
+/// header, agrees with the generated table in every member gilty uses, and says it is no
+/// free-threaded build.
 #[test]
 fn sid_blocks_agree_with_their_generated_tables() {
     let cache = std::env::var("GILTY_SID_CACHE")

@@ -1,6 +1,6 @@
-//! The HTTP/1.1 client side the generator needs and no more: a URL split into what goes on the wire, a
-//! request serialized once per run, and one response read off a keep-alive connection (the head parsed
-//! with `httparse`; the body framed by Content-Length, chunked encoding or the connection's close, and
+//! The HTTP/1.1 client side the generator needs and no more: a URL split into what goes on the
+//! wire, a request serialized once per run, and one response read off a keep-alive connection (the
+//! head parsed with `httparse`; the body framed by Content-Length, chunked encoding or the connection's close, and
 //! discarded). No per-request allocation: one buffer per connection.
 
 use std::io;
@@ -146,8 +146,8 @@ pub struct Connection {
 impl Connection {
     pub async fn open(addr: std::net::SocketAddr) -> io::Result<Connection> {
         let stream = TcpStream::connect(addr).await?;
-        // The request goes out in one write and nothing follows it, but Nagle's algorithm would still
-        // hold a write made while the previous answer's ACK is pending.
+        // The request goes out in one write and nothing follows it, but Nagle's algorithm would
+        // still hold a write made while the previous answer's ACK is pending.
         stream.set_nodelay(true)?;
         Ok(Connection {
             stream,

@@ -1,11 +1,12 @@
-//! The open-loop run. Arrivals are released on schedule as tickets into their host's queue (or dropped
-//! when `max_in_flight` tickets are already out): by a release task on the first generator thread that
-//! a timerfd wakes at each arrival's time (tokio's own timers round to 1 ms), and by any connection
-//! looking for work, whichever runs first. The calling thread only watches for the end and for a stop. A fixed set of connections per host (`connections`, a hard
-//! cap) serves the queue: each is a long-lived task owning its TCP stream that takes the next ticket,
-//! writes the request's pre-serialized bytes and reads the answer. A ticket that waits for a free
-//! connection keeps its intended start, so its latency includes the wait (coordinated omission
-//! corrected). Each generator thread records into its own statistics; they are merged at the end.
+//! The open-loop run. Arrivals are released on schedule as tickets into their host's queue (or
+//! dropped when `max_in_flight` tickets are already out): by a release task on the first generator
+//! thread that a timerfd wakes at each arrival's time (tokio's own timers round to 1 ms), and by
+//! any connection looking for work, whichever runs first. The calling thread only watches for the
+//! end and for a stop. A fixed set of connections per host (`connections`, a hard cap) serves the
+//! queue: each is a long-lived task owning its TCP stream that takes the next ticket, writes the
+//! request's pre-serialized bytes and reads the answer. A ticket that waits for a free connection
+//! keeps its intended start, so its latency includes the wait (coordinated omission corrected).
+//! Each generator thread records into its own statistics; they are merged at the end.
 
 use crate::http1::{self, Connection, ExchangeError};
 use crate::plan::Plan;
@@ -20,12 +21,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, Notify};
 
-/// How long after the schedule ends the run waits for answers still in flight (besides the timeout).
+/// How long after the schedule ends the run waits for answers still in flight (besides the
+/// timeout).
 const DRAIN_GRACE: Duration = Duration::from_millis(200);
 /// How often the schedule thread looks whether the last answers are in.
 const DRAIN_POLL: Duration = Duration::from_millis(1);
 /// While every connection is busy, each releases what is due when it looks for work, so the release
-/// task need not wake for every arrival: it sleeps at least this long, until a connection goes idle.
+/// task need not wake for every arrival: it sleeps at least this long, until a connection goes
+/// idle.
 const BUSY_SLEEP: Duration = Duration::from_micros(500);
 /// How often the calling thread looks for a stop request or the schedule's end.
 const WATCH: Duration = Duration::from_millis(2);
@@ -76,7 +79,8 @@ struct Prepared {
 struct Release {
     schedule: Schedule,
     next: (f64, usize),
-    /// Arrivals at or after this many seconds are not released (the duration, or where a stop came).
+    /// Arrivals at or after this many seconds are not released (the duration, or where a stop
+    /// came).
     end_s: f64,
     released: u64,
     stats: Stats,
@@ -143,8 +147,8 @@ impl Shared {
             let q = &self.hosts[host];
             let n = batch.len();
             q.tickets.lock().unwrap().extend(batch.drain(..));
-            // The connection idle the shortest time first: at low rates a few warm connections carry
-            // the load (as a browser's or a pool's would), not every one in turn.
+            // The connection idle the shortest time first: at low rates a few warm connections
+            // carry the load (as a browser's or a pool's would), not every one in turn.
             for _ in 0..n.min(q.idle.load(Ordering::SeqCst)) {
                 q.ready.notify_last();
             }
@@ -189,7 +193,8 @@ fn at(start: Instant, s: f64) -> Instant {
     start + Duration::from_secs_f64(s.max(0.0))
 }
 
-/// One connection slot: serves tickets until the run closes, reconnecting whenever the server closes.
+/// One connection slot: serves tickets until the run closes, reconnecting whenever the server
+/// closes.
 async fn connection_task(shared: Arc<Shared>, host: usize, stats: Rc<RefCell<Stats>>) {
     let addr = shared.hosts[host].addr;
     let mut conn: Option<Connection> = None;
@@ -253,8 +258,9 @@ async fn connection_task(shared: Arc<Shared>, host: usize, stats: Rc<RefCell<Sta
     }
 }
 
-/// Sends one request on the slot's connection (opening it if needed) and reads the status. A request
-/// that found an idle keep-alive connection closed by the server is sent once more on a new one.
+/// Sends one request on the slot's connection (opening it if needed) and reads the status. A
+/// request that found an idle keep-alive connection closed by the server is sent once more on a new
+/// one.
 async fn exchange(
     conn: &mut Option<Connection>,
     addr: SocketAddr,
@@ -286,8 +292,8 @@ async fn exchange(
     }
 }
 
-/// A CLOCK_MONOTONIC timerfd in the runtime's epoll set: wakes the runtime at a given instant to the
-/// microsecond.
+/// A CLOCK_MONOTONIC timerfd in the runtime's epoll set: wakes the runtime at a given instant to
+/// the microsecond.
 struct PreciseTimer {
     fd: tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>,
 }
@@ -520,7 +526,8 @@ pub fn run(plan: &Plan, stop: &AtomicBool) -> Result<RunResult, String> {
         std::thread::sleep(WATCH);
     }
     let released = shared.release.lock().unwrap().released;
-    // Wait for answers still due: at most the timeout plus a little, then what is left is abandoned.
+    // Wait for answers still due: at most the timeout plus a little, then what is left is
+    // abandoned.
     let give_up = Instant::now() + plan.timeout + DRAIN_GRACE;
     while shared.finished.load(Ordering::Acquire) < released && Instant::now() < give_up {
         std::thread::sleep(DRAIN_POLL);

@@ -57,7 +57,8 @@ impl Schedule {
 
     /// (seconds after the start, request index) of the next arrival.
     pub fn next_arrival(&mut self) -> (f64, usize) {
-        // Constant arrivals are computed, not summed, so rounding never adds or loses one at the end.
+        // Constant arrivals are computed, not summed, so rounding never adds or loses one at the
+        // end.
         let at = match self.arrivals {
             Arrivals::Constant => self.count as f64 * self.period_s,
             Arrivals::Poisson { .. } => {

@@ -75,7 +75,8 @@ pub struct Stats {
     pub completed: u64,
     pub ok: u64,
     pub dropped: u64,
-    /// Sum and count of the in-flight count seen at each arrival (a time average for Poisson arrivals).
+    /// Sum and count of the in-flight count seen at each arrival (a time average for Poisson
+    /// arrivals).
     pub in_flight_sum: u64,
     pub in_flight_seen: u64,
     /// How late the generator started requests past the moment it could have (see `note_lag`).

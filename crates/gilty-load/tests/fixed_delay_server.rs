@@ -1,6 +1,6 @@
-//! The generator against an in-process HTTP server whose answers take a fixed time: latency from the
-//! intended start equals the service time when the server keeps up; arrivals beyond the in-flight
-//! limit are dropped, not queued; a refused connection is a connect error.
+//! The generator against an in-process HTTP server whose answers take a fixed time: latency from
+//! the intended start equals the service time when the server keeps up; arrivals beyond the
+//! in-flight limit are dropped, not queued; a refused connection is a connect error.
 
 mod common;
 
@@ -20,8 +20,8 @@ struct Server {
 }
 
 impl Server {
-    /// The server's times for `n` requests: a thread notes its time after writing the answer, so the
-    /// last may come a moment after the generator has read it.
+    /// The server's times for `n` requests: a thread notes its time after writing the answer, so
+    /// the last may come a moment after the generator has read it.
     fn served(&self, n: usize) -> Vec<Duration> {
         let deadline = Instant::now() + Duration::from_secs(2);
         loop {
@@ -126,7 +126,8 @@ fn latency_is_the_service_time_when_the_server_keeps_up() {
 
 #[test]
 fn arrivals_over_the_in_flight_limit_are_dropped() {
-    // 200 rps of 100 ms requests needs 20 in flight; with 5 allowed, about three quarters are dropped.
+    // 200 rps of 100 ms requests needs 20 in flight; with 5 allowed, about three quarters are
+    // dropped.
     let port = serve(Duration::from_millis(100)).port;
     let r = run(&plan(port, 200.0, 1.0, 5), &AtomicBool::new(false)).unwrap();
     assert_eq!(r.stats.sent + r.stats.dropped, 200);

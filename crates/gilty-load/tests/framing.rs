@@ -26,8 +26,8 @@ fn read_request(reader: &mut BufReader<TcpStream>) -> bool {
 }
 
 /// A server answering every request on a connection with `answer`; after `per_connection` answers
-/// it closes the connection. Counts connections open at once (the most seen), and keeps its own time
-/// per request (from the request read to the answer written).
+/// it closes the connection. Counts connections open at once (the most seen), and keeps its own
+/// time per request (from the request read to the answer written).
 fn serve(
     answer: &'static [u8],
     per_connection: usize,
@@ -163,8 +163,8 @@ fn connections_are_a_hard_cap_and_waiting_counts_as_latency() {
     assert_eq!(r.stats.sent, 100);
     let max_ms = r.stats.latency.max() as f64 / 1000.0;
     assert!(max_ms > 500.0, "max latency {max_ms} ms");
-    // The time from send to answer is the server's own (its 50 ms sleep and what the scheduler adds)
-    // plus the loopback: the wait for a connection is not in it.
+    // The time from send to answer is the server's own (its 50 ms sleep and what the scheduler
+    // adds) plus the loopback: the wait for a connection is not in it.
     let service_p50 = r.stats.service.value_at_quantile(0.5) as f64 / 1000.0;
     std::thread::sleep(Duration::from_millis(10)); // the server notes its time after writing the answer
     let served = served.lock().unwrap().clone();

@@ -61,7 +61,8 @@ fn run(shared: Arc<Shared>, mut sampler: Sampler, period: Duration) {
         let taken = Instant::now();
         match sampler.states_once() {
             Ok(snap) => {
-                // A pass stands for the time since the previous one, capped so a stall is not one huge pass.
+                // A pass stands for the time since the previous one, capped so a stall is not one
+                // huge pass.
                 let weight = last
                     .map(|l| (taken - l).min(period * 10))
                     .unwrap_or(period)
@@ -147,8 +148,9 @@ impl GilMonitor {
             .unwrap_or(false)
     }
 
-    /// {"elapsed_s", "passes", "monitor_cpu_s", "failure", "threads": [{tid, name, total: [6 counts],
-    /// total_s: [6 seconds], windows: {w: [6 counts]}}]}; states in gilty's state-code order.
+    /// {"elapsed_s", "passes", "monitor_cpu_s", "failure", "threads": [{tid, name, total: [6
+    /// counts], total_s: [6 seconds], windows: {w: [6 counts]}}]}; states in gilty's state-code
+    /// order.
     #[pyo3(signature = (windows = vec![1, 10, 60]))]
     fn stats<'py>(&self, py: Python<'py>, windows: Vec<u64>) -> PyResult<Bound<'py, PyDict>> {
         let elapsed = self.shared.started.elapsed().as_secs_f64();

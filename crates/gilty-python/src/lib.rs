@@ -1,4 +1,5 @@
-//! `gilty._native`: exposes gilty-core's attach, snapshot and sampler to Python. No logic lives here.
+//! `gilty._native`: exposes gilty-core's attach, snapshot and sampler to Python. No logic lives
+//! here.
 
 use gilty_core::exact::histogram::Distribution;
 use gilty_core::exact::ExactSummary;
@@ -233,7 +234,8 @@ fn mixed_stack<'py>(
     Ok(out)
 }
 
-/// Samples a Target at a fixed rate; `collect(seconds)` returns one batch (see docs/json-format.md).
+/// Samples a Target at a fixed rate; `collect(seconds)` returns one batch (see
+/// docs/json-format.md).
 #[pyclass(module = "gilty._native")]
 struct Sampler {
     inner: Arc<Mutex<CoreSampler>>,
@@ -296,7 +298,8 @@ impl Sampler {
         batch_dict(py, &batch)
     }
 
-    /// Exact summary since the previous call (or the start), tracing going on; None without exact mode.
+    /// Exact summary since the previous call (or the start), tracing going on; None without exact
+    /// mode.
     fn exact_window<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
         let (done, origin) = {
             let mut guard = self.inner.lock().unwrap();
@@ -310,7 +313,8 @@ impl Sampler {
         }
     }
 
-    /// Ends exact tracing and returns its summary (None when exact mode is off). Call once, at the end.
+    /// Ends exact tracing and returns its summary (None when exact mode is off). Call once, at the
+    /// end.
     fn exact_summary<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
         let (done, origin) = {
             let mut guard = self.inner.lock().unwrap();
@@ -424,8 +428,8 @@ fn ne_bytes<T: Copy, const N: usize>(values: &[T], to_bytes: fn(T) -> [u8; N]) -
     values.iter().flat_map(|&v| to_bytes(v)).collect()
 }
 
-/// Closed runs by (tid, first_pass), column-wise: one `bytes` per field (array typecodes I, B, i, h).
-/// Tid and first pass are per thread, in `thread_slices`.
+/// Closed runs by (tid, first_pass), column-wise: one `bytes` per field (array typecodes I, B, i,
+/// h). Tid and first pass are per thread, in `thread_slices`.
 fn runs_dict<'py>(py: Python<'py>, runs: &Runs) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item(

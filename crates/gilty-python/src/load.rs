@@ -1,4 +1,5 @@
-//! `load_run()` and `LoadStop`: gilty-load's open-loop generator for `gilty load`. Conversions only.
+//! `load_run()` and `LoadStop`: gilty-load's open-loop generator for `gilty load`. Conversions
+//! only.
 
 use gilty_load::stats::Stats;
 use gilty_load::{run, Arrivals, Plan, RequestSpec};

@@ -1,5 +1,6 @@
 //! `gilty memory`'s native side: `MemoryMonitor` (a process tree measured in background threads),
-//! `gc_config()` and `measure_once()`. Conversions only; gilty-core's `memory` module does the work.
+//! `gc_config()` and `measure_once()`. Conversions only; gilty-core's `memory` module does the
+//! work.
 
 use gilty_core::interp::gc_config::{read_gc_config, GcState};
 use gilty_core::interp::interpreter::attach;

@@ -128,8 +128,8 @@ fn history_dict<'py>(py: Python<'py>, h: &SiteHistory) -> PyResult<Bound<'py, Py
     Ok(d)
 }
 
-/// Samples process `pid` for `duration_s` and follows its hot code objects (see docs/json-format.md).
-/// Setting `stop` (a `LoadStop`) ends it early with what was read so far.
+/// Samples process `pid` for `duration_s` and follows its hot code objects (see
+/// docs/json-format.md). Setting `stop` (a `LoadStop`) ends it early with what was read so far.
 #[pyfunction]
 #[pyo3(signature = (pid, duration_s, rate_hz = 500.0, read_interval_s = 0.01, max_codes = 200, stop = None))]
 fn specialization_watch<'py>(

@@ -12,7 +12,8 @@ pub(crate) fn snapshot_dict<'py>(
     snap: &TasksSnapshot,
 ) -> PyResult<Bound<'py, PyDict>> {
     // Tens of thousands of new containers would set off the cyclic GC dozens of times, each pass
-    // walking every object gilty holds; none of them can form a cycle, so it is paused while they are made.
+    // walking every object gilty holds; none of them can form a cycle, so it is paused while they
+    // are made.
     let gc = py.import("gc")?;
     let was_enabled: bool = gc.call_method0("isenabled")?.extract()?;
     if was_enabled {

@@ -1,14 +1,16 @@
-//! The `perf_event_attr` ABI, `perf_event_open(2)` and the perf ioctls, written out by hand from the kernel
-//! uapi header `/usr/include/linux/perf_event.h` (no bindgen). The unit tests compile a C probe against that
-//! header, when a C compiler is present, and compare every offset and flag bit.
+//! The `perf_event_attr` ABI, `perf_event_open(2)` and the perf ioctls, written out by hand from
+//! the kernel uapi header `/usr/include/linux/perf_event.h` (no bindgen). The unit tests compile a
+//! C probe against that header, when a C compiler is present, and compare every offset and flag
+//! bit.
 
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 
 use crate::error::{permission_denied, TraceError};
 
-/// `struct perf_event_attr`, complete up to `PERF_ATTR_SIZE_VER7` (128 bytes, `sig_data` is the last field in
-/// the header). Unions are flattened to the member we use; the bitfield block is one `u64` (`flags`).
+/// `struct perf_event_attr`, complete up to `PERF_ATTR_SIZE_VER7` (128 bytes, `sig_data` is the
+/// last field in the header). Unions are flattened to the member we use; the bitfield block is one
+/// `u64` (`flags`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PerfEventAttr {
@@ -31,11 +33,11 @@ pub struct PerfEventAttr {
     pub wakeup_events: u32,
     /// `__u32 bp_type;`
     pub bp_type: u32,
-    /// `union { __u64 bp_addr; __u64 kprobe_func; __u64 uprobe_path; __u64 config1; };` — for the uprobe
-    /// PMU a user pointer to the NUL-terminated path of the probed file.
+    /// `union { __u64 bp_addr; __u64 kprobe_func; __u64 uprobe_path; __u64 config1; };` — for the
+    /// uprobe PMU a user pointer to the NUL-terminated path of the probed file.
     pub config1: u64,
-    /// `union { __u64 bp_len; __u64 kprobe_addr; __u64 probe_offset; __u64 config2; };` — for the uprobe
-    /// PMU the file offset of the probed instruction.
+    /// `union { __u64 bp_len; __u64 kprobe_addr; __u64 probe_offset; __u64 config2; };` — for the
+    /// uprobe PMU the file offset of the probed instruction.
     pub config2: u64,
     /// `__u64 branch_sample_type;`
     pub branch_sample_type: u64,
@@ -65,12 +67,13 @@ pub struct PerfEventAttr {
 pub const PERF_ATTR_SIZE_VER7: u32 = 128;
 const _: () = assert!(std::mem::size_of::<PerfEventAttr>() == PERF_ATTR_SIZE_VER7 as usize);
 
-// Bit positions in the bitfield block, in declaration order of the header (first declared = bit 0 on
-// little-endian x86-64): disabled, inherit, pinned, exclusive, exclude_user, exclude_kernel, exclude_hv,
-// exclude_idle, mmap, comm, freq, inherit_stat, enable_on_exec, task, watermark, precise_ip (2 bits),
-// mmap_data, sample_id_all, exclude_host, exclude_guest, exclude_callchain_kernel, exclude_callchain_user,
-// mmap2, comm_exec, use_clockid, context_switch, write_backward, namespaces, ksymbol, bpf_event, aux_output,
-// cgroup, text_poke, build_id, inherit_thread, remove_on_exec, sigtrap, __reserved_1 (26 bits).
+// Bit positions in the bitfield block, in declaration order of the header (first declared = bit 0
+// on little-endian x86-64): disabled, inherit, pinned, exclusive, exclude_user, exclude_kernel,
+// exclude_hv, exclude_idle, mmap, comm, freq, inherit_stat, enable_on_exec, task, watermark,
+// precise_ip (2 bits), mmap_data, sample_id_all, exclude_host, exclude_guest,
+// exclude_callchain_kernel, exclude_callchain_user, mmap2, comm_exec, use_clockid, context_switch,
+// write_backward, namespaces, ksymbol, bpf_event, aux_output, cgroup, text_poke, build_id,
+// inherit_thread, remove_on_exec, sigtrap, __reserved_1 (26 bits).
 /// `disabled : 1` — off by default.
 pub const FLAG_DISABLED: u64 = 1 << 0;
 /// `inherit : 1` — children inherit it.
@@ -79,7 +82,8 @@ pub const FLAG_INHERIT: u64 = 1 << 1;
 pub const FLAG_EXCLUDE_KERNEL: u64 = 1 << 5;
 /// `exclude_hv : 1`
 pub const FLAG_EXCLUDE_HV: u64 = 1 << 6;
-/// `sample_id_all : 1` — sample_type fields on all records (after 15 flags and the 2-bit precise_ip).
+/// `sample_id_all : 1` — sample_type fields on all records (after 15 flags and the 2-bit
+/// precise_ip).
 pub const FLAG_SAMPLE_ID_ALL: u64 = 1 << 18;
 /// `use_clockid : 1` — use `clockid` for time fields.
 pub const FLAG_USE_CLOCKID: u64 = 1 << 25;
@@ -109,7 +113,8 @@ pub const PERF_RECORD_SAMPLE: u32 = 9;
 pub const PERF_RECORD_LOST_SAMPLES: u32 = 13;
 
 // enum perf_sample_regs_abi
-/// `PERF_SAMPLE_REGS_ABI_NONE = 0` — no registers follow (e.g. the sample was taken in a kernel thread).
+/// `PERF_SAMPLE_REGS_ABI_NONE = 0` — no registers follow (e.g. the sample was taken in a kernel
+/// thread).
 pub const PERF_SAMPLE_REGS_ABI_NONE: u64 = 0;
 
 // enum perf_type_id
@@ -175,7 +180,8 @@ impl UprobePmu {
 
 /// `perf_event_open(attr, pid, cpu, group_fd = -1, PERF_FLAG_FD_CLOEXEC)`.
 pub fn perf_event_open(attr: &PerfEventAttr, pid: i32, cpu: i32) -> io::Result<OwnedFd> {
-    // SAFETY: attr points to a fully initialised struct whose `size` field tells the kernel how much to read.
+    // SAFETY: attr points to a fully initialised struct whose `size` field tells the kernel how
+    // much to read.
     let fd = unsafe {
         libc::syscall(
             libc::SYS_perf_event_open,
@@ -253,8 +259,9 @@ mod tests {
         assert_eq!(PERF_EVENT_IOC_ID, 0x8008_2407);
     }
 
-    /// Compiles a C program against the installed uapi header that prints every offset, every bitfield bit
-    /// we use and the ioctl numbers, and compares with this file. Skipped without a C compiler or header.
+    /// Compiles a C program against the installed uapi header that prints every offset, every
+    /// bitfield bit we use and the ioctl numbers, and compares with this file. Skipped without a C
+    /// compiler or header.
     #[test]
     #[allow(clippy::unnecessary_cast)] // c_ulong is u64 only on 64-bit targets
     fn layout_matches_uapi_header() {

@@ -8,7 +8,8 @@ pub enum TraceError {
     NoUprobePmu(String),
     /// perf_event_open or the ring-buffer mmap was refused. The string is the whole message.
     PermissionDenied(String),
-    /// The probe function cannot be located in `path`; `hint` says why (stripped, ambiguous clone, ...).
+    /// The probe function cannot be located in `path`; `hint` says why (stripped, ambiguous clone,
+    /// ...).
     SymbolNotFound {
         symbol: String,
         path: String,

@@ -1,12 +1,13 @@
-//! Where a function was inlined: the entry address of every `DW_TAG_inlined_subroutine` instance of it,
-//! from the DWARF of the mapped file or of its separate debug file.
+//! Where a function was inlined: the entry address of every `DW_TAG_inlined_subroutine` instance of
+//! it, from the DWARF of the mapped file or of its separate debug file.
 //!
-//! An LTO+PGO build (Debian's 3.14/3.15) keeps an out-of-line copy of `drop_gil` and also inlines it
-//! into `PyEval_SaveThread`, the eval breaker's slow path and a few others: a uprobe on the symbol alone
-//! misses every release made by a blocking call. The inlined copies have no symbol and no return, only
-//! an entry pc (`DW_AT_entry_pc`, else `DW_AT_low_pc`, else the first of `DW_AT_ranges`). Names are
-//! found through `DW_AT_abstract_origin` / `DW_AT_specification` chains (LTO units refer to the early
-//! debug info of another unit). Debug files keep their DWARF zlib-compressed (`SHF_COMPRESSED`).
+//! An LTO+PGO build (Debian's 3.14/3.15) keeps an out-of-line copy of `drop_gil` and also inlines
+//! it into `PyEval_SaveThread`, the eval breaker's slow path and a few others: a uprobe on the
+//! symbol alone misses every release made by a blocking call. The inlined copies have no symbol and
+//! no return, only an entry pc (`DW_AT_entry_pc`, else `DW_AT_low_pc`, else the first of
+//! `DW_AT_ranges`). Names are found through `DW_AT_abstract_origin` / `DW_AT_specification` chains
+//! (LTO units refer to the early debug info of another unit). Debug files keep their DWARF
+//! zlib-compressed (`SHF_COMPRESSED`).
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -33,8 +34,9 @@ pub struct InlinedSite {
     pub target: ProbeTarget,
 }
 
-/// The inlined copies of each of `functions` in the file `path_in_target` as mapped by `pid`, from its
-/// DWARF or its separate debug file's. Err when neither has DWARF (nothing can be said about inlining).
+/// The inlined copies of each of `functions` in the file `path_in_target` as mapped by `pid`, from
+/// its DWARF or its separate debug file's. Err when neither has DWARF (nothing can be said about
+/// inlining).
 pub fn inlined_sites(
     pid: i32,
     path_in_target: &str,
@@ -187,7 +189,8 @@ fn read_sites<'d>(
     }
     let dwarf = owned.borrow(|s| Reader::new(s, endian));
 
-    // Subprogram DIEs by .debug_info offset: (name, origin). Inlined copies: (origin, entry, caller DIE).
+    // Subprogram DIEs by .debug_info offset: (name, origin). Inlined copies: (origin, entry, caller
+    // DIE).
     let mut subprograms: HashMap<u64, (Option<String>, Option<u64>)> = HashMap::new();
     let mut copies: Vec<(u64, u64, Option<u64>)> = Vec::new();
     let mut units = dwarf.units();
@@ -270,8 +273,9 @@ mod tests {
 
     const SID_314: &str = "/root/.cache/gilty/sid-pythons/root/usr/bin/python3.14";
 
-    /// Debian sid's 3.14 (LTO+PGO, DWARF in a zlib-compressed debug file beside it): drop_gil is inlined
-    /// into PyEval_SaveThread; take_gil never is. Uses our own process's root to find the file.
+    /// Debian sid's 3.14 (LTO+PGO, DWARF in a zlib-compressed debug file beside it): drop_gil is
+    /// inlined into PyEval_SaveThread; take_gil never is. Uses our own process's root to find the
+    /// file.
     #[test]
     fn drop_gil_inlined_into_pyeval_savethread_on_sid_314() {
         let dbg = "/root/.cache/gilty/sid-pythons/root/usr/bin/.debug/cda113240f3ba4c016991793a62dc0cfe01613.debug";

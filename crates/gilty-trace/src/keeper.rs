@@ -1,18 +1,19 @@
-//! The keeper: a small process that holds one "anchor" perf event per named probe and deletes the probes
-//! once gilty is gone, however it went.
+//! The keeper: a small process that holds one "anchor" perf event per named probe and deletes the
+//! probes once gilty is gone, however it went.
 //!
-//! A named probe's last perf event pays the slow unregister on close (~0.1 s, RCU grace periods; see
-//! `tracefs.rs`). The anchors are those last events: gilty's per-thread events all close at once, so the
-//! target's int3s go right after the report (or as the kernel closes a killed gilty's fds), and the slow
-//! closes happen in the keeper, after gilty has exited. The anchors are opened on the keeper itself,
-//! disabled: they never record, and the keeper never runs the probed code.
+//! A named probe's last perf event pays the slow unregister on close (~0.1 s, RCU grace periods;
+//! see `tracefs.rs`). The anchors are those last events: gilty's per-thread events all close at
+//! once, so the target's int3s go right after the report (or as the kernel closes a killed gilty's
+//! fds), and the slow closes happen in the keeper, after gilty has exited. The anchors are opened
+//! on the keeper itself, disabled: they never record, and the keeper never runs the probed code.
 //!
-//! Started by a double fork (so gilty never has to reap it), in its own session (a Ctrl-C meant for gilty
-//! does not reach it). It only makes raw system calls on buffers prepared before the fork: the parent is
-//! multi-threaded, so the child must not allocate or take locks. It watches a pipe whose only write end
-//! gilty holds: end of file means gilty closed it (after closing its own events) or died. It then closes
-//! the anchors and deletes the probes, retrying while the kernel still calls them busy (a killed gilty's
-//! events are closed by the kernel as it exits, possibly after the pipe), for at most `REMOVE_FOR`.
+//! Started by a double fork (so gilty never has to reap it), in its own session (a Ctrl-C meant for
+//! gilty does not reach it). It only makes raw system calls on buffers prepared before the fork:
+//! the parent is multi-threaded, so the child must not allocate or take locks. It watches a pipe
+//! whose only write end gilty holds: end of file means gilty closed it (after closing its own
+//! events) or died. It then closes the anchors and deletes the probes, retrying while the kernel
+//! still calls them busy (a killed gilty's events are closed by the kernel as it exits, possibly
+//! after the pipe), for at most `REMOVE_FOR`.
 
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -48,9 +49,9 @@ impl Keeper {
 }
 
 impl Drop for Keeper {
-    /// One byte before the end of file says "closed on purpose, my events are gone": the keeper need not
-    /// wait for this process to exit. If the keeper was killed, its anchors are closed and the
-    /// definitions are deleted here instead.
+    /// One byte before the end of file says "closed on purpose, my events are gone": the keeper
+    /// need not wait for this process to exit. If the keeper was killed, its anchors are closed and
+    /// the definitions are deleted here instead.
     fn drop(&mut self) {
         if self.alive() {
             // SAFETY: one byte from a constant to our own pipe fd.
@@ -119,8 +120,8 @@ pub(crate) fn start(
     let owner = std::process::id() as libc::pid_t;
     let (life_r, life_w) = pipe().map_err(|e| failed(format!("pipe: {e}")))?;
     let (stat_r, stat_w) = pipe().map_err(|e| failed(format!("pipe: {e}")))?;
-    // SAFETY: fork in a multi-threaded process; the children only make async-signal-safe system calls on
-    // memory prepared above (see `keeper_main`) and end with _exit.
+    // SAFETY: fork in a multi-threaded process; the children only make async-signal-safe system
+    // calls on memory prepared above (see `keeper_main`) and end with _exit.
     let first = unsafe { libc::fork() };
     if first < 0 {
         return Err(failed(format!("fork: {}", std::io::Error::last_os_error())));
@@ -174,7 +175,8 @@ pub(crate) fn start(
             keeper_removes: true,
         });
     }
-    // SAFETY: pidfd_open on the pid the keeper just reported; -1 (it already died) is handled as dead.
+    // SAFETY: pidfd_open on the pid the keeper just reported; -1 (it already died) is handled as
+    // dead.
     let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, buf[1], 0) };
     // SAFETY: a new fd from the kernel, owned here.
     let pidfd = (pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) });
@@ -251,8 +253,9 @@ unsafe fn keeper_main(
                 break;
             }
         }
-        // Gilty died: the kernel closes its fds (the pipe possibly first) before the exit is signalled
-        // on the pidfd. Closing the anchors only then keeps gilty's closes the instant ones.
+        // Gilty died: the kernel closes its fds (the pipe possibly first) before the exit is
+        // signalled on the pidfd. Closing the anchors only then keeps gilty's closes the instant
+        // ones.
         if !on_purpose && owner_fd >= 0 {
             let mut p = libc::pollfd {
                 fd: owner_fd,

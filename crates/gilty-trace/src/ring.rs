@@ -1,16 +1,18 @@
 //! One perf ring buffer: `mmap(fd, (1 + 2^n) pages)`, read without blocking.
 //!
-//! The first page is `struct perf_event_mmap_page` (linux/perf_event.h); the data area follows. The kernel
-//! advances `data_head`; we read records between our `data_tail` and `data_head` and then store the new
-//! `data_tail`, which frees the space. Protocol from the header's comment on `data_head`: read `data_head`,
-//! then `smp_rmb()` (here: an acquire load), read the records, then `smp_mb()` and write `data_tail` (here: a
-//! release store, which orders the preceding record reads before the store).
+//! The first page is `struct perf_event_mmap_page` (linux/perf_event.h); the data area follows. The
+//! kernel advances `data_head`; we read records between our `data_tail` and `data_head` and then
+//! store the new `data_tail`, which frees the space. Protocol from the header's comment on
+//! `data_head`: read `data_head`, then `smp_rmb()` (here: an acquire load), read the records, then
+//! `smp_mb()` and write `data_tail` (here: a release store, which orders the preceding record reads
+//! before the store).
 
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// `offsetof(struct perf_event_mmap_page, data_head)`: 1 KiB, after `__u8 __reserved[116*8]` ("align to 1k").
+/// `offsetof(struct perf_event_mmap_page, data_head)`: 1 KiB, after `__u8 __reserved[116*8]`
+/// ("align to 1k").
 pub const OFF_DATA_HEAD: usize = 1024;
 /// `__u64 data_tail;` — user-space written tail.
 pub const OFF_DATA_TAIL: usize = 1032;
@@ -31,7 +33,8 @@ pub struct Ring {
     scratch: Vec<u8>,
 }
 
-// SAFETY: the mapping is owned by this struct and only touched through &mut self (or read-only fields).
+// SAFETY: the mapping is owned by this struct and only touched through &mut self (or read-only
+// fields).
 unsafe impl Send for Ring {}
 
 pub fn page_size() -> usize {
@@ -55,8 +58,9 @@ impl Ring {
         }
         let ps = page_size();
         let len = (data_pages + 1) * ps;
-        // SAFETY: a fresh shared mapping of a perf fd; PROT_WRITE is needed to publish data_tail (a read-only
-        // mapping would make the kernel overwrite unread data instead of stopping and reporting loss).
+        // SAFETY: a fresh shared mapping of a perf fd; PROT_WRITE is needed to publish data_tail (a
+        // read-only mapping would make the kernel overwrite unread data instead of stopping and
+        // reporting loss).
         let p = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
@@ -93,7 +97,8 @@ impl Ring {
     }
 
     fn head(&self) -> &AtomicU64 {
-        // SAFETY: data_head is an aligned u64 in the mapped control page that lives as long as self.
+        // SAFETY: data_head is an aligned u64 in the mapped control page that lives as long as
+        // self.
         unsafe { &*(self.base.add(OFF_DATA_HEAD) as *const AtomicU64) }
     }
 
@@ -109,8 +114,8 @@ impl Ring {
             .wrapping_sub(self.tail().load(Ordering::Relaxed))
     }
 
-    /// Calls `f(type, record)` for every complete record (header included, contiguous even when it wrapped in
-    /// the buffer), then frees the space. Never blocks.
+    /// Calls `f(type, record)` for every complete record (header included, contiguous even when it
+    /// wrapped in the buffer), then frees the space. Never blocks.
     pub fn drain(&mut self, mut f: impl FnMut(u32, &[u8])) {
         let head = self.head().load(Ordering::Acquire);
         let mut tail = self.tail().load(Ordering::Relaxed);
@@ -120,7 +125,8 @@ impl Ring {
             unsafe { std::slice::from_raw_parts(self.base.add(self.data_offset), self.data_size) };
         while tail < head {
             let pos = (tail % size) as usize;
-            // Records are 8-byte aligned and data_size is a multiple of 8, so the header never wraps.
+            // Records are 8-byte aligned and data_size is a multiple of 8, so the header never
+            // wraps.
             let rtype = u32::from_ne_bytes(data[pos..pos + 4].try_into().unwrap());
             let rsize = u16::from_ne_bytes(data[pos + 6..pos + 8].try_into().unwrap()) as usize;
             if rsize < HEADER_SIZE || (rsize as u64) > head - tail {

@@ -1,11 +1,12 @@
 //! Function name → (file, file offset) for a uprobe.
 //!
-//! The kernel's uprobe PMU takes a path and a *file offset* (attr.config1/config2). A symbol's value is a
-//! virtual address as linked; the offset is `vaddr - p_vaddr + p_offset` of the `PT_LOAD` segment holding it.
-//! Symbols come from `.symtab`, else `.dynsym`, else from separate debug info found by build-id or
-//! `.gnu_debuglink` (the debug file's symbol values are the same link-time addresses; the offset is always
-//! computed from the segments of the file the target maps, after checking that the debug file describes
-//! that file: same build-id / matching debuglink CRC, and the section holding the symbol at the same address).
+//! The kernel's uprobe PMU takes a path and a *file offset* (attr.config1/config2). A symbol's
+//! value is a virtual address as linked; the offset is `vaddr - p_vaddr + p_offset` of the
+//! `PT_LOAD` segment holding it. Symbols come from `.symtab`, else `.dynsym`, else from separate
+//! debug info found by build-id or `.gnu_debuglink` (the debug file's symbol values are the same
+//! link-time addresses; the offset is always computed from the segments of the file the target
+//! maps, after checking that the debug file describes that file: same build-id / matching debuglink
+//! CRC, and the section holding the symbol at the same address).
 
 use std::fs::File;
 use std::io;
@@ -19,7 +20,8 @@ use crate::error::TraceError;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProbeTarget {
     /// A path to the very file the target maps, valid in our mount namespace (usually
-    /// `/proc/PID/root<path>`, or `/proc/PID/map_files/<range>` when the file on disk was replaced).
+    /// `/proc/PID/root<path>`, or `/proc/PID/map_files/<range>` when the file on disk was
+    /// replaced).
     pub path: String,
     /// File offset of the probed instruction.
     pub offset: u64,
@@ -34,14 +36,15 @@ pub struct ResolvedSymbol {
     pub from_debug_file: Option<String>,
 }
 
-/// Resolves `symbol` in the file `path_in_target` as mapped by process `pid` (a path from /proc/PID/maps).
+/// Resolves `symbol` in the file `path_in_target` as mapped by process `pid` (a path from
+/// /proc/PID/maps).
 pub fn resolve(pid: i32, path_in_target: &str, symbol: &str) -> Result<ResolvedSymbol, TraceError> {
     let roots = vec![format!("/proc/{pid}/root"), String::new()];
     resolve_with_roots(pid, path_in_target, symbol, &roots)
 }
 
-/// `resolve`, looking for debug files under each of `debug_roots` (path prefixes: the target's root, then
-/// ours). Separate so tests can point it at a scratch directory.
+/// `resolve`, looking for debug files under each of `debug_roots` (path prefixes: the target's
+/// root, then ours). Separate so tests can point it at a scratch directory.
 pub(crate) fn resolve_with_roots(
     pid: i32,
     path_in_target: &str,
@@ -174,8 +177,8 @@ pub(crate) fn openable_path(pid: i32, path_in_target: &str) -> Result<String, Tr
     )))
 }
 
-/// A maps range as `/proc/PID/map_files` names it: maps pads addresses to 8 digits (`00400000-0041f000`,
-/// a non-PIE executable's), map_files does not (`400000-41f000`).
+/// A maps range as `/proc/PID/map_files` names it: maps pads addresses to 8 digits
+/// (`00400000-0041f000`, a non-PIE executable's), map_files does not (`400000-41f000`).
 fn map_files_name(range: &str) -> String {
     let trim = |a: &str| {
         let t = a.trim_start_matches('0');
@@ -197,8 +200,8 @@ enum Found {
     None,
 }
 
-/// Exact name in .symtab, then .dynsym; else a unique `symbol.` clone (`.constprop.N`, `.isra.N`, `.part.N`;
-/// never `.cold`, which is a split-off fragment, not an entry point).
+/// Exact name in .symtab, then .dynsym; else a unique `symbol.` clone (`.constprop.N`, `.isra.N`,
+/// `.part.N`; never `.cold`, which is a split-off fragment, not an entry point).
 fn find_symbol(file: &object::File, want: &str) -> Found {
     let mut clones: Vec<(String, u64)> = Vec::new();
     for sym in file.symbols().chain(file.dynamic_symbols()) {
@@ -235,7 +238,8 @@ fn find_symbol(file: &object::File, want: &str) -> Found {
     }
 }
 
-/// `vaddr - p_vaddr + p_offset` of the executable PT_LOAD segment whose file-backed part holds `vaddr`.
+/// `vaddr - p_vaddr + p_offset` of the executable PT_LOAD segment whose file-backed part holds
+/// `vaddr`.
 pub(crate) fn file_offset(file: &object::File, vaddr: u64) -> Option<u64> {
     for seg in file.segments() {
         let (off, filesz) = seg.file_range();
@@ -340,7 +344,8 @@ pub(crate) fn debug_candidates(
     out
 }
 
-/// The debug file belongs to the mapped file: equal build-ids when both have one, else the debuglink CRC.
+/// The debug file belongs to the mapped file: equal build-ids when both have one, else the
+/// debuglink CRC.
 pub(crate) fn debug_file_matches(
     file: &object::File,
     dfile: &object::File,
@@ -358,8 +363,8 @@ pub(crate) fn debug_file_matches(
     }
 }
 
-/// The debug file's section holding `vaddr` sits at the same address in the mapped file (when the mapped
-/// file still has section headers; stripped files keep them).
+/// The debug file's section holding `vaddr` sits at the same address in the mapped file (when the
+/// mapped file still has section headers; stripped files keep them).
 pub(crate) fn same_section_address(file: &object::File, dfile: &object::File, vaddr: u64) -> bool {
     let Some(dsec) = dfile
         .sections()

@@ -14,7 +14,8 @@ pub(crate) struct Probe {
     pub(crate) attr: PerfEventAttr,
     /// Kept alive for `attr.config1`, which points at it.
     pub(crate) _path: CString,
-    /// For each requested register, its index among the registers a sample carries (ascending bit order).
+    /// For each requested register, its index among the registers a sample carries (ascending bit
+    /// order).
     pub(crate) reg_pos: Vec<usize>,
     /// How many registers a sample carries (popcount of `sample_regs_user`).
     pub(crate) nregs: usize,

@@ -1,16 +1,18 @@
 //! Named uprobes defined in tracefs (`uprobe_events`), opened per thread as tracepoint perf events.
 //!
-//! Why: with the uprobe PMU every perf event carries its own private probe, and closing one unregisters
-//! it, which waits for RCU grace periods (~0.1 s per event and thread, serialised). A named probe is one
-//! kernel object shared by all its perf events: closing an event that is not the probe's last only takes
-//! the target's breakpoints out when no other event of the same process still wants them (instant); the
-//! slow unregister happens once per probe, at the last close. The keeper process (`keeper.rs`) holds that
-//! last event (an "anchor" per probe), so gilty's own closes are all instant and the target's int3s go
-//! when gilty's events close, also when the kernel closes them because gilty was killed.
+//! Why: with the uprobe PMU every perf event carries its own private probe, and closing one
+//! unregisters it, which waits for RCU grace periods (~0.1 s per event and thread, serialised). A
+//! named probe is one kernel object shared by all its perf events: closing an event that is not the
+//! probe's last only takes the target's breakpoints out when no other event of the same process
+//! still wants them (instant); the slow unregister happens once per probe, at the last close. The
+//! keeper process (`keeper.rs`) holds that last event (an "anchor" per probe), so gilty's own
+//! closes are all instant and the target's int3s go when gilty's events close, also when the kernel
+//! closes them because gilty was killed.
 //!
-//! Probes live in the group `gilty_<gilty pid>_<n>`; the keeper deletes them when gilty is gone, and a
-//! later gilty deletes the groups of gilty processes that no longer exist (a keeper killed too).
-//! `uprobe_events` is only ever opened for appending: truncating it would delete every probe on the host.
+//! Probes live in the group `gilty_<gilty pid>_<n>`; the keeper deletes them when gilty is gone,
+//! and a later gilty deletes the groups of gilty processes that no longer exist (a keeper killed
+//! too). `uprobe_events` is only ever opened for appending: truncating it would delete every probe
+//! on the host.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -24,8 +26,8 @@ pub(crate) const GROUP_PREFIX: &str = "gilty_";
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
-/// The tracefs directory holding `uprobe_events`, mounting tracefs on `/sys/kernel/tracing` when it is
-/// absent and we may (root). None: no tracefs, use the uprobe PMU.
+/// The tracefs directory holding `uprobe_events`, mounting tracefs on `/sys/kernel/tracing` when it
+/// is absent and we may (root). None: no tracefs, use the uprobe PMU.
 pub(crate) fn root() -> Option<PathBuf> {
     for dir in [TRACEFS, DEBUGFS_TRACING] {
         if Path::new(dir).join("uprobe_events").exists() {
@@ -137,7 +139,8 @@ impl Group {
         Ok(g)
     }
 
-    /// The lines that delete this group's probes (for the keeper, which may not allocate after fork).
+    /// The lines that delete this group's probes (for the keeper, which may not allocate after
+    /// fork).
     pub(crate) fn remove_lines(&self) -> Vec<String> {
         self.names
             .iter()
@@ -166,8 +169,9 @@ impl Drop for Group {
     }
 }
 
-/// Deletes the probes of gilty processes that no longer exist (their keeper was killed too). Probes of
-/// a live gilty are left alone; a probe still in use makes the kernel refuse (EBUSY), also left alone.
+/// Deletes the probes of gilty processes that no longer exist (their keeper was killed too). Probes
+/// of a live gilty are left alone; a probe still in use makes the kernel refuse (EBUSY), also left
+/// alone.
 pub(crate) fn remove_stale(root: &Path) {
     let Ok(text) = std::fs::read_to_string(root.join("uprobe_events")) else {
         return;

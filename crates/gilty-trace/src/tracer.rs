@@ -1,42 +1,47 @@
 //! Per-thread uprobe perf events and their ring buffers.
 //!
-//! For every thread of the target and every probe: `perf_event_open(attr, pid = tid, cpu = -1)`, of the
-//! probe's tracepoint when it is named in tracefs, else with the uprobe PMU. The first probe's fd of a thread is mmap'd as that thread's ring buffer; the other probes of
-//! the thread are redirected into it with `PERF_EVENT_IOC_SET_OUTPUT`. Samples carry
+//! For every thread of the target and every probe: `perf_event_open(attr, pid = tid, cpu = -1)`, of
+//! the probe's tracepoint when it is named in tracefs, else with the uprobe PMU. The first probe's
+//! fd of a thread is mmap'd as that thread's ring buffer; the other probes of the thread are
+//! redirected into it with `PERF_EVENT_IOC_SET_OUTPUT`. Samples carry
 //! `PERF_SAMPLE_IDENTIFIER | TID | TIME` (and `REGS_USER` when registers are requested); the identifier maps
 //! back to the probe through `PERF_EVENT_IOC_ID`.
 //!
 //! ## Why not `inherit = 1`
-//! The brief asked for `inherit = 1` so that threads created later are traced automatically. It cannot be
-//! used with the uprobe PMU, for two independent kernel reasons (both measured on Linux 6.18):
-//! 1. `perf_mmap()` refuses to map an inherited per-task event (`cpu == -1 && attr.inherit` → EINVAL):
-//!    children on other CPUs would write one buffer concurrently.
-//! 2. Worse, when a traced thread calls `clone()`, the kernel creates the child's copy of each event by
-//!    running the PMU's `event_init` again, and the uprobe PMU's init (`perf_uprobe_init`) re-reads the path
-//!    through the *user pointer* in `attr.config1` — now interpreted in the target's address space. It faults,
-//!    and `clone()` fails in the target with EFAULT: Python raises "can't start new thread". (Per-CPU events,
-//!    which can be mmap'd with inherit, hit the same failure.) Tracing must never break the target.
+//! The brief asked for `inherit = 1` so that threads created later are traced automatically. It
+//! cannot be used with the uprobe PMU, for two independent kernel reasons (both measured on Linux
+//! 6.18):
+//! 1. `perf_mmap()` refuses to map an inherited per-task event (`cpu == -1 && attr.inherit` →
+//!    EINVAL): children on other CPUs would write one buffer concurrently.
+//! 2. Worse, when a traced thread calls `clone()`, the kernel creates the child's copy of each
+//!    event by running the PMU's `event_init` again, and the uprobe PMU's init (`perf_uprobe_init`)
+//!    re-reads the path through the *user pointer* in `attr.config1` — now interpreted in the
+//!    target's address space. It faults, and `clone()` fails in the target with EFAULT: Python
+//!    raises "can't start new thread". (Per-CPU events, which can be mmap'd with inherit, hit the
+//!    same failure.) Tracing must never break the target.
 //!
 //! So events are per thread with `inherit = 0`. A background worker (`worker.rs`) rescans
-//! `/proc/PID/task` every few milliseconds and attaches every thread it has not seen (enabled at once);
-//! calls a new thread makes before that are not seen — [`Tracer::late_threads`] says from when each late
-//! thread is covered. A thread's exit shows as POLLHUP on its ring fd: `poll` drains its buffer one last time
-//! and hands its fds to the worker to close (so a reused tid is a new thread, not a stale one).
+//! `/proc/PID/task` every few milliseconds and attaches every thread it has not seen (enabled at
+//! once); calls a new thread makes before that are not seen — [`Tracer::late_threads`] says from
+//! when each late thread is covered. A thread's exit shows as POLLHUP on its ring fd: `poll` drains
+//! its buffer one last time and hands its fds to the worker to close (so a reused tid is a new
+//! thread, not a stale one).
 //!
 //! ## Cost of closing
-//! Removing a probe is slow: ~0.1 s measured here, and removals from several threads do not overlap (the
-//! kernel unregisters the probe and waits for RCU grace periods under the global `event_mutex`). With the
-//! uprobe PMU every fd carries its own probe, so every close pays it. With named probes (`tracefs.rs`) only
-//! a probe's last event pays it, and the keeper process holds those (`keeper.rs`): every close here is
-//! instant. Either way no fd is closed in `poll`; the worker closes retired threads' fds, and `drop` waits
-//! for them ([`Tracer::close_in_background`] does not). While the kernel removes a probe, a
-//! perf_event_open for a new thread waits for the same mutex — which is why attaching also happens in the
-//! worker, never in `poll`.
+//! Removing a probe is slow: ~0.1 s measured here, and removals from several threads do not overlap
+//! (the kernel unregisters the probe and waits for RCU grace periods under the global
+//! `event_mutex`). With the uprobe PMU every fd carries its own probe, so every close pays it. With
+//! named probes (`tracefs.rs`) only a probe's last event pays it, and the keeper process holds
+//! those (`keeper.rs`): every close here is instant. Either way no fd is closed in `poll`; the
+//! worker closes retired threads' fds, and `drop` waits for them ([`Tracer::close_in_background`]
+//! does not). While the kernel removes a probe, a perf_event_open for a new thread waits for the
+//! same mutex — which is why attaching also happens in the worker, never in `poll`.
 //!
 //! ## Enable order
-//! Return probes are enabled before entry probes (first at attach, then for each late thread), so the only
-//! boundary artefact is a leading return without its entry (a call in flight at attach), never an entry
-//! whose return was missed. The trailing edge is the mirror: an entry whose return has not happened yet.
+//! Return probes are enabled before entry probes (first at attach, then for each late thread), so
+//! the only boundary artefact is a leading return without its entry (a call in flight at attach),
+//! never an entry whose return was missed. The trailing edge is the mirror: an entry whose return
+//! has not happened yet.
 
 use std::collections::HashMap;
 use std::ffi::CString;
@@ -53,9 +58,10 @@ use crate::tracefs::{self, Definition, Group};
 use crate::worker::Worker;
 
 /// A register captured with each sample of a probe. x86-64 numbering from
-/// `arch/x86/include/uapi/asm/perf_regs.h` (`enum perf_event_x86_regs`): AX=0, BX=1, CX=2, DX=3, SI=4, DI=5.
-/// At a function entry: Di = 1st integer argument, Si = 2nd, Dx = 3rd (System V). At a return: Ax = the
-/// return value. Values are the full 64-bit register: mask to 32 bits for an `int` argument.
+/// `arch/x86/include/uapi/asm/perf_regs.h` (`enum perf_event_x86_regs`): AX=0, BX=1, CX=2, DX=3,
+/// SI=4, DI=5. At a function entry: Di = 1st integer argument, Si = 2nd, Dx = 3rd (System V). At a
+/// return: Ax = the return value. Values are the full 64-bit register: mask to 32 bits for an `int`
+/// argument.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Reg {
     Ax,
@@ -116,9 +122,11 @@ pub struct Tracer {
 /// How the probes were created.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProbeKind {
-    /// Named probes in tracefs, anchored by the keeper process: closing is instant (see `tracefs.rs`).
+    /// Named probes in tracefs, anchored by the keeper process: closing is instant (see
+    /// `tracefs.rs`).
     Named,
-    /// The uprobe PMU, one private probe per perf event (slow to close); the string says why not named.
+    /// The uprobe PMU, one private probe per perf event (slow to close); the string says why not
+    /// named.
     Pmu(String),
 }
 
@@ -126,9 +134,10 @@ const SAMPLE_BASE: u64 =
     attr::PERF_SAMPLE_IDENTIFIER | attr::PERF_SAMPLE_TID | attr::PERF_SAMPLE_TIME;
 
 impl Tracer {
-    /// Opens every probe for every current thread of `pid`, then enables them all (return probes first).
-    /// `pages` = data pages per thread's ring buffer (a power of two). Starts the background worker that
-    /// attaches threads created later and closes the events of threads that exit.
+    /// Opens every probe for every current thread of `pid`, then enables them all (return probes
+    /// first). `pages` = data pages per thread's ring buffer (a power of two). Starts the
+    /// background worker that attaches threads created later and closes the events of threads that
+    /// exit.
     pub fn attach(pid: i32, probes: &[ProbeSpec], pages: usize) -> Result<Tracer, TraceError> {
         if probes.is_empty() || probes.len() > u16::MAX as usize {
             return Err(TraceError::Io(format!(
@@ -165,8 +174,9 @@ impl Tracer {
         );
         let mut threads: HashMap<i32, ThreadSlot> = HashMap::new();
         let gone = || TraceError::TargetGone(format!("process {pid} exited"));
-        // Two passes: threads started while the first pass was opening events are caught by the second.
-        // On error the slots opened so far are dropped here, synchronously (rare; slow but correct).
+        // Two passes: threads started while the first pass was opening events are caught by the
+        // second. On error the slots opened so far are dropped here, synchronously (rare; slow but
+        // correct).
         for _ in 0..2 {
             for tid in list_tids(pid).ok_or_else(gone)? {
                 if threads.contains_key(&tid) {
@@ -180,7 +190,8 @@ impl Tracer {
         if threads.is_empty() {
             return Err(gone());
         }
-        // Enable all return probes of all threads, then all entry probes, as close together as possible.
+        // Enable all return probes of all threads, then all entry probes, as close together as
+        // possible.
         for want_ret in [true, false] {
             for slot in threads.values() {
                 for (p, fd) in probes.iter().zip(&slot.fds) {
@@ -215,9 +226,9 @@ impl Tracer {
         Ok(t)
     }
 
-    /// Drains every ring buffer. Takes over threads the worker attached since the last call; hands threads
-    /// that exited to the worker for closing. Never blocks (no perf_event_open or close here).
-    /// Events are sorted by time (stable: equal times keep buffer order).
+    /// Drains every ring buffer. Takes over threads the worker attached since the last call; hands
+    /// threads that exited to the worker for closing. Never blocks (no perf_event_open or close
+    /// here). Events are sorted by time (stable: equal times keep buffer order).
     pub fn poll(&mut self) -> Vec<Event> {
         if let Some(w) = &self.worker {
             let (new, err) = w.take_new();
@@ -286,21 +297,22 @@ impl Tracer {
         self.threads.len()
     }
 
-    /// Threads attached after `attach` by the rescan: (tid, CLOCK_MONOTONIC ns when their probes were
-    /// enabled). Their calls before that time were not seen.
+    /// Threads attached after `attach` by the rescan: (tid, CLOCK_MONOTONIC ns when their probes
+    /// were enabled). Their calls before that time were not seen.
     pub fn late_threads(&self) -> &[(i32, u64)] {
         &self.late
     }
 
-    /// The last error the background rescan hit while attaching a new thread (poll itself cannot fail).
+    /// The last error the background rescan hit while attaching a new thread (poll itself cannot
+    /// fail).
     pub fn last_error(&self) -> Option<&TraceError> {
         self.last_error.as_ref()
     }
 
-    /// Stops sampling at once and closes the events in a background thread; returns its handle. Named
-    /// probes: instant (the keeper pays the removals later). Uprobe PMU: ~0.1 s per event in the kernel
-    /// (synchronous RCU grace periods under a global mutex, so closes do not overlap), threads × probes ×
-    /// ~0.1 s in all. `drop` does the same but waits.
+    /// Stops sampling at once and closes the events in a background thread; returns its handle.
+    /// Named probes: instant (the keeper pays the removals later). Uprobe PMU: ~0.1 s per event in
+    /// the kernel (synchronous RCU grace periods under a global mutex, so closes do not overlap),
+    /// threads × probes × ~0.1 s in all. `drop` does the same but waits.
     pub fn close_in_background(mut self) -> JoinHandle<()> {
         self.shutdown().expect("worker present until shutdown")
     }
@@ -341,8 +353,8 @@ impl Tracer {
 }
 
 impl Drop for Tracer {
-    /// Disables every event at once, then closes every fd and waits for that (~0.1 s per thread per probe
-    /// with the uprobe PMU). Use [`Tracer::close_in_background`] not to wait.
+    /// Disables every event at once, then closes every fd and waits for that (~0.1 s per thread per
+    /// probe with the uprobe PMU). Use [`Tracer::close_in_background`] not to wait.
     fn drop(&mut self) {
         if let Some(h) = self.shutdown() {
             let _ = h.join();
@@ -410,7 +422,8 @@ fn build_probe(source: &Source, spec: &ProbeSpec) -> Result<Probe, TraceError> {
         .iter()
         .map(|r| (mask & ((1u64 << r.perf_index()) - 1)).count_ones() as usize)
         .collect();
-    // config1 points into `path`'s heap buffer, which stays put when the CString is moved into the Probe.
+    // config1 points into `path`'s heap buffer, which stays put when the CString is moved into the
+    // Probe.
     let (type_, config, config1, config2) = match *source {
         Source::Pmu(pmu) => (
             pmu.type_,
@@ -476,7 +489,8 @@ fn parse_record(
     match rtype {
         attr::PERF_RECORD_SAMPLE => {
             // { u64 id; } IDENTIFIER, { u32 pid, tid; } TID, { u64 time; } TIME,
-            // { u64 abi; u64 regs[weight(mask)]; } REGS_USER — in this order (perf_event.h, PERF_RECORD_SAMPLE).
+            // { u64 abi; u64 regs[weight(mask)]; } REGS_USER — in this order (perf_event.h,
+            // PERF_RECORD_SAMPLE).
             let (Some(id), Some(pidtid), Some(time)) = (rd64(rec, 8), rd64(rec, 16), rd64(rec, 24))
             else {
                 return;
@@ -510,7 +524,8 @@ fn parse_record(
     }
 }
 
-/// The thread behind this perf fd has exited (perf_poll reports EPOLLHUP for an event in EXIT state).
+/// The thread behind this perf fd has exited (perf_poll reports EPOLLHUP for an event in EXIT
+/// state).
 fn is_hup(fd: RawFd) -> bool {
     let mut p = libc::pollfd {
         fd,

@@ -1,10 +1,11 @@
 //! The background thread that does the slow kernel work, so that `Tracer::poll` never waits:
-//! - every `RESCAN_INTERVAL` it lists `/proc/PID/task` and attaches threads it has not seen (perf_event_open
-//!   of every probe, mmap, SET_OUTPUT, enable) and leaves them for `poll` to take over;
-//! - it closes the fds of threads that exited (handed over by `poll`) and, at shutdown, of all threads.
-//!   Each close of a uprobe PMU event takes ~0.1 s in the kernel (named probes: instant); closing is done
-//!   one fd at a time with a rescan between fds, so a new thread waits at most about one close before it
-//!   is attached.
+//! - every `RESCAN_INTERVAL` it lists `/proc/PID/task` and attaches threads it has not seen
+//!   (perf_event_open of every probe, mmap, SET_OUTPUT, enable) and leaves them for `poll` to take
+//!   over;
+//! - it closes the fds of threads that exited (handed over by `poll`) and, at shutdown, of all
+//!   threads. Each close of a uprobe PMU event takes ~0.1 s in the kernel (named probes: instant);
+//!   closing is done one fd at a time with a rescan between fds, so a new thread waits at most
+//!   about one close before it is attached.
 
 use std::collections::{HashSet, VecDeque};
 use std::os::fd::OwnedFd;
@@ -82,11 +83,13 @@ impl Worker {
     }
 
     pub fn retire(&self, tid: i32, slot: ThreadSlot) {
-        // If the worker is gone (it never exits before Shutdown) the slot is dropped here, synchronously.
+        // If the worker is gone (it never exits before Shutdown) the slot is dropped here,
+        // synchronously.
         let _ = self.tx.send(Cmd::Retire(tid, slot));
     }
 
-    /// Stops attaching; closes `slots` and anything attached but not yet taken; returns the thread's handle.
+    /// Stops attaching; closes `slots` and anything attached but not yet taken; returns the
+    /// thread's handle.
     pub fn shutdown(self, slots: Vec<ThreadSlot>) -> JoinHandle<()> {
         self.pending.lock().unwrap().stopped = true;
         let _ = self.tx.send(Cmd::Shutdown(slots));

@@ -36,7 +36,8 @@ fn debian_python_without_debug_symbols() {
         }
         Err(e) => panic!("unexpected error: {e}"),
     }
-    // A dynamic symbol of the same stripped file still resolves (from .dynsym), non-PIE offsets included.
+    // A dynamic symbol of the same stripped file still resolves (from .dynsym), non-PIE offsets
+    // included.
     let r = resolve(me, path, "PyEval_SaveThread").expect("PyEval_SaveThread is exported");
     assert_eq!(r.symbol, "PyEval_SaveThread");
     assert!(r.from_debug_file.is_none());

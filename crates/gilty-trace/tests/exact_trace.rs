@@ -1,5 +1,5 @@
-//! Exact tracing of real interpreters: take_gil / drop_gil / gc_collect_main uprobes on a live target.
-//! One #[test] so nothing else in this binary opens fds while the fd count is compared.
+//! Exact tracing of real interpreters: take_gil / drop_gil / gc_collect_main uprobes on a live
+//! target. One #[test] so nothing else in this binary opens fds while the fd count is compared.
 
 mod common;
 
@@ -84,7 +84,8 @@ fn trace_one(version: &str, py: &std::path::PathBuf) {
         "{version}: no int3 at take_gil while attached"
     );
 
-    // The late threads start once the marker appears, i.e. after attach: only the rescan can find them.
+    // The late threads start once the marker appears, i.e. after attach: only the rescan can find
+    // them.
     target.touch_marker();
 
     let mut events: Vec<Event> = Vec::new();
@@ -95,8 +96,9 @@ fn trace_one(version: &str, py: &std::path::PathBuf) {
     let mut per_tid_last: HashMap<i32, u64> = HashMap::new();
     let mut per_tid_regressions = 0usize;
     let poll_start = Instant::now();
-    // At least 1 s, and until the target's collector (one gc.collect() per 50 ms) has run five times:
-    // a busy machine slows the target, so the window follows its work, not the clock (10 s at most).
+    // At least 1 s, and until the target's collector (one gc.collect() per 50 ms) has run five
+    // times: a busy machine slows the target, so the window follows its work, not the clock (10 s
+    // at most).
     let mut gen2_seen = 0usize;
     while poll_start.elapsed() < Duration::from_secs(1)
         || (gen2_seen < 5 && poll_start.elapsed() < Duration::from_secs(10))
@@ -172,8 +174,8 @@ fn trace_one(version: &str, py: &std::path::PathBuf) {
     assert!(target
         .wait_line("short_done", Duration::from_secs(10))
         .is_some());
-    // The short thread's exit reaches the tracer at a poll after it: drain until it is retired (a busy
-    // machine may finish the thread's exit well after it printed), 5 s at most.
+    // The short thread's exit reaches the tracer at a poll after it: drain until it is retired (a
+    // busy machine may finish the thread's exit well after it printed), 5 s at most.
     let retire_start = Instant::now();
     while tracer.threads_live() + 1 != tracer.threads_attached()
         && retire_start.elapsed() < Duration::from_secs(5)

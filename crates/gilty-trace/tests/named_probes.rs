@@ -1,7 +1,7 @@
-//! Named probes (tracefs + keeper): the int3s leave the target as soon as the tracer is dropped, the
-//! drop does not wait for the kernel's slow probe removal (compared with the uprobe PMU path on the same
-//! target, in the same test), and the keeper deletes the definitions and exits afterwards (or the tracer
-//! does, when the keeper was killed).
+//! Named probes (tracefs + keeper): the int3s leave the target as soon as the tracer is dropped,
+//! the drop does not wait for the kernel's slow probe removal (compared with the uprobe PMU path on
+//! the same target, in the same test), and the keeper deletes the definitions and exits afterwards
+//! (or the tracer does, when the keeper was killed).
 //! One #[test]: it sets the environment variable that forces the PMU path.
 
 mod common;

@@ -1,7 +1,7 @@
-//! Debian sid's python3.14/3.15 (tools/sid_pythons.py): stripped, patched by patchelf, with the debug
-//! file from python3.X-dbg beside them in `.debug/`. `resolve` must find the GIL functions through the
-//! debuglink, and a probe at the offset found must fire in a live interpreter (a wrong offset would
-//! count nothing or crash the target).
+//! Debian sid's python3.14/3.15 (tools/sid_pythons.py): stripped, patched by patchelf, with the
+//! debug file from python3.X-dbg beside them in `.debug/`. `resolve` must find the GIL functions
+//! through the debuglink, and a probe at the offset found must fire in a live interpreter (a wrong
+//! offset would count nothing or crash the target).
 
 use gilty_trace::{resolve, ProbeSpec, Tracer};
 use std::time::{Duration, Instant};
@@ -76,8 +76,9 @@ fn sid_pythons_resolve_gil_functions_through_their_debug_file() {
             },
             10,
         );
-        // drop_gil is inlined into PyEval_SaveThread and the eval breaker on these builds: its out-of-line
-        // clone saw none of this loop's releases (0 on both). Printed for the record, not asserted.
+        // drop_gil is inlined into PyEval_SaveThread and the eval breaker on these builds: its
+        // out-of-line clone saw none of this loop's releases (0 on both). Printed for the record,
+        // not asserted.
         let n_drop = hits(
             pid,
             ProbeSpec {

@@ -1,5 +1,5 @@
-//! Event rate at a high GIL switch rate, events lost, the target's slowdown while traced, and that it
-//! recovers once the tracer is dropped.
+//! Event rate at a high GIL switch rate, events lost, the target's slowdown while traced, and that
+//! it recovers once the tracer is dropped.
 
 mod common;
 
@@ -38,7 +38,8 @@ fn throughput_and_overhead() {
     measure(version, &py, 0.00002, "spin");
     // Two threads calling os.sched_yield(): every call drops and retakes the GIL, handing it over.
     measure(version, &py, 0.0, "yield");
-    // One thread calling os.sched_yield(): no contention, so the slowdown is the price of the uprobes.
+    // One thread calling os.sched_yield(): no contention, so the slowdown is the price of the
+    // uprobes.
     measure(version, &py, 0.0, "yield_single");
 }
 
@@ -77,7 +78,8 @@ fn measure(version: &str, py: &std::path::PathBuf, switch: f64, workload: &str) 
     let mut n = 0usize;
     let mut max_batch = 0usize;
     let mut poll_ns_max = 0u128;
-    // 2 s, longer on a busy machine (which slows the target) until 2,000 events came (15 s at most).
+    // 2 s, longer on a busy machine (which slows the target) until 2,000 events came (15 s at
+    // most).
     while start.elapsed() < Duration::from_secs(2)
         || (n < 2000 && start.elapsed() < Duration::from_secs(15))
     {
@@ -113,8 +115,8 @@ fn measure(version: &str, py: &std::path::PathBuf, switch: f64, workload: &str) 
         100.0 * after / before,
     );
     assert!(n >= 2000, "only {n} events in {secs:.1} s");
-    // The rates are informative only (the machine may be shared); that the probes are gone is checked
-    // exactly: the breakpoint byte is restored.
+    // The rates are informative only (the machine may be shared); that the probes are gone is
+    // checked exactly: the breakpoint byte is restored.
     assert_eq!(
         target.text_byte(&lib, specs[0].target.offset),
         take_byte,

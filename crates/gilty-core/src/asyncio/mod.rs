@@ -2,8 +2,8 @@
 //! innermost suspended frame, what it awaits, and who awaits whom (docs/asyncio.md).
 //!
 //! The target runs while we read, and tasks come and go by the thousand per second. The whole
-//! picture is therefore read twice, each time through a fresh page cache: a task is reported only if
-//! both reads agree on everything reported about it (state, stack, what it awaits, its parent);
+//! picture is therefore read twice, each time through a fresh page cache: a task is reported only
+//! if both reads agree on everything reported about it (state, stack, what it awaits, its parent);
 //! others are dropped and counted. A task seen by one read only started or ended in between.
 
 mod objects;
@@ -120,8 +120,9 @@ pub fn read_tasks(interp: &Interpreter) -> crate::Result<TasksSnapshot> {
 }
 
 /// The tasks as two reads agree on them, without the extras of a dump (other frameworks, loop
-/// threads): what a sampling pass reads (`crate::sampling::task_record`). Reads of `chunk_pages` pages at a
-/// time: a pass over a thousand tasks costs least in small chunks, a dump of ten thousand in large.
+/// threads): what a sampling pass reads (`crate::sampling::task_record`). Reads of `chunk_pages`
+/// pages at a time: a pass over a thousand tasks costs least in small chunks, a dump of ten
+/// thousand in large.
 pub fn read_tasks_agreed(
     interp: &Interpreter,
     main: u64,
@@ -154,9 +155,10 @@ fn read_agreed(
         )
     };
     let mut first = read_retrying(interp, a, main, chunk_pages, retry).map_err(failed)?;
-    // A sampling pass takes the first pair: the next pass reads again. A dump has one chance: a loop
-    // that runs between two reads (between blocking calls, say) moves its tasks, so a dump reads again
-    // until two reads in a row agree on every task, and keeps the pair that disagreed least.
+    // A sampling pass takes the first pair: the next pass reads again. A dump has one chance: a
+    // loop that runs between two reads (between blocking calls, say) moves its tasks, so a dump
+    // reads again until two reads in a row agree on every task, and keeps the pair that disagreed
+    // least.
     let pairs = match retry {
         Retry::AtOnce => 1,
         Retry::Settle => DUMP_PAIRS,
@@ -167,7 +169,8 @@ fn read_agreed(
         // Kept as the next pair's first read; a sampling pass (one pair) never copies it.
         let next = (pair + 1 < pairs).then(|| second.clone());
         let merged = merge(first, second);
-        // Tasks that moved first; then tasks unreadable (in every read alike, they do not make a dump read on).
+        // Tasks that moved first; then tasks unreadable (in every read alike, they do not make a
+        // dump read on).
         let score = (
             merged.errors.torn_dropped + merged.errors.changed,
             merged.errors.unreadable,
@@ -183,7 +186,8 @@ fn read_agreed(
     Ok(best.expect("at least one pair is read").0)
 }
 
-/// Pairs of reads a dump tries before it keeps the best (each read of a few hundred tasks takes 5-15 ms).
+/// Pairs of reads a dump tries before it keeps the best (each read of a few hundred tasks takes
+/// 5-15 ms).
 const DUMP_PAIRS: usize = 8;
 
 /// Reads of the registries themselves (a set or dict resized under us) are tried again a few times.
@@ -192,10 +196,12 @@ const REGISTRY_TRIES: usize = 5;
 /// How a failed registry read is tried again.
 #[derive(Clone, Copy)]
 enum Retry {
-    /// At once, `REGISTRY_TRIES` times: a sampling pass must not stall, and the next pass reads again.
+    /// At once, `REGISTRY_TRIES` times: a sampling pass must not stall, and the next pass reads
+    /// again.
     AtOnce,
-    /// After `threads::settle_pause`, `threads::SETTLE_TRIES` times: a dump has one chance, and a target
-    /// preempted in the middle of a resize stays torn until it runs again (seen beside eight CPU hogs).
+    /// After `threads::settle_pause`, `threads::SETTLE_TRIES` times: a dump has one chance, and a
+    /// target preempted in the middle of a resize stays torn until it runs again (seen beside eight
+    /// CPU hogs).
     Settle,
 }
 
@@ -294,7 +300,8 @@ fn one_read(
     check_sizes(&r)?;
     // The registries change with every task step (`_current_tasks` is resized every few): they are
     // read through a cache of their own, so that a dict's keys are read moments after the dict, not
-    // after all that finding the classes read into the shared cache (stale by then on a loaded host).
+    // after all that finding the classes read into the shared cache (stale by then on a loaded
+    // host).
     let fresh = PageCache::with_chunk(&interp.mem, 1);
     let reg = registry::read(
         &AsyncReader::new(&fresh, &interp.layout, a, classes, interp.code_type),
@@ -448,7 +455,8 @@ mod merge_tests {
 
     #[test]
     fn a_freed_tasks_address_reused_is_a_change_not_a_tear() {
-        // Task-1 ended between the reads and Task-9 was built where it was; Task-2 moved to another line.
+        // Task-1 ended between the reads and Task-9 was built where it was; Task-2 moved to another
+        // line.
         let first = read(
             vec![
                 task(0x10, "Task-1", 5),

@@ -1,6 +1,6 @@
-//! Reading one task: its fields (C `_asyncio.Task` through the generated struct offsets, pure-Python
-//! `asyncio.Task` through its instance dict), and its coroutine chain from the task's coroutine down
-//! through each awaited coroutine or generator to the innermost suspended frame.
+//! Reading one task: its fields (C `_asyncio.Task` through the generated struct offsets,
+//! pure-Python `asyncio.Task` through its instance dict), and its coroutine chain from the task's
+//! coroutine down through each awaited coroutine or generator to the innermost suspended frame.
 
 use super::pages::AddrMap;
 use crate::error::invalid;
@@ -54,7 +54,8 @@ pub struct Classes {
     pub c_future: u64,
     pub py_future: u64,
     pub gathering_future: u64,
-    /// `functools.partial` and where its `func` and `args` fields sit (from its member descriptors).
+    /// `functools.partial` and where its `func` and `args` fields sit (from its member
+    /// descriptors).
     pub partial: u64,
     pub partial_func: u64,
     pub partial_args: u64,
@@ -268,8 +269,8 @@ impl<'a> AsyncReader<'a> {
                 cancelling,
             });
         }
-        // Pure-Python Task (asyncio/tasks.py, futures.py): attributes in the instance dict; `_state`
-        // is left to the class default (PENDING) until the future completes.
+        // Pure-Python Task (asyncio/tasks.py, futures.py): attributes in the instance dict;
+        // `_state` is left to the class default (PENDING) until the future completes.
         let g = self.graph();
         let attr = |n: &str| g.get_attr(task, n).map(|v| v.unwrap_or(0));
         let state = match attr("_state")? {
@@ -493,8 +494,8 @@ impl<'a> AsyncReader<'a> {
         let mut frame =
             self.walker
                 .decode_frame(code, instr, &mut self.codes.borrow_mut(), self.mem)?;
-        // 3.11+ frames carry co_qualname, the coroutine's __qualname__ unless someone renamed it; 3.10
-        // code objects have no qualified name, so the generator's own gi_qualname is read.
+        // 3.11+ frames carry co_qualname, the coroutine's __qualname__ unless someone renamed it;
+        // 3.10 code objects have no qualified name, so the generator's own gi_qualname is read.
         if let (Some(f), None) = (frame.as_mut(), l.code_qualname) {
             f.function = self.graph().read_str(self.ptr(gen + a.gen_qualname)?)?;
         }
@@ -514,8 +515,8 @@ mod tests {
     use super::*;
     use crate::process::memory::Garbage;
 
-    /// Garbage memory (random words, many of them pointers back into the buffer) must give errors or
-    /// bounded results, never a panic, a hang or a huge allocation, on every version's layout.
+    /// Garbage memory (random words, many of them pointers back into the buffer) must give errors
+    /// or bounded results, never a panic, a hang or a huge allocation, on every version's layout.
     #[test]
     fn garbage_memory_is_bounded() {
         let mut garbage = Garbage::new(0x2545_f491_4f6c_dd1du64);

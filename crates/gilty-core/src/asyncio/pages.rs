@@ -1,7 +1,7 @@
 //! A page cache over the target's memory for one pass over every task: tasks, coroutines and their
-//! frames sit close together on the heap, so reading whole pages once turns tens of thousands of small
-//! reads into a few thousand. Keyed by page number (a `BlockCache` searches its blocks linearly, fine
-//! for one stack walk but not for a heap pass).
+//! frames sit close together on the heap, so reading whole pages once turns tens of thousands of
+//! small reads into a few thousand. Keyed by page number (a `BlockCache` searches its blocks
+//! linearly, fine for one stack walk but not for a heap pass).
 
 use crate::process::memory::Memory;
 use std::cell::RefCell;

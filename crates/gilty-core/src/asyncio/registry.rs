@@ -1,7 +1,7 @@
-//! Where the target keeps its tasks: `asyncio.tasks._all_tasks` (3.10, 3.11), `_scheduled_tasks` and
-//! `_eager_tasks` (3.12+), and the running task per loop in `_current_tasks`. Both the C `_asyncio`
-//! module and the pure-Python fallback keep these objects as `asyncio.tasks` globals, so they are
-//! found through `sys.modules` the same way whichever implementation runs.
+//! Where the target keeps its tasks: `asyncio.tasks._all_tasks` (3.10, 3.11), `_scheduled_tasks`
+//! and `_eager_tasks` (3.12+), and the running task per loop in `_current_tasks`. Both the C
+//! `_asyncio` module and the pure-Python fallback keep these objects as `asyncio.tasks` globals, so
+//! they are found through `sys.modules` the same way whichever implementation runs.
 //!
 //! 3.14+ keeps C tasks (`_asyncio.Task` and subclasses) out of those: each thread state holds a
 //! circular list of its thread's tasks and its running loop and task; a thread that exits hands its
@@ -84,7 +84,8 @@ pub fn read(r: &AsyncReader, main_interp: u64) -> io::Result<Registry> {
     if let Some(ws) = weak {
         if let Some(data) = g.get_attr(ws, "data")? {
             for wr in set_keys(r, data)? {
-                // The set's dummy entry and dead references fail the task test, as does anything else.
+                // The set's dummy entry and dead references fail the task test, as does anything
+                // else.
                 let Ok(obj) = r.ptr(wr + r.a.weakref_object) else {
                     continue;
                 };
@@ -204,8 +205,9 @@ mod tests {
         m.bytes[off..off + 8].copy_from_slice(&v.to_le_bytes());
     }
 
-    /// An interpreter with one thread state: two tasks on the thread's list (one running on a loop),
-    /// one on the interpreter's (its thread exited). The lists are read whole, with the running pair.
+    /// An interpreter with one thread state: two tasks on the thread's list (one running on a
+    /// loop), one on the interpreter's (its thread exited). The lists are read whole, with the
+    /// running pair.
     #[test]
     fn thread_and_interpreter_lists() {
         for minor in [14u8, 15] {
@@ -223,7 +225,8 @@ mod tests {
             for &t in &tasks {
                 put(&mut m, t + l.object_type, task_type);
             }
-            // circular lists: head -> t0 -> t1 -> head on the thread, head -> t2 -> head on the interpreter
+            // circular lists: head -> t0 -> t1 -> head on the thread, head -> t2 -> head on the
+            // interpreter
             let th = ts + a.tstate_asyncio_tasks_head.unwrap();
             put(&mut m, th + next, tasks[0] + node);
             put(&mut m, tasks[0] + node + next, tasks[1] + node);
@@ -256,7 +259,8 @@ mod tests {
                 "3.{minor}"
             );
             assert_eq!(current, vec![(BASE + 0xc000, tasks[1])]);
-            // a node whose next was cleared under us (the task finished) is an error, not a short list
+            // a node whose next was cleared under us (the task finished) is an error, not a short
+            // list
             put(&mut m, tasks[0] + node + next, 0);
             let r = AsyncReader::new(&m, l, a, classes, None);
             assert!(thread_lists(&r, interp, &mut Vec::new(), &mut Vec::new()).is_err());

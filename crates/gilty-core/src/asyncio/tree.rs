@@ -5,8 +5,8 @@
 //! - a task whose `_fut_waiter` is a gather's `_GatheringFuture` awaits each of its `_children`;
 //! - a task's done-callbacks name who waits for it: the wakeup of a task awaiting it (a builtin
 //!   method bound to a C task, a bound method of a Python task), `TaskGroup._on_task_done` (the
-//!   group's `_parent_task`), or a closure holding a future some task awaits (shield's outer future,
-//!   wait_for's waiter on 3.10/3.11).
+//!   group's `_parent_task`), or a closure holding a future some task awaits (shield's outer
+//!   future, wait_for's waiter on 3.10/3.11).
 
 use super::objects::{AsyncReader, Chain, Kind, TaskFields};
 use super::pages::{AddrMap, AddrSet};
@@ -94,7 +94,8 @@ fn awaiting(r: &AsyncReader, fields: &TaskFields, chain: &Chain) -> io::Result<O
     } else if r.is_gathering(obj) {
         "gather"
     } else if k.is_future() {
-        // A pure-Python future's own `__await__` (no `_asyncio`, as on 3.14+ without it) is not the site.
+        // A pure-Python future's own `__await__` (no `_asyncio`, as on 3.14+ without it) is not the
+        // site.
         let site = chain
             .links
             .iter()
@@ -179,8 +180,9 @@ pub fn parents(r: &AsyncReader, tasks: &[ReadTask]) -> AddrMap<(u64, &'static st
 /// Gathers nested in a gather followed this deep (a torn read can make them a cycle).
 const MAX_GATHER_NESTING: usize = 8;
 
-/// task -> the tasks it waits for: the task it awaits, or every task of the gather it awaits (gathers
-/// of gathers followed). With the parent edges, the graph `dump --tasks` looks for await cycles in.
+/// task -> the tasks it waits for: the task it awaits, or every task of the gather it awaits
+/// (gathers of gathers followed). With the parent edges, the graph `dump --tasks` looks for await
+/// cycles in.
 pub fn waits_for(r: &AsyncReader, tasks: &[ReadTask]) -> AddrMap<Vec<u64>> {
     let is_task: AddrSet = tasks.iter().map(|t| t.id).collect();
     let mut out: AddrMap<Vec<u64>> = AddrMap::default();
@@ -237,7 +239,8 @@ fn callback_parent(
             is_task.contains(&p).then_some((p, "taskgroup"))
         }
         Kind::Partial => {
-            // wait_for (3.10, 3.11): partial(_release_waiter, waiter), waiter awaited by the caller.
+            // wait_for (3.10, 3.11): partial(_release_waiter, waiter), waiter awaited by the
+            // caller.
             let c = r.classes;
             let func = r.ptr(cb + c.partial_func).ok()?;
             let args = r.ptr(cb + c.partial_args).ok()?;

@@ -1,4 +1,5 @@
-//! Duration distributions: log2 histograms (the shape of SystemTap's @hist_log) and exact percentiles.
+//! Duration distributions: log2 histograms (the shape of SystemTap's @hist_log) and exact
+//! percentiles.
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Distribution {
@@ -8,7 +9,8 @@ pub struct Distribution {
     pub p90_ns: u64,
     pub p99_ns: u64,
     pub max_ns: u64,
-    /// (bucket lower bound in ns = 2^k, count); bucket k holds durations in [2^k, 2^(k+1)); 0 ns goes to bucket 0.
+    /// (bucket lower bound in ns = 2^k, count); bucket k holds durations in [2^k, 2^(k+1)); 0 ns
+    /// goes to bucket 0.
     pub log2_hist_ns: Vec<(u64, u64)>,
 }
 

@@ -1,6 +1,7 @@
-//! Exact GIL and GC accounting from traced events (uprobes on take_gil, drop_gil and the collector):
-//! every wait and hold interval per thread, their distributions, who held the GIL during each wait,
-//! and every garbage collection. Pure: fed events in time order, it never touches the target.
+//! Exact GIL and GC accounting from traced events (uprobes on take_gil, drop_gil and the
+//! collector): every wait and hold interval per thread, their distributions, who held the GIL
+//! during each wait, and every garbage collection. Pure: fed events in time order, it never touches
+//! the target.
 
 pub mod histogram;
 pub mod tracing;
@@ -70,8 +71,8 @@ pub struct ThreadExact {
     pub wait: Distribution,
     /// Time inside drop_gil (handing the GIL over), total ns.
     pub handoff_ns: u64,
-    /// Time inside take_gil while no other thread held the GIL, total ns: not a wait for the GIL but
-    /// for a CPU to run on (or the hand-over itself). Left out of `wait`.
+    /// Time inside take_gil while no other thread held the GIL, total ns: not a wait for the GIL
+    /// but for a CPU to run on (or the hand-over itself). Left out of `wait`.
     pub wait_unheld_ns: u64,
     pub acquisitions: u64,
     pub forced_switches: u64,
@@ -147,15 +148,16 @@ impl ExactRecorder {
 
     pub fn feed(&mut self, ev: &TraceEvent) {
         self.events += 1;
-        // The probes are enabled just before the start is read: their first events may be a little older.
+        // The probes are enabled just before the start is read: their first events may be a little
+        // older.
         self.start_ns = self.start_ns.min(ev.t_ns);
         let held_at_start = self.holder_at_start == Some(ev.tid);
         let st = self.threads.entry(ev.tid).or_default();
         let start = st.covered_from.unwrap_or(self.start_ns).max(self.start_ns);
         // A thread's first event may end an interval that began before the probes went in. A return
-        // probe only fires for calls entered after it was armed, so a thread that was inside take_gil
-        // at attach shows up first with drop_gil: its hold began at an unknown time. Only the thread
-        // seen holding the GIL at attach is known to have held it since the start.
+        // probe only fires for calls entered after it was armed, so a thread that was inside
+        // take_gil at attach shows up first with drop_gil: its hold began at an unknown time. Only
+        // the thread seen holding the GIL at attach is known to have held it since the start.
         let first = !st.seen;
         st.seen = true;
         match ev.kind {
@@ -237,13 +239,14 @@ impl ExactRecorder {
         }
     }
 
-    /// Records which thread held the GIL in a sample and its innermost frame (for blame by function).
+    /// Records which thread held the GIL in a sample and its innermost frame (for blame by
+    /// function).
     pub fn note_holder_sample(&mut self, t_ns: u64, tid: i32, frame: u32) {
         self.holder_samples.push((t_ns, tid, frame));
     }
 
-    /// Summary of everything up to `end_ns`; recording goes on from there with the open waits, holds
-    /// and collections carried over (for a live view that shows one window at a time).
+    /// Summary of everything up to `end_ns`; recording goes on from there with the open waits,
+    /// holds and collections carried over (for a live view that shows one window at a time).
     pub fn take_window(&mut self, end_ns: u64, switch_interval_ns: u64) -> ExactSummary {
         let mut next = ExactRecorder::new(end_ns);
         for (&tid, st) in &self.threads {
@@ -312,8 +315,9 @@ impl ExactRecorder {
         for h in &self.holds {
             holds_by.entry(h.tid).or_default().push(h.end - h.start);
         }
-        // A wait counts while another thread holds the GIL: time in take_gil with the GIL free is the
-        // waiter not yet running (no CPU for it), which on a starved host can be most of the wait.
+        // A wait counts while another thread holds the GIL: time in take_gil with the GIL free is
+        // the waiter not yet running (no CPU for it), which on a starved host can be most of the
+        // wait.
         let mut waits_by: HashMap<i32, Vec<u64>> = HashMap::new();
         let mut unheld_by: HashMap<i32, u64> = HashMap::new();
         for w in &self.waits {
@@ -423,9 +427,10 @@ fn blame(
         .collect()
 }
 
-/// Forced switches a waiter asked for: take_gil waits on the GIL's condition for one switch interval
-/// and, if the GIL did not change hands meanwhile, sets the drop request (Python/ceval_gil.c). So each
-/// stretch of a wait at least one interval long without any acquisition counts one request.
+/// Forced switches a waiter asked for: take_gil waits on the GIL's condition for one switch
+/// interval and, if the GIL did not change hands meanwhile, sets the drop request
+/// (Python/ceval_gil.c). So each stretch of a wait at least one interval long without any
+/// acquisition counts one request.
 fn forced_switches(
     waits: &[Interval],
     acquisitions: &[u64],
@@ -468,7 +473,8 @@ mod tests {
         use TraceKind::*;
         let mut r = ExactRecorder::new(0);
         r.start_at(0, Some(1));
-        // Thread 1 holds from before the trace until 10 ms; thread 2 waits 2..10 ms, holds 10..11 ms.
+        // Thread 1 holds from before the trace until 10 ms; thread 2 waits 2..10 ms, holds 10..11
+        // ms.
         for e in [
             ev(2, 2_000_000, TakeEnter),
             ev(1, 10_000_000, DropEnter),
@@ -507,8 +513,8 @@ mod tests {
         use TraceKind::*;
         let mut r = ExactRecorder::new(0);
         r.start_at(0, None);
-        // One thread: it drops the GIL at 1 ms, enters take_gil at 2 ms and, with no CPU, gets it at
-        // 9 ms. Nobody else held it: no wait for the GIL.
+        // One thread: it drops the GIL at 1 ms, enters take_gil at 2 ms and, with no CPU, gets it
+        // at 9 ms. Nobody else held it: no wait for the GIL.
         for e in [
             ev(1, 0, TakeEnter),
             ev(1, 0, TakeReturn),

@@ -54,7 +54,8 @@ impl ExactTracing {
                     None => r.symbol.clone(),
                 });
             }
-            // The collector's generation is its second argument (int, %esi) in 3.10–3.13's gc_collect_main.
+            // The collector's generation is its second argument (int, %esi) in 3.10–3.13's
+            // gc_collect_main.
             let regs = match kind {
                 TraceKindTemplate::GcEnter => vec![Reg::Si],
                 TraceKindTemplate::GcReturn => vec![Reg::Ax],
@@ -139,7 +140,8 @@ impl ExactTracing {
     }
 
     /// Ends the trace: (summary, events lost by the kernel, threads attached), and the thread
-    /// removing the probes (the kernel takes ~0.1 s each: that happens while the report is written).
+    /// removing the probes (the kernel takes ~0.1 s each: that happens while the report is
+    /// written).
     pub fn finish(mut self, interp: &Interpreter) -> ((ExactSummary, u64, usize), JoinHandle<()>) {
         self.drain();
         let interval_ns = switch_interval_ns(interp);

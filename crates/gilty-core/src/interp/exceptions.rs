@@ -42,7 +42,8 @@ pub fn handled_exception(
     ))
 }
 
-/// `handled_exception` of every Python thread, by OS thread id (threads whose tid is unknown are left out).
+/// `handled_exception` of every Python thread, by OS thread id (threads whose tid is unknown are
+/// left out).
 pub fn handled_by_tid(
     interp: &crate::interp::interpreter::Interpreter,
 ) -> io::Result<std::collections::HashMap<i32, Option<String>>> {
@@ -74,8 +75,9 @@ pub struct HandlingCheck {
 
 impl HandlingCheck {
     /// Whether the thread at `tstate` is handling an exception, from `head` as read with the thread
-    /// list. While no generator or coroutine runs on the thread, `exc_info` points at the bottom level
-    /// inside the thread state, already read: no read at all. Else one read per level above it.
+    /// list. While no generator or coroutine runs on the thread, `exc_info` points at the bottom
+    /// level inside the thread state, already read: no read at all. Else one read per level above
+    /// it.
     pub fn handling(
         &mut self,
         mem: &dyn Memory,

@@ -1,7 +1,7 @@
 //! Walking a thread's Python frames and turning code objects into (function, file, line).
 //!
-//! `Frame.function` is the qualified name: `co_qualname` on 3.11+, and on 3.10 the class read from a
-//! method's `self`/`cls` argument (`method_class.rs`).
+//! `Frame.function` is the qualified name: `co_qualname` on 3.11+, and on 3.10 the class read from
+//! a method's `self`/`cls` argument (`method_class.rs`).
 //!
 //! The target runs while we walk, so a walk can mix frames from different moments or wander into
 //! freed frames. A walk is accepted only if it is consistent (see `walk`); otherwise it is torn.
@@ -16,9 +16,10 @@ use gilty_layouts::Layout;
 use std::collections::HashMap;
 use std::io;
 
-/// Frames read per walk: a deeper stack (`sys.setrecursionlimit` raised past it) keeps its innermost
-/// `MAX_DEPTH` frames under `CUT_FRAMES`. A walk of this many 3.11+ frames reads ~8 MB and takes a
-/// few ms; a chain that repeats a frame is a cycle read from memory that changed under us.
+/// Frames read per walk: a deeper stack (`sys.setrecursionlimit` raised past it) keeps its
+/// innermost `MAX_DEPTH` frames under `CUT_FRAMES`. A walk of this many 3.11+ frames reads ~8 MB
+/// and takes a few ms; a chain that repeats a frame is a cycle read from memory that changed under
+/// us.
 pub const MAX_DEPTH: usize = 100_000;
 const MAX_LINETABLE: usize = 1 << 20;
 /// Most of a data-stack chunk read in one go (the newest part; older frames are read as needed).
@@ -69,8 +70,8 @@ impl From<io::Error> for WalkError {
 /// every pass (threads of one pass share their code objects, and a pass lasts well under a
 /// millisecond): its
 /// name, file and line-table pointers, first line and size (3.10: its bytecode object instead), and
-/// on 3.12+ its `co_version`, which the interpreter numbers afresh for every code object it makes. A
-/// code object freed and another made at its address (`exec`, `compile`, a class defined again)
+/// on 3.12+ its `co_version`, which the interpreter numbers afresh for every code object it makes.
+/// A code object freed and another made at its address (`exec`, `compile`, a class defined again)
 /// misses unless all of these match, and then it is read again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct CodeKey {
@@ -166,7 +167,8 @@ pub struct FrameWalker<'a> {
     pub code_type: Option<u64>,
     frame_read_len: usize,
     code_read_len: usize,
-    /// Copies compared beyond the first by the last walk (0: accepted as first read; see `read_chain`).
+    /// Copies compared beyond the first by the last walk (0: accepted as first read; see
+    /// `read_chain`).
     pub rounds: std::cell::Cell<usize>,
     /// Per frame of the last walk: whether it is the outermost of its evaluation-loop call.
     pub call_ends: std::cell::RefCell<Vec<bool>>,
@@ -246,7 +248,8 @@ impl<'a> FrameWalker<'a> {
         }
     }
 
-    /// Address of the innermost frame of a thread state (already read into `tstate_bytes` when possible).
+    /// Address of the innermost frame of a thread state (already read into `tstate_bytes` when
+    /// possible).
     pub fn top_frame(&self, tstate: u64) -> Result<u64, WalkError> {
         let l = self.layout;
         if let Some(off) = l.tstate_frame {
@@ -268,8 +271,8 @@ impl<'a> FrameWalker<'a> {
     /// data-stack chunk (3.11+) loaded into `reads` in one read: the frames a walk visits are then
     /// copied out of one snapshot instead of read one by one. The current-frame pointer and the
     /// chunk bounds come from one read of the thread state, so they belong together.
-    /// `head`, when given, is those three fields as read earlier in the pass (with the thread list):
-    /// a stack that moved since fails the recheck at the end of the walk like any other.
+    /// `head`, when given, is those three fields as read earlier in the pass (with the thread
+    /// list): a stack that moved since fails the recheck at the end of the walk like any other.
     fn start_walk(
         &self,
         tstate: u64,
@@ -323,7 +326,8 @@ impl<'a> FrameWalker<'a> {
         Ok(first)
     }
 
-    /// The thread's stack, innermost first, and where the innermost frame stands (code, instruction).
+    /// The thread's stack, innermost first, and where the innermost frame stands (code,
+    /// instruction).
     ///
     /// Frames are read through a per-walk `BlockCache` (3.11+: the data-stack chunk in one read;
     /// frames elsewhere, such as generators' and 3.10's heap frames, a page at a time).
@@ -332,21 +336,21 @@ impl<'a> FrameWalker<'a> {
     /// - the thread's current frame, read again from the target after the walk, is the one the walk
     ///   started from (the stack did not move under us; a stack that moved and came back to the
     ///   same address is not caught by this);
-    /// - 3.10: every frame is live (`f_state` executing or unwinding; the innermost may also be just
-    ///   created or resuming). Freed frames keep their `f_code` and link through `f_back` into the
-    ///   free list, which ends in NULL: without this a walk reaching a freed frame ends early or
-    ///   runs on through unrelated frames;
+    /// - 3.10: every frame is live (`f_state` executing or unwinding; the innermost may also be
+    ///   just created or resuming). Freed frames keep their `f_code` and link through `f_back` into
+    ///   the free list, which ends in NULL: without this a walk reaching a freed frame ends early
+    ///   or runs on through unrelated frames;
     /// - 3.11: the outermost frame is an entry frame (`is_entry`: entered from C, as a thread's
     ///   first frame always is); 3.12+: it is the shim frame the first C caller pushed (owner
-    ///   `FRAME_OWNED_BY_CSTACK`; 3.14+: owned by the interpreter, `FRAME_OWNED_BY_INTERPRETER`). A chain
-    ///   ending anywhere else ran into stale memory.
+    ///   `FRAME_OWNED_BY_CSTACK`; 3.14+: owned by the interpreter, `FRAME_OWNED_BY_INTERPRETER`). A
+    ///   chain ending anywhere else ran into stale memory.
     pub fn walk(&self, tstate: u64, cache: &mut CodeCache) -> Result<Walked, WalkError> {
         self.walk_from(tstate, None, true, cache)
     }
 
-    /// `walk`, starting from a thread-state head read earlier (see `start_walk`). `moving`: the thread
-    /// may run Python code during the walk (it holds the GIL, or that is unknown); only then does 3.10
-    /// read each frame's link again after the walk.
+    /// `walk`, starting from a thread-state head read earlier (see `start_walk`). `moving`: the
+    /// thread may run Python code during the walk (it holds the GIL, or that is unknown); only then
+    /// does 3.10 read each frame's link again after the walk.
     pub fn walk_from(
         &self,
         tstate: u64,
@@ -357,9 +361,9 @@ impl<'a> FrameWalker<'a> {
         self.walk_located(tstate, head, moving, cache, None)
     }
 
-    /// `walk_from`, also giving each frame's instruction position (3.11+: line and column ranges, as
-    /// `co_positions()` has them; None on 3.10 and for a frame that has run no instruction yet), in
-    /// the order of the frames. Decoded in the same pass over the location table as the line.
+    /// `walk_from`, also giving each frame's instruction position (3.11+: line and column ranges,
+    /// as `co_positions()` has them; None on 3.10 and for a frame that has run no instruction yet),
+    /// in the order of the frames. Decoded in the same pass over the location table as the line.
     pub fn walk_with_positions(
         &self,
         tstate: u64,
@@ -446,23 +450,23 @@ impl<'a> FrameWalker<'a> {
     /// (code, instruction, first local) of every frame with code, innermost first, checked as
     /// `walk` describes.
     ///
-    /// The whole chain is read from one copy (`reads`: 3.11+ the data-stack chunk in one read, other
-    /// frames a page at a time), then the thread's current frame is read again. If it is the frame the
-    /// walk started from, the stack is taken as it was read (3.10 frames that may have moved are
-    /// compared with a second copy first, see below). A thread that calls all the time has moved by
-    /// then on nearly every walk; its stack is not dropped for that. Instead the same memory is read
-    /// again, a second copy, and the chain from the current frame just read (which the thread was in
-    /// between the two copies) must be in both copies, every frame's code, link, owner and
-    /// instruction the same in both (the innermost frame's instruction excepted: it runs). Each frame
-    /// then held those values all through the time between its two copies, and all those spans
-    /// contain the moment the current frame was read: the chain is the thread's stack at that
-    /// moment, whatever the thread did before or after. If the current frame moved out of the copies,
-    /// or a frame changed between them, the current frame is read again and the next copy is compared
-    /// with the last, up to `SNAPSHOT_ROUNDS` times.
+    /// The whole chain is read from one copy (`reads`: 3.11+ the data-stack chunk in one read,
+    /// other frames a page at a time), then the thread's current frame is read again. If it is the
+    /// frame the walk started from, the stack is taken as it was read (3.10 frames that may have
+    /// moved are compared with a second copy first, see below). A thread that calls all the time
+    /// has moved by then on nearly every walk; its stack is not dropped for that. Instead the same
+    /// memory is read again, a second copy, and the chain from the current frame just read (which
+    /// the thread was in between the two copies) must be in both copies, every frame's code, link,
+    /// owner and instruction the same in both (the innermost frame's instruction excepted: it
+    /// runs). Each frame then held those values all through the time between its two copies, and
+    /// all those spans contain the moment the current frame was read: the chain is the thread's
+    /// stack at that moment, whatever the thread did before or after. If the current frame moved
+    /// out of the copies, or a frame changed between them, the current frame is read again and the
+    /// next copy is compared with the last, up to `SNAPSHOT_ROUNDS` times.
     ///
-    /// `pages` (3.10) are the blocks that held this thread's frames at its last walk: a thread that may
-    /// move has them in the first copy, so that a chain that moved to frames on another of its pages
-    /// can be compared at once. Returns the chain and the blocks the accepted copy held.
+    /// `pages` (3.10) are the blocks that held this thread's frames at its last walk: a thread that
+    /// may move has them in the first copy, so that a chain that moved to frames on another of its
+    /// pages can be compared at once. Returns the chain and the blocks the accepted copy held.
     fn read_chain(
         &self,
         tstate: u64,
@@ -494,9 +498,10 @@ impl<'a> FrameWalker<'a> {
         if let Ok(chain) = &walked {
             // 3.10: a stack that moved and came back to the same frame can leave a chain of frames
             // each live when read but never all at once, deeper than the thread is; every frame's
-            // evaluation counts in the recursion counter, so a real chain is never longer. And frame
-            // objects are heap blocks read a page at a time, so a chain can join pages read at
-            // different moments: a thread that may run has its frames compared with a second copy.
+            // evaluation counts in the recursion counter, so a real chain is never longer. And
+            // frame objects are heap blocks read a page at a time, so a chain can join pages read
+            // at different moments: a thread that may run has its frames compared with a second
+            // copy.
             let recheck_links = moving;
             if top == first && !too_deep(chain, depth) && !recheck_links {
                 self.chain_addrs
@@ -523,7 +528,8 @@ impl<'a> FrameWalker<'a> {
                     Some(part) => Some(part),
                     None => match self.live_outer_part(tstate, prior) {
                         Some((chain, true)) => {
-                            // Every frame held still between its two reads: the whole stack after all.
+                            // Every frame held still between its two reads: the whole stack after
+                            // all.
                             self.chain_addrs
                                 .replace(chain.iter().map(|f| f.addr).collect());
                             return Ok((frames_with_code(l, &chain), after.ranges()));
@@ -534,7 +540,8 @@ impl<'a> FrameWalker<'a> {
                 };
                 if let Some(part) = part {
                     self.outer_only.set(true);
-                    // The next walk's prior: the frames this one knows to be the stack's outer part.
+                    // The next walk's prior: the frames this one knows to be the stack's outer
+                    // part.
                     self.chain_addrs
                         .replace(part.iter().map(|f| f.addr).collect());
                     return Ok((frames_with_code(l, &part), after.ranges()));
@@ -563,8 +570,8 @@ impl<'a> FrameWalker<'a> {
         let chain = match self.chain(&copied, top) {
             Ok(chain) => chain,
             Err(WalkError::Torn) => {
-                // The chain went past what `before` holds: have `after` hold all of it as it is now,
-                // so that the next round can compare it.
+                // The chain went past what `before` holds: have `after` hold all of it as it is
+                // now, so that the next round can compare it.
                 if copied.missed.get().is_some() {
                     let _ = self.chain(after, top);
                 }
@@ -617,8 +624,9 @@ impl<'a> FrameWalker<'a> {
     ) -> Option<Vec<RawFrame>> {
         let mut buf = vec![0u8; self.frame_read_len];
         for (walked, other) in [(after, before), (before, after)] {
-            // The later copy may read on past what it holds (3.10 frames are heap blocks read a page
-            // at a time): what it reads there is checked against the earlier copy like the rest.
+            // The later copy may read on past what it holds (3.10 frames are heap blocks read a
+            // page at a time): what it reads there is checked against the earlier copy like the
+            // rest.
             let copied = CopiedOnly {
                 cache: walked,
                 missed: std::cell::Cell::new(None),
@@ -661,11 +669,11 @@ impl<'a> FrameWalker<'a> {
     }
 
     /// 3.10, when no copy holds a whole chain from the current frame: the links from `top` followed
-    /// through whatever they reach (a freed frame keeps its link to its caller), and the outer frames
-    /// kept that are live (executing) and the same in both copies, down to the thread's own first
-    /// frame (the outermost of its last whole walk, `prior`): a chain that wandered into freed frames
-    /// or another thread's stack does not end there. Kept up to and including the first frame whose
-    /// instruction moved, as in `outer_part`.
+    /// through whatever they reach (a freed frame keeps its link to its caller), and the outer
+    /// frames kept that are live (executing) and the same in both copies, down to the thread's own
+    /// first frame (the outermost of its last whole walk, `prior`): a chain that wandered into
+    /// freed frames or another thread's stack does not end there. Kept up to and including the
+    /// first frame whose instruction moved, as in `outer_part`.
     fn loose_outer_part(
         &self,
         before: &BlockCache,
@@ -704,8 +712,8 @@ impl<'a> FrameWalker<'a> {
     /// 3.10, as `loose_outer_part`, from the current frame read now and through live memory, one
     /// frame per read (the walk goes down while the thread's calls come and go above it), each kept
     /// frame read a second time after the walk. `true` with it: every frame held still between its
-    /// two reads (the innermost's instruction excepted), so the chain is the whole stack at a moment
-    /// between the walk and the second reads.
+    /// two reads (the innermost's instruction excepted), so the chain is the whole stack at a
+    /// moment between the walk and the second reads.
     fn live_outer_part(&self, tstate: u64, prior: &[u64]) -> Option<(Vec<RawFrame>, bool)> {
         let (Some(_), Some(&bottom)) = (self.layout.frame_state, prior.last()) else {
             return None;
@@ -716,13 +724,15 @@ impl<'a> FrameWalker<'a> {
         let (keep, instr) = self.executing_suffix(&chain, read)?;
         let mut part = chain[keep..].to_vec();
         part[0].instr = instr;
-        // Whole only if the thread is still in the frame the walk began with (it pushed none since).
+        // Whole only if the thread is still in the frame the walk began with (it pushed none
+        // since).
         let whole = keep == 0 && self.top_frame(tstate).ok() == Some(top);
         Some((part, whole))
     }
 
-    /// 3.10: the frames from `top` by their links, read with `read`, wherever they lead (a freed frame
-    /// keeps its link to its caller); None unless they end at `bottom`, the thread's first frame.
+    /// 3.10: the frames from `top` by their links, read with `read`, wherever they lead (a freed
+    /// frame keeps its link to its caller); None unless they end at `bottom`, the thread's first
+    /// frame.
     fn loose_chain(
         &self,
         top: u64,
@@ -752,8 +762,9 @@ impl<'a> FrameWalker<'a> {
 
     /// 3.10: how much of `chain` held still, from the outermost frame inwards: frames executing and
     /// the same in a second look (`again`), up to and including the first whose instruction moved
-    /// (the innermost frame's instruction is not compared: it runs). The index of the innermost frame
-    /// kept and its instruction in the second look; None if not even the outermost frame held.
+    /// (the innermost frame's instruction is not compared: it runs). The index of the innermost
+    /// frame kept and its instruction in the second look; None if not even the outermost frame
+    /// held.
     fn executing_suffix(
         &self,
         chain: &[RawFrame],
@@ -786,8 +797,8 @@ impl<'a> FrameWalker<'a> {
     /// frames of the thread's last whole walk that are live (executing) in both copies, linked as
     /// they were, with the same fields in both. A 3.10 frame is executing only while its call runs
     /// (its state changes when it returns), so such frames are still the outer part of the stack;
-    /// later versions leave a returned frame's memory as it was, so they are not looked at this way.
-    /// Kept up to and including the first whose instruction moved, as in `outer_part`.
+    /// later versions leave a returned frame's memory as it was, so they are not looked at this
+    /// way. Kept up to and including the first whose instruction moved, as in `outer_part`.
     fn prior_outer_part(
         &self,
         before: &BlockCache,
@@ -927,7 +938,8 @@ impl<'a> FrameWalker<'a> {
             return buf[off as usize] == 1;
         }
         if l.version.1 >= 12 {
-            // The shim a C caller pushes (3.12, 3.13), the interpreter's entry or base frame (3.14+).
+            // The shim a C caller pushes (3.12, 3.13), the interpreter's entry or base frame
+            // (3.14+).
             return owner.is_some_and(|o| l.is_interpreter_owner(o));
         }
         true // 3.10: liveness of every frame is checked instead
@@ -936,8 +948,9 @@ impl<'a> FrameWalker<'a> {
     /// 3.10: C calls in progress on the thread's stack, as far as the recursion counter tells: its
     /// `recursion_depth` less its number of frames (each frame's evaluation adds one, and so does
     /// every C function called through the call protocol, which on 3.10 is every call a bytecode
-    /// makes). 0 means the thread is in the eval loop of its innermost frame and in no C function, so
-    /// a thread without the GIL there is in the eval breaker's GIL handoff. None on other versions.
+    /// makes). 0 means the thread is in the eval loop of its innermost frame and in no C function,
+    /// so a thread without the GIL there is in the eval breaker's GIL handoff. None on other
+    /// versions.
     pub fn calls_in_progress(&self, tstate: u64) -> Result<Option<i64>, WalkError> {
         let l = self.layout;
         let (mut frame, Some(depth)) = self.top_frame_and_depth(tstate)? else {
@@ -1113,8 +1126,9 @@ impl<'a> FrameWalker<'a> {
             c.checked_pass = pass;
             return Ok(!c.shim);
         }
-        // 3.13+: `CO_NO_MONITORING_EVENTS` marks the code objects the interpreter makes for itself (the
-        // `__init__` cleanup shim of `CALL_ALLOC_AND_ENTER_INIT`); earlier versions use the bit otherwise.
+        // 3.13+: `CO_NO_MONITORING_EVENTS` marks the code objects the interpreter makes for itself
+        // (the `__init__` cleanup shim of `CALL_ALLOC_AND_ENTER_INIT`); earlier versions use the
+        // bit otherwise.
         let shim = l
             .code_flag_shim
             .is_some_and(|bit| i32_at(&head, l.code_flags) as u32 as u64 & bit != 0);
@@ -1184,8 +1198,9 @@ impl<'a> FrameWalker<'a> {
                 line_311(&info.linetable, info.firstlineno, index)?
             }
         };
-        // A module's RESUME sits at line 0 (3.11+; `f_lineno` reads 0 there too): a module frame that has
-        // not run a line yet, at process start or in an import, is put at its first line like a new frame.
+        // A module's RESUME sits at line 0 (3.11+; `f_lineno` reads 0 there too): a module frame
+        // that has not run a line yet, at process start or in an import, is put at its first line
+        // like a new frame.
         if line <= 0 {
             return Some((
                 Frame {
@@ -1261,7 +1276,8 @@ const UNCHECKED_DEPTH: usize = 2048;
 struct Revisits(std::collections::HashSet<u64>);
 
 impl Revisits {
-    /// Whether a walk `depth` frames in comes to `frame` a second time (only noticed past `UNCHECKED_DEPTH`).
+    /// Whether a walk `depth` frames in comes to `frame` a second time (only noticed past
+    /// `UNCHECKED_DEPTH`).
     fn again(&mut self, depth: usize, frame: u64) -> bool {
         depth >= UNCHECKED_DEPTH && !self.0.insert(frame)
     }
@@ -1304,8 +1320,8 @@ mod tests {
     use std::cell::RefCell;
 
     /// Garbage that changes under the reader: after every read a few words are written anew, so no
-    /// two copies agree and the walker's fallbacks for moving stacks (`outer_part` and the 3.10 walks)
-    /// all run on wild pointers.
+    /// two copies agree and the walker's fallbacks for moving stacks (`outer_part` and the 3.10
+    /// walks) all run on wild pointers.
     struct Churning {
         mem: RefCell<BufferMemory>,
         garbage: RefCell<Garbage>,
@@ -1360,7 +1376,8 @@ mod tests {
         assert!(!walker.cut.get());
     }
 
-    /// Frames linked in a cycle (a torn read) end the walk as torn, soon after `UNCHECKED_DEPTH` frames.
+    /// Frames linked in a cycle (a torn read) end the walk as torn, soon after `UNCHECKED_DEPTH`
+    /// frames.
     #[test]
     fn a_cycle_of_frames_is_torn() {
         for len in [2usize, 3, 1000] {

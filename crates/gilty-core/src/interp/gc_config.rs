@@ -58,8 +58,8 @@ pub struct GcOffsets {
 }
 
 /// 3.15's `struct gc_stats` (Include/internal/pycore_interp_structs.h): per generation a ring of
-/// `gc_generation_stats` (8 eight-byte fields, `collections` the third) and an `int8_t index` of the
-/// latest; young holds 11, each old generation 3. Each entry carries the running totals.
+/// `gc_generation_stats` (8 eight-byte fields, `collections` the third) and an `int8_t index` of
+/// the latest; young holds 11, each old generation 3. Each entry carries the running totals.
 mod stats315 {
     pub const ITEM: u64 = 64;
     pub const COLLECTIONS: u64 = 16;
@@ -73,9 +73,9 @@ impl GcOffsets {
         let stats = l.gc_permanent_generation + l.gc_generation_size;
         let stats_fit = stats + NUM_GENERATIONS as u64 * STATS_SIZE == l.gc_collecting;
         let ptr_fit = l.version >= (3, 15) && stats + 8 == l.gc_collecting;
-        // From the 8-aligned end of `collecting` to `long_lived_total`: garbage, callbacks (3.10–3.13);
-        // 3.14 adds heap_size and three dummies kept from the incremental collector it reverted
-        // (8 + 4 + 4 bytes); 3.15 has frame, garbage, callbacks, heap_size.
+        // From the 8-aligned end of `collecting` to `long_lived_total`: garbage, callbacks
+        // (3.10–3.13); 3.14 adds heap_size and three dummies kept from the incremental collector it
+        // reverted (8 + 4 + 4 bytes); 3.15 has frame, garbage, callbacks, heap_size.
         let gap = match l.version {
             (3, 14) => 40,
             (3, 15) => 32,
@@ -191,7 +191,8 @@ pub fn locate(interp: &Interpreter) -> Result<GcLocation> {
         mem.read_u64(addr)
             .map_err(|e| from_os(pid, &e, "the interpreter list"))
     };
-    // The main interpreter: `interpreters.main`, else the last of `interpreters.head` (as Interpreter::main_interp).
+    // The main interpreter: `interpreters.main`, else the last of `interpreters.head` (as
+    // Interpreter::main_interp).
     let main = match read(interp.runtime + l.runtime_interpreters_main)? {
         0 => read(interp.runtime + l.runtime_interpreters_head)?,
         m => m,

@@ -82,7 +82,8 @@ fn candidate_binaries(pid: i32, maps: &[MapEntry], exe: &Option<String>) -> Vec<
     out
 }
 
-/// Path through which this process can read a file the target mapped (works across mount namespaces).
+/// Path through which this process can read a file the target mapped (works across mount
+/// namespaces).
 fn readable_path(pid: i32, path: &str) -> String {
     let via_root = format!("/proc/{pid}/root{path}");
     if std::path::Path::new(&via_root).exists() {
@@ -100,8 +101,9 @@ struct Found {
     path: String,
 }
 
-/// A file the target still maps but that was deleted or replaced since it started (a package upgrade
-/// under a running service: the kernel names it `PATH (deleted)`): read through the mapping itself.
+/// A file the target still maps but that was deleted or replaced since it started (a package
+/// upgrade under a running service: the kernel names it `PATH (deleted)`): read through the mapping
+/// itself.
 fn deleted_file_path(pid: i32, path: &str, map_start: u64, maps: &[MapEntry]) -> Option<String> {
     path.strip_suffix(" (deleted)")?;
     let m = maps
@@ -278,7 +280,8 @@ pub fn attach(pid: i32) -> Result<Interpreter> {
     let mut mismatches = Vec::new();
     let mut used_debug_offsets = false;
     if version.1 >= 13 {
-        // 3.14+: the block's members sit where the version's header puts them (generated with the table).
+        // 3.14+: the block's members sit where the version's header puts them (generated with the
+        // table).
         let named =
             gilty_layouts::debug_offsets_fields(version.0, version.1).filter(|_| version.1 >= 14);
         let size = named.map_or(debug_offsets::SIZE_3_13, |(_, size)| size as usize);
@@ -286,7 +289,8 @@ pub fn attach(pid: i32) -> Result<Interpreter> {
             .read_vec(found.runtime, size)
             .map_err(|e| from_os(pid, &e, "memory"))?;
         if let Some((_, true)) = debug_offsets::peek_version(&bytes) {
-            // Py_GIL_DISABLED builds (python3.13t, 3.14t) lay their structs out otherwise and have no GIL.
+            // Py_GIL_DISABLED builds (python3.13t, 3.14t) lay their structs out otherwise and have
+            // no GIL.
             return Err(Error::new(
                 ErrorKind::UnsupportedVersion,
                 format!(
@@ -427,7 +431,8 @@ impl Interpreter {
                 ))
             }
         };
-        // The GIL interval is a switch interval in microseconds: a sane value confirms the GIL address.
+        // The GIL interval is a switch interval in microseconds: a sane value confirms the GIL
+        // address.
         let interval = self.read_ptr(self.gil.address() + self.layout.gil_interval, "the GIL")?;
         if interval == 0 || interval > 60_000_000 {
             return Err(Error::new(
@@ -438,10 +443,10 @@ impl Interpreter {
         Ok(())
     }
 
-    /// The micro version from the target's `sys.version` (for builds whose binary does not carry it:
-    /// pyenv's 3.10). A process attached in its first milliseconds (`record -- CMD`) has thread states
-    /// before its `sys` module, which it then makes within a millisecond or two: waited for, briefly,
-    /// rather than reported as "3.10" (4 recordings in 117 did).
+    /// The micro version from the target's `sys.version` (for builds whose binary does not carry
+    /// it: pyenv's 3.10). A process attached in its first milliseconds (`record -- CMD`) has thread
+    /// states before its `sys` module, which it then makes within a millisecond or two: waited for,
+    /// briefly, rather than reported as "3.10" (4 recordings in 117 did).
     fn micro_once_sys_exists(&self) -> Option<u8> {
         const TRIES: usize = 50;
         for attempt in 0..TRIES {
@@ -463,8 +468,8 @@ impl Interpreter {
         (v.0 == self.version.0 && v.1 == self.version.1).then_some(v.2)
     }
 
-    /// Looks up `module.name` through the main interpreter's `sys.modules`; None when the module is not
-    /// imported or has no such global.
+    /// Looks up `module.name` through the main interpreter's `sys.modules`; None when the module is
+    /// not imported or has no such global.
     pub fn module_global(&self, module: &str, name: &str) -> std::io::Result<Option<u64>> {
         let main = self
             .main_interp()
@@ -477,7 +482,8 @@ impl Interpreter {
         )
     }
 
-    /// `sys.getswitchinterval()` of the target, in seconds (read each time: the target may change it).
+    /// `sys.getswitchinterval()` of the target, in seconds (read each time: the target may change
+    /// it).
     pub fn switch_interval_s(&self) -> Result<f64> {
         let us = self.read_ptr(self.gil.address() + self.layout.gil_interval, "the GIL")?;
         Ok(us as f64 / 1e6)

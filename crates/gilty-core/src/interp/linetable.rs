@@ -103,7 +103,8 @@ pub struct Position {
 /// gives it (Objects/locations.md), except that an instruction without a location takes the running
 /// line as `line_311` does (and no end line or columns). None when the index is past the table or
 /// the table is malformed. Entries before the instruction's are only stepped over, as `line_311`
-/// does (this runs for every frame of every stack the sampler reads): only its own columns are read.
+/// does (this runs for every frame of every stack the sampler reads): only its own columns are
+/// read.
 pub fn position_311(table: &[u8], firstlineno: i32, unit_index: i64) -> Option<Position> {
     let mut line = firstlineno;
     let mut addr: i64 = 0;
@@ -277,8 +278,8 @@ mod tests {
 
     /// 3.12.1's table of a list comprehension split over lines (first line 1):
     /// `return [\n str(\n x\n )\n for x in xs\n ]`: its CALL (unit 16) spans lines 3-5, columns
-    /// 8-9, as `dis` gives it. (The decoder was also checked against every `co_positions()` entry of
-    /// a few stdlib modules on 3.11, 3.12 and 3.13.)
+    /// 8-9, as `dis` gives it. (The decoder was also checked against every `co_positions()` entry
+    /// of a few stdlib modules on 3.11, 3.12 and 3.13.)
     #[test]
     fn positions_of_a_multiline_comprehension() {
         let hex = "8000f00a001214f609050c06f008000d0ef40700090cd80c0df50302090af203050c06f000050506f9f200050c06";

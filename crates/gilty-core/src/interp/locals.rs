@@ -5,8 +5,8 @@
 //! Slots (3.11+ `co_localsplusnames`/`co_localspluskinds`; 3.10 `co_varnames` + `co_cellvars` +
 //! `co_freevars`): arguments first (`co_argcount + co_kwonlyargcount`, then `*args`, `**kwargs`),
 //! then the other locals, then cells. Free variables (the enclosing function's) are left out, as
-//! are unbound slots and 3.12+ comprehension-hidden ones. A cell slot holds a cell once the function
-//! has started (3.11+ MAKE_CELL); its contents are shown.
+//! are unbound slots and 3.12+ comprehension-hidden ones. A cell slot holds a cell once the
+//! function has started (3.11+ MAKE_CELL); its contents are shown.
 
 use crate::error::invalid;
 use crate::interp::frames::{FrameWalker, WalkError, MAX_DEPTH};
@@ -18,7 +18,8 @@ use crate::process::memory::Memory;
 use gilty_layouts::Layout;
 use std::io;
 
-// Include/internal/pycore_code.h (3.11+); 3.10 slots get the same kinds from the tuple they come from.
+// Include/internal/pycore_code.h (3.11+); 3.10 slots get the same kinds from the tuple they come
+// from.
 const CO_FAST_HIDDEN: u8 = 0x10;
 const CO_FAST_LOCAL: u8 = 0x20;
 const CO_FAST_CELL: u8 = 0x40;
@@ -365,8 +366,8 @@ pub fn locals_for_threads(
 mod tests {
     use super::*;
 
-    /// A thread's frames read from garbage memory (random words, many pointing back into the buffer)
-    /// end in locals or an error, never a panic, a hang or a huge allocation.
+    /// A thread's frames read from garbage memory (random words, many pointing back into the
+    /// buffer) end in locals or an error, never a panic, a hang or a huge allocation.
     #[test]
     fn garbage_frames_are_bounded() {
         use crate::process::memory::Garbage;

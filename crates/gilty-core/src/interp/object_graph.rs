@@ -24,8 +24,8 @@ pub const TPFLAGS_LONG_SUBCLASS: u64 = 1 << 24;
 const TPFLAGS_UNICODE_SUBCLASS: u64 = 1 << 28;
 const TPFLAGS_DICT_SUBCLASS: u64 = 1 << 29;
 
-/// Looks up `module.name` through `sys.modules` of the interpreter state at `main_interp`; None when
-/// the module is not imported or has no such global.
+/// Looks up `module.name` through `sys.modules` of the interpreter state at `main_interp`; None
+/// when the module is not imported or has no such global.
 pub fn module_global_in(
     r: &Reader,
     main_interp: u64,
@@ -96,8 +96,8 @@ impl<'a> Reader<'a> {
     }
 
     /// The values array of a `PyDictValues *`. 3.13 (Include/internal/pycore_dict.h `struct
-    /// _dictvalues`) puts `uint8_t capacity, size, embedded, valid` before `values[]`; 3.11/3.12 point
-    /// straight at `values[]` (their insertion-order bytes sit before the pointer).
+    /// _dictvalues`) puts `uint8_t capacity, size, embedded, valid` before `values[]`; 3.11/3.12
+    /// point straight at `values[]` (their insertion-order bytes sit before the pointer).
     fn split_values(&self, values: u64) -> io::Result<SplitValues> {
         if self.minor() >= 13 {
             let capacity = self.mem.read_u8(values)? as u64;
@@ -119,8 +119,9 @@ impl<'a> Reader<'a> {
         if !self.has_flag(dict, TPFLAGS_DICT_SUBCLASS)? {
             return Err(invalid("expected a dict"));
         }
-        // An empty dict may share the interpreter's static empty keys (3.11+ `Py_EMPTY_KEYS`, of size
-        // 1): nothing to read (3.14's `asyncio.tasks._current_tasks` stays so beside `_asyncio`).
+        // An empty dict may share the interpreter's static empty keys (3.11+ `Py_EMPTY_KEYS`, of
+        // size 1): nothing to read (3.14's `asyncio.tasks._current_tasks` stays so beside
+        // `_asyncio`).
         if self.mem.read_i64(dict.wrapping_add(self.l.dict_used))? == 0 {
             return Ok(Vec::new());
         }
@@ -139,9 +140,10 @@ impl<'a> Reader<'a> {
     /// 3.10 (Objects/dict-common.h, not installed; reproduced in tools/gen_layouts.py): `Py_ssize_t
     /// dk_size`; indices are 1/2/4/8 bytes for dk_size <= 0xff/0xffff/0xffffffff/more; entries
     /// `PyDictKeyEntry {hash, key, value}` follow `dk_size * ixsize` index bytes.
-    /// 3.11+ (Include/internal/pycore_dict.h): `uint8_t dk_log2_size, dk_log2_index_bytes, dk_kind`;
-    /// entries start `1 << dk_log2_index_bytes` after `dk_indices`; `dk_kind` GENERAL (0) uses
-    /// `PyDictKeyEntry {hash, key, value}`, UNICODE (1) and SPLIT (2) use `PyDictUnicodeEntry {key, value}`.
+    /// 3.11+ (Include/internal/pycore_dict.h): `uint8_t dk_log2_size, dk_log2_index_bytes,
+    /// dk_kind`; entries start `1 << dk_log2_index_bytes` after `dk_indices`; `dk_kind` GENERAL (0)
+    /// uses `PyDictKeyEntry {hash, key, value}`, UNICODE (1) and SPLIT (2) use `PyDictUnicodeEntry
+    /// {key, value}`.
     fn keys_items(&self, keys: u64, split: Option<SplitValues>) -> io::Result<Vec<(u64, u64)>> {
         if keys == 0 {
             return Err(invalid("dict without keys"));
@@ -241,9 +243,11 @@ impl<'a> Reader<'a> {
             // Pre-header words before the object (Include/internal/pycore_object.h).
             let dict_or_values = self.ptr(obj.wrapping_sub(3 * PTR))?;
             let values = match minor {
-                // 3.11 `_PyObject_ValuesPointer` = obj - 4 words, `_PyObject_ManagedDictPointer` = obj - 3.
+                // 3.11 `_PyObject_ValuesPointer` = obj - 4 words, `_PyObject_ManagedDictPointer` =
+                // obj - 3.
                 11 => self.ptr(obj.wrapping_sub(4 * PTR))?,
-                // 3.12 `PyDictOrValues` at obj - 3 words: low bit set = values, stored as values - 1.
+                // 3.12 `PyDictOrValues` at obj - 3 words: low bit set = values, stored as values -
+                // 1.
                 12 if dict_or_values & 1 == 1 => dict_or_values.wrapping_add(1),
                 // 3.13 `_PyObject_ManagedDictPointer` = obj - 3 words (MANAGED_DICT_OFFSET).
                 _ => 0,
@@ -288,8 +292,8 @@ mod tests {
     use super::*;
     use crate::process::memory::Garbage;
 
-    /// Garbage memory (random words, many of them pointers back into the buffer) must give errors or
-    /// empty results, never a panic, a hang or a huge allocation.
+    /// Garbage memory (random words, many of them pointers back into the buffer) must give errors
+    /// or empty results, never a panic, a hang or a huge allocation.
     #[test]
     fn garbage_memory_is_bounded() {
         let mut garbage = Garbage::new(0x9e37_79b9_7f4a_7c15u64);

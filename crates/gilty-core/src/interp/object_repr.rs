@@ -7,7 +7,8 @@
 //! builtin's `tp_name`, so a user class named `int` is not mistaken for one.
 //!
 //! Strings are quoted with `"` (as py-spy's dump does). A value that is cut ends in `…`; a cut
-//! str/bytes/container is followed by its full length, e.g. `"abc…" (5000 chars)`, `[1, 2, …] (100 items)`.
+//! str/bytes/container is followed by its full length, e.g. `"abc…" (5000 chars)`, `[1, 2, …] (100
+//! items)`.
 
 use crate::error::invalid;
 use crate::interp::object_graph::Reader;
@@ -118,8 +119,8 @@ fn scalar_text(kind: Scalar, b: [u8; 8]) -> String {
     }
 }
 
-/// Type objects already looked at, by address (kind and `tp_name`): shared by the reads of one dump,
-/// as a type outlives the objects that point to it.
+/// Type objects already looked at, by address (kind and `tp_name`): shared by the reads of one
+/// dump, as a type outlives the objects that point to it.
 #[derive(Default)]
 pub struct TypeCache(std::cell::RefCell<std::collections::HashMap<u64, (Kind, String)>>);
 

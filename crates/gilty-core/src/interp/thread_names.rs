@@ -14,8 +14,8 @@ use std::io;
 /// Empty when the target has not imported `threading`. Threads whose `_name` cannot be read (being
 /// torn down as we read) are left out.
 pub fn python_thread_names(interp: &Interpreter) -> io::Result<HashMap<u64, String>> {
-    // Through a page cache: walking `sys.modules` and `_active` reads hundreds of small fields, most of
-    // them on a few pages (one read each instead of one per field).
+    // Through a page cache: walking `sys.modules` and `_active` reads hundreds of small fields,
+    // most of them on a few pages (one read each instead of one per field).
     let cache = BlockCache::new(&interp.mem);
     let r = Reader::new(&cache, &interp.layout);
     let mut out = HashMap::new();

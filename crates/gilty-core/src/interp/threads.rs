@@ -15,8 +15,8 @@ pub struct PyThread {
     pub ident: u64,
     /// OS thread id, when known.
     pub tid: Option<i32>,
-    /// 3.11+: the thread state's frame pointer, `datastack_chunk` and `datastack_top`, from the same
-    /// read (a walk can start from them instead of reading the thread state again).
+    /// 3.11+: the thread state's frame pointer, `datastack_chunk` and `datastack_top`, from the
+    /// same read (a walk can start from them instead of reading the thread state again).
     pub head: Option<WalkHead>,
     /// `exc_info` and the bottom level's exception (`exc_state`, inside the thread state), from the
     /// same read: while `exc_info` points at that level, whether the thread handles an exception is
@@ -41,8 +41,8 @@ pub struct ExcHead {
     pub bottom_exc: u64,
 }
 
-/// Where a 3.11+ walk starts: the frame pointer field (3.11/3.12 `cframe`, 3.13 `current_frame`) and
-/// the bounds of the data-stack chunk in use, as read together from the thread state.
+/// Where a 3.11+ walk starts: the frame pointer field (3.11/3.12 `cframe`, 3.13 `current_frame`)
+/// and the bounds of the data-stack chunk in use, as read together from the thread state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WalkHead {
     pub frame_ptr: u64,
@@ -61,9 +61,10 @@ pub struct TidResolver {
     ns_tids: HashMap<i32, i32>,
 }
 
-/// A target in a PID namespace of its own (a container) stores and reports the tids of that namespace
-/// (`native_thread_id`, glibc's `struct pthread`); /proc out here lists host tids. The pairs, read from
-/// each thread's `NSpid` once, let thread states be matched in the target's numbering.
+/// A target in a PID namespace of its own (a container) stores and reports the tids of that
+/// namespace (`native_thread_id`, glibc's `struct pthread`); /proc out here lists host tids. The
+/// pairs, read from each thread's `NSpid` once, let thread states be matched in the target's
+/// numbering.
 struct NsTids {
     /// (host, inside), in the order of the /proc list.
     pairs: Vec<(i32, i32)>,
@@ -143,20 +144,22 @@ impl TidResolver {
     }
 }
 
-/// Walks of the thread list a one-shot reader (dump, locals, exceptions, tasks) tries before giving up.
+/// Walks of the thread list a one-shot reader (dump, locals, exceptions, tasks) tries before giving
+/// up.
 pub const SETTLE_TRIES: usize = 10;
 
-/// The pause before a one-shot reader's try `attempt` (0: none): 1, 2, 4, 8 ms, then 16 ms each, about
-/// 0.1 s in all. A target preempted in the middle of a change (a thread exiting, a dict resized) stays
-/// half-changed until it gets a CPU again, which on a loaded host takes tens of milliseconds.
+/// The pause before a one-shot reader's try `attempt` (0: none): 1, 2, 4, 8 ms, then 16 ms each,
+/// about 0.1 s in all. A target preempted in the middle of a change (a thread exiting, a dict
+/// resized) stays half-changed until it gets a CPU again, which on a loaded host takes tens of
+/// milliseconds.
 pub fn settle_pause(attempt: usize) {
     if attempt > 0 {
         std::thread::sleep(std::time::Duration::from_millis(1 << (attempt - 1).min(4)));
     }
 }
 
-/// A one-shot reader's failed read as an error: the target exited, or (still there) what went wrong;
-/// never "exited" for a process that is still running.
+/// A one-shot reader's failed read as an error: the target exited, or (still there) what went
+/// wrong; never "exited" for a process that is still running.
 pub fn unreadable(pid: i32, e: &io::Error) -> crate::Error {
     if crate::process::procfs::is_gone(pid) {
         crate::Error::new(crate::ErrorKind::TargetExited, format!("pid {pid} exited"))
@@ -170,8 +173,9 @@ pub fn unreadable(pid: i32, e: &io::Error) -> crate::Error {
 
 /// The process's OS threads and Python threads, for a one-shot reader. A thread that exits while
 /// the list is walked frees its thread state, and the walk can then read freed or unmapped memory:
-/// that says nothing about the target, so the threads are listed and walked again (after a pause, so
-/// the exit can finish: `settle_pause`), up to `SETTLE_TRIES` times. Returns at once if the process is gone.
+/// that says nothing about the target, so the threads are listed and walked again (after a pause,
+/// so the exit can finish: `settle_pause`), up to `SETTLE_TRIES` times. Returns at once if the
+/// process is gone.
 pub fn python_threads_settled(
     interp: &Interpreter,
     resolver: &mut TidResolver,
@@ -299,10 +303,10 @@ fn python_threads_in(
         interps += 1;
     }
     // 3.11+: `native_thread_id` is set when the thread state is bound to its thread, and again in a
-    // forked child only by `PyOS_AfterFork_Child`, which an embedding server may not call (uWSGI does
-    // not unless told to): a worker's main thread state then carries its master's id. Such a state,
-    // and 3.10's (no native id), are mapped through glibc's `struct pthread` instead, which the child's
-    // glibc keeps right.
+    // forked child only by `PyOS_AfterFork_Child`, which an embedding server may not call (uWSGI
+    // does not unless told to): a worker's main thread state then carries its master's id. Such a
+    // state, and 3.10's (no native id), are mapped through glibc's `struct pthread` instead, which
+    // the child's glibc keeps right.
     let stale = |t: &PyThread| t.ident != 0 && !t.tid.is_some_and(|x| tids.contains(&x));
     if l.tstate_native_thread_id.is_some() && out.iter().any(stale) && !tids.is_empty() {
         let idents: Vec<u64> = out

@@ -6,8 +6,8 @@
 //! mapped (bit 56) has been copied: the process wrote to it (reference counts, GC list links, ...)
 //! and the kernel gave it a private copy. The copy happened between the moment the page's entry was
 //! read in the previous scan and the moment it was read in this one, so pages are read in chunks
-//! with a timestamp per chunk, and each chunk's new copies are attributed to garbage collection when
-//! GC windows cover most of that chunk's interval (`gc_fraction`), else to "outside GC".
+//! with a timestamp per chunk, and each chunk's new copies are attributed to garbage collection
+//! when GC windows cover most of that chunk's interval (`gc_fraction`), else to "outside GC".
 //!
 //! A page can also become exclusive without being copied: when every *other* process mapping it
 //! copied or dropped it (the master exiting, say). When page frame numbers are readable (root or
@@ -111,7 +111,8 @@ pub struct CowTracker {
 }
 
 impl CowTracker {
-    /// Reads the pages of every copy-on-write mapping in `maps` and starts watching the shared ones.
+    /// Reads the pages of every copy-on-write mapping in `maps` and starts watching the shared
+    /// ones.
     pub fn baseline(
         reader: &mut PagemapReader,
         maps: &[MapEntry],
@@ -307,7 +308,8 @@ impl CowTracker {
     }
 
     /// Watched pages no longer inside any mapping of `maps` were released (unmapped), not copied;
-    /// marks them so a new mapping at the same address is not mistaken for copies. Returns pages marked.
+    /// marks them so a new mapping at the same address is not mistaken for copies. Returns pages
+    /// marked.
     pub fn forget_unmapped(&mut self, maps: &[MapEntry]) -> u64 {
         let ps = self.page_size;
         let mut marked = 0;
@@ -420,7 +422,8 @@ mod tests {
         let mut d = ScanDelta::default();
         t.attribute(10, 1000, 0, 1_000_000_000, 0.0, &mut d);
         assert_eq!((d.gc_pages, d.outside_pages, d.ambiguous_pages), (0, 10, 0));
-        // The next second holds the first 1 % of a collection: ~10 pages are background, the rest GC.
+        // The next second holds the first 1 % of a collection: ~10 pages are background, the rest
+        // GC.
         let mut d = ScanDelta::default();
         t.attribute(500, 1000, 0, 1_000_000_000, 0.01, &mut d);
         assert_eq!(

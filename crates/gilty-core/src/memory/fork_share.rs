@@ -1,6 +1,6 @@
 //! What a forked process still shares with its parent, counted since the fork rather than since
-//! gilty first saw it: every page of the child's copy-on-write mappings is compared with the page at
-//! the same address in the parent (fork keeps addresses).
+//! gilty first saw it: every page of the child's copy-on-write mappings is compared with the page
+//! at the same address in the parent (fork keeps addresses).
 //!
 //! - same page frame in both: **shared with the parent** (inherited and never written by either);
 //! - the parent maps a page there, the child another one: **copied** (an inherited page one of the
@@ -41,7 +41,8 @@ enum Kind {
     SharedOther,
 }
 
-/// One child page against the parent's entry at the same address (`None`: not present in the child).
+/// One child page against the parent's entry at the same address (`None`: not present in the
+/// child).
 fn classify(child: u64, parent: u64, by_pfn: bool) -> Option<Kind> {
     if child & PRESENT == 0 {
         return None;
@@ -91,7 +92,8 @@ pub fn fork_share(child: i32, parent: i32) -> io::Result<ForkShare> {
             let n = ((last - page) as usize).min(CHUNK_PAGES);
             c.read(page, n, &mut ce)?;
             p.read(page, n, &mut pe)?;
-            // Frame numbers are all zero for a reader without CAP_SYS_ADMIN: the first present page decides.
+            // Frame numbers are all zero for a reader without CAP_SYS_ADMIN: the first present page
+            // decides.
             if pfn_known.is_none() {
                 pfn_known = ce
                     .iter()
@@ -155,8 +157,8 @@ mod tests {
         let share = fork_share(forked.pid, std::process::id() as i32);
         drop(forked);
         let s = share.unwrap();
-        // The test process has other inherited pages too (its heap, stacks of threads): bounds, not equality,
-        // except where only this test's mappings can contribute.
+        // The test process has other inherited pages too (its heap, stacks of threads): bounds, not
+        // equality, except where only this test's mappings can contribute.
         assert!(s.copied_pages >= (pages / 2) as u64, "{s:?}");
         assert!(s.new_pages >= 100, "{s:?}");
         assert!(s.shared_with_parent_pages >= (pages / 2) as u64, "{s:?}");

@@ -2,12 +2,12 @@
 //! rate (every millisecond by default) in a thread of its own.
 //!
 //! Each poll reads one process's whole GC state block (one `pread` of `/proc/PID/mem`, ~220 bytes,
-//! see `gc_config` and `process::memory`), so besides the windows it sees the enabled flag, the thresholds and the permanent
-//! generation change, and which generation a finished collection was (the generation whose
-//! `collections` counter went up). A window is placed halfway between the last poll that saw the
-//! flag clear and the first that saw it set (and likewise at its end), so its ends are off by at
-//! most half a poll period; a collection shorter than the period can be missed entirely (the
-//! collection counters show how many were).
+//! see `gc_config` and `process::memory`), so besides the windows it sees the enabled flag, the
+//! thresholds and the permanent generation change, and which generation a finished collection was
+//! (the generation whose `collections` counter went up). A window is placed halfway between the
+//! last poll that saw the flag clear and the first that saw it set (and likewise at its end), so
+//! its ends are off by at most half a poll period; a collection shorter than the period can be
+//! missed entirely (the collection counters show how many were).
 
 use crate::clock::monotonic_ns;
 use crate::interp::gc_config::{GcLocation, GcState};

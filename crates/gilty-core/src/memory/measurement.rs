@@ -185,7 +185,8 @@ pub struct Output {
     pub gc_windows: Vec<GcWindow>,
     pub gc_snapshots: Vec<GcSnapshot>,
     pub fork_facts: Vec<ForkFacts>,
-    /// Things the user should know that are not errors ("pid 12 exited before it could be measured").
+    /// Things the user should know that are not errors ("pid 12 exited before it could be
+    /// measured").
     pub notes: Vec<String>,
     pub master_exited: Option<f64>,
     pub finished: bool,

@@ -2,9 +2,9 @@
 //! master's tells whether the worker found its code already imported at fork (gunicorn `--preload`,
 //! a `multiprocessing` pool forked after imports) or imported it itself.
 //!
-//! A worker forked from the same executable keeps the master's addresses, so the master's layout and
-//! interpreter-state address serve for the worker too; reads go through `/proc/PID/mem`, which leaves
-//! copy-on-write sharing alone.
+//! A worker forked from the same executable keeps the master's addresses, so the master's layout
+//! and interpreter-state address serve for the worker too; reads go through `/proc/PID/mem`, which
+//! leaves copy-on-write sharing alone.
 
 use crate::interp::object_graph::Reader;
 use crate::process::memory::Memory;

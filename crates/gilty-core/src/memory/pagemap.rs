@@ -116,7 +116,8 @@ impl PageCounts {
 /// Pages read per `pread` (8 KiB of entries = 4 MiB of address space).
 pub const CHUNK_PAGES: usize = 1024;
 
-/// Counts the pages of the byte ranges `[start, end)` (page-aligned by the caller or rounded outwards).
+/// Counts the pages of the byte ranges `[start, end)` (page-aligned by the caller or rounded
+/// outwards).
 pub fn count_ranges(reader: &mut PagemapReader, ranges: &[(u64, u64)]) -> io::Result<PageCounts> {
     let ps = reader.page_size;
     let mut counts = PageCounts::default();

@@ -9,7 +9,8 @@ use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 
-/// smaps_rollup's totals, in bytes. USS (memory only this process maps) is Private_Clean + Private_Dirty.
+/// smaps_rollup's totals, in bytes. USS (memory only this process maps) is Private_Clean +
+/// Private_Dirty.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Rollup {
     pub rss: u64,
@@ -28,7 +29,8 @@ impl Rollup {
     }
 }
 
-/// Parses smaps_rollup (or a whole smaps file: its per-mapping fields are summed). Values are in kB.
+/// Parses smaps_rollup (or a whole smaps file: its per-mapping fields are summed). Values are in
+/// kB.
 pub fn parse_rollup(text: &str) -> Rollup {
     let mut r = Rollup::default();
     for line in text.lines() {

@@ -52,8 +52,8 @@ fn gc_location(
     }
 }
 
-/// `pid` is a fork of `root`'s program: same executable, and the mapping that holds `addr` starts at
-/// the same address in both (a spawned interpreter, laid out anew, is not).
+/// `pid` is a fork of `root`'s program: same executable, and the mapping that holds `addr` starts
+/// at the same address in both (a spawned interpreter, laid out anew, is not).
 fn same_image(pid: i32, root: i32, addr: u64) -> bool {
     let around = |p: i32| {
         read_maps(p).ok().and_then(|maps| {

@@ -1,12 +1,14 @@
-//! The native stack of a thread blocked in a system call, without stopping it: its user stack pointer
-//! and instruction pointer from `/proc/PID/task/TID/syscall`, its stack memory read after that.
+//! The native stack of a thread blocked in a system call, without stopping it: its user stack
+//! pointer and instruction pointer from `/proc/PID/task/TID/syscall`, its stack memory read after
+//! that.
 //!
-//! Same moment: the thread's context-switch counts (`/proc/PID/task/TID/status`) are read before the
-//! registers and again after the stack (and the Python stack read with it, by the caller); if they
-//! did not move, the thread did not run in between, so registers, stack memory and Python stack all
-//! describe the one moment it blocked. Only the stack pointer and instruction pointer are known (bp 0:
-//! unknown); the frames from the system call wrapper up are unwound from their CFI, with a frame
-//! pointer found on the stack for builds whose CFI needs one (`ProcessUnwinder::unwind`).
+//! Same moment: the thread's context-switch counts (`/proc/PID/task/TID/status`) are read before
+//! the registers and again after the stack (and the Python stack read with it, by the caller); if
+//! they did not move, the thread did not run in between, so registers, stack memory and Python
+//! stack all describe the one moment it blocked. Only the stack pointer and instruction pointer are
+//! known (bp 0: unknown); the frames from the system call wrapper up are unwound from their CFI,
+//! with a frame pointer found on the stack for builds whose CFI needs one
+//! (`ProcessUnwinder::unwind`).
 
 use super::unwind::Regs;
 use crate::process::memory::Memory;
@@ -32,7 +34,8 @@ pub fn switches(pid: i32, tid: i32) -> Option<u64> {
 }
 
 /// (stack pointer, instruction pointer) of a thread blocked in a system call, from the text of its
-/// `/proc/.../syscall` ("NR a1 a2 a3 a4 a5 a6 SP PC"); None for "running" or a thread not in a call.
+/// `/proc/.../syscall` ("NR a1 a2 a3 a4 a5 a6 SP PC"); None for "running" or a thread not in a
+/// call.
 pub fn parse_syscall(text: &str) -> Option<(u64, u64)> {
     let parts: Vec<&str> = text.split_whitespace().collect();
     if parts.len() != 9 {

@@ -1,12 +1,12 @@
 //! Source file and line of an address as linked, from a file's DWARF line programs (`.debug_line`),
 //! read with gimli.
 //!
-//! Where the file has `.debug_aranges` (address ranges per compilation unit), only the units holding
-//! looked-up addresses are read, each once (a big library's whole line table takes tens of MiB and a
-//! large part of a second; a dump needs a few units); without it, every unit at the first lookup.
-//! Only what a lookup needs is kept: address ranges with an interned file name and a line. Bounded:
-//! a `.debug_line` larger than `MAX_SECTION` is not read, and a table stops at `MAX_ROWS` ranges
-//! (the addresses past it have no line). Bad DWARF (a truncated or garbage section) ends the
+//! Where the file has `.debug_aranges` (address ranges per compilation unit), only the units
+//! holding looked-up addresses are read, each once (a big library's whole line table takes tens of
+//! MiB and a large part of a second; a dump needs a few units); without it, every unit at the first
+//! lookup. Only what a lookup needs is kept: address ranges with an interned file name and a line.
+//! Bounded: a `.debug_line` larger than `MAX_SECTION` is not read, and a table stops at `MAX_ROWS`
+//! ranges (the addresses past it have no line). Bad DWARF (a truncated or garbage section) ends the
 //! reading of its unit; what was read before stays, and nothing fails.
 
 use crate::process::elf::Mapped;
@@ -349,7 +349,8 @@ mod tests {
 
     #[test]
     fn garbage_dwarf_gives_no_lines_and_no_panic() {
-        // An ELF file of our own making whose `.debug_info` and `.debug_line` are garbage or cut short.
+        // An ELF file of our own making whose `.debug_info` and `.debug_line` are garbage or cut
+        // short.
         let exe = std::fs::read("/proc/self/exe").unwrap();
         let file = object::File::parse(&*exe).unwrap();
         let (off, size) = file

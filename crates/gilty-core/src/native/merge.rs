@@ -1,12 +1,12 @@
 //! Interleaving a thread's native frames with its Python frames.
 //!
-//! Each call of the interpreter's evaluation loop (`_PyEval_EvalFrameDefault`) on the native stack runs
-//! one or more Python frames: on 3.10 exactly one; on 3.11+ every frame pushed without leaving the loop,
-//! up to the frame entered from C (3.11 `is_entry`; 3.12+ the frame just above a shim frame owned by
-//! the C stack, `FRAME_OWNED_BY_CSTACK`, which each evaluation-loop call pushes first). The Python stack
-//! is cut into those calls (`call_ends`) and each call takes the place of its evaluation-loop frame,
-//! innermost with innermost. The counts must agree: if they do not, the two stacks do not describe
-//! the same moment (or the unwind stopped early) and nothing is merged.
+//! Each call of the interpreter's evaluation loop (`_PyEval_EvalFrameDefault`) on the native stack
+//! runs one or more Python frames: on 3.10 exactly one; on 3.11+ every frame pushed without leaving
+//! the loop, up to the frame entered from C (3.11 `is_entry`; 3.12+ the frame just above a shim
+//! frame owned by the C stack, `FRAME_OWNED_BY_CSTACK`, which each evaluation-loop call pushes
+//! first). The Python stack is cut into those calls (`call_ends`) and each call takes the place of
+//! its evaluation-loop frame, innermost with innermost. The counts must agree: if they do not, the
+//! two stacks do not describe the same moment (or the unwind stopped early) and nothing is merged.
 //!
 //! Frames of the interpreter's own binary are left out where Python frames stand for them (the call
 //! machinery between a Python line and the C function it calls), but kept at the top of the stack,
@@ -47,7 +47,8 @@ pub fn is_eval_frame(f: &NativeFrame) -> bool {
     })
 }
 
-/// The C library and loader: kept at the top of a stack (where the thread waits), left out at its root.
+/// The C library and loader: kept at the top of a stack (where the thread waits), left out at its
+/// root.
 pub fn is_system_library(path: &str) -> bool {
     let name = path.rsplit('/').next().unwrap_or(path);
     [
@@ -133,8 +134,8 @@ pub fn merge(
 
 /// `merge` for a native stack whose unwind stopped early (a frame in an anonymous executable
 /// mapping, or in a library unloaded since): the frames it reached, one `[unknown]` frame for what
-/// it could not reach, then the Python calls the native stack did not reach. Only when it reached no
-/// more evaluation-loop frames than the Python stack has calls; else `Mismatch`.
+/// it could not reach, then the Python calls the native stack did not reach. Only when it reached
+/// no more evaluation-loop frames than the Python stack has calls; else `Mismatch`.
 pub fn merge_truncated(
     native: &[NativeFrame],
     python: &[Frame],
@@ -212,7 +213,8 @@ mod tests {
             n("__libc_start_call_main", LIBC),
         ];
         let python = [p("work"), p("helper"), p("<module>")];
-        // work and helper run in one loop call (helper called work from Python); <module> in another.
+        // work and helper run in one loop call (helper called work from Python); <module> in
+        // another.
         let m = merge(&native, &python, &[false, true, true], &[PY]).unwrap();
         assert_eq!(
             labels(&m),

@@ -1,8 +1,8 @@
 //! Native (C) stacks of the target's threads, merged with their Python stacks, without stopping it.
 //!
 //! - `perf`: kernel samples of running threads (user registers and a copy of the user stack);
-//! - `blocked`: a thread blocked in a system call, from `/proc` (stack pointer, instruction pointer,
-//!   stack memory) when its context-switch count shows it did not run meanwhile;
+//! - `blocked`: a thread blocked in a system call, from `/proc` (stack pointer, instruction
+//!   pointer, stack memory) when its context-switch count shows it did not run meanwhile;
 //! - `unwind`: framehop over the target's modules (`module`: `.eh_frame`, `.debug_frame`), naming
 //!   frames from `.symtab` / `.dynsym` and separate debug files (`symbols`), with their source file
 //!   and line from DWARF line tables where there are some (`lines`);

@@ -1,7 +1,7 @@
 //! One ELF file the target maps: its unwind sections for framehop and its function symbols.
 //!
-//! The file is mapped read-only once and shared by every process mapping it; framehop reads `.eh_frame`,
-//! `.eh_frame_hdr`, `.debug_frame` and `.text` straight from the mapping (no copies).
+//! The file is mapped read-only once and shared by every process mapping it; framehop reads
+//! `.eh_frame`, `.eh_frame_hdr`, `.debug_frame` and `.text` straight from the mapping (no copies).
 
 use super::lines::{has_lines, LineIndex};
 use super::symbols::SymbolTable;
@@ -66,8 +66,8 @@ fn section(map: &Arc<Mapped>, file: &object::File, name: &str) -> Option<Section
 }
 
 impl ModuleFile {
-    /// Reads `open_path` (how we reach the file: the target's path, through `/proc/PID/root` when the
-    /// target is in another mount namespace); `path` is the name shown.
+    /// Reads `open_path` (how we reach the file: the target's path, through `/proc/PID/root` when
+    /// the target is in another mount namespace); `path` is the name shown.
     pub fn load(
         open_path: &str,
         path: &str,
@@ -143,8 +143,8 @@ impl ModuleFile {
         }
     }
 
-    /// The load bias of a mapping of this file at `start` from file offset `offset`: runtime address
-    /// minus address as linked.
+    /// The load bias of a mapping of this file at `start` from file offset `offset`: runtime
+    /// address minus address as linked.
     pub fn bias(&self, start: u64, offset: u64) -> Option<u64> {
         // The kernel maps from the page holding the segment's start.
         let &(off, vaddr, _) = self

@@ -1,5 +1,6 @@
 //! On-CPU samples of the target's threads taken by the kernel: one `perf_event_open` per thread, a
-//! task-clock event (it only runs while the thread does) whose samples carry the user registers and a
+//! task-clock event (it only runs while the thread does) whose samples carry the user registers and
+//! a
 //! copy of the user stack (`PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER`) and a CLOCK_MONOTONIC time.
 //! The target is never stopped: the kernel copies the stack at the timer interrupt.
 
@@ -15,15 +16,16 @@ use super::unwind::Regs;
 const PERF_COUNT_SW_TASK_CLOCK: u64 = 1;
 /// `PERF_SAMPLE_STACK_USER = 1U << 13` — `{ u64 size; char data[size]; u64 dyn_size; }`.
 const PERF_SAMPLE_STACK_USER: u64 = 1 << 13;
-/// `exclude_kernel` and `exclude_callchain_kernel` are not needed: user registers are recorded either way.
+/// `exclude_kernel` and `exclude_callchain_kernel` are not needed: user registers are recorded
+/// either way.
 const FLAG_EXCLUDE_KERNEL: u64 = attr::FLAG_EXCLUDE_KERNEL;
 /// `enum perf_event_x86_regs`: BP = 6, SP = 7, IP = 8 (arch/x86/include/uapi/asm/perf_regs.h).
 const REGS_MASK: u64 = (1 << 6) | (1 << 7) | (1 << 8);
 /// Ring data pages per thread (power of two): room for several stack copies between drains.
 const RING_PAGES: usize = 64;
 
-/// Bytes of user stack the kernel copies per sample (must be a multiple of 8, at most 65528): the most,
-/// as a NumPy ufunc in OpenBLAS's dgemm takes more than 32 KiB below its Python frame.
+/// Bytes of user stack the kernel copies per sample (must be a multiple of 8, at most 65528): the
+/// most, as a NumPy ufunc in OpenBLAS's dgemm takes more than 32 KiB below its Python frame.
 pub const DEFAULT_STACK_BYTES: u32 = 65528;
 
 #[derive(Debug, Clone)]
@@ -105,8 +107,8 @@ impl PerfSampler {
         }
     }
 
-    /// Starts sampling `tid` (no-op if already). An error other than the thread's exit is a permission
-    /// or kernel problem, for `permission_hint`.
+    /// Starts sampling `tid` (no-op if already). An error other than the thread's exit is a
+    /// permission or kernel problem, for `permission_hint`.
     pub fn add_thread(&mut self, tid: i32) -> io::Result<()> {
         if self.threads.contains_key(&tid) {
             return Ok(());

@@ -1,21 +1,24 @@
-//! Native stacks during `gilty record --native`: each sampler pass, every Python thread's stack as read
-//! in the pass is joined with a native stack of the same moment, or keeps its Python stack alone and is
-//! counted as missing. The same-moment rules are those of `snapshot.rs`, with the sampler's own passes
-//! as the reads:
+//! Native stacks during `gilty record --native`: each sampler pass, every Python thread's stack as
+//! read in the pass is joined with a native stack of the same moment, or keeps its Python stack
+//! alone and is counted as missing. The same-moment rules are those of `snapshot.rs`, with the
+//! sampler's own passes as the reads:
 //!
-//! - a running thread: a kernel sample (`perf.rs`, one task-clock event per thread, opened as threads
-//!   appear) stamped between the start of the thread's read in the previous pass and the end of its
-//!   read in this one, both reads giving the same frames, the same evaluation-loop calls and the
-//!   innermost frame at the same instruction (or, while every read since gave that stack, a sample
-//!   since the first of them); with no new sample, the run's last one while the thread has had less
-//!   than a sampling period of CPU time since it (the kernel samples per CPU time: none is due);
+//! - a running thread: a kernel sample (`perf.rs`, one task-clock event per thread, opened as
+//!   threads appear) stamped between the start of the thread's read in the previous pass and the
+//!   end of its read in this one, both reads giving the same frames, the same evaluation-loop calls
+//!   and the innermost frame at the same instruction (or, while every read since gave that stack, a
+//!   sample since the first of them); with no new sample, the run's last one while the thread has
+//!   had less than a sampling period of CPU time since it (the kernel samples per CPU time: none is
+//!   due);
 //! - a thread blocked in a system call: its registers and stack memory from `/proc` (`blocked.rs`),
-//!   with its CPU time unchanged from before its Python read to after the native read (it did not run
-//!   in between). Kept while its CPU time and Python stack stay the same: nothing can have moved.
+//!   with its CPU time unchanged from before its Python read to after the native read (it did not
+//!   run in between). Kept while its CPU time and Python stack stay the same: nothing can have
+//!   moved.
 //!
 //! A thread without a Python stack (a C library's pool thread, such as OpenBLAS's) has only its C
 //! stack, nothing to match: the latest kernel sample of the pass (or, with none, the last one while
-//! it has had less than a sampling period of CPU time since), or its `/proc` registers while blocked.
+//! it has had less than a sampling period of CPU time since), or its `/proc` registers while
+//! blocked.
 //!
 //! A sample left Python-only is counted by why (`Miss`), so a report can say what held it back.
 //!
@@ -36,12 +39,13 @@ use std::time::{Duration, Instant};
 /// The module list is read again this often even when every address is known (a library replaced at
 /// the same address, one unloaded).
 const MAPS_EVERY: Duration = Duration::from_secs(1);
-/// Bytes of user stack the kernel copies per sample, the most it copies: a 3.10 evaluation loop takes a
-/// few hundred bytes a Python call, so deep recursion may be cut (then the unwind ends early and the
-/// frames below are `[unknown]`, counted as partial), and a NumPy ufunc calling OpenBLAS's dgemm
-/// takes more than 32 KiB below its Python frame (32 KiB cut 153 of 160 such samples, this none). A
-/// 16 KiB copy cost the target no less CPU than 32 KiB in bench/record_native.py (the sample's
-/// interrupt is the cost, not the copy), so the deepest one is taken.
+/// Bytes of user stack the kernel copies per sample, the most it copies: a 3.10 evaluation loop
+/// takes a few hundred bytes a Python call, so deep recursion may be cut (then the unwind ends
+/// early and the frames below are `[unknown]`, counted as partial), and a NumPy ufunc calling
+/// OpenBLAS's dgemm takes more than 32 KiB below its Python frame (32 KiB cut 153 of 160 such
+/// samples, this none). A 16 KiB copy cost the target no less CPU than 32 KiB in
+/// bench/record_native.py (the sample's interrupt is the cost, not the copy), so the deepest one is
+/// taken.
 const STACK_BYTES: u32 = 65528;
 /// Shortest kernel sampling period (of a thread's CPU time): each kernel sample is an interrupt in
 /// the target, and 1,000 per CPU-second cost it 5-8 % of its CPU time; 500 cost it no more than the
@@ -49,9 +53,9 @@ const STACK_BYTES: u32 = 65528;
 /// so; a pass without one takes the run's last while the stack has not moved (`running`).
 const MIN_PERIOD_NS: u64 = 2_000_000;
 
-/// A native frame's `Frame::line`: `-2 - offset`, so at most -2 (a Python frame's line is at least -1,
-/// its "no line"). The offset is the function's start in its file, or the address's own where the
-/// file has no symbol.
+/// A native frame's `Frame::line`: `-2 - offset`, so at most -2 (a Python frame's line is at least
+/// -1, its "no line"). The offset is the function's start in its file, or the address's own where
+/// the file has no symbol.
 pub fn native_line(offset: u64) -> i32 {
     -2 - (offset.min(i32::MAX as u64 - 2) as i32)
 }
@@ -83,10 +87,11 @@ pub struct NativeCounts {
     pub matched: u64,
     /// ... of which the unwind stopped early: `[unknown]` stands for the frames it could not reach.
     pub partial: u64,
-    /// Samples of a thread with a Python stack whose native part could not be matched: kept Python-only.
+    /// Samples of a thread with a Python stack whose native part could not be matched: kept
+    /// Python-only.
     pub missing: u64,
-    /// ... of which its Python stack differed from the read before (or there was none): no two equal
-    /// reads bracket a kernel sample.
+    /// ... of which its Python stack differed from the read before (or there was none): no two
+    /// equal reads bracket a kernel sample.
     pub missing_moved: u64,
     /// ... two equal reads, but no kernel sample between them, and the thread had run a sampling
     /// period or more since its last one (the sample was not written yet, or the ring was full).
@@ -111,8 +116,8 @@ enum Miss {
     Unmatched,
 }
 
-/// A run of passes whose reads of one thread gave the same stack, and the last mixed stack joined in it
-/// with the thread's CPU time at the read that took it.
+/// A run of passes whose reads of one thread gave the same stack, and the last mixed stack joined
+/// in it with the thread's CPU time at the read that took it.
 struct Run {
     start_ns: u64,
     last: Option<(Arc<Mixed>, u64)>,
@@ -143,7 +148,8 @@ pub struct NativeRecorder {
 }
 
 impl NativeRecorder {
-    /// Opens a sampling event on each of `tids`. Err: one line saying what to change (perf refused).
+    /// Opens a sampling event on each of `tids`. Err: one line saying what to change (perf
+    /// refused).
     pub fn start(
         interp: &Interpreter,
         tids: &[i32],
@@ -151,9 +157,9 @@ impl NativeRecorder {
     ) -> Result<NativeRecorder, String> {
         let pid = interp.pid;
         let unwinder = ProcessUnwinder::new(pid).map_err(|e| e.message)?;
-        // About one kernel sample per pass of a thread running all the time, up to 500 per CPU-second
-        // (each is a timer interrupt in the target: its cost); a pass that finds none takes the run's
-        // last (`running`).
+        // About one kernel sample per pass of a thread running all the time, up to 500 per
+        // CPU-second (each is a timer interrupt in the target: its cost); a pass that finds none
+        // takes the run's last (`running`).
         let period_ns = (period.as_nanos() as u64).max(MIN_PERIOD_NS);
         let mut r = NativeRecorder {
             pid,
@@ -324,8 +330,8 @@ impl NativeRecorder {
             self.runs.remove(&tid);
             return Err(Miss::Moved);
         };
-        // Every read since the run's start gave this stack: a sample anywhere in it lies between two
-        // equal reads.
+        // Every read since the run's start gave this stack: a sample anywhere in it lies between
+        // two equal reads.
         let run = self.runs.entry(tid).or_insert(Run {
             start_ns: prev.start_ns,
             last: None,
@@ -385,7 +391,8 @@ impl NativeRecorder {
         Some(mixed)
     }
 
-    /// The named C frames of a copied stack, innermost first, and whether the unwind reached its end.
+    /// The named C frames of a copied stack, innermost first, and whether the unwind reached its
+    /// end.
     fn unwound(&mut self, regs: Regs, stack: &[u8]) -> (Vec<NativeFrame>, bool) {
         let (addrs, complete) = self.unwinder.unwind(regs, regs.sp, stack);
         let raw: Vec<u64> = addrs.iter().map(|a| a.address()).collect();
@@ -396,8 +403,8 @@ impl NativeRecorder {
             .collect();
         let mut complete = complete;
         if native.first().is_some_and(|f| f.library.is_none()) {
-            // The thread runs code in no file (JIT-like anonymous memory, a library gone): the frames
-            // framehop finds beyond it are a frame-pointer guess, not trusted.
+            // The thread runs code in no file (JIT-like anonymous memory, a library gone): the
+            // frames framehop finds beyond it are a frame-pointer guess, not trusted.
             native.truncate(1);
             complete = false;
         }

@@ -1,9 +1,9 @@
 //! One mixed (native + Python) stack per Python thread, for `gilty dump --native`, never stopping
 //! the target. What makes a native stack and a Python stack one moment:
 //!
-//! - a thread blocked in a system call: its registers and stack memory from `/proc`, then its Python
-//!   stack, with its context-switch count unchanged from before the first read to after the last
-//!   (it did not run, so nothing moved);
+//! - a thread blocked in a system call: its registers and stack memory from `/proc`, then its
+//!   Python stack, with its context-switch count unchanged from before the first read to after the
+//!   last (it did not run, so nothing moved);
 //! - a running thread: a kernel sample (`perf.rs`) taken between two reads of its Python stack
 //!   `BRACKET` apart that are the same frames with the innermost at the same instruction;
 //! - and in both, the native stack's evaluation-loop frames match the Python stack's calls
@@ -11,8 +11,8 @@
 //!
 //! Anything else keeps the Python stack and says why the native part is missing.
 //!
-//! A thread with no Python thread state (a C library's pool thread) has only its C stack, nothing to
-//! match: its `/proc` registers while blocked (not switched meanwhile), else a kernel sample.
+//! A thread with no Python thread state (a C library's pool thread) has only its C stack, nothing
+//! to match: its `/proc` registers while blocked (not switched meanwhile), else a kernel sample.
 
 use super::blocked::{read_blocked, switches};
 use super::merge::{merge, merge_truncated, MixedFrame};
@@ -187,9 +187,9 @@ pub fn take(
                             let m =
                                 sampled_moment(interp, cache, &mut perf, tid, t.tstate, deadline);
                             let got = merged(&mut unwinder, m, &interp_files);
-                            // A count mismatch means the sample and the reads were not the same moment
-                            // after all (the thread left and re-entered a call in between): looked at
-                            // again while time remains, else said.
+                            // A count mismatch means the sample and the reads were not the same
+                            // moment after all (the thread left and re-entered a call in between):
+                            // looked at again while time remains, else said.
                             if got.0.is_ok() || got.1.is_some() || Instant::now() >= deadline {
                                 break got;
                             }

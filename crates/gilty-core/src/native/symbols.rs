@@ -1,8 +1,8 @@
 //! Function symbols of one ELF file, looked up by address as linked (SVMA).
 //!
-//! From `.symtab` when the file has one, else `.dynsym`, plus the `.symtab` of a separate debug file
-//! when one is installed (`debug_file.rs`). Sizes are the symbols' own; a symbol of size 0 reaches to
-//! the next one.
+//! From `.symtab` when the file has one, else `.dynsym`, plus the `.symtab` of a separate debug
+//! file when one is installed (`debug_file.rs`). Sizes are the symbols' own; a symbol of size 0
+//! reaches to the next one.
 
 use object::{Object, ObjectSymbol, SymbolKind};
 

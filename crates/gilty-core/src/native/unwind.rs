@@ -97,8 +97,9 @@ pub struct ProcessUnwinder {
 }
 
 fn root_of(pid: i32) -> String {
-    // Our own root when the target shares it; its /proc root otherwise (containers). Both roots read
-    // "/" for a target in a mount namespace of its own, which may mount other files at the same paths.
+    // Our own root when the target shares it; its /proc root otherwise (containers). Both roots
+    // read "/" for a target in a mount namespace of its own, which may mount other files at the
+    // same paths.
     let link = |p: String| std::fs::read_link(p).ok();
     let same_root = link("/proc/self/root".into()) == link(format!("/proc/{pid}/root"));
     let same_mounts = link("/proc/self/ns/mnt".into()) == link(format!("/proc/{pid}/ns/mnt"));
@@ -167,8 +168,8 @@ impl ProcessUnwinder {
             let path = m.path.clone().unwrap();
             let roots = &self.debug_roots;
             let pid_root = &roots[0];
-            // A file deleted or replaced since it was mapped (an interpreter upgraded or a venv removed
-            // under a running process) is read through the mapping itself.
+            // A file deleted or replaced since it was mapped (an interpreter upgraded or a venv
+            // removed under a running process) is read through the mapping itself.
             let open_path = if path.ends_with(" (deleted)") {
                 format!("/proc/{}/map_files/{:x}-{:x}", self.pid, m.start, m.end)
             } else {
@@ -261,9 +262,9 @@ impl ProcessUnwinder {
     /// The frame pointer of a thread whose registers are not all known (blocked: `/proc` gives only
     /// sp and ip), or 0. A build with frame pointers (3.15, PEP 831) has CFI that finds each frame
     /// from rbp (CFA = rbp + 16), so without it the walk stops at the first interpreter frame above
-    /// the C library. The guess is the lowest stack slot that starts a frame-pointer chain two links
-    /// long: [A] a higher slot of the copy, [A + 8] and [[A] + 8] addresses in mapped code. A C library
-    /// frame that saved rbp restores the true one from its CFI over the guess.
+    /// the C library. The guess is the lowest stack slot that starts a frame-pointer chain two
+    /// links long: [A] a higher slot of the copy, [A + 8] and [[A] + 8] addresses in mapped code. A
+    /// C library frame that saved rbp restores the true one from its CFI over the guess.
     fn frame_pointer_guess(&self, stack_base: u64, stack: &[u8]) -> u64 {
         let word = |off: usize| {
             stack
@@ -393,7 +394,8 @@ mod tests {
                 assert!(u.module_count() > 0);
                 let (frames, complete) = u.unwind(regs, base, &stack);
                 let names: Vec<String> = frames.iter().map(|f| u.symbolize(*f).label()).collect();
-                // The compiler may fold the recursion and inline the closure; the ends must be there.
+                // The compiler may fold the recursion and inline the closure; the ends must be
+                // there.
                 assert!(names[0].contains("copy_own_stack"), "{names:?}");
                 assert!(names.iter().any(|n| n == "start_thread"), "{names:?}");
                 assert!(complete && names.len() >= 4, "{names:?}");
@@ -405,8 +407,8 @@ mod tests {
 
     #[test]
     fn frame_pointer_guess_starts_a_two_link_chain() {
-        // A blocked 3.15 thread's stack: C library words, then frames chained by saved rbp, each with a
-        // return address into mapped code (here, this test binary's own text).
+        // A blocked 3.15 thread's stack: C library words, then frames chained by saved rbp, each
+        // with a return address into mapped code (here, this test binary's own text).
         let u = ProcessUnwinder::new(std::process::id() as i32).unwrap();
         let code = frame_pointer_guess_starts_a_two_link_chain as *const () as usize as u64 + 4;
         let base = 0x7ff0_0000_0000u64;

@@ -1,4 +1,5 @@
-//! Symbols and sections of the ELF file that holds the interpreter (libpython or the python executable).
+//! Symbols and sections of the ELF file that holds the interpreter (libpython or the python
+//! executable).
 
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol};
 
@@ -34,8 +35,9 @@ fn collect_symbols<'d>(
     }
 }
 
-/// A file mapped read-only (also the native unwinder's module files). Mapped, not read: a libpython with debug information is ~30 MB, and
-/// copying it made attaching (and so `gilty dump`) take tens of milliseconds more than it needs.
+/// A file mapped read-only (also the native unwinder's module files). Mapped, not read: a libpython
+/// with debug information is ~30 MB, and copying it made attaching (and so `gilty dump`) take tens
+/// of milliseconds more than it needs.
 pub struct Mapped {
     ptr: *mut libc::c_void,
     len: usize,

@@ -9,7 +9,8 @@ pub struct Mapping {
 }
 
 impl Mapping {
-    /// Maps `pages` pages and writes `fill` to the first byte of each, so that every page is present.
+    /// Maps `pages` pages and writes `fill` to the first byte of each, so that every page is
+    /// present.
     pub fn new(pages: usize, fill: u8) -> Mapping {
         // SAFETY: sysconf has no preconditions.
         let page_size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;

@@ -38,9 +38,10 @@ pub trait Memory {
 
 /// The target's memory, read through `/proc/PID/mem` (needs ptrace read access, like
 /// `process_vm_readv`). Not `process_vm_readv`: it pins the pages it reads (FOLL_PIN), and since
-/// Linux 5.19 pinning an anonymous page still shared copy-on-write makes the kernel unshare it first,
-/// so reading a forked worker would give it private copies of the pages read. `/proc/PID/mem` goes
-/// through `access_remote_vm` without pinning and leaves sharing alone (tested below).
+/// Linux 5.19 pinning an anonymous page still shared copy-on-write makes the kernel unshare it
+/// first, so reading a forked worker would give it private copies of the pages read.
+/// `/proc/PID/mem` goes through `access_remote_vm` without pinning and leaves sharing alone (tested
+/// below).
 pub struct ProcessMemory {
     pub pid: i32,
     file: File,
@@ -80,7 +81,8 @@ pub struct BufferMemory {
 }
 
 /// Random words for robustness tests of the readers: half point back into the buffer (aligned), a
-/// quarter are small numbers, the rest anything, so a reader meets cycles, wild pointers and huge counts.
+/// quarter are small numbers, the rest anything, so a reader meets cycles, wild pointers and huge
+/// counts.
 #[cfg(test)]
 pub struct Garbage {
     seed: u64,

@@ -27,9 +27,10 @@ pub fn thread_ids(pid: i32) -> io::Result<Vec<i32>> {
     Ok(tids)
 }
 
-/// The thread's ids from the PID namespace of /proc's mount down to the thread's own (the `NSpid` line of
-/// `/proc/PID/task/TID/status`): one id unless the process runs in a PID namespace of its own (a
-/// container), where the last one is what the thread itself sees (`gettid()`, `threading.get_native_id()`).
+/// The thread's ids from the PID namespace of /proc's mount down to the thread's own (the `NSpid`
+/// line of `/proc/PID/task/TID/status`): one id unless the process runs in a PID namespace of its
+/// own (a container), where the last one is what the thread itself sees (`gettid()`,
+/// `threading.get_native_id()`).
 pub fn ns_tids(pid: i32, tid: i32) -> Option<Vec<i32>> {
     parse_nspid(&std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")).ok()?)
 }
@@ -54,7 +55,8 @@ pub fn exe(pid: i32) -> Option<String> {
         .map(|p| p.to_string_lossy().into_owned())
 }
 
-/// What /proc/PID/task/TID/syscall says: the thread is running (or runnable), or blocked in a syscall.
+/// What /proc/PID/task/TID/syscall says: the thread is running (or runnable), or blocked in a
+/// syscall.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SyscallState {
     Running,
@@ -87,7 +89,8 @@ pub fn parse_syscall(text: &[u8]) -> SyscallState {
     SyscallState::Blocked { nr, arg0 }
 }
 
-/// Keeps /proc/PID/task/TID/syscall open and re-reads it with pread, which avoids an open/close per sample.
+/// Keeps /proc/PID/task/TID/syscall open and re-reads it with pread, which avoids an open/close per
+/// sample.
 pub struct SyscallReader {
     file: File,
     buf: [u8; 256],
@@ -218,7 +221,8 @@ pub fn cgroup_cpu_stat_path(pid: i32) -> Option<String> {
     })
 }
 
-/// Parses v2 (`throttled_usec`) and v1 (`throttled_time`, ns) cpu.stat; None without throttling counters.
+/// Parses v2 (`throttled_usec`) and v1 (`throttled_time`, ns) cpu.stat; None without throttling
+/// counters.
 pub fn parse_cgroup_cpu(text: &str) -> Option<CgroupCpu> {
     let mut c = CgroupCpu::default();
     let mut seen = false;

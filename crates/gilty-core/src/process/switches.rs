@@ -30,8 +30,8 @@ impl SwitchesReader {
 }
 
 /// The thread is queued on the CPU the caller runs on: off a CPU perhaps only because the caller
-/// took that CPU to read it (a sampler's own wake-up preempts whom it finds there), so its being off a
-/// CPU this instant says nothing of the load it meets otherwise.
+/// took that CPU to read it (a sampler's own wake-up preempts whom it finds there), so its being
+/// off a CPU this instant says nothing of the load it meets otherwise.
 pub fn queued_behind_caller(pid: i32, tid: i32) -> bool {
     let mine = unsafe { libc::sched_getcpu() };
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")) else {
@@ -95,7 +95,8 @@ mod tests {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat")).unwrap();
         let switched_in: u64 = stat.split_whitespace().nth(2).unwrap().parse().unwrap();
         if switched_in > 0 {
-            // Kernels with scheduler statistics: a running thread was switched in once more than out.
+            // Kernels with scheduler statistics: a running thread was switched in once more than
+            // out.
             assert!(switched_in > out, "in {switched_in}, out {out}");
         }
     }

@@ -1,19 +1,21 @@
-//! Folding sampling passes into compact data as they are taken: per-thread runs of one state, sample
-//! counts per (thread, state, stack), GIL blame counts, and one flag byte per pass. Nothing per
-//! (pass, thread) is kept, so an hour of samples costs what its state changes cost, not its samples
-//! (at most one run per thread per pass).
+//! Folding sampling passes into compact data as they are taken: per-thread runs of one state,
+//! sample counts per (thread, state, stack), GIL blame counts, and one flag byte per pass. Nothing
+//! per (pass, thread) is kept, so an hour of samples costs what its state changes cost, not its
+//! samples (at most one run per thread per pass).
 //!
 //! An `Aggregate` covers one batch. `close()` ends every open run at the batch end, so a batch is
-//! self-contained; the Python side merges a run that goes on across the boundary (`Session.add_batch`):
-//! runs are sorted by (tid, first_pass) and `thread_slices` says where each thread's runs are, so the
-//! merge looks at one run per thread, never at every run.
-//! `python/gilty/aggregate.py` is the pure-Python twin of this module and must stay in step with it.
+//! self-contained; the Python side merges a run that goes on across the boundary
+//! (`Session.add_batch`): runs are sorted by (tid, first_pass) and `thread_slices` says where each
+//! thread's runs are, so the merge looks at one run per thread, never at every run.
+//! `python/gilty/aggregate.py` is the pure-Python twin of this module and must stay in step with
+//! it.
 
 use crate::sampling::classify::ThreadState;
 use std::collections::HashMap;
 use std::hash::Hash;
 
-/// `stack` of a thread without a Python stack (or a torn one), and `holder_tid` of a pass without a holder.
+/// `stack` of a thread without a Python stack (or a torn one), and `holder_tid` of a pass without a
+/// holder.
 pub const NONE: i32 = -1;
 
 /// Run state of a stretch of passes in which a thread was not seen (between two runs of it), so
@@ -24,7 +26,8 @@ pub const ABSENT: u8 = 255;
 pub const PASS_GIL_HELD: u8 = 1;
 /// Pass flag: some thread was collecting garbage.
 pub const PASS_IN_GC: u8 = 2;
-/// Pass flag: the thread holding the GIL was waiting for a CPU (`cpu_wait`); PASS_GIL_HELD is set too.
+/// Pass flag: the thread holding the GIL was waiting for a CPU (`cpu_wait`); PASS_GIL_HELD is set
+/// too.
 pub const PASS_HOLDER_CPU_WAIT: u8 = 4;
 
 /// One thread in one pass, as classified.
@@ -36,7 +39,8 @@ pub struct Seen {
     pub syscall: i32,
     /// The thread holds the GIL: `holding_gil`, `gc`, or `cpu_wait` while holding it.
     pub holds: bool,
-    /// The thread was handling an exception (in an `except` block, or a `finally` block run by one).
+    /// The thread was handling an exception (in an `except` block, or a `finally` block run by
+    /// one).
     pub handling: bool,
 }
 
@@ -164,10 +168,11 @@ pub struct Aggregate {
     pub blame: OrderedCounts<(i32, i32, i32)>,
     /// One byte per pass: PASS_GIL_HELD | PASS_IN_GC | PASS_HOLDER_CPU_WAIT.
     pub pass_flags: Vec<u8>,
-    /// tid -> passes in which that thread held the GIL while waiting for a CPU (`cpu_wait`): still a
-    /// hold in the GIL's sense, so hold shares can be compared with exact tracing's.
+    /// tid -> passes in which that thread held the GIL while waiting for a CPU (`cpu_wait`): still
+    /// a hold in the GIL's sense, so hold shares can be compared with exact tracing's.
     pub held_cpu_wait: OrderedCounts<i32>,
-    /// (tid, state, stack) -> samples in which the thread was handling an exception (a part of `counts`).
+    /// (tid, state, stack) -> samples in which the thread was handling an exception (a part of
+    /// `counts`).
     pub handling: OrderedCounts<(i32, u8, i32)>,
     open: HashMap<i32, OpenRun>,
 }
@@ -278,7 +283,8 @@ mod tests {
 
     #[test]
     fn runs_break_on_state_syscall_and_absence() {
-        // The scenario of tests/unit/test_session.py::test_reading_api_runs_and_stack_counts, in one batch.
+        // The scenario of tests/unit/test_session.py::test_reading_api_runs_and_stack_counts, in
+        // one batch.
         let (outer, inner, futex) = (101, 100, 202);
         let (n, f) = (NONE as i16, futex as i16);
         let mut a = Aggregate::default();

@@ -1,5 +1,5 @@
-//! Deciding one thread's state in one sample from what was read: the GIL struct, the GC flag, and the
-//! syscall the thread is blocked in. Pure functions, so every rule is unit-tested.
+//! Deciding one thread's state in one sample from what was read: the GIL struct, the GC flag, and
+//! the syscall the thread is blocked in. Pure functions, so every rule is unit-tested.
 
 use crate::process::procfs::SyscallState;
 use crate::process::syscalls::FUTEX;
@@ -56,11 +56,11 @@ pub struct Observation {
     pub syscall: SyscallState,
     /// The thread is in the eval loop itself, not in C code: its innermost frame stands on an
     /// instruction whose only way to be without the GIL is the eval breaker's handoff (a backward
-    /// jump or RESUME: see `gilty_layouts::handoff_opcodes`), or (3.10) its recursion counter shows no
-    /// C call in progress.
+    /// jump or RESUME: see `gilty_layouts::handoff_opcodes`), or (3.10) its recursion counter shows
+    /// no C call in progress.
     pub in_handoff: bool,
-    /// For a thread running now that was idle in the previous pass: whether it has had a CPU since it
-    /// went idle (its CPU time grew). None when not asked or unknown.
+    /// For a thread running now that was idle in the previous pass: whether it has had a CPU since
+    /// it went idle (its CPU time grew). None when not asked or unknown.
     pub ran_since_idle: Option<bool>,
     /// From the thread's scheduler counters: it is runnable and this pass goes to waiting for a CPU
     /// (see `sampler::CpuWaitTrack`). Applies only to a thread not blocked in a syscall.
@@ -71,7 +71,8 @@ pub struct Observation {
     pub gil_requested: Option<bool>,
 }
 
-/// Classifies one thread. `futex_range` is [start, end) of the GIL struct's condition variables and mutexes.
+/// Classifies one thread. `futex_range` is [start, end) of the GIL struct's condition variables and
+/// mutexes.
 pub fn classify(
     obs: &Observation,
     gil: &GilView,
@@ -101,23 +102,24 @@ pub fn classify(
         SyscallState::Blocked { .. } => ThreadState::Idle,
         SyscallState::Unavailable => ThreadState::Unknown,
         SyscallState::Running => {
-            // 3.15+: the interpreter itself says the thread is inside take_gil (running there: woken
-            // and re-checking the GIL, or not yet scheduled since it was woken).
+            // 3.15+: the interpreter itself says the thread is inside take_gil (running there:
+            // woken and re-checking the GIL, or not yet scheduled since it was woken).
             if obs.gil_requested == Some(true) && obs.tstate != 0 {
                 return ThreadState::WaitingGil;
             }
-            // Holding the GIL's own mutex without the GIL: between the futex and the GIL in take_gil(),
-            // or handing the GIL over in drop_gil(). No C code of the program runs there.
+            // Holding the GIL's own mutex without the GIL: between the futex and the GIL in
+            // take_gil(), or handing the GIL over in drop_gil(). No C code of the program runs
+            // there.
             if obs.owns_gil_mutex && obs.tstate != 0 {
                 return ThreadState::WaitingGil;
             }
-            // A waiter woken by drop_gil is "running" before it is scheduled and re-checks the GIL. It
-            // cannot have taken the GIL since the last sample unless the GIL changed hands to it:
-            // take_gil bumps switch_number whenever the holder changes. No change, or one change that
-            // went to another thread, means it is still inside take_gil.
+            // A waiter woken by drop_gil is "running" before it is scheduled and re-checks the GIL.
+            // It cannot have taken the GIL since the last sample unless the GIL changed hands to
+            // it: take_gil bumps switch_number whenever the holder changes. No change, or one
+            // change that went to another thread, means it is still inside take_gil.
             if let Some(h) = prev {
-                // The counter does not move when the last holder takes the GIL back, so a thread that
-                // is itself the last holder may have re-taken it unseen: not a waiter then.
+                // The counter does not move when the last holder takes the GIL back, so a thread
+                // that is itself the last holder may have re-taken it unseen: not a waiter then.
                 if h.state == ThreadState::WaitingGil
                     && obs.tstate != 0
                     && gil.last_holder != obs.tstate
@@ -128,9 +130,10 @@ pub fn classify(
                     }
                 }
             }
-            // Woken from a blocking call (idle in the previous pass), without the GIL, and it has had a
-            // CPU since: the C code that blocked goes straight back to take_gil, so it is waiting
-            // there. Not yet had a CPU: it is still on its way out of the syscall (not a GIL wait).
+            // Woken from a blocking call (idle in the previous pass), without the GIL, and it has
+            // had a CPU since: the C code that blocked goes straight back to take_gil, so it is
+            // waiting there. Not yet had a CPU: it is still on its way out of the syscall (not a
+            // GIL wait).
             if let (Some(h), Some(true)) = (prev, obs.ran_since_idle) {
                 if h.state == ThreadState::Idle
                     && !h.was_last_holder
@@ -141,8 +144,8 @@ pub fn classify(
                     return ThreadState::WaitingGil;
                 }
             }
-            // Running without the GIL in the eval loop, not in C code: drop_gil/take_gil from the eval
-            // breaker (a forced switch).
+            // Running without the GIL in the eval loop, not in C code: drop_gil/take_gil from the
+            // eval breaker (a forced switch).
             if obs.tstate != 0 && obs.in_handoff {
                 return ThreadState::WaitingGil;
             }
@@ -179,7 +182,8 @@ mod tests {
         }
     }
 
-    /// 3.15's `gil_requested` settles the running-without-the-GIL case: in take_gil, not native code.
+    /// 3.15's `gil_requested` settles the running-without-the-GIL case: in take_gil, not native
+    /// code.
     #[test]
     fn requested_gil_is_a_wait() {
         let mut o = obs(SyscallState::Running);
@@ -193,7 +197,8 @@ mod tests {
             classify(&o, &gil(true, OTHER, 1), false, RANGE, None),
             ThreadState::Native
         );
-        // The holder is the holder whatever the flag says (it is set and cleared around the handoff).
+        // The holder is the holder whatever the flag says (it is set and cleared around the
+        // handoff).
         o.gil_requested = Some(true);
         assert_eq!(
             classify(&o, &gil(true, ME, 1), false, RANGE, None),

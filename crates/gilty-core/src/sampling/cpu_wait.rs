@@ -1,27 +1,28 @@
-//! Whether a runnable thread has a CPU, from its scheduler counters (`/proc/PID/task/TID/schedstat`:
-//! CPU time, run-queue delay, times switched in) read from outside in successive passes.
+//! Whether a runnable thread has a CPU, from its scheduler counters
+//! (`/proc/PID/task/TID/schedstat`: CPU time, run-queue delay, times switched in) read from outside
+//! in successive passes.
 //!
-//! The kernel says "running" for a thread on a CPU and for one queued for a CPU alike, and it adds a
-//! run-queue wait to the delay counter only when the wait ends. So a pass decides in two steps:
+//! The kernel says "running" for a thread on a CPU and for one queued for a CPU alike, and it adds
+//! a run-queue wait to the delay counter only when the wait ends. So a pass decides in two steps:
 //! - *Known off a CPU*: the thread has been switched out as many times as in (`process::switches`,
 //!   read by the caller: exact, the wait going on included), or it has not been switched in since a
-//!   reading at which it was off a CPU (blocked in a syscall, or already known off), or its CPU time
-//!   and switch count have not moved for longer than the scheduler tick could leave a running
+//!   reading at which it was off a CPU (blocked in a syscall, or already known off), or its CPU
+//!   time and switch count have not moved for longer than the scheduler tick could leave a running
 //!   thread's CPU time unchanged (`STILL_NS`).
-//! - *Likely off a CPU*: runnable now and at the last reading, and on a CPU for less than a tenth of
-//!   the time between them. Taken as waiting only while the debt below is not already more than
+//! - *Likely off a CPU*: runnable now and at the last reading, and on a CPU for less than a tenth
+//!   of the time between them. Taken as waiting only while the debt below is not already more than
 //!   `PREPAID` passes below zero, so a thread that sleeps between passes (not runnable, not owed)
 //!   can be over-counted by at most that many passes.
-//! - Otherwise the run-queue delay the kernel has added since the last reading is owed to the thread
-//!   as passes (delay ÷ the mean interval between passes, less the part of the time since the last
-//!   reading beyond that interval: the sampler paused, no pass could see it) and paid by its next
-//!   runnable passes.
+//! - Otherwise the run-queue delay the kernel has added since the last reading is owed to the
+//!   thread as passes (delay ÷ the mean interval between passes, less the part of the time since
+//!   the last reading beyond that interval: the sampler paused, no pass could see it) and paid by
+//!   its next runnable passes.
 //!   Passes known off a CPU are paid at once, before their delay is added (the debt goes below zero
-//!   until it is), so each wait is counted once; a wait begun before the first reading owes only the
-//!   part after it.
+//!   until it is), so each wait is counted once; a wait begun before the first reading owes only
+//!   the part after it.
 //!
-//! The share of passes in `cpu_wait` thus follows the kernel's run delay for the thread; a pass paid
-//! from the debt may lie a few intervals after the wait it stands for.
+//! The share of passes in `cpu_wait` thus follows the kernel's run delay for the thread; a pass
+//! paid from the debt may lie a few intervals after the wait it stands for.
 
 use crate::process::procfs::Schedstat;
 
@@ -29,8 +30,8 @@ use crate::process::procfs::Schedstat;
 /// HZ=100, the slowest common setting). Unchanged for longer than this while runnable: not running.
 pub const STILL_NS: u64 = 12_000_000;
 
-/// Debt is bounded: a thread that waited long and then went to sleep has no passes left to pay with,
-/// and its debt must not land on passes of a later, unrelated stretch.
+/// Debt is bounded: a thread that waited long and then went to sleep has no passes left to pay
+/// with, and its debt must not land on passes of a later, unrelated stretch.
 const MAX_OWED: f64 = 256.0;
 
 /// Passes taken as waiting ahead of the kernel's word for it (see "likely off a CPU").
@@ -56,9 +57,9 @@ pub struct CpuWaitTrack {
 }
 
 impl CpuWaitTrack {
-    /// Takes one pass's reading (None when none was taken this pass) and whether the thread is runnable
-    /// (a GIL holder, or its syscall file says "running"). `now_ns` is a monotonic time and
-    /// `period_ns` the mean interval between passes. True: this pass is `cpu_wait`.
+    /// Takes one pass's reading (None when none was taken this pass) and whether the thread is
+    /// runnable (a GIL holder, or its syscall file says "running"). `now_ns` is a monotonic time
+    /// and `period_ns` the mean interval between passes. True: this pass is `cpu_wait`.
     pub fn observe(
         &mut self,
         reading: Option<Schedstat>,
@@ -69,8 +70,9 @@ impl CpuWaitTrack {
         self.observe_switches(reading, now_ns, period_ns, runnable, None)
     }
 
-    /// `observe`, told by `off_cpu` (Some(switch-in count)) that the thread was switched out as many
-    /// times as in at a reading after `reading`: off a CPU now, whatever the other counters say.
+    /// `observe`, told by `off_cpu` (Some(switch-in count)) that the thread was switched out as
+    /// many times as in at a reading after `reading`: off a CPU now, whatever the other counters
+    /// say.
     pub fn observe_switches(
         &mut self,
         reading: Option<Schedstat>,
@@ -92,8 +94,8 @@ impl CpuWaitTrack {
                 .saturating_sub(last.delay_ns)
                 .min(now_ns.saturating_sub(first));
             // Passes are `period_ns` apart, unless the sampler paused (between batches, or itself
-            // short of a CPU) since the last one: the part of the wait that fell in the pause had no
-            // passes to count it.
+            // short of a CPU) since the last one: the part of the wait that fell in the pause had
+            // no passes to count it.
             let span = self
                 .last_at
                 .map(|(at, _)| now_ns.saturating_sub(at))
@@ -113,7 +115,8 @@ impl CpuWaitTrack {
                     now_ns.saturating_sub(at),
                 );
                 ran_little = was_runnable && ran * 10 < span;
-                // Of the time it was not queued for a CPU, it ran at least two thirds: it did not block.
+                // Of the time it was not queued for a CPU, it ran at least two thirds: it did not
+                // block.
                 let queued = now.delay_ns.saturating_sub(last.delay_ns);
                 self.busy = was_runnable
                     && runnable
@@ -218,7 +221,8 @@ mod tests {
     fn counters_standing_still_past_a_tick_mean_no_cpu() {
         let mut t = CpuWaitTrack::default();
         assert!(!t.observe(st(MS, 0, 1), 0, MS, true));
-        // Not run for 5 ms while runnable: taken as waiting ahead of the kernel; past a tick: known.
+        // Not run for 5 ms while runnable: taken as waiting ahead of the kernel; past a tick:
+        // known.
         assert!(t.observe(st(MS, 0, 1), 5 * MS, MS, true));
         assert!(t.observe(st(MS, 0, 1), 13 * MS, MS, true));
     }
@@ -227,8 +231,11 @@ mod tests {
     fn switched_out_as_often_as_in_is_waiting_at_once() {
         let mut t = CpuWaitTrack::default();
         assert!(!t.observe(st(MS, 0, 1), 0, MS, false)); // asleep
-                                                         // Woken, run a little (switched in: the count moved), preempted: no rule above sees it, the
-                                                         // switch counts do, and the wait is paid now rather than from a later credit.
+                                                         // Woken, run a little (switched in: the
+                                                         // count moved), preempted: no rule above
+                                                         // sees it, the switch counts do, and the
+                                                         // wait is paid now rather than from a
+                                                         // later credit.
         assert!(t.observe_switches(st(MS + 20_000, 0, 2), MS, MS, true, Some(2)));
         assert!(!t.observe(st(2 * MS, MS, 3), 2 * MS, MS, true));
         assert!(!t.observe(st(3 * MS, MS, 3), 3 * MS, MS, true));

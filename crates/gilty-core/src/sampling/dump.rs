@@ -1,5 +1,5 @@
-//! `gilty dump`: one snapshot of every thread (state, syscall, stack), with what each is handling and,
-//! when asked, its native stack, its frames' positions and their local variables.
+//! `gilty dump`: one snapshot of every thread (state, syscall, stack), with what each is handling
+//! and, when asked, its native stack, its frames' positions and their local variables.
 
 use crate::interp::exceptions::handled_by_tid;
 use crate::interp::frames::Frame;

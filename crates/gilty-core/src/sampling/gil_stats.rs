@@ -45,7 +45,8 @@ pub struct GilStats {
 }
 
 impl GilStats {
-    /// Adds one pass taken at `now_s` (seconds on any monotonic clock) that stands for `weight_s` seconds.
+    /// Adds one pass taken at `now_s` (seconds on any monotonic clock) that stands for `weight_s`
+    /// seconds.
     pub fn add_pass(&mut self, now_s: f64, weight_s: f64, states: &[(i32, String, ThreadState)]) {
         self.passes += 1;
         let second = now_s.max(0.0) as u64;
@@ -80,7 +81,8 @@ impl GilStats {
         self.passes
     }
 
-    /// Every thread's totals and its counts over the last `w` whole-or-current seconds for each `w`.
+    /// Every thread's totals and its counts over the last `w` whole-or-current seconds for each
+    /// `w`.
     pub fn snapshot(&self, now_s: f64, windows: &[u64]) -> Vec<ThreadStats> {
         let now = now_s.max(0.0) as u64;
         let mut out: Vec<ThreadStats> = self

@@ -1,6 +1,6 @@
 //! Sampling: the loop that reads every thread at a fixed rate (`sampler`), classifies its state
-//! (`classify`, `cpu_wait`), and folds each pass into runs, counts and blame (`aggregate`), positions
-//! and task stacks (`positions`, `task_record`); one schedule over several processes
+//! (`classify`, `cpu_wait`), and folds each pass into runs, counts and blame (`aggregate`),
+//! positions and task stacks (`positions`, `task_record`); one schedule over several processes
 //! (`process_set`); the in-process monitor's windows (`gil_stats`).
 
 pub mod aggregate;

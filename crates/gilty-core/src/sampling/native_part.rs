@@ -1,5 +1,6 @@
-//! `record --native`: the sampler's part that joins each pass's Python stacks with the native stacks
-//! the kernel sampled (`native::record`), and gives threads without a Python stack their C stack.
+//! `record --native`: the sampler's part that joins each pass's Python stacks with the native
+//! stacks the kernel sampled (`native::record`), and gives threads without a Python stack their C
+//! stack.
 
 use crate::interp::frames::Frame;
 use crate::interp::interpreter::Interpreter;
@@ -10,7 +11,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// One thread's stack read this pass: (start ns, end ns, CPU time before, innermost frame's position).
+/// One thread's stack read this pass: (start ns, end ns, CPU time before, innermost frame's
+/// position).
 pub(crate) type PassRead = (u64, u64, Option<u64>, Option<(u64, i64)>);
 
 pub(crate) struct NativeStacks {
@@ -51,7 +53,8 @@ impl NativeStacks {
         self.pass_reads.insert(tid, read);
     }
 
-    /// This pass's stack of one thread with its native part when one matched, else its Python stack.
+    /// This pass's stack of one thread with its native part when one matched, else its Python
+    /// stack.
     pub fn stack_id(
         &mut self,
         interp: &Interpreter,

@@ -1,5 +1,5 @@
-//! Where in its line each sampled frame stood: walks per (frame id, instruction position), kept beside
-//! the frame table so that stacks differing only in a column stay one stack.
+//! Where in its line each sampled frame stood: walks per (frame id, instruction position), kept
+//! beside the frame table so that stacks differing only in a column stay one stack.
 //!
 //! Counted in the hot loop for every frame of every walked stack, so without hashing: frame ids are
 //! dense (the sampler numbers them from 0), and one frame is seen at very few instructions (usually

@@ -42,7 +42,8 @@ pub enum Event {
         pid: i32,
         t: f64,
     },
-    /// Not sampled: a zombie, not Python, an unsupported Python, no permission. Reported once per pid.
+    /// Not sampled: a zombie, not Python, an unsupported Python, no permission. Reported once per
+    /// pid.
     Skipped {
         pid: i32,
         ppid: i32,
@@ -107,9 +108,9 @@ fn looks_like_python(exe: &Option<String>) -> bool {
 }
 
 impl ProcessSet {
-    /// Attaches to every root. Without `follow` any root that cannot be attached is an error (as for
-    /// a single `--pid`); with `follow` a root that is not Python (a shell wrapper) is only skipped,
-    /// but a root that does not exist is still an error.
+    /// Attaches to every root. Without `follow` any root that cannot be attached is an error (as
+    /// for a single `--pid`); with `follow` a root that is not Python (a shell wrapper) is only
+    /// skipped, but a root that does not exist is still an error.
     pub fn new(roots: &[i32], rate_hz: f64, follow: bool) -> Result<ProcessSet> {
         let rate = rate_hz.clamp(0.01, 20_000.0);
         let mut set = ProcessSet {
@@ -139,7 +140,8 @@ impl ProcessSet {
                 Ok(interp) => set.add_member(pid, ppid, interp),
                 // The command just started may still be loading or initialising its interpreter, or
                 // be a wrapper about to exec one: kept and retried by every scan like a descendant.
-                // A wrapper that does not look like Python is said to be skipped at once, as before.
+                // A wrapper that does not look like Python is said to be skipped at once, as
+                // before.
                 Err(e)
                     if follow
                         && matches!(
@@ -398,8 +400,8 @@ impl ProcessSet {
         self.members.is_empty() && (!self.follow || self.roots.iter().all(|&r| procfs::is_gone(r)))
     }
 
-    /// Samples every member for `seconds` (returning earlier when nothing is left), sleeping at most
-    /// `SLICE` at a time so that exits, new processes and the deadline are seen at any rate.
+    /// Samples every member for `seconds` (returning earlier when nothing is left), sleeping at
+    /// most `SLICE` at a time so that exits, new processes and the deadline are seen at any rate.
     pub fn collect(&mut self, seconds: f64) -> Collected {
         let deadline = Instant::now() + Duration::from_secs_f64(seconds.max(0.0));
         let mut finished = false;
@@ -450,8 +452,8 @@ impl ProcessSet {
             let mut next = due + self.period;
             let now = Instant::now();
             if next < now {
-                // A pass overran its period: skip the missed slots instead of sampling in a burst, and
-                // rest a quarter of the pass's time so a real-time sampler never keeps a CPU.
+                // A pass overran its period: skip the missed slots instead of sampling in a burst,
+                // and rest a quarter of the pass's time so a real-time sampler never keeps a CPU.
                 self.late += ((now - next).as_secs_f64() / self.period.as_secs_f64()).ceil() as u64;
                 next = now + (now - pass_started) / 4;
             }

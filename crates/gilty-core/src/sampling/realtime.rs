@@ -1,12 +1,12 @@
 //! Real-time scheduling for the sampling thread while it samples.
 //!
-//! A sampler scheduled like any other thread runs when the CPU is free, and on a busy machine the CPU
-//! is free at moments that depend on what the target does (e.g. during a GIL handoff, when waiters
-//! sleep): its passes are then not taken at uniform times and the shares are biased. Measured on a
-//! 2-CPU machine, 4 threads sleeping 0.1 ms then filling 4 MiB with the GIL held: sampled hold 0.19
-//! vs exact 0.23 per thread, 23 % of the passes late; under SCHED_FIFO hold matched within 1 point.
-//! A pass is short, so a real-time priority costs others little; it needs CAP_SYS_NICE (root), and
-//! without it sampling goes on as before.
+//! A sampler scheduled like any other thread runs when the CPU is free, and on a busy machine the
+//! CPU is free at moments that depend on what the target does (e.g. during a GIL handoff, when
+//! waiters sleep): its passes are then not taken at uniform times and the shares are biased.
+//! Measured on a 2-CPU machine, 4 threads sleeping 0.1 ms then filling 4 MiB with the GIL held:
+//! sampled hold 0.19 vs exact 0.23 per thread, 23 % of the passes late; under SCHED_FIFO hold
+//! matched within 1 point. A pass is short, so a real-time priority costs others little; it needs
+//! CAP_SYS_NICE (root), and without it sampling goes on as before.
 
 /// Priority within SCHED_FIFO: the lowest, above every normal thread, below the kernel's own.
 const FIFO_PRIORITY: i32 = 1;

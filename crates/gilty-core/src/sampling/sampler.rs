@@ -27,23 +27,26 @@ use std::time::{Duration, Instant};
 /// How often the OS thread list and Python thread names are re-read.
 const REFRESH_EVERY: Duration = Duration::from_millis(250);
 /// Walks of one thread's stack per pass before it is dropped as torn. Each walk already compares up
-/// to `frames::SNAPSHOT_ROUNDS` further copies of a stack that moved (see `FrameWalker::read_chain`).
+/// to `frames::SNAPSHOT_ROUNDS` further copies of a stack that moved (see
+/// `FrameWalker::read_chain`).
 const READ_ATTEMPTS: usize = 1;
 
 #[derive(Debug, Clone, Default)]
 pub struct Errors {
     /// Stacks that read inconsistently at first and were read again successfully.
     pub torn_retried: u64,
-    /// Stacks that read inconsistently on every attempt; the thread's state is kept, its stack dropped.
+    /// Stacks that read inconsistently on every attempt; the thread's state is kept, its stack
+    /// dropped.
     pub torn_dropped: u64,
-    /// Stacks whose inner frames moved on every copy: kept as the outer frames that held still under
-    /// `frames::MOVING_FRAMES` (`FrameWalker::outer_part`).
+    /// Stacks whose inner frames moved on every copy: kept as the outer frames that held still
+    /// under `frames::MOVING_FRAMES` (`FrameWalker::outer_part`).
     pub torn_partial: u64,
     /// Samples in which the GIL or thread list could not be read at all.
     pub read_failed: u64,
-    /// `record --native` (see `native::record`): samples with a native part, those of them cut short
-    /// (`[unknown]` below where the unwind stopped), samples of a thread with a Python stack whose
-    /// native part could not be matched (kept Python-only), and kernel samples the kernel dropped.
+    /// `record --native` (see `native::record`): samples with a native part, those of them cut
+    /// short (`[unknown]` below where the unwind stopped), samples of a thread with a Python stack
+    /// whose native part could not be matched (kept Python-only), and kernel samples the kernel
+    /// dropped.
     pub native_matched: u64,
     pub native_partial: u64,
     pub native_missing: u64,
@@ -54,9 +57,10 @@ pub struct Errors {
     pub native_missing_no_sample: u64,
     pub native_missing_unmatched: u64,
     pub native_bare: u64,
-    /// 3.14+: Python threads whose own `holds_gil` flag was compared with the GIL struct (locked and
-    /// last holder, which the states come from), and those where the two disagreed. The flag is set
-    /// just after the struct changes hands and cleared just before, so a few disagree in any case.
+    /// 3.14+: Python threads whose own `holds_gil` flag was compared with the GIL struct (locked
+    /// and last holder, which the states come from), and those where the two disagreed. The flag is
+    /// set just after the struct changes hands and cleared just before, so a few disagree in any
+    /// case.
     pub gil_flag_checked: u64,
     pub gil_flag_disagreed: u64,
 }
@@ -92,8 +96,8 @@ pub struct ThreadSnapshot {
     pub stack: Vec<Frame>,
 }
 
-/// `Sampler::read_stack`: (frames unless torn, their positions, innermost frame's position, per frame
-/// the outermost of its evaluation-loop call).
+/// `Sampler::read_stack`: (frames unless torn, their positions, innermost frame's position, per
+/// frame the outermost of its evaluation-loop call).
 type StackRead = (
     Option<Vec<Frame>>,
     Vec<Option<Position>>,
@@ -126,11 +130,13 @@ pub struct Sampler {
     py_names: HashMap<u64, String>,
     last_refresh: Option<Instant>,
     /// States-only passes (the in-process monitor): the main interpreter and thread states as last
-    /// read, and when. Re-read every `REFRESH_EVERY`, like the OS thread list they are matched with.
+    /// read, and when. Re-read every `REFRESH_EVERY`, like the OS thread list they are matched
+    /// with.
     thread_cache: Option<(Instant, u64, Vec<PyThread>)>,
     /// Passes observed so far (paces the scheduler-counter probes).
     passes: u64,
-    /// A thread never observed: the in-process monitor's own (reading its syscall costs a read a pass).
+    /// A thread never observed: the in-process monitor's own (reading its syscall costs a read a
+    /// pass).
     ignored_tid: Option<i32>,
     /// Frame and stack ids, and what the batch gains.
     tables: Interner,
@@ -266,8 +272,9 @@ impl Sampler {
             let mut next = due + self.period;
             let now = Instant::now();
             if next < now {
-                // A pass overran its period: skip the missed slots instead of sampling in a burst, and
-                // rest a quarter of the pass's time so a real-time sampler never holds a CPU for good.
+                // A pass overran its period: skip the missed slots instead of sampling in a burst,
+                // and rest a quarter of the pass's time so a real-time sampler never holds a CPU
+                // for good.
                 let behind = (now - next).as_secs_f64() / self.period.as_secs_f64();
                 self.batch.late += behind.ceil() as u64;
                 next = now + (now - pass_started) / 4;
@@ -342,7 +349,8 @@ impl Sampler {
                 Some(n) => {
                     self.names.insert(tid, n.clone());
                 }
-                // A thread keeps the name it had: `threading` disappears during interpreter shutdown.
+                // A thread keeps the name it had: `threading` disappears during interpreter
+                // shutdown.
                 None if self.names.contains_key(&tid) => {}
                 None => {
                     self.names.insert(
@@ -373,7 +381,8 @@ impl Sampler {
         };
         let locked = i32_at(l.gil_locked);
         // glibc's pthread_mutex_t records its owner's tid at offset 8 (`__data.__owner`, x86-64 and
-        // aarch64); 0 when free. Only compared with the target's tids, so another libc reads as "nobody".
+        // aarch64); 0 when free. Only compared with the target's tids, so another libc reads as
+        // "nobody".
         const MUTEX_OWNER: u64 = 8;
         let owners = [
             i32_at(l.gil_mutex + MUTEX_OWNER),
@@ -434,7 +443,8 @@ impl Sampler {
                     native.stack_id(&self.interp, &mut self.tables, tid, s, blocked) as i32
                 }
                 (Some(s), None) => s.id as i32,
-                // No Python stack: with `--native`, its C stack is all it has (a library's pool thread).
+                // No Python stack: with `--native`, its C stack is all it has (a library's pool
+                // thread).
                 (None, Some(native)) => native
                     .bare_stack_id(
                         &self.interp,
@@ -472,7 +482,8 @@ impl Sampler {
     /// Starts exact tracing (uprobes on the GIL and the collector) alongside sampling.
     pub fn enable_exact(&mut self) -> crate::Result<Vec<String>> {
         let mut tracing = ExactTracing::attach(&self.interp)?;
-        // Who holds the GIL now: the one thread whose first drop_gil ends a hold begun before the trace.
+        // Who holds the GIL now: the one thread whose first drop_gil ends a hold begun before the
+        // trace.
         let start = monotonic_ns();
         let holder = self.current_holder_tid();
         tracing.recorder.start_at(start, holder);
@@ -494,14 +505,16 @@ impl Sampler {
             .and_then(|t| t.tid)
     }
 
-    /// Ends exact tracing: (summary, events lost by the kernel, threads attached). None if not enabled.
+    /// Ends exact tracing: (summary, events lost by the kernel, threads attached). None if not
+    /// enabled.
     pub fn finish_exact(&mut self) -> Option<(ExactSummary, u64, usize)> {
         let (figures, closing) = self.exact.take()?.finish(&self.interp);
         self.closing.push(closing);
         Some(figures)
     }
 
-    /// Exact figures since the previous window (or the start), tracing going on. None if not enabled.
+    /// Exact figures since the previous window (or the start), tracing going on. None if not
+    /// enabled.
     pub fn exact_window(&mut self) -> Option<(ExactSummary, u64)> {
         Some(self.exact.as_mut()?.window(&self.interp))
     }
@@ -511,7 +524,8 @@ impl Sampler {
         self.start_mono_ns
     }
 
-    /// Classifies every thread once. Stacks are `None` for threads without Python frames or torn reads.
+    /// Classifies every thread once. Stacks are `None` for threads without Python frames or torn
+    /// reads.
     fn observe(&mut self) -> std::io::Result<Vec<Observed>> {
         self.observe_with(true)
     }
@@ -521,8 +535,8 @@ impl Sampler {
         self.ignored_tid = Some(tid);
     }
 
-    /// Every thread's (tid, name, state) once, reading no stacks: only where a running thread without
-    /// the GIL stands, which classification needs (the in-process monitor's pass).
+    /// Every thread's (tid, name, state) once, reading no stacks: only where a running thread
+    /// without the GIL stands, which classification needs (the in-process monitor's pass).
     pub fn states_once(&mut self) -> std::io::Result<Vec<(i32, String, ThreadState)>> {
         let obs = self.observe_with(false)?;
         Ok(obs
@@ -538,8 +552,9 @@ impl Sampler {
     }
 
     /// The main interpreter and every thread state: read each pass when stacks are walked (a walk
-    /// needs the live thread state), else at most every `REFRESH_EVERY`. A states-only pass then reads
-    /// only the GIL, the GC flag and the syscalls of threads without the GIL: the monitor's cost.
+    /// needs the live thread state), else at most every `REFRESH_EVERY`. A states-only pass then
+    /// reads only the GIL, the GC flag and the syscalls of threads without the GIL: the monitor's
+    /// cost.
     fn interpreter_threads(&mut self, stacks: bool) -> std::io::Result<(u64, Vec<PyThread>)> {
         if !stacks {
             if let Some((at, main, threads)) = &self.thread_cache {
@@ -790,7 +805,8 @@ impl Sampler {
                 })
                 .unwrap_or(false);
         // The handoff hands the GIL to another thread: with nobody holding it, a running thread
-        // outside the GIL's mutexes is not in one (an FFT thread alone with a sleeping main thread).
+        // outside the GIL's mutexes is not in one (an FFT thread alone with a sleeping main
+        // thread).
         let other_holds = gil.locked && gil.last_holder != tstate;
         !settled && !in_c_code && other_holds && self.no_call_in_progress(tstate)
     }
@@ -854,8 +870,8 @@ impl Sampler {
     }
 
     /// 3.10: the thread is in no C function, by its recursion counter (see
-    /// `FrameWalker::calls_in_progress`). False when unknown and on other versions, whose specialised
-    /// calls skip the counter.
+    /// `FrameWalker::calls_in_progress`). False when unknown and on other versions, whose
+    /// specialised calls skip the counter.
     fn no_call_in_progress(&self, tstate: u64) -> bool {
         let walker = FrameWalker::new(&self.interp.mem, &self.interp.layout, self.interp.code_type);
         matches!(walker.calls_in_progress(tstate), Ok(Some(0)))
@@ -868,13 +884,15 @@ impl Sampler {
 
     /// The stack (None when torn on every attempt), its frames' positions (3.11+) and where its
     /// innermost frame stands.
-    /// With `record --native`, also each frame's evaluation-loop call end (`FrameWalker::call_ends`).
+    /// With `record --native`, also each frame's evaluation-loop call end
+    /// (`FrameWalker::call_ends`).
     fn read_stack(&mut self, tstate: u64, head: Option<WalkHead>, moving: bool) -> StackRead {
         let mut walker =
             FrameWalker::new(&self.interp.mem, &self.interp.layout, self.interp.code_type);
         walker.keep_outer_part = true;
         for attempt in 0..READ_ATTEMPTS {
-            // Only the first attempt may start from the earlier head: a retry reads everything anew.
+            // Only the first attempt may start from the earlier head: a retry reads everything
+            // anew.
             let from = if attempt == 0 { head } else { None };
             // 3.10's line table has no columns: nothing to collect.
             let walked = if self.interp.version.1 >= 11 {
@@ -907,8 +925,9 @@ impl Sampler {
     }
 
     /// One snapshot of every thread with its stack (for `dump`).
-    /// A torn read (a thread exiting while the list is walked) is read again, with the threads listed
-    /// afresh, up to `SETTLE_TRIES` times: only a gone process, or a list that never held still, fails.
+    /// A torn read (a thread exiting while the list is walked) is read again, with the threads
+    /// listed afresh, up to `SETTLE_TRIES` times: only a gone process, or a list that never held
+    /// still, fails.
     pub fn snapshot(&mut self) -> std::io::Result<Vec<ThreadSnapshot>> {
         let mut obs = self.observe_settled()?;
         self.read_moving_again(&mut obs);
@@ -986,7 +1005,8 @@ fn outer_only(s: &Stack) -> bool {
         .is_some_and(|f| f.function == crate::interp::frames::MOVING_FRAMES)
 }
 
-/// A thread of a dump still without its whole stack: every walk tore (`torn`), or only the outer part.
+/// A thread of a dump still without its whole stack: every walk tore (`torn`), or only the outer
+/// part.
 fn unsettled(o: &Observed, torn: &[i32]) -> bool {
     match &o.3 {
         None => torn.contains(&o.0),
@@ -995,8 +1015,9 @@ fn unsettled(o: &Observed, torn: &[i32]) -> bool {
 }
 
 impl Sampler {
-    /// Every Python thread's mixed native + Python stack, for `dump --native` (see `native::snapshot`).
-    /// Err: kernel sampling is not permitted here (one line saying what to change).
+    /// Every Python thread's mixed native + Python stack, for `dump --native` (see
+    /// `native::snapshot`). Err: kernel sampling is not permitted here (one line saying what to
+    /// change).
     pub fn native_snapshot(
         &mut self,
         wait: Duration,

@@ -1,5 +1,5 @@
-//! What the kernel's scheduler counted over a batch: every thread's CPU time and run-queue delay, and
-//! the target cgroup's CPU bandwidth counters, read at the batch's first pass and at its end.
+//! What the kernel's scheduler counted over a batch: every thread's CPU time and run-queue delay,
+//! and the target cgroup's CPU bandwidth counters, read at the batch's first pass and at its end.
 
 use crate::process::procfs::{self, CgroupCpu, SchedstatReader};
 use crate::sampling::thread_track::Track;
@@ -12,7 +12,8 @@ pub struct SchedTotals {
     pub seconds: f64,
     /// (tid, CPU time ns, run-queue delay ns) grown over the batch, for threads read at both ends.
     pub threads: Vec<(i32, u64, u64)>,
-    /// The target's cgroup CPU bandwidth counters grown over the batch (None without a CPU controller).
+    /// The target's cgroup CPU bandwidth counters grown over the batch (None without a CPU
+    /// controller).
     pub cgroup: Option<CgroupCpu>,
 }
 

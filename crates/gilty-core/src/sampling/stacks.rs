@@ -17,8 +17,8 @@ pub(crate) struct Stack {
     pub ends: Arc<Vec<bool>>,
 }
 
-/// One thread in one pass: (tid, state, syscall number or -1, stack unless absent or torn, holds the
-/// GIL, handling an exception: None when not read).
+/// One thread in one pass: (tid, state, syscall number or -1, stack unless absent or torn, holds
+/// the GIL, handling an exception: None when not read).
 pub(crate) type Observed = (i32, ThreadState, i64, Option<Stack>, bool, Option<bool>);
 
 #[derive(Default)]

@@ -31,7 +31,8 @@ pub const NO_AWAIT: i32 = -1;
 /// 17 ms in 4-page and 22 ms in 32-page chunks (bench/asyncio_record_tasks.py, 3.12).
 pub const PASS_CHUNK_PAGES: u64 = 1;
 /// Share of the sampling period the task reads may take on average: with more tasks than that
-/// allows, tasks are read every Nth pass and each read stands for N passes (`TaskRecorder::stride`).
+/// allows, tasks are read every Nth pass and each read stands for N passes
+/// (`TaskRecorder::stride`).
 pub const PERIOD_BUDGET: f64 = 0.25;
 /// Longest stride: tasks are read at least every 50 passes (every half second at 100 Hz).
 pub const MAX_STRIDE: u32 = 50;
@@ -219,8 +220,8 @@ pub struct TaskAggregate {
     pub new_paths: Vec<(u32, Vec<String>)>,
     /// Await ids first used in this batch: (id, kind, frame id of the site).
     pub new_awaits: Vec<(u32, String, u32)>,
-    /// Every task seen in the batch: (id, name, first seen s, last seen s, samples); the Python side
-    /// joins a task seen in several batches.
+    /// Every task seen in the batch: (id, name, first seen s, last seen s, samples); the Python
+    /// side joins a task seen in several batches.
     pub lifetimes: Vec<(u64, String, f64, f64, u64)>,
     pub errors: TaskPassErrors,
 }
@@ -502,7 +503,8 @@ mod tests {
     fn reads_that_cost_more_than_the_budget_are_spread_over_passes() {
         let mut r = TaskRecorder::default();
         assert!(r.due());
-        // A read of 10 ms at a 10 ms period: a quarter of the period allows one read every 4 passes.
+        // A read of 10 ms at a 10 ms period: a quarter of the period allows one read every 4
+        // passes.
         r.after_read(10_000_000, 10_000_000);
         assert_eq!(r.weight(), 4);
         let due: Vec<bool> = (0..8).map(|_| r.due()).collect();

@@ -9,19 +9,20 @@ use crate::sampling::classify::{GilView, History, ThreadState};
 use crate::sampling::cpu_wait::CpuWaitTrack;
 use crate::sampling::stacks::Stack;
 
-/// CPU time a woken thread must have had to count as past its syscall's return (a few µs of kernel exit).
+/// CPU time a woken thread must have had to count as past its syscall's return (a few µs of kernel
+/// exit).
 const RAN_AFTER_WAKE_NS: u64 = 2_000;
 
-/// What a blocked thread looked like when last read, with its scheduling counters read just before and
-/// the GIL's `switch_number` of that pass. Its stack is not walked again while either
-/// - its counters stay the same: it has not run, so neither its syscall nor its stack can have changed
-///   (neither is read again); or
-/// - it still waits for the GIL and cannot have had it since: `switch_number` has not moved and it is
-///   not the last holder, or it moved once, to another thread, and this one was not the last holder
-///   when its stack was read (taking the GIL from another thread moves the counter, and so does any
-///   thread taking it back from this one: a hold in between makes two changes). So it has run no
-///   Python code. A GIL waiter wakes every switch interval to check, so its counters move anyway;
-///   with many threads waiting, this is what spares walking all of them every pass.
+/// What a blocked thread looked like when last read, with its scheduling counters read just before
+/// and the GIL's `switch_number` of that pass. Its stack is not walked again while either
+/// - its counters stay the same: it has not run, so neither its syscall nor its stack can have
+///   changed (neither is read again); or
+/// - it still waits for the GIL and cannot have had it since: `switch_number` has not moved and it
+///   is not the last holder, or it moved once, to another thread, and this one was not the last
+///   holder when its stack was read (taking the GIL from another thread moves the counter, and so
+///   does any thread taking it back from this one: a hold in between makes two changes). So it has
+///   run no Python code. A GIL waiter wakes every switch interval to check, so its counters move
+///   anyway; with many threads waiting, this is what spares walking all of them every pass.
 struct Still {
     tstate: u64,
     sched: Option<Schedstat>,
@@ -137,9 +138,10 @@ impl Track {
         let (mut kept, mut syscall_now) = self.kept_gil_waiter(p);
         // Read each pass, before the syscall and the stack: the same counters next pass mean the
         // thread has not run since before they were read (see `Still`), and the same switch count
-        // means it has not been switched in since it was last seen blocked (see `cpu_wait`). Not for
-        // a GIL waiter still blocked where it was (found above): with many waiters that read would be
-        // most of a pass, and its baseline from when it blocked stays valid until it wakes.
+        // means it has not been switched in since it was last seen blocked (see `cpu_wait`). Not
+        // for a GIL waiter still blocked where it was (found above): with many waiters that read
+        // would be most of a pass, and its baseline from when it blocked stays valid until it
+        // wakes.
         let sched = if kept.is_some() {
             None
         } else {
@@ -241,8 +243,8 @@ impl Track {
         let runnable = p.holds || syscall == SyscallState::Running;
         let reading = match sched {
             Some(s) => Some(s),
-            // Woken since the last pass: read now (a switch-in after the syscall read moves the count,
-            // so this errs towards "has had a CPU").
+            // Woken since the last pass: read now (a switch-in after the syscall read moves the
+            // count, so this errs towards "has had a CPU").
             None if runnable => self.sched(p.pid, p.tid),
             None => None,
         };

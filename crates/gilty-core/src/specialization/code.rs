@@ -78,8 +78,8 @@ pub fn read_identity(
 }
 
 /// The raw `co_code_adaptive` bytes as they are now, read together with the header in one read, or
-/// None when the header's name/file/table pointers no longer match (the code object was freed and the
-/// address reused): one syscall per code object per read pass.
+/// None when the header's name/file/table pointers no longer match (the code object was freed and
+/// the address reused): one syscall per code object per read pass.
 pub fn read_adaptive_checked(
     mem: &dyn Memory,
     l: &Layout,

@@ -11,11 +11,12 @@
 //! - 3.12/3.13: every site starts with the warm-up word (value 1, backoff 1) and counts down in the
 //!   base opcode, trying to specialize when the value reaches 0 (its 2nd execution). A specialized
 //!   site's value starts at 52; every miss runs the base opcode, which decrements it; at 0 the next
-//!   miss re-specializes (for the object it sees), keeping a specialized name while missing. A failed
-//!   attempt writes the base opcode back with value `2^b - 1` and backoff b + 1.
+//!   miss re-specializes (for the object it sees), keeping a specialized name while missing. A
+//!   failed attempt writes the base opcode back with value `2^b - 1` and backoff b + 1.
 //! - 3.14/3.15: as 3.12/3.13 (3.15 with a 3-bit backoff and a table of restart values), except that
 //!   a LOAD_ATTR of an attribute neither the class nor the instance has (a `__getattr__` fallback)
-//!   keeps the base opcode with the cooldown word (value 52, backoff 0): retried every 52 executions.
+//!   keeps the base opcode with the cooldown word (value 52, backoff 0): retried every 52
+//!   executions.
 
 use gilty_layouts::opcodes::{CounterRules, OpcodeTable};
 
@@ -148,8 +149,9 @@ pub fn classify(t: &OpcodeTable, op: u8, word: u16) -> (Form, Counter) {
         None if backoff == 0 => Form::Warming,
         None => Form::Backoff,
         // 3.12+: the base opcode counts down itself. Warming is the warm-up word counted down (same
-        // backoff, smaller value); any other backoff, 0 included, counts down to a later attempt (3.14+
-        // writes the cooldown word, backoff 0, on the base opcode for an attribute nobody has).
+        // backoff, smaller value); any other backoff, 0 included, counts down to a later attempt
+        // (3.14+ writes the cooldown word, backoff 0, on the base opcode for an attribute nobody
+        // has).
         Some(w) if word == w => Form::Cold,
         Some(w) if backoff as u16 == (w & mask) && value < (w >> r.value_shift) => Form::Warming,
         Some(_) => Form::Backoff,

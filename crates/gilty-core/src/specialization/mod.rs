@@ -1,9 +1,10 @@
 //! Specialization of hot code (PEP 659, 3.11+), read from outside: which instructions the adaptive
-//! interpreter specialized, which count down to an attempt or back off, and how their counters move.
+//! interpreter specialized, which count down to an attempt or back off, and how their counters
+//! move.
 //!
-//! `decode` turns `co_code_adaptive` bytes into instructions with form and counter (versioned by the
-//! generated `OpcodeTable`), `code` reads code objects from the target, `watch` samples where threads
-//! run and follows the hot code objects over time.
+//! `decode` turns `co_code_adaptive` bytes into instructions with form and counter (versioned by
+//! the generated `OpcodeTable`), `code` reads code objects from the target, `watch` samples where
+//! threads run and follows the hot code objects over time.
 
 pub mod code;
 pub mod decode;

@@ -1,6 +1,7 @@
-//! Watching a live process: sample where each running thread's innermost frame stands (time-weighted
-//! down to the instruction), and re-read the hot code objects' adaptive bytecode every so often to
-//! follow each site's form, counter and specialization over time. Read-only throughout.
+//! Watching a live process: sample where each running thread's innermost frame stands
+//! (time-weighted down to the instruction), and re-read the hot code objects' adaptive bytecode
+//! every so often to follow each site's form, counter and specialization over time. Read-only
+//! throughout.
 
 use super::code::{read_adaptive_checked, read_identity, CodeIdentity};
 use super::decode::{decode, Form, Instruction};
@@ -105,8 +106,8 @@ pub struct WatchedCode {
 
 pub struct WatchReport {
     pub passes: u64,
-    /// Thread samples taken while the thread was on a CPU, held the GIL and stood in a Python frame:
-    /// it was running Python (the only samples that count).
+    /// Thread samples taken while the thread was on a CPU, held the GIL and stood in a Python
+    /// frame: it was running Python (the only samples that count).
     pub running_samples: u64,
     /// Thread samples of threads on a CPU (or runnable) that did not hold the GIL: in C code that
     /// released it (a socket send, a wait about to park) or waiting for it. Left out.
@@ -161,8 +162,8 @@ impl RunStates {
 }
 
 /// Which followed code objects a read pass reads: the `HOT_READS` hottest by samples so far, and
-/// `ROTATING_READS` of the others in turn, so a process with hundreds of warm functions costs a bounded
-/// number of reads per pass while the sites that matter are read every pass.
+/// `ROTATING_READS` of the others in turn, so a process with hundreds of warm functions costs a
+/// bounded number of reads per pass while the sites that matter are read every pass.
 const HOT_READS: usize = 32;
 const ROTATING_READS: usize = 8;
 
@@ -211,9 +212,10 @@ pub fn watch_until(
     let mut tids: Vec<i32> = Vec::new();
     let mut tids_at = start - Duration::from_secs(1);
     let mut next_read = start;
-    // Reads are spaced in the target's CPU time, not only in wall time: on a loaded machine the target
-    // can sit preempted across several reads, which would then all see one frozen state and weigh it
-    // several times. A read pass needs a quarter of a read interval of CPU time since the previous one.
+    // Reads are spaced in the target's CPU time, not only in wall time: on a loaded machine the
+    // target can sit preempted across several reads, which would then all see one frozen state and
+    // weigh it several times. A read pass needs a quarter of a read interval of CPU time since the
+    // previous one.
     let mut sched: HashMap<i32, SchedstatReader> = HashMap::new();
     let mut cpu_at_last_read: Option<u64> = None;
     let min_cpu_ns = (opts.read_interval.as_nanos() / 4) as u64;

@@ -14,7 +14,8 @@ pub const TRANSPORT_MS: f64 = 1.0;
 /// alone reads up to about a quarter (the tests' own threads), 8 busy loops on it read 95-100 %.
 pub const BUSY_PRESSURE: f64 = 0.5;
 
-/// The value of rank ceil(q * n) among `values` (HdrHistogram's `value_at_quantile` convention), in ms.
+/// The value of rank ceil(q * n) among `values` (HdrHistogram's `value_at_quantile` convention), in
+/// ms.
 pub fn quantile_ms(values: &[Duration], q: f64) -> f64 {
     let mut v: Vec<Duration> = values.to_vec();
     v.sort();
@@ -22,7 +23,8 @@ pub fn quantile_ms(values: &[Duration], q: f64) -> f64 {
     v[rank - 1].as_secs_f64() * 1e3
 }
 
-/// Total time in which some task waited for a CPU since boot (/proc/pressure/cpu), if the kernel says.
+/// Total time in which some task waited for a CPU since boot (/proc/pressure/cpu), if the kernel
+/// says.
 fn cpu_pressure_total() -> Option<Duration> {
     let text = std::fs::read_to_string("/proc/pressure/cpu").ok()?;
     let some = text.lines().find(|l| l.starts_with("some "))?;
@@ -46,7 +48,8 @@ impl Pressure {
         }
     }
 
-    /// Share of the interval during which some task waited for a CPU (None: the kernel does not say).
+    /// Share of the interval during which some task waited for a CPU (None: the kernel does not
+    /// say).
     pub fn share(&self) -> Option<f64> {
         let wall = self.start.elapsed().as_secs_f64();
         let waited = cpu_pressure_total()?.checked_sub(self.total?)?;
@@ -54,7 +57,8 @@ impl Pressure {
     }
 }
 
-/// Whether the machine was too busy, in words with the numbers ("" when it was not or cannot be told).
+/// Whether the machine was too busy, in words with the numbers ("" when it was not or cannot be
+/// told).
 pub fn busy(pressure: Option<f64>) -> String {
     match pressure {
         Some(p) if p >= BUSY_PRESSURE => format!(
@@ -67,8 +71,8 @@ pub fn busy(pressure: Option<f64>) -> String {
 
 /// A generator's figure against the server's own for the same requests: never below it (each
 /// request's time at the generator contains its time at the server), and at most `allowed_ms` above
-/// it. Past that, on a machine that was busy during the run, says what it measured and returns false
-/// (the caller returns: a Rust test cannot skip); otherwise the assertion fails.
+/// it. Past that, on a machine that was busy during the run, says what it measured and returns
+/// false (the caller returns: a Rust test cannot skip); otherwise the assertion fails.
 #[track_caller]
 pub fn within_server_time(
     what: &str,

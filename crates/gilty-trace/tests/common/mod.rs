@@ -1,4 +1,5 @@
-//! Helpers shared by the integration tests: start `target.py` under a pyenv interpreter and read its output.
+//! Helpers shared by the integration tests: start `target.py` under a pyenv interpreter and read
+//! its output.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
