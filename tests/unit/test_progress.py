@@ -5,7 +5,7 @@ import io
 from gilty.sampling.capture import Progress
 from gilty.sampling.record_run import sample_until_stopped
 from synthetic import HOLD, BatchBuilder, make_session
-from test_record_loop import Clock, ScriptedSampler, Stop
+from test_record_loop import PER_SLICE, Clock, ScriptedSampler, Stop
 
 
 class Terminal(io.StringIO):
@@ -40,13 +40,16 @@ def test_one_line_rewritten_in_place_at_most_once_a_second():
 
 def test_the_recording_loop_updates_and_clears_the_line():
     b, clock, out = BatchBuilder(), Clock(), Terminal()
-    sampler = ScriptedSampler([b.batch([{1: HOLD, 2: HOLD}] * 25) for _ in range(12)], clock)
+    sampler = ScriptedSampler([b.batch([{1: HOLD, 2: HOLD}] * PER_SLICE) for _ in range(300 // PER_SLICE)], clock)
     session = make_session([])
     progress = Progress(out, clock=clock)
     sample_until_stopped(session, sampler, 3.0, Stop(), RuntimeError, clock=clock, progress=progress)
     shown = [part for part in out.getvalue().split("\r") if part.strip()]
-    # 12 batches of 0.25 s: shown after the first, then once a second.
-    assert [line.split(", ")[1] for line in shown] == ["25 samples", "125 samples", "225 samples"]
+    # 3 s of 100 Hz slices: shown after the first, then once a second.
+    counts = [int(line.split(", ")[1].split()[0]) for line in shown]
+    assert counts[0] == PER_SLICE and len(counts) == 3, counts
+    # a second apart, to the slice (the clock's sum of slices may fall a hair short of a whole second)
+    assert all(100 <= b - a <= 100 + PER_SLICE for a, b in zip(counts, counts[1:])), counts
     assert "2 threads" in shown[-1]
     # Cleared: the screen ends with the line blanked and the cursor at its start.
     assert out.getvalue().endswith("\r" + " " * len(shown[-1]) + "\r")

@@ -9,6 +9,8 @@ import pytest
 from gilty._errors import EXIT_OK, EXIT_PARTIAL, EXIT_TARGET_EXITED, CommandError
 from gilty.report import output_format
 from gilty.sampling.capture import SLICE_S
+
+PER_SLICE = round(SLICE_S * 100)  # passes of one collect() call at the tests' 100 Hz
 from gilty.sampling.record_run import finish, sample_until_stopped
 from synthetic import HOLD, BatchBuilder, make_session
 
@@ -45,9 +47,12 @@ class Stop:
 def test_duration_is_sampled_in_chunks_and_ends_exactly():
     b, clock = BatchBuilder(), Clock()
     session = make_session([])
-    sampler = ScriptedSampler([b.batch([{1: HOLD}] * 25) for _ in range(5)], clock)
+    whole = int(1.1 / SLICE_S + 1e-9)
+    sampler = ScriptedSampler([b.batch([{1: HOLD}] * PER_SLICE) for _ in range(whole + 1)], clock)
     sample_until_stopped(session, sampler, 1.1, Stop(), RuntimeError, clock=clock)
-    assert sampler.calls == pytest.approx([SLICE_S] * 4 + [0.1])
+    # whole slices, then what is left of the duration (none when it divides evenly)
+    rest = round(1.1 - whole * SLICE_S, 9)
+    assert sampler.calls == pytest.approx([SLICE_S] * whole + ([rest] if rest >= 0.005 else []))
     assert session.stopped_by == "duration"
     assert session.duration_s == pytest.approx(1.1)
     assert finish(session, launched=False) == EXIT_OK
@@ -66,16 +71,18 @@ def test_ctrl_c_keeps_the_batch_being_collected():
 
 def test_target_exit_before_duration_with_pid_is_partial():
     b, clock = BatchBuilder(), Clock()
-    sampler = ScriptedSampler([b.batch([{1: HOLD}] * 25), b.batch([{1: HOLD}] * 3, exited=True)], clock)
+    sampler = ScriptedSampler(
+        [b.batch([{1: HOLD}] * PER_SLICE) for _ in range(2)] + [b.batch([{1: HOLD}] * 3, exited=True)], clock
+    )
     session = make_session([])
     session.requested_duration_s = 10.0
     sample_until_stopped(session, sampler, 10.0, Stop(), RuntimeError, clock=clock)
     assert session.stopped_by == "target_exit"
     assert finish(session, launched=False) == EXIT_PARTIAL
     assert session.partial
-    # 28 passes at 100 Hz: the recording ends at the last of them, not at the end of the scripted
-    # second chunk (0.5 s of wall time) in which the exit was seen.
-    assert session.partial_reason == "pid 4242 exited after 0.3 s of the requested 10 s"
+    # 2 slices and 3 passes at 100 Hz: the recording ends at the last pass, not at the end of the
+    # scripted chunk in which the exit was seen.
+    assert session.partial_reason == f"pid 4242 exited after {2 * SLICE_S + 0.03:.1f} s of the requested 10 s"
 
 
 def test_target_exit_is_the_normal_end_of_a_launched_command():

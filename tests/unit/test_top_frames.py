@@ -8,6 +8,7 @@ import io
 
 from gilty.cli.top import CLEAR_AND_HOME, watch
 from synthetic import HOLD, IDLE, BatchBuilder, make_session
+from test_record_loop import PER_SLICE
 
 
 class Clock:
@@ -36,7 +37,7 @@ class Stop:
 def test_one_block_per_second_until_duration():
     b, clock, out = BatchBuilder(names={1: "metrics", 2: "main"}), Clock(), io.StringIO()
     base = make_session([])
-    total, exited = watch(base, ScriptedSampler(b, clock, 25, 100), 2.5, Stop(), RuntimeError, out, tty=False, clock=clock)
+    total, exited = watch(base, ScriptedSampler(b, clock, PER_SLICE, 100), 2.5, Stop(), RuntimeError, out, tty=False, clock=clock)
     blocks = out.getvalue().split("\n\n")
     frames = [block for block in blocks if block.startswith("gilty top:")]
     assert len(frames) == 3  # two full seconds and the last half second
@@ -51,7 +52,7 @@ def test_terminal_redraws_in_place_and_target_exit_ends():
     b, clock, out = BatchBuilder(), Clock(), io.StringIO()
     total, exited = watch(
         make_session([]),
-        ScriptedSampler(b, clock, 25, 6, exit_on_last=True),
+        ScriptedSampler(b, clock, PER_SLICE, 150 // PER_SLICE, exit_on_last=True),
         None,
         Stop(),
         RuntimeError,

@@ -40,11 +40,11 @@ if TYPE_CHECKING:  # annotations only: importing `typing` costs every CLI start 
 from gilty.sampling import launch
 
 # Every native collect() call samples at most this long with the GIL released, and Python sees a
-# Ctrl-C, SIGTERM, a finished load step or a key press only between calls: the stop latency. A
-# quarter second is what `gilty record` and `gilty memory` have always used (its unit tests pin the
-# slices it cuts); shorter slices only cost gilty more Python calls for nothing a report shows. The
-# native side keeps its own schedule across calls, so the slice decides no pass time.
-SLICE_S = 0.25
+# Ctrl-C, SIGTERM, a finished load step or a key press only between calls: the stop latency. A tenth
+# of a second is what process sets and load's step profiles used: a longer slice lets a step's
+# profile run on past the step's end (idle samples of a server no longer sent traffic). The native
+# side keeps its own schedule across calls, so the slice decides no pass time.
+SLICE_S = 0.1
 # A call never shorter than this (a refresh or a deadline a hair away): a zero-length call is a spin.
 MIN_SLICE_S = 1e-3
 # How often ``wait_for`` looks at the stop flag while the call runs.
