@@ -9,7 +9,7 @@ import types
 
 import pytest
 from gilty._errors import EXIT_CODE_BY_KIND
-from gilty.cli import main, split_child_command
+from gilty.cli import main, parse_options
 from gilty.sampling import launch
 
 KIND_EXIT_CODES = [
@@ -147,11 +147,10 @@ def test_help_lists_commands(capsys):
 
 
 def test_split_child_command():
-    assert split_child_command(["record", "--pid", "1"]) == (["record", "--pid", "1"], None)
-    assert split_child_command(["record", "--", "python", "-m", "x", "--", "y"]) == (
-        ["record"],
-        ["python", "-m", "x", "--", "y"],
-    )
+    # the first `--` ends gilty's arguments; everything after it, a later `--` too, is the command
+    attached = parse_options(["record", "--pid", "1"]).target
+    assert attached.pids == (1,) and attached.command is None
+    assert parse_options(["record", "--", "python", "-m", "x", "--", "y"]).target.command == ["python", "-m", "x", "--", "y"]
 
 
 def test_command_that_cannot_start(monkeypatch, capsys):

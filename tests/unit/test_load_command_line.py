@@ -5,8 +5,7 @@ said so on stderr) unless gilty's own -o came before `--`; anything else stays t
 from __future__ import annotations
 
 import pytest
-from gilty.cli import build_parser, split_child_command
-from gilty.load.options import trailing_output
+from gilty.cli import parse_options
 
 ISSUE_8 = (
     "load http://127.0.0.1:8000/ --ramp 50:1000:50 --slo p99=50ms "
@@ -15,25 +14,23 @@ ISSUE_8 = (
 
 
 def parse(argv: list):
-    own, child = split_child_command(argv)
-    args = build_parser("load").parse_args(own)
-    args.output, args.child_argv = trailing_output(args.output, child)
-    return args
+    """The LoadOptions `gilty ARGV` runs with."""
+    return parse_options(argv)
 
 
 def test_the_issues_command_line_writes_gilty_s_report(capsys):
-    args = parse(ISSUE_8)
-    assert args.output == "run.html"
-    assert args.child_argv == "gunicorn -w 4 -k uvicorn.workers.UvicornWorker app:app".split()
-    assert args.ramp == "50:1000:50" and args.slo == "p99=50ms"
+    options = parse(ISSUE_8)
+    assert options.output.path == "run.html" and options.output.format == "html"
+    assert options.server.command == "gunicorn -w 4 -k uvicorn.workers.UvicornWorker app:app".split()
+    assert options.rates == tuple(range(50, 1001, 50)) and options.ramp and options.slo == ("p99", 0.05)
     note = [line for line in capsys.readouterr().err.splitlines() if line]
     assert len(note) == 1 and "run.html" in note[0] and "gilty's" in note[0], note
 
 
 @pytest.mark.parametrize("tail,output", [(["--output", "r.json"], "r.json"), (["--output=r.html"], "r.html")])
 def test_long_forms(tail, output):
-    args = parse(["load", "http://127.0.0.1:8000/", "--rate", "10", "--", "srv", "--port", "8000", *tail])
-    assert args.output == output and args.child_argv == ["srv", "--port", "8000"]
+    options = parse(["load", "http://127.0.0.1:8000/", "--rate", "10", "--", "srv", "--port", "8000", *tail])
+    assert options.output.path == output and options.server.command == ["srv", "--port", "8000"]
 
 
 @pytest.mark.parametrize(
@@ -49,14 +46,14 @@ def test_long_forms(tail, output):
 )
 def test_other_placements_stay_where_they_are(argv, capsys):
     own_output = argv[argv.index("-o") + 1] if argv.index("-o") < argv.index("--") else None
-    args = parse(argv)
-    assert args.output == own_output
-    assert args.child_argv == argv[argv.index("--") + 1 :]
+    options = parse(argv)
+    assert options.output.path == own_output
+    assert options.server.command == argv[argv.index("--") + 1 :]
     assert capsys.readouterr().err == ""
 
 
 def test_app_packages_are_repeatable_and_stay_gilty_s():
-    args = parse(
+    options = parse(
         [
             "load",
             "http://127.0.0.1:8000/",
@@ -71,4 +68,6 @@ def test_app_packages_are_repeatable_and_stay_gilty_s():
             "httpbin:app",
         ]
     )
-    assert args.app == ["httpbin", "shop.views"] and args.child_argv == ["gunicorn", "httpbin:app"]
+    # both names, in the order given, as the package directory or module file each may be
+    assert options.server.app.fragments == ("/httpbin/", "/httpbin.py", "/shop/views/", "/shop/views.py")
+    assert options.server.command == ["gunicorn", "httpbin:app"]

@@ -6,9 +6,15 @@ refresh loop, not the native sampler.
 
 import io
 
-from gilty.cli.top import CLEAR_AND_HOME, watch
+from gilty.report.live import CLEAR_AND_HOME, Screen
+from gilty.sampling import top_run
 from synthetic import HOLD, IDLE, BatchBuilder, make_session
 from test_record_loop import PER_SLICE
+
+
+def watch(base, sampler, duration_s, stop, native_error, out, tty, clock):
+    """top's one-process run drawn on a Screen writing to ``out``, as `gilty top` draws it."""
+    return top_run.watch(base, sampler, duration_s, stop, native_error, Screen(out, tty).one, clock=clock)
 
 
 class Clock:

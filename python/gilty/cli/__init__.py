@@ -166,21 +166,37 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split()) or "(no message)"
 
 
+def _parse(args_list: list) -> tuple:
+    """(the command's module, its parsed arguments with ``child_argv``: the command after `--` or None)."""
+    own_args, child_argv = split_child_command(args_list)
+    own_args = join_negative_values(own_args)
+    # The command is the first word that is not an option (the top level's only options take no value).
+    first = next((a for a in own_args if not a.startswith("-")), None)
+    only = first if first in COMMAND_MODULES and "-h" not in own_args[: own_args.index(first)] else None
+    args = build_parser(only).parse_args(own_args)
+    module = command_module(args.command_name)
+    if child_argv is not None and not getattr(module, "ACCEPTS_CHILD_COMMAND", False):
+        raise UsageError(f"`gilty {args.command_name}` does not take a command after `--`")
+    if child_argv is not None and not child_argv:
+        raise UsageError("no command after `--`")
+    args.child_argv = child_argv
+    return module, args
+
+
+def parse_options(argv: Sequence[str]):
+    """The typed options `gilty ARGV` would run with, without running it: the program's parse step on
+    its own (beside ``main``, the CLI's one other entry; tests read a command line through it)."""
+    module, args = _parse(list(argv))
+    build = getattr(module, "build_options", None)
+    if build is None:
+        raise UsageError(f"`gilty {args.command_name}` has no options object")
+    return build(args)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     try:
-        own_args, child_argv = split_child_command(args_list)
-        own_args = join_negative_values(own_args)
-        # The command is the first word that is not an option (the top level's only options take no value).
-        first = next((a for a in own_args if not a.startswith("-")), None)
-        only = first if first in COMMAND_MODULES and "-h" not in own_args[: own_args.index(first)] else None
-        args = build_parser(only).parse_args(own_args)
-        module = command_module(args.command_name)
-        if child_argv is not None and not getattr(module, "ACCEPTS_CHILD_COMMAND", False):
-            raise UsageError(f"`gilty {args.command_name}` does not take a command after `--`")
-        if child_argv is not None and not child_argv:
-            raise UsageError("no command after `--`")
-        args.child_argv = child_argv
+        module, args = _parse(args_list)
         return module.run(args)
     except CommandError as e:
         _fail(_one_line(e.message))

@@ -255,3 +255,7 @@ def _app(names: list) -> AppScope:
         if not name or not all(part.isidentifier() for part in name.split(".")):
             raise UsageError(f"--app {name!r}: expected a package or module name, e.g. httpbin or shop.views")
     return AppScope.of_packages(names)
+
+
+# the program's parse step (gilty.cli.parse_options) asks each command for its options by this name
+build_options = load_options

@@ -65,3 +65,7 @@ def memory_options(args: argparse.Namespace) -> MemoryOptions:
     return MemoryOptions(
         args.pid, max(args.interval, MIN_INTERVAL_S), args.gc_poll, args.duration, OutputOptions(fmt, args.output)
     )
+
+
+# the program's parse step (gilty.cli.parse_options) asks each command for its options by this name
+build_options = memory_options

@@ -70,3 +70,7 @@ def run(args: argparse.Namespace) -> int:
         output = options.output
         reports.write(result.recording, output.format, output.path, picture_options(output))
     return result.status
+
+
+# the program's parse step (gilty.cli.parse_options) asks each command for its options by this name
+build_options = record_options

@@ -52,3 +52,7 @@ def listen_address(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("an empty address would listen on every interface: give 0.0.0.0 (or ::) to mean that")
     return text.strip()
+
+
+# the program's parse step (gilty.cli.parse_options) asks each command for its options by this name
+build_options = serve_options

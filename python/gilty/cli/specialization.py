@@ -87,3 +87,7 @@ def specialization_options(args: argparse.Namespace) -> SpecializationOptions:
         output=OutputOptions(fmt, args.output),
         opcache_output=fmt in report.formats("opcache"),
     )
+
+
+# the program's parse step (gilty.cli.parse_options) asks each command for its options by this name
+build_options = specialization_options

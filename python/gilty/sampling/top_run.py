@@ -1,7 +1,7 @@
 """`gilty top`'s run: sample the processes and hand a window of the last second to the screen once a
 second (``show``), until q, Ctrl-C, SIGTERM, every process's exit, or --duration. The windows are
 Sessions sharing their stack, frame and name tables with the one before (Session.window); drawing
-them is the command line's (gilty.cli.top).
+them is the report layer's live screen (gilty.report.live).
 """
 
 from __future__ import annotations
