@@ -17,4 +17,5 @@ pub mod sched_marks;
 mod stacks;
 mod task_part;
 pub mod task_record;
+mod thread_list;
 mod thread_track;

@@ -9,7 +9,7 @@ use crate::interp::exceptions::HandlingCheck;
 use crate::interp::frames::{CodeCache, Frame, FrameWalker, WalkError};
 use crate::interp::interpreter::Interpreter;
 use crate::interp::linetable::Position;
-use crate::interp::threads::{python_threads, PyThread, TidResolver, WalkHead};
+use crate::interp::threads::{python_threads, PyThread, WalkHead};
 use crate::process::memory::Memory;
 use crate::process::procfs::{self, Schedstat, SyscallState};
 use crate::sampling::aggregate::{Aggregate, Seen, NONE};
@@ -19,13 +19,12 @@ use crate::sampling::sched_marks::{read_mark, SchedMarks, SchedTotals};
 use crate::sampling::stacks::{Interner, Observed, Stack};
 use crate::sampling::task_part::TaskPart;
 use crate::sampling::task_record::TaskAggregate;
+use crate::sampling::thread_list::ThreadList;
 use crate::sampling::thread_track::{Kept, ThreadPass, Track};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// How often the OS thread list and Python thread names are re-read.
-const REFRESH_EVERY: Duration = Duration::from_millis(250);
 /// Walks of one thread's stack per pass before it is dropped as torn. Each walk already compares up
 /// to `frames::SNAPSHOT_ROUNDS` further copies of a stack that moved (see
 /// `FrameWalker::read_chain`).
@@ -123,16 +122,9 @@ pub struct Sampler {
     start: Instant,
     next_due: Option<Instant>,
     code_cache: CodeCache,
-    tid_resolver: TidResolver,
+    /// The OS threads, their names and thread states.
+    threads: ThreadList,
     tracks: HashMap<i32, Track>,
-    os_tids: Vec<i32>,
-    names: HashMap<i32, String>,
-    py_names: HashMap<u64, String>,
-    last_refresh: Option<Instant>,
-    /// States-only passes (the in-process monitor): the main interpreter and thread states as last
-    /// read, and when. Re-read every `REFRESH_EVERY`, like the OS thread list they are matched
-    /// with.
-    thread_cache: Option<(Instant, u64, Vec<PyThread>)>,
     /// Passes observed so far (paces the scheduler-counter probes).
     passes: u64,
     /// A thread never observed: the in-process monitor's own (reading its syscall costs a read a
@@ -178,13 +170,8 @@ impl Sampler {
             start: Instant::now(),
             next_due: None,
             code_cache: CodeCache::default(),
-            tid_resolver: TidResolver::default(),
+            threads: ThreadList::default(),
             tracks: HashMap::new(),
-            os_tids: Vec::new(),
-            names: HashMap::new(),
-            py_names: HashMap::new(),
-            last_refresh: None,
-            thread_cache: None,
             passes: 0,
             ignored_tid: None,
             tables: Interner::default(),
@@ -286,7 +273,12 @@ impl Sampler {
 
     /// Ends the current batch (closing its open runs) and starts the next one.
     pub fn take_batch(&mut self) -> Batch {
-        self.batch.threads = self.names.iter().map(|(t, n)| (*t, n.clone())).collect();
+        self.batch.threads = self
+            .threads
+            .names
+            .iter()
+            .map(|(t, n)| (*t, n.clone()))
+            .collect();
         if let Some(native) = self.native.as_mut() {
             let (now, given) = native.take_counts();
             let e = &mut self.batch.errors;
@@ -308,7 +300,7 @@ impl Sampler {
         let pid = self.interp.pid;
         self.batch.sched = self
             .marks
-            .end_batch(|| read_mark(pid, &self.os_tids, &mut self.tracks));
+            .end_batch(|| read_mark(pid, &self.threads.os_tids, &mut self.tracks));
         std::mem::take(&mut self.batch)
     }
 
@@ -318,47 +310,11 @@ impl Sampler {
         self.sample_pass(t)
     }
 
+    /// The thread list and names re-read when due; the tracks of threads gone are dropped.
     fn refresh(&mut self, pythreads: &[PyThread]) {
-        let now = Instant::now();
-        let due = self
-            .last_refresh
-            .map(|t| now - t >= REFRESH_EVERY)
-            .unwrap_or(true);
-        let unknown_tid = pythreads
-            .iter()
-            .any(|t| t.tid.map(|x| !self.names.contains_key(&x)).unwrap_or(false));
-        if !due && !unknown_tid {
-            return;
-        }
-        self.last_refresh = Some(now);
-        if let Ok(t) = procfs::thread_ids(self.interp.pid) {
-            self.os_tids = t;
-        }
-        if let Ok(n) = crate::interp::thread_names::python_thread_names(&self.interp) {
-            self.py_names = n;
-        }
-        let pid = self.interp.pid;
-        self.tracks.retain(|tid, _| self.os_tids.contains(tid));
-        self.names.retain(|tid, _| self.os_tids.contains(tid));
-        for &tid in &self.os_tids {
-            let py = pythreads
-                .iter()
-                .find(|p| p.tid == Some(tid))
-                .and_then(|p| self.py_names.get(&p.ident));
-            match py {
-                Some(n) => {
-                    self.names.insert(tid, n.clone());
-                }
-                // A thread keeps the name it had: `threading` disappears during interpreter
-                // shutdown.
-                None if self.names.contains_key(&tid) => {}
-                None => {
-                    self.names.insert(
-                        tid,
-                        procfs::comm(pid, tid).unwrap_or_else(|| format!("thread-{tid}")),
-                    );
-                }
-            }
+        if self.threads.refresh(&self.interp, pythreads) {
+            let os_tids = &self.threads.os_tids;
+            self.tracks.retain(|tid, _| os_tids.contains(tid));
         }
     }
 
@@ -425,7 +381,7 @@ impl Sampler {
         };
         if self.batch.times.is_empty() {
             self.marks
-                .begin_batch(|| read_mark(pid, &self.os_tids, &mut self.tracks));
+                .begin_batch(|| read_mark(pid, &self.threads.os_tids, &mut self.tracks));
         }
         self.batch.times.push(t);
         let t_ns = self.start_mono_ns + (t * 1e9) as u64;
@@ -433,7 +389,7 @@ impl Sampler {
             tasks.sample(&self.interp, &mut self.tables, self.period, t, &snapshot);
         }
         if let Some(native) = self.native.as_mut() {
-            native.begin_pass(&self.os_tids);
+            native.begin_pass(&self.threads.os_tids);
         }
         let mut seen = Vec::with_capacity(snapshot.len());
         for (tid, state, syscall, stack, holds, handling) in snapshot {
@@ -498,7 +454,7 @@ impl Sampler {
             return None;
         }
         let tids = procfs::thread_ids(self.interp.pid).ok()?;
-        let threads = python_threads(&self.interp, &mut self.tid_resolver, &tids).ok()?;
+        let threads = python_threads(&self.interp, &mut self.threads.tid_resolver, &tids).ok()?;
         threads
             .iter()
             .find(|t| t.tstate == gil.last_holder)
@@ -541,49 +497,15 @@ impl Sampler {
         let obs = self.observe_with(false)?;
         Ok(obs
             .into_iter()
-            .map(|(tid, state, _, _, _, _)| {
-                (
-                    tid,
-                    self.names.get(&tid).cloned().unwrap_or_default(),
-                    state,
-                )
-            })
+            .map(|(tid, state, _, _, _, _)| (tid, self.threads.name(tid), state))
             .collect())
-    }
-
-    /// The main interpreter and every thread state: read each pass when stacks are walked (a walk
-    /// needs the live thread state), else at most every `REFRESH_EVERY`. A states-only pass then
-    /// reads only the GIL, the GC flag and the syscalls of threads without the GIL: the monitor's
-    /// cost.
-    fn interpreter_threads(&mut self, stacks: bool) -> std::io::Result<(u64, Vec<PyThread>)> {
-        if !stacks {
-            if let Some((at, main, threads)) = &self.thread_cache {
-                if at.elapsed() < REFRESH_EVERY {
-                    return Ok((*main, threads.clone()));
-                }
-            }
-        }
-        let main = self
-            .interp
-            .main_interp()
-            .map_err(|e| std::io::Error::other(e.message))?;
-        if self.os_tids.is_empty() {
-            self.os_tids = procfs::thread_ids(self.interp.pid)?;
-        }
-        let threads = python_threads(&self.interp, &mut self.tid_resolver, &self.os_tids)?;
-        self.thread_cache = if stacks {
-            None
-        } else {
-            Some((Instant::now(), main, threads.clone()))
-        };
-        Ok((main, threads))
     }
 
     /// Every thread once: its stack walked (unless kept) when `stacks`, else its state only.
     fn observe_with(&mut self, stacks: bool) -> std::io::Result<Vec<Observed>> {
         let pass = self.begin_pass(stacks)?;
-        let mut out = Vec::with_capacity(self.os_tids.len());
-        let os_tids = self.os_tids.clone();
+        let mut out = Vec::with_capacity(self.threads.os_tids.len());
+        let os_tids = self.threads.os_tids.clone();
         for tid in os_tids {
             if Some(tid) == self.ignored_tid {
                 continue;
@@ -602,7 +524,7 @@ impl Sampler {
             native.clear_reads();
         }
         self.passes += 1;
-        let (main, pythreads) = self.interpreter_threads(stacks)?;
+        let (main, pythreads) = self.threads.interpreter_threads(&self.interp, stacks)?;
         if let Some(tasks) = self.tasks.as_mut() {
             tasks.last_threads = (main, pythreads.clone());
         }
@@ -935,7 +857,7 @@ impl Sampler {
             .into_iter()
             .map(|(tid, state, syscall, stack, _, _)| ThreadSnapshot {
                 tid,
-                name: self.names.get(&tid).cloned().unwrap_or_default(),
+                name: self.threads.name(tid),
                 state,
                 syscall,
                 stack: stack.map(|s| (*s.frames).clone()).unwrap_or_default(),
@@ -963,7 +885,7 @@ impl Sampler {
                 Err(_) => {
                     tries += 1;
                     crate::interp::threads::settle_pause(tries);
-                    self.os_tids.clear();
+                    self.threads.os_tids.clear();
                 }
             }
         }
@@ -1025,7 +947,7 @@ impl Sampler {
         crate::native::snapshot::take(
             &self.interp,
             &mut self.code_cache,
-            &mut self.tid_resolver,
+            &mut self.threads.tid_resolver,
             wait,
         )
     }
