@@ -60,11 +60,20 @@ demo: setup sid-pythons  ## start the bundled demo service, record it for 10 s, 
 	$(VPY) -m gilty.demo
 	$(VPY) -m gilty.demo.web
 
-test:  ## every test: Rust unit tests, layout and opcode generator checks, Python unit + integration tests
+# Lint: the Python tree formatted and checked by ruff (pyproject.toml [tool.ruff]), the Rust one by rustfmt
+# and clippy with warnings as errors. `make test` runs it first: CI fails on an unformatted file.
+lint: $(STAMP)  ## ruff format --check, ruff check, cargo fmt --check, cargo clippy -D warnings
+	$(VENV)/bin/ruff format --check python tests bench tools
+	$(VENV)/bin/ruff check python tests bench tools
+	cargo fmt --all --check
+	cargo clippy --release -q --workspace --all-targets -- -D warnings
+
+test:  ## every test: lint, Rust unit tests, layout and opcode generator checks, Python unit + integration tests
 	@# The Rust tests' host-linked build (target/) shares no crate with setup's zig-linked one
 	@# (target/wheel-zig/), and setup spends much of its time fetching and unpacking packages: the
 	@# builds run side by side, each target's output kept together.
 	@$(MAKE) --no-print-directory -j4 --output-sync=target setup system-deps go-tools sid-pythons rust-test-build
+	@$(MAKE) --no-print-directory lint
 	cargo test --release -q --workspace --exclude gilty-python
 	$(VPY) tools/gen_layouts.py --check
 	$(VPY) tools/gen_opcodes.py --check
