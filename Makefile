@@ -72,8 +72,8 @@ test:  ## every test: lint, Rust unit tests, layout and opcode generator checks,
 	@# The Rust tests' host-linked build (target/) shares no crate with setup's zig-linked one
 	@# (target/wheel-zig/), and setup spends much of its time fetching and unpacking packages: the
 	@# builds run side by side, each target's output kept together.
-	@$(MAKE) --no-print-directory -j4 --output-sync=target setup system-deps go-tools sid-pythons rust-test-build
-	@$(MAKE) --no-print-directory lint
+	@# lint runs beside them too (it needs only ruff and cargo): an unformatted file still fails the run.
+	@$(MAKE) --no-print-directory -j4 --output-sync=target setup system-deps go-tools sid-pythons rust-test-build lint
 	cargo test --release -q --workspace --exclude gilty-python
 	$(VPY) tools/gen_layouts.py --check
 	$(VPY) tools/gen_opcodes.py --check
