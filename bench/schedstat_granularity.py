@@ -1,6 +1,6 @@
 """How finely the kernel's per-thread scheduler counters move on this host: a thread spinning on CPU 1
 is read every 0.2 ms from CPU 0 for a second; each change of its CPU time is printed with the CPU time,
-run-queue delay and switch count added since the last change. `cpu_wait` (crates/gilty-core/src/cpu_wait.rs)
+run-queue delay and switch count added since the last change. `cpu_wait` (crates/gilty-core/src/sampling/cpu_wait.rs)
 assumes a running thread's CPU time moves at least every scheduler tick.
 
     python3 bench/schedstat_granularity.py

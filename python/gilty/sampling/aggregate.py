@@ -1,4 +1,4 @@
-"""Pure-Python twin of the native per-pass aggregation (``crates/gilty-core/src/aggregate.rs``).
+"""Pure-Python twin of the native per-pass aggregation (``crates/gilty-core/src/sampling/aggregate.rs``).
 
 Recordings are aggregated natively; this twin turns per-(pass, thread) rows into the same batch
 fields (runs, counts, blame, pass flags, samples handling an exception) so that tests and small tools can build sessions without

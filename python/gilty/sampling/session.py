@@ -2,7 +2,7 @@
 
 Samples are never kept one per (pass, thread): the native sampler folds them into runs (a thread's
 stretch of consecutive passes in one state and syscall), sample counts per (thread, state, stack),
-GIL blame counts and one flag byte per pass (``crates/gilty-core/src/aggregate.rs``). Each thread's
+GIL blame counts and one flag byte per pass (``crates/gilty-core/src/sampling/aggregate.rs``). Each thread's
 runs are kept column-wise in ``array`` buffers (11 bytes a run), already in pass order, so memory
 grows with state changes, not samples, and reading them in order needs no sort.
 

@@ -1,6 +1,6 @@
 """The task view of a recording (``record --tasks``): samples per asyncio task, folded natively.
 
-Each sampling pass reads every task of the target (``crates/gilty-core/src/task_record.rs``) and
+Each sampling pass reads every task of the target (``crates/gilty-core/src/sampling/task_record.rs``) and
 counts one sample per pending task, keyed by its *task stack*: the task tree path (outermost awaiting
 task first, by name), its coroutine chain, and either what it awaits and where (a suspended task) or
 its thread's state in that pass (a running task, whose stack is then its thread's Python stack from
