@@ -63,12 +63,12 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     options = record_options(args)
+    output, pictures = options.output, picture_options(options.output)
     # Signals are caught from the start (a SIGTERM while CMD starts still stops CMD) to the end of the
     # write (a second Ctrl-C does not lose the report).
     with capture.Stop() as stop:
         result = record_run.run(options, stop)
-        output = options.output
-        reports.write(result.recording, output.format, output.path, picture_options(output))
+        reports.write(result.recording, output.format, output.path, pictures)
     return result.status
 
 
