@@ -1,6 +1,6 @@
-"""Seed, Experiment 2 for exact mode: two I/O threads sleeping 10 ms in a loop plus one CPU spinner.
+"""Exact mode's CPU-and-I/O workload (the seed's second experiment): two I/O threads sleeping 10 ms in a loop plus one CPU spinner.
 
-The same workload as experiment2.py, with the switch interval given as argv[1] (seconds; default
+The same workload as cpu_and_io_threads.py, with the switch interval given as argv[1] (seconds; default
 0.005, CPython's own), set with sys.setswitchinterval before the threads start. On SIGUSR1 the main
 thread prints one JSON line: {"switch_interval_s": ..., "io1": [wake-ups, total overshoot s], "io2": [...]}.
 """
