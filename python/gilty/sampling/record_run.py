@@ -32,6 +32,10 @@ from gilty.sampling.session import Recording, Session, TargetInfo
 class RecordResult:
     recording: Recording
     status: int  # the exit status gilty ends with
+    # The sampler, held until the caller has written the report and drops the result: dropping it
+    # removes --exact's probes, which on the uprobe PMU path takes seconds (threads x probes closes),
+    # and the answer comes first.
+    sampler: Any = None
 
 
 def run(options: RecordOptions, stop: Any, err: Optional[TextIO] = None) -> RecordResult:
@@ -89,7 +93,7 @@ def _run_one(options: RecordOptions, stop: Any, err: TextIO) -> RecordResult:
         recording.notes.append(hint)
         print(f"gilty: hint: {hint}", file=err)
     status = judge(recording, options.gates, status, command.status if session.stopped_by == "target_exit" else None, err)
-    return RecordResult(recording, status)
+    return RecordResult(recording, status, sampler)
 
 
 def sample_until_stopped(
