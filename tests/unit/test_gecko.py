@@ -181,3 +181,17 @@ def test_the_extension_picks_the_format():
     assert format_for_path("RUN.GECKO.JSON") == "gecko"
     assert format_for_path("run.json") == "json"
     assert output_format("gecko", "anything.json") == "gecko"
+
+
+def test_cpu_deltas_count_the_time_on_a_cpu():
+    # The activity graph's height: µs of CPU since the previous sample, all of it for a sample that
+    # ran (holding, gc, native), none otherwise; the first sample's delta is ignored by the viewer.
+    d = doc(every_state())
+    assert d["meta"]["sampleUnits"]["threadCPUDelta"] == "µs"
+    t = d["threads"][0]
+    sm = t["samples"]["schema"]
+    deltas = [row[sm["threadCPUDelta"]] for row in t["samples"]["data"]]
+    on_cpu = sum(end - start for _n, start, end, _d in markers(t, gecko.CPU_SCHEMA))
+    assert sum(deltas[1:]) / 1000 == pytest.approx(on_cpu - 10.0)  # less the first sample's period
+    assert deltas[8:12] == [0, 0, 0, 0]  # waiting for the GIL
+    assert deltas[12:18] == [pytest.approx(10_000)] * 6  # native: the whole 10 ms period

@@ -3,22 +3,23 @@
 Open it at profiler.firefox.com, *Load a profile from file*: its importer reads the Gecko profile
 format (the JSON Firefox's own profiler emits) and upgrades any older version to its current one
 one step at a time, so the file is written as **version 27** (the first whose frame table has no
-``optimizations`` column; the upgrades after it touch counters and marker field types only).
+``optimizations`` column; the upgrades after it, to 36 as of late 2026, change counters and marker
+field types, or add an empty ``sources`` table (33), none of which this file has).
 
 What is filled:
 
 - ``meta``: ``version`` 27, ``interval`` (the sampling period, ms), ``startTime`` (the recording's
   start, ms since the epoch; every time in the file is ms after it), ``shutdownTime`` null,
   ``profilingStartTime`` 0 and ``profilingEndTime`` (the recording's length), ``processType`` 0,
-  ``product`` ("gilty"), ``platform``, ``stackwalk``/``debug``/``gcpoison``/``asyncstack`` 0,
-  ``presymbolicated`` true (the frames are named already: the viewer asks no symbol server),
-  ``categories`` (one per thread state, below) and ``markerSchema`` (below); top-level ``libs``,
-  ``pages``, ``pausedRanges`` and ``processes`` empty.
-- ``threads``: one per (process, thread) sampled, flat (several processes are told apart by
-  ``pid``, all on the recording's time axis): ``name`` (the thread's name), ``tid``, ``pid``,
-  ``processType`` "default", ``processName`` (``python PID command``), ``registerTime`` (its first
-  sample), ``unregisterTime`` null, and the tables, each ``{schema, data}`` with ``schema`` naming
-  the column of each field: ``samples`` (stack, time, eventDelay: 0), ``stackTable`` (prefix,
+  ``product`` ("gilty VERSION"), ``platform``, ``oscpu``, ``sampleUnits`` (below),
+  ``stackwalk``/``debug``/``gcpoison``/``asyncstack`` 0, ``presymbolicated`` true (the frames are
+  named already: the viewer asks no symbol server), ``categories`` (one per thread state, below) and
+  ``markerSchema`` (below); top-level ``libs``, ``pages``, ``pausedRanges`` and ``processes`` empty.
+- ``threads``: one per (process, thread) sampled, flat (several processes are told apart by ``pid``,
+  all on the recording's time axis): ``name`` (the thread's name), ``tid``, ``pid``, ``processType``
+  "default", ``processName`` (``python PID command``), ``registerTime`` (its first sample),
+  ``unregisterTime`` null, and the tables, each ``{schema, data}`` with ``schema`` naming the column
+  of each field: ``samples`` (stack, time, eventDelay: 0, threadCPUDelta), ``stackTable`` (prefix,
   frame), ``frameTable`` (location, relevantForJS, innerWindowID, implementation, line, column,
   category, subcategory), ``markers`` (name, startTime, endTime, phase, category, data), and the
   thread's ``stringTable``, which ``location`` and marker ``name`` index.
@@ -27,16 +28,19 @@ States, three ways, on each thread's track:
 
 - **samples**: one per kept sampling pass, its stack rooted at a frame named after the state
   (``holding_gil``, ``waiting_gil``, ... as in every other format), every frame of it in that
-  state's **category**, so the track's activity graph and the call tree are coloured by state
-  (idle in the "Idle" category, which the viewer leaves undrawn); Python frames are located
-  ``function (file:line)`` (the viewer's own form for interpreted frames: its call tree then shows
-  the function and file), C frames of ``--native`` ``function (in library)``;
+  state's **category**, so the track's activity graph and the call tree are coloured by state (idle
+  in the "Idle" category, which the viewer leaves undrawn), and its height is CPU use: a sample's
+  ``threadCPUDelta`` (``meta.sampleUnits``: µs) is the whole time since the previous sample when it
+  ran on a CPU (holding the GIL, gc, native), else 0, an estimate at the sampling rate like every
+  share gilty reports; Python frames are located ``function (file:line)`` (the viewer's own form for
+  interpreted frames: its call tree then shows the function and file), C frames of ``--native``
+  ``function (in library)``;
 - **``GilState`` markers**: one interval marker per run of consecutive passes in one state, named
-  after the state, from its first pass to the end of its last (``data``: ``state``, ``samples``,
-  and ``syscall`` for ``idle``), shown in the track, the marker chart and the marker table: a
-  thread's markers tile its time, so per state they add up to its samples times the period;
-- **``OnCpu`` markers** (``on_cpu``): the stretches a thread ran on a CPU, holding the GIL, in GC
-  or in C code without it (runs of those states, merged).
+  after the state, from its first pass to the end of its last (``data``: ``state``, ``samples``, and
+  ``syscall`` for ``idle``), shown in the track, the marker chart and the marker table: a thread's
+  markers tile its time, so per state they add up to its samples times the period;
+- **``OnCpu`` markers** (``on_cpu``): the stretches a thread ran on a CPU, holding the GIL, in GC or
+  in C code without it (runs of those states, merged).
 
 A long recording's coarsened timeline (docs/formats.md) gives one sample per kept pass; markers
 keep their whole spans. Asyncio tasks and exact (uprobe) traces are not in this format.
@@ -75,7 +79,7 @@ CATEGORIES = (
 )
 CATEGORY_OF = {state: i for i, (_name, _colour, state) in enumerate(CATEGORIES) if state}
 
-SAMPLES_SCHEMA = {"stack": 0, "time": 1, "eventDelay": 2}
+SAMPLES_SCHEMA = {"stack": 0, "time": 1, "eventDelay": 2, "threadCPUDelta": 3}
 STACK_SCHEMA = {"prefix": 0, "frame": 1}
 FRAME_SCHEMA = {
     "location": 0,
@@ -203,10 +207,14 @@ def _thread(session: Session, tid: int, runs: list, slot_stacks: tuple, offset: 
 
     for run in runs:
         _tid, first, passes, state, _stack_id, nr = run
+        running = state in ON_CPU_STATES
         for start, n, stack_id in _pieces([run], *slot_stacks):
             stack = thread.sample_stack(state, stack_id)
             for i in range(start, start + n):
-                thread.samples.append([stack, ms(offset + session.pass_start(i)), 0])
+                at = ms(offset + session.pass_start(i))
+                # CPU since the previous sample (µs): all of it when this sample ran on a CPU.
+                cpu_us = round((at - thread.samples[-1][1]) * MS, 3) if running and thread.samples else 0
+                thread.samples.append([stack, at, 0, cpu_us])
         name = state_name(state)
         data = {"type": STATE_SCHEMA, "state": name, "samples": passes}
         if state == IDLE:
@@ -280,7 +288,9 @@ def profile(recording: Recording) -> dict:
             "debug": 0,
             "gcpoison": 0,
             "asyncstack": 0,
+            "oscpu": f"{platform.system()} {platform.machine()}",
             "presymbolicated": True,
+            "sampleUnits": {"time": "ms", "eventDelay": "ms", "threadCPUDelta": "µs"},
             "categories": [{"name": name, "color": colour, "subcategories": ["Other"]} for name, colour, _s in CATEGORIES],
             "markerSchema": MARKER_SCHEMAS,
         },
