@@ -195,3 +195,23 @@ def test_cpu_deltas_count_the_time_on_a_cpu():
     assert sum(deltas[1:]) / 1000 == pytest.approx(on_cpu - 10.0)  # less the first sample's period
     assert deltas[8:12] == [0, 0, 0, 0]  # waiting for the GIL
     assert deltas[12:18] == [pytest.approx(10_000)] * 6  # native: the whole 10 ms period
+
+
+def test_c_frames_are_named_in_their_library():
+    # `record --native`: a C frame's line is -2 - offset, its file "library/source:line" (or the library).
+    b = BatchBuilder(names={3: "zipper"})
+    stack = b.stack(
+        ("deflate_slow", "libz.so.1/deflate.c:1720", -2 - 0x4A0),
+        ("libz.so.1+0x99", "libz.so.1", -2 - 0x99),
+        ("compress", "/srv/zip.py", 8),
+    )
+    rec = Recording.of(make_session([b.batch([{3: (NATIVE, stack)}] * 3)]))
+    t = doc(rec)["threads"][0]
+    f = t["frameTable"]["schema"]
+    frames = {t["stringTable"][row[f["location"]]]: row[f["line"]] for row in t["frameTable"]["data"]}
+    assert frames == {
+        "native": None,
+        "compress (/srv/zip.py:8)": 8,
+        "libz.so.1+0x99 (in libz.so.1)": None,
+        "deflate_slow (in libz.so.1)": 1720,
+    }
