@@ -215,3 +215,12 @@ def test_c_frames_are_named_in_their_library():
         "libz.so.1+0x99 (in libz.so.1)": None,
         "deflate_slow (in libz.so.1)": 1720,
     }
+
+
+def test_a_thread_not_seen_for_a_while_is_not_said_to_have_run_meanwhile():
+    b = BatchBuilder(names={1: "main", 2: "burst"})
+    passes = [{1: IDLE, **({2: HOLD} if i < 3 or i >= 50 else {})} for i in range(60)]
+    t = thread(doc(Recording.of(make_session([b.batch(passes)]))), 2)
+    sm = t["samples"]["schema"]
+    deltas = [row[sm["threadCPUDelta"]] for row in t["samples"]["data"]]
+    assert len(deltas) == 13 and deltas[3] == pytest.approx(10_000)  # one period after the gap, not 47

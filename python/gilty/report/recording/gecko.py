@@ -30,7 +30,7 @@ States, three ways, on each thread's track:
   (``holding_gil``, ``waiting_gil``, ... as in every other format), every frame of it in that
   state's **category**, so the track's activity graph and the call tree are coloured by state (idle
   in the "Idle" category, which the viewer leaves undrawn), and its height is CPU use: a sample's
-  ``threadCPUDelta`` (``meta.sampleUnits``: µs) is the whole time since the previous sample when it
+  ``threadCPUDelta`` (``meta.sampleUnits``: µs) is the whole time since the previous pass when it
   ran on a CPU (holding the GIL, gc, native), else 0, an estimate at the sampling rate like every
   share gilty reports; Python frames are located ``function (file:line)`` (the viewer's own form for
   interpreted frames: its call tree then shows the function and file), C frames of ``--native``
@@ -60,6 +60,7 @@ from gilty.sampling.session import GC, HOLDING_GIL, IDLE, NATIVE, NO_STACK, Reco
 
 GECKO_VERSION = 27
 MS = 1000.0
+US = 1e6
 ON_CPU = "on_cpu"
 ON_CPU_STATES = (HOLDING_GIL, GC, NATIVE)
 STATE_SCHEMA = "GilState"
@@ -211,10 +212,11 @@ def _thread(session: Session, tid: int, runs: list, slot_stacks: tuple, offset: 
         for start, n, stack_id in _pieces([run], *slot_stacks):
             stack = thread.sample_stack(state, stack_id)
             for i in range(start, start + n):
-                at = ms(offset + session.pass_start(i))
-                # CPU since the previous sample (µs): all of it when this sample ran on a CPU.
-                cpu_us = round((at - thread.samples[-1][1]) * MS, 3) if running and thread.samples else 0
-                thread.samples.append([stack, at, 0, cpu_us])
+                # CPU since the previous pass (µs): all of it when this sample ran on a CPU. (Since
+                # the previous pass, not this thread's previous sample: a thread not seen in between
+                # is not said to have run all along.)
+                cpu_us = round((session.pass_start(i) - session.pass_start(i - 1)) * US, 3) if running and i else 0
+                thread.samples.append([stack, ms(offset + session.pass_start(i)), 0, cpu_us])
         name = state_name(state)
         data = {"type": STATE_SCHEMA, "state": name, "samples": passes}
         if state == IDLE:
