@@ -57,3 +57,46 @@ def speedscope_schema(cache_dir: Path) -> Optional[dict]:
         except (OSError, subprocess.SubprocessError, KeyError, IndexError) as e:
             pytest.skip(f"cannot get {SPEEDSCOPE_PACKAGE} from the npm registry ({e})")
     return json.loads(schema.read_text())
+
+
+# The Firefox Profiler's command-line client: its npm package carries the viewer's own importer
+# (profile processing and upgrading), bundled into one script that runs on node.
+PROFILER_CLI_PACKAGE = "@firefox-devtools/profiler-cli@0.10.0"
+PROFILER_CLI_SCRIPT = "package/dist/profiler-cli.js"
+
+
+def profiler_cli(cache_dir: Path) -> Path:
+    """The Firefox Profiler CLI's script, unpacked from its npm package into ``cache_dir`` once.
+
+    Nothing is committed: the package is fetched with npm the first time. Skips when node or npm is
+    missing or the registry does not answer.
+    """
+    script = cache_dir / PROFILER_CLI_SCRIPT
+    if script.exists():
+        return script
+    npm = shutil.which("npm")
+    if npm is None or shutil.which("node") is None:
+        pytest.skip("node/npm not installed: cannot run the Firefox Profiler's importer (tests/unit check the tables)")
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        out = (
+            subprocess.run(
+                [npm, "pack", PROFILER_CLI_PACKAGE, "--silent"],
+                cwd=cache_dir,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=True,
+            )
+            .stdout.strip()
+            .splitlines()[-1]
+        )
+        with tarfile.open(cache_dir / out) as tar:
+            members = [m for m in tar.getmembers() if m.name.startswith("package/dist/")]
+            safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+            tar.extractall(cache_dir, members=members, **safe)
+    except (OSError, subprocess.SubprocessError, tarfile.TarError, IndexError) as e:
+        pytest.skip(f"cannot get {PROFILER_CLI_PACKAGE} from the npm registry ({e})")
+    if not script.exists():
+        pytest.skip(f"{PROFILER_CLI_PACKAGE} has no {PROFILER_CLI_SCRIPT}")
+    return script

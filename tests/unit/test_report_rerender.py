@@ -17,6 +17,7 @@ EXTENSIONS = {
     "svg": "svg",
     "speedscope": "speedscope.json",
     "chrome": "trace.json",
+    "gecko": "gecko.json",
     "collapsed": "collapsed",
     "text": "txt",
     "json": "json",

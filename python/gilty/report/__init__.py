@@ -59,6 +59,7 @@ RENDERERS = {
     ("recording", "svg"): "recording.svg:render",  # a flame graph drawn by inferno
     ("recording", "chrome"): "recording.chrome_trace:render",  # Chrome trace events for Perfetto / chrome://tracing
     ("recording", "html"): "recording.html:render",  # one self-contained interactive HTML page
+    ("recording", "gecko"): "recording.gecko:render",  # Gecko profile for the Firefox Profiler, states as markers
     # gzipped pprof profile.proto with state/pid/thread labels, for pprof and Pyroscope
     ("recording", "pprof"): "recording.pprof:render",
     ("memory", "text"): "memory.text:render",
@@ -94,6 +95,7 @@ EXTENSIONS = (
     (".pprof", "pprof"),
     (".speedscope.json", "speedscope"),
     (".trace.json", "chrome"),
+    (".gecko.json", "gecko"),
     (".collapsed", "collapsed"),
     (".folded", "collapsed"),
     (".svg", "svg"),
