@@ -163,7 +163,7 @@ def test_a_failure_is_gilty_s_one_line_and_the_server_goes_on(mcp_python, named_
         not_python.wait()
 
 
-def test_a_record_past_the_bounds_is_refused_before_attaching(mcp_python, named_threads):
+def test_a_record_past_the_bounds_or_a_bad_argument_is_refused_before_attaching(mcp_python, named_threads):
     pid = named_threads.pid
     started = time.monotonic()
     answers = session(
@@ -171,6 +171,8 @@ def test_a_record_past_the_bounds_is_refused_before_attaching(mcp_python, named_
         ["record", {"pid": pid, "duration": 61}],
         ["record", {"pid": pid, "duration": 0}],
         ["record", {"pid": pid, "duration": 1, "rate": 5000}],
+        ["record", {"pid": pid, "duration": "a minute"}],
+        ["dump", {}],
         ["record", {"pid": pid, "duration": 0.3}],
     )
     elapsed = time.monotonic() - started
@@ -179,7 +181,11 @@ def test_a_record_past_the_bounds_is_refused_before_attaching(mcp_python, named_
     )
     assert "duration 0 s is out of bounds" in error_of(answers[1])
     assert "rate 5000 Hz is out of bounds" in error_of(answers[2])
-    assert json_of(answers[3])["requested_duration_s"] == 0.3
+    # Arguments the schema refuses (the package's validation) are one line too.
+    assert error_of(answers[3]).startswith("gilty: error: record: duration: Input should be a valid number")
+    assert error_of(answers[4]) == "gilty: error: dump: pid: Field required (see the tool's input schema)"
+    assert all("\n" not in error_of(answer) for answer in answers[:5])
+    assert json_of(answers[5])["requested_duration_s"] == 0.3
     # Refused at once: the three refusals did not sample (the session is the server's start, 0.3 s of
     # recording and the client's own start).
     assert elapsed < 20, elapsed

@@ -15,9 +15,11 @@ from typing import Annotated, Optional
 import anyio
 import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field
+from pydantic import Field, ValidationError
 
+from gilty._errors import UsageError
 from gilty.assist import tools
 from gilty.sampling import capture
 
@@ -90,10 +92,24 @@ async def _in_thread(work, stop: Optional[capture.Stop] = None) -> CallToolResul
     return _result(ok, value)
 
 
+class _Server(MCPServer):
+    """Arguments that fail the input schema (a string for ``pid``) are said in one line too, as
+    gilty says a bad option: the package's own text is pydantic's report over several lines."""
+
+    async def call_tool(self, name, arguments, context=None):
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as e:
+            if not isinstance(e.__cause__, ValidationError):
+                raise
+            problems = "; ".join(f"{'.'.join(map(str, err['loc'])) or 'arguments'}: {err['msg']}" for err in e.__cause__.errors())
+            return _result(False, tools.error_line(UsageError(f"{name}: {problems} (see the tool's input schema)")))
+
+
 def build(read_json) -> MCPServer:
     from gilty import __version__
 
-    server = MCPServer(name="gilty", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
+    server = _Server(name="gilty", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
 
     @server.tool(name="dump", annotations=_LIVE, structured_output=False)
     async def dump(
