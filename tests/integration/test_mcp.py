@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 import pytest
 from conftest import (
@@ -55,8 +56,9 @@ def named_threads(interp):
         yield proc
 
 
-def session(python: str, *calls, timeout: float = 90) -> list:
-    """Start `gilty mcp` under ``python``, make ``calls`` in one MCP session, return the answers."""
+def session(python: str, *calls, timeout: float = 90, log: Optional[list] = None) -> list:
+    """Start `gilty mcp` under ``python``, make ``calls`` in one MCP session, return the answers
+    (and add the server's stderr, which the client passes on, to ``log``)."""
     plan = {
         "command": [python, "-m", "gilty", "mcp"],
         "env": {"PYTHONPATH": str(REPO / "python"), "PYTHONIOENCODING": "utf-8"},
@@ -66,6 +68,8 @@ def session(python: str, *calls, timeout: float = 90) -> list:
     done = subprocess.run([python, str(CLIENT), json.dumps(plan)], capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, f"the MCP client failed ({done.returncode}); stderr:\n{done.stderr}"
     assert "Traceback" not in done.stderr, done.stderr  # the server's stderr comes through the client's
+    if log is not None:
+        log.append(done.stderr)
     return json.loads(done.stdout)["calls"]
 
 
@@ -165,7 +169,7 @@ def test_a_failure_is_gilty_s_one_line_and_the_server_goes_on(mcp_python, named_
 
 def test_a_record_past_the_bounds_or_a_bad_argument_is_refused_before_attaching(mcp_python, named_threads):
     pid = named_threads.pid
-    started = time.monotonic()
+    started, log = time.monotonic(), []
     answers = session(
         mcp_python,
         ["record", {"pid": pid, "duration": 61}],
@@ -174,11 +178,11 @@ def test_a_record_past_the_bounds_or_a_bad_argument_is_refused_before_attaching(
         ["record", {"pid": pid, "duration": "a minute"}],
         ["dump", {}],
         ["record", {"pid": pid, "duration": 0.3}],
+        log=log,
     )
     elapsed = time.monotonic() - started
-    assert error_of(answers[0]).startswith("gilty: error: duration 61 s is out of bounds") and "at most 60 s" in error_of(
-        answers[0]
-    )
+    too_long = error_of(answers[0])
+    assert too_long.startswith("gilty: error: duration 61 s is out of bounds") and "at most 60 s" in too_long
     assert "duration 0 s is out of bounds" in error_of(answers[1])
     assert "rate 5000 Hz is out of bounds" in error_of(answers[2])
     # Arguments the schema refuses (the package's validation) are one line too.
@@ -186,7 +190,9 @@ def test_a_record_past_the_bounds_or_a_bad_argument_is_refused_before_attaching(
     assert error_of(answers[4]) == "gilty: error: dump: pid: Field required (see the tool's input schema)"
     assert all("\n" not in error_of(answer) for answer in answers[:5])
     assert json_of(answers[5])["requested_duration_s"] == 0.3
-    # Refused at once: the three refusals did not sample (the session is the server's start, 0.3 s of
+    # Only the last record attached (`gilty: recording pid ...` is what a record says when it starts).
+    assert log[0].count(f"gilty: recording pid {pid} ") == 1, log[0]
+    # Refused at once: the refusals did not sample (the session is the server's start, 0.3 s of
     # recording and the client's own start).
     assert elapsed < 20, elapsed
 
