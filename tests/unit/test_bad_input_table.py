@@ -98,6 +98,8 @@ COMMAND_LINES = [
     ["compare", "/dev/zero", "/dev/zero"],
     ["compare", "a.json"],
     ["dump", "--pid", "1", "-o", "x.json"],
+    ["mcp", "--pid", "1"],  # a tool's arguments come with its call, not on the command line
+    ["mcp", "stdio"],
 ]
 
 

@@ -62,6 +62,12 @@ def test_the_report_layer_imports_no_command_line_module():
     assert reaching("report", ("gilty.cli",)) == []
 
 
+def test_the_assistant_server_imports_no_command_line_module():
+    # `gilty mcp`'s server (assist/) stands beside cli/, over the capabilities and report/: what it
+    # needs of the command line (its reader of saved reports) the command hands it.
+    assert reaching("assist", ("gilty.cli",)) == []
+
+
 @pytest.mark.parametrize("room", CAPABILITIES)
 def test_a_capability_imports_neither_the_command_line_nor_the_report_layer(room):
     assert reaching(room, ("gilty.cli",)) == []

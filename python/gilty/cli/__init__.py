@@ -40,6 +40,7 @@ COMMAND_MODULES = {
     "report": "gilty.cli.report",
     "specialization": "gilty.cli.specialization",
     "compare": "gilty.cli.compare",
+    "mcp": "gilty.cli.mcp",
 }
 
 

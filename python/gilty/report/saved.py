@@ -18,7 +18,7 @@ class NotThisFormat(ValueError):
     """The kind of report has no such format (a load run has no flame graph)."""
 
 
-def _load_run(data: dict):
+def load_run(data: dict):
     """The ``LoadRun`` the load renderers take, from its JSON report."""
     from gilty.load.analysis import Knee, StepVerdict
     from gilty.load.result import LoadRun
@@ -57,7 +57,7 @@ def render(kind: str, data: dict, fmt: str) -> str:
             from gilty.sampling.session import Recording
 
             return html_report.render(Recording(rate_hz=100.0), load=data)
-        return load.render(_load_run(data))
+        return load.render(load_run(data))
     if kind == "opcache":
         from gilty.report.specialization import text as specialization_text
 
