@@ -46,7 +46,9 @@ def spinner(snapshot: dict) -> dict:
 
 def ends_in_chain(thread: dict, call_line: int) -> bool:
     stack = thread.get("native_stack")
-    if not stack or len(stack) < 4:
+    # caught deeper in C (libc under the chain), the fourth frame is a C one: ("c", function, library,
+    # offset, file, line), not the Python caller
+    if not stack or len(stack) < 4 or stack[3][0] != "py":
         return False
     names = [f[1] for f in stack[:3]]
     kind, function, file, line = stack[3]
