@@ -81,6 +81,21 @@ def test_report_writes_the_json_reports_threads_and_states(files):
             assert counted == pytest.approx(share * samples, abs=1), (key, name)  # shares are rounded
 
 
+def load(script: Path, path: Path, env: dict, attempts: int = 4) -> None:
+    """`profiler-cli load`, again when its daemon was slow to start: the tool gives a new daemon 500 ms,
+    which a loaded CI machine can miss (seen once); it names the pid it left behind, stopped here."""
+    for attempt in range(attempts):
+        done = subprocess.run(["node", str(script), "load", str(path)], capture_output=True, text=True, timeout=120, env=env)
+        if done.returncode == 0:
+            return
+        slow = re.search(r"did not become ready.*?running as pid (\d+)", done.stdout + done.stderr, re.S)
+        assert slow and attempt + 1 < attempts, f"profiler-cli load: {done.stdout}{done.stderr}"
+        try:
+            os.kill(int(slow.group(1)), 9)
+        except ProcessLookupError:
+            pass
+
+
 def test_the_firefox_profilers_importer_loads_it(files, pytestconfig):
     cache = getattr(pytestconfig, "cache", None)
     folder = cache.mkdir("gilty-profiler-cli") if cache is not None else Path(tempfile.mkdtemp(prefix="gilty-profiler-cli-"))
@@ -94,7 +109,7 @@ def test_the_firefox_profilers_importer_loads_it(files, pytestconfig):
         return done.stdout
 
     try:
-        cli("load", str(files["recorded"]))
+        load(script, files["recorded"], env)
         info = cli("profile", "info")
         threads = {name: (handle, int(tid)) for handle, name, tid in re.findall(r"(t-\d+): (\S+) \[tid (\d+)\]", info)}
         assert {"spinner-1", "spinner-2"} <= set(threads), info
