@@ -146,3 +146,37 @@ def test_threads_waiting_for_a_gil_whose_holder_has_no_cpu_wait_for_the_host():
     limit, words = profile.limit_from_profile(p)
     # before: "GIL contention", "threads of the busiest process wait for the GIL 50% of the time"
     assert limit == "host CPU", (limit, words)
+
+
+def _idle_cpu_server(b: BatchBuilder) -> profile.StepProfile:
+    # The server at a low step beside a spinner: waiting for the next request 65 % of the time; when it
+    # has one, its handler holds the GIL or is runnable without a CPU (not most of its working time).
+    wait, quote = b.stack(*SELECT), b.stack(*QUOTE)
+    plan = ([{1: (IDLE, wait, PSELECT6)}] * 13 + [{1: (HOLD, quote)}] * 5 + [{1: (CPU_WAIT, quote)}] * 2) * 5
+    return profile.summarise_step(Recording([_session(b, 60, plan)], rate_hz=100.0))
+
+
+def test_a_low_step_whose_requests_were_worked_on_all_along_is_not_waiting_for_work():
+    # The CI flake (test_a_starved_thread_per_connection_server_is_not_waiting_for_work): the p99 broke
+    # at the first step, 5 rps, on one slow request; the server waited for work 65 % of the time.
+    b = BatchBuilder(names={1: "MainThread"})
+    p = _idle_cpu_server(b)
+    assert abs(p.waiting_for_work_passes - 0.65) < 1e-9
+    # 5 rps x 70 ms in flight: L = 0.35, the server's busy share: the requests never waited outside it
+    served = profile.served_share(p, 0.35)
+    assert abs(served - 1.0) < 1e-9, served
+    limit, words = profile.limit_from_profile(p, served)
+    # before: "waiting for work", "the busiest process waits for the next request 65% of the time"
+    assert limit == "CPU in Python", (limit, words)
+    assert "`quote`" in words, words
+
+
+def test_requests_that_queue_before_the_server_still_wait_for_work():
+    # The same server profile while 3.5 requests are in flight on average: the server had one in
+    # progress for a tenth of that, so the requests waited before they reached it.
+    b = BatchBuilder(names={1: "MainThread"})
+    p = _idle_cpu_server(b)
+    served = profile.served_share(p, 3.5)
+    assert abs(served - 0.1) < 1e-9, served
+    assert profile.limit_from_profile(p, served)[0] == "waiting for work"
+    assert profile.served_share(p, 0.0) is None

@@ -105,7 +105,8 @@ def _knee(steps: list, verdicts: list, profiles: list, slo) -> analysis.Knee:
     reading = analysis.read_knee(steps, verdicts, slo)
     last = profiles[-1] if profiles else None
     if reading.limit == "concurrency" and last is not None:
-        reading.limit, reading.cause = profile.limit_from_profile(last)
+        served = profile.served_share(last, verdicts[-1].littles_l)
+        reading.limit, reading.cause = profile.limit_from_profile(last, served)
         reading.also = profile.other_causes(last, reading.limit)
     reading.notes = analysis.knee_notes(verdicts, reading)
     started = last is not None and profile.startup_words(last)
