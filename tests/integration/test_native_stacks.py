@@ -247,3 +247,24 @@ def test_pool_threads_without_python_stack_get_their_c_stack(interp):
     # ufunc_generic_fastcall, short of them.
     main = next(t for t in parse_json(out)["threads"] if t["stack"])
     assert "native_error" not in main and main["native_stack"][-1]["kind"] == "python", main
+
+
+def test_a_thread_without_a_python_thread_state_is_marked_native(interp):
+    """From 3.14 CPython names OS threads after their Python threads, and the BLAS pool thread NumPy
+    starts from the "fft" thread inherits the name: the dump showed two threads called "fft". The
+    one without a Python thread state is marked."""
+    if interp.id != "3.14.10":
+        pytest.skip("OS thread names are inherited from Python threads from 3.14: checked on 3.14 only (suite time)")
+    from package_venvs import venv_python
+    from test_numpy_states import _numpy_pin
+
+    python = venv_python(interp, "numpy", (_numpy_pin(interp),), "import numpy")
+    with running_target(python, "starved.py", "-", "fft") as proc:
+        rc, out, err = run_gilty("dump", "--pid", proc.pid, "--format", "json")
+    assert rc == 0, err
+    threads = parse_json(out)["threads"]
+    names = [t["name"] for t in threads]
+    assert names.count("fft") == 1 and thread_named(parse_json(out), "fft")["stack"], names
+    native = [t for t in threads if t["name"].endswith(" (native thread)")]
+    assert native and all(not t["stack"] for t in native), names
+    assert "fft (native thread)" in names, names

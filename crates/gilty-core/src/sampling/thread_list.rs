@@ -25,6 +25,19 @@ pub(crate) struct ThreadList {
     thread_cache: Option<(Instant, u64, Vec<PyThread>)>,
 }
 
+/// Marks a thread without a Python thread state: from 3.14 CPython names OS threads after their
+/// Python threads, and threads a library starts from one (a BLAS pool) inherit that name, so two
+/// threads called "fft" would be the Python one and a native one.
+pub(crate) const NATIVE_ONLY_SUFFIX: &str = " (native thread)";
+
+fn native_only_name(comm: String, native: bool) -> String {
+    if native {
+        comm + NATIVE_ONLY_SUFFIX
+    } else {
+        comm
+    }
+}
+
 impl ThreadList {
     pub fn name(&self, tid: i32) -> String {
         self.names.get(&tid).cloned().unwrap_or_default()
@@ -53,23 +66,30 @@ impl ThreadList {
         }
         let pid = interp.pid;
         self.names.retain(|tid, _| self.os_tids.contains(tid));
+        // Only when every thread state's tid is known can a thread be said to have none.
+        let all_matched = pythreads.iter().all(|p| p.tid.is_some());
         for &tid in &self.os_tids {
-            let py = pythreads
-                .iter()
-                .find(|p| p.tid == Some(tid))
-                .and_then(|p| self.py_names.get(&p.ident));
-            match py {
+            let state = pythreads.iter().find(|p| p.tid == Some(tid));
+            match state.and_then(|p| self.py_names.get(&p.ident)) {
                 Some(n) => {
                     self.names.insert(tid, n.clone());
                 }
                 // A thread keeps the name it had: `threading` disappears during interpreter
                 // shutdown.
-                None if self.names.contains_key(&tid) => {}
+                // ... but one first seen before its thread state existed is not native.
+                None if self.names.contains_key(&tid) => {
+                    if state.is_some() {
+                        if let Some(n) = self.names.get_mut(&tid) {
+                            if let Some(base) = n.strip_suffix(NATIVE_ONLY_SUFFIX) {
+                                *n = base.to_string();
+                            }
+                        }
+                    }
+                }
                 None => {
-                    self.names.insert(
-                        tid,
-                        procfs::comm(pid, tid).unwrap_or_else(|| format!("thread-{tid}")),
-                    );
+                    let comm = procfs::comm(pid, tid).unwrap_or_else(|| format!("thread-{tid}"));
+                    let native = state.is_none() && all_matched && !pythreads.is_empty();
+                    self.names.insert(tid, native_only_name(comm, native));
                 }
             }
         }
