@@ -186,6 +186,18 @@ def test_4_kernel_thread_is_not_python(command):
     assert "not a Python process" in line and out == "", line
 
 
+def test_4_dump_of_a_tree_without_python_is_an_error():
+    # `dump -s` of a process tree with no Python in it printed nothing and exited 0.
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        rc, out, err = run_gilty("dump", "--pid", sleeper.pid, "--subprocesses", timeout=30)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert rc == 4 and out == "" and "Traceback" not in err, (rc, err)
+    assert err.splitlines()[-1] == f"gilty: error: no Python process found in pid {sleeper.pid} or its descendants", err
+
+
 @pytest.fixture(scope="module")
 def python2():
     found = sorted(pyenv_root().glob("versions/2.*/bin/python2.?"))

@@ -55,6 +55,10 @@ def run(options: DumpOptions) -> Dump:
                 raise
             skipped.append({"pid": pid, "reason": str(e)})
             print(f"gilty: skipping pid {pid}: {visible(str(e), 0)}", file=sys.stderr)  # names the target's executable
+    if not dumps:
+        from gilty._errors import EXIT_NOT_PYTHON, CommandError
+
+        raise CommandError(f"no Python process found in pid {', '.join(map(str, roots))} or its descendants", EXIT_NOT_PYTHON)
     return Dump(dumps, native.syscall_name, skipped)
 
 
