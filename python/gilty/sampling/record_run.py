@@ -67,7 +67,7 @@ def _run_one(options: RecordOptions, stop: Any, err: TextIO) -> RecordResult:
         # Cheap (/proc/PID/stat only): were Python children doing the work we are not recording?
         children_cpu = processes.ChildrenCpu(session.target.pid)
         # The hot functions' source lines, read while the target lives (the HTML source view).
-        sources = SourceKeeper(session)
+        sources = SourceKeeper(session, options.output.source_functions)
 
         def on_chunk() -> None:
             children_cpu.poll()
@@ -240,7 +240,7 @@ def _run_processes(options: RecordOptions, stop: Any, err: TextIO) -> RecordResu
             for session in recording.sessions:
                 keeper = keepers.get(session.target.pid)
                 if keeper is None:
-                    keeper = keepers[session.target.pid] = SourceKeeper(session)
+                    keeper = keepers[session.target.pid] = SourceKeeper(session, options.output.source_functions)
                 keeper.poll()
 
         processes.sample_processes(
@@ -248,7 +248,7 @@ def _run_processes(options: RecordOptions, stop: Any, err: TextIO) -> RecordResu
         )
         for session in recording.sessions:
             keeper = keepers.get(session.target.pid)
-            (keeper or SourceKeeper(session)).finish()
+            (keeper or SourceKeeper(session, options.output.source_functions)).finish()
     if recording.stopped_by == "interrupt" and (not recording.sessions or tracker.passes == 0):
         # Ctrl-C before the first pass: nothing was looked at yet, which says nothing about the
         # targets. As any other interrupt: `gilty: interrupted`, exit 130.
