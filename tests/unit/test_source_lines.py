@@ -146,3 +146,10 @@ def test_the_page_has_no_source_view_without_python_lines_or_when_asked_for_none
     assert embedded_data(html_report.render(Recording.of(session)))["source_view"] is None
     page = html_report.render(Recording.of(recursion_session()), options=PictureOptions(source_functions=0))
     assert embedded_data(page)["source_view"] is None
+
+
+def test_a_function_with_a_sliver_of_the_time_is_not_one_that_matters():
+    b = BatchBuilder(names={1: "t"})
+    hot, stray = b.stack(("hot", APP, 5)), b.stack(("_find_and_load", "<frozen importlib._bootstrap>", 1))
+    session = make_session([b.batch([{1: (HOLD, stray if i == 0 else hot)} for i in range(300)])])
+    assert [f.function for f in hot_functions(line_times([session]))] == ["hot"]  # 1 of 300 < 0.5 %

@@ -19,6 +19,12 @@ const GILTY_SOURCE = (function () {
     const rate = DATA.rate_hz || 1;
     const time = (n) => secs(n / rate);
     const split = (xs) => STATES.map((name, s) => xs && xs[s] ? name + " " + time(xs[s]) : "").filter(Boolean).join(", ");
+    const legend = document.getElementById("source-legend");
+    for (const s of ranked) {
+      const span = add(legend, "span");
+      add(span, "span", { class: "swatch", style: "background:" + stateColor(s) });
+      span.appendChild(document.createTextNode(STATES[s]));
+    }
     const index = document.getElementById("source-index");
     const box = document.getElementById("source-view");
 

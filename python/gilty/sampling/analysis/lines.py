@@ -31,6 +31,9 @@ CONTEXT = 3
 MAX_ANCHORS = 60
 # The hottest lines listed at the top of each function.
 HOTTEST = 5
+# A function with less than this share of the shown states' samples is not one that matters (the
+# imports' single samples at a target's start), whatever room is left.
+MIN_SHARE = 0.005
 
 
 def _zeros() -> list:
@@ -141,7 +144,9 @@ def shown_states(idle: bool = False) -> tuple:
 
 
 def hot_functions(times: dict, limit: int = DEFAULT_FUNCTIONS, idle: bool = False) -> list:
-    """The ``limit`` FunctionTimes with the most self samples in the shown states (then total)."""
+    """The ``limit`` FunctionTimes with the most self samples in the shown states (then total),
+    each with at least MIN_SHARE of them."""
     states = shown_states(idle)
     ranked = sorted(times.values(), key=lambda f: tuple(-x for x in f.ranked_by(states)) + (f.function, f.file))
-    return [f for f in ranked if f.ranked_by(states)[0] > 0][: max(0, limit)]
+    floor = max(1.0, MIN_SHARE * sum(f.ranked_by(states)[0] for f in ranked))
+    return [f for f in ranked if f.ranked_by(states)[0] >= floor][: max(0, limit)]
