@@ -61,6 +61,7 @@ class OutputOptions:
     idle: bool = False
     merge_workers: Optional[bool] = None  # None: merged when the recording holds workers
     lines: bool = True
+    source_functions: int = 15  # the HTML report's source view (docs/source-view.md)
 
 
 @dataclass(frozen=True)

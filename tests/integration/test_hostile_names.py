@@ -274,6 +274,9 @@ def test_html_draws_in_chromium_with_names_as_text(hostile, browser, tmp_path):
     body = browser.js("document.body.textContent")
     frames = browser.js("Array.from(document.querySelectorAll('#flamegraph .frame')).map(e => e.textContent)")
     assert any(f.startswith("</script><img src=x onerror=alert(1)>") for f in frames), frames[:20]
+    # The source view names the hot functions as text too (their files, named after them, do not exist).
+    blocks = browser.js("Array.from(document.querySelectorAll('#source-view .src-name')).map(e => e.textContent)")
+    assert any(b.startswith("</script><img src=x onerror=alert(1)>") for b in blocks), blocks[:20]
     # A direction override would turn the verdict paragraph around; it is shown as \u202e instead.
     assert "\u202e" not in body and "\\u202e" in body
     assert not any(ord(c) in HIDDEN_CODEPOINTS or ord(c) < 0x09 or 0x0A < ord(c) < 0x20 for c in body)

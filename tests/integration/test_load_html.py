@@ -64,6 +64,9 @@ def test_the_page_carries_the_load_run_and_a_step_recording(page):
     # the recording below the load part is the server during the last step
     assert load["recording_step"] == load["steps"][-1]["requested_rate"]
     assert data["processes"] and any(t["name"] for p in data["processes"] for t in p["threads"])
+    # The server's hot lines are read at the step's end for the source view (docs/source-view.md).
+    server = [f for f in (data["source_view"] or {}).get("functions", []) if f["file"].endswith("http_cpu_server.py")]
+    assert server and any(row[1] is not None for f in server for row in f["lines"]), data["source_view"]
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (make system-deps installs it)")

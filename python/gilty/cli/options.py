@@ -196,6 +196,29 @@ def add_picture_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_false",
         help="in flame graphs and collapsed stacks, name frames `function (file.py)` without the line",
     )
+    parser.add_argument(
+        "--source-functions",
+        type=source_functions,
+        default=DEFAULT_SOURCE_FUNCTIONS,
+        metavar="N",
+        help="in the HTML report, show the lines of the N functions with the most self time "
+        "(default: %(default)s; 0: no source view; docs/source-view.md)",
+    )
+
+
+# The HTML report's source view (gilty.sampling.analysis.lines: DEFAULT_FUNCTIONS, MAX_FUNCTIONS).
+DEFAULT_SOURCE_FUNCTIONS = 15
+MAX_SOURCE_FUNCTIONS = 100
+
+
+def source_functions(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 0 <= value <= MAX_SOURCE_FUNCTIONS:
+        raise argparse.ArgumentTypeError(f"must be 0 to {MAX_SOURCE_FUNCTIONS}: {value}")
+    return value
 
 
 def picture_options(source):
@@ -203,7 +226,12 @@ def picture_options(source):
     OutputOptions (gilty.options)."""
     from gilty.report.pictures import PictureOptions
 
-    return PictureOptions(idle=bool(source.idle), merge_workers=source.merge_workers, lines=bool(source.lines))
+    return PictureOptions(
+        idle=bool(source.idle),
+        merge_workers=source.merge_workers,
+        lines=bool(source.lines),
+        source_functions=getattr(source, "source_functions", DEFAULT_SOURCE_FUNCTIONS),
+    )
 
 
 # -- the shared option groups (gilty.options): their arguments, and the dataclasses built from them --
@@ -269,7 +297,7 @@ def output_options(args: argparse.Namespace, fmt: str, pictures: bool = False):
 
     if not pictures:
         return OutputOptions(fmt, args.output)
-    return OutputOptions(fmt, args.output, bool(args.idle), args.merge_workers, bool(args.lines))
+    return OutputOptions(fmt, args.output, bool(args.idle), args.merge_workers, bool(args.lines), args.source_functions)
 
 
 def record_options(args: argparse.Namespace):

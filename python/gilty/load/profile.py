@@ -17,6 +17,7 @@ from gilty.sampling import capture, processes
 from gilty.sampling.aggregate import ABSENT
 from gilty.sampling.analysis.saturation import THROTTLED_NOTABLE, saturation
 from gilty.sampling.analysis.states import gc_share, gil_utilisation, mean_waiting_threads
+from gilty.sampling.recorded_sources import SourceKeeper
 from gilty.sampling.session import CPU_WAIT, GC, HOLDING_GIL, NATIVE, NO_STACK, STATE_NAMES, UNKNOWN, Recording
 
 PROFILE_RATE_HZ = 200.0
@@ -567,7 +568,13 @@ def profile_during(
     processes.sample_processes(tracker, process_set, None, sampling_stop, time.monotonic)
     if not step.done.is_set():
         on_user_stop()
-    return step.result(), recording
+    result = step.result()
+    # The server outlives its steps: the hot functions' lines are read once, at the step's end, for
+    # the HTML report's source view (docs/source-view.md).
+    for session in recording.sessions:
+        if not session.exited and session.target.pid not in recording.helpers:
+            SourceKeeper(session).finish()
+    return result, recording
 
 
 def other_causes(p: StepProfile, limit: str) -> list:

@@ -44,6 +44,15 @@ def displayed_session(session: Session) -> Session:
     view.target = dataclasses.replace(target, cmdline=visible(target.cmdline, 0), executable=visible(target.executable, 0))
     if session.command:
         view.command = [visible(word, 0) for word in session.command]
+    if session.sources:
+        # Keyed as the frames' files now are; a line's tabs are spaces, not a written-out "\t".
+        view.sources = {
+            visible(file): {
+                "lines": {n: visible(text.expandtabs(8), 0) for n, text in entry["lines"].items()},
+                "not_shown": visible(entry["not_shown"], 0),
+            }
+            for file, entry in session.sources.items()
+        }
     return view
 
 

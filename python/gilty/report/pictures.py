@@ -29,6 +29,8 @@ class PictureOptions:
     merge_workers: Optional[bool] = None
     # False: frames without their line (``function (file.py)``), so a function's lines are one frame.
     lines: bool = True
+    # The HTML report's source view: how many hot functions it shows (docs/source-view.md).
+    source_functions: int = 15
 
 
 DEFAULT = PictureOptions()

@@ -25,6 +25,7 @@ from gilty.options import RecordOptions
 from gilty.sampling import capture, launch, processes
 from gilty.sampling.analysis.gates import as_json as gates_json
 from gilty.sampling.analysis.gates import describe_failure, evaluate
+from gilty.sampling.recorded_sources import SourceKeeper
 from gilty.sampling.session import Recording, Session, TargetInfo
 
 
@@ -65,6 +66,13 @@ def _run_one(options: RecordOptions, stop: Any, err: TextIO) -> RecordResult:
         sampler = open_sampler(native, target, sampling.rate_hz, sampling.exact, sampling.tasks, sampling.native)
         # Cheap (/proc/PID/stat only): were Python children doing the work we are not recording?
         children_cpu = processes.ChildrenCpu(session.target.pid)
+        # The hot functions' source lines, read while the target lives (the HTML source view).
+        sources = SourceKeeper(session, options.output.source_functions)
+
+        def on_chunk() -> None:
+            children_cpu.poll()
+            sources.poll()
+
         print(
             f"gilty: recording pid {session.target.pid} (Python {session.target.python_version}) at {sampling.rate_hz:g} Hz "
             f"{_until(sampling.duration_s)}",
@@ -78,12 +86,13 @@ def _run_one(options: RecordOptions, stop: Any, err: TextIO) -> RecordResult:
                 stop,
                 native.GiltyError,
                 native.syscall_name,
-                on_chunk=children_cpu.poll,
+                on_chunk=on_chunk,
                 progress=capture.Progress(err),
             )
         finally:
             if sampling.exact:
                 session.exact = exact_summary(sampler)
+        sources.finish()
     status = finish(session, launched=command.process is not None)
     if session.partial:
         print(f"gilty: {session.partial_reason}; the result is PARTIAL", file=err)
@@ -225,7 +234,21 @@ def _run_processes(options: RecordOptions, stop: Any, err: TextIO) -> RecordResu
             sessions = recording.sessions
             return tracker.passes, sum(len(s.thread_names) for s in sessions), len(sessions)
 
-        processes.sample_processes(tracker, process_set, sampling.duration_s, stop, progress=capture.Progress(err), tally=tally)
+        keepers: dict = {}  # pid -> SourceKeeper, one per process seen (the HTML source view)
+
+        def on_slice() -> None:
+            for session in recording.sessions:
+                keeper = keepers.get(session.target.pid)
+                if keeper is None:
+                    keeper = keepers[session.target.pid] = SourceKeeper(session, options.output.source_functions)
+                keeper.poll()
+
+        processes.sample_processes(
+            tracker, process_set, sampling.duration_s, stop, on_slice=on_slice, progress=capture.Progress(err), tally=tally
+        )
+        for session in recording.sessions:
+            keeper = keepers.get(session.target.pid)
+            (keeper or SourceKeeper(session, options.output.source_functions)).finish()
     if recording.stopped_by == "interrupt" and (not recording.sessions or tracker.passes == 0):
         # Ctrl-C before the first pass: nothing was looked at yet, which says nothing about the
         # targets. As any other interrupt: `gilty: interrupted`, exit 130.

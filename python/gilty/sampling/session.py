@@ -201,6 +201,9 @@ class Session:
         self.sched: dict = {"seconds": 0.0, "threads": {}, "cgroup": None}
         # The asyncio task view (``record --tasks``; gilty.sampling.tasks.TaskView), None when not asked.
         self.tasks: Optional[Any] = None
+        # Source lines of the hot functions, read from the live target (recorded_sources.py):
+        # {file: {"lines": {"N": text}, "not_shown": why the file is not shown, or ""}}.
+        self.sources: dict = {}
 
     # -- building ---------------------------------------------------------------------------
 
@@ -524,6 +527,7 @@ class Session:
             "exact": self.exact,
             "sched": {**self.sched, "threads": {str(k): v for k, v in self.sched["threads"].items()}},
             **({"tasks": self.tasks.to_dict()} if self.tasks is not None else {}),
+            **({"sources": self.sources} if self.sources else {}),
         }
 
     @classmethod
@@ -598,6 +602,7 @@ class Session:
             session.tasks = TaskView.from_dict(data["tasks"])
             if any(s != NO_STACK and s not in session.stacks for _p, s, _st, _a in session.tasks.counts):
                 raise ValueError("the task view's samples name a stack that is not in the recording")
+        session.sources = _load_sources(data.get("sources"))
         check_loaded(session)
         return session
 
@@ -651,6 +656,24 @@ def _load_timeline(session: Session, timeline: Optional[Mapping[str, Any]]) -> N
     if any(not 0 <= n <= session.passes for n in session.flag_counts):
         raise ValueError("timeline.flag_counts do not fit the passes")
     session.folds = RunFolds.from_dict(timeline.get("folds"), session.folds.period_s)
+
+
+def _load_sources(sources) -> dict:
+    """A saved recording's source lines, checked to be text only (absent from older recordings)."""
+    if sources is None:
+        return {}
+    shape = "sources is not {file: {lines: {line number: text}, not_shown: text}}"
+    if not isinstance(sources, dict):
+        raise ValueError(shape)
+    out = {}
+    for name, entry in sources.items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("lines", {}), dict):
+            raise ValueError(shape)
+        lines = entry.get("lines", {})
+        if not all(isinstance(k, str) and k.isascii() and k.isdigit() and isinstance(v, str) for k, v in lines.items()):
+            raise ValueError(shape)
+        out[name] = {"lines": dict(lines), "not_shown": str(entry.get("not_shown") or "")}
+    return out
 
 
 def check_loaded(session: Session) -> None:

@@ -153,10 +153,10 @@
     for (const [, , state, path, n] of shownSamples()) {
       root.value += n;
       let cur = root;
-      const keys = [["s" + state, STATES[state], "state", null, false]].concat(path.map((f) => [LINES ? "f" + f : "f" + frameLabel(f, true), frameLabel(f), "frame", frameLabel(f, true), isNative(f)]));
-      for (const [key, name, kind, full, native] of keys) {
+      const keys = [["s" + state, STATES[state], "state", null, false, null]].concat(path.map((f) => [LINES ? "f" + f : "f" + frameLabel(f, true), frameLabel(f), "frame", frameLabel(f, true), isNative(f), f]));
+      for (const [key, name, kind, full, native, frame] of keys) {
         let child = cur.children.get(key);
-        if (!child) { child = node(name, kind, state, full); child.native = native; cur.children.set(key, child); }
+        if (!child) { child = node(name, kind, state, full); child.native = native; child.frame = frame; cur.children.set(key, child); }
         child.value += n;
         cur = child;
       }
@@ -217,7 +217,8 @@
       div.style.top = (depth * ROW) + "px";
       div.style.background = frameColor(n);
       div.textContent = n.name;
-      div.title = n.full + "\n" + n.value + " samples (" + pct(flame.tree.value ? n.value / flame.tree.value : 0) + " of all shown)";
+      div.title = n.full + "\n" + n.value + " samples (" + pct(flame.tree.value ? n.value / flame.tree.value : 0) + " of all shown)" +
+        (hasSource(n) ? "\nclick: zoom in, then follow the link to its lines" : "");
       div.addEventListener("click", () => { flame.zoom = keys; drawFlame(); });
       div.addEventListener("mouseenter", () => {
         document.getElementById("flame-details").textContent = n.full + " — " + n.value + " samples, " + pct(w) + " of this view";
@@ -231,9 +232,24 @@
     }
     place(top, null, zoomKeys, 0, 0);
     box.style.height = ((depthMax + 1) * ROW + 4) + "px";
+    sourceLink(top);
     if (!flame.tree.value) add(box, "p", { class: "hint" }, "No samples match these filters.");
     highlight();
     selfTime();
+  }
+
+  // A frame zoomed into whose function the source view shows: a link to its lines, the frame's
+  // own line marked there.
+  const hasSource = (n) => n && n.frame !== null && n.frame !== undefined && !n.native &&
+    GILTY_SOURCE.has(DATA.frames[n.frame][0], DATA.frames[n.frame][1]);
+  function sourceLink(top) {
+    const box = document.getElementById("flame-source");
+    box.replaceChildren();
+    if (!hasSource(top)) return;
+    const [fn, file, line] = DATA.frames[top.frame];
+    const a = add(box, "a", { href: "#source-section", id: "flame-source-link" },
+      "Lines of " + fn + " (" + String(file).split("/").pop() + (LINES ? ":" + line : "") + ") ↓");
+    a.addEventListener("click", (ev) => { ev.preventDefault(); GILTY_SOURCE.show(fn, file, LINES ? line : null); });
   }
 
   // The samples the flame graph shows, with the filters applied: [process, tid, state, path, n].
@@ -634,6 +650,7 @@
   }
 
   header();
+  GILTY_SOURCE.draw(DATA, stateColor, secs);
   flameControls();
   drawFlame();
   timeline();

@@ -18,6 +18,7 @@ from gilty import __version__
 from gilty.report.labels import command_text, process_label
 from gilty.report.pictures import PictureOptions, merges, short_command
 from gilty.report.recording import tasks as task_view
+from gilty.report.recording.source_view import view_data as source_view_data
 from gilty.report.recording.text_processes import BUSY_MIN, busiest_thread
 from gilty.sampling.aggregate import ABSENT
 from gilty.sampling.analysis import summarise
@@ -329,6 +330,8 @@ def page_data(
         "options": {"idle": bool(options.idle), "merge_workers": merges(recording, options), "lines": bool(options.lines)},
         "load": load,  # a `gilty load` report (drawn by load.js), or None
         "specialization": specialization,  # a `gilty specialization` part (specialization.js), or None
+        # The hot functions' lines by state (source.js), or None without Python lines.
+        "source_view": source_view_data(recording, options.source_functions, bool(options.idle)),
     }
 
 
@@ -365,7 +368,7 @@ def render(
 ) -> str:
     """The page of a recording; with ``load`` (a `gilty load` JSON report) also the load part, with
     ``specialization`` (``specialization_html.report_data``) the specialization part."""
-    css, js = _inlined("report.css"), _inlined("dom.js") + "\n" + _inlined("report.js")
+    css, js = _inlined("report.css"), _inlined("dom.js") + "\n" + _inlined("source.js") + "\n" + _inlined("report.js")
     if load is not None:
         css, js = css + _inlined("load.css"), js + "\n" + _inlined("load.js")
     if specialization is not None:
