@@ -239,6 +239,32 @@ def add_tasks_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_free_threading_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--free-threading",
+        action="store_true",
+        help="also say whether a free-threaded build (3.14t) would run it faster, and which extension modules "
+        "would turn the GIL back on (docs/free-threading.md)",
+    )
+    parser.add_argument(
+        "--ft-slowdown",
+        metavar="PCT",
+        help="the free-threaded build's single-thread slowdown to assume, e.g. 10%% (the default; implies --free-threading)",
+    )
+
+
+def parse_slowdown(text: str) -> float:
+    """0.1 from "10%" or "10"; a share outside 0-300 % is a usage error."""
+    raw = text.strip().rstrip("%").strip()
+    try:
+        value = float(raw) / 100.0
+    except ValueError:
+        raise UsageError(f"--ft-slowdown {text!r} is not a percentage (e.g. 10%)") from None
+    if not (0.0 <= value <= 3.0):
+        raise UsageError(f"--ft-slowdown {text!r} is outside 0% to 300%")
+    return value
+
+
 def add_native_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--native",
@@ -290,11 +316,19 @@ def record_options(args: argparse.Namespace):
             raise UsageError("--tasks reads one process's event loops: leave out --subprocesses and give one --pid")
         if args.exact:
             raise UsageError("--exact traces one process: leave out --subprocesses and give one --pid")
+    free_threading = None
+    if args.ft_slowdown is not None:
+        free_threading = parse_slowdown(args.ft_slowdown)
+    elif args.free_threading:
+        from gilty.readiness.analysis import DEFAULT_SLOWDOWN
+
+        free_threading = DEFAULT_SLOWDOWN
     return RecordOptions(
         target,
         sampling_options(args, native=bool(args.native), exact=bool(args.exact), tasks=bool(args.tasks)),
         output_options(args, fmt, pictures=True),
         gates,
+        free_threading,
     )
 
 
