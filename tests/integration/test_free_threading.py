@@ -125,7 +125,7 @@ def test_io_bound_server_no_gain(interp):
 
 def test_text_report_and_saved_recording(interp, tmp_path):
     """The text section ends in the verdict line; `gilty report` of the saved JSON shows it again,
-    modules included; a bad --ft-slowdown is one line, exit 2."""
+    and the HTML page carries it; a bad --ft-slowdown is one line, exit 2."""
     one_version(interp, "report formats and options")
     saved = tmp_path / "rec.json"
     with running_target(interp, "spinners.py") as proc:
@@ -141,6 +141,11 @@ def test_text_report_and_saved_recording(interp, tmp_path):
     assert "free-threaded Python 25 % slower on one thread" in again
     section = again.split("Free threading (", 1)[1]
     assert any(line.strip().startswith(("worth trying:", "not worth it:")) for line in section.splitlines())
+    page = tmp_path / "page.html"
+    rc, _out, err = run_gilty("report", saved, "-o", page)
+    assert rc == 0, err
+    verdict = next(line.strip() for line in section.splitlines() if line.strip().startswith(("worth trying:", "not worth it:")))
+    assert f'"free_threading":"{verdict}"' in page.read_text()  # the page's data, drawn in its summary
     rc, _out, err = run_gilty("record", "--pid", "1", "--ft-slowdown", "lots")
     assert rc == 2
     assert "--ft-slowdown 'lots' is not a percentage" in err and "Traceback" not in err

@@ -5,8 +5,7 @@ import math
 
 import pytest
 from gilty._errors import UsageError
-from gilty.cli.options import parse_slowdown
-from gilty.readiness.analysis import DEFAULT_SLOWDOWN, pct, readiness
+from gilty.readiness.analysis import DEFAULT_SLOWDOWN, parse_slowdown, pct, readiness
 from gilty.readiness.bound import ThreadShares, estimate
 from gilty.readiness.model import ModuleInfo
 from gilty.readiness.modules import package_of, scan_from_raw

@@ -253,18 +253,6 @@ def add_free_threading_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def parse_slowdown(text: str) -> float:
-    """0.1 from "10%" or "10"; a share outside 0-300 % is a usage error."""
-    raw = text.strip().rstrip("%").strip()
-    try:
-        value = float(raw) / 100.0
-    except ValueError:
-        raise UsageError(f"--ft-slowdown {text!r} is not a percentage (e.g. 10%)") from None
-    if not (0.0 <= value <= 3.0):
-        raise UsageError(f"--ft-slowdown {text!r} is outside 0% to 300%")
-    return value
-
-
 def add_native_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--native",
@@ -317,12 +305,10 @@ def record_options(args: argparse.Namespace):
         if args.exact:
             raise UsageError("--exact traces one process: leave out --subprocesses and give one --pid")
     free_threading = None
-    if args.ft_slowdown is not None:
-        free_threading = parse_slowdown(args.ft_slowdown)
-    elif args.free_threading:
-        from gilty.readiness.analysis import DEFAULT_SLOWDOWN
+    if args.ft_slowdown is not None or args.free_threading:
+        from gilty.readiness.analysis import DEFAULT_SLOWDOWN, parse_slowdown
 
-        free_threading = DEFAULT_SLOWDOWN
+        free_threading = DEFAULT_SLOWDOWN if args.ft_slowdown is None else parse_slowdown(args.ft_slowdown)
     return RecordOptions(
         target,
         sampling_options(args, native=bool(args.native), exact=bool(args.exact), tasks=bool(args.tasks)),

@@ -7,6 +7,7 @@ import math
 import os
 from typing import Optional
 
+from gilty._errors import UsageError
 from gilty.readiness.bound import ThreadShares, estimate
 from gilty.readiness.model import GroupReadiness, ModuleScan, ProcessReadiness
 from gilty.readiness.modules import scan_from_raw
@@ -21,6 +22,18 @@ DEFAULT_SLOWDOWN = 0.10
 WORTH_TRYING = 0.10
 # Modules named in a verdict line before "and N more".
 NAMED_MODULES = 5
+
+
+def parse_slowdown(text: str) -> float:
+    """0.1 from "10%" or "10"; a share outside 0-300 % is a usage error."""
+    raw = text.strip().rstrip("%").strip()
+    try:
+        value = float(raw) / 100.0
+    except ValueError:
+        raise UsageError(f"--ft-slowdown {text!r} is not a percentage (e.g. 10%)") from None
+    if not (0.0 <= value <= 3.0):
+        raise UsageError(f"--ft-slowdown {text!r} is outside 0% to 300%")
+    return value
 
 
 def thread_shares(session: Session) -> list:

@@ -60,6 +60,13 @@ def report(session: Session) -> Optional[dict]:
     }
 
 
+def verdict_line(session: Session) -> Optional[str]:
+    """The verdict for the HTML page's summary, when recorded with --free-threading."""
+    if session.free_threading is None or not session.samples:
+        return None
+    return readiness(session).verdict
+
+
 def _module_rows(r: ProcessReadiness) -> list:
     scan = r.modules
     if scan.modules is None:
