@@ -87,6 +87,21 @@ def test_cpu_bound_threads_gain(interp):
     assert ft["process"]["serial_thread"].startswith("spinner-")
 
 
+def test_verdict_names_what_blocks_a_worthwhile_move(interp, tmp_path):
+    """Spinners beside a module without Py_MOD_GIL_NOT_USED: worth trying, and that module named."""
+    if interp.id != "3.13.0":
+        pytest.skip("the whole verdict on pyenv 3.13 only (suite time): the first version with Py_mod_gil")
+    built = {name: build_module(interp.path, SOURCE, tmp_path, name, defines) for name, defines in BUILDS.items()}
+    with running_target(interp, "gil_modules.py", str(tmp_path), "spin", *built) as proc:
+        rc, out, err = run_gilty("record", "--pid", proc.pid, "--duration", "3", "--free-threading")
+    assert rc == 0, err
+    verdict = out.split("Free threading (", 1)[1].split("\n\nVerdict", 1)[0].splitlines()[-1].strip()
+    note(interp, "blocked_spinners_verdict", verdict)
+    assert verdict.startswith("worth trying: up to "), verdict
+    assert "; these modules block it: gil_needed (" in verdict and "gil_single (" in verdict, verdict
+    assert "gil_free" not in verdict
+
+
 def _load(port: int, stop: threading.Event) -> None:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     while not stop.is_set():
