@@ -66,25 +66,51 @@ def test_module_declarations(interp, tmp_path):
         assert modules["gil_export"]["gil"] == "unknown" and "PEP 793" in modules["gil_export"]["unknown_why"]
 
 
+def _documented_gain(report: dict, cpus: float, slowdown: float) -> float:
+    """The high end of the bound as docs/free-threading.md states it, from the report's own thread
+    states: the busy-weighted mean of each thread's 1 / ((1+s)h + n + c + d) - 1, capped by the CPUs."""
+    rate = report["rate_hz"]
+    seconds = max(t["samples"] for t in report["threads"]) / rate
+    gains = weight = cpu = 0.0
+    for t in report["threads"]:
+        st, sec = t["states"], t["samples"] / rate
+        h, w, n, c = st["holding_gil"] + st["gc"], st["waiting_gil"], st["native"], st["cpu_wait"]
+        d = st["idle"] + st["unknown"]
+        busy = h + w + n + c
+        if busy:
+            gains += (1 / ((1 + slowdown) * h + n + c + d) - 1) * busy * sec
+            weight += busy * sec
+        cpu += ((1 + slowdown) * h + n) * sec
+    return min(gains / weight, seconds * cpus / cpu - 1)
+
+
 def test_cpu_bound_threads_gain(interp):
     """Two spinners on 2 CPUs: their GIL waits come back as throughput."""
     one_version(interp, "the gain arithmetic reads only the recorded states")
     with running_target(interp, "spinners.py") as proc:
         rc, out, err = run_gilty("record", "--pid", proc.pid, "--duration", "3", "--free-threading", "--format", "json")
     assert rc == 0, err
-    ft = _free_threading(parse_json(out))
+    report = parse_json(out)
+    ft = _free_threading(report)
     low, high = ft["process"]["throughput_gain"]
+    cpu_wait = report["saturation"]["cpu_wait_share"] if report["saturation"] else 0.0
     note(interp, "spinners_ft_gain_high", high)
     note(interp, "spinners_ft_gain_low", low)
     note(interp, "spinners_gil_cost", ft["process"]["gil_cost"])
-    assert ft["worth_trying"], ft["verdict"]
-    assert ft["verdict"].startswith("worth trying: up to "), ft["verdict"]
-    # Ideal on an idle 2-CPU host: 1 / 0.55 - 1 = +82 %; a loaded host (the shared test machine)
-    # takes CPU from both spinners and leaves less of their time to the GIL.
-    assert 0.10 <= high <= 1.0, ft["process"]
+    note(interp, "spinners_cpu_wait_share", cpu_wait)
+    assert high == pytest.approx(_documented_gain(report, ft["process"]["cpus"], ft["slowdown"]), abs=0.01)
     assert low <= high
-    assert ft["process"]["gil_cost"] >= 0.10, ft["process"]
     assert ft["process"]["serial_thread"].startswith("spinner-")
+    assert ft["worth_trying"] == (high >= 0.10), ft
+    # Ideal on an idle 2-CPU host: 1 / 0.55 - 1 = +82 %. A host that kept the spinners off its CPUs
+    # (the shared test machine at times) leaves less of their time to the GIL, and less to give back.
+    if cpu_wait < 0.25:
+        assert ft["worth_trying"], ft["verdict"]
+        assert ft["verdict"].startswith("worth trying: up to "), ft["verdict"]
+        assert 0.30 <= high <= 1.0, ft["process"]
+        assert ft["process"]["gil_cost"] >= 0.25, ft["process"]
+    else:
+        assert high > 0.03, (ft["process"], cpu_wait)
 
 
 def test_verdict_names_what_blocks_a_worthwhile_move(interp, tmp_path):
@@ -96,8 +122,8 @@ def test_verdict_names_what_blocks_a_worthwhile_move(interp, tmp_path):
         rc, out, err = run_gilty("record", "--pid", proc.pid, "--duration", "3", "--free-threading")
     assert rc == 0, err
     verdict = out.split("Free threading (", 1)[1].split("\n\nVerdict", 1)[0].splitlines()[-1].strip()
-    note(interp, "blocked_spinners_verdict", verdict)
     assert verdict.startswith("worth trying: up to "), verdict
+    note(interp, "blocked_spinners_gain_pct", int(verdict.split("up to ", 1)[1].split(" ", 1)[0]))
     assert "; these modules block it: gil_needed (" in verdict and "gil_single (" in verdict, verdict
     assert "gil_free" not in verdict
 
