@@ -78,6 +78,9 @@ def _module_rows(r: ProcessReadiness) -> list:
     if not scan.known:
         out.append("  (whether each declares Py_mod_gil is unknown before 3.13)")
     for m in rows:
+        if not scan.known:
+            out.append(f"    {m.name:<28} {m.init:<12} {m.dist or m.package or (m.path or '')}")
+            continue
         gil = {"not_used": "free-threading ok", "used": "needs the GIL", "undeclared": "needs the GIL (no Py_mod_gil)"}.get(
             m.gil, f"unknown: {m.unknown_why}" if m.unknown_why else "unknown"
         )
