@@ -3,7 +3,8 @@
 - the project's own C extension built three times (tests/targets/gil_modules/gil_modules.c): with
   `{Py_mod_gil, Py_MOD_GIL_NOT_USED}`, multi-phase without it, single-phase (and on 3.15 a PEP 793
   export): each read from outside with its init kind, its declaration and its file, on every version
-  (3.10-3.12 say "unknown before 3.13" and do not fail);
+  (3.10-3.12 say "unknown before 3.13" and do not fail); a build whose slot pointer is bad gives a
+  partial list, marked as such;
 - CPU-bound pure-Python threads (spinners.py): worth trying, a large gain;
 - an I/O-bound threaded HTTP server under load (http_delay_server.py): not worth it.
 The gain analysis reads only the recorded states, the same on every version: pyenv 3.12 only.
@@ -111,6 +112,25 @@ def test_cpu_bound_threads_gain(interp):
         assert ft["process"]["gil_cost"] >= 0.25, ft["process"]
     else:
         assert high > 0.03, (ft["process"], cpu_wait)
+
+
+def test_unreadable_module_gives_a_partial_list(interp, tmp_path):
+    """A definition whose slots point outside every mapping (gil_torn, as a torn read would show it):
+    that module is left out and counted, the others are listed, the target is unharmed."""
+    one_version(interp, "a bad pointer is checked the same way on every version")
+    built = [
+        build_module(interp.path, SOURCE, tmp_path, "gil_torn", ("TORN_SLOTS",)),
+        build_module(interp.path, SOURCE, tmp_path, "gil_free", ("DECLARE_NOT_USED",)),
+    ]
+    with running_target(interp, "gil_modules.py", str(tmp_path), "gil_torn", "gil_free") as proc:
+        rc, out, err = run_gilty("record", "--pid", proc.pid, "--duration", "1", "--free-threading", "--format", "json")
+        assert proc.alive()
+    assert rc == 0, err
+    ft = _free_threading(parse_json(out))
+    assert ft["modules_note"] == "partial: 1 module(s) did not read (gil_torn: m_slots outside every mapping)"
+    names = {m["name"]: m for m in ft["modules"]}
+    assert "gil_torn" not in names and names["gil_free"]["path"] == str(built[1])
+    assert any(reason.startswith("modules partial: 1 module(s)") for reason in ft["reasons"]), ft["reasons"]
 
 
 def test_verdict_names_what_blocks_a_worthwhile_move(interp, tmp_path):

@@ -1,6 +1,7 @@
 """Reading the target's modules while it is recorded: a program imports as it goes (a `-- CMD`
 target has imported nothing yet when gilty attaches), so the scan is repeated every few seconds and
-once at the end, and the last one that read is kept; a target gone before the end keeps its last."""
+once at the end, and the last one that read is kept (marked partial where some module did not
+read); a target gone before the end keeps its last."""
 
 from __future__ import annotations
 
@@ -35,9 +36,9 @@ class ModuleWatch:
             if self.raw is None:
                 self.error = str(e)
             return
-        # A torn scan does not replace a whole one.
-        if self.raw is None or not raw.get("unreadable") or self.raw.get("unreadable"):
-            self.raw, self.error = raw, None
+        # The latest wins, partial or not: modules are only added as the program runs, and a scan
+        # was already retried over a torn read (module_slots.rs `scan`).
+        self.raw, self.error = raw, None
 
     def result(self, slowdown: float) -> dict:
         return {"slowdown": slowdown, "modules": self.raw, "modules_error": self.error}

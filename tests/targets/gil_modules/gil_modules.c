@@ -3,6 +3,9 @@
  *   -DMODNAME=gil_needed   multi-phase init, no Py_mod_gil slot: a free-threaded build turns the GIL on
  *   -DMODNAME=gil_single   -DSINGLE_PHASE: PyModule_Create, no slots at all
  *   -DMODNAME=gil_export   -DEXPORT (3.15+): PEP 793's PyModExport_, whose slots the module does not keep
+ *   -DMODNAME=gil_torn     -DTORN_SLOTS: multi-phase, then points its definition's m_slots at an unmapped
+ *                          address once executed (CPython reads them only while creating the module), as a
+ *                          torn read would show it to gilty
  * Each defines answer() -> 42, so the target can check it imported the module it meant to. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -41,7 +44,13 @@ PyMODINIT_FUNC INIT_NAME(MODNAME)(void) {
     return PyModule_Create(&def);
 }
 #else
+static struct PyModuleDef def;
+
 static int exec_module(PyObject *m) {
+#ifdef TORN_SLOTS
+    /* The slot loop running this has its own cursor: changing the pointer does not touch it. */
+    def.m_slots = (PyModuleDef_Slot *)0x10;
+#endif
     return PyModule_AddIntConstant(m, "multi_phase", 1);
 }
 
