@@ -30,12 +30,20 @@ def _free_threading(report: dict) -> dict:
     return ft
 
 
-def test_module_declarations(interp, tmp_path):
-    """Each build is listed with what it declares; the verdict names the two that block."""
-    built = {name: build_module(interp.path, SOURCE, tmp_path, name, defines) for name, defines in BUILDS.items()}
+@pytest.fixture(scope="module")
+def built(interp, tmp_path_factory):
+    """{module name: its file}, the builds of gil_modules.c for this interpreter, made once per module."""
+    out_dir = tmp_path_factory.mktemp(f"gil-modules-{interp.id}")
+    out = {name: build_module(interp.path, SOURCE, out_dir, name, defines) for name, defines in BUILDS.items()}
     if interp.version >= (3, 15):
-        built["gil_export"] = build_module(interp.path, SOURCE, tmp_path, "gil_export", ("EXPORT",))
-    with running_target(interp, "gil_modules.py", str(tmp_path), *built) as proc:
+        out["gil_export"] = build_module(interp.path, SOURCE, out_dir, "gil_export", ("EXPORT",))
+    return out
+
+
+def test_module_declarations(interp, built):
+    """Each build is listed with what it declares; the verdict names the two that block."""
+    directory = next(iter(built.values())).parent
+    with running_target(interp, "gil_modules.py", str(directory), *built) as proc:
         rc, out, err = run_gilty("record", "--pid", proc.pid, "--duration", "1", "--free-threading", "--format", "json")
     assert rc == 0, err
     ft = _free_threading(parse_json(out))
@@ -89,7 +97,7 @@ def test_cpu_bound_threads_gain(interp):
     """Two spinners on 2 CPUs: their GIL waits come back as throughput."""
     one_version(interp, "the gain arithmetic reads only the recorded states")
     with running_target(interp, "spinners.py") as proc:
-        rc, out, err = run_gilty("record", "--pid", proc.pid, "--duration", "3", "--free-threading", "--format", "json")
+        rc, out, err = run_gilty("record", "--pid", proc.pid, "--duration", "2", "--free-threading", "--format", "json")
     assert rc == 0, err
     report = parse_json(out)
     ft = _free_threading(report)
@@ -133,13 +141,13 @@ def test_unreadable_module_gives_a_partial_list(interp, tmp_path):
     assert any(reason.startswith("modules partial: 1 module(s)") for reason in ft["reasons"]), ft["reasons"]
 
 
-def test_verdict_names_what_blocks_a_worthwhile_move(interp, tmp_path):
+def test_verdict_names_what_blocks_a_worthwhile_move(interp, built):
     """Spinners beside a module without Py_MOD_GIL_NOT_USED: worth trying, and that module named."""
     if interp.id != "3.13.0":
         pytest.skip("the whole verdict on pyenv 3.13 only (suite time): the first version with Py_mod_gil")
-    built = {name: build_module(interp.path, SOURCE, tmp_path, name, defines) for name, defines in BUILDS.items()}
-    with running_target(interp, "gil_modules.py", str(tmp_path), "spin", *built) as proc:
-        rc, out, err = run_gilty("record", "--pid", proc.pid, "--duration", "3", "--free-threading")
+    directory = next(iter(built.values())).parent
+    with running_target(interp, "gil_modules.py", str(directory), "spin", *built) as proc:
+        rc, out, err = run_gilty("record", "--pid", proc.pid, "--duration", "2", "--free-threading")
     assert rc == 0, err
     verdict = out.split("Free threading (", 1)[1].split("\n\nVerdict", 1)[0].splitlines()[-1].strip()
     assert verdict.startswith("worth trying: up to "), verdict
@@ -168,7 +176,7 @@ def test_io_bound_server_no_gain(interp):
             c.start()
         time.sleep(0.3)
         try:
-            rc, out, err = run_gilty("record", "--pid", proc.pid, "--duration", "3", "--free-threading", "--format", "json")
+            rc, out, err = run_gilty("record", "--pid", proc.pid, "--duration", "2", "--free-threading", "--format", "json")
         finally:
             stop.set()
             for c in clients:
