@@ -250,6 +250,16 @@ FIELDS += [
     ("tstate_gil_requested", {"3.15+": "offsetof(PyThreadState, gil_requested)"}),
 ]
 
+# Free-threading readiness (docs/free-threading.md): a module's definition and its Py_mod_gil slot.
+FIELDS += [
+    ("module_def", {"3.10-3.14": "offsetof(PyModuleObject, md_def)"}),
+    ("module_token", {"3.15+": "offsetof(PyModuleObject, md_token)"}),
+    ("module_token_is_def", {"3.15+": "offsetof(PyModuleObject, md_token_is_def)"}),
+    ("moduledef_name", {"*": "offsetof(PyModuleDef, m_name)"}),
+    ("moduledef_slots", {"*": "offsetof(PyModuleDef, m_slots)"}),
+    ("moduleslot_gil", {"3.13+": "Py_mod_gil"}),
+]
+
 # Headers per version (the include dir is include/python3.X; internal headers include each
 # other by bare name, which resolves next to the including file).
 INCLUDES = {

@@ -56,6 +56,20 @@ ErrorKind = Literal[
 class GiltyError(Exception):
     kind: ErrorKind
 
+class _ExtensionModule(TypedDict):
+    name: str  # its key in sys.modules
+    def_name: str | None  # m_name of its PyModuleDef
+    init: Literal["multi-phase", "single-phase", "export"]
+    gil: Literal["not_used", "used", "undeclared", "unknown"]  # its Py_mod_gil slot (3.13+)
+    unknown_why: str | None
+    path: str | None  # the file whose mapping holds its definition (else its __file__)
+    builtin: bool  # defined in the executable or libpython
+
+class _ModuleScan(TypedDict):
+    modules: list[_ExtensionModule]  # sorted by name
+    unreadable: int  # module objects that did not read (a torn read): the scan is partial
+    first_error: str | None
+
 class Target:
     pid: int
     python_version: str
@@ -66,6 +80,7 @@ class Target:
     debug_offset_mismatches: list[str]
     def __init__(self, pid: int) -> None: ...
     def dump(self, locals: bool = ..., positions: bool = ..., native: bool = ...) -> _Dump: ...
+    def extension_modules(self) -> _ModuleScan: ...
 
 class Sampler:
     def __init__(self, target: Target, rate_hz: float, exact: bool = ..., tasks: bool = ..., native: bool = ...) -> None: ...

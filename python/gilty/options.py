@@ -70,6 +70,7 @@ class RecordOptions:
     sampling: SamplingOptions
     output: OutputOptions
     gates: tuple = ()  # parsed --fail-if expressions (gilty.sampling.analysis.gates)
+    free_threading: Optional[float] = None  # --free-threading: the slowdown assumed; None when not asked
 
 
 @dataclass(frozen=True)

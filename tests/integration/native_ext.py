@@ -64,3 +64,33 @@ def c_line_of(marker: str) -> int:
         if text.rstrip().endswith(tag):
             return number
     raise AssertionError(f"no {tag} in {SOURCE}")
+
+
+def build_module(interpreter: str, source: Path, out_dir: Path, name: str, defines: tuple = ()) -> Path:
+    """``source`` built for ``interpreter`` as the extension module ``name`` (``-DMODNAME=name`` and
+    ``defines``), in ``out_dir``; skips as ``build_native_chain`` does."""
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        pytest.skip("gcc is not installed (apt-get install gcc)")
+    probe = subprocess.run(
+        [
+            interpreter,
+            "-c",
+            "import sysconfig; print(sysconfig.get_paths()['include']); print(sysconfig.get_config_var('EXT_SUFFIX'))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    include, suffix = probe.stdout.split()
+    if not (Path(include) / "Python.h").exists():
+        pytest.skip(
+            f"no Python.h in {include} for {interpreter} (Debian: apt-get install python3-dev; see the Makefile's system-deps)"
+        )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / f"{name}{suffix}"
+    cmd = [gcc, "-shared", "-fPIC", "-O0", f"-I{include}", f"-I{Path(include).parent}", f"-DMODNAME={name}"]
+    cmd += [f"-D{d}" for d in defines] + [str(source), "-o", str(target)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, f"{' '.join(cmd)} failed:\n{done.stderr}"
+    return target

@@ -202,6 +202,23 @@ pub struct Layout {
     pub tstate_holds_gil: Option<u64>,
     /// 3.15+: `int gil_requested`, set while the thread waits in take_gil.
     pub tstate_gil_requested: Option<u64>,
+
+    // --- free-threading readiness: which definition a module came from, and its slots
+    /// 3.10-3.14: `PyModuleDef *md_def` (NULL for a module not made from a definition, such as
+    /// one imported from a .py file).
+    pub module_def: Option<u64>,
+    /// 3.15+ (PEP 793): `void *md_token`, the `PyModuleDef` when `md_token_is_def`, else the
+    /// module's `Py_mod_token` (md_def is gone).
+    pub module_token: Option<u64>,
+    /// 3.15+: `bool md_token_is_def`.
+    pub module_token_is_def: Option<u64>,
+    /// `const char *m_name` of a `PyModuleDef`.
+    pub moduledef_name: u64,
+    /// `PyModuleDef_Slot *m_slots` of a `PyModuleDef` (NULL: single-phase init).
+    pub moduledef_slots: u64,
+    /// 3.13+: the `Py_mod_gil` slot id as the full API of this version spells it (3.15 renumbered
+    /// it; its limited API keeps 4).
+    pub moduleslot_gil: Option<u64>,
 }
 
 impl Layout {

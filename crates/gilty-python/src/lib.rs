@@ -19,6 +19,7 @@ mod flamegraph;
 mod gil_monitor;
 mod load;
 mod memory;
+mod modules;
 mod process_set;
 mod specialization;
 mod tasks;
@@ -74,6 +75,19 @@ impl Target {
         }
         .map_err(to_py_err)?;
         tasks::snapshot_dict(py, &snap)
+    }
+
+    /// Every extension module in `sys.modules` and what it declares about the GIL
+    /// (docs/free-threading.md): {"modules": [{"name", "def_name", "init", "gil", "unknown_why",
+    /// "path", "builtin"}], "unreadable", "first_error"}.
+    fn extension_modules<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let scan = {
+            let guard = self.inner.lock().unwrap();
+            let interp = &guard.interp;
+            py.allow_threads(|| gilty_core::interp::module_slots::scan(interp))
+        }
+        .map_err(to_py_err)?;
+        modules::scan_dict(py, &scan)
     }
 
     #[new]

@@ -267,6 +267,20 @@ def add_tasks_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_free_threading_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--free-threading",
+        action="store_true",
+        help="also say whether a free-threaded build (3.14t) would run it faster, and which extension modules "
+        "would turn the GIL back on (docs/free-threading.md)",
+    )
+    parser.add_argument(
+        "--ft-slowdown",
+        metavar="PCT",
+        help="the free-threaded build's single-thread slowdown to assume, e.g. 10%% (the default; implies --free-threading)",
+    )
+
+
 def add_native_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--native",
@@ -318,11 +332,17 @@ def record_options(args: argparse.Namespace):
             raise UsageError("--tasks reads one process's event loops: leave out --subprocesses and give one --pid")
         if args.exact:
             raise UsageError("--exact traces one process: leave out --subprocesses and give one --pid")
+    free_threading = None
+    if args.ft_slowdown is not None or args.free_threading:
+        from gilty.readiness.analysis import DEFAULT_SLOWDOWN, parse_slowdown
+
+        free_threading = DEFAULT_SLOWDOWN if args.ft_slowdown is None else parse_slowdown(args.ft_slowdown)
     return RecordOptions(
         target,
         sampling_options(args, native=bool(args.native), exact=bool(args.exact), tasks=bool(args.tasks)),
         output_options(args, fmt, pictures=True),
         gates,
+        free_threading,
     )
 
 

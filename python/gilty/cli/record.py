@@ -21,6 +21,7 @@ from gilty.cli.options import (
     add_duration_argument,
     add_exact_argument,
     add_format_argument,
+    add_free_threading_arguments,
     add_native_argument,
     add_output_argument,
     add_picture_arguments,
@@ -41,7 +42,7 @@ ACCEPTS_CHILD_COMMAND = True
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.usage = (
         "gilty record (--pid PID [--pid PID ...] | -- CMD [ARG ...]) [-s] [--duration S] [--rate HZ] [--exact] "
-        "[--tasks] [--native] [-o FILE] [--format FORMAT]"
+        "[--tasks] [--native] [--free-threading [--ft-slowdown PCT]] [-o FILE] [--format FORMAT]"
     )
     add_pid_arguments(parser)
     add_duration_argument(parser)
@@ -52,6 +53,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     add_exact_argument(parser)
     add_tasks_argument(parser)
     add_native_argument(parser)
+    add_free_threading_arguments(parser)
     parser.add_argument(
         "--fail-if",
         action="append",

@@ -68,10 +68,18 @@ def _run_one(options: RecordOptions, stop: Any, err: TextIO) -> RecordResult:
         children_cpu = processes.ChildrenCpu(session.target.pid)
         # The hot functions' source lines, read while the target lives (the HTML source view).
         sources = SourceKeeper(session, options.output.source_functions)
+        watch = None
+        if options.free_threading is not None:
+            from gilty.readiness.watch import ModuleWatch
+
+            watch = ModuleWatch(target, native.GiltyError)
+            watch.read()  # before the first batch: a short recording gets a scan too
 
         def on_chunk() -> None:
             children_cpu.poll()
             sources.poll()
+            if watch is not None:
+                watch.poll()
 
         print(
             f"gilty: recording pid {session.target.pid} (Python {session.target.python_version}) at {sampling.rate_hz:g} Hz "
@@ -92,6 +100,10 @@ def _run_one(options: RecordOptions, stop: Any, err: TextIO) -> RecordResult:
         finally:
             if sampling.exact:
                 session.exact = exact_summary(sampler)
+            if watch is not None:
+                if not session.exited:
+                    watch.read()
+                session.free_threading = watch.result(options.free_threading)
         sources.finish()
     status = finish(session, launched=command.process is not None)
     if session.partial:
@@ -264,6 +276,13 @@ def _run_processes(options: RecordOptions, stop: Any, err: TextIO) -> RecordResu
         recording.mark_partial(f"every process exited after {recording.duration_s:.1f} s of the requested {requested:g} s")
         print(f"gilty: {recording.partial_reason}; the result is PARTIAL", file=err)
         status = EXIT_PARTIAL
+    if options.free_threading is not None:
+        for s in recording.sessions:
+            s.free_threading = {
+                "slowdown": options.free_threading,
+                "modules": None,
+                "modules_error": "modules are read for one process (--pid without --subprocesses)",
+            }
     exited = [s for s in recording.sessions if s.exited_at is not None]
     print(
         f"gilty: recorded {len(recording.sessions)} process{'es' if len(recording.sessions) != 1 else ''}"

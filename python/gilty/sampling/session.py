@@ -204,6 +204,9 @@ class Session:
         # Source lines of the hot functions, read from the live target (recorded_sources.py):
         # {file: {"lines": {"N": text}, "not_shown": why the file is not shown, or ""}}.
         self.sources: dict = {}
+        # ``record --free-threading`` (gilty.readiness): {"slowdown": float, "modules": the raw scan of
+        # the target's extension modules or None, "modules_error": why not}; None when not asked.
+        self.free_threading: Optional[dict] = None
 
     # -- building ---------------------------------------------------------------------------
 
@@ -528,6 +531,7 @@ class Session:
             "sched": {**self.sched, "threads": {str(k): v for k, v in self.sched["threads"].items()}},
             **({"tasks": self.tasks.to_dict()} if self.tasks is not None else {}),
             **({"sources": self.sources} if self.sources else {}),
+            **({"free_threading": self.free_threading} if self.free_threading is not None else {}),
         }
 
     @classmethod
@@ -603,6 +607,7 @@ class Session:
             if any(s != NO_STACK and s not in session.stacks for _p, s, _st, _a in session.tasks.counts):
                 raise ValueError("the task view's samples name a stack that is not in the recording")
         session.sources = _load_sources(data.get("sources"))
+        session.free_threading = _free_threading(data.get("free_threading"))
         check_loaded(session)
         return session
 
@@ -614,6 +619,39 @@ class Session:
     def load(cls, path: str) -> "Session":
         with open(path, encoding="utf-8") as f:
             return cls.from_dict(json.load(f))
+
+
+def _free_threading(data: Any) -> Optional[dict]:
+    """A saved ``free_threading`` entry as a recorder writes it, or a ValueError."""
+    if data is None:
+        return None
+    try:
+        slowdown = float(data["slowdown"])
+        modules = data.get("modules")
+        if modules is not None:
+            modules = {
+                "modules": [
+                    {
+                        "name": str(m["name"]),
+                        "def_name": m.get("def_name"),
+                        "init": str(m["init"]),
+                        "gil": str(m["gil"]),
+                        "unknown_why": m.get("unknown_why"),
+                        "path": m.get("path"),
+                        "builtin": bool(m.get("builtin")),
+                        "package": str(m.get("package") or ""),
+                        "dist": m.get("dist"),
+                    }
+                    for m in modules["modules"]
+                ],
+                "unreadable": int(modules.get("unreadable", 0)),
+                "first_error": modules.get("first_error"),
+            }
+    except (AttributeError, KeyError, TypeError, ValueError):
+        raise ValueError("free_threading is not {slowdown, modules: {modules: [...]}}") from None
+    _finite(slowdown, "free_threading.slowdown", 0.0, 100.0)
+    error = data.get("modules_error")
+    return {"slowdown": slowdown, "modules": modules, "modules_error": None if error is None else str(error)}
 
 
 def _finite(value, what: str, low: float = 0.0, high: float = math.inf, low_included: bool = True) -> None:

@@ -9,6 +9,7 @@ pub mod interpreter;
 pub mod linetable;
 pub mod locals;
 pub mod method_class;
+pub mod module_slots;
 pub mod object_graph;
 pub mod object_repr;
 pub mod pyobjects;

@@ -113,6 +113,12 @@ pub const LAYOUT: Layout = Layout {
     code_flag_shim: None,
     tstate_holds_gil: None,
     tstate_gil_requested: None,
+    module_def: Some(24),
+    module_token: None,
+    module_token_is_def: None,
+    moduledef_name: 40,
+    moduledef_slots: 72,
+    moduleslot_gil: None,
 };
 
 /// Opcodes where a thread without the GIL is in the eval-breaker GIL handoff (see the generator).

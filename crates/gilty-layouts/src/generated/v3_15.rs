@@ -113,6 +113,12 @@ pub const LAYOUT: Layout = Layout {
     code_flag_shim: Some(33554432),
     tstate_holds_gil: Some(36),
     tstate_gil_requested: Some(40),
+    module_def: None,
+    module_token: Some(88),
+    module_token_is_def: Some(48),
+    moduledef_name: 40,
+    moduledef_slots: 72,
+    moduleslot_gil: Some(87),
 };
 
 /// Opcodes where a thread without the GIL is in the eval-breaker GIL handoff (see the generator).

@@ -66,6 +66,7 @@
     }
     for (const p of procs) {
       if (p.saturation) item((procs.length > 1 ? "pid " + p.pid + " " : "") + "CPU", p.saturation);
+      if (p.free_threading) item((procs.length > 1 ? "pid " + p.pid + " " : "") + "free threading", p.free_threading);
     }
     const verdicts = document.getElementById("verdicts");
     if (DATA.partial_reason) add(verdicts, "p", { class: "partial" }, "PARTIAL: " + DATA.partial_reason);

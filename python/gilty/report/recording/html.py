@@ -17,6 +17,7 @@ from typing import Optional
 from gilty import __version__
 from gilty.report.labels import command_text, process_label
 from gilty.report.pictures import PictureOptions, merges, short_command
+from gilty.report.recording import readiness
 from gilty.report.recording import tasks as task_view
 from gilty.report.recording.source_view import view_data as source_view_data
 from gilty.report.recording.text_processes import BUSY_MIN, busiest_thread
@@ -288,6 +289,8 @@ def _process(
         "mean_waiting_threads": summary.mean_waiting_threads,
         "verdict": summary.verdict.text if summary.verdict else "",
         "saturation": summary.saturation.line() if summary.saturation else None,
+        # `record --free-threading`: the readiness verdict line (gilty.readiness), else None.
+        "free_threading": readiness.verdict_line(session),
         "threads": threads,
         "stacks": [entry for entry, _slots in samples],
         # Per stack (same order), its samples per time slot: [slot, samples, slot, samples, ...].

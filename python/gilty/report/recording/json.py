@@ -8,6 +8,7 @@ import json
 from typing import Optional
 
 from gilty.report.dump import json as dump
+from gilty.report.recording import readiness
 from gilty.report.recording import tasks as task_view
 from gilty.sampling import event_loops
 from gilty.sampling.analysis import Summary, summarise
@@ -249,6 +250,7 @@ def report(session: Session, summary: Optional[Summary] = None, recording: Optio
         "exact_overhead": _exact_overhead(summary.exact),
         "tasks": task_view.report(session),
         "event_loops": event_loops.report(session),
+        "free_threading": readiness.report(session),
     }
     if raw:
         out["recording"] = (recording or Recording.of(session)).to_dict()
@@ -351,6 +353,7 @@ def recording_report(recording: Recording, raw: bool = True) -> dict:
         "exact_overhead": None,
         "tasks": None,  # per process, under "processes"
         "event_loops": [loop for r in per_process for loop in r["event_loops"]],
+        "free_threading": None,  # per process, under "processes"
     }
     out.update(extra)
     out["processes"] = per_process

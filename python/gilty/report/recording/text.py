@@ -6,7 +6,7 @@ import datetime
 from typing import Optional
 
 from gilty.report.labels import cut_name, cut_names
-from gilty.report.recording import event_loops
+from gilty.report.recording import event_loops, readiness
 from gilty.report.recording.text_exact import exact_sections
 from gilty.sampling.analysis import Summary, summarise
 from gilty.sampling.analysis.exact import summarise_exact
@@ -233,6 +233,7 @@ def render(session: Session, summary: Optional[Summary] = None, title: str = "gi
         exact_sections(summary),
         _tasks_section(session),
         event_loops.section(session),
+        readiness.section(session),
     )
     for section in sections:
         if section:
