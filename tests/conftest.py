@@ -259,6 +259,8 @@ def _cell(values: list) -> str:
     def fmt(v) -> str:
         return str(v) if isinstance(v, int) else f"{v:.3g}"
 
+    if not all(isinstance(v, (int, float)) for v in values):  # a noted word: the distinct ones
+        return "/".join(dict.fromkeys(str(v) for v in values))
     lo, hi = min(values), max(values)
     return fmt(lo) if lo == hi else f"{fmt(lo)}..{fmt(hi)}"
 
