@@ -6,7 +6,8 @@ within 20 % of what the kernel counted for each phase (each worker's Private_Dir
 phase, /proc/self/smaps_rollup read by the worker itself between the phases).
 
 The attribution reads nothing version-specific beyond the stack and GC-flag reads, which are tested
-per version elsewhere: pyenv 3.12 only (suite time).
+per version elsewhere: pyenv 3.12 and 3.13 only (suite time); 3.10, 3.14 and 3.15 were checked by
+hand (docs/memory-faults.md).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from test_memory import run_memory
 
 MIB = 1 << 20
 TOLERANCE = 0.20
+# 3.12, and 3.13 for its other GC (the young generation and the collector's own C functions differ).
+CHECKED_ON = ("3.12", "3.13")
 
 
 def _share_error(measured: float, reference: float) -> float:
@@ -30,7 +33,11 @@ def _share_error(measured: float, reference: float) -> float:
 def fault_run(interp):
     if interp.path is None:
         pytest.skip(interp.skip_reason)
-    one_version(interp, "page-fault attribution joins kernel samples with stacks read as everywhere else")
+    if interp.id.startswith("debian") or interp.minor_str not in CHECKED_ON:
+        pytest.skip(
+            "the attribution reads only the stack and the GC flag, tested per version elsewhere: "
+            "checked on pyenv 3.12 and 3.13 only (suite time)"
+        )
     popen = subprocess.Popen(
         [interp.path, str(TARGETS / "fault_server.py")],
         stdin=subprocess.PIPE,
@@ -51,7 +58,7 @@ def fault_run(interp):
 
         rc, report, err, results = run_memory(master, 20.0, action=go, extra=("--faults",), stop_after_action_s=1.5)
         assert rc == 0 and report, f"gilty memory exited {rc}:\n{err}"
-        yield report, workers, results
+        yield report, workers, results, master
     finally:
         try:
             popen.stdin.write("end\n")
@@ -71,7 +78,7 @@ def _by_function(report: dict) -> dict:
 
 @pytest.mark.interpreter
 def test_both_copying_functions_are_named_with_gc_marked(interp, fault_run):
-    report, workers, _ = fault_run
+    report, workers, _, _ = fault_run
     faults = report["faults"]
     assert faults["errors"] == [] and set(faults["workers"]) >= set(workers), faults
     funcs = _by_function(report)
@@ -89,7 +96,7 @@ def test_both_copying_functions_are_named_with_gc_marked(interp, fault_run):
 
 @pytest.mark.interpreter
 def test_shares_match_what_the_kernel_counted(interp, fault_run):
-    report, _, results = fault_run
+    report, _, results, _ = fault_run
     funcs = _by_function(report)
     touch_ref = sum(r["touch_bytes"] for r in results)
     collect_ref = sum(r["collect_bytes"] for r in results)
@@ -111,7 +118,7 @@ def test_shares_match_what_the_kernel_counted(interp, fault_run):
 
 @pytest.mark.interpreter
 def test_the_flame_graph_and_the_join_are_reported(interp, fault_run, tmp_path):
-    report, _, _ = fault_run
+    report, _, _, _ = fault_run
     faults = report["faults"]
     collapsed = faults["collapsed"]
     in_gc = [line.rsplit(" ", 1)[0].split(";")[-3:-1] for line in collapsed if "[garbage collection]" in line]
@@ -135,3 +142,25 @@ def test_fault_period_without_faults_is_a_usage_error():
     )
     assert done.returncode == 2
     assert "--fault-period needs --faults" in assert_one_error_line(done.stderr)
+
+
+@pytest.mark.interpreter
+def test_refused_perf_events_stop_the_run_in_one_line(interp, fault_run, deny_perf):
+    """Under a seccomp filter refusing perf_event_open (as a container's profile can), --faults says
+    what to change and exits 6 before measuring; the server is untouched."""
+    one_version(interp, "the refusal comes before any version-specific read")
+    _, workers, _, master = fault_run
+    done = subprocess.run(
+        [deny_perf, *gilty_command(), "memory", "--pid", str(master), "--faults", "--duration", "1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        env=gilty_env(),
+    )
+    line = assert_one_error_line(done.stderr)
+    assert done.returncode == 6, (done.returncode, done.stderr)
+    assert "--faults" in line and "CAP_PERFMON" in line and "perf_event_paranoid" in line, line
+    assert not done.stdout.strip()
+    for pid in workers:
+        assert open(f"/proc/{pid}/stat").read().split()[2] in "RS", pid

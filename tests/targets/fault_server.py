@@ -8,7 +8,8 @@ the pages of one heap, and reports what the kernel counted for each.
   (the lists of ``BASKETS``, never touched by the first phase).
 
 Each worker reads its own Private_Dirty (/proc/self/smaps_rollup) before, between and after the
-phases and prints one JSON line: {"pid", "touch_bytes", "collect_bytes", "touch_s"}. Set
+phases and prints one JSON line: {"pid", "touch_bytes", "collect_bytes", "touch_s", "touch_cpu_s"}
+(the first phase's wall and CPU time, kernel time included). Set
 FAULT_SKIP_COLLECT=1 to run the first phase alone (the cost measurement). Sizes: FAULT_FLOATS,
 FAULT_LISTS.
 """
@@ -53,16 +54,24 @@ def collect_all():
 def worker(go, out):
     os.read(go, 1)
     before = private_dirty()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     touch_prices()
-    touch_s = time.perf_counter() - t0
+    touch_s, touch_cpu_s = time.perf_counter() - t0, time.process_time() - c0
     between = private_dirty()
     time.sleep(0.1)
     between = min(between, private_dirty())
     if not SKIP_COLLECT:
         collect_all()
     after = private_dirty()
-    line = json.dumps({"pid": os.getpid(), "touch_bytes": between - before, "collect_bytes": after - between, "touch_s": touch_s})
+    line = json.dumps(
+        {
+            "pid": os.getpid(),
+            "touch_bytes": between - before,
+            "collect_bytes": after - between,
+            "touch_s": touch_s,
+            "touch_cpu_s": touch_cpu_s,
+        }
+    )
     os.write(out, (line + "\n").encode())
     os.read(go, 1)  # until the master closes the pipe
     os._exit(0)

@@ -7,6 +7,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use std::sync::Mutex;
 
+use crate::to_py_err;
+use gilty_core::{Error as CoreError, ErrorKind};
+
 fn report_dict<'py>(py: Python<'py>, r: &FaultReport) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("period", r.period)?;
@@ -78,6 +81,19 @@ impl FaultWatch {
             }
             w
         });
+        // Not one event could be opened and one could not: perf events are refused here (a tree
+        // without workers yet is fine: they are looked for all along).
+        let started = w.started();
+        if started.events == 0 {
+            if let Some((_, why)) = started.errors.first() {
+                let why = why.clone();
+                py.allow_threads(|| drop(w.stop()));
+                return Err(to_py_err(CoreError::new(
+                    ErrorKind::PermissionDenied,
+                    format!("--faults: {why}"),
+                )));
+            }
+        }
         Ok(FaultWatch {
             inner: Mutex::new(Some(w)),
         })

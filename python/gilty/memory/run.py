@@ -18,9 +18,10 @@ END_PERIOD_S = 0.02
 
 def run(options: MemoryOptions, stop: Any) -> MemorySession:
     native = launch.native_module()
+    # The fault sampler first: a host that refuses perf events ends the run before anything started.
+    faults = _start_faults(native, options)
     monitor = native.MemoryMonitor(options.pid, interval_s=options.interval_s, gc_poll_s=options.gc_poll_s)
     session = MemorySession(options.pid, options.interval_s, options.gc_poll_s, requested_duration_s=options.duration_s)
-    faults = _start_faults(native, options)
     until = f"for {options.duration_s:g} s" if options.duration_s else "until Ctrl-C or the master exits"
     print(
         f"gilty: measuring pid {options.pid} and its children every {options.interval_s:g} s "

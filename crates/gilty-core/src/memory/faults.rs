@@ -510,7 +510,15 @@ impl Worker {
 pub struct FaultWatch {
     stop: Arc<AtomicBool>,
     ready: Arc<AtomicBool>,
+    started: Arc<std::sync::Mutex<Started>>,
     handle: Option<JoinHandle<FaultReport>>,
+}
+
+/// What the first look at the tree found: events opened, and why some could not be.
+#[derive(Debug, Clone, Default)]
+pub struct Started {
+    pub events: usize,
+    pub errors: Vec<(i32, String)>,
 }
 
 impl FaultWatch {
@@ -518,14 +526,16 @@ impl FaultWatch {
     pub fn start(master: i32, period: u64) -> FaultWatch {
         let stop = Arc::new(AtomicBool::new(false));
         let ready = Arc::new(AtomicBool::new(false));
-        let (s2, r2) = (Arc::clone(&stop), Arc::clone(&ready));
+        let started = Arc::new(std::sync::Mutex::new(Started::default()));
+        let (s2, r2, st2) = (Arc::clone(&stop), Arc::clone(&ready), Arc::clone(&started));
         let handle = std::thread::Builder::new()
             .name("gilty-faults".into())
-            .spawn(move || run(master, period, s2, r2))
+            .spawn(move || run(master, period, s2, r2, st2))
             .expect("cannot start the page-fault thread");
         FaultWatch {
             stop,
             ready,
+            started,
             handle: Some(handle),
         }
     }
@@ -533,6 +543,11 @@ impl FaultWatch {
     /// The workers found at the start have their events open.
     pub fn ready(&self) -> bool {
         self.ready.load(Ordering::SeqCst)
+    }
+
+    /// What the first look found (valid once `ready`).
+    pub fn started(&self) -> Started {
+        self.started.lock().unwrap().clone()
     }
 
     pub fn stop(mut self) -> FaultReport {
@@ -553,7 +568,13 @@ impl Drop for FaultWatch {
     }
 }
 
-fn run(master: i32, period: u64, stop: Arc<AtomicBool>, ready: Arc<AtomicBool>) -> FaultReport {
+fn run(
+    master: i32,
+    period: u64,
+    stop: Arc<AtomicBool>,
+    ready: Arc<AtomicBool>,
+    started_out: Arc<std::sync::Mutex<Started>>,
+) -> FaultReport {
     let started = Instant::now();
     let cpu0 = thread_cpu_ns();
     let mut st = State {
@@ -568,6 +589,10 @@ fn run(master: i32, period: u64, stop: Arc<AtomicBool>, ready: Arc<AtomicBool>) 
         report: FaultReport::default(),
     };
     st.refresh();
+    *started_out.lock().unwrap() = Started {
+        events: st.workers.values().map(|w| w.events.len()).sum(),
+        errors: st.report.errors.clone(),
+    };
     ready.store(true, Ordering::SeqCst);
     let mut last_refresh = Instant::now();
     let mut next = Instant::now();
