@@ -26,6 +26,8 @@ from gilty.sampling import capture
 DEFAULT_INTERVAL_S = 1.0
 DEFAULT_GC_POLL_MS = 1.0
 MIN_INTERVAL_S = 0.05
+# html: the text report on a page, with --faults's flame graph above it.
+FORMATS = ("text", "json", "html")
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
@@ -61,7 +63,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
         help="with --faults: sample every Nth minor fault of each worker thread (default: %(default)s)",
     )
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
-    add_format_argument(parser)
+    add_format_argument(parser, FORMATS)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -73,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def memory_options(args: argparse.Namespace) -> MemoryOptions:
-    fmt = output_format(args.format, args.output)
+    fmt = output_format(args.format, args.output, FORMATS)
     check_output(args.output)
     if not 0.1 <= args.gc_poll <= 1000:
         raise UsageError("--gc-poll must be between 0.1 and 1000 ms")

@@ -22,6 +22,8 @@ def run(options: MemoryOptions, stop: Any) -> MemorySession:
     faults = _start_faults(native, options)
     monitor = native.MemoryMonitor(options.pid, interval_s=options.interval_s, gc_poll_s=options.gc_poll_s)
     session = MemorySession(options.pid, options.interval_s, options.gc_poll_s, requested_duration_s=options.duration_s)
+    if faults is not None:
+        print(f"gilty: sampling the workers' page faults (every {options.fault_period})", file=sys.stderr)
     until = f"for {options.duration_s:g} s" if options.duration_s else "until Ctrl-C or the master exits"
     print(
         f"gilty: measuring pid {options.pid} and its children every {options.interval_s:g} s "
@@ -45,9 +47,7 @@ def _start_faults(native: Any, options: MemoryOptions) -> Any:
     returns, so a worker's faults from here on are seen."""
     if not options.faults:
         return None
-    watch = native.FaultWatch(options.pid, period=options.fault_period)
-    print(f"gilty: sampling the workers' page faults (every {options.fault_period})", file=sys.stderr)
-    return watch
+    return native.FaultWatch(options.pid, period=options.fault_period)
 
 
 def _fault_errors(session: MemorySession) -> None:

@@ -458,7 +458,7 @@ impl State {
                 samples,
             })
             .collect();
-        r.rows.sort_by(|a, b| b.samples.cmp(&a.samples));
+        r.rows.sort_by_key(|r| std::cmp::Reverse(r.samples));
         for (pid, e) in self.failed {
             r.errors.push((pid, e));
         }
