@@ -3,12 +3,14 @@
 runs) timed in each worker with and without --faults, on fresh fork servers, in alternating order.
 
     .venv/bin/python bench/memory_faults_cost.py [--python PATH] [--rounds 7] [--floats 1500000]
-                                                 [--period 1] [--json FILE]
+                                                 [--period 1] [--nice N] [--json FILE]
 
 Three arms per round: no gilty, `gilty memory` alone, `gilty memory --faults`. Reported: the median
 touch time (wall, and the worker's CPU time, kernel time included) of each, the slowdown of --faults
 against `gilty memory` alone and against no gilty, the faults sampled per second per worker during
-the touch (pages copied / touch time / period), and the reading thread's CPU time per run.
+the touch (pages copied / touch time / period), and the reading thread's CPU time per run. --nice N
+(e.g. -10 on a shared machine) runs it all in a session and autogroup of its own at that nice value,
+as bench/memory_cost.py does.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from memory_cost import set_nice
 
 REPO = Path(__file__).resolve().parent.parent
 SERVER = REPO / "tests" / "targets" / "fault_server.py"
@@ -65,8 +69,11 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--floats", type=int, default=1_500_000)
     ap.add_argument("--period", type=int, default=1)
+    ap.add_argument("--nice", type=int)
     ap.add_argument("--json")
     args = ap.parse_args()
+    if args.nice is not None:
+        set_nice(args.nice)
     arms = ("none", "memory", "faults")
     wall: dict = {a: [] for a in arms}
     cpu_of: dict = {a: [] for a in arms}
@@ -85,6 +92,7 @@ def main() -> int:
         "floats": args.floats,
         "period": args.period,
         "rounds": args.rounds,
+        "nice": args.nice,
         "touch_wall_s": {a: med[a][0] for a in arms},
         "touch_cpu_s": {a: med[a][1] for a in arms},
         "wall_slowdown_vs_memory": med["faults"][0] / med["memory"][0] - 1,
