@@ -1,7 +1,7 @@
 # Type stub for the PyO3 extension gilty._native (crates/gilty-python).
 # Keep in step with the Rust side; docs/states.md explains the state codes.
 
-from typing import Literal, TypedDict
+from typing import Literal, Optional, TypedDict
 
 Frame = tuple[str, str, int]  # (function, file, line)
 
@@ -282,6 +282,41 @@ class PassCost(TypedDict):
     shared_pages: int
 
 def measure_once(pid: int) -> PassCost: ...
+
+class FaultRow(TypedDict):
+    pid: int
+    frames: list[tuple[str, str, int]]  # innermost first; [] without a Python stack
+    gc: bool
+    c_function: Optional[str]
+    samples: int
+
+class FaultReport(TypedDict):
+    period: int
+    page_size: int
+    method: str  # "pfn" | "exclusive"
+    samples: int
+    copied: int
+    other: int
+    no_stack: int
+    lost: int
+    lag_p50_s: float
+    lag_p99_s: float
+    lag_max_s: float
+    late: int
+    elapsed_s: float
+    cpu_s: float
+    stack_reads: int
+    stack_failures: int
+    workers: list[int]
+    errors: list[tuple[int, str]]
+    rows: list[FaultRow]
+
+class FaultWatch:
+    """`gilty memory --faults`: the workers' minor page faults that copied a page shared with the
+    master, joined with their Python stacks (crates/gilty-core/src/memory/faults.rs)."""
+
+    def __init__(self, pid: int, period: int = 1) -> None: ...
+    def stop(self) -> Optional[FaultReport]: ...
 
 class LoadStop:
     """A flag that ends a running `load_run` early (set it from another thread)."""

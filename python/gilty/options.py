@@ -96,6 +96,8 @@ class MemoryOptions:
     gc_poll_ms: float  # between reads of each process's GC flag
     duration_s: Optional[float] = None  # None: until Ctrl-C, SIGTERM or the master's exit
     output: OutputOptions = OutputOptions()
+    faults: bool = False  # sample the workers' page faults that copy shared pages, with their stacks
+    fault_period: int = 1  # every Nth minor fault of a thread is a sample
 
     @property
     def gc_poll_s(self) -> float:

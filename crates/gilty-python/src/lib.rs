@@ -15,6 +15,7 @@ use pyo3::types::{PyBytes, PyDict, PyList};
 use std::sync::{Arc, Mutex};
 
 mod dump;
+mod faults;
 mod flamegraph;
 mod gil_monitor;
 mod load;
@@ -458,6 +459,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Sampler>()?;
     m.add_function(wrap_pyfunction!(syscall_name, m)?)?;
     memory::register(m)?;
+    faults::register(m)?;
     load::register(m)?;
     gil_monitor::register(m)?;
     process_set::register(m)?;

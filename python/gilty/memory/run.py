@@ -18,19 +18,47 @@ END_PERIOD_S = 0.02
 
 def run(options: MemoryOptions, stop: Any) -> MemorySession:
     native = launch.native_module()
+    # The fault sampler first: a host that refuses perf events ends the run before anything started.
+    faults = _start_faults(native, options)
     monitor = native.MemoryMonitor(options.pid, interval_s=options.interval_s, gc_poll_s=options.gc_poll_s)
     session = MemorySession(options.pid, options.interval_s, options.gc_poll_s, requested_duration_s=options.duration_s)
+    if faults is not None:
+        print(f"gilty: sampling the workers' page faults (every {options.fault_period})", file=sys.stderr)
     until = f"for {options.duration_s:g} s" if options.duration_s else "until Ctrl-C or the master exits"
     print(
         f"gilty: measuring pid {options.pid} and its children every {options.interval_s:g} s "
         f"(GC flag every {options.gc_poll_ms:g} ms) {until}",
         file=sys.stderr,
     )
-    measure(session, monitor, options.duration_s, stop)
+    try:
+        measure(session, monitor, options.duration_s, stop)
+    finally:
+        if faults is not None:
+            session.faults = faults.stop()
+    _fault_errors(session)
     _mark_partial(session)
     if session.partial:
         print(f"gilty: {session.partial_reason}; the result is PARTIAL", file=sys.stderr)
     return session
+
+
+def _start_faults(native: Any, options: MemoryOptions) -> Any:
+    """The page-fault sampler of every worker (None without --faults). Its events are open when this
+    returns, so a worker's faults from here on are seen."""
+    if not options.faults:
+        return None
+    return native.FaultWatch(options.pid, period=options.fault_period)
+
+
+def _fault_errors(session: MemorySession) -> None:
+    """A fault sampler that could open no event says why in one line (perf not permitted, say)."""
+    raw = session.faults
+    if raw is None or not raw["errors"]:
+        return
+    reasons = sorted({e for _, e in raw["errors"]})
+    session.notes.append("--faults: " + "; ".join(f"{reason}" for reason in reasons))
+    if raw["samples"] == 0:
+        print(f"gilty: --faults sampled nothing: {reasons[0]}", file=sys.stderr)
 
 
 def measure(session: MemorySession, monitor: Any, duration_s, stop: Any) -> None:

@@ -84,6 +84,8 @@ class MemorySession:
         self.partial = False
         self.partial_reason: Optional[str] = None
         self.stopped_by = "duration"
+        # `_native.FaultWatch.stop()`'s result with --faults (gilty.memory.faults reads it), else None.
+        self.faults: Optional[dict] = None
 
     # -- feeding ------------------------------------------------------------------------------
 

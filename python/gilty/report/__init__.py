@@ -64,6 +64,7 @@ RENDERERS = {
     ("recording", "pprof"): "recording.pprof:render",
     ("memory", "text"): "memory.text:render",
     ("memory", "json"): "memory.json:render",
+    ("memory", "html"): "memory.html:render",
     ("specialization", "text"): "specialization.text:render_result",
     ("specialization", "json"): "specialization.json:render_result",
     ("specialization", "html"): "specialization.html:render_result",

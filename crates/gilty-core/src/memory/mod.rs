@@ -7,6 +7,7 @@
 //! pages it shares. See docs/memory.md for the method and its error.
 
 pub mod cow;
+pub mod faults;
 pub mod fork_share;
 pub mod gc_watch;
 pub mod measurement;

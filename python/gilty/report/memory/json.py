@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from gilty.memory import analysis
+from gilty.memory import analysis, faults
 from gilty.memory.session import SAMPLE_FIELDS, MemorySession, ProcessRecord
 from gilty.memory.since_fork import preload, since_fork_of
 
@@ -100,6 +100,7 @@ def report(session: MemorySession) -> dict:
             "tree_scans": stats.get("tree_scans", 0),
             "tree_scan_s": _round(stats.get("tree_scan_s")),
         },
+        "faults": faults.summary(session.faults),
         "notes": list(session.notes),
     }
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
-from gilty.memory import analysis
+from gilty.memory import analysis, faults
 from gilty.memory.analysis import mib
 from gilty.memory.session import MemorySession, ProcessRecord
 from gilty.memory.since_fork import since_fork_of
@@ -116,6 +116,35 @@ def _method(session: MemorySession) -> list:
     return _wrap(text, "  ", "  ") + _wrap(cost, "  ", "  ")
 
 
+def fault_table(raw) -> list:
+    """--faults: the functions whose writes copied shared pages, and how the figures were got."""
+    s = faults.summary(raw)
+    if s is None:
+        return []
+    lines = ["", f"Who copied shared pages (sampled page faults, every {s['period']}; {_m(s['copied_bytes'])} MiB copied):"]
+    if not s["functions"]:
+        lines.append("  no sampled fault copied a page shared with the master")
+    else:
+        lines.append(f"  {'MiB':>7} {'share':>6} {'in GC':>6}  function (file:line) <- C function that wrote")
+        for f in s["functions"]:
+            where = f"{f['function']} ({f['file'].rsplit('/', 1)[-1]})" if f["file"] else f["function"]
+            c = ", ".join(x["name"] for x in f["c_functions"][:2])
+            gc = f"{f['gc_bytes'] / f['bytes']:.0%}" if f["bytes"] else "-"
+            lines.append(f"  {_m(f['bytes']):>7} {f['share']:>6.1%} {gc:>6}  {where} <- {c}")
+    j, c = s["join"], s["cost"]
+    lines.extend(
+        _wrap(
+            f"{s['copied_samples']} of {s['samples']} sampled faults copied a shared page ({s['method']}); "
+            f"{s['lost_records']} records lost; stacks read every 0.25 ms, the joined read "
+            f"{j['lag_p50_s'] * 1e6:.0f} us from its fault (median), {j['lag_p99_s'] * 1e6:.0f} us (p99); "
+            f"{c['samples_per_s']:.0f} faults sampled per second; reader CPU {c['reader_cpu_share']:.0%} of one core.",
+            "  ",
+            "  ",
+        )
+    )
+    return lines
+
+
 def render(session: MemorySession) -> str:
     master = session.master
     lines = []
@@ -146,6 +175,7 @@ def render(session: MemorySession) -> str:
         lines.append("Warnings:")
         for w in warns:
             lines.extend(_wrap(w["message"], "  ! ", "    "))
+    lines.extend(fault_table(session.faults))
     lines.append("")
     lines.append("Summary:")
     for sentence in analysis.summary(session):
