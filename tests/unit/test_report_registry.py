@@ -125,7 +125,7 @@ def test_a_format_a_result_is_not_written_as_is_one_usage_line():
     assert str(e.value) == "the Python 3.10 opcache report is text or json"
     with pytest.raises(UsageError) as e:
         reports.renderer("memory", "svg")
-    assert str(e.value) == "the memory report is text or json" and e.value.exit_code == EXIT_USAGE
+    assert str(e.value) == "the memory report is text, json or html" and e.value.exit_code == EXIT_USAGE
 
 
 def test_a_result_of_no_registered_class_is_refused():
