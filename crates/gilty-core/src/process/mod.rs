@@ -2,6 +2,7 @@
 //! binaries and the syscall numbers gilty names. Read-only.
 
 pub mod block_cache;
+pub mod core_file;
 pub mod elf;
 #[cfg(test)]
 pub(crate) mod forked;

@@ -6,6 +6,7 @@
 pub mod aggregate;
 pub mod classify;
 pub mod cpu_wait;
+pub mod core_dump;
 pub mod dump;
 pub mod gil_stats;
 mod native_part;
