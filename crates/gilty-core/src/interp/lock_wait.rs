@@ -2,11 +2,11 @@
 //! futex's address and the thread's C stack, and whether that lock is held (and, for an `RLock`,
 //! by which thread).
 //!
-//! - 3.10–3.12: a lock object holds a pointer to a semaphore (`lock_lock`, 16 bytes into the
+//! - 3.10–3.13: a lock object holds a pointer to a semaphore (`lock_lock`, 16 bytes into the
 //!   object), and the waiter sleeps on the semaphore's own word, so the futex address is that
 //!   pointer. The object itself is on the waiter's C stack (`acquire`'s `self`): the stack's words
 //!   are tried as objects whose `lock_lock` is the futex address.
-//! - 3.13+: a lock is a `PyMutex` inside the object (16 bytes in), and a waiter parks on a
+//! - 3.14+: a lock is a `PyMutex` inside the object (16 bytes in), and a waiter parks on a
 //!   semaphore in a `wait_entry` on its own stack, right after the word holding the mutex's address
 //!   (`Python/parking_lot.c`): the words just below the futex address are tried as mutexes.
 //!
@@ -56,7 +56,6 @@ pub fn lock_waited(
             kind_of(obj).map(|k| (obj, k))
         })
     };
-    // 3.13's RLock still sleeps on a semaphore of its own.
     let on_semaphore = || {
         if sp == 0 {
             return None;
@@ -75,7 +74,7 @@ pub fn lock_waited(
                     .flatten()
             })
     };
-    let found = if minor >= 13 {
+    let found = if minor >= 14 {
         parked().or_else(on_semaphore)
     } else {
         on_semaphore()
@@ -84,7 +83,7 @@ pub fn lock_waited(
     let rlock = kind.ends_with("RLock");
     let (locked, owner_ident) = match (minor, rlock) {
         // `char locked` after the semaphore pointer and the weakref list.
-        (..=12, false) => (mem.read_u8(address + 32).ok().map(|b| b != 0), None),
+        (..=13, false) => (mem.read_u8(address + 32).ok().map(|b| b != 0), None),
         // `rlock_owner` after the semaphore pointer (3.10–3.13).
         (..=13, true) => {
             let owner = mem.read_u64(address + 24).ok();

@@ -220,7 +220,10 @@ fn diagnose(
         let blocked = h.syscall >= 0;
         if blocked || !waiting_gil.is_empty() {
             let doing = if blocked {
-                format!("blocked in a system call (#{}) without releasing it", h.syscall)
+                format!(
+                    "blocked in {} without releasing it",
+                    crate::process::syscalls::name(h.syscall)
+                )
             } else {
                 "running".to_owned()
             };
