@@ -102,8 +102,7 @@ def _kernel_core(interpreter: str, script: str, directory: Path, ready) -> tuple
 
 def _threads(report: dict) -> dict:
     return {
-        t["tid"]: (t["name"], t["state"], [(f["function"], f["file"], f["line"]) for f in t["stack"]])
-        for t in report["threads"]
+        t["tid"]: (t["name"], t["state"], [(f["function"], f["file"], f["line"]) for f in t["stack"]]) for t in report["threads"]
     }
 
 

@@ -1,5 +1,6 @@
 """A deadlock: the main thread holds lock_a and waits for lock_b, thread "other" holds lock_b and waits
 for lock_a. Prints "ready" once both hold their first lock (the second acquire follows at once)."""
+
 import threading
 
 lock_a = threading.Lock()

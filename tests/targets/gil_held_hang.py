@@ -1,5 +1,6 @@
 """A GIL-held hang: the main thread calls pause() through ctypes.PyDLL, which keeps the GIL across the
 call, so it never returns and thread "starved" waits for the GIL for ever. Prints "ready" just before."""
+
 import ctypes
 import threading
 

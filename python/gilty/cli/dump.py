@@ -28,9 +28,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--exe", metavar="PYTHON", help="with --core: the interpreter the process ran, when it is not at the path the core names"
     )
-    parser.add_argument(
-        "--sysroot", metavar="DIR", help="with --core: look for every file the process mapped under DIR first"
-    )
+    parser.add_argument("--sysroot", metavar="DIR", help="with --core: look for every file the process mapped under DIR first")
     add_format_argument(parser)
     parser.add_argument(
         "--tasks", action="store_true", help="also read every asyncio task: state, coroutine stack, what it awaits, who awaits it"

@@ -2,9 +2,9 @@
 //! validating the struct layout, and locating the runtime structures gilty reads.
 
 use crate::error::{from_os, Error, ErrorKind, Result};
+use crate::process::core_file::CoreFile;
 use crate::process::elf::{parse_release, ElfInfo};
 use crate::process::maps::{read_maps, MapEntry};
-use crate::process::core_file::CoreFile;
 use crate::process::memory::{Memory, ProcessMemory, TargetMemory};
 use crate::process::procfs;
 use gilty_layouts::{debug_offsets, layout_for, Layout, SUPPORTED};
@@ -325,7 +325,6 @@ fn attach_found(
     mem: TargetMemory,
     exe: Option<String>,
 ) -> Result<Interpreter> {
-
     let version = detect_version(&found, &mem).ok_or_else(|| {
         Error::new(
             ErrorKind::UnrecognisedInterpreter,

@@ -186,7 +186,9 @@ pub fn python_threads_settled(
         let tids = interp.thread_ids()?;
         match python_threads(interp, resolver, &tids) {
             Ok(threads) => return Ok((tids, threads)),
-            Err(e) if interp.mem.core().is_some() || crate::process::procfs::is_gone(interp.pid) => {
+            Err(e)
+                if interp.mem.core().is_some() || crate::process::procfs::is_gone(interp.pid) =>
+            {
                 return Err(e)
             }
             Err(e) => last = Some(e),

@@ -141,7 +141,10 @@ impl CoreFile {
         c.parse()
             .map_err(|e| core_error(path, &format!("not a readable ELF core file ({e})")))?;
         if c.threads.is_empty() {
-            return Err(core_error(path, "the core has no threads (no NT_PRSTATUS note)"));
+            return Err(core_error(
+                path,
+                "the core has no threads (no NT_PRSTATUS note)",
+            ));
         }
         if let Some(exe) = exe {
             if !std::path::Path::new(exe).is_file() {
@@ -510,7 +513,11 @@ mod tests {
         let e = CoreFile::open(dir.to_str().unwrap(), None, None)
             .err()
             .unwrap();
-        assert!(e.message.contains("not a readable ELF core"), "{}", e.message);
+        assert!(
+            e.message.contains("not a readable ELF core"),
+            "{}",
+            e.message
+        );
         // An ELF file that is not a core (this test binary).
         let exe = std::env::current_exe().unwrap();
         let e = CoreFile::open(exe.to_str().unwrap(), None, None)

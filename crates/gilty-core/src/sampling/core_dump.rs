@@ -39,7 +39,10 @@ pub struct CoreDump {
 fn unreadable(interp: &Interpreter, e: &std::io::Error) -> Error {
     Error::new(
         ErrorKind::NotPython,
-        format!("core of pid {}: could not read its threads: {e}", interp.pid),
+        format!(
+            "core of pid {}: could not read its threads: {e}",
+            interp.pid
+        ),
     )
 }
 
@@ -53,8 +56,8 @@ pub fn dump_core(interp: &Interpreter, want: Want) -> crate::Result<CoreDump> {
     os_threads.sort_by_key(|t| t.tid);
     let tids: Vec<i32> = os_threads.iter().map(|t| t.tid).collect();
     let main = interp.main_interp()?;
-    let pythreads =
-        python_threads(interp, &mut TidResolver::default(), &tids).map_err(|e| unreadable(interp, &e))?;
+    let pythreads = python_threads(interp, &mut TidResolver::default(), &tids)
+        .map_err(|e| unreadable(interp, &e))?;
     let gil = read_gil(interp).map_err(|e| unreadable(interp, &e))?;
     let l = &interp.layout;
     let gc = interp
@@ -160,7 +163,13 @@ pub fn dump_core(interp: &Interpreter, want: Want) -> crate::Result<CoreDump> {
 /// bytes).
 fn command_name(cmd: &str) -> String {
     let first = cmd.split_whitespace().next().unwrap_or(cmd);
-    first.rsplit('/').next().unwrap_or(first).chars().take(15).collect()
+    first
+        .rsplit('/')
+        .next()
+        .unwrap_or(first)
+        .chars()
+        .take(15)
+        .collect()
 }
 
 /// As the live sampler picks it: among several thread states of one OS thread the GIL holder, then
@@ -248,8 +257,10 @@ fn diagnose(
             ));
         }
     }
-    let on_locks: Vec<&&ThreadSnapshot> =
-        python.iter().filter(|t| locks.contains_key(&t.tid)).collect();
+    let on_locks: Vec<&&ThreadSnapshot> = python
+        .iter()
+        .filter(|t| locks.contains_key(&t.tid))
+        .collect();
     if holder.is_none() && on_locks.len() >= 2 && on_locks.len() == python.len() {
         let each = on_locks
             .iter()
@@ -260,7 +271,13 @@ fn diagnose(
                     .and_then(|o| owner_tids.get(&o))
                     .map(|o| format!(", held by thread {o}"))
                     .unwrap_or_default();
-                format!("thread {} at {} waits for {} {:#x}{by}", t.tid, where_(t), w.kind, w.address)
+                format!(
+                    "thread {} at {} waits for {} {:#x}{by}",
+                    t.tid,
+                    where_(t),
+                    w.kind,
+                    w.address
+                )
             })
             .collect::<Vec<_>>()
             .join("; ");

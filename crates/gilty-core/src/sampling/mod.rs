@@ -5,8 +5,8 @@
 
 pub mod aggregate;
 pub mod classify;
-pub mod cpu_wait;
 pub mod core_dump;
+pub mod cpu_wait;
 pub mod dump;
 pub mod gil_stats;
 mod native_part;

@@ -845,8 +845,7 @@ pub fn read_gil(interp: &Interpreter) -> std::io::Result<GilView> {
     let mut buf = [0u8; 256];
     let size = (l.gil_size as usize).clamp(32, buf.len());
     interp.mem.read(g, &mut buf[..size])?;
-    let u64_at =
-        |o: u64| u64::from_le_bytes(buf[o as usize..o as usize + 8].try_into().unwrap());
+    let u64_at = |o: u64| u64::from_le_bytes(buf[o as usize..o as usize + 8].try_into().unwrap());
     let i32_at = |o: u64| {
         if o as usize + 4 <= size {
             i32::from_le_bytes(buf[o as usize..o as usize + 4].try_into().unwrap())
