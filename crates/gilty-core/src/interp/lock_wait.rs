@@ -69,7 +69,7 @@ pub fn lock_waited(
             .map(|w| u64::from_le_bytes(w.try_into().unwrap()))
             .filter(|&w| w % 8 == 0 && w > 4096)
             .find_map(|obj| {
-                (mem.read_u64(obj + HEAD).ok()? == futex)
+                (mem.read_u64(obj.checked_add(HEAD)?).ok()? == futex)
                     .then(|| kind_of(obj).map(|k| (obj, k)))
                     .flatten()
             })
@@ -83,17 +83,25 @@ pub fn lock_waited(
     let rlock = kind.ends_with("RLock");
     let (locked, owner_ident) = match (minor, rlock) {
         // `char locked` after the semaphore pointer and the weakref list.
-        (..=13, false) => (mem.read_u8(address + 32).ok().map(|b| b != 0), None),
+        (..=13, false) => (
+            mem.read_u8(address.wrapping_add(32)).ok().map(|b| b != 0),
+            None,
+        ),
         // `rlock_owner` after the semaphore pointer (3.10–3.13).
         (..=13, true) => {
-            let owner = mem.read_u64(address + 24).ok();
+            let owner = mem.read_u64(address.wrapping_add(24)).ok();
             (owner.map(|o| o != 0), owner.filter(|&o| o != 0))
         }
         // PyMutex: bit 0 is "locked".
-        (_, false) => (mem.read_u8(address + HEAD).ok().map(|b| b & 1 != 0), None),
+        (_, false) => (
+            mem.read_u8(address.wrapping_add(HEAD))
+                .ok()
+                .map(|b| b & 1 != 0),
+            None,
+        ),
         // 3.14+: `_PyRecursiveMutex`: the mutex, then the owner's ident.
         (_, true) => {
-            let owner = mem.read_u64(address + 24).ok();
+            let owner = mem.read_u64(address.wrapping_add(24)).ok();
             (owner.map(|o| o != 0), owner.filter(|&o| o != 0))
         }
     };
@@ -103,4 +111,26 @@ pub fn lock_waited(
         locked,
         owner_ident,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::process::memory::Garbage;
+
+    /// Random words (many pointing back into the buffer) as the futex address, the stack and the
+    /// objects: a lock or none, never a panic.
+    #[test]
+    fn garbage_memory_is_bounded() {
+        let mut garbage = Garbage::new(0x51f1_5eed_0ddb_a11u64);
+        for (major, minor) in gilty_layouts::SUPPORTED.iter().copied() {
+            let l = gilty_layouts::layout_for(major, minor).unwrap();
+            let mem = garbage.buffer();
+            for _ in 0..200 {
+                let futex = Garbage::BASE + garbage.next_word() % Garbage::LEN;
+                let sp = Garbage::BASE + garbage.next_word() % Garbage::LEN / 8 * 8;
+                let _ = lock_waited(&mem, l, minor, futex, sp);
+            }
+        }
+    }
 }

@@ -178,9 +178,9 @@ impl CoreFile {
         }
         let mut notes = Vec::new();
         for i in 0..phnum {
-            let at = phoff + i * phentsize;
+            let at = phoff.saturating_add(i * phentsize);
             let h = b
-                .get(at..at + 56)
+                .get(at..at.saturating_add(56))
                 .ok_or_else(|| bad("truncated program headers"))?;
             let kind = le_u32(h, 0).unwrap();
             let seg = Segment {
@@ -206,11 +206,11 @@ impl CoreFile {
                 let namesz = le_u32(data, at).unwrap() as usize;
                 let descsz = le_u32(data, at + 4).unwrap() as usize;
                 let kind = le_u32(data, at + 8).unwrap();
-                let desc_at = at + 12 + namesz.div_ceil(4) * 4;
-                let Some(desc) = data.get(desc_at..desc_at + descsz) else {
+                let desc_at = (at + 12).saturating_add(namesz.div_ceil(4) * 4);
+                let Some(desc) = data.get(desc_at..desc_at.saturating_add(descsz)) else {
                     return Err(bad("truncated note"));
                 };
-                at = desc_at + descsz.div_ceil(4) * 4;
+                at = desc_at.saturating_add(descsz.div_ceil(4) * 4);
                 match kind {
                     NT_PRSTATUS => self.threads.push(thread(desc, machine)),
                     NT_PRPSINFO if desc.len() >= PRPSINFO_ARGS + 80 => {
@@ -261,7 +261,7 @@ impl CoreFile {
             let f = self
                 .segments
                 .iter()
-                .find(|s| s.vaddr <= addr && addr < s.vaddr + s.memsz)
+                .find(|s| s.vaddr <= addr && addr < s.vaddr.saturating_add(s.memsz))
                 .map_or(0, |s| s.flags);
             let bit = |m: u32, c: char| if f & m != 0 { c } else { '-' };
             format!("{}{}{}p", bit(4, 'r'), bit(2, 'w'), bit(1, 'x'))
@@ -281,11 +281,11 @@ impl CoreFile {
             if !self
                 .files
                 .iter()
-                .any(|f| f.start < s.vaddr + s.memsz && s.vaddr < f.end)
+                .any(|f| f.start < s.vaddr.saturating_add(s.memsz) && s.vaddr < f.end)
             {
                 out.push(MapEntry {
                     start: s.vaddr,
-                    end: s.vaddr + s.memsz,
+                    end: s.vaddr.saturating_add(s.memsz),
                     perms: perms(s.vaddr),
                     offset: 0,
                     path: None,
@@ -370,17 +370,17 @@ impl CoreFile {
     fn dumped(&self, addr: u64, len: usize) -> Option<&[u8]> {
         let s = self.segment(addr)?;
         let rel = addr - s.vaddr;
-        if rel + len as u64 > s.filesz {
+        if rel.saturating_add(len as u64) > s.filesz {
             return None;
         }
-        let at = (s.offset + rel) as usize;
-        self.core.bytes().get(at..at + len)
+        let at = s.offset.checked_add(rel)? as usize;
+        self.core.bytes().get(at..at.checked_add(len)?)
     }
 
     fn segment(&self, addr: u64) -> Option<&Segment> {
         let i = self.segments.partition_point(|s| s.vaddr <= addr);
         let s = self.segments.get(i.checked_sub(1)?)?;
-        (addr < s.vaddr + s.memsz).then_some(s)
+        (addr < s.vaddr.saturating_add(s.memsz)).then_some(s)
     }
 
     /// Reads as much of `buf` as one segment or file mapping gives from `addr`; the count read.
@@ -390,13 +390,14 @@ impl CoreFile {
             let rel = addr - s.vaddr;
             if rel < s.filesz {
                 let n = buf.len().min((s.filesz - rel) as usize);
+                // Within the file: `parse` checked every segment's data against its size.
                 let at = (s.offset + rel) as usize;
                 buf[..n].copy_from_slice(&self.core.bytes()[at..at + n]);
                 return Ok(n);
             }
         }
         // Not in the core: a file mapping's page that was never written, read from the file.
-        let limit = seg.map_or(u64::MAX, |s| s.vaddr + s.memsz);
+        let limit = seg.map_or(u64::MAX, |s| s.vaddr.saturating_add(s.memsz));
         if let Some(f) = self.files.iter().find(|f| f.start <= addr && addr < f.end) {
             let path = self.mapped_path(&f.path);
             let file = self.file(&path).ok_or_else(|| {
@@ -405,13 +406,16 @@ impl CoreFile {
                     format!("{path}, which the core does not hold, is missing here"),
                 )
             })?;
-            let at = (f.offset + (addr - f.start)) as usize;
+            let at = f.offset.saturating_add(addr - f.start);
             let end = f.end.min(limit);
             let n = buf.len().min((end - addr) as usize);
             // Past the file's end the mapping reads as zeros (the kernel's page tail).
             let bytes = file.bytes();
-            let have = bytes.len().saturating_sub(at).min(n);
-            buf[..have].copy_from_slice(&bytes[at..at + have]);
+            let have = (bytes.len() as u64).saturating_sub(at).min(n as u64) as usize;
+            if have > 0 {
+                let at = at as usize;
+                buf[..have].copy_from_slice(&bytes[at..at + have]);
+            }
             buf[have..n].fill(0);
             return Ok(n);
         }
@@ -426,7 +430,7 @@ impl Memory for CoreFile {
     fn read(&self, addr: u64, buf: &mut [u8]) -> io::Result<()> {
         let mut done = 0;
         while done < buf.len() {
-            let n = self.read_piece(addr + done as u64, &mut buf[done..])?;
+            let n = self.read_piece(addr.wrapping_add(done as u64), &mut buf[done..])?;
             if n == 0 {
                 return Err(io::Error::from(io::ErrorKind::UnexpectedEof));
             }
@@ -504,6 +508,130 @@ mod tests {
         // A count larger than the note can hold is refused, not allocated.
         d[..8].copy_from_slice(&u64::MAX.to_le_bytes());
         assert!(file_note(&d).is_none());
+    }
+
+    fn note(kind: u32, desc: &[u8]) -> Vec<u8> {
+        let mut n = Vec::new();
+        n.extend_from_slice(&5u32.to_le_bytes());
+        n.extend_from_slice(&(desc.len() as u32).to_le_bytes());
+        n.extend_from_slice(&kind.to_le_bytes());
+        n.extend_from_slice(b"CORE\0\0\0\0");
+        n.extend_from_slice(desc);
+        while n.len() % 4 != 0 {
+            n.push(0);
+        }
+        n
+    }
+
+    fn phdr(kind: u32, offset: u64, vaddr: u64, filesz: u64, memsz: u64) -> Vec<u8> {
+        let mut h = Vec::new();
+        h.extend_from_slice(&kind.to_le_bytes());
+        h.extend_from_slice(&6u32.to_le_bytes());
+        for v in [offset, vaddr, 0, filesz, memsz, 4096] {
+            h.extend_from_slice(&v.to_le_bytes());
+        }
+        h
+    }
+
+    /// A core as the kernel lays one out: a thread blocked in futex, one dumped anonymous page and
+    /// a two-page file mapping not dumped (read from `file` at its NT_FILE offset, page 1).
+    fn synthetic_core(file: &str) -> Vec<u8> {
+        let mut prstatus = vec![0u8; 336];
+        prstatus[PRSTATUS_PID..PRSTATUS_PID + 4].copy_from_slice(&4242u32.to_le_bytes());
+        let reg = |i: usize| PRSTATUS_REG + 8 * i;
+        prstatus[reg(REG_ORIG_RAX)..reg(REG_ORIG_RAX) + 8].copy_from_slice(&202u64.to_le_bytes());
+        prstatus[reg(REG_RDI)..reg(REG_RDI) + 8].copy_from_slice(&0x10008u64.to_le_bytes());
+        let mut nt_file = Vec::new();
+        for v in [1u64, 4096, 0x20000, 0x22000, 1] {
+            nt_file.extend_from_slice(&v.to_le_bytes());
+        }
+        nt_file.extend_from_slice(file.as_bytes());
+        nt_file.push(0);
+        let mut notes = note(NT_PRSTATUS, &prstatus);
+        notes.extend(note(NT_FILE, &nt_file));
+        let notes_at = 64 + 3 * 56;
+        let data_at = 0x1000u64;
+        let mut core = vec![0u8; 64];
+        core[..4].copy_from_slice(b"\x7fELF");
+        core[4] = 2;
+        core[5] = 1;
+        core[6] = 1;
+        core[16..18].copy_from_slice(&ET_CORE.to_le_bytes());
+        core[18..20].copy_from_slice(&EM_X86_64.to_le_bytes());
+        core[32..40].copy_from_slice(&64u64.to_le_bytes());
+        core[54..56].copy_from_slice(&56u16.to_le_bytes());
+        core[56..58].copy_from_slice(&3u16.to_le_bytes());
+        core.extend(phdr(PT_NOTE, notes_at as u64, 0, notes.len() as u64, 0));
+        core.extend(phdr(PT_LOAD, data_at, 0x10000, 0x1000, 0x1000));
+        core.extend(phdr(PT_LOAD, data_at + 0x1000, 0x20000, 0, 0x2000));
+        core.extend(notes);
+        core.resize(data_at as usize, 0);
+        core.extend((0..0x1000).map(|i| (i % 251) as u8));
+        core
+    }
+
+    #[test]
+    fn reads_memory_threads_and_unsaved_file_pages() {
+        let dir = std::env::temp_dir().join(format!("gilty-core-synth-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let lib = dir.join("lib.so");
+        let mapped: Vec<u8> = (0..3 * 4096).map(|i| (i / 4096) as u8 + 1).collect();
+        std::fs::write(&lib, &mapped).unwrap();
+        let core_path = dir.join("core");
+        let bytes = synthetic_core(lib.to_str().unwrap());
+        std::fs::write(&core_path, &bytes).unwrap();
+        let c = CoreFile::open(core_path.to_str().unwrap(), None, None).unwrap();
+        assert_eq!(c.pid, 4242, "no NT_PRPSINFO: the first thread's tid");
+        assert_eq!(c.threads.len(), 1);
+        assert_eq!(
+            c.threads[0].syscall,
+            SyscallState::Blocked {
+                nr: 202,
+                arg0: 0x10008
+            }
+        );
+        assert_eq!(c.read_u8(0x10005).unwrap(), 5);
+        // Not in the core: page 1 of the file, as NT_FILE maps it.
+        assert_eq!(c.read_u8(0x20010).unwrap(), 2);
+        assert_eq!(c.read_u8(0x21010).unwrap(), 3);
+        assert!(c.read_u8(0x30000).is_err());
+        assert!(
+            c.read_vec(0x10ff0, 0x20).is_err(),
+            "runs past the dumped page"
+        );
+        let maps = c.maps();
+        assert_eq!(maps.len(), 2);
+        assert_eq!(maps[1].path.as_deref(), lib.to_str());
+        assert_eq!(maps[1].offset, 4096);
+        // The mapped file gone: its pages cannot be read, and it is named.
+        std::fs::remove_file(&lib).unwrap();
+        let c = CoreFile::open(core_path.to_str().unwrap(), None, None).unwrap();
+        let e = c.read_u8(0x20010).unwrap_err();
+        assert!(e.to_string().contains("lib.so"), "{e}");
+        assert_eq!(c.missing_files(), vec![lib.to_str().unwrap().to_owned()]);
+        // Cut short: refused at open.
+        std::fs::write(&core_path, &bytes[..bytes.len() - 100]).unwrap();
+        let e = CoreFile::open(core_path.to_str().unwrap(), None, None)
+            .err()
+            .unwrap();
+        assert!(e.message.contains("truncated"), "{}", e.message);
+        // Any byte of the headers and notes changed: an error or a core, never a panic.
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..3000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let mut bad = bytes.clone();
+            let at = (seed % 700) as usize;
+            bad[at] = (seed >> 32) as u8;
+            std::fs::write(&core_path, &bad).unwrap();
+            if let Ok(c) = CoreFile::open(core_path.to_str().unwrap(), None, None) {
+                let _ = c.read_vec(0x10000, 64);
+                let _ = c.read_vec(0x20000, 64);
+                let _ = c.maps();
+            }
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
