@@ -122,7 +122,7 @@ mod tests {
     /// objects: a lock or none, never a panic.
     #[test]
     fn garbage_memory_is_bounded() {
-        let mut garbage = Garbage::new(0x51f1_5eed_0ddb_a11u64);
+        let mut garbage = Garbage::new(0x051f_15ee_d0dd_ba11_u64);
         for (major, minor) in gilty_layouts::SUPPORTED.iter().copied() {
             let l = gilty_layouts::layout_for(major, minor).unwrap();
             let mem = garbage.buffer();
