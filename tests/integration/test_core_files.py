@@ -238,3 +238,38 @@ def test_core_whose_interpreter_moved_needs_exe(interp, tmp_path):
     from_core = parse_json(out)
     assert _threads(from_core) == _threads(live)
     assert from_core["target"]["executable"] == str(DEBIAN_PYTHON)
+
+
+@pytest.mark.parametrize("kind", ["rlock", "lock"])
+def test_deadlock_beside_a_joining_main_thread(interp, tmp_path, kind):
+    """RLocks record their holder: the cycle is named thread by thread. Plain locks do not: the
+    verdict is that every Python thread waits, the main thread in `Thread.join` (on a lock up to
+    3.12, on an event from 3.13, which is why those two versions)."""
+    if interp.id.startswith("debian") or interp.minor_str not in ("3.12", "3.13"):
+        pytest.skip("join waits on a lock up to 3.12, on an event from 3.13: checked on pyenv 3.12 and 3.13 (suite time)")
+    target = start_target(interp.path, "joined_deadlock.py", kind)
+    try:
+        one, two = line_of("joined_deadlock.py", "one_waits"), line_of("joined_deadlock.py", "two_waits")
+
+        def stuck(report: dict) -> bool:
+            lines = {t["name"]: t["stack"][0]["line"] if t["stack"] else None for t in report["threads"]}
+            return lines.get("one") == one and lines.get("two") == two
+
+        _live_dump_when(target.pid, stuck)
+        core, _ = _gcore(target.pid, tmp_path)
+    finally:
+        target.stop()
+    rc, out, err = run_gilty("dump", "--core", core, "--format", "json")
+    assert rc == 0, err
+    report = parse_json(out)
+    t_one, t_two = thread_named(report, "one"), thread_named(report, "two")
+    (verdict,) = report["diagnosis"]
+    if kind == "rlock":
+        assert t_one["waiting_for_lock"]["owner_tid"] == t_two["tid"]
+        assert t_two["waiting_for_lock"]["owner_tid"] == t_one["tid"]
+        assert verdict.startswith("deadlock: a cycle of 2 threads: "), verdict
+        assert f"waits for _thread.RLock {t_one['waiting_for_lock']['address']:#x} held by thread {t_two['tid']}" in verdict
+    else:
+        assert t_one["waiting_for_lock"]["owner_tid"] is None
+        assert verdict.startswith("deadlock: all 3 Python threads wait"), verdict
+        assert f"thread {t_one['tid']} at one (" in verdict and f"thread {t_two['tid']} at two (" in verdict

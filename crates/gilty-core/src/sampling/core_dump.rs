@@ -206,6 +206,61 @@ fn where_(t: &ThreadSnapshot) -> String {
     }
 }
 
+/// Innermost frame in `Thread.join` (3.13+: it parks on the thread's exit event, not a lock).
+fn in_join(t: &ThreadSnapshot) -> bool {
+    t.stack.first().is_some_and(|f| {
+        f.function == "Thread.join" || f.function == "Thread._wait_for_tstate_lock"
+    })
+}
+
+/// A cycle of threads each waiting for a lock the next one holds (only `RLock`s record their
+/// holder): a deadlock whatever the other threads do.
+fn owner_cycle(
+    threads: &[ThreadSnapshot],
+    locks: &HashMap<i32, LockWait>,
+    owner_tids: &HashMap<u64, i32>,
+) -> Option<String> {
+    let next = |tid: i32| -> Option<i32> {
+        locks
+            .get(&tid)?
+            .owner_ident
+            .and_then(|o| owner_tids.get(&o).copied())
+    };
+    for start in threads.iter().map(|t| t.tid) {
+        let mut path = vec![start];
+        let mut at = start;
+        while let Some(n) = next(at) {
+            if n == start && path.len() >= 2 {
+                let steps = path
+                    .iter()
+                    .map(|&t| {
+                        let w = &locks[&t];
+                        let th = threads.iter().find(|x| x.tid == t);
+                        format!(
+                            "thread {t} at {} waits for {} {:#x} held by thread {}",
+                            th.map(where_).unwrap_or_default(),
+                            w.kind,
+                            w.address,
+                            next(t).unwrap_or(0)
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                return Some(format!(
+                    "deadlock: a cycle of {} threads: {steps}",
+                    path.len()
+                ));
+            }
+            if path.contains(&n) || path.len() > threads.len() {
+                break;
+            }
+            path.push(n);
+            at = n;
+        }
+    }
+    None
+}
+
 /// The verdicts (see the module's comment), each one line.
 fn diagnose(
     threads: &[ThreadSnapshot],
@@ -257,11 +312,23 @@ fn diagnose(
             ));
         }
     }
+    if let Some(cycle) = owner_cycle(threads, locks, owner_tids) {
+        out.push(cycle);
+    }
+    // Every Python thread stuck: on a lock, or joining a thread (which, stuck too, never ends).
     let on_locks: Vec<&&ThreadSnapshot> = python
         .iter()
         .filter(|t| locks.contains_key(&t.tid))
         .collect();
-    if holder.is_none() && on_locks.len() >= 2 && on_locks.len() == python.len() {
+    let joining = python
+        .iter()
+        .filter(|t| !locks.contains_key(&t.tid) && t.syscall >= 0 && in_join(t))
+        .count();
+    if holder.is_none()
+        && on_locks.len() >= 2
+        && on_locks.len() + joining == python.len()
+        && out.is_empty()
+    {
         let each = on_locks
             .iter()
             .map(|t| {
@@ -281,10 +348,19 @@ fn diagnose(
             })
             .collect::<Vec<_>>()
             .join("; ");
-        out.push(format!(
-            "deadlock: all {} Python threads wait to acquire locks and none holds the GIL: {each}",
-            on_locks.len()
-        ));
+        let who = if joining == 0 {
+            format!(
+                "all {} Python threads wait to acquire locks",
+                on_locks.len()
+            )
+        } else {
+            format!(
+                "all {} Python threads wait ({} to acquire locks, {joining} in Thread.join)",
+                python.len(),
+                on_locks.len()
+            )
+        };
+        out.push(format!("deadlock: {who} and none holds the GIL: {each}"));
     }
     out
 }
