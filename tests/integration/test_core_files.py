@@ -178,6 +178,16 @@ def test_gil_held_in_native_code_is_named(interp, tmp_path):
     (verdict,) = from_core["diagnosis"]
     assert verdict.startswith(f"GIL held: thread {main['tid']} 'MainThread' holds the GIL, blocked in pause"), verdict
     assert f"1 thread(s) wait for it ({starved['tid']})" in verdict
+    # The C frames under the Python call, unwound from the core's registers and stack: the blocking
+    # call and the ctypes call that made it.
+    rc, out, err = run_gilty("dump", "--core", core, "--native", "--format", "json")
+    assert rc == 0, err
+    mixed = thread_named(parse_json(out), "MainThread")["native_stack"]
+    functions = [f["function"] for f in mixed]
+    assert functions[0] == "pause", functions
+    assert "_ctypes_callproc" in functions, functions
+    python = [f for f in mixed if f["kind"] == "python"]
+    assert [f["function"] for f in python] == ["hang", "<module>"], mixed
 
 
 def test_bad_core_files_are_one_line(interp, tmp_path):

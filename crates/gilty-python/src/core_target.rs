@@ -59,12 +59,15 @@ impl CoreTarget {
 
     /// As `Target.dump`, plus "diagnosis" (one line per verdict) and, for each thread blocked
     /// acquiring a lock, "waiting_for_lock": {"address", "type", "locked", "owner_tid"}.
-    #[pyo3(signature = (locals = false, positions = false))]
+    /// With `native`, "native_stack" / "native_error" as `Target.dump` has them, unwound from the
+    /// core's registers and stack memory.
+    #[pyo3(signature = (locals = false, positions = false, native = false))]
     fn dump<'py>(
         &self,
         py: Python<'py>,
         locals: bool,
         positions: bool,
+        native: bool,
     ) -> PyResult<Bound<'py, PyDict>> {
         let want = gilty_core::interp::locals::Want {
             variables: locals,
@@ -72,7 +75,7 @@ impl CoreTarget {
         };
         let interp = &self.interp;
         let core = py
-            .allow_threads(|| gilty_core::sampling::core_dump::dump_core(interp, want))
+            .allow_threads(|| gilty_core::sampling::core_dump::dump_core(interp, want, native))
             .map_err(to_py_err)?;
         let threads = PyList::empty(py);
         for thread in core.dump.threads {

@@ -47,9 +47,9 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.core is not None:
-        if args.pid or args.subprocesses or args.native:
-            raise UsageError("--core reads one core file: not with --pid, --subprocesses or --native")
-        options = DumpOptions((), tasks=args.tasks, locals=args.locals, format=args.format or "text")
+        if args.pid or args.subprocesses:
+            raise UsageError("--core reads one core file: not with --pid or --subprocesses")
+        options = DumpOptions((), tasks=args.tasks, locals=args.locals, native=args.native, format=args.format or "text")
         report.write(snapshots.run_core(options, args.core, args.exe, args.sysroot), options.format, None)
         return EXIT_OK
     if args.exe is not None or args.sysroot is not None:

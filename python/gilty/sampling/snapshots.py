@@ -85,7 +85,7 @@ def run_core(options: DumpOptions, core: str, exe: str | None, sysroot: str | No
         "switch_interval_s": target.switch_interval_s,
         "core": core,
     }
-    snapshot = target.dump(locals=options.locals, positions=options.format == "json")
+    snapshot = target.dump(locals=options.locals, positions=options.format == "json", native=options.native)
     if options.tasks:
         snapshot["tasks"] = target.tasks()
     return Dump([(target_info, snapshot)], native.syscall_name, single=True)

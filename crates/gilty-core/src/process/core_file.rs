@@ -30,6 +30,7 @@ const AT_ENTRY: u64 = 9;
 /// (`struct user_regs_struct`).
 const PRSTATUS_PID: usize = 32;
 const PRSTATUS_REG: usize = 112;
+const REG_RBP: usize = 4;
 const REG_RDI: usize = 14;
 const REG_ORIG_RAX: usize = 15;
 const REG_RIP: usize = 16;
@@ -69,6 +70,8 @@ pub struct CoreThread {
     pub syscall: SyscallState,
     pub pc: u64,
     pub sp: u64,
+    /// The frame pointer register (0 when unknown).
+    pub bp: u64,
 }
 
 pub struct CoreFile {
@@ -257,24 +260,28 @@ impl CoreFile {
     /// The process's mappings, as /proc/PID/maps would list them: file mappings from NT_FILE, the
     /// rest from the core's segments (permissions from the segments' flags).
     pub fn maps(&self) -> Vec<MapEntry> {
-        let perms = |addr: u64| {
-            let f = self
-                .segments
-                .iter()
-                .find(|s| s.vaddr <= addr && addr < s.vaddr.saturating_add(s.memsz))
-                .map_or(0, |s| s.flags);
-            let bit = |m: u32, c: char| if f & m != 0 { c } else { '-' };
-            format!("{}{}{}p", bit(4, 'r'), bit(2, 'w'), bit(1, 'x'))
-        };
+        let perms = |addr: u64| flags_text(self.segment(addr).map_or(0, |s| s.flags));
         let mut out: Vec<MapEntry> = self
             .files
             .iter()
-            .map(|f| MapEntry {
-                start: f.start,
-                end: f.end,
-                perms: perms(f.start),
-                offset: f.offset,
-                path: Some(self.mapped_path(&f.path)),
+            .map(|f| {
+                let path = self.mapped_path(&f.path);
+                // gcore writes no segment at all for the file mappings it leaves out (text, read-only
+                // data): their permissions are those of the file's own segment at that offset.
+                let perms = if self.segment(f.start).is_some() {
+                    perms(f.start)
+                } else {
+                    self.file(&path)
+                        .and_then(|m| file_segment_flags(m.bytes(), f.offset))
+                        .map_or_else(|| "---p".to_owned(), flags_text)
+                };
+                MapEntry {
+                    start: f.start,
+                    end: f.end,
+                    perms,
+                    offset: f.offset,
+                    path: Some(path),
+                }
             })
             .collect();
         for s in &self.segments {
@@ -440,6 +447,31 @@ impl Memory for CoreFile {
     }
 }
 
+/// Segment flags (PF_R 4, PF_W 2, PF_X 1) as /proc/PID/maps writes them.
+fn flags_text(f: u32) -> String {
+    let bit = |m: u32, c: char| if f & m != 0 { c } else { '-' };
+    format!("{}{}{}p", bit(4, 'r'), bit(2, 'w'), bit(1, 'x'))
+}
+
+/// The flags of the PT_LOAD segment of an ELF file (64-bit, little-endian) whose file range holds
+/// `offset`.
+fn file_segment_flags(elf: &[u8], offset: u64) -> Option<u32> {
+    if elf.get(..4)? != b"\x7fELF" || elf[4] != 2 || elf[5] != 1 {
+        return None;
+    }
+    let phoff = le_u64(elf, 32)? as usize;
+    let phentsize = le_u16(elf, 54)? as usize;
+    let phnum = le_u16(elf, 56)? as usize;
+    (0..phnum).find_map(|i| {
+        let h = elf.get(phoff.checked_add(i * phentsize)?..)?;
+        let (kind, flags, off, filesz) =
+            (le_u32(h, 0)?, le_u32(h, 4)?, le_u64(h, 8)?, le_u64(h, 32)?);
+        // Mappings start on page boundaries: the segment's first page may begin below its offset.
+        let first = off & !0xfff;
+        (kind == PT_LOAD && first <= offset && offset < off.saturating_add(filesz)).then_some(flags)
+    })
+}
+
 /// A thread from its NT_PRSTATUS: the tid, and on x86-64 the syscall it was in (`orig_rax` is -1
 /// outside one; inside, the kernel keeps the number there and the first argument in `rdi`).
 fn thread(desc: &[u8], machine: u16) -> CoreThread {
@@ -451,6 +483,7 @@ fn thread(desc: &[u8], machine: u16) -> CoreThread {
             syscall: SyscallState::Unavailable,
             pc: 0,
             sp: 0,
+            bp: 0,
         };
     }
     let syscall = match (reg(REG_ORIG_RAX), reg(REG_RDI)) {
@@ -466,6 +499,7 @@ fn thread(desc: &[u8], machine: u16) -> CoreThread {
         syscall,
         pc: reg(REG_RIP).unwrap_or(0),
         sp: reg(REG_RSP).unwrap_or(0),
+        bp: reg(REG_RBP).unwrap_or(0),
     }
 }
 

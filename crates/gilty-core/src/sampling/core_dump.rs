@@ -17,11 +17,13 @@ use crate::interp::locals::{locals_for_threads, Want};
 use crate::interp::lock_wait::{lock_waited, LockWait};
 use crate::interp::thread_names::python_thread_names;
 use crate::interp::threads::{python_threads, PyThread, TidResolver};
+use crate::native::snapshot::{core_thread, NativeThread};
+use crate::native::unwind::{ProcessUnwinder, Regs};
 use crate::process::memory::Memory;
 use crate::process::procfs::SyscallState;
 use crate::process::syscalls::FUTEX;
 use crate::sampling::classify::{classify, Observation, ThreadState};
-use crate::sampling::dump::{Dump, DumpThread};
+use crate::sampling::dump::{Dump, DumpThread, NativeStack};
 use crate::sampling::sampler::{read_gil, ThreadSnapshot};
 use crate::{Error, ErrorKind};
 use std::collections::HashMap;
@@ -47,7 +49,9 @@ fn unreadable(interp: &Interpreter, e: &std::io::Error) -> Error {
 }
 
 /// Reads the snapshot out of the core `interp` was attached to (`attach_core`).
-pub fn dump_core(interp: &Interpreter, want: Want) -> crate::Result<CoreDump> {
+/// With `native`, each thread's C stack is unwound from the core's registers and stack memory and
+/// merged with its Python stack as `dump --native` does live.
+pub fn dump_core(interp: &Interpreter, want: Want, native: bool) -> crate::Result<CoreDump> {
     let core = interp
         .mem
         .core()
@@ -71,6 +75,8 @@ pub fn dump_core(interp: &Interpreter, want: Want) -> crate::Result<CoreDump> {
     let mut cache = CodeCache::default();
     let mut snaps = Vec::new();
     let mut locks = HashMap::new();
+    let mut unwinder = native.then(|| ProcessUnwinder::for_core(core));
+    let mut mixed: HashMap<i32, NativeThread> = HashMap::new();
     for t in &os_threads {
         let py = thread_state_of(&pythreads, t.tid, gil.locked, gil.last_holder, &walker);
         let tstate = py.map_or(0, |p| p.tstate);
@@ -86,6 +92,15 @@ pub fn dump_core(interp: &Interpreter, want: Want) -> crate::Result<CoreDump> {
         } else {
             Vec::new()
         };
+        if let Some(u) = unwinder.as_mut() {
+            let regs = Regs {
+                ip: t.pc,
+                sp: t.sp,
+                bp: t.bp,
+            };
+            let ts = (tstate != 0).then_some(tstate);
+            mixed.insert(t.tid, core_thread(interp, u, &mut cache, t.tid, regs, ts));
+        }
         let state = classify(
             &Observation {
                 tstate,
@@ -146,7 +161,10 @@ pub fn dump_core(interp: &Interpreter, want: Want) -> crate::Result<CoreDump> {
         .into_iter()
         .map(|th| DumpThread {
             handling: handled.remove(&th.tid),
-            native: None,
+            native: mixed.remove(&th.tid).map(|n| {
+                let partial = n.partial;
+                n.stack.map(|frames| NativeStack { frames, partial })
+            }),
             frames: vars.as_mut().and_then(|v| v.remove(&th.tid)),
             snapshot: th,
         })
