@@ -5,8 +5,9 @@ use crate::error::{from_os, Error, ErrorKind, Result};
 use crate::process::core_file::CoreFile;
 use crate::process::elf::{parse_release, ElfInfo};
 use crate::process::maps::{read_maps, MapEntry};
-use crate::process::memory::{Memory, ProcessMemory, TargetMemory};
+use crate::process::memory::{Memory, ProcessMemory};
 use crate::process::procfs;
+use crate::process::target_memory::TargetMemory;
 use gilty_layouts::{debug_offsets, layout_for, Layout, SUPPORTED};
 
 pub struct Interpreter {

@@ -74,31 +74,6 @@ impl Memory for ProcessMemory {
     }
 }
 
-/// Where an attached interpreter's memory is read from: a live process, or a core file of one.
-pub enum TargetMemory {
-    Process(ProcessMemory),
-    Core(std::sync::Arc<crate::process::core_file::CoreFile>),
-}
-
-impl TargetMemory {
-    /// The core file, when reading one (a core's threads and registers come from it, not /proc).
-    pub fn core(&self) -> Option<&crate::process::core_file::CoreFile> {
-        match self {
-            TargetMemory::Core(c) => Some(c),
-            TargetMemory::Process(_) => None,
-        }
-    }
-}
-
-impl Memory for TargetMemory {
-    fn read(&self, addr: u64, buf: &mut [u8]) -> io::Result<()> {
-        match self {
-            TargetMemory::Process(m) => m.read(addr, buf),
-            TargetMemory::Core(c) => c.read(addr, buf),
-        }
-    }
-}
-
 /// A byte buffer standing in for an address space starting at `base` (for decoder tests).
 pub struct BufferMemory {
     pub base: u64,

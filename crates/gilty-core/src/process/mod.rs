@@ -11,3 +11,4 @@ pub mod memory;
 pub mod procfs;
 pub mod switches;
 pub mod syscalls;
+pub mod target_memory;
