@@ -227,7 +227,8 @@ def test_bad_core_files_are_one_line(interp, tmp_path):
 
 def test_core_whose_interpreter_moved_needs_exe(interp, tmp_path):
     """Debian's python3.11 (no libpython: the interpreter is the executable) run from a copy that is
-    deleted before the core is read: the core names a file that is gone, and `--exe` gives it back."""
+    deleted before the core is read: the core names a file that is gone, and `--exe` (or `--sysroot`
+    holding it at its path) gives it back."""
     one_version(interp, "finding the mapped files is the core reader's, not the version's")
     if not DEBIAN_PYTHON.exists():
         pytest.skip(f"{DEBIAN_PYTHON} is not installed (apt-get install python3.11)")
@@ -248,6 +249,18 @@ def test_core_whose_interpreter_moved_needs_exe(interp, tmp_path):
     from_core = parse_json(out)
     assert _threads(from_core) == _threads(live)
     assert from_core["target"]["executable"] == str(DEBIAN_PYTHON)
+    # Or the files under a root of their own (a core copied from a container with its image).
+    root = tmp_path / "root"
+    (root / copy.parent.relative_to("/")).mkdir(parents=True)
+    shutil.copy2(DEBIAN_PYTHON, root / copy.relative_to("/"))
+    rc, out, err = run_gilty("dump", "--core", core, "--sysroot", root, "--format", "json")
+    assert rc == 0, err
+    assert _threads(parse_json(out)) == _threads(live)
+    # A different build given as the interpreter is refused, not read as if it were the one.
+    other = Path("/root/.pyenv/versions/3.11.7/bin/python3.11")
+    if other.exists():
+        rc, _, err = run_gilty("dump", "--core", core, "--exe", other)
+        assert rc == 4 and "--exe" in assert_one_error_line(err)
 
 
 @pytest.mark.parametrize("kind", ["rlock", "lock"])
