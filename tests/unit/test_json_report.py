@@ -211,6 +211,7 @@ def test_dump_keys_match_the_documentation():
         "target.core",
         "diagnosis",
         "threads[].waiting_for_lock",
+        "threads[].stack_error",
     )
     assert {k for k in documented if not k.startswith(optional)} - plain == set()
     assert plain - documented == set()
@@ -224,7 +225,7 @@ def test_dump_keys_match_the_documentation():
     # --core: the core file, the verdicts, the lock a thread waits for.
     full["diagnosis"] = ["deadlock: all 2 Python threads wait to acquire locks and none holds the GIL: ..."]
     lock = {"address": 0x7F0000001000, "type": "_thread.lock", "locked": True, "owner_tid": None}
-    full["threads"][2] = dict(full["threads"][2], waiting_for_lock=lock)
+    full["threads"][2] = dict(full["threads"][2], waiting_for_lock=lock, stack_error="reading its frames from the core failed")
     core_info = dict(TARGET_INFO, core="/var/tmp/core.4242")
     present = key_paths(json.loads(dump_json.render_json(core_info, full, syscall_name)))
     assert documented - present == set()

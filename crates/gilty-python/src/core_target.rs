@@ -57,8 +57,9 @@ impl CoreTarget {
         self.interp.switch_interval_s().map_err(to_py_err)
     }
 
-    /// As `Target.dump`, plus "diagnosis" (one line per verdict) and, for each thread blocked
-    /// acquiring a lock, "waiting_for_lock": {"address", "type", "locked", "owner_tid"}.
+    /// As `Target.dump`, plus "diagnosis" (one line per verdict), for each thread blocked
+    /// acquiring a lock "waiting_for_lock": {"address", "type", "locked", "owner_tid"}, and for a
+    /// thread whose frames could not be walked "stack_error".
     /// With `native`, "native_stack" / "native_error" as `Target.dump` has them, unwound from the
     /// core's registers and stack memory.
     #[pyo3(signature = (locals = false, positions = false, native = false))]
@@ -81,6 +82,9 @@ impl CoreTarget {
         for thread in core.dump.threads {
             let tid = thread.snapshot.tid;
             let d = thread_dict(py, thread, locals, positions)?;
+            if let Some(why) = core.stack_errors.get(&tid) {
+                d.set_item("stack_error", why)?;
+            }
             if let Some(w) = core.locks.get(&tid) {
                 let lock = PyDict::new(py);
                 lock.set_item("address", w.address)?;

@@ -11,7 +11,7 @@
 //! others wait for it.
 
 use crate::interp::exceptions::handled_by_tid;
-use crate::interp::frames::{CodeCache, Frame, FrameWalker};
+use crate::interp::frames::{CodeCache, Frame, FrameWalker, WalkError};
 use crate::interp::interpreter::Interpreter;
 use crate::interp::locals::{locals_for_threads, Want};
 use crate::interp::lock_wait::{lock_waited, LockWait};
@@ -36,6 +36,21 @@ pub struct CoreDump {
     pub owner_tids: HashMap<u64, i32>,
     /// What the threads together say: a deadlock, a GIL held outside Python. Empty: nothing.
     pub diagnosis: Vec<String>,
+    /// Per tid, why a thread with a thread state has no stack (a core has one moment: no read
+    /// again).
+    pub stack_errors: HashMap<i32, String>,
+}
+
+/// Why a thread's frames could not be walked in the core.
+fn stack_error(e: &WalkError) -> String {
+    match e {
+        WalkError::Torn => {
+            "its frames do not chain up to a thread's first frame in the core (a core \
+            writer that zero-filled the thread's stack? see docs/core-files.md)"
+                .to_owned()
+        }
+        WalkError::Io(e) => format!("reading its frames from the core failed: {e}"),
+    }
 }
 
 fn unreadable(interp: &Interpreter, e: &std::io::Error) -> Error {
@@ -77,6 +92,7 @@ pub fn dump_core(interp: &Interpreter, want: Want, native: bool) -> crate::Resul
     let mut locks = HashMap::new();
     let mut unwinder = native.then(|| ProcessUnwinder::for_core(core));
     let mut mixed: HashMap<i32, NativeThread> = HashMap::new();
+    let mut stack_errors = HashMap::new();
     for t in &os_threads {
         let py = thread_state_of(&pythreads, t.tid, gil.locked, gil.last_holder, &walker);
         let tstate = py.map_or(0, |p| p.tstate);
@@ -88,7 +104,13 @@ pub fn dump_core(interp: &Interpreter, want: Want, native: bool) -> crate::Resul
             } else {
                 walker.walk_from(tstate, None, false, &mut cache)
             };
-            walked.map(|(frames, _)| frames).unwrap_or_default()
+            match walked {
+                Ok((frames, _)) => frames,
+                Err(e) => {
+                    stack_errors.insert(t.tid, stack_error(&e));
+                    Vec::new()
+                }
+            }
         } else {
             Vec::new()
         };
@@ -174,6 +196,7 @@ pub fn dump_core(interp: &Interpreter, want: Want, native: bool) -> crate::Resul
         locks,
         owner_tids,
         diagnosis,
+        stack_errors,
     })
 }
 

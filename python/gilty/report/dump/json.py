@@ -62,7 +62,7 @@ def dump_report(target_info: dict, snapshot: dict, syscall_name: Callable[[int],
                 "stack": _stack_json(thread),
             }
         )
-        for key in ("locals_error", "positions_error", "native_error", "waiting_for_lock"):
+        for key in ("locals_error", "positions_error", "native_error", "waiting_for_lock", "stack_error"):
             if key in thread:
                 threads[-1][key] = thread[key]
         if "native_stack" in thread:

@@ -45,7 +45,9 @@ def render_text(target_info: dict, snapshot: dict, syscall_name: Callable[[int],
             continue
         if "native_error" in thread:
             lines.append(f"    (native stack missing: {thread['native_error']})")
-        if not thread["stack"]:
+        if thread.get("stack_error"):
+            lines.append(f"    (Python stack not read: {thread['stack_error']})")
+        elif not thread["stack"]:
             lines.append("    (no Python stack)")
         if thread.get("locals_error"):
             lines.append(f"    (variables not read: {thread['locals_error']})")
