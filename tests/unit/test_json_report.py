@@ -221,6 +221,10 @@ def test_dump_keys_match_the_documentation():
         "threads[].stack[].position",
         "threads[].native_",
         "errors",
+        "target.core",
+        "diagnosis",
+        "threads[].waiting_for_lock",
+        "threads[].stack_error",
     )
     assert {k for k in documented if not k.startswith(optional)} - plain == set()
     assert plain - documented == set()
@@ -231,7 +235,12 @@ def test_dump_keys_match_the_documentation():
         native_stack=[("c", "pthread_cond_wait", "/lib/libc.so.6", 0x1234, None, None), ("py", "wait", "threading.py", 320)],
     )
     full["threads"][1] = dict(full["threads"][1], native_error="the Python stack moved around every kernel sample (3 tries)")
-    present = key_paths(json.loads(dump_json.render_json(TARGET_INFO, full, syscall_name)))
+    # --core: the core file, the verdicts, the lock a thread waits for.
+    full["diagnosis"] = ["deadlock: all 2 Python threads wait to acquire locks and none holds the GIL: ..."]
+    lock = {"address": 0x7F0000001000, "type": "_thread.lock", "locked": True, "owner_tid": None}
+    full["threads"][2] = dict(full["threads"][2], waiting_for_lock=lock, stack_error="reading its frames from the core failed")
+    core_info = dict(TARGET_INFO, core="/var/tmp/core.4242")
+    present = key_paths(json.loads(dump_json.render_json(core_info, full, syscall_name)))
     assert documented - present == set()
     assert present - documented == set()
 

@@ -14,6 +14,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use std::sync::{Arc, Mutex};
 
+mod core_target;
 mod dump;
 mod faults;
 mod flamegraph;
@@ -456,6 +457,7 @@ fn syscall_name(nr: i64) -> String {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("GiltyError", m.py().get_type::<GiltyError>())?;
     m.add_class::<Target>()?;
+    m.add_class::<core_target::CoreTarget>()?;
     m.add_class::<Sampler>()?;
     m.add_function(wrap_pyfunction!(syscall_name, m)?)?;
     memory::register(m)?;

@@ -62,6 +62,39 @@ def run(options: DumpOptions) -> Dump:
     return Dump(dumps, native.syscall_name, skipped)
 
 
+def run_core(options: DumpOptions, core: str, exe: str | None, sysroot: str | None) -> Dump:
+    """One snapshot read from a core file (`gilty dump --core`), as `run` reads a live process."""
+    import os
+    import stat
+
+    from gilty._errors import UsageError
+
+    for path, what in ((core, "core file"), (exe, "--exe"), (sysroot, "--sysroot")):
+        if path is None:
+            continue
+        try:
+            mode = os.stat(path).st_mode
+        except OSError as e:
+            raise UsageError(f"{what} {visible(path, 0)}: {e.strerror}") from None
+        wanted = stat.S_ISDIR if what == "--sysroot" else stat.S_ISREG
+        if not wanted(mode):
+            kind = "directory" if what == "--sysroot" else "regular file"
+            raise UsageError(f"{what} {visible(path, 0)}: not a {kind}")
+    native = native_module()
+    target = native.CoreTarget(core, exe, sysroot)
+    target_info = {
+        "pid": target.pid,
+        "python_version": target.python_version,
+        "executable": target.executable,
+        "switch_interval_s": target.switch_interval_s,
+        "core": core,
+    }
+    snapshot = target.dump(locals=options.locals, positions=options.format == "json", native=options.native)
+    if options.tasks:
+        snapshot["tasks"] = target.tasks()
+    return Dump([(target_info, snapshot)], native.syscall_name, single=True)
+
+
 def _snapshot(native, pid: int, options: DumpOptions) -> tuple:
     target = attach(native, pid)
     target_info = {

@@ -2,15 +2,17 @@
 //! validating the struct layout, and locating the runtime structures gilty reads.
 
 use crate::error::{from_os, Error, ErrorKind, Result};
+use crate::process::core_file::CoreFile;
 use crate::process::elf::{parse_release, ElfInfo};
 use crate::process::maps::{read_maps, MapEntry};
 use crate::process::memory::{Memory, ProcessMemory};
 use crate::process::procfs;
+use crate::process::target_memory::TargetMemory;
 use gilty_layouts::{debug_offsets, layout_for, Layout, SUPPORTED};
 
 pub struct Interpreter {
     pub pid: i32,
-    pub mem: ProcessMemory,
+    pub mem: TargetMemory,
     pub layout: Layout,
     pub version: (u8, u8, u8),
     /// The file that holds `_PyRuntime` (libpython or the executable).
@@ -112,10 +114,17 @@ fn deleted_file_path(pid: i32, path: &str, map_start: u64, maps: &[MapEntry]) ->
     Some(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end))
 }
 
-fn find_runtime(pid: i32, maps: &[MapEntry], exe: &Option<String>) -> Option<Found> {
+/// The file to read for `path` as mapped at `map_start`.
+type FileFor<'a> = &'a dyn Fn(&str, u64) -> String;
+
+fn find_runtime(
+    pid: i32,
+    maps: &[MapEntry],
+    exe: &Option<String>,
+    file_for: FileFor,
+) -> Option<Found> {
     for (path, map_start) in candidate_binaries(pid, maps, exe) {
-        let file = deleted_file_path(pid, &path, map_start, maps)
-            .unwrap_or_else(|| readable_path(pid, &path));
+        let file = file_for(&path, map_start);
         let Ok(elf) = ElfInfo::read(&file) else {
             continue;
         };
@@ -181,7 +190,7 @@ fn older_python(maps: &[MapEntry], exe: &Option<String>) -> Option<String> {
     None
 }
 
-fn detect_version(f: &Found, mem: &ProcessMemory) -> Option<(u8, u8, u8)> {
+fn detect_version(f: &Found, mem: &TargetMemory) -> Option<(u8, u8, u8)> {
     if let Some((addr, _)) = f.elf.symbol("Py_Version") {
         if let Ok(hex) = mem.read_u64(f.bias.wrapping_add(addr)) {
             let hex = hex & 0xffff_ffff;
@@ -234,7 +243,10 @@ pub fn attach(pid: i32) -> Result<Interpreter> {
             )
         });
     }
-    let Some(found) = find_runtime(pid, &maps, &exe) else {
+    let file_for = |path: &str, start: u64| {
+        deleted_file_path(pid, path, start, &maps).unwrap_or_else(|| readable_path(pid, path))
+    };
+    let Some(found) = find_runtime(pid, &maps, &exe, &file_for) else {
         if let Some(old) = older_python(&maps, &exe) {
             return Err(Error::new(
                 ErrorKind::UnsupportedVersion,
@@ -256,12 +268,69 @@ pub fn attach(pid: i32) -> Result<Interpreter> {
     // A first read tells permission problems apart from layout problems.
     mem.read_u64(found.runtime)
         .map_err(|e| from_os(pid, &e, "memory"))?;
+    let mem = TargetMemory::Process(mem);
+    attach_found(pid, &format!("pid {pid}"), found, mem, exe)
+}
 
+/// Attaches to the interpreter of the process a core file was taken from (`CoreFile`): the same
+/// discovery as a live attach, on the core's maps and memory.
+pub fn attach_core(core: std::sync::Arc<CoreFile>) -> Result<Interpreter> {
+    let pid = core.pid;
+    let who = format!("core {} (pid {pid})", core.path);
+    let maps = core.maps();
+    let exe = core.executable_path();
+    let file_for = |path: &str, _start: u64| core.local_path(path);
+    let Some(found) = find_runtime(pid, &maps, &exe, &file_for) else {
+        let missing = core.missing_files();
+        if let Some(first) = missing.first() {
+            return Err(Error::new(
+                ErrorKind::NotPython,
+                format!(
+                    "{who}: {first} (mapped by the process) cannot be read here{}: give the interpreter with --exe, or the files' root with --sysroot",
+                    if missing.len() > 1 { format!(", nor {} other files", missing.len() - 1) } else { String::new() }
+                ),
+            ));
+        }
+        return Err(Error::new(
+            ErrorKind::NotPython,
+            format!(
+                "{who} ({}) is not of a Python process (no libpython or _PyRuntime found)",
+                exe.as_deref().unwrap_or("?")
+            ),
+        ));
+    };
+    let mem = TargetMemory::Core(core.clone());
+    mem.read_u64(found.runtime).map_err(|e| {
+        Error::new(
+            ErrorKind::NotPython,
+            format!("{who}: _PyRuntime cannot be read from the core ({e})"),
+        )
+    })?;
+    attach_found(pid, &who, found, mem, exe)
+}
+
+/// A failed read of the target's memory: for a live process, what /proc says; for a core, the
+/// reason.
+fn read_error(pid: i32, who: &str, mem: &TargetMemory, e: &std::io::Error) -> Error {
+    match mem {
+        TargetMemory::Process(_) => from_os(pid, e, "memory"),
+        TargetMemory::Core(_) => Error::new(ErrorKind::NotPython, format!("{who}: {e}")),
+    }
+}
+
+/// The common part of a live and a core attach: version, layout, validation.
+fn attach_found(
+    pid: i32,
+    who: &str,
+    found: Found,
+    mem: TargetMemory,
+    exe: Option<String>,
+) -> Result<Interpreter> {
     let version = detect_version(&found, &mem).ok_or_else(|| {
         Error::new(
             ErrorKind::UnrecognisedInterpreter,
             format!(
-                "pid {pid}: could not determine the Python version of {}",
+                "{who}: could not determine the Python version of {}",
                 found.path
             ),
         )
@@ -270,7 +339,7 @@ pub fn attach(pid: i32) -> Result<Interpreter> {
         return Err(Error::new(
             ErrorKind::UnsupportedVersion,
             format!(
-                "pid {pid} runs Python {}, which gilty does not support (supported: {})",
+                "{who} runs Python {}, which gilty does not support (supported: {})",
                 version_string(version),
                 supported_list()
             ),
@@ -287,14 +356,14 @@ pub fn attach(pid: i32) -> Result<Interpreter> {
         let size = named.map_or(debug_offsets::SIZE_3_13, |(_, size)| size as usize);
         let bytes = mem
             .read_vec(found.runtime, size)
-            .map_err(|e| from_os(pid, &e, "memory"))?;
+            .map_err(|e| read_error(pid, who, &mem, &e))?;
         if let Some((_, true)) = debug_offsets::peek_version(&bytes) {
             // Py_GIL_DISABLED builds (python3.13t, 3.14t) lay their structs out otherwise and have
             // no GIL.
             return Err(Error::new(
                 ErrorKind::UnsupportedVersion,
                 format!(
-                    "pid {pid} runs a free-threaded (Py_GIL_DISABLED) build of Python {} ({}), which gilty does not support: it has no GIL to diagnose",
+                    "{who} runs a free-threaded (Py_GIL_DISABLED) build of Python {} ({}), which gilty does not support: it has no GIL to diagnose",
                     version_string(version),
                     found.path
                 ),
@@ -315,7 +384,7 @@ pub fn attach(pid: i32) -> Result<Interpreter> {
                 return Err(Error::new(
                     ErrorKind::UnrecognisedInterpreter,
                     format!(
-                        "pid {pid}: Python {} without a valid _Py_DebugOffsets block",
+                        "{who}: Python {} without a valid _Py_DebugOffsets block",
                         version_string(version)
                     ),
                 ))
@@ -327,7 +396,7 @@ pub fn attach(pid: i32) -> Result<Interpreter> {
             return Err(Error::new(
                 ErrorKind::UnrecognisedInterpreter,
                 format!(
-                    "pid {pid}: _PyRuntime is {size} bytes but Python {} release builds have {} (a debug or custom build?)",
+                    "{who}: _PyRuntime is {size} bytes but Python {} release builds have {} (a debug or custom build?)",
                     version_string(version),
                     layout.runtime_size
                 ),
@@ -453,7 +522,8 @@ impl Interpreter {
             if let Ok(Some(obj)) = self.module_global("sys", "version") {
                 return self.micro_from_sys_version(obj);
             }
-            if attempt + 1 == TRIES || procfs::is_gone(self.pid) {
+            // A core does not change: one read says it all.
+            if attempt + 1 == TRIES || self.mem.core().is_some() || procfs::is_gone(self.pid) {
                 break;
             }
             std::thread::sleep(std::time::Duration::from_millis(2));
@@ -480,6 +550,14 @@ impl Interpreter {
             module,
             name,
         )
+    }
+
+    /// The OS threads: a live process's from /proc, a core's from its NT_PRSTATUS notes.
+    pub fn thread_ids(&self) -> std::io::Result<Vec<i32>> {
+        match self.mem.core() {
+            Some(core) => Ok(core.threads.iter().map(|t| t.tid).collect()),
+            None => procfs::thread_ids(self.pid),
+        }
     }
 
     /// `sys.getswitchinterval()` of the target, in seconds (read each time: the target may change

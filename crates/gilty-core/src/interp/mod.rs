@@ -8,6 +8,7 @@ pub mod gc_config;
 pub mod interpreter;
 pub mod linetable;
 pub mod locals;
+pub mod lock_wait;
 pub mod method_class;
 pub mod module_slots;
 pub mod object_graph;

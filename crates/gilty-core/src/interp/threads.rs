@@ -183,10 +183,14 @@ pub fn python_threads_settled(
     let mut last = None;
     for attempt in 0..SETTLE_TRIES {
         settle_pause(attempt);
-        let tids = crate::process::procfs::thread_ids(interp.pid)?;
+        let tids = interp.thread_ids()?;
         match python_threads(interp, resolver, &tids) {
             Ok(threads) => return Ok((tids, threads)),
-            Err(e) if crate::process::procfs::is_gone(interp.pid) => return Err(e),
+            Err(e)
+                if interp.mem.core().is_some() || crate::process::procfs::is_gone(interp.pid) =>
+            {
+                return Err(e)
+            }
             Err(e) => last = Some(e),
         }
     }
@@ -204,7 +208,12 @@ pub fn python_threads(
     resolver: &mut TidResolver,
     tids: &[i32],
 ) -> io::Result<Vec<PyThread>> {
-    let Some(ns) = resolver.ns_tids(interp.pid, tids) else {
+    // A core holds the tids its threads had; the process it was taken from may be gone.
+    let ns = match interp.mem.core() {
+        Some(_) => None,
+        None => resolver.ns_tids(interp.pid, tids),
+    };
+    let Some(ns) = ns else {
         return python_threads_in(interp, resolver, tids);
     };
     let mut out = python_threads_in(interp, resolver, &ns.inside())?;

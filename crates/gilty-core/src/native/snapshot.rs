@@ -23,6 +23,7 @@ use crate::error::{Error, ErrorKind};
 use crate::interp::frames::{CodeCache, Frame, FrameWalker};
 use crate::interp::interpreter::Interpreter;
 use crate::interp::threads::{python_threads_settled, TidResolver};
+use crate::process::memory::Memory;
 use std::time::{Duration, Instant};
 
 /// Kernel sampling period (CPU time) while a dump looks at one running thread.
@@ -246,23 +247,83 @@ fn bare_thread(
     };
     let mut partial = None;
     let stack = copied.map(|(regs, stack)| {
-        let (native, complete) = native_frames(unwinder, regs, &stack);
-        if !complete && !reached_thread_start(&native) {
-            let at = native
-                .last()
-                .map(|f| f.label())
-                .unwrap_or_else(|| "[unknown]".into());
-            partial = Some(format!(
-                "the native unwind stopped after {at} (no unwind information there)"
-            ));
-        }
-        native.into_iter().map(MixedFrame::Native).collect()
+        let (frames, why) = bare_frames(unwinder, regs, &stack);
+        partial = why;
+        frames
     });
     Ok(NativeThread {
         tid,
         stack,
         partial,
     })
+}
+
+/// A C stack alone, and why it is cut short, if it is.
+fn bare_frames(
+    unwinder: &mut ProcessUnwinder,
+    regs: Regs,
+    stack: &[u8],
+) -> (Vec<MixedFrame>, Option<String>) {
+    let (native, complete) = native_frames(unwinder, regs, stack);
+    let mut partial = None;
+    if !complete && !reached_thread_start(&native) {
+        let at = native
+            .last()
+            .map(|f| f.label())
+            .unwrap_or_else(|| "[unknown]".into());
+        partial = Some(format!(
+            "the native unwind stopped after {at} (no unwind information there)"
+        ));
+    }
+    (
+        native.into_iter().map(MixedFrame::Native).collect(),
+        partial,
+    )
+}
+
+/// A thread of a core file: registers and stack memory from the core, its Python stack (when it
+/// has a thread state) from the same memory, so one moment by construction.
+pub fn core_thread(
+    interp: &Interpreter,
+    unwinder: &mut ProcessUnwinder,
+    cache: &mut CodeCache,
+    tid: i32,
+    regs: Regs,
+    tstate: Option<u64>,
+) -> NativeThread {
+    let interp_files = [interp.binary.as_str(), interp.executable.as_str()];
+    // As much of `STACK_BYTES` as the core holds above the stack pointer (the stack's top page
+    // ends the segment).
+    let stack = [super::blocked::STACK_BYTES, 8192, 4096]
+        .iter()
+        .find_map(|&n| interp.mem.read_vec(regs.sp, n).ok());
+    let (stack, partial) = match (regs.ip, stack) {
+        (0, _) => (
+            Err("the core has no registers for this thread".to_owned()),
+            None,
+        ),
+        (_, None) => (
+            Err("the core does not hold the thread's stack".to_owned()),
+            None,
+        ),
+        (_, Some(bytes)) => match tstate {
+            Some(ts) => {
+                let matched = walk(interp, cache, ts)
+                    .map(|py| (regs, bytes, py))
+                    .ok_or_else(|| "the Python stack could not be read".to_owned());
+                merged(unwinder, matched, &interp_files)
+            }
+            None => {
+                let (frames, why) = bare_frames(unwinder, regs, &bytes);
+                (Ok(frames), why)
+            }
+        },
+    };
+    NativeThread {
+        tid,
+        stack,
+        partial,
+    }
 }
 
 /// The registers and stack of the first kernel sample of `tid` before `deadline`.

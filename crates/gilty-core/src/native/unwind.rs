@@ -94,6 +94,8 @@ pub struct ProcessUnwinder {
     debug_roots: Vec<String>,
     /// Refreshes of the module list so far.
     pub refreshes: u64,
+    /// Over a core file: its modules are all there is (no /proc to read again).
+    core: bool,
 }
 
 fn root_of(pid: i32) -> String {
@@ -126,14 +128,54 @@ impl ProcessUnwinder {
             files: HashMap::new(),
             debug_roots,
             refreshes: 0,
+            core: false,
         };
         u.refresh()?;
         Ok(u)
     }
 
+    /// An unwinder over a core file's executable file mappings (`CoreFile::maps`), the files read
+    /// where the core reader finds them (under its sysroot, `--exe`). A core does not change: no
+    /// refresh.
+    pub fn for_core(core: &crate::process::core_file::CoreFile) -> ProcessUnwinder {
+        let mut u = ProcessUnwinder {
+            pid: 0,
+            unwinder: UnwinderX86_64::new(),
+            cache: CacheX86_64::new(),
+            loaded: Vec::new(),
+            files: HashMap::new(),
+            debug_roots: vec![String::new()],
+            refreshes: 0,
+            core: true,
+        };
+        let maps = core.maps();
+        u.add_maps(&maps, &|path: &str, _m: &MapEntry| core.local_path(path));
+        u
+    }
+
     /// Reads `/proc/PID/maps` again: adds new executable file mappings, drops those gone.
     pub fn refresh(&mut self) -> crate::Result<()> {
+        if self.core {
+            return Ok(());
+        }
         let maps = read_maps(self.pid)?;
+        let pid = self.pid;
+        let pid_root = self.debug_roots[0].clone();
+        self.add_maps(&maps, &|path: &str, m: &MapEntry| {
+            // A file deleted or replaced since it was mapped (an interpreter upgraded or a venv
+            // removed under a running process) is read through the mapping itself.
+            if path.ends_with(" (deleted)") {
+                format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end)
+            } else {
+                format!("{pid_root}{path}")
+            }
+        });
+        Ok(())
+    }
+
+    /// Adds the executable file mappings of `maps` not known yet and drops those no longer there;
+    /// `open_path` says where to read a mapped file.
+    fn add_maps(&mut self, maps: &[MapEntry], open_path: &dyn Fn(&str, &MapEntry) -> String) {
         self.refreshes += 1;
         let wanted: Vec<&MapEntry> = maps
             .iter()
@@ -167,14 +209,7 @@ impl ProcessUnwinder {
             }
             let path = m.path.clone().unwrap();
             let roots = &self.debug_roots;
-            let pid_root = &roots[0];
-            // A file deleted or replaced since it was mapped (an interpreter upgraded or a venv
-            // removed under a running process) is read through the mapping itself.
-            let open_path = if path.ends_with(" (deleted)") {
-                format!("/proc/{}/map_files/{:x}-{:x}", self.pid, m.start, m.end)
-            } else {
-                format!("{pid_root}{path}")
-            };
+            let open_path = open_path(&path, m);
             let file = self
                 .files
                 .entry(path.clone())
@@ -198,7 +233,6 @@ impl ProcessUnwinder {
             });
         }
         self.loaded.sort_by_key(|l| l.start);
-        Ok(())
     }
 
     fn module_at(&self, addr: u64) -> Option<&Loaded> {

@@ -2,6 +2,7 @@
 //! binaries and the syscall numbers gilty names. Read-only.
 
 pub mod block_cache;
+pub mod core_file;
 pub mod elf;
 #[cfg(test)]
 pub(crate) mod forked;
@@ -10,3 +11,4 @@ pub mod memory;
 pub mod procfs;
 pub mod switches;
 pub mod syscalls;
+pub mod target_memory;

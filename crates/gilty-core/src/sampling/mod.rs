@@ -5,6 +5,7 @@
 
 pub mod aggregate;
 pub mod classify;
+pub mod core_dump;
 pub mod cpu_wait;
 pub mod dump;
 pub mod gil_stats;

@@ -318,39 +318,9 @@ impl Sampler {
         }
     }
 
-    /// Reads the GIL struct's first fields (interval, last_holder, locked, switch_number).
+    /// Reads the GIL struct's first fields (see `read_gil`).
     fn read_gil(&self) -> std::io::Result<GilView> {
-        let l = &self.interp.layout;
-        let g = self.interp.gil.address();
-        // The whole struct in one read: its mutexes say who is inside take_gil()/drop_gil().
-        let mut buf = [0u8; 256];
-        let size = (l.gil_size as usize).clamp(32, buf.len());
-        self.interp.mem.read(g, &mut buf[..size])?;
-        let u64_at =
-            |o: u64| u64::from_le_bytes(buf[o as usize..o as usize + 8].try_into().unwrap());
-        let i32_at = |o: u64| {
-            if o as usize + 4 <= size {
-                i32::from_le_bytes(buf[o as usize..o as usize + 4].try_into().unwrap())
-            } else {
-                0
-            }
-        };
-        let locked = i32_at(l.gil_locked);
-        // glibc's pthread_mutex_t records its owner's tid at offset 8 (`__data.__owner`, x86-64 and
-        // aarch64); 0 when free. Only compared with the target's tids, so another libc reads as
-        // "nobody".
-        const MUTEX_OWNER: u64 = 8;
-        let owners = [
-            i32_at(l.gil_mutex + MUTEX_OWNER),
-            i32_at(l.gil_switch_mutex + MUTEX_OWNER),
-        ]
-        .map(|t| if t > 0 { t } else { -1 });
-        Ok(GilView {
-            locked: locked != 0,
-            last_holder: u64_at(l.gil_last_holder),
-            switch_number: u64_at(l.gil_switch_number),
-            mutex_owners: owners,
-        })
+        read_gil(&self.interp)
     }
 
     fn gc_collecting(&self, main_interp: u64) -> std::io::Result<bool> {
@@ -864,6 +834,41 @@ impl Sampler {
             })
             .collect())
     }
+}
+
+/// Reads the GIL struct's first fields (interval, last_holder, locked, switch_number) and its
+/// mutexes' owners.
+pub fn read_gil(interp: &Interpreter) -> std::io::Result<GilView> {
+    let l = &interp.layout;
+    let g = interp.gil.address();
+    // The whole struct in one read: its mutexes say who is inside take_gil()/drop_gil().
+    let mut buf = [0u8; 256];
+    let size = (l.gil_size as usize).clamp(32, buf.len());
+    interp.mem.read(g, &mut buf[..size])?;
+    let u64_at = |o: u64| u64::from_le_bytes(buf[o as usize..o as usize + 8].try_into().unwrap());
+    let i32_at = |o: u64| {
+        if o as usize + 4 <= size {
+            i32::from_le_bytes(buf[o as usize..o as usize + 4].try_into().unwrap())
+        } else {
+            0
+        }
+    };
+    let locked = i32_at(l.gil_locked);
+    // glibc's pthread_mutex_t records its owner's tid at offset 8 (`__data.__owner`, x86-64 and
+    // aarch64); 0 when free. Only compared with the target's tids, so another libc reads as
+    // "nobody".
+    const MUTEX_OWNER: u64 = 8;
+    let owners = [
+        i32_at(l.gil_mutex + MUTEX_OWNER),
+        i32_at(l.gil_switch_mutex + MUTEX_OWNER),
+    ]
+    .map(|t| if t > 0 { t } else { -1 });
+    Ok(GilView {
+        locked: locked != 0,
+        last_holder: u64_at(l.gil_last_holder),
+        switch_number: u64_at(l.gil_switch_number),
+        mutex_owners: owners,
+    })
 }
 
 /// How long a dump reads again the threads whose stacks kept moving under every walk.

@@ -62,7 +62,7 @@ def dump_report(target_info: dict, snapshot: dict, syscall_name: Callable[[int],
                 "stack": _stack_json(thread),
             }
         )
-        for key in ("locals_error", "positions_error", "native_error"):
+        for key in ("locals_error", "positions_error", "native_error", "waiting_for_lock", "stack_error"):
             if key in thread:
                 threads[-1][key] = thread[key]
         if "native_stack" in thread:
@@ -70,6 +70,8 @@ def dump_report(target_info: dict, snapshot: dict, syscall_name: Callable[[int],
         if "native_error" in thread:
             missing += 1
     report = {"format_version": FORMAT_VERSION, "target": target_info, "threads": threads}
+    if "diagnosis" in snapshot:
+        report["diagnosis"] = snapshot["diagnosis"]
     if any("native_stack" in t or "native_error" in t for t in snapshot["threads"]):
         report["errors"] = {"native_missing": missing}
     if "tasks" in snapshot:

@@ -27,12 +27,17 @@ def render_text(target_info: dict, snapshot: dict, syscall_name: Callable[[int],
     lines = [
         f"Process {target_info['pid']}: Python {target_info['python_version']} ({visible(target_info['executable'], 0)})",
     ]
+    if "core" in target_info:
+        lines[0] += f" from core file {visible(target_info['core'], 0)}"
+    lines.extend(f"Diagnosis: {visible(d, 0)}" for d in snapshot.get("diagnosis", ()))
     for thread in snapshot["threads"]:
         lines.append("")
         state = _dump_state(thread["state"], thread.get("syscall", -1), syscall_name)
         if thread.get("handling_exception"):
             state += f"; handling {visible(thread['handling_exception'])}"
         lines.append(f"Thread {thread['tid']} '{visible(thread['name'])}' ({state})")
+        if "waiting_for_lock" in thread:
+            lines.append(f"    (waiting to acquire {_lock_text(thread['waiting_for_lock'])})")
         if "native_stack" in thread:
             if "native_error" in thread:
                 lines.append(f"    (native stack partly [unknown]: {thread['native_error']})")
@@ -40,7 +45,9 @@ def render_text(target_info: dict, snapshot: dict, syscall_name: Callable[[int],
             continue
         if "native_error" in thread:
             lines.append(f"    (native stack missing: {thread['native_error']})")
-        if not thread["stack"]:
+        if thread.get("stack_error"):
+            lines.append(f"    (Python stack not read: {thread['stack_error']})")
+        elif not thread["stack"]:
             lines.append("    (no Python stack)")
         if thread.get("locals_error"):
             lines.append(f"    (variables not read: {thread['locals_error']})")
@@ -56,6 +63,12 @@ def render_text(target_info: dict, snapshot: dict, syscall_name: Callable[[int],
         names = {t["tid"]: visible(t["name"]) for t in snapshot["threads"]}
         text += "\n" + tasks.render_text(snapshot["tasks"], names)
     return text
+
+
+def _lock_text(lock: dict) -> str:
+    held = {True: "held", False: "free", None: "state unknown"}[lock["locked"]]
+    owner = f" by thread {lock['owner_tid']}" if lock.get("owner_tid") is not None else ""
+    return f"{lock['type']} at {lock['address']:#x}, {held}{owner}"
 
 
 def native_label(function: str | None, library: str | None, offset: int) -> str:
