@@ -388,3 +388,13 @@ def test_not_preloaded_when_the_app_module_is_imported_after_fork():
     assert pre["would_save_bytes"] == 34 * MIB
     text = " ".join(analysis.summary(s))
     assert "--preload would" in text and "preloaded heap stays shared" not in text
+
+
+def test_a_split_that_is_mostly_an_estimate_says_so_and_how_to_know():
+    # A touch of shared objects 0.1 s before a full collection, between the same two scans and before
+    # any interval without a collection: the split between GC and outside it is a guess.
+    assert "is an estimate" not in " ".join(analysis.summary(default_session()))
+    batch = {"cow_steps": [step(W2, 3.5, "gc_end", gc=40 * MIB, ambiguous=40 * MIB)]}
+    text = " ".join(analysis.summary(default_session(extra_batch=batch)))
+    assert "40.0 MiB of that split between GC and outside it is an estimate" in text, text
+    assert "`gilty memory --faults` attributes each copy to the code that made it" in text, text
