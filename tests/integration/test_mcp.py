@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -38,7 +39,7 @@ pytestmark = pytest.mark.interpreter
 
 MCP_PIN = "mcp==2.3.0"  # pyproject.toml's `mcp` extra
 CLIENT = Path(__file__).with_name("mcp_client.py")
-TOOLS = {"dump", "record", "compare", "load_knee"}
+TOOLS = {"dump", "dump_core", "record", "compare", "load_knee"}
 THREAD_NAMES = ["plain-ascii", "wörker-é", "線程", "snake-🐍"]  # tests/targets/thread_names.py
 
 
@@ -92,13 +93,15 @@ def test_the_four_tools_are_listed_with_their_input_schemas(mcp_python):
     (listed,) = session(mcp_python, ["list_tools"])
     tools = {tool["name"]: tool for tool in listed["tools"]}
     assert set(tools) == TOOLS
-    required = {"dump": ["pid"], "record": ["pid"], "compare": ["a", "b"], "load_knee": ["path"]}
+    required = {"dump": ["pid"], "dump_core": ["core"], "record": ["pid"], "compare": ["a", "b"], "load_knee": ["path"]}
     for name, tool in tools.items():
         schema = tool["input_schema"]
         assert schema["type"] == "object" and schema["required"] == required[name], (name, schema)
         assert tool["read_only"] is True and tool["description"], tool
     assert tools["dump"]["input_schema"]["properties"]["pid"]["type"] == "integer"
     assert set(tools["dump"]["input_schema"]["properties"]) == {"pid", "subprocesses", "tasks", "locals", "native"}
+    assert set(tools["dump_core"]["input_schema"]["properties"]) == {"core", "exe", "sysroot", "tasks", "locals", "native"}
+    assert "free_threading" in tools["record"]["input_schema"]["properties"]
     duration = tools["record"]["input_schema"]["properties"]["duration"]
     rate = tools["record"]["input_schema"]["properties"]["rate"]
     # The bounds are in the schema the assistant reads, not only in the refusal.
@@ -273,3 +276,31 @@ def test_without_the_mcp_package_it_says_how_to_install_it():
     line = assert_one_error_line(done.stderr)
     assert "pip install 'gilty[mcp]'" in line, line
     assert done.stdout == ""
+
+
+def test_a_core_file_and_free_threading_answer_as_the_command_line(mcp_python, named_threads, tmp_path):
+    # dump_core is `gilty dump --core CORE --format json` word for word; record's free_threading adds
+    # the readiness section (docs/free-threading.md) as --free-threading does.
+    gcore = shutil.which("gcore")
+    if gcore is None:
+        pytest.skip("gdb's gcore is not installed (apt-get install gdb)")
+    done = subprocess.run(
+        [gcore, "-o", str(tmp_path / "core"), str(named_threads.pid)], capture_output=True, text=True, timeout=120
+    )
+    core = tmp_path / f"core.{named_threads.pid}"
+    assert done.returncode == 0 and core.exists(), done.stdout + done.stderr
+    from_core, bad, ft = session(
+        mcp_python,
+        ["dump_core", {"core": str(core)}],
+        ["dump_core", {"core": str(tmp_path / "no-such-core")}],
+        ["record", {"pid": named_threads.pid, "duration": 0.5, "free_threading": True}],
+    )
+    rc, out, err = run_gilty("dump", "--core", core, "--format", "json")
+    assert rc == 0, err
+    assert text_of(from_core) == out
+    assert {t["name"] for t in json_of(from_core)["threads"]} >= set(THREAD_NAMES)
+    rc, _, err = run_gilty("dump", "--core", tmp_path / "no-such-core")
+    assert rc != 0 and error_of(bad) == assert_one_error_line(err)
+    readiness = json_of(ft)["free_threading"]
+    assert readiness["asked"] is True and readiness["verdict"], readiness
+    assert readiness["modules"], readiness  # the extension modules, read only when asked

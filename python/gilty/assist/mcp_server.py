@@ -125,6 +125,23 @@ def build(read_json) -> MCPServer:
         idle in a syscall, ...) and Python stack. `gilty dump --pid PID --format json`."""
         return await _in_thread(lambda: tools.dump(pid, subprocesses, tasks, locals, native))
 
+    @server.tool(name="dump_core", annotations=_SAVED, structured_output=False)
+    async def dump_core(
+        core: Annotated[str, Field(description="path of a core file of a CPython process (gcore, systemd-coredump)")],
+        exe: Annotated[
+            Optional[str], Field(description="the interpreter the process ran, when it is not at the path the core names")
+        ] = None,
+        sysroot: Annotated[
+            Optional[str], Field(description="a directory to look for every file the process mapped under first")
+        ] = None,
+        tasks: Tasks = False,
+        locals: Annotated[bool, Field(description="also each frame's arguments and local variables")] = False,  # noqa: A002
+        native: Annotated[bool, Field(description="also each thread's C frames, unwound from the core")] = False,
+    ) -> CallToolResult:
+        """Every thread of a hung or crashed Python process from its core file, as `dump` reads a live
+        one, with a diagnosis (a deadlock, the GIL held outside Python). `gilty dump --core CORE --format json`."""
+        return await _in_thread(lambda: tools.dump_core(core, exe, sysroot, tasks, locals, native))
+
     @server.tool(name="record", description=RECORD_DESCRIPTION, annotations=_LIVE, structured_output=False)
     async def record(
         pid: Pid,
@@ -133,8 +150,15 @@ def build(read_json) -> MCPServer:
         subprocesses: Subprocesses = False,
         tasks: Tasks = False,
         native: Native = False,
+        free_threading: Annotated[
+            bool,
+            Field(
+                description="also whether a free-threaded build would help: the GIL wait it gives back, the bound on the gain, "
+                "the extension modules that would turn the GIL back on (docs/free-threading.md)"
+            ),
+        ] = False,
     ) -> CallToolResult:
-        ok, options = tools.answer(lambda: tools.record_options(pid, duration, rate, subprocesses, tasks, native))
+        ok, options = tools.answer(lambda: tools.record_options(pid, duration, rate, subprocesses, tasks, native, free_threading))
         if not ok:
             return _result(False, options)
         stop = capture.Stop()  # set only by a cancelled call: no signal handler outside the main thread
@@ -160,6 +184,6 @@ def serve(read_json) -> None:
     """Until the client closes stdin. While serving, the `mcp` package points fd 1 at stderr: nothing
     but the protocol reaches stdout, and what gilty says while it works goes to stderr."""
     sys.stderr.write(
-        f"gilty: serving MCP over stdio (tools: dump, record, compare, load_knee; record at most {tools.MAX_RECORD_S:g} s)\n"
+        f"gilty: serving MCP over stdio (tools: dump, dump_core, record, compare, load_knee; record at most {tools.MAX_RECORD_S:g} s)\n"
     )
     build(read_json).run("stdio")

@@ -18,7 +18,7 @@ from gilty.options import CompareOptions, OutputOptions, RecordOptions, Sampling
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable
+    from typing import Any, Callable, Optional
 
 # The bounds of a tool call. The command line takes up to 116 days and 20 kHz; an assistant's call
 # waits for its answer, and its answer has to fit what the assistant reads.
@@ -71,17 +71,43 @@ def dump(pid: int, subprocesses: bool = False, tasks: bool = False, locals: bool
         return bounded(report.render(snapshots.run(options), "json"))
 
 
+def dump_core(
+    core: str,
+    exe: Optional[str] = None,
+    sysroot: Optional[str] = None,
+    tasks: bool = False,
+    locals: bool = False,
+    native: bool = False,  # noqa: A002
+) -> str:
+    """`gilty dump --core CORE [--exe PYTHON] [--sysroot DIR] --format json`: a core file read as a
+    live process is (docs/core-files.md)."""
+    from gilty.sampling import snapshots
+
+    options = snapshots.DumpOptions((), tasks=tasks, locals=locals, native=native, format="json")
+    with _ONE_AT_A_TIME:
+        return bounded(report.render(snapshots.run_core(options, core, exe, sysroot), "json"))
+
+
 def record_options(
-    pid: int, duration: float, rate: float, subprocesses: bool = False, tasks: bool = False, native: bool = False
+    pid: int,
+    duration: float,
+    rate: float,
+    subprocesses: bool = False,
+    tasks: bool = False,
+    native: bool = False,
+    free_threading: bool = False,
 ) -> RecordOptions:
     """`gilty record --pid PID --duration S --rate HZ --format json`'s options, refused in one line
-    where the command line refuses them."""
+    where the command line refuses them; ``free_threading`` is --free-threading at its default slowdown."""
+    from gilty.readiness.analysis import DEFAULT_SLOWDOWN
+
     check_pid(pid)
     check_record_bounds(duration, rate)
     target = TargetOptions((pid,), subprocesses)
     if target.several and tasks:
         raise UsageError("tasks reads one process's event loops: leave out subprocesses")
-    return RecordOptions(target, SamplingOptions(rate, duration, native=native, tasks=tasks), OutputOptions("json"))
+    sampling = SamplingOptions(rate, duration, native=native, tasks=tasks)
+    return RecordOptions(target, sampling, OutputOptions("json"), free_threading=DEFAULT_SLOWDOWN if free_threading else None)
 
 
 def record(options: RecordOptions, stop: Any) -> str:
