@@ -183,3 +183,20 @@ def test_torn_scan_is_marked_partial():
     scan = scan_from_raw({"modules": [], "unreadable": 2, "first_error": "_x: implausible"}, "3.13.0")
     assert scan.note.startswith("partial: 2 module(s) did not read")
     assert scan_from_raw(None, "3.13.0", "pid 1 exited").note == "pid 1 exited"
+
+
+def test_the_module_table_lists_blockers_then_the_applications_modules_before_the_standard_librarys():
+    from types import SimpleNamespace
+
+    from gilty.readiness.model import ModuleInfo, ModuleScan
+    from gilty.report.recording.readiness import _module_rows
+
+    def mod(name, gil, package):
+        return ModuleInfo(name, "multi-phase", gil, f"/x/{name}.so", False, package)
+
+    scan = ModuleScan(
+        [mod("_bisect", "not_used", "stdlib"), mod("numpy_core", "not_used", "numpy"), mod("zlib_ext", "undeclared", "zext")],
+        python_version="3.13.0",
+    )
+    rows = [row.split()[0] for row in _module_rows(SimpleNamespace(modules=scan))[1:]]
+    assert rows == ["zlib_ext", "numpy_core", "_bisect"], rows

@@ -73,7 +73,9 @@ def _module_rows(r: ProcessReadiness) -> list:
         return [f"  modules: not read ({scan.note})"] if scan.note else []
     exts = [m for m in scan.modules if not m.builtin]
     builtin = len(scan.modules) - len(exts)
-    rows = [m for m in sorted(exts, key=lambda m: (not m.blocks, m.name))][:MODULES_SHOWN]
+    # Blockers first, then the application's own and third-party modules: the standard library's
+    # come with the interpreter build, free-threaded or not.
+    rows = [m for m in sorted(exts, key=lambda m: (not m.blocks, m.package == "stdlib", m.name))][:MODULES_SHOWN]
     out = [f"  extension modules: {len(exts)} loaded from files, {builtin} built in" + (f" ({scan.note})" if scan.note else "")]
     if not scan.known:
         out.append("  (whether each declares Py_mod_gil is unknown before 3.13)")
