@@ -26,6 +26,15 @@ def recording_interpreter():
     return found
 
 
+def npm_pack(npm: str, package: str, cache_dir: Path) -> Path:
+    """``package``'s tarball, fetched by `npm pack` into ``cache_dir``; raises what npm's failure raises."""
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        [npm, "pack", package, "--silent"], cwd=cache_dir, capture_output=True, text=True, timeout=120, check=True
+    )
+    return cache_dir / done.stdout.strip().splitlines()[-1]
+
+
 def speedscope_schema(cache_dir: Path) -> Optional[dict]:
     """speedscope's file-format schema, unpacked from its npm package into ``cache_dir`` once.
 
@@ -37,21 +46,8 @@ def speedscope_schema(cache_dir: Path) -> Optional[dict]:
         npm = shutil.which("npm")
         if npm is None:
             pytest.skip("npm not installed: cannot get speedscope's schema (structural checks still run in tests/unit)")
-        cache_dir.mkdir(parents=True, exist_ok=True)
         try:
-            out = (
-                subprocess.run(
-                    [npm, "pack", SPEEDSCOPE_PACKAGE, "--silent"],
-                    cwd=cache_dir,
-                    capture_output=True,
-                    text=True,
-                    timeout=120,
-                    check=True,
-                )
-                .stdout.strip()
-                .splitlines()[-1]
-            )
-            with tarfile.open(cache_dir / out) as tar:
+            with tarfile.open(npm_pack(npm, SPEEDSCOPE_PACKAGE, cache_dir)) as tar:
                 member = tar.extractfile(SPEEDSCOPE_SCHEMA_PATH)
                 schema.write_bytes(member.read())
         except (OSError, subprocess.SubprocessError, KeyError, IndexError) as e:
@@ -77,21 +73,8 @@ def profiler_cli(cache_dir: Path) -> Path:
     npm = shutil.which("npm")
     if npm is None or shutil.which("node") is None:
         pytest.skip("node/npm not installed: cannot run the Firefox Profiler's importer (tests/unit check the tables)")
-    cache_dir.mkdir(parents=True, exist_ok=True)
     try:
-        out = (
-            subprocess.run(
-                [npm, "pack", PROFILER_CLI_PACKAGE, "--silent"],
-                cwd=cache_dir,
-                capture_output=True,
-                text=True,
-                timeout=120,
-                check=True,
-            )
-            .stdout.strip()
-            .splitlines()[-1]
-        )
-        with tarfile.open(cache_dir / out) as tar:
+        with tarfile.open(npm_pack(npm, PROFILER_CLI_PACKAGE, cache_dir)) as tar:
             members = [m for m in tar.getmembers() if m.name.startswith("package/dist/")]
             safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
             tar.extractall(cache_dir, members=members, **safe)

@@ -2,6 +2,7 @@
 //! states the way the sampler reads another process, and never takes the GIL to do it, so measuring
 //! does not create the contention it reports. Conversions only; gilty-core does the reading.
 
+use gilty_core::clock::thread_cpu_ns;
 use gilty_core::interp::interpreter::attach;
 use gilty_core::sampling::classify::ThreadState;
 use gilty_core::sampling::gil_stats::{GilStats, STATES};
@@ -34,16 +35,6 @@ pub struct GilMonitor {
     handle: Mutex<Option<JoinHandle<()>>>,
     #[pyo3(get)]
     interval_s: f64,
-}
-
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 fn run(shared: Arc<Shared>, mut sampler: Sampler, period: Duration) {

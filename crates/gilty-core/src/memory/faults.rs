@@ -19,6 +19,7 @@
 use super::pagemap::{PagemapReader, EXCLUSIVE, PFN_MASK, PRESENT};
 use super::process_tree::descendants;
 use crate::clock::monotonic_ns;
+use crate::clock::thread_cpu_ns;
 use crate::interp::frames::{CodeCache, Frame, FrameWalker};
 use crate::interp::gc_config::{locate, GcLocation};
 use crate::interp::interpreter::{attach, Interpreter};
@@ -199,16 +200,6 @@ struct State {
     counts: HashMap<Key, u64>,
     lags: Vec<u64>,
     report: FaultReport,
-}
-
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 impl State {

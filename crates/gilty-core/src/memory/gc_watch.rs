@@ -10,6 +10,7 @@
 //! missed entirely (the collection counters show how many were).
 
 use crate::clock::monotonic_ns;
+use crate::clock::thread_cpu_ns;
 use crate::interp::gc_config::{GcLocation, GcState};
 use crate::process::memory::ProcessMemory;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -78,16 +79,6 @@ pub struct GcPoller {
     cmds: Sender<Cmd>,
     stop: Arc<AtomicBool>,
     handle: Option<JoinHandle<PollerStats>>,
-}
-
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// The generation whose collection counter went up the most (the oldest on a tie: a full

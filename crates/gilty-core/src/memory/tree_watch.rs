@@ -23,6 +23,7 @@ use super::pagemap::PagemapReader;
 use super::process_tree::descendants;
 use super::smaps::ProcFiles;
 use crate::clock::monotonic_ns;
+use crate::clock::thread_cpu_ns;
 use crate::error::{from_os, Error, ErrorKind, Result};
 use crate::interp::gc_config::{locate, FrozenCount, GcLocation};
 use crate::interp::interpreter::attach;
@@ -76,16 +77,6 @@ pub struct TreeWatch {
     handle: Option<JoinHandle<TreeWatchStats>>,
     pub root: i32,
     stats: Option<TreeWatchStats>,
-}
-
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 impl TreeWatch {
