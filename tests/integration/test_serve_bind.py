@@ -35,6 +35,9 @@ def _serve_lines(targets, bind: str) -> list:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         env=gilty_env(),
+        # Unbuffered: a buffered reader can hold the "serving" line after the warning's readline,
+        # and select() then waits on an empty pipe until the deadline (CI saw it once).
+        bufsize=0,
     )
     lines: list = []
     try:
