@@ -271,6 +271,18 @@ def profiled_run_is_clean(run: dict) -> str:
     return ""
 
 
+# What the profile past the knee held, printed when the limit it named is wrong.
+WHAT_DECIDED = (
+    "states",
+    "gil_utilisation",
+    "waiting_for_work_passes",
+    "cpu_starved_passes",
+    "busy_processes",
+    "mean_waiting_threads",
+    "idle_kinds",
+)
+
+
 def test_profiled_knee_names_cpu_in_python_and_the_code():
     script = str(TARGETS / "http_cpu_server.py")
     # About 10 ms of Python per request, sized on this machine now (150 calls took 10.5 ms when this
@@ -326,7 +338,7 @@ def test_profiled_knee_names_cpu_in_python_and_the_code():
     named = knee["rate"] is not None and knee["limit"] in ("CPU in Python", "GIL contention")
     if not named and server_starved(run):
         pytest.skip(f"the machine was too busy to name the limit ({server_starved(run)}): {knee}")
-    assert named, knee
+    assert named, (knee, {k: last.get(k) for k in WHAT_DECIDED}, [s["profile"] is not None for s in run["steps"]])
     assert "quote" in knee["explanation"] and "http_cpu_server.py" in knee["explanation"], knee["explanation"]
     # The ramp ends at the first step past the knee, which can be only just past the server's capacity:
     # there queueing breaks the p99 with the GIL busy about 80 % of the time (0.82-0.83 measured on a

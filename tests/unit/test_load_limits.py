@@ -180,3 +180,34 @@ def test_requests_that_queue_before_the_server_still_wait_for_work():
     assert abs(served - 0.1) < 1e-9, served
     assert profile.limit_from_profile(p, served)[0] == "waiting for work"
     assert profile.served_share(p, 0.0) is None
+
+
+def test_a_server_busy_most_of_its_request_time_is_cpu_in_python_whatever_its_idle_threads_do():
+    # CI's "concurrency" past the knee of the CPU-bound thread-per-connection server on a loaded host:
+    # a request in progress 60 % of the time, the GIL held in two thirds of it and the handler held off
+    # a CPU in the rest, while two other connection threads, woken, were idle in no wait the kinds name
+    # (here a syscall that is neither I/O nor a lock) whenever one served. In thread samples the
+    # serving thread then looked busy a third of the working time.
+    b = BatchBuilder(names={1: "MainThread", **{t: f"Thread-{t}" for t in range(2, 7)}})
+    select, read, quote = b.stack(*SELECT), b.stack(*READLINE), b.stack(*QUOTE)
+    getpid = 39  # not a wait: the kinds call it "other"
+    passes = []
+    for i in range(100):
+        p = {1: (IDLE, select, PSELECT6)}
+        state = HOLD if i % 10 < 4 else CPU_WAIT if i % 10 < 6 else None
+        server = 2 + i % 5
+        for tid in range(2, 7):
+            if state is not None and tid == server:
+                p[tid] = (state, quote)
+            elif state is not None and tid in (2 + (i + 1) % 5, 2 + (i + 2) % 5):
+                p[tid] = (IDLE, read, getpid)
+            else:
+                p[tid] = (IDLE, read, RECVFROM)
+        passes.append(p)
+    p = profile.summarise_step(Recording([_session(b, 70, passes)], rate_hz=100.0))
+    assert abs(p.waiting_for_work_passes - 0.4) < 1e-9, p.waiting_for_work_passes
+    limit, words = profile.limit_from_profile(p, profile.served_share(p, 0.6))
+    # before: "concurrency", "the busiest process is mostly idle inside its requests"
+    assert limit == "CPU in Python", (limit, words)
+    assert "holds the GIL 67% of the time it has a request in progress (60% of the time)" in words, words
+    assert "`quote`" in words, words

@@ -449,13 +449,28 @@ def _limit_from_profile(p: StepProfile, served: Optional[float] = None) -> tuple
             + (f"; native code without it {native:.0%}" if native >= 0.1 else "")
             + starved
         )
+    # The thread-sample shares above are diluted by threads idle outside requests in ways the kinds do
+    # not name (a keep-alive connection's thread woken for its next request line): per sampling pass,
+    # the GIL held (or the work held off a CPU) most of the time a request was in progress is still
+    # the server's Python work, however few of its threads did it.
+    in_progress = 1.0 - for_work
+    if in_progress > 0 and (p.gil_utilisation + p.cpu_starved_passes * in_progress) >= IN_REQUEST_CPU * in_progress:
+        return "CPU in Python", (
+            f"{workers} {verb('hold')} the GIL {min(1.0, p.gil_utilisation / in_progress):.0%} of the time "
+            f"{'they have' if n != 1 else 'it has'} a request in progress ({in_progress:.0%} of the time){where}"
+            + starved
+        )
     top = next((e for e in p.endpoints if e.file), None)
     where = f", most of it in `{top.label}`" if top is not None else ""
     return "concurrency", (
-        f"{workers} {verb('are')} mostly idle inside their requests ({p.states.get('idle', 0):.0%}, "
+        f"{workers} {verb('are')} mostly idle inside {'their' if n != 1 else 'its'} requests ({p.states.get('idle', 0):.0%}, "
         f"{_top_idle(kinds_)}{where}) while requests queue: too few requests are served at once"
     )
 
+
+# The GIL held, or the work held off a CPU, this share of the passes with a request in progress: the
+# requests' own Python work is what the server spends its working time on.
+IN_REQUEST_CPU = 0.6
 
 # Runnable without a CPU at least this share of the busy processes' working time: the host is the limit.
 HOST_LIMIT_SHARE = 0.5
