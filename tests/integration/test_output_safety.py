@@ -211,6 +211,37 @@ def test_planted_symlink_to_roots_file_is_refused(planter, sticky, protected, sa
 
 
 @ROOT_ONLY
+def test_planted_symlink_to_a_directory_on_the_way_is_refused(planter, sticky, protected, saved, tmp_path):
+    # /tmp/reports -> a directory of root's: `-o /tmp/reports/victim` must not replace root's file
+    # there. The kernel's protected_symlinks leaves a link met mid-path alone where it is 0 (and
+    # gilty opens the directory itself, one component at a time).
+    victim = victim_file(tmp_path)
+    reports = sticky / "reports"
+    as_user(planter, "ln", "-s", str(tmp_path), str(reports))
+    for out in (reports / "victim", reports / "new.json", reports / "." / "victim"):
+        rc, _, err = run_gilty("report", saved, "--format", "json", "-o", out)
+        assert rc == 2, f"exit {rc}: {err}"
+        assert_one_error_line(err)
+        assert f"{reports} is a symlink of uid {planter.pw_uid}" in err, err
+    assert victim.read_text() == "precious\n"
+    assert not (tmp_path / "new.json").exists()
+
+
+def test_own_symlinks_to_directories_on_the_way_are_followed(saved, tmp_path):
+    # gilty's user's own links, absolute and relative, one through another: written where they lead.
+    (tmp_path / "real" / "deeper").mkdir(parents=True)
+    (tmp_path / "abs").symlink_to(tmp_path / "real")
+    (tmp_path / "rel").symlink_to("abs/deeper/..")
+    for out in (tmp_path / "abs" / "deeper" / "a.json", tmp_path / "rel" / "b.json"):
+        rc, _, err = run_gilty("report", saved, "-o", out)
+        assert rc == 0, err
+    assert json.loads((tmp_path / "real" / "deeper" / "a.json").read_text())["threads"]
+    assert json.loads((tmp_path / "real" / "b.json").read_text())["threads"]
+    rc, _, err = run_gilty("report", saved, "-o", tmp_path / "abs" / "missing" / "c.json")
+    assert rc == 2 and f"no directory {tmp_path}/real/missing" in err, err
+
+
+@ROOT_ONLY
 def test_users_own_link_to_a_file_they_cannot_write_is_refused(planter, saved, tmp_path):
     # The planter's own directory: the link is theirs and so is the directory, but the file is not theirs.
     victim = victim_file(tmp_path)

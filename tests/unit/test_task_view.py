@@ -6,9 +6,7 @@ from gilty.sampling.tasks import AWAITING, NO_AWAIT, TaskView
 
 
 def _view(paths: dict, awaits: dict, counts: list) -> TaskView:
-    return TaskView.from_dict(
-        {"passes": 10, "counts": counts, "paths": paths, "awaits": awaits, "lifetimes": [], "errors": {}}
-    )
+    return TaskView.from_dict({"passes": 10, "counts": counts, "paths": paths, "awaits": awaits, "lifetimes": [], "errors": {}})
 
 
 def test_a_task_awaiting_a_task_never_sampled_is_not_an_await_site():

@@ -457,8 +457,7 @@ def _limit_from_profile(p: StepProfile, served: Optional[float] = None) -> tuple
     if in_progress > 0 and (p.gil_utilisation + p.cpu_starved_passes * in_progress) >= IN_REQUEST_CPU * in_progress:
         return "CPU in Python", (
             f"{workers} {verb('hold')} the GIL {min(1.0, p.gil_utilisation / in_progress):.0%} of the time "
-            f"{'they have' if n != 1 else 'it has'} a request in progress ({in_progress:.0%} of the time){where}"
-            + starved
+            f"{'they have' if n != 1 else 'it has'} a request in progress ({in_progress:.0%} of the time){where}" + starved
         )
     top = next((e for e in p.endpoints if e.file), None)
     where = f", most of it in `{top.label}`" if top is not None else ""

@@ -6,6 +6,8 @@ gilty runs as root beside other users' processes, often in shared directories su
   (``linkat`` through /proc/self/fd); where the filesystem cannot, it gets an unpredictable name made
   with ``O_EXCL|O_NOFOLLOW`` and mode 0600. Nothing another user planted is ever opened, and a
   SIGKILL mid-write leaves nothing behind.
+- the directory is reached one component at a time, and a symlink among them is followed only when
+  trusted (below): a link another user planted (/tmp/reports -> /etc) is refused, not followed.
 - ``-o`` naming a symlink writes what it points to only when every link on the way is trusted (owned
   by gilty's user, or by the owner of the directory holding it, as the kernel's
   ``fs.protected_symlinks`` has it) and the end is a regular file (replaced in its own directory, the
@@ -141,16 +143,70 @@ def _new_file(path: str, absolute: str) -> Destination:
 
 
 def _check_directory(path: str, directory: str) -> None:
+    fd = open_directory(path, directory)
     try:
-        st = os.stat(directory)
-    except FileNotFoundError:
-        raise _refuse(path, f"no directory {directory}") from None
-    except OSError as e:
-        raise _refuse(path, e.strerror or str(e)) from None
-    if not stat.S_ISDIR(st.st_mode):
-        raise _refuse(path, f"{directory} is not a directory")
-    if not os.access(directory, os.W_OK | os.X_OK):
+        writable = os.access(f"/proc/self/fd/{fd}", os.W_OK | os.X_OK)
+    finally:
+        os.close(fd)
+    if not writable:
         raise _refuse(path, f"the directory {directory} is not writable")
+
+
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+
+
+def open_directory(path: str, directory: str) -> int:
+    """An fd of ``directory`` (absolute), reached one component at a time: a symlink on the way is
+    followed only when trusted as ``-o``'s own link is (``_link_trusted``), so a link another user
+    planted in a shared directory (/tmp/reports -> /etc) cannot send the file elsewhere. The fd is what
+    the file is then written through: a component swapped for a link after the check is not followed."""
+    parts = [p for p in directory.split("/") if p and p != "."]
+    parts.reverse()  # a stack: the next component last
+    fd = os.open("/", _DIRECTORY)
+    at = "/"
+    links = 0
+    try:
+        while parts:
+            name = parts.pop()
+            try:
+                nfd = os.open(name, _DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            except FileNotFoundError:
+                raise _refuse(path, f"no directory {os.path.join(at, name)}") from None
+            except OSError as e:
+                st = _lstat_at(name, fd)
+                if st is None or not stat.S_ISLNK(st.st_mode):
+                    raise _refuse(path, f"{os.path.join(at, name)}: {e.strerror or e}") from None
+                link = os.path.join(at, name)
+                if st.st_uid != os.geteuid() and os.fstat(fd).st_uid != st.st_uid:
+                    raise _refuse(
+                        path,
+                        f"{link} is a symlink of uid {st.st_uid} in a directory it does not own; not followed (name its target)",
+                    ) from None
+                links += 1
+                if links > MAX_LINKS:
+                    raise _refuse(path, "too many levels of symbolic links") from None
+                target = os.readlink(name, dir_fd=fd)
+                more = [p for p in target.split("/") if p and p != "."]
+                parts.extend(reversed(more))
+                if target.startswith("/"):
+                    os.close(fd)
+                    fd, at = os.open("/", _DIRECTORY), "/"
+                continue
+            os.close(fd)
+            fd = nfd
+            # ".." of a directory reached through a link is the link target's parent, as the kernel has it.
+            at = os.path.dirname(at) if name == ".." else os.path.join(at, name)
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _lstat_at(name: str, dir_fd: int) -> Optional[os.stat_result]:
+    try:
+        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError:
+        return None
 
 
 def check(path: Optional[str]) -> None:
@@ -258,8 +314,8 @@ def _write_in_place(path: str, target: str, pieces: Iterable) -> None:
 
 
 def _replace(target: str, pieces: Iterable) -> None:
-    directory, name = os.path.split(target)
-    dir_fd = os.open(directory or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    directory, name = os.path.split(os.path.abspath(target))
+    dir_fd = open_directory(target, directory)
     try:
         fd, temp = _open_unnamed(dir_fd, name)
         try:
