@@ -67,6 +67,12 @@ def test_deeper_than_the_walk_is_cut_with_a_marker(interp):
     with running_target(interp, "deep_sleep.py", "120000") as proc:
         rc, out, err = run_gilty("dump", "--pid", proc.pid, "--format", "json", timeout=60)
         assert rc == 0, err
-        stack = thread_named(parse_json(out), "deep-120000")["stack"]
+        thread = thread_named(parse_json(out), "deep-120000")
+        stack = thread["stack"]
         assert stack[0]["function"] == "sleep_at_bottom" and stack[-1]["function"] == CUT_MARKER, (stack[:1], stack[-1:])
         assert len(stack) == 100_001, len(stack)
+        # The frames read have their positions (3.11+): the locals' walk stops where the stack's did
+        # (before, it read 100,000 frames five times over, gave up, and left every position out).
+        assert "positions_error" not in thread, thread.get("positions_error")
+        assert stack[0]["position"]["line"] == BOTTOM and stack[-2]["position"]["line"] == stack[-2]["line"], stack[-2]
+        assert stack[-1]["position"] is None

@@ -16,6 +16,7 @@ use crate::interp::pyobjects::{read_bytes, read_unicode};
 use crate::process::block_cache::BlockCache;
 use crate::process::memory::Memory;
 use gilty_layouts::Layout;
+use std::collections::HashMap;
 use std::io;
 
 // Include/internal/pycore_code.h (3.11+); 3.10 slots get the same kinds from the tuple they come
@@ -76,12 +77,15 @@ pub fn thread_locals(
     let reads = BlockCache::new(target);
     let mem: &dyn Memory = &reads;
     let reprs = ObjectRepr::new(mem, l, types);
+    let mut codes = CodeMemo::default();
     let mut out = Vec::new();
     let mut depth = 0;
     while frame != 0 {
         depth += 1;
         if depth > MAX_DEPTH {
-            return Err(WalkError::Torn);
+            // As the stack walk does: the innermost MAX_DEPTH frames, the outer ones not read
+            // (`matches_stack` pairs them with a stack cut there).
+            break;
         }
         let code = l.frame_code_ptr(mem.read_u64(frame + l.frame_code)?);
         let previous = mem.read_u64(frame + l.frame_previous)?;
@@ -100,7 +104,7 @@ pub fn thread_locals(
                     return Err(WalkError::Torn);
                 }
             } else {
-                out.push(frame_locals(mem, l, &reprs, frame, code, want));
+                out.push(frame_locals(mem, l, &reprs, &mut codes, frame, code, want));
             }
         }
         if previous == frame {
@@ -111,20 +115,35 @@ pub fn thread_locals(
     Ok(out)
 }
 
+/// What one read of a thread learnt of each code object: its name, and the position of each
+/// instruction asked for. A recursion 100,000 frames deep is one code object at one instruction: read
+/// and decoded once, not 100,000 times (15 s for `dump --format json` of such a thread before).
+#[derive(Default)]
+struct CodeMemo {
+    names: HashMap<u64, String>,
+    positions: HashMap<(u64, i64), Option<Position>>,
+}
+
 fn frame_locals(
     mem: &dyn Memory,
     l: &Layout,
     reprs: &ObjectRepr,
+    codes: &mut CodeMemo,
     frame: u64,
     code: u64,
     want: Want,
 ) -> FrameLocals {
-    let name = mem
-        .read_u64(code + l.code_name)
-        .and_then(|p| read_unicode(mem, l, p))
-        .unwrap_or_else(|_| "?".to_owned());
+    let name = codes
+        .names
+        .entry(code)
+        .or_insert_with(|| {
+            mem.read_u64(code + l.code_name)
+                .and_then(|p| read_unicode(mem, l, p))
+                .unwrap_or_else(|_| "?".to_owned())
+        })
+        .clone();
     let position = if want.positions {
-        position(mem, l, frame, code).ok().flatten()
+        position(mem, l, codes, frame, code).ok().flatten()
     } else {
         None
     };
@@ -157,7 +176,13 @@ const MAX_LINETABLE: usize = 1 << 20;
 
 /// 3.11+: the position of the instruction the frame stands on (3.11/3.12 `prev_instr`, 3.13
 /// `instr_ptr`, both pointers into `co_code_adaptive`; the same index the stack's line comes from).
-fn position(mem: &dyn Memory, l: &Layout, frame: u64, code: u64) -> io::Result<Option<Position>> {
+fn position(
+    mem: &dyn Memory,
+    l: &Layout,
+    codes: &mut CodeMemo,
+    frame: u64,
+    code: u64,
+) -> io::Result<Option<Position>> {
     let Some(adaptive) = l.code_code_adaptive else {
         return Ok(None);
     };
@@ -167,6 +192,20 @@ fn position(mem: &dyn Memory, l: &Layout, frame: u64, code: u64) -> io::Result<O
     if index < 0 {
         return Ok(None); // created, no instruction run yet
     }
+    if let Some(known) = codes.positions.get(&(code, index)) {
+        return Ok(*known);
+    }
+    let found = position_of(mem, l, code, index)?;
+    codes.positions.insert((code, index), found);
+    Ok(found)
+}
+
+fn position_of(
+    mem: &dyn Memory,
+    l: &Layout,
+    code: u64,
+    index: i64,
+) -> io::Result<Option<Position>> {
     let table = read_bytes(
         mem,
         l,
@@ -291,11 +330,20 @@ fn variables(
 /// number of frames, each with the same function (`co_name` is the last part of the stack's
 /// qualified name).
 pub fn matches_stack(stack: &[crate::interp::frames::Frame], locals: &[FrameLocals]) -> bool {
+    let stack = cut_off(stack);
     stack.len() == locals.len()
         && stack.iter().zip(locals).all(|(f, l)| {
             (f.function == l.name || f.function.ends_with(&format!(".{}", l.name)))
                 && l.position.is_none_or(|p| p.line == f.line)
         })
+}
+
+/// The stack without the marker of outer frames not read (`CUT_FRAMES`), which has no locals.
+fn cut_off(stack: &[crate::interp::frames::Frame]) -> &[crate::interp::frames::Frame] {
+    match stack.split_last() {
+        Some((last, rest)) if last.function == crate::interp::frames::CUT_FRAMES => rest,
+        _ => stack,
+    }
 }
 
 /// Tries before a thread whose stack keeps moving is reported without locals.
@@ -346,7 +394,16 @@ pub fn locals_for_threads(
                 &types,
                 want,
             ) {
-                Ok(frames) if matches_stack(stack, &frames) => {
+                Ok(mut frames) if matches_stack(stack, &frames) => {
+                    if cut_off(stack).len() < stack.len() {
+                        // One entry per frame of the stack, the marker's empty.
+                        frames.push(FrameLocals {
+                            name: crate::interp::frames::CUT_FRAMES.to_owned(),
+                            variables: Vec::new(),
+                            error: None,
+                            position: None,
+                        });
+                    }
                     result = Ok(frames);
                     break;
                 }
@@ -393,5 +450,27 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A stack cut at `MAX_DEPTH` (its last entry the marker) matches the locals of the frames read;
+    /// one not cut must match frame for frame.
+    #[test]
+    fn a_cut_stack_matches_the_locals_of_the_frames_read() {
+        use crate::interp::frames::{Frame, CUT_FRAMES};
+        let frame = |function: &str, line| Frame {
+            function: function.to_owned(),
+            file: "x.py".to_owned(),
+            line,
+        };
+        let local = |name: &str| FrameLocals {
+            name: name.to_owned(),
+            variables: Vec::new(),
+            error: None,
+            position: None,
+        };
+        let cut = [frame("leaf", 3), frame("descend", 7), frame(CUT_FRAMES, -1)];
+        assert!(matches_stack(&cut, &[local("leaf"), local("descend")]));
+        assert!(!matches_stack(&cut[..2], &[local("leaf")]));
+        assert!(!matches_stack(&cut, &[local("leaf"), local("other")]));
     }
 }
