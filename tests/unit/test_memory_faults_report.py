@@ -1,6 +1,6 @@
 """`gilty memory --faults`'s figures on a synthetic ``FaultWatch.stop()`` result: bytes per function
 scaled by the sampling period and the lost records, the GC mark, the collapsed stacks, the text table,
-the HTML page (escaped), and the JSON keys against docs/memory-faults.md (both ways)."""
+the shared HTML page's memory part (escaped), and the JSON keys against docs/memory-faults.md (both ways)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,10 @@ from gilty.memory import faults
 from gilty.report.memory import html as memory_html
 from gilty.report.memory import json as memory_json
 from gilty.report.memory import text as memory_text
+from gilty.report.recording import html as html_report
+from gilty.sampling.session import Recording
 from test_memory_report import default_session
+from test_report_html import embedded_data
 
 DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "memory-faults.md"
 HOSTILE = "</script><b>x"
@@ -95,15 +98,31 @@ def test_text_table():
     assert "Who copied" not in memory_text.render(default_session())
 
 
-def test_html_page_has_the_flame_graph_and_escapes():
+def test_html_page_is_the_shared_report_with_the_memory_part():
     session = default_session()
     r = raw()
     r["rows"][3]["samples"] = 5
     session.faults = r
     page = memory_html.render(session)
-    assert '<div id="faults-flamegraph"><svg' in page and "handle (app.py:12)" in page
-    assert HOSTILE not in page
-    assert "<h1>gilty memory</h1>" in memory_html.render(default_session())
+    # The shared page (its flame graph section, the memory part's script), titled as a memory report.
+    assert 'id="flame-section"' in page and 'id="memory-section"' in page and "const MEM = DATA.memory;" in page
+    assert "<title>gilty memory: pid 100</title>" in page
+    # The hostile name is in the page's data only, escaped; the flame graph is drawn from the collapsed stacks.
+    assert HOSTILE not in page and "<img" not in page
+    data = embedded_data(page)
+    part = data["memory"]
+    assert data["processes"] == [] and part["report"]["kind"] == "memory"
+    assert any(line.startswith(f"{HOSTILE} (x,y.py:1);[unknown] [C] ") for line in part["report"]["faults"]["collapsed"])
+    # The figures are the JSON report's and the text report's, the samples cut to the last.
+    whole = json.loads(memory_json.render(session))
+    for shown, full in zip(part["report"]["processes"], whole["processes"]):
+        assert shown["samples"] == full["samples"][-1:] and shown["samples_measured"] == len(full["samples"])
+        assert shown["cow"] == full["cow"] and shown["since_fork"] == full["since_fork"]
+    assert part["report"]["summary"] == whole["summary"] and part["text"] == memory_text.render(session)
+    assert part["headline"] == memory_text.render(session).splitlines()[0]
+    # Without --faults, no fault part; the memory script is on memory pages only.
+    assert embedded_data(memory_html.render(default_session()))["memory"]["report"]["faults"] is None
+    assert "const MEM = DATA.memory;" not in html_report.render(Recording(rate_hz=100.0))
 
 
 def documented_keys() -> set:

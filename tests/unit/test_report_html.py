@@ -47,7 +47,7 @@ def test_data_holds_processes_threads_stacks_and_blame():
     io1 = next(t for t in first["threads"] if t["name"] == "io-1")
     assert io1["blame"][0]["holder"] == "metrics" and io1["blame"][0]["fraction"] == 1.0
     assert io1["convoy"]["is_convoy"] is True
-    assert first["memory"] is None
+    assert data["memory"] is None
 
 
 def test_exact_histograms_are_included():

@@ -26,7 +26,7 @@ from gilty.sampling import capture
 DEFAULT_INTERVAL_S = 1.0
 DEFAULT_GC_POLL_MS = 1.0
 MIN_INTERVAL_S = 0.05
-# html: the text report on a page, with --faults's flame graph above it.
+# html: the shared report page with a memory part (report/memory/html.py).
 FORMATS = ("text", "json", "html")
 
 

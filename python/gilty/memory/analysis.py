@@ -303,6 +303,39 @@ def warnings(session: MemorySession) -> list:
 ESTIMATED_SPLIT_SHARE = 0.25
 
 
+def gc_split(session: MemorySession) -> dict:
+    """The workers' copying split between garbage collection and outside it, in bytes, with the part
+    of the split that is an estimate and, when that part is large, the summary's sentence saying so."""
+    workers = session.workers
+    cows = [cow_of(w) for w in workers]
+    gc_b = sum(c["during_gc_bytes"] for c in cows)
+    out_b = sum(c["outside_gc_bytes"] for c in cows)
+    estimated = sum(c["ambiguous_bytes"] for c in cows)
+    tracked = any(c["baseline_shared_bytes"] is not None for c in cows)
+    per_worker = (gc_b + out_b) / len(workers) if workers else 0.0
+    caveat = None
+    if tracked and per_worker >= SMALL_COW_BYTES and estimated >= ESTIMATED_SPLIT_SHARE * (gc_b + out_b):
+        # A collection and other copying between the same two scans, before any interval without a
+        # collection gave the background rate: the split above is a guess (measured: a touch 0.1 s
+        # before a collection, 18.4 MiB per worker outside GC, read as 31.8 of 32.1 MiB in GC).
+        more = (
+            "the copies by code are below"
+            if session.faults is not None
+            else "`gilty memory --faults` attributes each copy to the code that made it"
+        )
+        caveat = (
+            f"{mib(estimated):.1f} MiB of that split between GC and outside it is an estimate (copying outside a "
+            f"collection and the collection fell between the same two page scans): {more}."
+        )
+    return {
+        "tracked": tracked,
+        "during_gc_bytes": gc_b,
+        "outside_gc_bytes": out_b,
+        "estimated_bytes": estimated,
+        "caveat": caveat,
+    }
+
+
 def summary(session: MemorySession) -> list:
     """Issue 5: how much the tree would save, where private growth comes from, what to do."""
     lines = []
@@ -367,20 +400,9 @@ def summary(session: MemorySession) -> list:
             "(arrays, mmap'd files, a cache server), touch less of it per request, or recycle workers "
             "(gunicorn --max-requests)."
         )
-    estimated = sum(c["ambiguous_bytes"] for c in cows)
-    if tracked and per_worker >= SMALL_COW_BYTES and estimated >= ESTIMATED_SPLIT_SHARE * (gc_b + out_b):
-        # A collection and other copying between the same two scans, before any interval without a
-        # collection gave the background rate: the split above is a guess (measured: a touch 0.1 s
-        # before a collection, 18.4 MiB per worker outside GC, read as 31.8 of 32.1 MiB in GC).
-        more = (
-            "the copies by code are below"
-            if session.faults is not None
-            else "`gilty memory --faults` attributes each copy to the code that made it"
-        )
-        lines.append(
-            f"{mib(estimated):.1f} MiB of that split between GC and outside it is an estimate (copying outside a "
-            f"collection and the collection fell between the same two page scans): {more}."
-        )
+    caveat = gc_split(session)["caveat"]
+    if caveat:
+        lines.append(caveat)
     if sav["at_risk_bytes"] >= SMALL_COW_BYTES:
         lines.append(
             f"{sav['workers_without_full_collection']} worker(s) have not run a full collection yet; each will copy about "

@@ -643,13 +643,6 @@
     document.getElementById("exact-section").hidden = !any;
   }
 
-  function memory() { // hook: drawn only when a recording carries memory data
-    const procs = DATA.processes.filter((p) => p.memory);
-    if (!procs.length) return;
-    document.getElementById("memory-section").hidden = false;
-    for (const p of procs) add(document.getElementById("memory"), "pre", {}, JSON.stringify(p.memory, null, 2));
-  }
-
   header();
   GILTY_SOURCE.draw(DATA, stateColor, secs);
   flameControls();
@@ -659,6 +652,5 @@
   convoy();
   errorPaths();
   exact();
-  memory();
   document.body.setAttribute("data-ready", "1");
 })();

@@ -1,44 +1,41 @@
-"""One page of ``gilty memory``: the text report, and with --faults the flame graph of the writes
-that copied pages shared with the master (widths in KiB copied)."""
+"""``gilty memory --format html``: the shared HTML report (report/recording/html.py) with a memory part,
+drawn by report/html/memory.js from one key of the page's JSON.
+
+The part's figures are those of the other memory formats, not recomputed: the JSON report itself
+(``report``, what ``--format json`` writes, each process's samples cut to the last one), the text
+report's first line and whole text, and the GC / outside split with its caveat (memory.analysis).
+With --faults, the collapsed stacks of the JSON report are drawn as a flame graph by the page's JS,
+with textContent, so function names from the target are never parsed as markup.
+"""
 
 from __future__ import annotations
 
-import html as html_mod
-
-from gilty.memory import faults
+from gilty.memory import analysis
 from gilty.memory.session import MemorySession
+from gilty.report.memory import json as memory_json
 from gilty.report.memory import text
-from gilty.sampling import launch
+from gilty.report.recording import html as html_report
+from gilty.sampling.session import Recording
+
+# The page has no recording; its rate only labels an empty header, which memory.js replaces.
+RATE_HZ = 100.0
 
 
-def _flame_graph(raw) -> str:
-    s = faults.summary(raw)
-    if s is None:
-        return ""
-    if not s["collapsed"]:
-        return "<h2>Who copied shared pages</h2><p>No sampled fault copied a page shared with the master.</p>"
-    svg = launch.native_module().flamegraph_svg(
-        s["collapsed"],
-        "gilty memory --faults: writes that copied shared pages",
-        f"{s['copied_bytes'] / 2**20:.1f} MiB copied; frames under {faults.GC_FRAME} ran in a collection",
-        "KiB",
-    )
-    # Inline, so that its own script (zoom, search) runs in the page: the XML prologue goes.
-    return f'<h2>Who copied shared pages</h2><div id="faults-flamegraph">{svg[svg.index("<svg") :]}</div>'
+def page_part(session: MemorySession) -> dict:
+    """The page JSON's ``memory`` key."""
+    report = memory_json.report(session)
+    for proc in report["processes"]:
+        # The table shows each process's last measurement; a long run's every sample would be most of the page.
+        proc["samples_measured"] = len(proc["samples"])
+        proc["samples"] = proc["samples"][-1:]
+    return {
+        "headline": text.headline(session),
+        "helpers": [f"helper {rec.pid}, not a worker: {rec.helper}" for rec in session.helpers],
+        "split": analysis.gc_split(session),
+        "report": report,
+        "text": text.render(session),
+    }
 
 
 def render(session: MemorySession) -> str:
-    body = html_mod.escape(text.render(session))
-    return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>gilty memory</title>
-<style>
-body {{ font: 14px/1.45 system-ui, sans-serif; margin: 16px 24px; color: #1d232a; }}
-pre {{ font-size: 12px; }} #faults-flamegraph {{ border: 1px solid #dde1e5; }}
-#faults-flamegraph > svg {{ width: 100%; height: auto; display: block; }}
-</style></head><body>
-<h1>gilty memory</h1>
-{_flame_graph(session.faults)}
-<h2>Report</h2>
-<pre id="memory-text">{body}</pre>
-</body></html>
-"""
+    return html_report.render(Recording(rate_hz=RATE_HZ), memory=page_part(session))

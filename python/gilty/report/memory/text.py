@@ -145,20 +145,25 @@ def fault_table(raw) -> list:
     return lines
 
 
-def render(session: MemorySession) -> str:
+def headline(session: MemorySession) -> str:
+    """The report's first line: the master, its workers and helpers, how long and how often."""
     master = session.master
-    lines = []
-    if session.partial:
-        lines.append(f"PARTIAL: {session.partial_reason}")
     what = master.cmdline if master and master.cmdline else "?"
     py = f", Python {master.python}" if master and master.python else ""
     n = len(session.workers)
     h = len(session.helpers)
     helpers = f", {h} helper{'s' * (h != 1)}" if h else ""
-    lines.append(
+    return (
         f"gilty memory: master pid {session.master_pid} ({what[:60]}){py}; {n} worker{'s' * (n != 1)}{helpers}; "
         f"{session.duration_s:.1f} s, every {session.interval_s:g} s"
     )
+
+
+def render(session: MemorySession) -> str:
+    lines = []
+    if session.partial:
+        lines.append(f"PARTIAL: {session.partial_reason}")
+    lines.append(headline(session))
     for rec in session.helpers:
         lines.extend(_wrap(f"helper {rec.pid}, not a worker: {rec.helper}", "  ", "    "))
     lines.append("")

@@ -297,7 +297,6 @@ def _process(
         "stack_slots": [slots for _entry, slots in samples],
         "slot_edges": edges,
         "exact_gc": gc,
-        "memory": None,  # hook: a memory recording of the same processes, when there is one
         "tasks": task_view.html_data(session),  # `record --tasks`: drawn by tasks.js
     }
 
@@ -307,6 +306,7 @@ def page_data(
     load: Optional[dict] = None,
     specialization: Optional[dict] = None,
     options: Optional[PictureOptions] = None,
+    memory: Optional[dict] = None,
 ) -> dict:
     frames: dict = {}
     frame_list: list = []
@@ -333,6 +333,7 @@ def page_data(
         "options": {"idle": bool(options.idle), "merge_workers": merges(recording, options), "lines": bool(options.lines)},
         "load": load,  # a `gilty load` report (drawn by load.js), or None
         "specialization": specialization,  # a `gilty specialization` part (specialization.js), or None
+        "memory": memory,  # a `gilty memory` part (memory.js, report/memory/html.py), or None
         # The hot functions' lines by state (source.js), or None without Python lines.
         "source_view": source_view_data(recording, options.source_functions, bool(options.idle)),
     }
@@ -353,13 +354,17 @@ def _inlined(name: str) -> str:
     return text
 
 
-def title(recording: Recording, specialization: Optional[dict] = None, load: Optional[dict] = None) -> str:
+def title(
+    recording: Recording, specialization: Optional[dict] = None, load: Optional[dict] = None, memory: Optional[dict] = None
+) -> str:
     if load is not None and load.get("kind") == "load" and load.get("urls"):
         # A load run is the page's subject, whatever recording of a step is drawn below it.
         return "gilty load: " + ", ".join(u["url"] for u in load["urls"])
     labels = [process_label(s) for s in recording.sessions]
     if not labels and specialization and specialization.get("processes"):
         return "gilty specialization: pid " + ", ".join(str(p["pid"]) for p in specialization["processes"])
+    if not labels and memory is not None:
+        return f"gilty memory: pid {memory['report']['master_pid']}"
     return "gilty: " + (labels[0] if len(labels) == 1 else f"{len(labels)} processes")
 
 
@@ -368,17 +373,21 @@ def render(
     load: Optional[dict] = None,
     specialization: Optional[dict] = None,
     options: Optional[PictureOptions] = None,
+    memory: Optional[dict] = None,
 ) -> str:
     """The page of a recording; with ``load`` (a `gilty load` JSON report) also the load part, with
-    ``specialization`` (``specialization_html.report_data``) the specialization part."""
+    ``specialization`` (``specialization_html.report_data``) the specialization part, with ``memory``
+    (``report.memory.html.page_part``) the memory part."""
     css, js = _inlined("report.css"), _inlined("dom.js") + "\n" + _inlined("source.js") + "\n" + _inlined("report.js")
     if load is not None:
         css, js = css + _inlined("load.css"), js + "\n" + _inlined("load.js")
     if specialization is not None:
         css, js = css + _inlined("specialization.css"), js + "\n" + _inlined("specialization.js")
+    if memory is not None:
+        css, js = css + _inlined("memory.css"), js + "\n" + _inlined("memory.js")
     if task_view.sessions_with_tasks(recording):
         js = js + "\n" + _inlined("tasks.js")
-    parts = {"CSS": css, "JS": js, "DATA": script_json(page_data(recording, load, specialization, options))}
-    page = _asset("report.html").replace("@TITLE@", html.escape(title(recording, specialization, load)))
+    parts = {"CSS": css, "JS": js, "DATA": script_json(page_data(recording, load, specialization, options, memory))}
+    page = _asset("report.html").replace("@TITLE@", html.escape(title(recording, specialization, load, memory)))
     # One pass: text substituted in is never searched for tokens again.
     return _TOKEN.sub(lambda m: parts[m.group(1)], page)
