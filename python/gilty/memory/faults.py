@@ -85,6 +85,24 @@ def collapsed(raw: dict) -> list:
     return [f"{stack} {round(kib)}" for stack, kib in sorted(acc.items(), key=lambda kv: -kv[1]) if round(kib) > 0]
 
 
+# Copying samples of one worker needed before its copies are split between GC and outside it by
+# them: a share read from fewer is mostly noise.
+MIN_SPLIT_SAMPLES = 20
+
+
+def gc_share(raw: Optional[dict], pid: int) -> Optional[float]:
+    """The share of ``pid``'s sampled copying faults taken during a collection (None: no --faults, or
+    too few of its faults sampled). A fault is in GC or not when it happens, so this is measured, where
+    the page scans' split of an interval holding both is an estimate."""
+    if raw is None:
+        return None
+    rows = [r for r in raw["rows"] if r["pid"] == pid]
+    n = sum(r["samples"] for r in rows)
+    if n < MIN_SPLIT_SAMPLES:
+        return None
+    return sum(r["samples"] for r in rows if r["gc"]) / n
+
+
 def per_worker(raw: dict) -> dict:
     scale = _scale(raw)
     acc: dict = defaultdict(int)

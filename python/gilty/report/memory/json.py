@@ -23,7 +23,7 @@ def _sample(s: dict) -> dict:
     return out
 
 
-def _process(rec: ProcessRecord) -> dict:
+def _process(rec: ProcessRecord, faults) -> dict:
     cost = analysis.cost_of(rec)
     return {
         "pid": rec.pid,
@@ -35,7 +35,7 @@ def _process(rec: ProcessRecord) -> dict:
         "first_seen_s": _round(rec.first_seen),
         "exited_s": _round(rec.exited),
         "samples": [_sample(s) for s in rec.samples],
-        "cow": analysis.cow_of(rec),
+        "cow": analysis.cow_of(rec, faults),
         "since_fork": since_fork_of(rec),
         "gc": _gc(rec),
         "gc_note": rec.gc_note,
@@ -78,7 +78,7 @@ def report(session: MemorySession) -> dict:
             "gc_poll_interval_s": session.gc_poll_s,
             "cow": session.cow_method(),
         },
-        "processes": [_process(p) for p in session.ordered()],
+        "processes": [_process(p, session.faults) for p in session.ordered()],
         "tree": [
             {"t": _round(t["t"]), "rss": t["rss"], "pss": t["pss"], "uss": t["uss"], "processes": t["processes"]}
             for t in analysis.tree_timeline(session)

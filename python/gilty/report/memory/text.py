@@ -31,7 +31,7 @@ def _memory_table(session: MemorySession) -> list:
             lines.append(f"{_label(rec):<26}  (not measured)")
             continue
         s = rec.samples[-1]
-        cow = analysis.cow_of(rec)
+        cow = analysis.cow_of(rec, session.faults)
         tracked = cow["baseline_shared_bytes"] is not None
         lines.append(
             f"{_label(rec):<26}{_m(s['rss']):>8}{_m(s['pss']):>8}{_m(s['uss']):>8}"
@@ -92,7 +92,7 @@ def _method(session: MemorySession) -> list:
         g = analysis.gc_of(rec)
         if g and g["missed_collections"]:
             missed += sum(g["missed_collections"])
-    ambiguous = sum(analysis.cow_of(r)["ambiguous_bytes"] for r in session.processes.values())
+    ambiguous = sum(analysis.cow_of(r, session.faults)["ambiguous_bytes"] for r in session.processes.values())
     method = session.cow_method() or "none (pagemap unreadable)"
     text = (
         f"GC windows: the `collecting` flag of each Python process polled every {session.gc_poll_s * 1e3:g} ms "
@@ -101,6 +101,8 @@ def _method(session: MemorySession) -> list:
         f"shared when first measured, rescanned every {session.interval_s:g} s and when a collection starts or ends; "
         f"{mib(ambiguous):.1f} MiB were attributed by estimate (see docs/memory.md)."
     )
+    if any(analysis.cow_of(w, session.faults)["gc_split_by"] == "page faults" for w in session.workers):
+        text += " The workers' copies are split between GC and outside it as their sampled page faults were (--faults)."
     elapsed = stats.get("elapsed_s") or session.duration_s or 0
     cpu = (stats.get("measuring_cpu_s") or 0) + (poll.get("cpu_s") or 0)
     per_proc = [analysis.cost_of(r) for r in session.ordered() if r.samples]
