@@ -12,12 +12,11 @@ hand (docs/memory-faults.md).
 
 from __future__ import annotations
 
-import json
 import subprocess
 
 import pytest
-from conftest import TARGETS, assert_one_error_line, gilty_command, gilty_env, note, one_version
-from test_memory import run_memory
+from conftest import assert_one_error_line, gilty_command, gilty_env, note, one_version
+from fault_server_support import fault_server_run
 
 MIB = 1 << 20
 TOLERANCE = 0.20
@@ -38,38 +37,9 @@ def fault_run(interp):
             "the attribution reads only the stack and the GC flag, tested per version elsewhere: "
             "checked on pyenv 3.12 and 3.13 only (suite time)"
         )
-    popen = subprocess.Popen(
-        [interp.path, str(TARGETS / "fault_server.py")],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        line = popen.stdout.readline()
-        assert line.startswith("pids "), f"fault server: {line!r}"
-        master, *workers = (int(x) for x in line.split()[1:])
-
-        def go():
-            popen.stdin.write("go\n")
-            popen.stdin.flush()
-            return [json.loads(popen.stdout.readline()) for _ in workers]
-
-        rc, report, err, results = run_memory(master, 20.0, action=go, extra=("--faults",), stop_after_action_s=1.5)
+    with fault_server_run(interp.path, ("--faults",)) as (rc, report, err, results, master, workers):
         assert rc == 0 and report, f"gilty memory exited {rc}:\n{err}"
         yield report, workers, results, master
-    finally:
-        try:
-            popen.stdin.write("end\n")
-            popen.stdin.close()
-        except OSError:
-            pass
-        try:
-            popen.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            popen.kill()
-            popen.wait()
 
 
 def _by_function(report: dict) -> dict:

@@ -19,8 +19,8 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO, TARGETS, one_version
-from test_memory import run_memory
+from conftest import REPO, one_version
+from fault_server_support import fault_server_run
 
 FAULT_ENV = {"FAULT_FLOATS": "300000", "FAULT_LISTS": "100000"}  # ~30 MiB of shared heap: quick to build
 HOSTILE = "</script><img src=x onerror=alert(1)>"
@@ -42,41 +42,11 @@ def memory_page(interp, tmp_path_factory):
         pytest.skip(interp.skip_reason)
     one_version(interp, "the page draws the memory JSON report, read the same on every version")
     page = tmp_path_factory.mktemp("memory-html") / "memory.html"
-    popen = subprocess.Popen(
-        [interp.path, str(TARGETS / "fault_server.py")],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-        env=dict(os.environ, **FAULT_ENV),
-    )
-    try:
-        line = popen.stdout.readline()
-        assert line.startswith("pids "), f"fault server: {line!r}"
-        master, *workers = (int(x) for x in line.split()[1:])
-
-        def go():
-            popen.stdin.write("go\n")
-            popen.stdin.flush()
-            return [json.loads(popen.stdout.readline()) for _ in workers]
-
-        # The last --format wins: the page is written to -o, stdout stays empty.
-        extra = ("--faults", "--format", "html", "-o", str(page))
-        rc, _report, err, _ = run_memory(master, 20.0, action=go, extra=extra, stop_after_action_s=1.5)
+    # The last --format wins: the page is written to -o, stdout stays empty.
+    extra = ("--faults", "--format", "html", "-o", str(page))
+    with fault_server_run(interp.path, extra, FAULT_ENV) as (rc, _report, err, _results, master, workers):
         assert rc == 0 and page.exists(), f"gilty memory exited {rc}:\n{err}"
         yield page, master, workers
-    finally:
-        try:
-            popen.stdin.write("end\n")
-            popen.stdin.close()
-        except OSError:
-            pass
-        try:
-            popen.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            popen.kill()
-            popen.wait()
 
 
 @pytest.mark.interpreter
