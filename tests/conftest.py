@@ -27,11 +27,15 @@ from typing import Optional
 
 import pytest
 
-# A suite started in the background of a script (`cmd &`, nohup) inherits SIGINT ignored, and so would
-# every gilty it starts: the Ctrl-C trials would then test nothing but that. A terminal's foreground
-# process has it at the default, which is what the tests stand for.
+# A suite started in the background of a script (`cmd &`, nohup) inherits SIGINT and SIGQUIT ignored,
+# and so would every gilty and target it starts: the Ctrl-C trials would then test nothing but that,
+# and a target sent SIGQUIT for a kernel core would not dump one (test_core_files waited 60 s on 3.14
+# and 3.15 in two such runs). A terminal's foreground process has both at the default, which is what
+# the tests stand for.
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+if signal.getsignal(signal.SIGQUIT) == signal.SIG_IGN:
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
 
 REPO = Path(__file__).resolve().parent.parent
 TARGETS = REPO / "tests" / "targets"

@@ -88,10 +88,6 @@ def _kernel_core(interpreter: str, script: str, directory: Path, ready) -> tuple
         assert proc.stdout.readline().strip() == b"ready"
         live = _live_dump_when(proc.pid, ready)
         gdb_core = _gcore(proc.pid, directory)[0] if GCORE else None
-        # gdb attaches with PTRACE_ATTACH, whose SIGSTOP it consumes; on a loaded machine one can
-        # arrive after it detached and stop the whole target, which a SIGQUIT then does not end (CI
-        # waited 60 s on 3.14 and 3.15 in a row). SIGCONT drops a stop still pending and ends one taken.
-        proc.send_signal(signal.SIGCONT)
         started = time.monotonic()
         proc.send_signal(signal.SIGQUIT)
         proc.wait(timeout=60)
