@@ -134,8 +134,17 @@ def server_sections(labels: list, profiles: list) -> list:
                 what += f": {top['code']}"
             lines.append(f"  {e.label:<34} {e.task_s:>8.2f} {cells}  {what}")
     loop_lines = []
+    steps_with = {}  # (pid, tid) -> [the loop at each step it was seen]
+    for p in profiles:
+        for loop in p.loops if p is not None else []:
+            steps_with.setdefault((loop.pid, loop.tid), []).append(loop)
+    # A loop that never left its selector at any step (gunicorn's arbiter has one) is one line, not one
+    # per step: it served none of the load.
+    quiet = {key for key, seen in steps_with.items() if all(x.spans == 0 and x.lag_s == 0 for x in seen)}
     for label, p in zip(labels, profiles):
         for loop in p.loops if p is not None else []:
+            if (loop.pid, loop.tid) in quiet:
+                continue
             top = loop.culprits[0] if loop.culprits else None
             where = f"; {top.seconds / loop.lag_s:.0%} under {top.site}, {top.doing}" if top and loop.lag_s else ""
             loop_lines.append(
@@ -143,6 +152,12 @@ def server_sections(labels: list, profiles: list) -> list:
                 f"{loop.spans} lag spans > {loop.threshold_s * 1e3:g} ms (max {loop.max_span_s * 1e3:.0f} ms), "
                 f"lagging {loop.lag_share:.0%}{where}"
             )
+    for pid, tid in sorted(quiet):
+        seen = steps_with[(pid, tid)]
+        loop_lines.append(
+            f"{'every step':>12}: pid {pid} {seen[0].thread}: at its selector {min(x.at_rest for x in seen):.0%} or more, "
+            f"no lag span > {seen[0].threshold_s * 1e3:g} ms"
+        )
     if loop_lines:
         lines.append("")
         lines.append("Event loops (asyncio; a lag span: the loop did not get back to its selector):")
