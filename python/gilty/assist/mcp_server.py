@@ -5,9 +5,8 @@ an MCP tool error (``is_error``) whose text is the command line's one line.
 
 Written against mcp 2.3 (``MCPServer`` is v1's ``FastMCP``). Tools are coroutines that hand the work
 to a worker thread: the server keeps answering (a ping, a list of tools) while a record runs, and a
-cancelled call stops its record (memory, specialization) at the next slice instead of running
-out its duration. Not
-``from __future__ import annotations``: the server reads the tools' signatures for their schemas.
+cancelled call stops its record (memory, specialization run) at the next slice instead of running
+out its duration. Not ``from __future__ import annotations``: the server reads the tools' signatures for their schemas.
 """
 
 import sys
