@@ -1,9 +1,11 @@
 """`gilty mcp` (issue 32, item 4) driven by the `mcp` package's own client (``stdio_client`` and
-``ClientSession``, tests/integration/mcp_client.py) over stdio, against live targets: the four tools
+``ClientSession``, tests/integration/mcp_client.py) over stdio, against live targets: the tools
 are listed with their schemas, a dump is the command line's JSON word for word, a one-second record
 holds the target's threads, a failure is gilty's one line as a tool error and the server goes on
 serving, a record past the bound is refused before anything is attached, and the saved-report tools
-(compare, load_knee) answer as `gilty compare` and `gilty report` do.
+(compare, load_knee) answer as `gilty compare` and `gilty report` do; memory (on a fork pool) and
+specialization answer with the keys, pids and roles of `gilty memory` and `gilty specialization`
+with --format json.
 
 The client and the server run in a venv of the interpreter under test with the pinned `mcp`
 (package_venvs.venv_python; skipped with the reason when it cannot be installed), the server as
