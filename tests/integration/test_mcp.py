@@ -1,9 +1,11 @@
 """`gilty mcp` (issue 32, item 4) driven by the `mcp` package's own client (``stdio_client`` and
-``ClientSession``, tests/integration/mcp_client.py) over stdio, against live targets: the four tools
+``ClientSession``, tests/integration/mcp_client.py) over stdio, against live targets: the tools
 are listed with their schemas, a dump is the command line's JSON word for word, a one-second record
 holds the target's threads, a failure is gilty's one line as a tool error and the server goes on
 serving, a record past the bound is refused before anything is attached, and the saved-report tools
-(compare, load_knee) answer as `gilty compare` and `gilty report` do.
+(compare, load_knee) answer as `gilty compare` and `gilty report` do; memory (on a fork pool) and
+specialization answer with the keys, pids and roles of `gilty memory` and `gilty specialization`
+with --format json.
 
 The client and the server run in a venv of the interpreter under test with the pinned `mcp`
 (package_venvs.venv_python; skipped with the reason when it cannot be installed), the server as
@@ -14,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -39,7 +42,7 @@ pytestmark = pytest.mark.interpreter
 
 MCP_PIN = "mcp==2.3.0"  # pyproject.toml's `mcp` extra
 CLIENT = Path(__file__).with_name("mcp_client.py")
-TOOLS = {"dump", "dump_core", "record", "compare", "load_knee"}
+TOOLS = {"dump", "dump_core", "record", "memory", "specialization", "compare", "load_knee"}
 THREAD_NAMES = ["plain-ascii", "wörker-é", "線程", "snake-🐍"]  # tests/targets/thread_names.py
 
 
@@ -89,11 +92,19 @@ def error_of(answer: dict) -> str:
     return text_of(answer)
 
 
-def test_the_four_tools_are_listed_with_their_input_schemas(mcp_python):
+def test_the_tools_are_listed_with_their_input_schemas(mcp_python):
     (listed,) = session(mcp_python, ["list_tools"])
     tools = {tool["name"]: tool for tool in listed["tools"]}
     assert set(tools) == TOOLS
-    required = {"dump": ["pid"], "dump_core": ["core"], "record": ["pid"], "compare": ["a", "b"], "load_knee": ["path"]}
+    required = {
+        "dump": ["pid"],
+        "dump_core": ["core"],
+        "record": ["pid"],
+        "memory": ["pid"],
+        "specialization": ["pid"],
+        "compare": ["a", "b"],
+        "load_knee": ["path"],
+    }
     for name, tool in tools.items():
         schema = tool["input_schema"]
         assert schema["type"] == "object" and schema["required"] == required[name], (name, schema)
@@ -108,6 +119,12 @@ def test_the_four_tools_are_listed_with_their_input_schemas(mcp_python):
     assert (duration["type"], duration["maximum"], duration["exclusiveMinimum"]) == ("number", 60, 0)
     assert (rate["minimum"], rate["maximum"]) == (0.1, 1000)
     assert "60 s" in tools["record"]["description"]
+    assert set(tools["memory"]["input_schema"]["properties"]) == {"pid", "duration", "faults"}
+    assert set(tools["specialization"]["input_schema"]["properties"]) == {"pid", "duration"}
+    for name in ("memory", "specialization"):
+        duration = tools[name]["input_schema"]["properties"]["duration"]
+        assert (duration["type"], duration["maximum"], duration["exclusiveMinimum"]) == ("number", 60, 0), name
+        assert f"gilty {name} --pid" in tools[name]["description"] and "60 s" in tools[name]["description"]
 
 
 def test_dump_of_a_live_target_is_the_command_line_json(mcp_python, named_threads):
@@ -304,3 +321,83 @@ def test_a_core_file_and_free_threading_answer_as_the_command_line(mcp_python, n
     readiness = json_of(ft)["free_threading"]
     assert readiness["asked"] is True and readiness["verdict"], readiness
     assert readiness["modules"], readiness  # the extension modules, read only when asked
+
+
+def _same_shape(tool: dict, cli: dict, what: str) -> None:
+    """The same keys, at the top and one level down (the figures differ from run to run)."""
+    assert set(tool) == set(cli), (what, set(tool) ^ set(cli))
+    for key, value in cli.items():
+        if isinstance(value, dict):
+            assert set(tool[key]) == set(value), (what, key, set(tool[key]) ^ set(value))
+
+
+def test_memory_of_a_prefork_pool_is_the_command_line_json(mcp_python, interp):
+    # A small fork pool (tests/targets/pool_workers.py): a master and two workers.
+    env = dict(os.environ, POOL_WORKERS="2", POOL_RECORDS="20000")
+    popen = subprocess.Popen(
+        [interp.path, str(TARGETS / "pool_workers.py")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        line = popen.stdout.readline().decode()
+        assert line.startswith("pids "), line
+        master, *workers = (int(x) for x in line.split()[1:])
+        log: list = []
+        answer, too_long = session(
+            mcp_python, ["memory", {"pid": master, "duration": 1}], ["memory", {"pid": master, "duration": 61}], log=log
+        )
+        rc, out, err = run_gilty("memory", "--pid", master, "--duration", "1", "--format", "json", timeout=60)
+    finally:
+        popen.stdin.close()  # the pool's master exits on the end of its stdin, its workers with it
+        try:
+            popen.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(popen.pid, signal.SIGKILL)
+            popen.wait()
+    assert rc == 0, err
+    tool, cli = json_of(answer), parse_json(out, "gilty memory --format json")
+    assert tool["kind"] == cli["kind"] == "memory" and tool["master_pid"] == cli["master_pid"] == master
+    for key in ("format_version", "requested_duration_s", "interval_s", "partial", "method"):
+        assert tool[key] == cli[key], key
+    assert (tool["requested_duration_s"], tool["interval_s"], tool["partial"]) == (1.0, 1.0, False)
+    roles = {(p["pid"], p["role"]) for p in tool["processes"]}
+    assert roles == {(p["pid"], p["role"]) for p in cli["processes"]}
+    assert roles == {(master, "master"), *((w, "worker") for w in workers)}, roles
+    _same_shape(tool, cli, "memory report")
+    for mine, theirs in zip(tool["processes"], cli["processes"]):
+        _same_shape(mine, theirs, f"process {mine['pid']}")
+    assert tool["faults"] == cli["faults"]  # without --faults, both say none were sampled
+    # Refused before attaching: the one run said it measures, the refusal did not.
+    assert error_of(too_long).startswith("gilty: error: duration 61 s is out of bounds: a memory run from the mcp server")
+    assert log[0].count(f"gilty: measuring pid {master} ") == 1, log[0]
+
+
+def test_specialization_of_a_live_target_is_the_command_line_json(mcp_python, interp, tmp_path):
+    with running_target(interp, "specialization_sites.py", "run", str(tmp_path / "run.json")) as proc:
+        log: list = []
+        answer, refused = session(
+            mcp_python,
+            ["specialization", {"pid": proc.pid, "duration": 1}],
+            ["specialization", {"pid": proc.pid, "duration": 0}],
+            log=log,
+        )
+        rc, out, err = run_gilty("specialization", "--pid", proc.pid, "--duration", "1", "--format", "json", timeout=60)
+    assert rc == 0, err
+    tool, cli = json_of(answer), parse_json(out, "gilty specialization --format json")
+    assert tool["schema"] == cli["schema"] == "gilty.specialization.report/1"
+    _same_shape(tool, cli, "specialization report")
+    for key in ("requested_duration_s", "rate_hz", "read_interval_s", "partial_reason", "skipped"):
+        assert tool["session"][key] == cli["session"][key], key
+    assert (tool["session"]["requested_duration_s"], tool["session"]["rate_hz"]) == (1.0, 500.0)
+    assert [p["pid"] for p in tool["session"]["processes"]] == [p["pid"] for p in cli["session"]["processes"]] == [proc.pid]
+    # The target's hot sites, named by both (which of them rank first varies with the run).
+    assert tool["sites"] and cli["sites"]
+    assert set(tool["sites"][0]) == set(cli["sites"][0])
+    hot = {s["qualname"] for s in tool["sites"]} & {s["qualname"] for s in cli["sites"]}
+    assert hot, ([s["qualname"] for s in tool["sites"]], [s["qualname"] for s in cli["sites"]])
+    assert error_of(refused).startswith("gilty: error: duration 0 s is out of bounds: a specialization run from the mcp server")
+    assert log[0].count(f"gilty: sampling pid {proc.pid} ") == 1, log[0]

@@ -54,6 +54,45 @@ def test_tasks_of_several_processes_are_refused_as_the_command_line_refuses_them
         tools.record_options(4242, 1, 100, subprocesses=True, tasks=True)
 
 
+@pytest.mark.parametrize("command", ["memory", "specialization"])
+@pytest.mark.parametrize("duration", [61, 0, -1, float("nan"), float("inf")])
+def test_a_memory_or_specialization_run_out_of_bounds_is_refused_in_one_line(command, duration):
+    build = {"memory": tools.memory_options, "specialization": tools.specialization_options}[command]
+    with pytest.raises(CommandError) as refused:
+        build(4242, duration)
+    line = tools.error_line(refused.value)
+    assert line == (
+        f"gilty: error: duration {duration:g} s is out of bounds: a {command} run from the mcp server lasts more than 0 "
+        f"and at most 60 s (for longer, run `gilty {command} --duration S -o FILE.json`)"
+    )
+    assert refused.value.exit_code == 2
+
+
+@pytest.mark.parametrize("pid", [0, -3, 2**22 + 1, True])
+def test_memory_and_specialization_refuse_a_pid_out_of_range(pid):
+    for build in (tools.memory_options, tools.specialization_options):
+        with pytest.raises(CommandError, match="must be a whole number between 1 and 4194304"):
+            build(pid, 1)
+
+
+def test_memory_options_are_the_command_line_s_defaults():
+    # `gilty memory --pid 4242 --duration 60 --faults --format json`, as cli/memory.py builds it.
+    from gilty.cli import parse_options
+
+    options = tools.memory_options(4242, tools.MAX_RECORD_S, faults=True)
+    assert options == parse_options(["memory", "--pid", "4242", "--duration", "60", "--faults", "--format", "json"])
+    assert (options.interval_s, options.gc_poll_ms, options.fault_period) == (1.0, 1.0, 1)
+    assert tools.memory_options(4242, 0.5).faults is False
+
+
+def test_specialization_options_are_the_command_line_s_defaults():
+    from gilty.cli import parse_options
+
+    options = tools.specialization_options(4242, 0.5)
+    assert options == parse_options(["specialization", "--pid", "4242", "--duration", "0.5", "--format", "json"])
+    assert (options.rate_hz, options.read_interval_ms, options.top, options.subprocesses) == (500.0, 5.0, 10, False)
+
+
 def test_a_result_over_the_size_bound_is_refused(monkeypatch):
     monkeypatch.setattr(tools, "MAX_RESULT_BYTES", 1 << 20)
     assert tools.bounded("x" * 1000) == "x" * 1000

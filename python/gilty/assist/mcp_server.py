@@ -5,8 +5,8 @@ an MCP tool error (``is_error``) whose text is the command line's one line.
 
 Written against mcp 2.3 (``MCPServer`` is v1's ``FastMCP``). Tools are coroutines that hand the work
 to a worker thread: the server keeps answering (a ping, a list of tools) while a record runs, and a
-cancelled call stops its record at the next slice instead of running out its duration. Not
-``from __future__ import annotations``: the server reads the tools' signatures for their schemas.
+cancelled call stops its record (memory, specialization run) at the next slice instead of running
+out its duration. Not ``from __future__ import annotations``: the server reads the tools' signatures for their schemas.
 """
 
 import sys
@@ -22,11 +22,14 @@ from pydantic import Field, ValidationError
 from gilty._errors import UsageError
 from gilty.assist import tools
 from gilty.sampling import capture
+from gilty.specialization.run import DEFAULT_DURATION_S as DEFAULT_SPECIALIZATION_S
 
 INSTRUCTIONS = (
     "gilty reads a live CPython process from outside (read-only: it never writes to the target or stops it) and says "
     "which threads hold the GIL, which wait for it, and why. Start with `dump` (every thread's state and Python stack, "
-    "instantly), then `record` a few seconds (per-thread GIL shares, top functions, a verdict). `compare` two saved "
+    "instantly), then `record` a few seconds (per-thread GIL shares, top functions, a verdict). `memory` measures a prefork server's "
+    "master and workers (shared memory, copy-on-write in GC or outside it), `specialization` the adaptive interpreter's "
+    "hot sites. `compare` two saved "
     "JSON reports of `gilty record` or `gilty load`; `load_knee` reads the knee of a saved `gilty load` report. "
     "Every result is the JSON the `gilty` command writes with --format json; a failure is gilty's one-line error."
 )
@@ -42,6 +45,22 @@ RECORD_DESCRIPTION = (
     f"`gilty record --pid PID --duration S --rate HZ --format json`. Bounded: at most {tools.MAX_RECORD_S:g} s, "
     f"{tools.MIN_RATE_HZ:g} to {tools.MAX_RATE_HZ:g} Hz, one measurement at a time, a result of at most "
     f"{tools.MAX_RESULT_BYTES >> 20} MiB."
+)
+
+MEMORY_DESCRIPTION = (
+    "Measure a prefork server (gunicorn, uWSGI, multiprocessing) from its master for a while: each process's RSS, "
+    "PSS, USS, shared and private memory every second, which pages shared with the master each worker copied, "
+    "during garbage collection or outside it, and each process's GC configuration (gc.freeze, thresholds). "
+    "With faults: also the Python function whose write copied each page (perf events). "
+    f"`gilty memory --pid MASTER --duration S [--faults] --format json`. Bounded: at most {tools.MAX_RECORD_S:g} s, "
+    "one measurement at a time."
+)
+SPECIALIZATION_DESCRIPTION = (
+    "Sample a Python process for a while and read its hot code's adaptive bytecode: per hot instruction, specialized, "
+    "warming, backing off or cold, an estimate of the executions that miss or run the generic path, and the costliest "
+    "sites with their likely cause (CPython 3.11 to 3.13; on 3.10 the opcache). "
+    f"`gilty specialization --pid PID --duration S --format json`. Bounded: at most {tools.MAX_RECORD_S:g} s, "
+    "one measurement at a time."
 )
 
 Pid = Annotated[int, Field(description="the process id of a running CPython process (its user's, or any as root)")]
@@ -60,6 +79,20 @@ Duration = Annotated[
         json_schema_extra={"exclusiveMinimum": 0, "maximum": tools.MAX_RECORD_S},
     ),
 ]
+
+
+def _duration(default_note: str) -> object:
+    return Annotated[
+        float,
+        Field(
+            description=f"seconds to measure, more than 0 and at most {tools.MAX_RECORD_S:g} ({default_note})",
+            json_schema_extra={"exclusiveMinimum": 0, "maximum": tools.MAX_RECORD_S},
+        ),
+    ]
+
+
+MemoryDuration = _duration(f"default {tools.DEFAULT_MEMORY_S:g}: one measurement a second")
+SpecializationDuration = _duration(f"default {DEFAULT_SPECIALIZATION_S:g}, the command's")
 Rate = Annotated[
     float,
     Field(
@@ -164,6 +197,32 @@ def build(read_json) -> MCPServer:
         stop = capture.Stop()  # set only by a cancelled call: no signal handler outside the main thread
         return await _in_thread(lambda: tools.record(options, stop), stop)
 
+    @server.tool(name="memory", description=MEMORY_DESCRIPTION, annotations=_LIVE, structured_output=False)
+    async def memory(
+        pid: Annotated[int, Field(description="the master (parent) process of a prefork tree; every descendant is measured too")],
+        duration: MemoryDuration = tools.DEFAULT_MEMORY_S,
+        faults: Annotated[
+            bool,
+            Field(
+                description="also sample the workers' page faults that copy pages shared with the master, with the Python "
+                "stack that wrote them (perf events: root, CAP_PERFMON or perf_event_paranoid<=1)"
+            ),
+        ] = False,
+    ) -> CallToolResult:
+        ok, options = tools.answer(lambda: tools.memory_options(pid, duration, faults))
+        if not ok:
+            return _result(False, options)
+        stop = capture.Stop()  # set only by a cancelled call, as record's
+        return await _in_thread(lambda: tools.memory(options, stop), stop)
+
+    @server.tool(name="specialization", description=SPECIALIZATION_DESCRIPTION, annotations=_LIVE, structured_output=False)
+    async def specialization(pid: Pid, duration: SpecializationDuration = DEFAULT_SPECIALIZATION_S) -> CallToolResult:
+        ok, options = tools.answer(lambda: tools.specialization_options(pid, duration))
+        if not ok:
+            return _result(False, options)
+        stop = capture.Stop()
+        return await _in_thread(lambda: tools.specialization(options, stop), stop)
+
     @server.tool(name="compare", annotations=_SAVED, structured_output=False)
     async def compare(a: ReportPath, b: ReportPath) -> CallToolResult:
         """Compare two saved JSON reports, both of `gilty record` or both of `gilty load` (A the baseline),
@@ -184,6 +243,7 @@ def serve(read_json) -> None:
     """Until the client closes stdin. While serving, the `mcp` package points fd 1 at stderr: nothing
     but the protocol reaches stdout, and what gilty says while it works goes to stderr."""
     sys.stderr.write(
-        f"gilty: serving MCP over stdio (tools: dump, dump_core, record, compare, load_knee; record at most {tools.MAX_RECORD_S:g} s)\n"
+        f"gilty: serving MCP over stdio (tools: dump, dump_core, record, memory, specialization, compare, load_knee; "
+        f"record, memory and specialization at most {tools.MAX_RECORD_S:g} s)\n"
     )
     build(read_json).run("stdio")

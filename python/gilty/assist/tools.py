@@ -12,9 +12,17 @@ import sys
 import threading
 
 from gilty import report
-from gilty._errors import EXIT_USAGE, CommandError, UsageError
+from gilty._errors import EXIT_INTERRUPTED, EXIT_USAGE, CommandError, UsageError
 from gilty._visible import visible
-from gilty.options import CompareOptions, OutputOptions, RecordOptions, SamplingOptions, TargetOptions
+from gilty.options import (
+    CompareOptions,
+    MemoryOptions,
+    OutputOptions,
+    RecordOptions,
+    SamplingOptions,
+    SpecializationOptions,
+    TargetOptions,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -24,6 +32,7 @@ if TYPE_CHECKING:
 # waits for its answer, and its answer has to fit what the assistant reads.
 MAX_RECORD_S = 60.0
 DEFAULT_RECORD_S = 5.0
+DEFAULT_MEMORY_S = 10.0  # `gilty memory` runs until Ctrl-C; a call needs an end: ten measurements
 MIN_RATE_HZ = 0.1  # as the command line (one pass every 10 s)
 MAX_RATE_HZ = 1000.0
 DEFAULT_RATE_HZ = 100.0  # `gilty record`'s default
@@ -41,22 +50,29 @@ def check_pid(pid: int) -> int:
     return pid
 
 
+def check_duration(duration: float, command: str = "record") -> None:
+    """A measurement's duration bound (record, memory, specialization), said before anything is attached."""
+    if not 0 < duration <= MAX_RECORD_S:  # false for NaN too
+        what, then = ("a record", " and compare or report the file") if command == "record" else (f"a {command} run", "")
+        raise UsageError(
+            f"duration {duration:g} s is out of bounds: {what} from the mcp server lasts more than 0 and at most {MAX_RECORD_S:g} s (for longer, run `gilty {command} --duration S -o FILE.json`{then})"
+        )
+
+
 def check_record_bounds(duration: float, rate: float) -> None:
     """The record tool's bounds, said before anything is attached."""
-    if not 0 < duration <= MAX_RECORD_S:  # false for NaN too
-        raise UsageError(
-            f"duration {duration:g} s is out of bounds: a record from the mcp server lasts more than 0 and at most {MAX_RECORD_S:g} s (for longer, run `gilty record --duration S -o FILE.json` and compare or report the file)"
-        )
+    check_duration(duration, "record")
     if not MIN_RATE_HZ <= rate <= MAX_RATE_HZ:
         raise UsageError(f"rate {rate:g} Hz is out of bounds: the mcp server samples at {MIN_RATE_HZ:g} to {MAX_RATE_HZ:g} Hz")
 
 
-def bounded(text: str) -> str:
+def bounded(text: str, command: str = "record") -> str:
     size = len(text.encode("utf-8"))
     if size > MAX_RESULT_BYTES:
+        shorter = "record for less time or at a lower rate" if command == "record" else "measure for less time"
         raise CommandError(
             f"the JSON report is {size / (1 << 20):.1f} MiB, over the {MAX_RESULT_BYTES >> 20} MiB a tool result carries; "
-            "record for less time or at a lower rate, or write it with `gilty record -o FILE.json`",
+            f"{shorter}, or write it with `gilty {command} -o FILE.json`",
             EXIT_USAGE,
         )
     return text
@@ -118,6 +134,58 @@ def record(options: RecordOptions, stop: Any) -> str:
     with _ONE_AT_A_TIME:
         result = record_run.run(options, stop, sys.stderr)
         return bounded(report.render(result.recording, "json"))
+
+
+def memory_options(pid: int, duration: float, faults: bool = False) -> MemoryOptions:
+    """`gilty memory --pid MASTER --duration S [--faults] --format json`'s options, at the command
+    line's interval and GC poll; refused in one line before anything is attached."""
+    from gilty.memory import run as memory
+
+    check_pid(pid)
+    check_duration(duration, "memory")
+    return MemoryOptions(
+        pid, memory.DEFAULT_INTERVAL_S, memory.DEFAULT_GC_POLL_MS, float(duration), OutputOptions("json"), faults=bool(faults)
+    )
+
+
+def memory(options: MemoryOptions, stop: Any) -> str:
+    """The prefork tree's memory report (sharing, copy-on-write in GC or outside it); ``stop`` ends
+    it early. A master that exits during the run gives the PARTIAL report the command writes (it
+    exits 8 after writing it)."""
+    from gilty.memory import run as memory_run
+
+    with _ONE_AT_A_TIME:
+        return bounded(report.render(memory_run.run(options, stop), "json"), "memory")
+
+
+def specialization_options(pid: int, duration: float) -> SpecializationOptions:
+    """`gilty specialization --pid PID --duration S --format json`'s options, at the command line's
+    rate, read interval and top; refused in one line before anything is attached."""
+    from gilty.specialization import run as specialization_run
+
+    check_pid(pid)
+    check_duration(duration, "specialization")
+    return SpecializationOptions(
+        pid=pid,
+        duration_s=float(duration),
+        rate_hz=specialization_run.DEFAULT_RATE_HZ,
+        read_interval_ms=specialization_run.DEFAULT_READ_INTERVAL_MS,
+        top=specialization_run.DEFAULT_TOP,
+        output=OutputOptions("json"),
+        opcache_output="json" in report.formats("opcache"),
+    )
+
+
+def specialization(options: SpecializationOptions, stop: Any) -> str:
+    """The specialization report (on 3.10 the opcache's); ``stop`` ends it early."""
+    from gilty.specialization import run as specialization_run
+
+    with _ONE_AT_A_TIME:
+        try:
+            result = specialization_run.run(options, stop)
+        except KeyboardInterrupt:  # how the run says a stop before its first read; the call was cancelled
+            raise CommandError("interrupted", EXIT_INTERRUPTED) from None
+        return bounded(report.render(result, "json"), "specialization")
 
 
 def compare(a: str, b: str, read_json: Callable) -> str:

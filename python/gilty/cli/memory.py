@@ -20,12 +20,10 @@ from gilty import report
 from gilty._errors import UsageError
 from gilty.cli.options import add_format_argument, bounded_float, check_output, output_format, pid_number, seconds
 from gilty.memory import run as memory
+from gilty.memory.run import DEFAULT_GC_POLL_MS, DEFAULT_INTERVAL_S, MIN_INTERVAL_S
 from gilty.options import MemoryOptions, OutputOptions
 from gilty.sampling import capture
 
-DEFAULT_INTERVAL_S = 1.0
-DEFAULT_GC_POLL_MS = 1.0
-MIN_INTERVAL_S = 0.05
 # html: the shared report page with a memory part (report/memory/html.py).
 FORMATS = ("text", "json", "html")
 

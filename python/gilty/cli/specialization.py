@@ -30,10 +30,7 @@ from gilty.cli.options import (
 from gilty.options import OutputOptions, SpecializationOptions
 from gilty.sampling import capture
 from gilty.specialization import run as specialization
-
-DEFAULT_DURATION_S = 5.0
-DEFAULT_RATE_HZ = 500.0
-DEFAULT_READ_INTERVAL_MS = 5.0
+from gilty.specialization.run import DEFAULT_DURATION_S, DEFAULT_RATE_HZ, DEFAULT_READ_INTERVAL_MS, DEFAULT_TOP
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
@@ -45,7 +42,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
         "--duration", type=seconds, default=DEFAULT_DURATION_S, metavar="S", help="seconds to sample (default: %(default)g)"
     )
     parser.add_argument(
-        "--top", type=positive_int, default=10, metavar="N", help="sites and functions listed (default: %(default)d)"
+        "--top", type=positive_int, default=DEFAULT_TOP, metavar="N", help="sites and functions listed (default: %(default)d)"
     )
     parser.add_argument(
         "--rate",

@@ -12,6 +12,11 @@ from gilty.memory.session import MemorySession
 from gilty.options import MemoryOptions
 from gilty.sampling import capture, launch
 
+# `gilty memory`'s defaults, the command line's and the mcp tool's (assist/tools.py).
+DEFAULT_INTERVAL_S = 1.0
+DEFAULT_GC_POLL_MS = 1.0
+MIN_INTERVAL_S = 0.05
+
 # The native monitor keeps its own schedule; the loop's end test keeps a 10 ms margin (capture.ends_now).
 END_PERIOD_S = 0.02
 

@@ -17,6 +17,11 @@ from gilty.specialization.session import ProcessWatch, SpecializationSession
 from gilty.specialization.sources import read_sources
 
 MAX_CODES = 200
+# `gilty specialization`'s defaults, the command line's and the mcp tool's (assist/tools.py).
+DEFAULT_DURATION_S = 5.0
+DEFAULT_RATE_HZ = 500.0
+DEFAULT_READ_INTERVAL_MS = 5.0
+DEFAULT_TOP = 10
 
 
 def run(options: SpecializationOptions, stop: Any) -> Union[SpecializationResult, OpcacheResult]:
