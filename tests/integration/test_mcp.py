@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -37,6 +36,7 @@ from conftest import (
     running_target,
 )
 from package_venvs import venv_python
+from pool_support import running_pool
 
 pytestmark = pytest.mark.interpreter
 
@@ -333,31 +333,12 @@ def _same_shape(tool: dict, cli: dict, what: str) -> None:
 
 def test_memory_of_a_prefork_pool_is_the_command_line_json(mcp_python, interp):
     # A small fork pool (tests/targets/pool_workers.py): a master and two workers.
-    env = dict(os.environ, POOL_WORKERS="2", POOL_RECORDS="20000")
-    popen = subprocess.Popen(
-        [interp.path, str(TARGETS / "pool_workers.py")],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        start_new_session=True,
-    )
-    try:
-        line = popen.stdout.readline().decode()
-        assert line.startswith("pids "), line
-        master, *workers = (int(x) for x in line.split()[1:])
+    with running_pool(interp.path, 2, "20000") as (master, workers):
         log: list = []
         answer, too_long = session(
             mcp_python, ["memory", {"pid": master, "duration": 1}], ["memory", {"pid": master, "duration": 61}], log=log
         )
         rc, out, err = run_gilty("memory", "--pid", master, "--duration", "1", "--format", "json", timeout=60)
-    finally:
-        popen.stdin.close()  # the pool's master exits on the end of its stdin, its workers with it
-        try:
-            popen.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(popen.pid, signal.SIGKILL)
-            popen.wait()
     assert rc == 0, err
     tool, cli = json_of(answer), parse_json(out, "gilty memory --format json")
     assert tool["kind"] == cli["kind"] == "memory" and tool["master_pid"] == cli["master_pid"] == master

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from conftest import TARGETS, note, run_gilty
+from pool_support import running_pool
 from test_memory import WORKERS, _children, _free_port, _gunicorn_python, mib, proc_of, run_memory
 
 MIB = 1 << 20
@@ -83,31 +84,11 @@ def _stop_group(popen: subprocess.Popen) -> None:
 def pool_run(interp):
     if interp.path is None:
         pytest.skip(interp.skip_reason)
-    env = dict(os.environ, POOL_WORKERS="3", POOL_RECORDS=POOL_RECORDS)
-    popen = subprocess.Popen(
-        [interp.path, str(TARGETS / "pool_workers.py")],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        start_new_session=True,
-    )
-    try:
-        line = popen.stdout.readline().decode()
-        assert line.startswith("pids "), (
-            f"pool target: {line!r} {popen.stderr.read().decode()[-2000:] if popen.poll() is not None else ''}"
-        )
-        master, *workers = (int(x) for x in line.split()[1:])
+    with running_pool(interp.path, 3, POOL_RECORDS) as (master, workers):
         rc, report, err, _ = run_memory(master, 2.0)
         reference = {w: _private(w) for w in workers}
         assert rc == 0 and report, f"gilty memory exited {rc}:\n{err}"
         yield report, workers, reference
-    finally:
-        try:
-            popen.stdin.close()
-        except OSError:
-            pass
-        _stop_group(popen)
 
 
 # Guards: growth counted from when gilty first saw a worker (the pool's warm workers read +0.0 MiB
@@ -154,19 +135,7 @@ def test_spawn_pool_resource_tracker_is_a_helper(interp):
     from conftest import one_version, parse_json
 
     one_version(interp, "telling multiprocessing's resource tracker from the pool's workers reads only /proc")
-    env = dict(os.environ, POOL_WORKERS="2", POOL_RECORDS="20000", POOL_START="spawn")
-    popen = subprocess.Popen(
-        [interp.path, str(TARGETS / "pool_workers.py")],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        start_new_session=True,
-    )
-    try:
-        line = popen.stdout.readline().decode()
-        assert line.startswith("pids "), f"pool target: {line!r}"
-        master, *workers = (int(x) for x in line.split()[1:])
+    with running_pool(interp.path, 2, "20000", start="spawn") as (master, workers):
         tracker = [k for k in _children(master) if k not in workers]
         assert len(tracker) == 1, (master, workers, _children(master))
         rc, report, err, _ = run_memory(master, 1.0)
@@ -178,12 +147,6 @@ def test_spawn_pool_resource_tracker_is_a_helper(interp):
         assert rc == 0, err
         recorded = {p["process"]["pid"]: p["process"]["role"] for p in parse_json(out)["processes"]}
         assert recorded.get(tracker[0]) == "helper", recorded
-    finally:
-        try:
-            popen.stdin.close()
-        except OSError:
-            pass
-        _stop_group(popen)
 
 
 # -- gunicorn with and without --preload ----------------------------------------------------------------
